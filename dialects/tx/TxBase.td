@@ -1,0 +1,52 @@
+// The `tx` dialect: transformer training graphs on ranked tensors with value semantics.
+#ifndef MEGAC_TX_BASE_TD
+#define MEGAC_TX_BASE_TD
+
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Tx_Dialect : Dialect {
+  let name = "tx";
+  let cppNamespace = "::megac::tx";
+  let summary = "Transformer training graphs: parameters, layers and loss on ranked tensors";
+  let description = [{
+    The `tx` dialect describes one microbatch of a transformer's forward pass (and, after
+    `megac-autodiff`, its backward pass) as value-semantics operations on statically shaped
+    ranked tensors. Every operation is one step of the math a model author would write down:
+    an embedding lookup, a matmul, a norm, an activation, attention, the loss.
+
+    Layout conventions used by all ops:
+    - activations are `[batch, seq, hidden]`;
+    - attention heads are split as `[batch, seq, heads, head_dim]`;
+    - weights are stored `[in, out]` (so `y = x @ W`), unless a matmul says `transpose_rhs`;
+    - token ids and labels are `i32` or `i64` tensors `[batch, seq]`.
+
+    Verifiers reject bad shapes with messages naming the operand, the shape found and the
+    shape expected.
+  }];
+}
+
+class Tx_Op<string mnemonic, list<Trait> traits = []> : Op<Tx_Dialect, mnemonic, traits>;
+
+def Tx_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def Tx_IdTensor : StaticShapeTensorOf<[I32, I64]>;
+def Tx_FloatScalar : 0DTensorOf<[AnyFloat]>;
+
+def Tx_ParamInit : I32EnumAttr<"ParamInit", "how a parameter is initialised without a checkpoint", [
+    I32EnumAttrCase<"Normal", 0, "normal">,
+    I32EnumAttrCase<"Zeros", 1, "zeros">,
+    I32EnumAttrCase<"Ones", 2, "ones">,
+  ]> {
+  let cppNamespace = "::megac::tx";
+}
+
+def Tx_GeluApproximation : I32EnumAttr<"GeluApproximation", "which GELU formula", [
+    I32EnumAttrCase<"Tanh", 0, "tanh">,
+    I32EnumAttrCase<"Erf", 1, "erf">,
+  ]> {
+  let cppNamespace = "::megac::tx";
+}
+
+#endif // MEGAC_TX_BASE_TD

@@ -1,0 +1,253 @@
+// Verifiers of the `tx` ops. Each message names the operand, the shape found and the shape
+// expected, so a bad spec or a broken pass is easy to trace.
+#include "tx/TxOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace megac::tx;
+
+namespace {
+
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "[";
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return text;
+}
+
+RankedTensorType tensorType(Value value) { return cast<RankedTensorType>(value.getType()); }
+
+ArrayRef<int64_t> shapeOf(Value value) { return tensorType(value).getShape(); }
+
+/// Fails with "<what> has shape [..] but expected [..]" unless the shapes are equal.
+LogicalResult expectShape(Operation *op, StringRef what, ArrayRef<int64_t> found,
+                          ArrayRef<int64_t> expected, StringRef why = "") {
+  if (found == expected)
+    return success();
+  auto diag = op->emitOpError() << what << " has shape " << shapeString(found)
+                                << " but expected " << shapeString(expected);
+  if (!why.empty())
+    diag << " (" << why << ")";
+  return diag;
+}
+
+LogicalResult expectSameElementType(Operation *op, StringRef what, Value value, Type expected) {
+  Type found = tensorType(value).getElementType();
+  if (found == expected)
+    return success();
+  return op->emitOpError() << what << " has element type " << found << " but expected " << expected;
+}
+
+LogicalResult expectRank(Operation *op, StringRef what, Value value, int64_t rank,
+                         StringRef layout) {
+  if (tensorType(value).getRank() == rank)
+    return success();
+  return op->emitOpError() << what << " must have rank " << rank << " " << layout << ", found "
+                           << shapeString(shapeOf(value));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a non-empty checkpoint name");
+  ArrayRef<int64_t> shape = getType().getShape();
+  if (shape.empty())
+    return emitOpError() << "'" << getName() << "' must have rank >= 1, found a scalar";
+  if (llvm::any_of(shape, [](int64_t d) { return d <= 0; }))
+    return emitOpError() << "'" << getName() << "' has an empty dimension: " << shapeString(shape);
+  if (getStd() && getStd()->convertToDouble() <= 0.0)
+    return emitOpError() << "'" << getName() << "' has std " << getStd()->convertToDouble()
+                         << "; it must be > 0";
+  if (getStd() && getInit() != ParamInit::Normal)
+    return emitOpError() << "'" << getName() << "' gives std for init '"
+                         << stringifyParamInit(getInit()) << "'; only 'normal' takes one";
+  if (!getOffsets())
+    return success();
+  ArrayRef<int64_t> offsets = *getOffsets();
+  ArrayRef<int64_t> full = *getFullShape();
+  if (offsets.size() != shape.size() || full.size() != shape.size())
+    return emitOpError() << "'" << getName() << "' block offsets " << shapeString(offsets)
+                         << " and full shape " << shapeString(full) << " must have rank "
+                         << shape.size() << " like the result " << shapeString(shape);
+  for (auto [dim, offset] : llvm::enumerate(offsets))
+    if (offset < 0 || offset + shape[dim] > full[dim])
+      return emitOpError() << "'" << getName() << "' block " << shapeString(shape) << " at "
+                           << shapeString(offsets) << " does not fit in the full shape "
+                           << shapeString(full) << " (dimension " << dim << ")";
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  if (failed(expectRank(*this, "table", getTable(), 2, "[vocab, hidden]")))
+    return failure();
+  SmallVector<int64_t> expected(shapeOf(getIds()));
+  expected.push_back(shapeOf(getTable())[1]);
+  if (failed(expectShape(*this, "result", shapeOf(getResult()), expected,
+                         "the ids' shape followed by the table's hidden size")))
+    return failure();
+  return expectSameElementType(*this, "result", getResult(), tensorType(getTable()).getElementType());
+}
+
+LogicalResult MatmulOp::verify() {
+  ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
+  if (lhs.size() < 2)
+    return emitOpError() << "lhs must have rank >= 2, found " << shapeString(lhs);
+  if (rhs.size() != 2 && rhs.size() != lhs.size())
+    return emitOpError() << "rhs must be a matrix or have the rank of lhs " << shapeString(lhs)
+                         << ", found " << shapeString(rhs);
+  size_t lr = lhs.size(), rr = rhs.size();
+  int64_t m = getTransposeLhs() ? lhs[lr - 1] : lhs[lr - 2];
+  int64_t kLhs = getTransposeLhs() ? lhs[lr - 2] : lhs[lr - 1];
+  int64_t kRhs = getTransposeRhs() ? rhs[rr - 1] : rhs[rr - 2];
+  int64_t n = getTransposeRhs() ? rhs[rr - 2] : rhs[rr - 1];
+  if (kLhs != kRhs)
+    return emitOpError() << "contraction sizes differ: lhs " << shapeString(lhs) << " gives "
+                         << kLhs << ", rhs " << shapeString(rhs) << " gives " << kRhs;
+  if (rr == lr && lhs.drop_back(2) != rhs.drop_back(2))
+    return emitOpError() << "batch dimensions differ: lhs " << shapeString(lhs) << ", rhs "
+                         << shapeString(rhs);
+  SmallVector<int64_t> expected(lhs.drop_back(2));
+  expected.append({m, n});
+  if (failed(expectShape(*this, "result", shapeOf(getResult()), expected)))
+    return failure();
+  Type element = tensorType(getLhs()).getElementType();
+  if (failed(expectSameElementType(*this, "rhs", getRhs(), element)))
+    return failure();
+  return expectSameElementType(*this, "result", getResult(), element);
+}
+
+/// rhs must equal lhs or a trailing part of it.
+static LogicalResult verifyBroadcastRhs(Operation *op, Value lhs, Value rhs) {
+  ArrayRef<int64_t> l = shapeOf(lhs), r = shapeOf(rhs);
+  if (r.size() > l.size() || l.take_back(r.size()) != r)
+    return op->emitOpError() << "rhs has shape " << shapeString(r)
+                             << " but expected the shape of lhs " << shapeString(l)
+                             << " or a trailing part of it";
+  return expectSameElementType(op, "rhs", rhs, tensorType(lhs).getElementType());
+}
+
+LogicalResult AddOp::verify() { return verifyBroadcastRhs(*this, getLhs(), getRhs()); }
+LogicalResult MulOp::verify() { return verifyBroadcastRhs(*this, getLhs(), getRhs()); }
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType in = tensorType(getInput()), out = getType();
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError() << "cannot reshape " << shapeString(in.getShape()) << " ("
+                         << in.getNumElements() << " elements) to " << shapeString(out.getShape())
+                         << " (" << out.getNumElements() << " elements)";
+  return expectSameElementType(*this, "result", getResult(), in.getElementType());
+}
+
+LogicalResult SliceOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
+  int64_t dim = getDim(), offset = getOffset();
+  if (dim < 0 || dim >= static_cast<int64_t>(in.size()))
+    return emitOpError() << "dim " << dim << " is outside the input " << shapeString(in);
+  SmallVector<int64_t> expected(in);
+  expected[dim] = out.size() == in.size() ? out[dim] : -1;
+  if (failed(expectShape(*this, "result", out, expected,
+                         "the input's shape except along the sliced dimension")))
+    return failure();
+  if (offset < 0 || offset + out[dim] > in[dim])
+    return emitOpError() << "slice [" << offset << ", " << offset + out[dim] << ") of dimension "
+                         << dim << " does not fit in the input " << shapeString(in);
+  return expectSameElementType(*this, "result", getResult(), tensorType(getInput()).getElementType());
+}
+
+/// Norm weights (and biases) are vectors of the input's last dimension.
+static LogicalResult verifyNormVector(Operation *op, StringRef what, Value input, Value vec) {
+  ArrayRef<int64_t> in = shapeOf(input);
+  if (in.empty())
+    return op->emitOpError() << "input must have rank >= 1";
+  if (failed(expectShape(op, what, shapeOf(vec), {in.back()}, "the input's last dimension")))
+    return failure();
+  return expectSameElementType(op, what, vec, tensorType(input).getElementType());
+}
+
+static LogicalResult verifyEpsilon(Operation *op, APFloat eps) {
+  if (eps.convertToDouble() > 0.0)
+    return success();
+  return op->emitOpError() << "eps must be > 0, found " << eps.convertToDouble();
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(verifyNormVector(*this, "weight", getInput(), getWeight())) ||
+      failed(verifyNormVector(*this, "bias", getInput(), getBias())))
+    return failure();
+  return verifyEpsilon(*this, getEpsilon());
+}
+
+LogicalResult RmsNormOp::verify() {
+  if (failed(verifyNormVector(*this, "weight", getInput(), getWeight())))
+    return failure();
+  return verifyEpsilon(*this, getEpsilon());
+}
+
+LogicalResult SwigluOp::verify() {
+  if (getUp().getType() == getGate().getType())
+    return success();
+  return emitOpError() << "up has type " << getUp().getType() << " but expected "
+                       << getGate().getType() << " (the type of gate)";
+}
+
+LogicalResult DropoutOp::verify() {
+  double rate = getRate().convertToDouble();
+  if (rate >= 0.0 && rate < 1.0)
+    return success();
+  return emitOpError() << "rate must be in [0, 1), found " << rate;
+}
+
+LogicalResult RopeOp::verify() {
+  if (failed(expectRank(*this, "input", getInput(), 4, "[batch, seq, heads, head_dim]")))
+    return failure();
+  if (shapeOf(getInput())[3] % 2 != 0)
+    return emitOpError() << "head_dim must be even to rotate pairs, found "
+                         << shapeOf(getInput())[3];
+  if (getTheta().convertToDouble() <= 0.0)
+    return emitOpError() << "theta must be > 0, found " << getTheta().convertToDouble();
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  constexpr StringRef layout = "[batch, seq, heads, head_dim]";
+  for (auto [what, value] : {std::pair<StringRef, Value>{"query", getQuery()},
+                             {"key", getKey()}, {"value", getValue()}})
+    if (failed(expectRank(*this, what, value, 4, layout)))
+      return failure();
+  ArrayRef<int64_t> q = shapeOf(getQuery()), k = shapeOf(getKey());
+  SmallVector<int64_t> kvExpected{q[0], q[1], k[2], q[3]};
+  if (failed(expectShape(*this, "key", k, kvExpected,
+                         "batch, seq and head_dim of the query, any number of query groups")) ||
+      failed(expectShape(*this, "value", shapeOf(getValue()), k, "the shape of key")))
+    return failure();
+  if (q[2] % k[2] != 0)
+    return emitOpError() << "query heads (" << q[2] << ") must be a multiple of key/value heads ("
+                         << k[2] << ")";
+  if (failed(expectShape(*this, "result", shapeOf(getResult()), q, "the shape of query")))
+    return failure();
+  Type element = tensorType(getQuery()).getElementType();
+  for (Value v : {getKey(), getValue(), getResult()})
+    if (failed(expectSameElementType(*this, "operand", v, element)))
+      return failure();
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  ArrayRef<int64_t> logits = shapeOf(getLogits());
+  if (logits.size() < 2)
+    return emitOpError() << "logits must be [..., vocab] with rank >= 2, found "
+                         << shapeString(logits);
+  return expectShape(*this, "labels", shapeOf(getLabels()), logits.drop_back(),
+                     "the logits' shape without the vocab dimension");
+}
+
+#define GET_OP_CLASSES
+#include "tx/TxOps.cpp.inc"

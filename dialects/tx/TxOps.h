@@ -1,0 +1,13 @@
+#pragma once
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "tx/TxDialect.h"
+#include "tx/TxEnums.h.inc"
+
+#define GET_OP_CLASSES
+#include "tx/TxOps.h.inc"

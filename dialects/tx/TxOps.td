@@ -1,0 +1,204 @@
+// Forward operations of the `tx` dialect.
+#ifndef MEGAC_TX_OPS_TD
+#define MEGAC_TX_OPS_TD
+
+include "tx/TxBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------===//
+
+def Tx_ParamOp : Tx_Op<"param", [Pure]> {
+  let summary = "a trainable parameter";
+  let description = [{
+    Declares a parameter by its checkpoint name (Hugging Face names, so checkpoints load in
+    `transformers`). Without `at`, the value is the whole checkpoint tensor. With
+    `at [offsets] of [full shape]`, the value is the block of the checkpoint tensor of
+    `full shape` that starts at `offsets` and has the result's extent; this is how a fused
+    checkpoint tensor (GPT-2's `c_attn`) is split into query, key and value, and how a tensor
+    parallel rank holds its shard. `init` says how training initialises it without a checkpoint.
+    Rank-1 parameters (biases, norm weights) get no weight decay.
+
+    ```mlir
+    %wte = tx.param "transformer.wte.weight" init(normal, std = 2.0e-02) : tensor<257x64xf32>
+    %wq = tx.param "transformer.h.0.attn.c_attn.weight" at [0, 0] of [64, 192] init(normal, std = 2.0e-02) : tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$offsets,
+                       OptionalAttr<DenseI64ArrayAttr>:$full_shape, Tx_ParamInit:$init,
+                       OptionalAttr<F64Attr>:$std);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $name (`at` $offsets^ `of` $full_shape)? `init` `(` $init (`,` `std` `=` $std^)? `)` attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and elementwise
+//===----------------------------------------------------------------------===//
+
+def Tx_EmbeddingOp : Tx_Op<"embedding", [Pure]> {
+  let summary = "row lookup: result[..., :] = table[ids[...], :]";
+  let arguments = (ins Tx_FloatTensor:$table, Tx_IdTensor:$ids);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$table `[` $ids `]` attr-dict `:` type($table) `,` type($ids) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tx_MatmulOp : Tx_Op<"matmul", [Pure]> {
+  let summary = "matrix product, batched over leading dimensions";
+  let description = [{
+    `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`). `rhs` is either a matrix
+    `[K, N]` (`[N, K]` with `transpose_rhs`), shared by every batch entry, or has the same
+    batch dimensions as `lhs`. The result is `[..., M, N]`.
+  }];
+  let arguments = (ins Tx_FloatTensor:$lhs, Tx_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)? attr-dict
+    `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+class Tx_BroadcastBinaryOp<string mnemonic, string math> :
+    Tx_Op<mnemonic, [Pure, AllTypesMatch<["lhs", "result"]>]> {
+  let summary = "elementwise " # math # ", `rhs` broadcast over leading dimensions";
+  let description = [{
+    `rhs` has the shape of `lhs` or of a trailing part of it (a bias `[N]` added to `[B, S, N]`).
+  }];
+  let arguments = (ins Tx_FloatTensor:$lhs, Tx_FloatTensor:$rhs);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+  let hasVerifier = 1;
+}
+
+def Tx_AddOp : Tx_BroadcastBinaryOp<"add", "sum">;
+def Tx_MulOp : Tx_BroadcastBinaryOp<"mul", "product">;
+
+def Tx_ReshapeOp : Tx_Op<"reshape", [Pure]> {
+  let summary = "same elements, new static shape (row-major order kept)";
+  let arguments = (ins Tx_FloatTensor:$input);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tx_SliceOp : Tx_Op<"slice", [Pure]> {
+  let summary = "contiguous slice along one dimension";
+  let description = [{
+    Takes `result.shape[dim]` entries of `input` along `dim`, starting at `offset`; the other
+    dimensions are kept whole.
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, I64Attr:$dim, I64Attr:$offset);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$input `dim` $dim `offset` $offset attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation and activations
+//===----------------------------------------------------------------------===//
+
+def Tx_LayerNormOp : Tx_Op<"layer_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias";
+  let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, Tx_FloatTensor:$bias, F64Attr:$epsilon);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias `eps` $epsilon attr-dict `:` type($input) `,` type($weight) `,` type($bias)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tx_RmsNormOp : Tx_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "RMSNorm over the last dimension: x / sqrt(mean(x^2) + eps) * weight";
+  let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, F64Attr:$epsilon);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight `eps` $epsilon attr-dict `:` type($input) `,` type($weight)";
+  let hasVerifier = 1;
+}
+
+def Tx_GeluOp : Tx_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "GELU, tanh approximation or exact (erf)";
+  let arguments = (ins Tx_FloatTensor:$input, Tx_GeluApproximation:$approximation);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$input ` ` `(` $approximation `)` attr-dict `:` type($input)";
+}
+
+def Tx_SwigluOp : Tx_Op<"swiglu", [Pure, AllTypesMatch<["gate", "result"]>]> {
+  let summary = "SwiGLU: silu(gate) * up";
+  let arguments = (ins Tx_FloatTensor:$gate, Tx_FloatTensor:$up);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($gate) `,` type($up)";
+  let hasVerifier = 1;
+}
+
+def Tx_DropoutOp : Tx_Op<"dropout", [Pure, SameOperandsAndResultType]> {
+  let summary = "dropout: zero each element with probability `rate`, scale the rest by 1/(1-rate)";
+  let description = [{
+    The mask is a function of the run's seed, the iteration, the microbatch and `stream`, a
+    number the frontend gives each dropout site, so the backward pass and every parallel plan
+    draw the same mask.
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, F64Attr:$rate, I64Attr:$stream);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$input `rate` $rate `stream` $stream attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Tx_RopeOp : Tx_Op<"rope", [Pure, SameOperandsAndResultType]> {
+  let summary = "rotary position embedding, rotate_half convention";
+  let description = [{
+    `input` is `[batch, seq, heads, head_dim]` with an even `head_dim`. Position p of the
+    sequence and frequency i < head_dim/2 rotate the pair (x[i], x[i + head_dim/2]) by
+    p * theta^(-2i/head_dim), as Hugging Face Llama does.
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, F64Attr:$theta);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$input `theta` $theta attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Tx_AttentionOp : Tx_Op<"attention", [Pure]> {
+  let summary = "scaled dot-product attention with grouped query heads";
+  let description = [{
+    `query` is `[batch, seq, heads, head_dim]`; `key` and `value` are
+    `[batch, seq, query_groups, head_dim]` with `heads` a multiple of `query_groups`: query
+    head h attends with key/value head h / (heads / query_groups). With `causal`, position i
+    sees keys 0..i. Scores are `scale * q.k`, softmax over keys.
+  }];
+  let arguments = (ins Tx_FloatTensor:$query, Tx_FloatTensor:$key, Tx_FloatTensor:$value,
+                       UnitAttr:$causal, F64Attr:$scale);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`causal` $causal^)? `scale` $scale attr-dict
+    `:` type($query) `,` type($key) `,` type($value) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+def Tx_CrossEntropyOp : Tx_Op<"cross_entropy", [Pure]> {
+  let summary = "softmax cross-entropy, mean over all tokens";
+  let description = [{
+    `logits` is `[..., vocab]`, `labels` has the leading dimensions of `logits`. The result is
+    the mean over all label positions of `-log softmax(logits)[label]`.
+  }];
+  let arguments = (ins Tx_FloatTensor:$logits, Tx_IdTensor:$labels);
+  let results = (outs Tx_FloatScalar:$result);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // MEGAC_TX_OPS_TD

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The README's test command: set-up, build, then every test suite (lit, runtime unit tests,
+# end-to-end training checks) through ctest. Exits non-zero if anything fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+./scripts/build.sh
+cd build
+ctest --output-on-failure --timeout 1800
+echo "test.sh: all suites passed in $(( $(date +%s) - start ))s"

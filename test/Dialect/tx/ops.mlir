@@ -1,0 +1,125 @@
+// RUN: megac-opt %s -split-input-file | megac-opt -split-input-file | FileCheck %s
+// Each op prints in the form it parses from, and survives a second round trip.
+
+// CHECK-LABEL: func @param
+func.func @param() -> (tensor<257x64xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  // CHECK: tx.param "transformer.wte.weight" init(normal, std = 2.000000e-02) : tensor<257x64xf32>
+  %0 = tx.param "transformer.wte.weight" init(normal, std = 2.0e-02) : tensor<257x64xf32>
+  // CHECK: tx.param "transformer.h.0.attn.c_attn.weight" at [0, 64] of [64, 192] init(normal) : tensor<64x64xf32>
+  %1 = tx.param "transformer.h.0.attn.c_attn.weight" at [0, 64] of [64, 192] init(normal) : tensor<64x64xf32>
+  // CHECK: tx.param "ln.weight" init(ones) : tensor<64xf32>
+  %2 = tx.param "ln.weight" init(ones) : tensor<64xf32>
+  // CHECK: tx.param "ln.bias" init(zeros) : tensor<64xf32>
+  %3 = tx.param "ln.bias" init(zeros) : tensor<64xf32>
+  return %0, %1, %2, %3 : tensor<257x64xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @embedding
+func.func @embedding(%table: tensor<257x64xf32>, %ids: tensor<2x8xi32>) -> tensor<2x8x64xf32> {
+  // CHECK: tx.embedding %{{.*}}[%{{.*}}] : tensor<257x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
+  %0 = tx.embedding %table[%ids] : tensor<257x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
+  return %0 : tensor<2x8x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @matmul
+func.func @matmul(%x: tensor<2x8x64xf32>, %w: tensor<64x256xf32>, %wt: tensor<256x64xf32>,
+                  %a: tensor<2x4x8x16xf32>, %b: tensor<2x4x8x16xf32>)
+    -> (tensor<2x8x256xf32>, tensor<2x8x256xf32>, tensor<2x4x8x8xf32>, tensor<2x4x16x16xf32>) {
+  // CHECK: tx.matmul %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64x256xf32> -> tensor<2x8x256xf32>
+  %0 = tx.matmul %x, %w : tensor<2x8x64xf32>, tensor<64x256xf32> -> tensor<2x8x256xf32>
+  // CHECK: tx.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<2x8x64xf32>, tensor<256x64xf32> -> tensor<2x8x256xf32>
+  %1 = tx.matmul %x, %wt transpose_rhs : tensor<2x8x64xf32>, tensor<256x64xf32> -> tensor<2x8x256xf32>
+  // CHECK: tx.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x8x8xf32>
+  %2 = tx.matmul %a, %b transpose_rhs : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x8x8xf32>
+  // CHECK: tx.matmul %{{.*}}, %{{.*}} transpose_lhs : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x16x16xf32>
+  %3 = tx.matmul %a, %b transpose_lhs : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x16x16xf32>
+  return %0, %1, %2, %3 : tensor<2x8x256xf32>, tensor<2x8x256xf32>, tensor<2x4x8x8xf32>, tensor<2x4x16x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @add_mul
+func.func @add_mul(%x: tensor<2x8x64xf32>, %bias: tensor<64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>) {
+  // CHECK: tx.add %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64xf32>
+  %0 = tx.add %x, %bias : tensor<2x8x64xf32>, tensor<64xf32>
+  // CHECK: tx.mul %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  %1 = tx.mul %0, %x : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  return %0, %1 : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @reshape_slice
+func.func @reshape_slice(%x: tensor<2x8x192xf32>) -> tensor<2x8x4x16xf32> {
+  // CHECK: tx.slice %{{.*}} dim 2 offset 64 : tensor<2x8x192xf32> -> tensor<2x8x64xf32>
+  %k = tx.slice %x dim 2 offset 64 : tensor<2x8x192xf32> -> tensor<2x8x64xf32>
+  // CHECK: tx.reshape %{{.*}} : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+  %0 = tx.reshape %k : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+  return %0 : tensor<2x8x4x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @norms
+func.func @norms(%x: tensor<2x8x64xf32>, %w: tensor<64xf32>, %b: tensor<64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>) {
+  // CHECK: tx.layer_norm %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+  %0 = tx.layer_norm %x, %w, %b eps 1.0e-5 : tensor<2x8x64xf32>, tensor<64xf32>, tensor<64xf32>
+  // CHECK: tx.rms_norm %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 : tensor<2x8x64xf32>, tensor<64xf32>
+  %1 = tx.rms_norm %x, %w eps 1.0e-6 : tensor<2x8x64xf32>, tensor<64xf32>
+  return %0, %1 : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @activations
+func.func @activations(%x: tensor<2x8x256xf32>, %u: tensor<2x8x256xf32>) -> (tensor<2x8x256xf32>, tensor<2x8x256xf32>, tensor<2x8x256xf32>) {
+  // CHECK: tx.gelu %{{.*}} (tanh) : tensor<2x8x256xf32>
+  %0 = tx.gelu %x (tanh) : tensor<2x8x256xf32>
+  // CHECK: tx.gelu %{{.*}} (erf) : tensor<2x8x256xf32>
+  %1 = tx.gelu %x (erf) : tensor<2x8x256xf32>
+  // CHECK: tx.swiglu %{{.*}}, %{{.*}} : tensor<2x8x256xf32>, tensor<2x8x256xf32>
+  %2 = tx.swiglu %x, %u : tensor<2x8x256xf32>, tensor<2x8x256xf32>
+  return %0, %1, %2 : tensor<2x8x256xf32>, tensor<2x8x256xf32>, tensor<2x8x256xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @dropout
+func.func @dropout(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  // CHECK: tx.dropout %{{.*}} rate 1.000000e-01 stream 7 : tensor<2x8x64xf32>
+  %0 = tx.dropout %x rate 0.1 stream 7 : tensor<2x8x64xf32>
+  return %0 : tensor<2x8x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @rope
+func.func @rope(%q: tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32> {
+  // CHECK: tx.rope %{{.*}} theta 1.000000e+04 : tensor<2x8x4x16xf32>
+  %0 = tx.rope %q theta 10000.0 : tensor<2x8x4x16xf32>
+  return %0 : tensor<2x8x4x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @attention
+func.func @attention(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tensor<2x8x2x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) {
+  // CHECK: tx.attention %{{.*}}, %{{.*}}, %{{.*}} causal scale 2.500000e-01 : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>
+  %0 = tx.attention %q, %k, %v causal scale 0.25 : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>
+  // CHECK: tx.attention %{{.*}}, %{{.*}}, %{{.*}} scale 2.500000e-01 :
+  %1 = tx.attention %q, %k, %v scale 0.25 : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>
+  return %0, %1 : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @cross_entropy
+func.func @cross_entropy(%logits: tensor<2x8x257xf32>, %labels: tensor<2x8xi64>) -> tensor<f32> {
+  // CHECK: tx.cross_entropy %{{.*}}, %{{.*}} : tensor<2x8x257xf32>, tensor<2x8xi64> -> tensor<f32>
+  %0 = tx.cross_entropy %logits, %labels : tensor<2x8x257xf32>, tensor<2x8xi64> -> tensor<f32>
+  return %0 : tensor<f32>
+}
