@@ -9,7 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin                              # communicators on CPU
   libopenblas-dev                                         # CPU GEMM
   libgtest-dev                                            # runtime unit tests
-  python3-torch python3-numpy                             # PyTorch reference tests (run with /usr/bin/python3)
+  python3-torch python3-numpy python3-yaml                          # PyTorch reference tests (run with /usr/bin/python3)
 )
 
 missing=()
