@@ -5,6 +5,7 @@ using namespace megac::tx;
 
 #include "tx/TxDialect.cpp.inc"
 #include "tx/TxEnums.cpp.inc"
+#include "tx/TxInterfaces.cpp.inc"
 
 void TxDialect::initialize() {
   addOperations<

@@ -1,6 +1,7 @@
 // Verifiers of the `tx` ops. Each message names the operand, the shape found and the shape
 // expected, so a bad spec or a broken pass is easy to trace.
 #include "tx/TxOps.h"
+#include "tx/TxVerifyUtils.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
@@ -8,50 +9,9 @@
 
 using namespace mlir;
 using namespace megac::tx;
+using namespace megac::tx::verify;
 
-namespace {
 
-std::string shapeString(ArrayRef<int64_t> shape) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "[";
-  llvm::interleaveComma(shape, os);
-  os << "]";
-  return text;
-}
-
-RankedTensorType tensorType(Value value) { return cast<RankedTensorType>(value.getType()); }
-
-ArrayRef<int64_t> shapeOf(Value value) { return tensorType(value).getShape(); }
-
-/// Fails with "<what> has shape [..] but expected [..]" unless the shapes are equal.
-LogicalResult expectShape(Operation *op, StringRef what, ArrayRef<int64_t> found,
-                          ArrayRef<int64_t> expected, StringRef why = "") {
-  if (found == expected)
-    return success();
-  auto diag = op->emitOpError() << what << " has shape " << shapeString(found)
-                                << " but expected " << shapeString(expected);
-  if (!why.empty())
-    diag << " (" << why << ")";
-  return diag;
-}
-
-LogicalResult expectSameElementType(Operation *op, StringRef what, Value value, Type expected) {
-  Type found = tensorType(value).getElementType();
-  if (found == expected)
-    return success();
-  return op->emitOpError() << what << " has element type " << found << " but expected " << expected;
-}
-
-LogicalResult expectRank(Operation *op, StringRef what, Value value, int64_t rank,
-                         StringRef layout) {
-  if (tensorType(value).getRank() == rank)
-    return success();
-  return op->emitOpError() << what << " must have rank " << rank << " " << layout << ", found "
-                           << shapeString(shapeOf(value));
-}
-
-} // namespace
 
 //===----------------------------------------------------------------------===//
 
@@ -162,21 +122,6 @@ LogicalResult SliceOp::verify() {
   return expectSameElementType(*this, "result", getResult(), tensorType(getInput()).getElementType());
 }
 
-/// Norm weights (and biases) are vectors of the input's last dimension.
-static LogicalResult verifyNormVector(Operation *op, StringRef what, Value input, Value vec) {
-  ArrayRef<int64_t> in = shapeOf(input);
-  if (in.empty())
-    return op->emitOpError() << "input must have rank >= 1";
-  if (failed(expectShape(op, what, shapeOf(vec), {in.back()}, "the input's last dimension")))
-    return failure();
-  return expectSameElementType(op, what, vec, tensorType(input).getElementType());
-}
-
-static LogicalResult verifyEpsilon(Operation *op, APFloat eps) {
-  if (eps.convertToDouble() > 0.0)
-    return success();
-  return op->emitOpError() << "eps must be > 0, found " << eps.convertToDouble();
-}
 
 LogicalResult LayerNormOp::verify() {
   if (failed(verifyNormVector(*this, "weight", getInput(), getWeight())) ||
@@ -217,27 +162,9 @@ LogicalResult RopeOp::verify() {
 }
 
 LogicalResult AttentionOp::verify() {
-  constexpr StringRef layout = "[batch, seq, heads, head_dim]";
-  for (auto [what, value] : {std::pair<StringRef, Value>{"query", getQuery()},
-                             {"key", getKey()}, {"value", getValue()}})
-    if (failed(expectRank(*this, what, value, 4, layout)))
-      return failure();
-  ArrayRef<int64_t> q = shapeOf(getQuery()), k = shapeOf(getKey());
-  SmallVector<int64_t> kvExpected{q[0], q[1], k[2], q[3]};
-  if (failed(expectShape(*this, "key", k, kvExpected,
-                         "batch, seq and head_dim of the query, any number of query groups")) ||
-      failed(expectShape(*this, "value", shapeOf(getValue()), k, "the shape of key")))
+  if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue())))
     return failure();
-  if (q[2] % k[2] != 0)
-    return emitOpError() << "query heads (" << q[2] << ") must be a multiple of key/value heads ("
-                         << k[2] << ")";
-  if (failed(expectShape(*this, "result", shapeOf(getResult()), q, "the shape of query")))
-    return failure();
-  Type element = tensorType(getQuery()).getElementType();
-  for (Value v : {getKey(), getValue(), getResult()})
-    if (failed(expectSameElementType(*this, "operand", v, element)))
-      return failure();
-  return success();
+  return expectShape(*this, "result", shapeOf(getResult()), shapeOf(getQuery()), "the shape of query");
 }
 
 LogicalResult CrossEntropyOp::verify() {

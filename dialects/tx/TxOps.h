@@ -8,6 +8,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "tx/TxDialect.h"
 #include "tx/TxEnums.h.inc"
+#include "tx/TxInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "tx/TxOps.h.inc"

@@ -3,6 +3,7 @@
 #define MEGAC_TX_OPS_TD
 
 include "tx/TxBase.td"
+include "tx/TxInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -40,7 +41,7 @@ def Tx_ParamOp : Tx_Op<"param", [Pure]> {
 // Linear algebra and elementwise
 //===----------------------------------------------------------------------===//
 
-def Tx_EmbeddingOp : Tx_Op<"embedding", [Pure]> {
+def Tx_EmbeddingOp : Tx_Op<"embedding", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "row lookup: result[..., :] = table[ids[...], :]";
   let arguments = (ins Tx_FloatTensor:$table, Tx_IdTensor:$ids);
   let results = (outs Tx_FloatTensor:$result);
@@ -48,7 +49,7 @@ def Tx_EmbeddingOp : Tx_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tx_MatmulOp : Tx_Op<"matmul", [Pure]> {
+def Tx_MatmulOp : Tx_Op<"matmul", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "matrix product, batched over leading dimensions";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`). `rhs` is either a matrix
@@ -66,7 +67,7 @@ def Tx_MatmulOp : Tx_Op<"matmul", [Pure]> {
 }
 
 class Tx_BroadcastBinaryOp<string mnemonic, string math> :
-    Tx_Op<mnemonic, [Pure, AllTypesMatch<["lhs", "result"]>]> {
+    Tx_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["lhs", "result"]>]> {
   let summary = "elementwise " # math # ", `rhs` broadcast over leading dimensions";
   let description = [{
     `rhs` has the shape of `lhs` or of a trailing part of it (a bias `[N]` added to `[B, S, N]`).
@@ -80,7 +81,7 @@ class Tx_BroadcastBinaryOp<string mnemonic, string math> :
 def Tx_AddOp : Tx_BroadcastBinaryOp<"add", "sum">;
 def Tx_MulOp : Tx_BroadcastBinaryOp<"mul", "product">;
 
-def Tx_ReshapeOp : Tx_Op<"reshape", [Pure]> {
+def Tx_ReshapeOp : Tx_Op<"reshape", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "same elements, new static shape (row-major order kept)";
   let arguments = (ins Tx_FloatTensor:$input);
   let results = (outs Tx_FloatTensor:$result);
@@ -88,7 +89,7 @@ def Tx_ReshapeOp : Tx_Op<"reshape", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tx_SliceOp : Tx_Op<"slice", [Pure]> {
+def Tx_SliceOp : Tx_Op<"slice", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "contiguous slice along one dimension";
   let description = [{
     Takes `result.shape[dim]` entries of `input` along `dim`, starting at `offset`; the other
@@ -104,7 +105,7 @@ def Tx_SliceOp : Tx_Op<"slice", [Pure]> {
 // Normalisation and activations
 //===----------------------------------------------------------------------===//
 
-def Tx_LayerNormOp : Tx_Op<"layer_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
+def Tx_LayerNormOp : Tx_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["input", "result"]>]> {
   let summary = "LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias";
   let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, Tx_FloatTensor:$bias, F64Attr:$epsilon);
   let results = (outs Tx_FloatTensor:$result);
@@ -114,7 +115,7 @@ def Tx_LayerNormOp : Tx_Op<"layer_norm", [Pure, AllTypesMatch<["input", "result"
   let hasVerifier = 1;
 }
 
-def Tx_RmsNormOp : Tx_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
+def Tx_RmsNormOp : Tx_Op<"rms_norm", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["input", "result"]>]> {
   let summary = "RMSNorm over the last dimension: x / sqrt(mean(x^2) + eps) * weight";
   let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, F64Attr:$epsilon);
   let results = (outs Tx_FloatTensor:$result);
@@ -122,14 +123,14 @@ def Tx_RmsNormOp : Tx_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>]>
   let hasVerifier = 1;
 }
 
-def Tx_GeluOp : Tx_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def Tx_GeluOp : Tx_Op<"gelu", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
   let summary = "GELU, tanh approximation or exact (erf)";
   let arguments = (ins Tx_FloatTensor:$input, Tx_GeluApproximation:$approximation);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = "$input ` ` `(` $approximation `)` attr-dict `:` type($input)";
 }
 
-def Tx_SwigluOp : Tx_Op<"swiglu", [Pure, AllTypesMatch<["gate", "result"]>]> {
+def Tx_SwigluOp : Tx_Op<"swiglu", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["gate", "result"]>]> {
   let summary = "SwiGLU: silu(gate) * up";
   let arguments = (ins Tx_FloatTensor:$gate, Tx_FloatTensor:$up);
   let results = (outs Tx_FloatTensor:$result);
@@ -137,7 +138,7 @@ def Tx_SwigluOp : Tx_Op<"swiglu", [Pure, AllTypesMatch<["gate", "result"]>]> {
   let hasVerifier = 1;
 }
 
-def Tx_DropoutOp : Tx_Op<"dropout", [Pure, SameOperandsAndResultType]> {
+def Tx_DropoutOp : Tx_Op<"dropout", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
   let summary = "dropout: zero each element with probability `rate`, scale the rest by 1/(1-rate)";
   let description = [{
     The mask is a function of the run's seed, the iteration, the microbatch and `stream`, a
@@ -154,20 +155,21 @@ def Tx_DropoutOp : Tx_Op<"dropout", [Pure, SameOperandsAndResultType]> {
 // Attention
 //===----------------------------------------------------------------------===//
 
-def Tx_RopeOp : Tx_Op<"rope", [Pure, SameOperandsAndResultType]> {
+def Tx_RopeOp : Tx_Op<"rope", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
   let summary = "rotary position embedding, rotate_half convention";
   let description = [{
     `input` is `[batch, seq, heads, head_dim]` with an even `head_dim`. Position p of the
     sequence and frequency i < head_dim/2 rotate the pair (x[i], x[i + head_dim/2]) by
-    p * theta^(-2i/head_dim), as Hugging Face Llama does.
+    p * theta^(-2i/head_dim), as Hugging Face Llama does. `inverse` rotates the other way,
+    which is also the rotation's gradient.
   }];
-  let arguments = (ins Tx_FloatTensor:$input, F64Attr:$theta);
+  let arguments = (ins Tx_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse);
   let results = (outs Tx_FloatTensor:$result);
-  let assemblyFormat = "$input `theta` $theta attr-dict `:` type($input)";
+  let assemblyFormat = "$input `theta` $theta (`inverse` $inverse^)? attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 
-def Tx_AttentionOp : Tx_Op<"attention", [Pure]> {
+def Tx_AttentionOp : Tx_Op<"attention", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "scaled dot-product attention with grouped query heads";
   let description = [{
     `query` is `[batch, seq, heads, head_dim]`; `key` and `value` are
@@ -189,7 +191,7 @@ def Tx_AttentionOp : Tx_Op<"attention", [Pure]> {
 // Loss
 //===----------------------------------------------------------------------===//
 
-def Tx_CrossEntropyOp : Tx_Op<"cross_entropy", [Pure]> {
+def Tx_CrossEntropyOp : Tx_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "softmax cross-entropy, mean over all tokens";
   let description = [{
     `logits` is `[..., vocab]`, `labels` has the leading dimensions of `logits`. The result is

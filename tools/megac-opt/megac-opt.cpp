@@ -5,9 +5,11 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "megac/Transforms/Passes.h"
 #include "tx/TxDialect.h"
 
 int main(int argc, char **argv) {
+  megac::registerMegacPasses();
   mlir::DialectRegistry registry;
   registry.insert<megac::tx::TxDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::tensor::TensorDialect, mlir::shard::ShardDialect>();

@@ -1,0 +1,3 @@
+// Everything TableGen generates for the `tx` dialect comes from this file.
+include "tx/TxOps.td"
+include "tx/TxGradOps.td"

@@ -1,0 +1,132 @@
+// Vector-Jacobian products of the forward `tx` ops: each op builds the ops that turn the
+// cotangents of its results into cotangents of its operands. Non-differentiable operands
+// (token ids, labels) get a null value.
+#include "tx/TxOps.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace megac::tx;
+
+namespace {
+
+RankedTensorType typeWithShape(Value like, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, cast<RankedTensorType>(like.getType()).getElementType());
+}
+
+ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+
+Value reshape(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
+  if (shapeOf(v) == shape)
+    return v;
+  return ReshapeOp::create(b, loc, typeWithShape(v, shape), v);
+}
+
+Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transposeLhs, bool transposeRhs) {
+  ArrayRef<int64_t> l = shapeOf(lhs), r = shapeOf(rhs);
+  int64_t m = transposeLhs ? l.back() : l[l.size() - 2];
+  int64_t n = transposeRhs ? r[r.size() - 2] : r.back();
+  SmallVector<int64_t> shape(l.drop_back(2));
+  shape.append({m, n});
+  return MatmulOp::create(b, loc, typeWithShape(lhs, shape), lhs, rhs,
+                          transposeLhs ? b.getUnitAttr() : UnitAttr(),
+                          transposeRhs ? b.getUnitAttr() : UnitAttr());
+}
+
+/// The cotangent of a value broadcast to `grad`'s shape: summed back to `like`'s shape.
+Value sumToShapeOf(OpBuilder &b, Location loc, Value grad, Value like) {
+  if (shapeOf(grad) == shapeOf(like))
+    return grad;
+  return ReduceSumOp::create(b, loc, like.getType(), grad);
+}
+
+} // namespace
+
+SmallVector<Value> EmbeddingOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  Value table = EmbeddingGradOp::create(b, getLoc(), getTable().getType(), cot[0], getIds());
+  return {table, nullptr};
+}
+
+/// C = op(A) op(B). dop(A) = dC op(B)^T and dop(B) = op(A)^T dC, with the transposes folded
+/// into the matmul flags. A weight shared by every batch entry gets its gradient from one
+/// matmul over the flattened batch.
+SmallVector<Value> MatmulOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  Location loc = getLoc();
+  Value dc = cot[0], a = getLhs(), w = getRhs();
+  bool ta = getTransposeLhs(), tb = getTransposeRhs();
+  if (shapeOf(w).size() == 2 && shapeOf(a).size() > 2) {
+    if (ta) {
+      emitOpError("autodiff does not handle transpose_lhs with a broadcast rhs");
+      return {};
+    }
+    Value da = matmul(b, loc, dc, w, false, !tb);
+    int64_t k = shapeOf(a).back(), n = shapeOf(dc).back();
+    int64_t rows = cast<RankedTensorType>(a.getType()).getNumElements() / k;
+    Value aFlat = reshape(b, loc, a, {rows, k});
+    Value dcFlat = reshape(b, loc, dc, {rows, n});
+    Value dw = tb ? matmul(b, loc, dcFlat, aFlat, true, false) : matmul(b, loc, aFlat, dcFlat, true, false);
+    return {da, dw};
+  }
+  Value da = ta ? matmul(b, loc, w, dc, tb, true) : matmul(b, loc, dc, w, false, !tb);
+  Value dw = tb ? matmul(b, loc, dc, a, true, ta) : matmul(b, loc, a, dc, !ta, false);
+  return {da, dw};
+}
+
+SmallVector<Value> AddOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  return {cot[0], sumToShapeOf(b, getLoc(), cot[0], getRhs())};
+}
+
+SmallVector<Value> MulOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  Location loc = getLoc();
+  Value dl = MulOp::create(b, loc, cot[0], getRhs());
+  Value dr = MulOp::create(b, loc, cot[0], getLhs());
+  return {dl, sumToShapeOf(b, loc, dr, getRhs())};
+}
+
+SmallVector<Value> ReshapeOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  return {reshape(b, getLoc(), cot[0], shapeOf(getInput()))};
+}
+
+SmallVector<Value> SliceOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  return {PadOp::create(b, getLoc(), getInput().getType(), cot[0], getDim(), getOffset())};
+}
+
+SmallVector<Value> LayerNormOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  auto grad = LayerNormGradOp::create(b, getLoc(), cot[0], getInput(), getWeight(), getEpsilon());
+  return {grad.getInputGrad(), grad.getWeightGrad(), grad.getBiasGrad()};
+}
+
+SmallVector<Value> RmsNormOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  auto grad = RmsNormGradOp::create(b, getLoc(), cot[0], getInput(), getWeight(), getEpsilon());
+  return {grad.getInputGrad(), grad.getWeightGrad()};
+}
+
+SmallVector<Value> GeluOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  return {GeluGradOp::create(b, getLoc(), cot[0], getInput(), getApproximation())};
+}
+
+SmallVector<Value> SwigluOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  auto grad = SwigluGradOp::create(b, getLoc(), cot[0], getGate(), getUp());
+  return {grad.getGateGrad(), grad.getUpGrad()};
+}
+
+/// The same mask scales the gradient: dropout with the same rate and stream.
+SmallVector<Value> DropoutOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  return {DropoutOp::create(b, getLoc(), cot[0], getRate(), getStream())};
+}
+
+/// A rotation's transpose is the rotation the other way.
+SmallVector<Value> RopeOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  return {RopeOp::create(b, getLoc(), cot[0], getTheta(), !getInverse())};
+}
+
+SmallVector<Value> AttentionOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  auto grad = AttentionGradOp::create(b, getLoc(), cot[0], getQuery(), getKey(), getValue(),
+                                      getCausal(), getScale());
+  return {grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()};
+}
+
+SmallVector<Value> CrossEntropyOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  Value logits = CrossEntropyGradOp::create(b, getLoc(), cot[0], getLogits(), getLabels());
+  return {logits, nullptr};
+}

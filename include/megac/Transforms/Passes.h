@@ -1,0 +1,16 @@
+#pragma once
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "tx/TxDialect.h"
+
+namespace megac {
+
+#define GEN_PASS_DECL
+#include "megac/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "megac/Transforms/Passes.h.inc"
+
+} // namespace megac
