@@ -1,0 +1,17 @@
+// Builds the `tx` IR of a model spec: the forward pass of one microbatch with its loss.
+#pragma once
+
+#include "megac/Frontend/ModelSpec.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace megac {
+
+/// A module with `@transformer_layer(x, params...)` (one function for the layer kind all
+/// layers share) and `@forward(ids, labels) -> loss`, which declares every parameter with
+/// its Hugging Face checkpoint name and calls the layer function once per layer. The module's
+/// `megac.model` attribute records the sizes later stages need.
+mlir::OwningOpRef<mlir::ModuleOp> buildModel(mlir::MLIRContext &context, const ModelSpec &spec,
+                                             int64_t microBatchSize);
+
+} // namespace megac

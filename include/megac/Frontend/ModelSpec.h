@@ -1,0 +1,39 @@
+// A model spec: the YAML file a user writes, keys in Megatron's names.
+#pragma once
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace megac {
+
+struct ModelSpec {
+  std::string family;                  // gpt2 | llama
+  int64_t numLayers = 0;
+  int64_t hiddenSize = 0;
+  int64_t numAttentionHeads = 0;
+  int64_t numQueryGroups = 0;          // = heads unless grouped-query attention
+  int64_t ffnHiddenSize = 0;
+  int64_t seqLength = 0;
+  int64_t maxPositionEmbeddings = 0;   // learned positions only
+  int64_t vocabSize = 0;
+  std::string normalization;           // LayerNorm | RMSNorm
+  std::string activation;              // gelu | swiglu
+  std::string positionEmbeddingType;   // learned | rope
+  bool tieEmbeddings = false;
+  bool addBiasLinear = false;
+  double normEpsilon = 1e-5;
+  double rotaryBase = 10000.0;
+  double hiddenDropout = 0.0;
+  double attentionDropout = 0.0;
+
+  int64_t headDim() const { return hiddenSize / numAttentionHeads; }
+};
+
+/// Parses and validates a spec. `where` (the file name) starts every error message; each
+/// message names the key, the value and what is allowed.
+llvm::Expected<ModelSpec> parseModelSpec(llvm::StringRef yaml, llvm::StringRef where);
+
+} // namespace megac

@@ -1,0 +1,203 @@
+// Reads a model spec with LLVM's YAML parser: family defaults first, then the file's keys,
+// then checks that span keys. Unknown keys are errors, never ignored.
+#include "megac/Frontend/ModelSpec.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/YAMLParser.h"
+
+#include <cmath>
+#include <sstream>
+
+using namespace llvm;
+using namespace megac;
+
+namespace {
+
+class SpecReader {
+public:
+  SpecReader(StringRef where) : where(where.str()) {}
+
+  Error fail(const Twine &message) {
+    return createStringError(inconvertibleErrorCode(), where + ": " + message);
+  }
+
+  Expected<int64_t> toInt(StringRef key, StringRef text) {
+    int64_t value;
+    if (text.getAsInteger(10, value))
+      return fail(key + " must be an integer, got '" + text + "'");
+    if (value < 1)
+      return fail(key + " must be positive, got " + text);
+    return value;
+  }
+
+  Expected<double> toNumber(StringRef key, StringRef text) {
+    double value;
+    if (text.trim().getAsDouble(value))
+      return fail(key + " must be a number, got '" + text + "'");
+    return value;
+  }
+
+  Expected<bool> toBool(StringRef key, StringRef text) {
+    if (text == "true" || text == "True")
+      return true;
+    if (text == "false" || text == "False")
+      return false;
+    return fail(key + " must be true or false, got '" + text + "'");
+  }
+
+  Expected<std::string> toChoice(StringRef key, StringRef text, ArrayRef<StringRef> allowed) {
+    if (llvm::is_contained(allowed, text))
+      return text.str();
+    return fail(key + " is '" + text + "'; expected one of " + join(allowed, ", "));
+  }
+
+  std::string where;
+};
+
+std::string number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+int64_t defaultFfn(StringRef family, int64_t hidden) {
+  if (family == "gpt2")
+    return 4 * hidden;
+  // Llama: 8h/3 rounded up to a multiple of 256.
+  return 256 * static_cast<int64_t>(std::ceil((8.0 * hidden / 3.0) / 256.0));
+}
+
+} // namespace
+
+Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
+  SpecReader r(where);
+  SourceMgr sm;
+  std::string yamlError;
+  sm.setDiagHandler([](const SMDiagnostic &d, void *ctx) {
+    *static_cast<std::string *>(ctx) = (Twine(d.getLineNo()) + ":" + Twine(d.getColumnNo() + 1) +
+                                        ": " + d.getMessage()).str();
+  }, &yamlError);
+  yaml::Stream stream(yaml, sm);
+  yaml::document_iterator doc = stream.begin();
+  if (doc == stream.end() || !doc->getRoot())
+    return r.fail("empty spec; expected keys such as family, num_layers, hidden_size");
+  auto *map = dyn_cast<yaml::MappingNode>(doc->getRoot());
+  if (!map)
+    return r.fail(yamlError.empty() ? "expected a mapping of keys to values" : "invalid YAML at " + yamlError);
+
+  StringMap<std::string> raw;
+  for (yaml::KeyValueNode &kv : *map) {
+    auto *key = dyn_cast_or_null<yaml::ScalarNode>(kv.getKey());
+    auto *value = dyn_cast_or_null<yaml::ScalarNode>(kv.getValue());
+    if (!yamlError.empty())
+      return r.fail("invalid YAML at " + yamlError);
+    SmallString<32> keyStorage, valueStorage;
+    if (!key)
+      return r.fail("keys must be plain names");
+    StringRef k = key->getValue(keyStorage);
+    if (!value)
+      return r.fail(k + " must be a single value, not a list or mapping");
+    if (!raw.try_emplace(k, value->getValue(valueStorage).str()).second)
+      return r.fail(k + " is given twice");
+  }
+  if (!yamlError.empty())
+    return r.fail("invalid YAML at " + yamlError);
+
+  static const StringRef known[] = {
+      "family", "num_layers", "hidden_size", "num_attention_heads", "num_query_groups",
+      "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size", "normalization",
+      "activation", "position_embedding_type", "tie_embeddings", "add_bias_linear",
+      "norm_epsilon", "rotary_base", "hidden_dropout", "attention_dropout"};
+  for (auto &entry : raw)
+    if (!llvm::is_contained(known, entry.getKey()))
+      return r.fail("unknown key '" + entry.getKey() + "'; known keys: " + join(ArrayRef<StringRef>(known), ", "));
+  for (StringRef k : {"family", "num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size"})
+    if (!raw.count(k))
+      return r.fail("missing required key '" + k + "'");
+
+  ModelSpec s;
+  // A reference into the map: lookup() would return a temporary copy.
+  auto get = [&](StringRef k) -> StringRef { return raw.find(k)->second; };
+  auto has = [&](StringRef k) { return raw.count(k) != 0; };
+  auto take = [&](auto expected, auto &field) -> Error {
+    if (!expected)
+      return expected.takeError();
+    field = *expected;
+    return Error::success();
+  };
+  if (Error e = take(r.toChoice("family", get("family"), {"gpt2", "llama"}), s.family))
+    return std::move(e);
+  bool gpt2 = s.family == "gpt2";
+  for (auto [k, field] : {std::pair<StringRef, int64_t *>{"num_layers", &s.numLayers},
+                          {"hidden_size", &s.hiddenSize}, {"num_attention_heads", &s.numAttentionHeads},
+                          {"seq_length", &s.seqLength}, {"vocab_size", &s.vocabSize}})
+    if (Error e = take(r.toInt(k, get(k)), *field))
+      return std::move(e);
+  s.numQueryGroups = s.numAttentionHeads;
+  s.ffnHiddenSize = defaultFfn(s.family, s.hiddenSize);
+  s.maxPositionEmbeddings = s.seqLength;
+  s.normalization = gpt2 ? "LayerNorm" : "RMSNorm";
+  s.activation = gpt2 ? "gelu" : "swiglu";
+  s.positionEmbeddingType = gpt2 ? "learned" : "rope";
+  s.tieEmbeddings = gpt2;
+  s.addBiasLinear = gpt2;
+  for (auto [k, field] : {std::pair<StringRef, int64_t *>{"num_query_groups", &s.numQueryGroups},
+                          {"ffn_hidden_size", &s.ffnHiddenSize},
+                          {"max_position_embeddings", &s.maxPositionEmbeddings}})
+    if (has(k))
+      if (Error e = take(r.toInt(k, get(k)), *field))
+        return std::move(e);
+  struct Choice { StringRef key; std::string *field; SmallVector<StringRef, 2> allowed; };
+  for (Choice c : {Choice{"normalization", &s.normalization, {"LayerNorm", "RMSNorm"}},
+                   Choice{"activation", &s.activation, {"gelu", "swiglu"}},
+                   Choice{"position_embedding_type", &s.positionEmbeddingType, {"learned", "rope"}}})
+    if (has(c.key))
+      if (Error e = take(r.toChoice(c.key, get(c.key), c.allowed), *c.field))
+        return std::move(e);
+  for (auto [k, field] : {std::pair<StringRef, bool *>{"tie_embeddings", &s.tieEmbeddings},
+                          {"add_bias_linear", &s.addBiasLinear}})
+    if (has(k))
+      if (Error e = take(r.toBool(k, get(k)), *field))
+        return std::move(e);
+  for (auto [k, field] : {std::pair<StringRef, double *>{"norm_epsilon", &s.normEpsilon},
+                          {"rotary_base", &s.rotaryBase}, {"hidden_dropout", &s.hiddenDropout},
+                          {"attention_dropout", &s.attentionDropout}})
+    if (has(k))
+      if (Error e = take(r.toNumber(k, get(k)), *field))
+        return std::move(e);
+
+  // Checks that span keys.
+  if (s.hiddenSize % s.numAttentionHeads)
+    return r.fail("hidden_size (" + Twine(s.hiddenSize) + ") is not divisible by num_attention_heads (" +
+                  Twine(s.numAttentionHeads) + ")");
+  if (s.numAttentionHeads % s.numQueryGroups)
+    return r.fail("num_attention_heads (" + Twine(s.numAttentionHeads) +
+                  ") is not divisible by num_query_groups (" + Twine(s.numQueryGroups) + ")");
+  if (s.positionEmbeddingType == "rope" && s.headDim() % 2)
+    return r.fail("rope needs an even head dimension; hidden_size / num_attention_heads = " +
+                  Twine(s.headDim()));
+  if (s.positionEmbeddingType == "learned" && s.maxPositionEmbeddings < s.seqLength)
+    return r.fail("max_position_embeddings (" + Twine(s.maxPositionEmbeddings) +
+                  ") is smaller than seq_length (" + Twine(s.seqLength) + ")");
+  if (s.normEpsilon <= 0)
+    return r.fail("norm_epsilon must be > 0, got " + number(s.normEpsilon));
+  if (s.rotaryBase <= 0)
+    return r.fail("rotary_base must be > 0, got " + number(s.rotaryBase));
+  // Checkpoints use Hugging Face layouts; these combinations have none.
+  if (gpt2 && s.activation == "swiglu")
+    return r.fail("activation swiglu with family gpt2 has no Hugging Face checkpoint layout; use family llama");
+  if (!gpt2 && s.activation == "gelu")
+    return r.fail("activation gelu with family llama has no Hugging Face checkpoint layout; use family gpt2");
+  if (!gpt2 && s.positionEmbeddingType == "learned")
+    return r.fail("position_embedding_type learned with family llama has no Hugging Face checkpoint "
+                  "layout; use rope, or family gpt2");
+  for (auto [k, v] : {std::pair<StringRef, double>{"hidden_dropout", s.hiddenDropout},
+                      {"attention_dropout", s.attentionDropout}})
+    if (v != 0.0)
+      return r.fail(k + " is " + number(v) + ", but dropout is not supported yet; set it to 0");
+  return s;
+}

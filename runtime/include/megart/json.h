@@ -1,0 +1,44 @@
+// Just enough JSON for the runtime's own files (safetensors headers): parse into a tree that
+// keeps object key order, and escape strings for writing. Integers are kept exact as int64.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace megart {
+
+class JsonValue {
+public:
+  enum class Kind { Null, Bool, Integer, Number, String, Array, Object };
+
+  Kind kind = Kind::Null;
+  bool boolean = false;
+  int64_t integer = 0; // Kind::Integer
+  double number = 0;   // Kind::Number (and Integer, converted)
+  std::string string;
+  std::vector<JsonValue> array;
+  std::vector<std::pair<std::string, JsonValue>> object; // in file order, keys unique
+
+  bool is_object() const { return kind == Kind::Object; }
+  bool is_array() const { return kind == Kind::Array; }
+  bool is_string() const { return kind == Kind::String; }
+  bool is_integer() const { return kind == Kind::Integer; }
+  // Member of an object, or nullptr.
+  const JsonValue *get(std::string_view key) const;
+  // "string", "integer", ... for error messages.
+  static const char *kind_name(Kind kind);
+  // A short rendering of this value for error messages (truncated).
+  std::string brief() const;
+};
+
+// Parses a complete JSON document. `what` names the source in error messages, e.g.
+// "model.safetensors: header". Duplicate object keys are an error.
+JsonValue parse_json(std::string_view text, const std::string &what);
+
+// `s` as a quoted JSON string literal.
+std::string json_quote(std::string_view s);
+
+} // namespace megart

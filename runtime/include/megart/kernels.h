@@ -1,0 +1,158 @@
+// CPU compute kernels of the training runtime. The compiler emits calls to these, so the
+// signatures are a contract with lib/Target.
+//
+// Conventions for every kernel:
+//  - float32 tensors, row-major, contiguous; sizes are int64_t; token ids / labels are int32_t.
+//  - outputs are overwritten, never accumulated into (gemm's beta is the one exception).
+//  - invalid arguments (ids or labels out of range, bad rates) throw megart::Error before any
+//    output is written.
+//  - elementwise kernels (gelu, swiglu, add, mul, scale, dropout) and rope allow an output to
+//    alias an input exactly (in place); all other kernels need outputs disjoint from inputs.
+//  - results do not depend on the OpenMP thread count (reductions use fixed blocking).
+#pragma once
+
+#include <cstdint>
+
+namespace megart::cpu {
+
+// ---- GEMM (kernels_gemm.cpp) --------------------------------------------------------------
+
+// C[m,n] = alpha * op(A) op(B) + beta * C, op = transpose when the flag is set. A is [m,k]
+// ([k,m] when transposed), B is [k,n] ([n,k] when transposed). Wraps cblas_sgemm. With
+// beta == 0, C is not read (NaN garbage in C does not propagate).
+void gemm(float* c, const float* a, const float* b, int64_t m, int64_t n, int64_t k,
+          bool transpose_a, bool transpose_b, float alpha = 1.0f, float beta = 0.0f);
+
+// for i in [0, batch): gemm(c + i*stride_c, a + i*stride_a, b + i*stride_b, ...).
+// A stride of 0 broadcasts that operand. Products run in batch order, so stride_c = 0 with
+// beta = 1 accumulates all of them into one C (deterministically); with beta = 0 the last wins.
+void gemm_batched(float* c, const float* a, const float* b, int64_t batch, int64_t m, int64_t n,
+                  int64_t k, bool transpose_a, bool transpose_b, int64_t stride_a, int64_t stride_b,
+                  int64_t stride_c, float alpha = 1.0f, float beta = 0.0f);
+
+// ---- Embedding (kernels_embedding.cpp) ----------------------------------------------------
+
+// out[t, :] = table[ids[t], :]; table is [vocab, dim], out [tokens, dim].
+// Throws megart::Error naming the token position if an id is outside [0, vocab).
+void embedding_forward(float* out, const float* table, const int32_t* ids, int64_t tokens,
+                       int64_t vocab, int64_t dim);
+
+// dtable[vocab, dim] = 0, then dtable[ids[t], :] += dout[t, :] in token order (deterministic:
+// threads split the dim columns, each walks all tokens). Same id check as the forward.
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t tokens,
+                        int64_t vocab, int64_t dim);
+
+// ---- Normalization (kernels_norm.cpp) -----------------------------------------------------
+
+// x, y: [rows, dim]; w, b: [dim]. y = (x - mean) / sqrt(var + eps) * w + b, biased variance
+// (torch.nn.LayerNorm). Row statistics are computed in double.
+void layer_norm_forward(float* y, const float* x, const float* w, const float* b, int64_t rows,
+                        int64_t dim, float eps);
+
+// Recomputes the row statistics from x. Writes dx [rows, dim] and dw, db [dim] (sums over rows).
+void layer_norm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                         const float* w, int64_t rows, int64_t dim, float eps);
+
+// y = x / sqrt(mean(x^2) + eps) * w (HF LlamaRMSNorm); x, y: [rows, dim], w: [dim].
+void rms_norm_forward(float* y, const float* x, const float* w, int64_t rows, int64_t dim,
+                      float eps);
+
+// Recomputes the statistics from x. Writes dx [rows, dim] and dw [dim] (sum over rows).
+void rms_norm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
+                       int64_t rows, int64_t dim, float eps);
+
+// ---- Activations (kernels_activation.cpp) -------------------------------------------------
+
+// y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (HF gelu_new, torch approximate='tanh').
+void gelu_tanh_forward(float* y, const float* x, int64_t n);
+// dx = dy * d/dx gelu_tanh(x).
+void gelu_tanh_backward(float* dx, const float* dy, const float* x, int64_t n);
+
+// y = 0.5 x (1 + erf(x / sqrt(2)))  (exact gelu).
+void gelu_erf_forward(float* y, const float* x, int64_t n);
+// dx = dy * (0.5 (1 + erf(x/sqrt 2)) + x exp(-x^2/2) / sqrt(2 pi)).
+void gelu_erf_backward(float* dx, const float* dy, const float* x, int64_t n);
+
+// y = silu(gate) * up, silu(g) = g * sigmoid(g). All arrays have n elements.
+void swiglu_forward(float* y, const float* gate, const float* up, int64_t n);
+// dgate = dy * up * silu'(gate), dup = dy * silu(gate).
+void swiglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up,
+                     int64_t n);
+
+// ---- Rotary embedding (kernels_rope.cpp) --------------------------------------------------
+
+// x, y: [batch, seq, heads, head_dim], head_dim even; rotate_half convention (HF Llama).
+// For position p = s + position_offset and i < half = head_dim/2:
+//   inv_freq_i = 1 / theta^(2i/head_dim), angle = p * inv_freq_i,
+//   y[i] = x[i] cos - x[i+half] sin ;  y[i+half] = x[i+half] cos + x[i] sin.
+// inverse = true rotates by -angle; that is exactly the backward: dx = rope(dy, inverse=true).
+// Precision follows HF/PyTorch float32 step by step so the tables match it: the exponent
+// 2i/head_dim, theta^exponent, 1/that and p*inv_freq are each rounded to float32; cos and sin of
+// that float angle are then computed in double and rounded once (a correctly rounded cosf/sinf).
+// Throws megart::Error if head_dim is odd.
+void rope_forward(float* y, const float* x, int64_t batch, int64_t seq, int64_t heads,
+                  int64_t head_dim, float theta, int64_t position_offset, bool inverse);
+
+// ---- Attention (kernels_attention.cpp) ----------------------------------------------------
+
+// q, out: [batch, seq, q_heads, head_dim]; k, v: [batch, seq, kv_heads, head_dim].
+// Grouped query attention: query head h reads kv head h / (q_heads / kv_heads).
+// scores = scale * q.k; when causal, key position <= query position; softmax over keys (stable,
+// two passes over a per-thread row of scores); out = P v.
+// Throws megart::Error if q_heads is not a multiple of kv_heads.
+void attention_forward(float* out, const float* q, const float* k, const float* v, int64_t batch,
+                       int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                       float scale, bool causal);
+
+// Recomputes the probabilities from q and k. Writes dq [like q], dk and dv [like k]; dk/dv sum
+// over the query heads of each group. Threads split (batch, kv_head) pairs, so each owns its
+// dk/dv slices and the result is bitwise identical for any thread count.
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                        const float* k, const float* v, int64_t batch, int64_t seq,
+                        int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
+                        bool causal);
+
+// ---- Loss (kernels_loss.cpp) --------------------------------------------------------------
+
+// Mean cross-entropy: logits [tokens, vocab], labels [tokens]. Only the first valid_vocab
+// columns take part in the softmax (the rest is vocab padding; pass vocab for none).
+// Accumulated in double. Throws megart::Error if a label is outside [0, valid_vocab), if
+// valid_vocab is outside [1, vocab] or if tokens == 0 (the mean is undefined).
+float cross_entropy_forward(const float* logits, const int32_t* labels, int64_t tokens,
+                            int64_t vocab, int64_t valid_vocab);
+
+// dlogits = dloss * (softmax(logits) - onehot(label)) / tokens; padded columns get 0.
+// Same checks as the forward.
+void cross_entropy_backward(float* dlogits, float dloss, const float* logits,
+                            const int32_t* labels, int64_t tokens, int64_t vocab,
+                            int64_t valid_vocab);
+
+// ---- Elementwise (kernels_elementwise.cpp) ------------------------------------------------
+
+// out[i, j] = a[i, j] + b[j]; a, out: [outer, inner], b: [inner] (outer = 1: same shape).
+void add(float* out, const float* a, const float* b, int64_t outer, int64_t inner);
+// out[i, j] = a[i, j] * b[j]; shapes as add.
+void mul(float* out, const float* a, const float* b, int64_t outer, int64_t inner);
+// out[j] = sum_i x[i, j]; x: [outer, inner]. Summed in double over fixed row blocks.
+void reduce_sum_leading(float* out, const float* x, int64_t outer, int64_t inner);
+// out = x * s.
+void scale(float* out, const float* x, float s, int64_t n);
+
+// ---- Dropout (kernels_dropout.cpp) --------------------------------------------------------
+
+// Counter-based random bits for element e (global index offset + i) under seed:
+//   z = seed * 0xD1B54A32D192ED03 + e, then the splitmix64 output function of z,
+//   bits = upper 32 bits of that.
+// Any device implementing this gets the same mask.
+uint32_t dropout_random_bits(uint64_t seed, uint64_t element);
+
+// Element offset + i is kept iff dropout_random_bits(seed, offset + i) >= floor(rate * 2^32)
+// (rate converted to double first); kept elements are scaled by 1/(1-rate), dropped ones are 0.
+// rate == 0 copies. Throws megart::Error unless 0 <= rate < 1.
+void dropout_forward(float* y, const float* x, int64_t n, float rate, uint64_t seed,
+                     uint64_t offset);
+// dx = dy * mask / (1 - rate), with the same mask as the forward of (seed, offset).
+void dropout_backward(float* dx, const float* dy, int64_t n, float rate, uint64_t seed,
+                      uint64_t offset);
+
+} // namespace megart::cpu

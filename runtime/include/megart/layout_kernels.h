@@ -1,0 +1,17 @@
+// Data-movement kernels: contiguous slices along one dimension and their gradient.
+#pragma once
+
+#include <cstdint>
+
+namespace megart::cpu {
+
+// in is [outer, in_dim, inner]; out = in[:, offset : offset + out_dim, :].
+void slice(float *out, const float *in, int64_t outer, int64_t in_dim, int64_t out_dim, int64_t inner,
+           int64_t offset);
+
+// The gradient of slice: out is [outer, out_dim, inner], zero except
+// out[:, offset : offset + in_dim, :] = in. (Arguments: in is the small tensor.)
+void pad(float *out, const float *in, int64_t outer, int64_t in_dim, int64_t out_dim, int64_t inner,
+         int64_t offset);
+
+} // namespace megart::cpu

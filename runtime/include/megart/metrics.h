@@ -1,0 +1,60 @@
+// What a training run reports each logged iteration: Megatron's log line for people, and a
+// JSONL file (one object per line) for scripts and tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace megart {
+
+struct IterationMetrics {
+  int64_t iteration = 0;         // 1-based
+  int64_t consumed_samples = 0;  // after this iteration
+  int64_t global_batch_size = 0;
+  double ms_per_iter = 0;        // elapsed wall time per iteration, milliseconds
+  double tokens_per_s = 0;
+  double lr = 0;
+  double lm_loss = 0;
+  double grad_norm = -1;         // < 0: not computed (no clipping); omitted from the log line
+  double loss_scale = -1;        // < 0: no loss scaling (fp32/bf16); omitted
+  double tflops_per_gpu = -1;    // < 0: not measured; omitted
+  int64_t skipped_iterations = 0;
+  int64_t nan_iterations = 0;
+};
+
+// Megatron's training_log line, e.g.
+//  [2026-11-21 10:00:00] iteration        3/      10 | consumed samples:           24 | ...
+// The first form stamps the current local time.
+std::string format_log_line(const IterationMetrics &m, int64_t train_iters);
+std::string format_log_line(const IterationMetrics &m, int64_t train_iters,
+                            const std::string &timestamp);
+// "YYYY-MM-DD HH:MM:SS", local time.
+std::string current_timestamp();
+
+// One JSON object (no newline) with iteration, lm_loss, grad_norm, lr, tokens_per_s,
+// ms_per_iter, consumed_samples, global_batch_size (+ loss_scale / tflops_per_gpu when set).
+// Floats use %.9g (enough to round-trip a float32 loss); NaN and infinities become null.
+std::string format_metrics_json(const IterationMetrics &m);
+
+// Appends one JSON line per append(), each written with a single write() and no buffering,
+// so a crash loses at most the line being written and readers can follow the file live.
+class MetricsFile {
+public:
+  // Truncates an existing file unless `append_existing` (for resumed runs).
+  static MetricsFile open(const std::string &path, bool append_existing = false);
+  ~MetricsFile();
+  MetricsFile(MetricsFile &&other) noexcept;
+  MetricsFile &operator=(MetricsFile &&other) noexcept;
+  MetricsFile(const MetricsFile &) = delete;
+  MetricsFile &operator=(const MetricsFile &) = delete;
+
+  void append(const IterationMetrics &m);
+  const std::string &path() const { return path_; }
+
+private:
+  MetricsFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_ = -1;
+};
+
+} // namespace megart

@@ -1,0 +1,78 @@
+// The optimizer pieces of a training step: AdamW (bit-for-bit torch.optim.AdamW's
+// single-tensor path), global gradient-norm clipping and Megatron's learning-rate schedule.
+// Which parameters get weight decay is the caller's decision (Megatron: none for biases and
+// norm weights, i.e. 1-D tensors): pass weight_decay = 0 for those.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace megart {
+
+// Hyperparameters are doubles on purpose: torch keeps them as Python floats and derives the
+// per-step factors in double before rounding each to float32, so 0.9 must stay 0.9, not 0.9f.
+struct AdamWConfig {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01; // Megatron's default (torch's too)
+};
+
+// The float32 factors one AdamW step applies elementwise, each rounded from double exactly
+// where torch rounds it. Computed once per step and shared by every tensor (and by device
+// kernels, so CPU and GPU apply identical numbers).
+struct AdamWScalars {
+  float decay_factor;          // 1 - lr * weight_decay
+  float beta1;
+  float one_minus_beta1;
+  float beta2;
+  float one_minus_beta2;
+  float bias_correction2_sqrt; // sqrt(1 - beta2^step)
+  float eps;
+  float neg_step_size;         // -lr / (1 - beta1^step)
+};
+
+// `step` is 1-based (the value torch's state['step'] has during the update).
+AdamWScalars adamw_scalars(double lr, const AdamWConfig &config, int64_t step);
+
+// One update of n elements in place, with precomputed factors.
+void adamw_update(const AdamWScalars &s, float *param, const float *grad, float *exp_avg,
+                  float *exp_avg_sq, int64_t n);
+
+// Convenience: adamw_scalars + adamw_update.
+void adamw_step(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, int64_t n,
+                double lr, double beta1, double beta2, double eps, double weight_decay,
+                int64_t step);
+
+// L2 norm of all gradients together, accumulated in double. The sum is split into fixed-size
+// chunks and added in a fixed order, so the result does not depend on the thread count.
+double global_grad_norm(const std::vector<std::pair<const float *, int64_t>> &grads);
+
+// max_norm / (total_norm + 1e-6), as torch.nn.utils.clip_grad_norm_ and Megatron compute it.
+// Scale the gradients by it only when it is < 1. max_norm <= 0 means clipping is off (returns 1).
+// A non-finite norm gives 0 or NaN: check std::isfinite(total_norm) and skip the step instead.
+float clip_coefficient(double total_norm, float max_norm);
+
+// Norm, coefficient and scaling together; returns the norm before clipping (what Megatron logs).
+// A non-finite norm is returned without touching the gradients.
+double clip_grad_norm(const std::vector<std::pair<float *, int64_t>> &grads, float max_norm);
+
+// Megatron's OptimizerParamScheduler for the learning rate, counted in iterations.
+struct LrSchedule {
+  std::string style = "constant"; // constant | linear | cosine
+  double max_lr = 0;
+  double min_lr = 0;
+  int64_t warmup_iters = 0;
+  int64_t decay_iters = 0; // Megatron's --lr-decay-iters (defaults to --train-iters)
+
+  // Throws naming the bad field: unknown style, negative or inverted rates or iterations.
+  void validate() const;
+  // The rate after `num_steps` scheduler steps. Megatron steps the scheduler after each
+  // iteration, so training iteration k (1-based) uses lr_at(k - 1): see lr_for_iteration.
+  double lr_at(int64_t num_steps) const;
+  double lr_for_iteration(int64_t iteration) const { return lr_at(iteration - 1); }
+};
+
+} // namespace megart

@@ -1,0 +1,62 @@
+// Where each parameter buffer of a compiled program sits in its checkpoint tensor. A ParamDesc
+// is a rectangular block (shape at offsets) of a full tensor (full_shape); several descs may
+// name the same tensor (GPT-2's c_attn split into q/k/v). These helpers check that layout and
+// move data between blocks and full row-major tensors.
+#pragma once
+
+#include "megart/program.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace megart {
+
+std::vector<int64_t> block_shape(const ParamDesc &desc);
+std::vector<int64_t> full_shape(const ParamDesc &desc);
+int64_t block_numel(const ParamDesc &desc);
+int64_t full_numel(const ParamDesc &desc);
+
+// One checkpoint tensor and the indices (into the ParamDesc table) of its blocks.
+struct CheckpointTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> blocks;
+};
+
+// Tensors in order of first appearance in the table.
+std::vector<CheckpointTensor> group_by_tensor(const ParamDesc *params, int64_t num_params);
+
+// Throws megart::Error naming the parameter unless: rank is 1..kMaxRank, sizes are positive,
+// every block lies inside its tensor, all blocks of a name agree on full_shape, and the blocks
+// of each tensor are disjoint and cover it exactly (a single-rank program holds whole tensors).
+void validate_param_layout(const ParamDesc *params, int64_t num_params);
+
+// Calls fn(full_index, block_index, count) for each contiguous run (a last-dimension row) of
+// the block; full_index is the flat row-major index into the full tensor.
+template <typename Fn> void for_each_block_row(const ParamDesc &desc, Fn &&fn) {
+  const int r = desc.rank;
+  const int64_t row = desc.shape[r - 1];
+  int64_t stride[kMaxRank];
+  stride[r - 1] = 1;
+  for (int d = r - 2; d >= 0; --d)
+    stride[d] = stride[d + 1] * desc.full_shape[d + 1];
+  int64_t idx[kMaxRank] = {0, 0, 0, 0}; // position in the block's leading dimensions
+  const int64_t rows = block_numel(desc) / row;
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t full = desc.offsets[r - 1];
+    for (int d = 0; d < r - 1; ++d)
+      full += (desc.offsets[d] + idx[d]) * stride[d];
+    fn(full, i * row, row);
+    for (int d = r - 2; d >= 0; --d) { // odometer over the leading dimensions
+      if (++idx[d] < desc.shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+void copy_block_from_full(const ParamDesc &desc, const float *full, float *block);
+void copy_block_to_full(const ParamDesc &desc, const float *block, float *full);
+
+} // namespace megart

@@ -1,0 +1,23 @@
+// Checkpoint folders in Megatron's layout: DIR/iter_0000010/model.safetensors (Hugging Face
+// names, full tensors) and DIR/latest_checkpointed_iteration.txt holding "10".
+#pragma once
+
+#include "megart/param_store.h"
+
+#include <cstdint>
+#include <string>
+
+namespace megart {
+
+// DIR/iter_{iteration:07d}/model.safetensors
+std::string checkpoint_path(const std::string &dir, int64_t iteration);
+
+// Throws if `dir` exists and is not a folder (checked before training, so a bad --save fails
+// before any work is done).
+void check_checkpoint_dir(const std::string &dir);
+
+// Creates the folders, writes the model file, then the tracker file; each write is atomic and
+// the tracker only names a checkpoint that is complete. Returns the model file's path.
+std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store);
+
+} // namespace megart

@@ -1,0 +1,49 @@
+// The training program's command line: Megatron-LM flag names and defaults, parsed with CLI11,
+// then checked against the compiled program before anything runs.
+#pragma once
+
+#include "megart/program.h"
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+namespace megart {
+
+struct TrainFlags {
+  std::string data_path;            // --data-path PREFIX (PREFIX.bin + PREFIX.idx)
+  int64_t train_iters = 0;          // --train-iters
+  int64_t micro_batch_size = 0;     // --micro-batch-size; 0 = not given: the compiled one
+  int64_t global_batch_size = 0;    // --global-batch-size; 0 = not given: the micro batch
+  double lr = 0;                    // --lr (required, as in Megatron)
+  double min_lr = 0;                // --min-lr
+  std::string lr_decay_style = "linear";
+  int64_t lr_warmup_iters = 0;
+  int64_t lr_decay_iters = 0;       // 0 = not given: --train-iters
+  double weight_decay = 0.01;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double clip_grad = 1.0;           // 0 = no clipping
+  int64_t seed = 1234;
+  bool shuffle = true;              // false with --no-shuffle
+  std::string load;                 // --load FILE.safetensors
+  std::string save;                 // --save DIR
+  int64_t save_interval = 0;        // 0 = save only at the end (when --save is given)
+  int64_t log_interval = 1;
+  std::string metrics_file;         // --metrics-file FILE.jsonl
+};
+
+// Parses argv. Returns std::nullopt when training should go on. Otherwise the process should
+// exit with the returned code: 0 after --help (usage printed to `out`), 1 after a parse error
+// (unknown flag, missing required flag, bad number; "error: ..." printed to `err`).
+std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFlags &flags,
+                                     std::ostream &out, std::ostream &err);
+
+// Fills the defaults that depend on other values (micro batch from the program, global batch,
+// lr decay iters) and checks every value and its fit with the program. Throws megart::Error
+// naming the flag, the value and the fix.
+void resolve_train_flags(TrainFlags &flags, const ProgramDesc &program);
+
+} // namespace megart

@@ -1,0 +1,34 @@
+// The iteration loop of a training run: microbatches with gradient accumulation, global
+// gradient-norm clipping, AdamW with the learning-rate schedule, logging, metrics and
+// checkpoints. Everything it is given has already been validated.
+#pragma once
+
+#include "megart/metrics.h"
+#include "megart/param_store.h"
+#include "megart/program.h"
+#include "megart/train_data.h"
+#include "megart/train_flags.h"
+
+#include <cstdint>
+#include <ostream>
+
+namespace megart {
+
+struct TrainResult {
+  int64_t iterations = 0;
+  int64_t optimizer_steps = 0;      // iterations whose gradients were finite
+  int64_t skipped_iterations = 0;   // non-finite gradient norm: no update
+  double final_loss = 0;            // lm loss of the last iteration
+};
+
+// Runs flags.train_iters iterations. Prints the Megatron log line to `out` every
+// flags.log_interval iterations (averaged over the interval, as Megatron does), appends one
+// JSON object per iteration to `metrics` when given, and saves checkpoints to flags.save.
+TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &flags, ParamStore &store,
+                           TrainData &data, MetricsFile *metrics, std::ostream &out);
+
+// Model FLOPs of one iteration by the Megatron paper's formula (GPT, no recompute), or -1 when
+// the program does not say enough (not "gpt2", or no layer/hidden sizes).
+double model_flops_per_iteration(const ProgramDesc &program, int64_t global_batch_size);
+
+} // namespace megart

@@ -1,0 +1,81 @@
+// Pointwise activations (GELU tanh / erf, SwiGLU). Float math with libm functions, matching the
+// formulas PyTorch evaluates in float32. Outputs may alias inputs (each element is read before
+// it is written, by the same iteration).
+#include "megart/kernels.h"
+
+#include <cmath>
+
+namespace megart::cpu {
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 14;
+constexpr float kSqrt2OverPi = 0.7978845608028654f; // sqrt(2/pi)
+constexpr float kGeluCoef = 0.044715f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;   // 1/sqrt(2)
+constexpr float kInvSqrt2Pi = 0.3989422804014327f; // 1/sqrt(2 pi)
+
+} // namespace
+
+void gelu_tanh_forward(float* y, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float t = std::tanh(kSqrt2OverPi * (v + kGeluCoef * (v * v * v)));
+    y[i] = 0.5f * v * (1.0f + t);
+  }
+}
+
+void gelu_tanh_backward(float* dx, const float* dy, const float* x, int64_t n) {
+  // d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 c x^2),  t = tanh(u).
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float v2 = v * v;
+    const float t = std::tanh(kSqrt2OverPi * (v + kGeluCoef * v2 * v));
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoef * v2);
+    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+  }
+}
+
+void gelu_erf_forward(float* y, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + std::erf(v * kInvSqrt2));
+  }
+}
+
+void gelu_erf_backward(float* dx, const float* dy, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
+    const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+    dx[i] = dy[i] * (cdf + v * pdf);
+  }
+}
+
+void swiglu_forward(float* y, const float* gate, const float* up, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    // As torch's silu: g / (1 + exp(-g)). exp(-g) overflows to inf for g < -88 and the
+    // quotient becomes -0, which is the limit.
+    y[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void swiglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up,
+                     int64_t n) {
+  // silu'(g) = s (1 + g (1 - s)),  s = sigmoid(g).
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i], u = up[i], d = dy[i];
+    const float den = 1.0f + std::exp(-g);
+    const float s = 1.0f / den;
+    dgate[i] = d * u * (s * (1.0f + g * (1.0f - s)));
+    dup[i] = d * (g / den);
+  }
+}
+
+} // namespace megart::cpu

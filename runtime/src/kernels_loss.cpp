@@ -1,0 +1,83 @@
+// Cross-entropy over a (possibly vocab-padded) logits matrix.
+#include "megart/error.h"
+#include "megart/kernels.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace megart::cpu {
+namespace {
+
+// All checks run serially before any parallel region (exceptions must not cross OpenMP).
+void check_args(const char* kernel, const int32_t* labels, int64_t tokens, int64_t vocab,
+                int64_t valid_vocab) {
+  if (valid_vocab < 1 || valid_vocab > vocab)
+    throw Error(std::string(kernel) + ": valid_vocab (" + std::to_string(valid_vocab) +
+                ") must be in [1, vocab = " + std::to_string(vocab) + "]");
+  if (tokens <= 0)
+    throw Error(std::string(kernel) + ": tokens (" + std::to_string(tokens) +
+                ") must be positive; the mean loss over no tokens is undefined");
+  for (int64_t t = 0; t < tokens; ++t)
+    if (labels[t] < 0 || labels[t] >= valid_vocab)
+      throw Error(std::string(kernel) + ": label " + std::to_string(labels[t]) +
+                  " at position " + std::to_string(t) + " is outside [0, " +
+                  std::to_string(valid_vocab) + ")");
+}
+
+struct RowSoftmax {
+  float max;
+  double sum; // sum of exp(logit - max) over the valid columns
+};
+
+RowSoftmax row_softmax(const float* row, int64_t valid_vocab) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < valid_vocab; ++j)
+    mx = row[j] > mx ? row[j] : mx;
+  double sum = 0.0;
+  for (int64_t j = 0; j < valid_vocab; ++j)
+    sum += std::exp(static_cast<double>(row[j]) - mx);
+  return {mx, sum};
+}
+
+} // namespace
+
+float cross_entropy_forward(const float* logits, const int32_t* labels, int64_t tokens,
+                            int64_t vocab, int64_t valid_vocab) {
+  check_args("cross_entropy_forward", labels, tokens, vocab, valid_vocab);
+  // Per-token losses first, then a serial sum: the result is independent of thread count.
+  std::vector<double> loss(static_cast<size_t>(tokens));
+#pragma omp parallel for schedule(static) if (tokens * valid_vocab > (1 << 14))
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = logits + t * vocab;
+    const RowSoftmax sm = row_softmax(row, valid_vocab);
+    loss[t] = std::log(sm.sum) + sm.max - static_cast<double>(row[labels[t]]);
+  }
+  double total = 0.0;
+  for (double l : loss)
+    total += l;
+  return static_cast<float>(total / static_cast<double>(tokens));
+}
+
+void cross_entropy_backward(float* dlogits, float dloss, const float* logits,
+                            const int32_t* labels, int64_t tokens, int64_t vocab,
+                            int64_t valid_vocab) {
+  check_args("cross_entropy_backward", labels, tokens, vocab, valid_vocab);
+  const double g = static_cast<double>(dloss) / static_cast<double>(tokens);
+#pragma omp parallel for schedule(static) if (tokens * vocab > (1 << 14))
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = logits + t * vocab;
+    float* drow = dlogits + t * vocab;
+    const RowSoftmax sm = row_softmax(row, valid_vocab);
+    const double scale = g / sm.sum;
+    for (int64_t j = 0; j < valid_vocab; ++j)
+      drow[j] = static_cast<float>(std::exp(static_cast<double>(row[j]) - sm.max) * scale);
+    // The label column in double: p - 1 cancels badly in float when p is close to 1.
+    const int32_t l = labels[t];
+    drow[l] = static_cast<float>(std::exp(static_cast<double>(row[l]) - sm.max) * scale - g);
+    for (int64_t j = valid_vocab; j < vocab; ++j)
+      drow[j] = 0.0f;
+  }
+}
+
+} // namespace megart::cpu

@@ -1,0 +1,136 @@
+#include "megart/metrics.h"
+
+#include "megart/error.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace megart {
+
+namespace {
+
+std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char *fmt, ...) {
+  char buf[256];
+  va_list args;
+  va_start(args, fmt);
+  int n = std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  return std::string(buf, static_cast<size_t>(n < 0 ? 0 : std::min<int>(n, sizeof buf - 1)));
+}
+
+// JSON has no NaN or infinity; null keeps the line parseable by strict readers.
+std::string json_number(double x) { return std::isfinite(x) ? format("%.9g", x) : "null"; }
+
+} // namespace
+
+std::string current_timestamp() {
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &local);
+  return buf;
+}
+
+std::string format_log_line(const IterationMetrics &m, int64_t train_iters) {
+  return format_log_line(m, train_iters, current_timestamp());
+}
+
+std::string format_log_line(const IterationMetrics &m, int64_t train_iters,
+                            const std::string &timestamp) {
+  // Field widths and formats follow Megatron's training_log (training.py).
+  std::string s = " [" + timestamp + "]";
+  s += format(" iteration %8lld/%8lld |", static_cast<long long>(m.iteration),
+              static_cast<long long>(train_iters));
+  s += format(" consumed samples: %12lld |", static_cast<long long>(m.consumed_samples));
+  s += format(" elapsed time per iteration (ms): %.1f |", m.ms_per_iter);
+  s += format(" throughput (tokens/s): %.1f |", m.tokens_per_s);
+  if (m.tflops_per_gpu >= 0)
+    s += format(" throughput per GPU (TFLOP/s/GPU): %.1f |", m.tflops_per_gpu);
+  s += format(" learning rate: %.6E |", m.lr);
+  s += format(" global batch size: %5lld |", static_cast<long long>(m.global_batch_size));
+  s += format(" lm loss: %.6E |", m.lm_loss);
+  if (m.loss_scale >= 0)
+    s += format(" loss scale: %.1f |", m.loss_scale);
+  if (m.grad_norm >= 0 || std::isnan(m.grad_norm))
+    s += format(" grad norm: %.3f |", m.grad_norm);
+  s += format(" number of skipped iterations: %3lld |", static_cast<long long>(m.skipped_iterations));
+  s += format(" number of nan iterations: %3lld |", static_cast<long long>(m.nan_iterations));
+  return s;
+}
+
+std::string format_metrics_json(const IterationMetrics &m) {
+  std::string s = "{";
+  s += "\"iteration\":" + std::to_string(m.iteration);
+  s += ",\"lm_loss\":" + json_number(m.lm_loss);
+  s += ",\"grad_norm\":" +
+       (m.grad_norm >= 0 || std::isnan(m.grad_norm) ? json_number(m.grad_norm) : "null");
+  s += ",\"lr\":" + json_number(m.lr);
+  s += ",\"tokens_per_s\":" + json_number(m.tokens_per_s);
+  s += ",\"ms_per_iter\":" + json_number(m.ms_per_iter);
+  s += ",\"consumed_samples\":" + std::to_string(m.consumed_samples);
+  s += ",\"global_batch_size\":" + std::to_string(m.global_batch_size);
+  if (m.loss_scale >= 0)
+    s += ",\"loss_scale\":" + json_number(m.loss_scale);
+  if (m.tflops_per_gpu >= 0)
+    s += ",\"tflops_per_gpu\":" + json_number(m.tflops_per_gpu);
+  s += ",\"skipped_iterations\":" + std::to_string(m.skipped_iterations);
+  s += ",\"nan_iterations\":" + std::to_string(m.nan_iterations);
+  return s + "}";
+}
+
+MetricsFile MetricsFile::open(const std::string &path, bool append_existing) {
+  int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append_existing ? 0 : O_TRUNC);
+  int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0)
+    throw Error(path + ": cannot open metrics file for writing: " + std::strerror(errno) +
+                "; check that the folder exists and is writable");
+  return MetricsFile(path, fd);
+}
+
+MetricsFile::~MetricsFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+MetricsFile::MetricsFile(MetricsFile &&other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) {
+  other.fd_ = -1;
+}
+
+MetricsFile &MetricsFile::operator=(MetricsFile &&other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0)
+      ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void MetricsFile::append(const IterationMetrics &m) {
+  if (fd_ < 0)
+    throw Error(path_ + ": metrics file is closed");
+  const std::string line = format_metrics_json(m) + "\n";
+  // O_APPEND + one write per line: the line lands whole at the end of the file.
+  size_t done = 0;
+  while (done < line.size()) {
+    ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      throw Error(path_ + ": writing metrics for iteration " + std::to_string(m.iteration) +
+                  " failed: " + std::strerror(errno) + "; check free disk space");
+    done += static_cast<size_t>(n);
+  }
+}
+
+} // namespace megart

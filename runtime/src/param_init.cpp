@@ -1,0 +1,69 @@
+#include "megart/param_init.h"
+
+#include "megart/param_layout.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace megart {
+
+namespace {
+constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ull;
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+} // namespace
+
+uint64_t fnv1a64(const char *text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char *p = reinterpret_cast<const unsigned char *>(text); *p; ++p) {
+    h ^= *p;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+uint64_t splitmix64_mix(uint64_t z) {
+  z ^= z >> 30;
+  z *= 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 27;
+  z *= 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t init_tensor_key(uint64_t seed, const char *name) {
+  return splitmix64_mix(splitmix64_mix(seed) ^ fnv1a64(name));
+}
+
+double init_standard_normal(uint64_t key, uint64_t element) {
+  const uint64_t j = 2 * element + 1;
+  const uint64_t r1 = splitmix64_mix(key + j * kGoldenGamma);
+  const uint64_t r2 = splitmix64_mix(key + (j + 1) * kGoldenGamma);
+  // +1 keeps u1 away from 0, where the log would be infinite.
+  const double u1 = static_cast<double>((r1 >> 11) + 1) * 0x1.0p-53;
+  const double u2 = static_cast<double>((r2 >> 11) + 1) * 0x1.0p-53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
+}
+
+void init_param_block(const ParamDesc &desc, uint64_t seed, float *block) {
+  const int64_t n = block_numel(desc);
+  if (desc.init == ParamInit::Zeros || desc.init == ParamInit::Ones) {
+    std::fill(block, block + n, desc.init == ParamInit::Ones ? 1.0f : 0.0f);
+    return;
+  }
+  const uint64_t key = init_tensor_key(seed, desc.name);
+  const double stddev = desc.init_std;
+  // Collect the rows first so OpenMP can split them; each element's value is independent.
+  struct Row { int64_t full, block, count; };
+  std::vector<Row> rows;
+  rows.reserve(static_cast<size_t>(n / desc.shape[desc.rank - 1]));
+  for_each_block_row(desc, [&](int64_t f, int64_t b, int64_t c) { rows.push_back({f, b, c}); });
+  const int64_t num_rows = static_cast<int64_t>(rows.size());
+#pragma omp parallel for schedule(static) if (n > (1 << 15))
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const Row row = rows[r];
+    for (int64_t i = 0; i < row.count; ++i)
+      block[row.block + i] =
+          static_cast<float>(stddev * init_standard_normal(key, static_cast<uint64_t>(row.full + i)));
+  }
+}
+
+} // namespace megart

@@ -1,0 +1,152 @@
+#include "megart/train_flags.h"
+
+#include "megart/error.h"
+#include "megart/optimizer.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <sstream>
+
+namespace megart {
+
+namespace {
+
+// Shortest text that reads back as the same double (1e-4 stays "0.0001", not "0.000100").
+std::string num(double x) {
+  std::ostringstream s;
+  s.precision(17);
+  s << x;
+  double back = 0;
+  for (int p = 1; p <= 17; ++p) {
+    std::ostringstream t;
+    t.precision(p);
+    t << x;
+    std::istringstream(t.str()) >> back;
+    if (back == x)
+      return t.str();
+  }
+  return s.str();
+}
+
+void require(bool ok, const std::string &message) {
+  if (!ok)
+    throw Error(message);
+}
+
+} // namespace
+
+std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFlags &f,
+                                     std::ostream &out, std::ostream &err) {
+  CLI::App app{"Trains the compiled model (megart runtime). Flags follow Megatron-LM."};
+  // As with Megatron's argparse, a repeated flag takes its last value (scripts append overrides).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.set_help_flag("-h,--help", "Print this help and exit");
+  app.add_option("--data-path", f.data_path, "Dataset prefix: PREFIX.bin + PREFIX.idx")
+      ->required();
+  app.add_option("--train-iters", f.train_iters, "Number of training iterations")->required();
+  app.add_option("--micro-batch-size", f.micro_batch_size,
+                 "Samples per microbatch; must equal the compiled one (default: compiled)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--global-batch-size", f.global_batch_size,
+                 "Samples per iteration, a multiple of the micro batch (default: micro batch)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr", f.lr, "Peak learning rate")->required();
+  app.add_option("--min-lr", f.min_lr, "Learning rate at the end of decay")->capture_default_str();
+  app.add_option("--lr-decay-style", f.lr_decay_style, "How the lr falls from --lr to --min-lr after warmup")
+      ->check(CLI::IsMember({"constant", "linear", "cosine"}))
+      ->capture_default_str();
+  app.add_option("--lr-warmup-iters", f.lr_warmup_iters, "Linear warmup iterations")
+      ->capture_default_str();
+  app.add_option("--lr-decay-iters", f.lr_decay_iters, "Decay iterations (default: --train-iters)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--weight-decay", f.weight_decay, "AdamW weight decay (not on biases/norms)")
+      ->capture_default_str();
+  app.add_option("--adam-beta1", f.adam_beta1, "AdamW beta1")->capture_default_str();
+  app.add_option("--adam-beta2", f.adam_beta2, "AdamW beta2")->capture_default_str();
+  app.add_option("--adam-eps", f.adam_eps, "AdamW epsilon")->capture_default_str();
+  app.add_option("--clip-grad", f.clip_grad, "Global gradient-norm clip; 0 disables")
+      ->capture_default_str();
+  app.add_option("--seed", f.seed, "Seed for initialisation and data shuffling")
+      ->capture_default_str();
+  bool no_shuffle = false;
+  app.add_flag("--no-shuffle", no_shuffle, "Use samples in dataset order");
+  app.add_option("--load", f.load, "Initial weights (.safetensors, Hugging Face names)");
+  app.add_option("--save", f.save, "Checkpoint folder: DIR/iter_NNNNNNN/model.safetensors");
+  app.add_option("--save-interval", f.save_interval,
+                 "Save every K iterations; 0 = only at the end")
+      ->capture_default_str();
+  app.add_option("--log-interval", f.log_interval, "Print the log line every K iterations")
+      ->capture_default_str();
+  app.add_option("--metrics-file", f.metrics_file, "JSONL file: one object per iteration");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::ParseError &e) {
+    err << "error: " << e.what() << "\nRun with --help to list the flags.\n";
+    return 1;
+  }
+  f.shuffle = !no_shuffle;
+  return std::nullopt;
+}
+
+void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
+  const std::string b = std::to_string(program.micro_batch_size);
+  require(f.train_iters >= 1,
+          "--train-iters is " + std::to_string(f.train_iters) + "; it must be at least 1");
+  if (f.micro_batch_size == 0) {
+    f.micro_batch_size = program.micro_batch_size;
+  } else if (f.micro_batch_size != program.micro_batch_size) {
+    throw Error("--micro-batch-size " + std::to_string(f.micro_batch_size) +
+                " does not match the compiled program (" + b +
+                "): recompile with `megac compile SPEC --micro-batch-size " +
+                std::to_string(f.micro_batch_size) + "`");
+  }
+  if (f.global_batch_size == 0)
+    f.global_batch_size = f.micro_batch_size;
+  require(f.global_batch_size >= 1, "--global-batch-size is " +
+                                        std::to_string(f.global_batch_size) +
+                                        "; it must be at least 1");
+  if (f.global_batch_size % f.micro_batch_size != 0)
+    throw Error("--global-batch-size (" + std::to_string(f.global_batch_size) +
+                ") is not a multiple of the micro batch size (" + b + "); use a multiple of " +
+                b + ", e.g. " +
+                std::to_string((f.global_batch_size / f.micro_batch_size + 1) * f.micro_batch_size));
+  require(std::isfinite(f.lr) && f.lr > 0, "--lr is " + num(f.lr) + "; it must be > 0");
+  require(std::isfinite(f.min_lr) && f.min_lr >= 0 && f.min_lr <= f.lr,
+          "--min-lr is " + num(f.min_lr) + "; it must be between 0 and --lr (" + num(f.lr) + ")");
+  require(f.lr_warmup_iters >= 0,
+          "--lr-warmup-iters is " + std::to_string(f.lr_warmup_iters) + "; it must be >= 0");
+  if (f.lr_decay_iters == 0)
+    f.lr_decay_iters = f.train_iters;
+  require(f.lr_decay_iters >= 1,
+          "--lr-decay-iters is " + std::to_string(f.lr_decay_iters) + "; it must be >= 1");
+  if (f.lr_decay_style != "constant" && f.lr_warmup_iters > f.lr_decay_iters)
+    throw Error("--lr-warmup-iters (" + std::to_string(f.lr_warmup_iters) +
+                ") is greater than --lr-decay-iters (" + std::to_string(f.lr_decay_iters) +
+                "); warmup must end before decay does");
+  require(std::isfinite(f.weight_decay) && f.weight_decay >= 0,
+          "--weight-decay is " + num(f.weight_decay) + "; it must be >= 0");
+  require(f.adam_beta1 >= 0 && f.adam_beta1 < 1,
+          "--adam-beta1 is " + num(f.adam_beta1) + "; it must be in [0, 1)");
+  require(f.adam_beta2 >= 0 && f.adam_beta2 < 1,
+          "--adam-beta2 is " + num(f.adam_beta2) + "; it must be in [0, 1)");
+  require(std::isfinite(f.adam_eps) && f.adam_eps > 0,
+          "--adam-eps is " + num(f.adam_eps) + "; it must be > 0");
+  require(std::isfinite(f.clip_grad) && f.clip_grad >= 0,
+          "--clip-grad is " + num(f.clip_grad) + "; it must be >= 0 (0 disables clipping)");
+  require(f.seed >= 0, "--seed is " + std::to_string(f.seed) + "; it must be >= 0");
+  require(f.log_interval >= 1,
+          "--log-interval is " + std::to_string(f.log_interval) + "; it must be at least 1");
+  require(f.save_interval >= 0,
+          "--save-interval is " + std::to_string(f.save_interval) + "; it must be >= 0");
+  if (f.save_interval > 0 && f.save.empty())
+    throw Error("--save-interval " + std::to_string(f.save_interval) +
+                " needs --save DIR to say where checkpoints go");
+  // The schedule's own checks (same rules; keeps the two from drifting apart).
+  LrSchedule schedule{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters, f.lr_decay_iters};
+  schedule.validate();
+}
+
+} // namespace megart

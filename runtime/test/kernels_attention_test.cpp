@@ -1,0 +1,152 @@
+#include "kernels_test_util.h"
+#include "megart/kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace {
+
+using namespace megart::test;
+namespace cpu = megart::cpu;
+
+struct AttnShape {
+  int64_t batch, seq, q_heads, kv_heads, head_dim;
+  bool causal;
+  int64_t q_numel() const { return batch * seq * q_heads * head_dim; }
+  int64_t kv_numel() const { return batch * seq * kv_heads * head_dim; }
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
+  std::string name() const {
+    return std::to_string(batch) + "x" + std::to_string(seq) + " q" + std::to_string(q_heads) +
+           " kv" + std::to_string(kv_heads) + " d" + std::to_string(head_dim) +
+           (causal ? " causal" : " full");
+  }
+};
+
+// Naive double reference: full score matrix per (batch, head), explicit mask and softmax.
+DVec ref_attention(const DVec& q, const DVec& k, const DVec& v, const AttnShape& s) {
+  DVec out(q.size(), 0.0);
+  const int64_t D = s.head_dim, group = s.q_heads / s.kv_heads;
+  auto qa = [&](int64_t b, int64_t t, int64_t h) { return ((b * s.seq + t) * s.q_heads + h) * D; };
+  auto ka = [&](int64_t b, int64_t t, int64_t g) { return ((b * s.seq + t) * s.kv_heads + g) * D; };
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.q_heads; ++h)
+      for (int64_t i = 0; i < s.seq; ++i) {
+        const int64_t g = h / group;
+        DVec sc(s.seq, -INFINITY);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < s.seq; ++j) {
+          if (s.causal && j > i)
+            continue;
+          double d = 0.0;
+          for (int64_t e = 0; e < D; ++e)
+            d += q[qa(b, i, h) + e] * k[ka(b, j, g) + e];
+          sc[j] = d * static_cast<double>(s.scale());
+          mx = std::max(mx, sc[j]);
+        }
+        double sum = 0.0;
+        for (double& x : sc) {
+          x = std::exp(x - mx); // masked: exp(-inf) = 0
+          sum += x;
+        }
+        for (int64_t j = 0; j < s.seq; ++j)
+          for (int64_t e = 0; e < D; ++e)
+            out[qa(b, i, h) + e] += sc[j] / sum * v[ka(b, j, g) + e];
+      }
+  return out;
+}
+
+const AttnShape kShapes[] = {
+    {1, 1, 1, 1, 4, true},    {2, 5, 4, 2, 8, true},  {2, 5, 4, 2, 8, false},
+    {1, 7, 4, 4, 6, true},    {2, 6, 6, 3, 5, false}, {1, 9, 4, 1, 3, true},
+    {3, 4, 2, 2, 16, false},  {1, 33, 4, 2, 4, true},
+};
+
+// The scale is folded into the scores in float; the float kernel's dot products over head_dim
+// and sums over <= 33 keys keep errors around 1e-7 of the output scale.
+constexpr double kForwardRtol = 1e-5;
+// Backward: dS = p (dP - sum p dP) cancels when dP is nearly constant over keys; with the rms
+// floor, 3e-5 covers the few float roundings on each term and still flags any wrong term
+// (those are off by O(1) relative).
+constexpr double kBackwardRtol = 3e-5;
+
+TEST(KernelsAttention, ForwardMatchesReference) {
+  for (const AttnShape& s : kShapes) {
+    const Vec q = random_vec(s.q_numel(), 1, -2.0f, 2.0f), k = random_vec(s.kv_numel(), 2, -2.0f, 2.0f),
+              v = random_vec(s.kv_numel(), 3);
+    Vec out(s.q_numel(), 99.0f);
+    cpu::attention_forward(out.data(), q.data(), k.data(), v.data(), s.batch, s.seq, s.q_heads,
+                           s.kv_heads, s.head_dim, s.scale(), s.causal);
+    expect_close(out, ref_attention(to_double(q), to_double(k), to_double(v), s), kForwardRtol,
+                 "attention " + s.name());
+  }
+}
+
+TEST(KernelsAttention, BackwardMatchesFiniteDifferences) {
+  for (const AttnShape& s : kShapes) {
+    const Vec q = random_vec(s.q_numel(), 4, -2.0f, 2.0f), k = random_vec(s.kv_numel(), 5, -2.0f, 2.0f),
+              v = random_vec(s.kv_numel(), 6), dout = random_vec(s.q_numel(), 7);
+    Vec dq(q.size(), 99.0f), dk(k.size(), 99.0f), dv(v.size(), 99.0f);
+    cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+                            v.data(), s.batch, s.seq, s.q_heads, s.kv_heads, s.head_dim,
+                            s.scale(), s.causal);
+    const DVec qd = to_double(q), kd = to_double(k), vd = to_double(v), dd = to_double(dout);
+    expect_close(dq, fd_grad([&](const DVec& x) { return ref_attention(x, kd, vd, s); }, qd, dd),
+                 kBackwardRtol, "attention dq " + s.name());
+    expect_close(dk, fd_grad([&](const DVec& x) { return ref_attention(qd, x, vd, s); }, kd, dd),
+                 kBackwardRtol, "attention dk " + s.name());
+    expect_close(dv, fd_grad([&](const DVec& x) { return ref_attention(qd, kd, x, s); }, vd, dd),
+                 kBackwardRtol, "attention dv " + s.name());
+  }
+}
+
+TEST(KernelsAttention, BackwardIsDeterministicAcrossThreadCounts) {
+  // Large enough to pass the kernel's parallel threshold, with several (batch, kv head) tasks.
+  const AttnShape s{3, 48, 4, 2, 16, true};
+  const Vec q = random_vec(s.q_numel(), 8, -2.0f, 2.0f), k = random_vec(s.kv_numel(), 9, -2.0f, 2.0f),
+            v = random_vec(s.kv_numel(), 10), dout = random_vec(s.q_numel(), 11);
+  auto run = [&](int threads, Vec& dq, Vec& dk, Vec& dv) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    dq.assign(q.size(), 0.0f);
+    dk.assign(k.size(), 0.0f);
+    dv.assign(v.size(), 0.0f);
+    cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+                            v.data(), s.batch, s.seq, s.q_heads, s.kv_heads, s.head_dim,
+                            s.scale(), s.causal);
+    omp_set_num_threads(saved);
+  };
+  Vec dq1, dk1, dv1, dq2, dk2, dv2, dq3, dk3, dv3;
+  run(1, dq1, dk1, dv1);
+  run(2, dq2, dk2, dv2);
+  run(5, dq3, dk3, dv3);
+  EXPECT_EQ(dq1, dq2);
+  EXPECT_EQ(dk1, dk2);
+  EXPECT_EQ(dv1, dv2);
+  EXPECT_EQ(dq1, dq3);
+  EXPECT_EQ(dk1, dk3);
+  EXPECT_EQ(dv1, dv3);
+}
+
+TEST(KernelsAttention, LargeScoresStayStable) {
+  // Scores around +-400 would overflow a naive exp; the max shift keeps the softmax finite.
+  const AttnShape s{1, 6, 2, 1, 4, false};
+  const Vec q = random_vec(s.q_numel(), 12, -20.0f, 20.0f),
+            k = random_vec(s.kv_numel(), 13, -20.0f, 20.0f), v = random_vec(s.kv_numel(), 14);
+  Vec out(s.q_numel());
+  cpu::attention_forward(out.data(), q.data(), k.data(), v.data(), s.batch, s.seq, s.q_heads,
+                         s.kv_heads, s.head_dim, 2.0f, s.causal);
+  for (float x : out)
+    EXPECT_TRUE(std::isfinite(x));
+}
+
+TEST(KernelsAttention, HeadsNotDivisibleThrows) {
+  Vec buf(64, 0.5f);
+  EXPECT_THROW(cpu::attention_forward(buf.data(), buf.data(), buf.data(), buf.data(), 1, 2, 3, 2,
+                                      2, 1.0f, true),
+               megart::Error);
+}
+
+} // namespace

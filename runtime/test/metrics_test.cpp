@@ -1,0 +1,120 @@
+#include "megart/error.h"
+#include "megart/json.h"
+#include "megart/metrics.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using ::testing::Not;
+
+namespace {
+
+megart::IterationMetrics sample_metrics() {
+  megart::IterationMetrics m;
+  m.iteration = 3;
+  m.consumed_samples = 24;
+  m.global_batch_size = 8;
+  m.ms_per_iter = 123.44;
+  m.tokens_per_s = 1234.46;
+  m.lr = 1e-3;
+  m.lm_loss = 5.5123449;
+  m.grad_norm = 1.2344;
+  return m;
+}
+
+std::vector<std::string> read_lines(const std::string &path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  return lines;
+}
+
+} // namespace
+
+TEST(MetricsLogLine, MegatronFormat) {
+  EXPECT_EQ(megart::format_log_line(sample_metrics(), 10, "2026-11-21 10:00:00"),
+            " [2026-11-21 10:00:00] iteration        3/      10 | consumed samples:           24 |"
+            " elapsed time per iteration (ms): 123.4 | throughput (tokens/s): 1234.5 |"
+            " learning rate: 1.000000E-03 | global batch size:     8 | lm loss: 5.512345E+00 |"
+            " grad norm: 1.234 | number of skipped iterations:   0 | number of nan iterations:   0 |");
+}
+
+TEST(MetricsLogLine, OptionalFields) {
+  megart::IterationMetrics m = sample_metrics();
+  m.grad_norm = -1; // not computed
+  m.loss_scale = 65536;
+  m.tflops_per_gpu = 137.25;
+  m.nan_iterations = 2;
+  const std::string line = megart::format_log_line(m, 10, "t");
+  EXPECT_THAT(line, Not(HasSubstr("grad norm")));
+  EXPECT_THAT(line, HasSubstr("| loss scale: 65536.0 |"));
+  EXPECT_THAT(line, HasSubstr("| throughput per GPU (TFLOP/s/GPU): 137.2 |"));
+  EXPECT_THAT(line, HasSubstr("| number of nan iterations:   2 |"));
+  m.lm_loss = NAN;
+  EXPECT_THAT(megart::format_log_line(m, 10, "t"), HasSubstr("| lm loss: NAN |"));
+}
+
+TEST(MetricsLogLine, StampsCurrentTime) {
+  const std::string line = megart::format_log_line(sample_metrics(), 10);
+  EXPECT_THAT(line, MatchesRegex(" \\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\\] "
+                                 "iteration .*"));
+}
+
+TEST(MetricsJson, OneObjectPerLineWithFullPrecision) {
+  char tmpl[] = "/tmp/megart-metrics-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/metrics.jsonl";
+  {
+    megart::MetricsFile f = megart::MetricsFile::open(path);
+    megart::IterationMetrics m = sample_metrics();
+    m.lm_loss = 10.987654321f; // a float32 loss must come back exactly
+    f.append(m);
+    // Readable before the file is closed: every line is written through.
+    EXPECT_EQ(read_lines(path).size(), 1u);
+    m.iteration = 4;
+    m.lm_loss = INFINITY;
+    m.grad_norm = -1;
+    f.append(m);
+  }
+  std::vector<std::string> lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 2u);
+  megart::JsonValue first = megart::parse_json(lines[0], "line 1");
+  EXPECT_EQ(first.get("iteration")->integer, 3);
+  EXPECT_EQ(static_cast<float>(first.get("lm_loss")->number), 10.987654321f);
+  EXPECT_NEAR(first.get("grad_norm")->number, 1.2344, 1e-12);
+  EXPECT_EQ(first.get("lr")->number, 1e-3);
+  EXPECT_NEAR(first.get("tokens_per_s")->number, 1234.46, 1e-9);
+  EXPECT_NEAR(first.get("ms_per_iter")->number, 123.44, 1e-9);
+  EXPECT_EQ(first.get("consumed_samples")->integer, 24);
+  EXPECT_EQ(first.get("global_batch_size")->integer, 8);
+  megart::JsonValue second = megart::parse_json(lines[1], "line 2");
+  EXPECT_EQ(second.get("lm_loss")->kind, megart::JsonValue::Kind::Null); // JSON has no inf
+  EXPECT_EQ(second.get("grad_norm")->kind, megart::JsonValue::Kind::Null);
+
+  // Reopening truncates unless asked to append (a resumed run).
+  megart::MetricsFile::open(path, /*append_existing=*/true).append(sample_metrics());
+  EXPECT_EQ(read_lines(path).size(), 3u);
+  megart::MetricsFile::open(path).append(sample_metrics());
+  EXPECT_EQ(read_lines(path).size(), 1u);
+  fs::remove_all(tmpl);
+}
+
+TEST(MetricsJson, UnwritablePathIsNamed) {
+  try {
+    megart::MetricsFile::open("/nonexistent-folder/metrics.jsonl");
+    FAIL() << "expected megart::Error";
+  } catch (const megart::Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("/nonexistent-folder/metrics.jsonl: cannot open"));
+  }
+}

@@ -1,0 +1,163 @@
+#include "megart/error.h"
+#include "megart/train_flags.h"
+
+#include "train_test_util.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+using megart::TrainFlags;
+using ::testing::HasSubstr;
+
+namespace {
+
+struct Parsed {
+  std::optional<int> exit;
+  TrainFlags flags;
+  std::string out, err;
+};
+
+Parsed parse(std::vector<std::string> args) {
+  std::vector<const char *> argv{"train"};
+  for (const std::string &a : args)
+    argv.push_back(a.c_str());
+  Parsed p;
+  std::ostringstream out, err;
+  p.exit = megart::parse_train_flags(static_cast<int>(argv.size()), argv.data(), p.flags, out, err);
+  p.out = out.str();
+  p.err = err.str();
+  return p;
+}
+
+const std::vector<std::string> kMinimal = {"--data-path", "d", "--train-iters", "10", "--lr",
+                                           "1e-4"};
+
+std::string resolve_error(std::vector<std::string> extra, int64_t compiled_micro = 4) {
+  std::vector<std::string> args = kMinimal;
+  args.insert(args.end(), extra.begin(), extra.end());
+  Parsed p = parse(args);
+  EXPECT_FALSE(p.exit) << p.err;
+  megart::ProgramDesc program{};
+  program.micro_batch_size = compiled_micro;
+  try {
+    megart::resolve_train_flags(p.flags, program);
+  } catch (const megart::Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST(TrainFlags, MegatronDefaults) {
+  Parsed p = parse(kMinimal);
+  ASSERT_FALSE(p.exit) << p.err;
+  megart::ProgramDesc program{};
+  program.micro_batch_size = 4;
+  megart::resolve_train_flags(p.flags, program);
+  const TrainFlags &f = p.flags;
+  EXPECT_EQ(f.data_path, "d");
+  EXPECT_EQ(f.train_iters, 10);
+  EXPECT_EQ(f.micro_batch_size, 4);
+  EXPECT_EQ(f.global_batch_size, 4);
+  EXPECT_EQ(f.lr, 1e-4);
+  EXPECT_EQ(f.min_lr, 0.0);
+  EXPECT_EQ(f.lr_decay_style, "linear");
+  EXPECT_EQ(f.lr_warmup_iters, 0);
+  EXPECT_EQ(f.lr_decay_iters, 10);
+  EXPECT_EQ(f.weight_decay, 0.01);
+  EXPECT_EQ(f.adam_beta1, 0.9);
+  EXPECT_EQ(f.adam_beta2, 0.999);
+  EXPECT_EQ(f.adam_eps, 1e-8);
+  EXPECT_EQ(f.clip_grad, 1.0);
+  EXPECT_EQ(f.seed, 1234);
+  EXPECT_TRUE(f.shuffle);
+  EXPECT_EQ(f.save_interval, 0);
+  EXPECT_EQ(f.log_interval, 1);
+}
+
+TEST(TrainFlags, ParsesEveryFlag) {
+  Parsed p = parse({"--data-path", "x/y", "--train-iters", "7", "--micro-batch-size", "2",
+                    "--global-batch-size", "8", "--lr", "0.003", "--min-lr", "0.0001",
+                    "--lr-decay-style", "cosine", "--lr-warmup-iters", "2", "--lr-decay-iters",
+                    "6", "--weight-decay", "0.1", "--adam-beta1", "0.8", "--adam-beta2", "0.95",
+                    "--adam-eps", "1e-6", "--clip-grad", "0", "--seed", "5", "--no-shuffle",
+                    "--load", "a.safetensors", "--save", "ck", "--save-interval", "3",
+                    "--log-interval", "2", "--metrics-file", "m.jsonl"});
+  ASSERT_FALSE(p.exit) << p.err;
+  megart::ProgramDesc program{};
+  program.micro_batch_size = 2;
+  megart::resolve_train_flags(p.flags, program);
+  const TrainFlags &f = p.flags;
+  EXPECT_EQ(f.global_batch_size, 8);
+  EXPECT_EQ(f.lr_decay_style, "cosine");
+  EXPECT_EQ(f.lr_decay_iters, 6);
+  EXPECT_EQ(f.adam_beta2, 0.95);
+  EXPECT_EQ(f.clip_grad, 0.0);
+  EXPECT_FALSE(f.shuffle);
+  EXPECT_EQ(f.load, "a.safetensors");
+  EXPECT_EQ(f.save, "ck");
+  EXPECT_EQ(f.save_interval, 3);
+  EXPECT_EQ(f.log_interval, 2);
+  EXPECT_EQ(f.metrics_file, "m.jsonl");
+}
+
+TEST(TrainFlags, HelpListsFlags) {
+  Parsed p = parse({"--help"});
+  ASSERT_TRUE(p.exit);
+  EXPECT_EQ(*p.exit, 0);
+  for (const char *flag : {"--data-path", "--train-iters", "--micro-batch-size",
+                           "--global-batch-size", "--lr", "--min-lr", "--lr-decay-style",
+                           "--lr-warmup-iters", "--lr-decay-iters", "--weight-decay",
+                           "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad", "--seed",
+                           "--no-shuffle", "--load", "--save", "--save-interval", "--log-interval",
+                           "--metrics-file"})
+    EXPECT_THAT(p.out, HasSubstr(flag));
+}
+
+TEST(TrainFlags, ParseErrorsNameTheFlag) {
+  Parsed unknown = parse({"--data-path", "d", "--train-iters", "1", "--lr", "1", "--tp", "2"});
+  ASSERT_TRUE(unknown.exit);
+  EXPECT_EQ(*unknown.exit, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("error: "));
+  EXPECT_THAT(unknown.err, HasSubstr("--tp"));
+
+  Parsed missing = parse({"--data-path", "d", "--train-iters", "1"});
+  ASSERT_TRUE(missing.exit);
+  EXPECT_THAT(missing.err, HasSubstr("--lr"));
+
+  Parsed bad_number = parse({"--data-path", "d", "--train-iters", "ten", "--lr", "1"});
+  ASSERT_TRUE(bad_number.exit);
+  EXPECT_THAT(bad_number.err, HasSubstr("--train-iters"));
+
+  Parsed zero_micro = parse({"--data-path", "d", "--train-iters", "1", "--lr", "1",
+                             "--micro-batch-size", "0"});
+  ASSERT_TRUE(zero_micro.exit);
+  EXPECT_THAT(zero_micro.err, HasSubstr("--micro-batch-size"));
+
+  Parsed bad_style = parse({"--data-path", "d", "--train-iters", "1", "--lr", "1",
+                            "--lr-decay-style", "step"});
+  ASSERT_TRUE(bad_style.exit);
+  EXPECT_THAT(bad_style.err, HasSubstr("step"));
+}
+
+TEST(TrainFlags, ChecksAgainstProgram) {
+  EXPECT_EQ(resolve_error({"--micro-batch-size", "8"}),
+            "--micro-batch-size 8 does not match the compiled program (4): recompile with "
+            "`megac compile SPEC --micro-batch-size 8`");
+  EXPECT_EQ(resolve_error({"--global-batch-size", "6"}),
+            "--global-batch-size (6) is not a multiple of the micro batch size (4); use a "
+            "multiple of 4, e.g. 8");
+  EXPECT_THAT(resolve_error({"--train-iters", "0"}), HasSubstr("--train-iters is 0"));
+  EXPECT_THAT(resolve_error({"--lr", "0"}), HasSubstr("--lr is 0; it must be > 0"));
+  EXPECT_THAT(resolve_error({"--min-lr", "0.1"}), HasSubstr("--min-lr is 0.1"));
+  EXPECT_THAT(resolve_error({"--adam-beta2", "1"}), HasSubstr("--adam-beta2 is 1"));
+  EXPECT_THAT(resolve_error({"--clip-grad", "-1"}), HasSubstr("--clip-grad is -1"));
+  EXPECT_THAT(resolve_error({"--log-interval", "0"}), HasSubstr("--log-interval is 0"));
+  EXPECT_THAT(resolve_error({"--save-interval", "5"}), HasSubstr("needs --save DIR"));
+  EXPECT_THAT(resolve_error({"--lr-warmup-iters", "20"}),
+              HasSubstr("--lr-warmup-iters (20) is greater than --lr-decay-iters (10)"));
+  EXPECT_EQ(resolve_error({"--lr-warmup-iters", "20", "--lr-decay-style", "constant"}), "");
+}

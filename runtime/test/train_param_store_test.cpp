@@ -1,0 +1,142 @@
+#include "megart/error.h"
+#include "megart/param_store.h"
+#include "megart/safetensors.h"
+#include "megart/train_checkpoint.h"
+
+#include "train_test_util.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+using megart::ParamDesc;
+using megart::ParamInit;
+using megart::ParamStore;
+using ::testing::HasSubstr;
+using train_test::TempDir;
+
+namespace {
+
+// GPT-2-like layout: a fused [4, 6] weight held as three column blocks, plus a bias.
+std::vector<ParamDesc> fused_layout() {
+  std::vector<ParamDesc> d;
+  for (int64_t k = 0; k < 3; ++k)
+    d.push_back({"attn.c_attn.weight", 2, {4, 2}, {0, 2 * k}, {4, 6}, ParamInit::Normal, 1.0f,
+                 true});
+  d.push_back({"attn.c_attn.bias", 1, {6}, {0}, {6}, ParamInit::Normal, 1.0f, false});
+  return d;
+}
+
+std::vector<float> copy_param(const ParamStore &s, int64_t i) {
+  return std::vector<float>(s.param(i), s.param(i) + s.numel(i));
+}
+
+void write_tensors(const std::string &path, const std::vector<megart::NamedTensor> &tensors) {
+  megart::write_safetensors(path, tensors, {{"format", "pt"}});
+}
+
+} // namespace
+
+TEST(TrainParamStore, SaveThenLoadIsExact) {
+  TempDir dir;
+  const auto layout = fused_layout();
+  ParamStore a(layout.data(), static_cast<int64_t>(layout.size()));
+  a.init(99);
+  a.save(dir / "m.safetensors");
+
+  ParamStore b(layout.data(), static_cast<int64_t>(layout.size()));
+  b.load(dir / "m.safetensors");
+  for (int64_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(copy_param(a, i), copy_param(b, i)) << "parameter " << i;
+
+  // The file holds full tensors under their checkpoint names, assembled from the blocks.
+  const auto file = megart::SafetensorsFile::open(dir / "m.safetensors");
+  EXPECT_EQ(file.names(), (std::vector<std::string>{"attn.c_attn.bias", "attn.c_attn.weight"}));
+  EXPECT_EQ(file.metadata().at("format"), "pt");
+  const std::vector<float> full = file.read_f32("attn.c_attn.weight", {4, 6});
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t c = 0; c < 6; ++c)
+      EXPECT_EQ(full[r * 6 + c], a.param(c / 2)[r * 2 + c % 2]);
+  EXPECT_EQ(a.num_tensor_elements(), 30);
+}
+
+TEST(TrainParamStore, InitMatchesWholeTensorInit) {
+  // The fused blocks start from the same values a single [4, 6] tensor would get.
+  const auto layout = fused_layout();
+  ParamStore split(layout.data(), 4);
+  split.init(5);
+  std::vector<ParamDesc> whole = {
+      {"attn.c_attn.weight", 2, {4, 6}, {0, 0}, {4, 6}, ParamInit::Normal, 1.0f, true},
+      layout[3]};
+  ParamStore one(whole.data(), 2);
+  one.init(5);
+  EXPECT_EQ(split.assemble(split.tensors()[0]), copy_param(one, 0));
+}
+
+TEST(TrainParamStore, LoadNamesEveryMismatchAndChangesNothing) {
+  TempDir dir;
+  const auto layout = fused_layout();
+  ParamStore s(layout.data(), 4);
+  s.init(1);
+  const std::vector<float> before = copy_param(s, 0);
+  std::vector<float> data(64, 0.5f);
+  write_tensors(dir / "bad.safetensors", {{"attn.c_attn.weight", {4, 5}, data.data()},
+                                          {"lm_head.weight", {2, 2}, data.data()},
+                                          {"wte", {3}, data.data()}});
+  try {
+    s.load(dir / "bad.safetensors");
+    FAIL() << "load accepted a mismatched checkpoint";
+  } catch (const megart::Error &e) {
+    const std::string m = e.what();
+    EXPECT_THAT(m, HasSubstr("missing tensor 'attn.c_attn.bias' [6]"));
+    EXPECT_THAT(m, HasSubstr("tensor 'attn.c_attn.weight' has shape [4, 5], the program needs "
+                             "[4, 6]"));
+    EXPECT_THAT(m, HasSubstr("2 tensors not used by the program: 'lm_head.weight', 'wte'"));
+  }
+  EXPECT_EQ(copy_param(s, 0), before);
+}
+
+TEST(TrainParamStore, LayoutErrors) {
+  auto rejects = [](std::vector<ParamDesc> d, const std::string &text) {
+    try {
+      ParamStore s(d.data(), static_cast<int64_t>(d.size()));
+      ADD_FAILURE() << "accepted; expected: " << text;
+    } catch (const megart::Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr(text));
+    }
+  };
+  auto layout = fused_layout();
+  auto overlap = layout;
+  overlap[1].offsets[1] = 1;
+  rejects(overlap, "overlaps");
+  auto gap = layout;
+  gap.erase(gap.begin() + 1);
+  rejects(gap, "has 24 elements but its blocks hold 16");
+  auto outside = layout;
+  outside[2].offsets[1] = 5;
+  rejects(outside, "does not fit in tensor shape [4, 6]");
+  auto shapes = layout;
+  shapes[1].full_shape[0] = 5;
+  rejects(shapes, "says tensor shape [5, 6]");
+}
+
+TEST(TrainParamStore, CheckpointFolderLayout) {
+  TempDir dir;
+  const auto layout = fused_layout();
+  ParamStore s(layout.data(), 4);
+  s.init(3);
+  const std::string path = megart::save_checkpoint(dir / "ckpt", 12, s);
+  EXPECT_EQ(path, dir / "ckpt/iter_0000012/model.safetensors");
+  EXPECT_TRUE(std::filesystem::exists(path));
+  std::ifstream tracker(dir / "ckpt/latest_checkpointed_iteration.txt");
+  std::string text((std::istreambuf_iterator<char>(tracker)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "12");
+  // Nothing else is left in the folder (no temporaries).
+  int entries = 0;
+  for (const auto &e : std::filesystem::directory_iterator(dir / "ckpt/iter_0000012"))
+    entries += e.is_regular_file();
+  EXPECT_EQ(entries, 1);
+}

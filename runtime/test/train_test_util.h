@@ -1,0 +1,184 @@
+// Shared pieces of the Train* tests: a tiny bigram language model written against the
+// ProgramDesc contract by hand (no compiler), synthetic datasets and an in-process runner.
+#pragma once
+
+#include "megart/error.h"
+#include "megart/indexed_dataset.h"
+#include "megart/json.h"
+#include "megart/kernels.h"
+#include "megart/program.h"
+#include "megart/train_driver.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace train_test {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kVocab = 16;
+constexpr int64_t kSeq = 8;
+
+// Bigram model: logits[t] = W[ids[t]] + bias; loss = mean cross-entropy. W is [V, V], either
+// one ParamDesc or (kSplit) two row blocks of the same checkpoint tensor "w".
+// Parameter table: W (or W rows 0..V/2, W rows V/2..V), then bias "b".
+template <int64_t kMicro, bool kSplit>
+float bigram_step(float *const *params, float *const *grads, char *arena, const int32_t *ids,
+                  const int32_t *labels, float dloss) {
+  constexpr int64_t T = kMicro * kSeq, V = kVocab, half = kVocab / 2;
+  if (reinterpret_cast<uintptr_t>(arena) % 64 != 0)
+    throw megart::Error("arena is not 64-byte aligned");
+  float *logits = reinterpret_cast<float *>(arena);
+  float *dlogits = logits + T * V;
+  auto w_row = [&](float *const *table, int32_t id) -> float * {
+    if (!kSplit)
+      return table[0] + id * V;
+    return id < half ? table[0] + id * V : table[1] + (id - half) * V;
+  };
+  const int bias = kSplit ? 2 : 1;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < V; ++j)
+      logits[t * V + j] = w_row(params, ids[t])[j] + params[bias][j];
+  const float loss = megart::cpu::cross_entropy_forward(logits, labels, T, V, V);
+  megart::cpu::cross_entropy_backward(dlogits, dloss, logits, labels, T, V, V);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < V; ++j) {
+      w_row(grads, ids[t])[j] += dlogits[t * V + j];
+      grads[bias][j] += dlogits[t * V + j];
+    }
+  return loss;
+}
+
+constexpr int64_t kArenaFloats(int64_t micro) { return 2 * micro * kSeq * kVocab; }
+
+inline megart::ParamDesc w_desc() {
+  return {"w", 2, {kVocab, kVocab}, {0, 0}, {kVocab, kVocab}, megart::ParamInit::Normal, 0.02f,
+          true};
+}
+inline megart::ParamDesc b_desc() {
+  return {"b", 1, {kVocab}, {0}, {kVocab}, megart::ParamInit::Zeros, 0.0f, false};
+}
+// Rows [first, first + rows) of "w".
+inline megart::ParamDesc w_rows(int64_t first, int64_t rows) {
+  megart::ParamDesc d = w_desc();
+  d.shape[0] = rows;
+  d.offsets[0] = first;
+  return d;
+}
+
+// A ProgramDesc with its own parameter table (ProgramDesc only points at one).
+struct Program {
+  std::vector<megart::ParamDesc> params;
+  megart::ProgramDesc desc{};
+};
+
+template <int64_t kMicro, bool kSplit = false> Program bigram_program() {
+  Program p;
+  if (kSplit)
+    p.params = {w_rows(0, kVocab / 2), w_rows(kVocab / 2, kVocab / 2), b_desc()};
+  else
+    p.params = {w_desc(), b_desc()};
+  p.desc.model_family = "bigram";
+  p.desc.summary = "bigram test model";
+  p.desc.micro_batch_size = kMicro;
+  p.desc.seq_length = kSeq;
+  p.desc.vocab_size = kVocab;
+  p.desc.num_layers = 0;
+  p.desc.hidden_size = kVocab;
+  p.desc.params = p.params.data();
+  p.desc.num_params = static_cast<int64_t>(p.params.size());
+  p.desc.arena_bytes = kArenaFloats(kMicro) * 4;
+  p.desc.step = &bigram_step<kMicro, kSplit>;
+  return p;
+}
+
+// A token stream a bigram model can learn: mostly next = (5 * cur + 3) % V, sometimes random.
+inline std::vector<std::vector<int32_t>> bigram_documents(int num_docs, int doc_len,
+                                                          int32_t max_token = kVocab - 1) {
+  uint64_t state = 42;
+  auto next_random = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  std::vector<std::vector<int32_t>> docs;
+  for (int d = 0; d < num_docs; ++d) {
+    std::vector<int32_t> doc;
+    int32_t cur = static_cast<int32_t>(next_random() % kVocab);
+    for (int i = 0; i < doc_len; ++i) {
+      doc.push_back(std::min(cur, max_token));
+      cur = next_random() % 10 < 8 ? (5 * cur + 3) % kVocab
+                                   : static_cast<int32_t>(next_random() % kVocab);
+    }
+    docs.push_back(doc);
+  }
+  return docs;
+}
+
+inline void write_dataset(const std::string &prefix,
+                          const std::vector<std::vector<int32_t>> &docs) {
+  megart::IndexedDatasetWriter w(prefix, megart::TokenDType::UInt16);
+  for (const auto &doc : docs)
+    w.add_document(doc);
+  w.finalize();
+}
+
+class TempDir {
+public:
+  TempDir() {
+    char tmpl[] = "/tmp/megart-train-XXXXXX";
+    if (!mkdtemp(tmpl))
+      throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string &name) const { return path_ + "/" + name; }
+  const std::string &path() const { return path_; }
+
+private:
+  std::string path_;
+};
+
+struct RunResult {
+  int code = -1;
+  std::string out, err;
+};
+
+inline RunResult run_training(const megart::ProgramDesc &program,
+                              const std::vector<std::string> &args) {
+  std::vector<const char *> argv{"train"};
+  for (const std::string &a : args)
+    argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  RunResult r;
+  r.code = megart::train_main(static_cast<int>(argv.size()), argv.data(), program, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+// Every line of a JSONL file, parsed.
+inline std::vector<megart::JsonValue> read_jsonl(const std::string &path) {
+  std::ifstream in(path);
+  std::vector<megart::JsonValue> rows;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty())
+      rows.push_back(megart::parse_json(line, path));
+  return rows;
+}
+
+inline std::vector<double> losses(const std::vector<megart::JsonValue> &rows) {
+  std::vector<double> out;
+  for (const auto &r : rows)
+    out.push_back(r.get("lm_loss")->number);
+  return out;
+}
+
+} // namespace train_test

@@ -1,0 +1,228 @@
+"""GPT-2 / Llama in plain torch, float32, with Hugging Face parameter names and layouts.
+
+model.state_dict() maps 1:1 to safetensors tensor names (see /work/shared/reference/facts.md).
+Family picks the names ("gpt2": transformer.*, Conv1D [in,out]; "llama": model.*, [out,in]);
+the spec's knobs pick the math.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def _param(*shape):
+    return nn.Parameter(torch.empty(*shape, dtype=torch.float32))
+
+
+class Linear(nn.Module):
+    """conv1d=True: GPT-2 Conv1D, weight [in,out], y = x @ W + b.  Else weight [out,in], y = x @ W.T + b."""
+
+    def __init__(self, n_in, n_out, bias, conv1d):
+        super().__init__()
+        self.conv1d = conv1d
+        self.weight = _param(n_in, n_out) if conv1d else _param(n_out, n_in)
+        self.bias = _param(n_out) if bias else None
+
+    def forward(self, x):
+        y = x @ (self.weight if self.conv1d else self.weight.t())
+        return y if self.bias is None else y + self.bias
+
+
+class Embedding(nn.Module):
+    def __init__(self, n, h):
+        super().__init__()
+        self.weight = _param(n, h)
+
+    def forward(self, ids):
+        return self.weight[ids]
+
+
+class Norm(nn.Module):
+    """LayerNorm (weight, bias; biased variance) or RMSNorm (weight only)."""
+
+    def __init__(self, h, kind, eps):
+        super().__init__()
+        self.kind, self.eps = kind, eps
+        self.weight = _param(h)
+        self.bias = _param(h) if kind == "LayerNorm" else None
+
+    def forward(self, x):
+        if self.kind == "LayerNorm":
+            mu = x.mean(-1, keepdim=True)
+            var = (x - mu).pow(2).mean(-1, keepdim=True)
+            return (x - mu) * torch.rsqrt(var + self.eps) * self.weight + self.bias
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+def rope_tables(seq, head_dim, base):
+    """HF rotate_half convention, all float32: cos/sin [seq, head_dim], halves duplicated."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    angles = torch.arange(seq, dtype=torch.float32)[:, None] * inv_freq[None, :]
+    emb = torch.cat([angles, angles], dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def apply_rope(x, cos, sin):
+    return x * cos + rotate_half(x) * sin  # x [B, heads, S, d]; cos/sin [S, d] broadcast
+
+
+class Attention(nn.Module):
+    def __init__(self, spec, gpt2):
+        super().__init__()
+        h, d = spec.hidden_size, spec.head_dim
+        self.heads, self.groups, self.d, self.gpt2 = spec.num_attention_heads, spec.num_query_groups, d, gpt2
+        kv, bias = self.groups * d, spec.add_bias_linear
+        if gpt2:  # fused Conv1D; output columns [q (h) | k (kv) | v (kv)], heads contiguous
+            self.c_attn = Linear(h, h + 2 * kv, bias, conv1d=True)
+            self.c_proj = Linear(h, h, bias, conv1d=True)
+        else:
+            self.q_proj = Linear(h, h, bias, conv1d=False)
+            self.k_proj = Linear(h, kv, bias, conv1d=False)
+            self.v_proj = Linear(h, kv, bias, conv1d=False)
+            self.o_proj = Linear(h, h, bias, conv1d=False)
+
+    def forward(self, x, rope=None):
+        B, S, h = x.shape
+        if self.gpt2:
+            q, k, v = self.c_attn(x).split([h, self.groups * self.d, self.groups * self.d], dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = q.view(B, S, self.heads, self.d).transpose(1, 2)  # [B, heads, S, d]
+        k = k.view(B, S, self.groups, self.d).transpose(1, 2)  # [B, groups, S, d]
+        v = v.view(B, S, self.groups, self.d).transpose(1, 2)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        rep = self.heads // self.groups  # GQA: query head j reads kv head j // rep
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.d))
+        causal = torch.ones(S, S, dtype=torch.bool).triu(1)
+        probs = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
+        o = (probs @ v).transpose(1, 2).reshape(B, S, h)
+        return self.c_proj(o) if self.gpt2 else self.o_proj(o)
+
+
+class MLP(nn.Module):
+    def __init__(self, spec, gpt2):
+        super().__init__()
+        h, f, bias = spec.hidden_size, spec.ffn_hidden_size, spec.add_bias_linear
+        self.gpt2 = gpt2
+        if gpt2:
+            self.c_fc = Linear(h, f, bias, conv1d=True)
+            self.c_proj = Linear(f, h, bias, conv1d=True)
+        else:
+            self.gate_proj = Linear(h, f, bias, conv1d=False)
+            self.up_proj = Linear(h, f, bias, conv1d=False)
+            self.down_proj = Linear(f, h, bias, conv1d=False)
+
+    def forward(self, x):
+        if self.gpt2:
+            return self.c_proj(gelu_tanh(self.c_fc(x)))
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    """Pre-norm: x += attn(norm1(x)); x += mlp(norm2(x))."""
+
+    def __init__(self, spec, gpt2):
+        super().__init__()
+        norm = lambda: Norm(spec.hidden_size, spec.normalization, spec.norm_epsilon)
+        if gpt2:
+            self.ln_1, self.attn, self.ln_2, self.mlp = norm(), Attention(spec, True), norm(), MLP(spec, True)
+        else:
+            self.input_layernorm, self.self_attn = norm(), Attention(spec, False)
+            self.post_attention_layernorm, self.mlp = norm(), MLP(spec, False)
+        self.parts = (("ln_1", "attn", "ln_2") if gpt2 else
+                      ("input_layernorm", "self_attn", "post_attention_layernorm"))
+
+    def forward(self, x, rope):
+        n1, attn, n2 = (getattr(self, p) for p in self.parts)
+        x = x + attn(n1(x), rope)
+        return x + self.mlp(n2(x))
+
+
+def check_supported(spec):
+    """Combinations the reference implements; raises ValueError naming the field otherwise."""
+    if spec.hidden_dropout != 0.0 or spec.attention_dropout != 0.0:
+        raise ValueError("the reference supports only hidden_dropout = attention_dropout = 0.0 "
+                         f"(got {spec.hidden_dropout}, {spec.attention_dropout})")
+    if spec.family == "gpt2" and spec.activation != "gelu":
+        raise ValueError("family gpt2 has no Hugging Face layout for activation swiglu; use family llama")
+    if spec.family == "llama" and spec.activation != "swiglu":
+        raise ValueError("family llama has no Hugging Face layout for activation gelu; use family gpt2")
+    if spec.family == "llama" and spec.position_embedding_type != "rope":
+        raise ValueError("family llama has no Hugging Face layout for learned positions; use family gpt2")
+
+
+class Transformer(nn.Module):
+    def __init__(self, spec):
+        super().__init__()
+        check_supported(spec)
+        self.spec = spec
+        gpt2 = spec.family == "gpt2"
+        h, V = spec.hidden_size, spec.vocab_size
+        blocks = nn.ModuleList(Block(spec, gpt2) for _ in range(spec.num_layers))
+        final = Norm(h, spec.normalization, spec.norm_epsilon)
+        body = nn.Module()  # "transformer" (gpt2) or "model" (llama): only there for the names
+        if gpt2:
+            body.wte = Embedding(V, h)
+            if spec.position_embedding_type == "learned":
+                body.wpe = Embedding(spec.max_position_embeddings, h)
+            body.h, body.ln_f = blocks, final
+            self.transformer = body
+            self._names = ("transformer", "wte", "h", "ln_f")
+        else:
+            body.embed_tokens, body.layers, body.norm = Embedding(V, h), blocks, final
+            self.model = body
+            self._names = ("model", "embed_tokens", "layers", "norm")
+        if not spec.tie_embeddings:
+            self.lm_head = Linear(h, V, bias=False, conv1d=False)  # [V, h]
+        self.rope = (rope_tables(spec.seq_length, spec.head_dim, spec.rotary_base)
+                     if spec.position_embedding_type == "rope" else None)
+
+    def forward(self, ids):
+        """ids [B, S] int64 -> logits [B, S, V]."""
+        body = getattr(self, self._names[0])
+        emb, blocks, final = (getattr(body, n) for n in self._names[1:])
+        S = ids.shape[1]
+        x = emb(ids)
+        if self.rope is None:
+            x = x + body.wpe.weight[:S]
+        rope = None if self.rope is None else (self.rope[0][:S], self.rope[1][:S])
+        for block in blocks:
+            x = block(x, rope)
+        x = final(x)
+        head = emb.weight if self.spec.tie_embeddings else self.lm_head.weight
+        return x @ head.t()
+
+    def loss(self, ids, labels):
+        """Mean cross-entropy over all B*S tokens."""
+        logits = self(ids)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+OUTPUT_PROJECTIONS = ("attn.c_proj.weight", "mlp.c_proj.weight", "self_attn.o_proj.weight", "mlp.down_proj.weight")
+
+
+def init_weights(model, seed):
+    """normal(0.02) weights, zeros biases, ones norm weights, output projections 0.02/sqrt(2L)."""
+    torch.manual_seed(seed)
+    out_std = 0.02 / math.sqrt(2 * model.spec.num_layers)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.zero_()
+            elif p.ndim == 1:
+                p.fill_(1.0)
+            else:
+                p.normal_(0.0, out_std if name.endswith(OUTPUT_PROJECTIONS) else 0.02)
+    return model

@@ -1,0 +1,140 @@
+"""Model spec loader: YAML with Megatron key names, family defaults, unknown keys rejected.
+
+    from spec import load_spec, make_spec
+    spec = load_spec("examples/gpt2-tiny.yaml")   # -> Spec (a frozen dataclass)
+"""
+import dataclasses
+import math
+
+import yaml
+
+REQUIRED = ("family", "num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size")
+
+FAMILY_DEFAULTS = {
+    "gpt2": dict(normalization="LayerNorm", activation="gelu", position_embedding_type="learned",
+                 tie_embeddings=True, add_bias_linear=True),
+    "llama": dict(normalization="RMSNorm", activation="swiglu", position_embedding_type="rope",
+                  tie_embeddings=False, add_bias_linear=False),
+}
+
+CHOICES = {
+    "family": ("gpt2", "llama"),
+    "normalization": ("LayerNorm", "RMSNorm"),
+    "activation": ("gelu", "swiglu"),
+    "position_embedding_type": ("learned", "rope"),
+}
+
+
+class SpecError(ValueError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    family: str
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    seq_length: int
+    vocab_size: int
+    num_query_groups: int
+    ffn_hidden_size: int
+    max_position_embeddings: int
+    normalization: str
+    activation: str
+    position_embedding_type: str
+    tie_embeddings: bool
+    norm_epsilon: float
+    rotary_base: float
+    add_bias_linear: bool
+    hidden_dropout: float
+    attention_dropout: float
+
+    @property
+    def head_dim(self):
+        return self.hidden_size // self.num_attention_heads
+
+
+FIELDS = {f.name: f.type for f in dataclasses.fields(Spec)}
+
+
+def _default_ffn(family, h):
+    if family == "gpt2":
+        return 4 * h
+    return 256 * math.ceil((8 * h / 3) / 256)  # Llama rounds 8h/3 up to a multiple of 256
+
+
+def _check_type(key, value, kind, where):
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpecError(f"{where}: {key} must be an integer, got {value!r}")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise SpecError(f"{where}: {key} must be true or false, got {value!r}")
+        return value
+    if kind == "float":
+        # PyYAML (YAML 1.1) reads `1e-5` (no dot) as a string, so accept numeric strings.
+        if isinstance(value, bool):
+            raise SpecError(f"{where}: {key} must be a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise SpecError(f"{where}: {key} must be a number, got {value!r}") from None
+    if not isinstance(value, str) or value not in CHOICES[key]:
+        raise SpecError(f"{where}: {key} is {value!r}; expected one of {', '.join(CHOICES[key])}")
+    return value
+
+
+def make_spec(raw, where="spec"):
+    """Validate a dict of spec keys, fill defaults, return a Spec."""
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: expected a mapping of keys to values, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(FIELDS))
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(FIELDS)}")
+    missing = [k for k in REQUIRED if k not in raw]
+    if missing:
+        raise SpecError(f"{where}: missing required key(s) {', '.join(missing)}")
+    family = _check_type("family", raw["family"], "choice", where)
+    h = raw["hidden_size"]
+    vals = dict(FAMILY_DEFAULTS[family], norm_epsilon=1e-5, rotary_base=10000.0,
+                hidden_dropout=0.0, attention_dropout=0.0,
+                num_query_groups=raw.get("num_attention_heads"),
+                ffn_hidden_size=_default_ffn(family, h) if isinstance(h, int) else None,
+                max_position_embeddings=raw.get("seq_length"))
+    vals.update(raw)
+    kinds = {int: "int", bool: "bool", float: "float", str: "choice"}
+    vals = {k: _check_type(k, vals[k], kinds[FIELDS[k]], where) for k in FIELDS}
+    s = Spec(**vals)
+    _validate(s, where)
+    return s
+
+
+def _validate(s, where):
+    for k in ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size",
+              "num_query_groups", "ffn_hidden_size", "max_position_embeddings"):
+        if getattr(s, k) < 1:
+            raise SpecError(f"{where}: {k} must be positive, got {getattr(s, k)}")
+    if s.hidden_size % s.num_attention_heads:
+        raise SpecError(f"{where}: hidden_size ({s.hidden_size}) is not divisible by "
+                        f"num_attention_heads ({s.num_attention_heads})")
+    if s.num_attention_heads % s.num_query_groups:
+        raise SpecError(f"{where}: num_attention_heads ({s.num_attention_heads}) is not divisible by "
+                        f"num_query_groups ({s.num_query_groups})")
+    if s.position_embedding_type == "rope" and s.head_dim % 2:
+        raise SpecError(f"{where}: rope needs an even head dim; hidden_size/num_attention_heads = {s.head_dim}")
+    if s.position_embedding_type == "learned" and s.max_position_embeddings < s.seq_length:
+        raise SpecError(f"{where}: max_position_embeddings ({s.max_position_embeddings}) is smaller than "
+                        f"seq_length ({s.seq_length})")
+    if s.norm_epsilon <= 0 or s.rotary_base <= 0:
+        raise SpecError(f"{where}: norm_epsilon and rotary_base must be positive")
+    for k in ("hidden_dropout", "attention_dropout"):
+        if not 0.0 <= getattr(s, k) < 1.0:
+            raise SpecError(f"{where}: {k} must be in [0, 1), got {getattr(s, k)}")
+
+
+def load_spec(path):
+    with open(path) as f:
+        raw = yaml.safe_load(f)
+    return make_spec(raw, where=str(path))

@@ -1,0 +1,188 @@
+// megac compile: spec -> tx IR -> autodiff -> C++ -> OUT/train, dumping the IR after each step.
+#include "Commands.h"
+
+#include "megac/Config.h"
+#include "megac/Frontend/BuildModel.h"
+#include "megac/Target/EmitCpp.h"
+#include "megac/Transforms/Passes.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <chrono>
+
+using namespace llvm;
+namespace cl = llvm::cl;
+
+namespace megac::cli {
+extern cl::SubCommand compile;
+} // namespace megac::cli
+
+namespace {
+using megac::cli::compile;
+
+cl::opt<std::string> specPath(cl::Positional, cl::Required, cl::desc("SPEC.yaml"), cl::sub(compile));
+cl::opt<std::string> outDir("o", cl::Required, cl::desc("output folder; OUT/train is the program"),
+                            cl::value_desc("OUT"), cl::sub(compile));
+cl::opt<std::string> dumpDir("dump-ir", cl::desc("write the IR after every step into DIR"),
+                             cl::value_desc("DIR"), cl::sub(compile));
+cl::opt<int64_t> microBatch("micro-batch-size", cl::init(1),
+                            cl::desc("microbatch size (shapes are static; OUT/train checks it)"),
+                            cl::sub(compile));
+cl::opt<int64_t> tp("tensor-model-parallel-size", cl::init(1), cl::desc("tensor parallel size"), cl::sub(compile));
+cl::alias tpAlias("tp", cl::aliasopt(tp), cl::desc("alias for --tensor-model-parallel-size"));
+cl::opt<int64_t> pp("pipeline-model-parallel-size", cl::init(1), cl::desc("pipeline parallel size"), cl::sub(compile));
+cl::alias ppAlias("pp", cl::aliasopt(pp), cl::desc("alias for --pipeline-model-parallel-size"));
+cl::opt<int64_t> dp("data-parallel-size", cl::init(1), cl::desc("data parallel size"), cl::sub(compile));
+cl::alias dpAlias("dp", cl::aliasopt(dp), cl::desc("alias for --data-parallel-size"));
+cl::opt<bool> sp("sequence-parallel", cl::desc("sequence parallelism (needs --tp > 1)"), cl::sub(compile));
+cl::alias spAlias("sp", cl::aliasopt(sp), cl::desc("alias for --sequence-parallel"));
+cl::opt<bool> noBuild("no-build", cl::desc("write OUT/main.cpp and OUT/CMakeLists.txt but do not build"),
+                      cl::sub(compile));
+
+int fail(const Twine &message) {
+  errs() << "megac compile: error: " << message << "\n";
+  return 1;
+}
+
+/// Writes `text` to PATH atomically (a temp file renamed into place).
+bool writeFile(StringRef path, StringRef text) {
+  std::error_code ec;
+  ToolOutputFile file(path, ec, sys::fs::OF_Text);
+  if (ec) {
+    errs() << "megac compile: error: cannot write " << path << ": " << ec.message() << "\n";
+    return false;
+  }
+  file.os() << text;
+  file.keep();
+  return true;
+}
+
+class Dumper {
+public:
+  int step = 0;
+  bool dump(StringRef name, function_ref<void(raw_ostream &)> print) {
+    ++step;
+    if (dumpDir.empty())
+      return true;
+    std::string text;
+    raw_string_ostream os(text);
+    print(os);
+    SmallString<128> path(dumpDir);
+    sys::path::append(path, (Twine(step).concat("-") + name).str());
+    return writeFile(path, text);
+  }
+};
+
+std::string outputCMake() {
+  return std::string("# Builds the generated training program against megac's runtime.\n"
+                     "# megac compile already built ./train; this is for other machines (set MEGART_DIR).\n"
+                     "cmake_minimum_required(VERSION 3.20)\nproject(megac_train LANGUAGES C CXX)\n"
+                     "set(CMAKE_CXX_STANDARD 17)\n"
+                     "set(MEGART_DIR \"" MEGAC_RUNTIME_SOURCE_DIR "\" CACHE PATH \"megac's runtime/ folder\")\n"
+                     "add_subdirectory(${MEGART_DIR} megart EXCLUDE_FROM_ALL)\n"
+                     "add_executable(train main.cpp)\ntarget_link_libraries(train PRIVATE megart)\n");
+}
+
+/// Compiles OUT/main.cpp and links it with the runtime built alongside megac.
+int buildProgram(StringRef out) {
+  SmallString<128> source(out), binary(out);
+  sys::path::append(source, "main.cpp");
+  sys::path::append(binary, "train");
+  SmallVector<std::string> args = {MEGAC_CXX_COMPILER, "-std=c++17", "-O2", "-march=native", "-fopenmp",
+                                   "-I" MEGAC_RUNTIME_INCLUDE_DIR, std::string(source), "-o", std::string(binary),
+                                   MEGAC_RUNTIME_LIBRARY};
+  SmallVector<StringRef> libs;
+  StringRef(MEGAC_RUNTIME_LINK).split(libs, ' ', -1, /*KeepEmpty=*/false);
+  for (StringRef lib : libs)
+    args.push_back(lib.str());
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
+  std::string message;
+  int rc = sys::ExecuteAndWait(args[0], argRefs, std::nullopt, {}, 0, 0, &message);
+  if (rc != 0) {
+    std::string cmd;
+    for (StringRef a : argRefs)
+      cmd += a.str() + " ";
+    return fail("building " + binary + " failed (" + (message.empty() ? "exit " + std::to_string(rc) : message) +
+                "); the command was:\n  " + cmd);
+  }
+  return 0;
+}
+
+} // namespace
+
+int megac::runCompile() {
+  auto start = std::chrono::steady_clock::now();
+  // Plans beyond one rank arrive with later issues; say so instead of ignoring the flags.
+  if (tp != 1 || pp != 1 || dp != 1 || sp)
+    return fail("parallel plans are not implemented yet (got --tp " + Twine(tp) + " --pp " + Twine(pp) +
+                " --dp " + Twine(dp) + (sp ? " --sp" : "") + "); this megac compiles single-rank programs "
+                "(see docs/status.md)");
+  if (microBatch < 1)
+    return fail("--micro-batch-size must be >= 1, got " + Twine(microBatch));
+
+  auto file = MemoryBuffer::getFile(specPath);
+  if (!file)
+    return fail("cannot read spec " + specPath + ": " + file.getError().message());
+  Expected<ModelSpec> spec = parseModelSpec((*file)->getBuffer(), specPath);
+  if (!spec)
+    return fail(toString(spec.takeError()));
+
+  if (!dumpDir.empty())
+    if (std::error_code ec = sys::fs::create_directories(dumpDir))
+      return fail("cannot create --dump-ir folder " + dumpDir + ": " + ec.message());
+  if (std::error_code ec = sys::fs::create_directories(outDir))
+    return fail("cannot create output folder " + outDir + ": " + ec.message());
+
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildModel(context, *spec, microBatch);
+  if (failed(mlir::verify(*module)))
+    return fail("internal: the frontend built invalid IR for " + specPath);
+  Dumper dumper;
+  if (!dumper.dump("frontend.mlir", [&](raw_ostream &os) { module->print(os); }))
+    return 1;
+
+  mlir::PassManager pm(&context);
+  pm.addPass(createAutodiff());
+  if (failed(pm.run(*module)))
+    return fail("megac-autodiff failed (see the error above)");
+  if (!dumper.dump("autodiff.mlir", [&](raw_ostream &os) { module->print(os); }))
+    return 1;
+
+  std::string header = "// Generated by `megac compile " + specPath + "`; do not edit.\n"
+                       "// Plan: single rank (tp 1, pp 1, dp 1); micro batch " + std::to_string(microBatch) +
+                       ".\n// Rank layout: rank 0 = (dp 0, pp 0, tp 0).\n\n";
+  std::string summary = spec->family + " " + std::to_string(spec->numLayers) + " layers, hidden " +
+                        std::to_string(spec->hiddenSize) + ", " + std::to_string(spec->numAttentionHeads) +
+                        " heads, seq " + std::to_string(spec->seqLength) + ", vocab " +
+                        std::to_string(spec->vocabSize) + "; plan tp 1 pp 1 dp 1; micro batch " +
+                        std::to_string(microBatch);
+  std::string code, plan;
+  raw_string_ostream codeOs(code), planOs(plan);
+  if (failed(emitTrainingProgram(*module, {header, summary}, codeOs, planOs)))
+    return fail("emitting C++ failed (see the error above)");
+  if (!dumper.dump("memory-plan.txt", [&](raw_ostream &os) { os << plan; }))
+    return 1;
+
+  SmallString<128> mainPath(outDir), cmakePath(outDir), planPath(outDir);
+  sys::path::append(mainPath, "main.cpp");
+  sys::path::append(cmakePath, "CMakeLists.txt");
+  sys::path::append(planPath, "memory-plan.txt");
+  if (!writeFile(mainPath, code) || !writeFile(cmakePath, outputCMake()) || !writeFile(planPath, plan))
+    return 1;
+  if (!noBuild)
+    if (int rc = buildProgram(outDir))
+      return rc;
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  outs() << "megac: " << summary << "\n"
+         << "megac: wrote " << outDir << (noBuild ? "/main.cpp" : "/train") << " in "
+         << format("%.1f", seconds) << " s\n";
+  return 0;
+}

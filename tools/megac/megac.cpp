@@ -1,0 +1,26 @@
+// megac: the compiler driver. Subcommands: compile, data.
+#include "Commands.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace megac::cli {
+llvm::cl::SubCommand compile("compile", "Compile a model spec and a parallel plan into OUT/train");
+llvm::cl::SubCommand data("data", "Turn text files into a Megatron indexed dataset (byte tokenizer)");
+} // namespace megac::cli
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  llvm::cl::ParseCommandLineOptions(argc, argv,
+                                    "megac: trains transformers the Megatron-LM way, compiled\n\n"
+                                    "  megac compile SPEC.yaml -o OUT [plan flags]\n"
+                                    "  megac data --input FILE... --output-prefix PREFIX\n");
+  if (megac::cli::compile)
+    return megac::runCompile();
+  if (megac::cli::data)
+    return megac::runData();
+  llvm::errs() << "megac: say what to do: `megac compile SPEC.yaml -o OUT` or `megac data ...` "
+                  "(`megac --help` lists both)\n";
+  return 1;
+}
