@@ -1,0 +1,80 @@
+"""Single-rank parity: OUT/train (compiled by megac) and the independent PyTorch reference in
+test/reference start from the same safetensors weights, train 10 steps on the same data with
+weight decay, clipping, warmup + cosine LR and gradient accumulation, and must agree on every
+step's loss and gradient norm within 1e-4 relative. Run with /usr/bin/python3 (Debian's torch)."""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TOLERANCE = 1e-4  # the issue's bound; fp32 on both sides agrees to ~1e-7 in practice
+
+TRAIN_FLAGS = ["--train-iters", "10", "--micro-batch-size", "2", "--global-batch-size", "4",
+               "--lr", "1e-3", "--min-lr", "1e-4", "--lr-decay-style", "cosine", "--lr-warmup-iters", "2",
+               "--weight-decay", "0.1", "--adam-beta1", "0.9", "--adam-beta2", "0.95",
+               "--adam-eps", "1e-8", "--clip-grad", "1.0"]
+
+
+def run(cmd):
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if result.returncode != 0:
+        sys.exit(f"parity: command failed ({result.returncode}): {' '.join(cmd)}\n{result.stdout}")
+    return result.stdout
+
+
+def metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--megac", required=True)
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    w = lambda name: os.path.join(args.workdir, name)
+    ref = [sys.executable, os.path.join(ROOT, "test", "reference", "train.py"), "--spec", args.spec]
+
+    # Text every Debian machine has, read at run time.
+    licenses = sorted(glob.glob("/usr/share/common-licenses/*"))
+    licenses = [p for p in licenses if os.path.isfile(p) and not os.path.islink(p)]
+    data_cmd = [args.megac, "data", "--split-paragraphs", "--output-prefix", w("corpus")]
+    for path in licenses:
+        data_cmd += ["--input", path]
+    run(data_cmd)
+    run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w("out")])
+    run(ref + ["--init-out", w("init.safetensors"), "--seed", "7"])
+    common = TRAIN_FLAGS + ["--data-path", w("corpus"), "--load", w("init.safetensors")]
+    run(ref + common + ["--metrics-file", w("reference.jsonl")])
+    run([w("out/train")] + common + ["--no-shuffle", "--metrics-file", w("megac.jsonl")])
+
+    ours, theirs = metrics(w("megac.jsonl")), metrics(w("reference.jsonl"))
+    if len(ours) != 10 or len(theirs) != 10:
+        sys.exit(f"parity: expected 10 iterations from each side, got {len(ours)} and {len(theirs)}")
+    worst, failures = 0.0, 0
+    print(f"{'iter':>4} {'megac loss':>14} {'torch loss':>14} {'rel':>9} {'megac gnorm':>12} {'torch gnorm':>12} {'rel':>9}")
+    for a, b in zip(ours, theirs):
+        rel_loss = abs(a["lm_loss"] - b["lm_loss"]) / abs(b["lm_loss"])
+        rel_norm = abs(a["grad_norm"] - b["grad_norm"]) / abs(b["grad_norm"])
+        bad = rel_loss > TOLERANCE or rel_norm > TOLERANCE
+        failures += bad
+        worst = max(worst, rel_loss, rel_norm)
+        print(f"{a['iteration']:>4} {a['lm_loss']:>14.8f} {b['lm_loss']:>14.8f} {rel_loss:>9.2e} "
+              f"{a['grad_norm']:>12.6f} {b['grad_norm']:>12.6f} {rel_norm:>9.2e}{'  <-- FAIL' if bad else ''}")
+    if ours[-1]["lm_loss"] >= ours[0]["lm_loss"]:
+        failures += 1
+        print("the loss did not fall over 10 steps")
+    name = os.path.basename(args.spec)
+    print(f"parity {name}: {10 - failures} passed, {failures} failed (max relative difference {worst:.2e}, "
+          f"bound {TOLERANCE:g})")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
