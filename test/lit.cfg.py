@@ -15,6 +15,8 @@ config.substitutions.append(("%megac_src_root", config.megac_src_root))
 config.substitutions.append(("%megac_obj_root", config.megac_obj_root))
 
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
+# not, split-file and FileCheck come from LLVM 22's tool folder.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(
-    ["megac-opt", "megac"], [config.megac_tools_dir, config.llvm_tools_dir])
+    ["megac-opt", "megac", "megac-gradcheck"], [config.megac_tools_dir, config.llvm_tools_dir])
