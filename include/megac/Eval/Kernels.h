@@ -1,0 +1,78 @@
+// The math of every `tx` op, forward and backward, in double precision, written from the op
+// descriptions in docs/dialects/tx.md. Inputs are assumed verified (shapes agree, ids in
+// range): the interpreter checks what the verifiers cannot before calling these.
+// Backward kernels implement their own formulas; none is derived from a forward kernel, so
+// comparing them with finite differences of the forward ones tests both.
+#pragma once
+
+#include "megac/Eval/Tensor.h"
+
+namespace megac::eval {
+
+//===--- linear algebra and data movement ---------------------------------===//
+
+/// [..., M, K] x ([K, N] shared, or [..., K, N] batched) -> [..., M, N]; the transpose
+/// flags read lhs as [..., K, M] and rhs as [N, K].
+Tensor matmul(const Tensor &lhs, const Tensor &rhs, bool transposeLhs, bool transposeRhs);
+/// Elementwise, rhs repeated over the leading dimensions of lhs.
+Tensor broadcastAdd(const Tensor &lhs, const Tensor &rhs);
+Tensor broadcastMul(const Tensor &lhs, const Tensor &rhs);
+/// Sums over the leading dimensions of `input` down to the trailing shape `shape`.
+Tensor reduceSum(const Tensor &input, const Shape &shape);
+Tensor reshape(const Tensor &input, const Shape &shape);
+/// `size` entries along `dim` starting at `offset`.
+Tensor slice(const Tensor &input, int64_t dim, int64_t offset, int64_t size);
+/// A zero tensor of `shape` with `input` placed at `offset` along `dim`.
+Tensor pad(const Tensor &input, int64_t dim, int64_t offset, const Shape &shape);
+/// table [V, H], ids [...] -> [..., H].
+Tensor embedding(const Tensor &table, const Tensor &ids);
+/// grad [..., H], ids [...] -> [vocab, H], rows summed by id.
+Tensor embeddingGrad(const Tensor &grad, const Tensor &ids, int64_t vocab);
+
+//===--- normalisation ----------------------------------------------------===//
+
+struct NormGrads {
+  Tensor input, weight, bias; // bias is empty for rms_norm
+};
+
+/// (x - mean) / sqrt(var + eps) * w + b over the last dimension; var is biased (1/H).
+Tensor layerNorm(const Tensor &x, const Tensor &w, const Tensor &b, double eps);
+NormGrads layerNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w, double eps);
+/// x / sqrt(mean(x^2) + eps) * w over the last dimension.
+Tensor rmsNorm(const Tensor &x, const Tensor &w, double eps);
+NormGrads rmsNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w, double eps);
+
+//===--- activations ------------------------------------------------------===//
+
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), or exactly 0.5 x (1 + erf(x / sqrt 2)).
+Tensor gelu(const Tensor &x, bool tanhApproximation);
+Tensor geluGrad(const Tensor &dy, const Tensor &x, bool tanhApproximation);
+/// silu(gate) * up, silu(g) = g * sigmoid(g).
+Tensor swiglu(const Tensor &gate, const Tensor &up);
+struct SwigluGrads {
+  Tensor gate, up;
+};
+SwigluGrads swigluGrad(const Tensor &dy, const Tensor &gate, const Tensor &up);
+
+//===--- attention --------------------------------------------------------===//
+
+/// x [b, s, heads, d]: position p rotates (x[i], x[i + d/2]) by p * theta^(-2i/d) for
+/// i < d/2 (rotate_half convention); `inverse` rotates by the negative angle.
+Tensor rope(const Tensor &x, double theta, bool inverse);
+/// q [b, s, heads, d], k and v [b, s, groups, d]; query head h uses kv head
+/// h / (heads / groups); softmax over keys of scale * q.k, keys j <= i when causal.
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, bool causal, double scale);
+struct AttentionGrads {
+  Tensor query, key, value;
+};
+AttentionGrads attentionGrad(const Tensor &dout, const Tensor &q, const Tensor &k, const Tensor &v,
+                             bool causal, double scale);
+
+//===--- loss -------------------------------------------------------------===//
+
+/// Mean over label positions of logsumexp(logits) - logits[label]; a scalar.
+Tensor crossEntropy(const Tensor &logits, const Tensor &labels);
+/// dloss / N * (softmax(logits) - onehot(label)).
+Tensor crossEntropyGrad(const Tensor &dloss, const Tensor &logits, const Tensor &labels);
+
+} // namespace megac::eval
