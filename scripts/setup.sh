@@ -7,7 +7,7 @@ packages=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools  # MLIR/LLVM 22; lit + FileCheck in /usr/lib/llvm-22/bin
   libcli11-dev libfmt-dev                                 # CLI parsing and formatting
   libopenmpi-dev openmpi-bin                              # communicators on CPU
-  libopenblas-dev                                         # CPU GEMM
+  libopenblas-dev libopenblas0-openmp                     # CPU GEMM (OpenMP build: one thread pool)
   libgtest-dev                                            # runtime unit tests
   python3-torch python3-numpy python3-yaml                          # PyTorch reference tests (run with /usr/bin/python3)
 )
