@@ -166,8 +166,8 @@ FailureOr<int64_t> FunctionEmitter::emit(llvm::raw_ostream &plan) {
   // Signature.
   if (entry) {
     os << "float " << fn.getName()
-       << "(float *const *params, float *const *grads, char *ws, const int32_t *ids,\n"
-          "                 const int32_t *labels, float dloss) {\n";
+       << "(const megart::StepContext &ctx, float *const *params, float *const *grads, char *ws,\n"
+          "                 const int32_t *ids, const int32_t *labels, float dloss) {\n";
   } else {
     os << "void " << fn.getName() << "(char *ws";
     for (BlockArgument arg : body.getArguments())

@@ -90,6 +90,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
   Optimizer optimizer(f, store);
   data.set_order(f.shuffle, static_cast<uint64_t>(f.seed));
 
+  SelfCommunicator self;
+  const StepContext ctx{&self, &self, &self};
   TrainResult result;
   LogWindow window;
   for (int64_t k = 1; k <= f.train_iters; ++k) {
@@ -98,8 +100,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     double loss_sum = 0; // double: many microbatches add up without drift
     for (int64_t m = 0; m < num_micro; ++m) {
       data.fill((k - 1) * B + m * b, b, ids.data(), labels.data());
-      loss_sum += program.step(store.param_table(), store.grad_table(), arena.data(), ids.data(),
-                               labels.data(), dloss);
+      loss_sum += program.step(ctx, store.param_table(), store.grad_table(), arena.data(),
+                               ids.data(), labels.data(), dloss);
     }
     const double loss = loss_sum / static_cast<double>(num_micro);
     const double norm = optimizer.clip();

@@ -136,9 +136,9 @@ TEST_F(TrainDriver, ShufflingChangesTheOrderNotTheStart) {
 
 namespace {
 // Gives non-finite gradients on every call: every step must be skipped.
-float nan_step(float *const *params, float *const *grads, char *arena, const int32_t *ids,
+float nan_step(const megart::StepContext &ctx, float *const *params, float *const *grads, char *arena, const int32_t *ids,
                const int32_t *labels, float dloss) {
-  const float loss = bigram_step<2, false>(params, grads, arena, ids, labels, dloss);
+  const float loss = bigram_step<2, false>(ctx, params, grads, arena, ids, labels, dloss);
   grads[1][0] = std::numeric_limits<float>::infinity();
   return loss;
 }

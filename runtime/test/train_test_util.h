@@ -31,7 +31,7 @@ constexpr int64_t kSeq = 8;
 // one ParamDesc or (kSplit) two row blocks of the same checkpoint tensor "w".
 // Parameter table: W (or W rows 0..V/2, W rows V/2..V), then bias "b".
 template <int64_t kMicro, bool kSplit>
-float bigram_step(float *const *params, float *const *grads, char *arena, const int32_t *ids,
+float bigram_step(const megart::StepContext &, float *const *params, float *const *grads, char *arena, const int32_t *ids,
                   const int32_t *labels, float dloss) {
   constexpr int64_t T = kMicro * kSeq, V = kVocab, half = kVocab / 2;
   if (reinterpret_cast<uintptr_t>(arena) % 64 != 0)

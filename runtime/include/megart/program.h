@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "megart/comm.h"
+
 namespace megart {
 
 enum class ParamInit : int32_t { Normal = 0, Zeros = 1, Ones = 2 };
@@ -21,13 +23,24 @@ struct ParamDesc {
   ParamInit init;
   float init_std;                    // for ParamInit::Normal
   bool weight_decay;                 // false for biases and norm weights (rank 1)
+  // Tensor parallelism: the dimension split over the tp ranks (-1: every tp rank holds the
+  // same block). `offsets` are tp rank 0's; rank r's block starts r * shape[dim] further.
+  int32_t tp_split_dim = -1;
+};
+
+// What a step needs besides tensors: the communicators of the rank's grid axes (size-1
+// communicators where the plan does not split that axis).
+struct StepContext {
+  Communicator *tp;
+  Communicator *dp;
+  Communicator *pp;
 };
 
 // Runs forward and backward of one microbatch. Adds each parameter's gradient, scaled by
 // `dloss` (the loss's own gradient: 1 / number of microbatches), into grads[i]; returns the
 // microbatch's mean loss. `arena` is workspace of ProgramDesc::arena_bytes bytes, 64-byte aligned.
-using StepFn = float (*)(float *const *params, float *const *grads, char *arena,
-                         const int32_t *ids, const int32_t *labels, float dloss);
+using StepFn = float (*)(const StepContext &ctx, float *const *params, float *const *grads,
+                         char *arena, const int32_t *ids, const int32_t *labels, float dloss);
 
 struct ProgramDesc {
   const char *model_family;          // "gpt2" or "llama"
@@ -40,6 +53,10 @@ struct ProgramDesc {
   int64_t num_params;
   int64_t arena_bytes;
   StepFn step;
+  // The parallel plan the program was compiled for; the world size must be their product.
+  int64_t tensor_parallel_size = 1;
+  int64_t pipeline_parallel_size = 1;
+  int64_t data_parallel_size = 1;
 };
 
 // Parses Megatron-style training flags, trains, logs; returns the process exit code.
