@@ -7,7 +7,7 @@ from lit.llvm import llvm_config
 config.name = "megac"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".yaml", ".test"]
-config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "Inputs", "reference"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "Inputs", "reference", "specs"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.megac_obj_root, "test")
 

@@ -1,3 +1,4 @@
 // Everything TableGen generates for the `tx` dialect comes from this file.
 include "tx/TxOps.td"
 include "tx/TxGradOps.td"
+include "tx/TxParallelOps.td"

@@ -45,9 +45,15 @@ def Tx_PadOp : Tx_Op<"pad", [Pure]> {
 
 def Tx_EmbeddingGradOp : Tx_Op<"embedding_grad", [Pure]> {
   let summary = "gradient of an embedding table: rows of `grad` summed by token id";
-  let arguments = (ins Tx_FloatTensor:$grad, Tx_IdTensor:$ids);
+  let description = [{
+    With `vocab_parallel`, the result is this tensor-parallel rank's share of the vocabulary
+    (see tx.embedding); ids outside it contribute nothing.
+  }];
+  let arguments = (ins Tx_FloatTensor:$grad, Tx_IdTensor:$ids, UnitAttr:$vocab_parallel);
   let results = (outs Tx_FloatTensor:$result);
-  let assemblyFormat = "$grad `,` $ids attr-dict `:` type($grad) `,` type($ids) `->` type($result)";
+  let assemblyFormat = [{
+    $grad `,` $ids (`vocab_parallel` $vocab_parallel^)? attr-dict `:` type($grad) `,` type($ids) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 

@@ -19,7 +19,9 @@ def Tx_ParamOp : Tx_Op<"param", [Pure]> {
     `at [offsets] of [full shape]`, the value is the block of the checkpoint tensor of
     `full shape` that starts at `offsets` and has the result's extent; this is how a fused
     checkpoint tensor (GPT-2's `c_attn`) is split into query, key and value, and how a tensor
-    parallel rank holds its shard. `init` says how training initialises it without a checkpoint.
+    parallel rank holds its shard. `tp_split d` (after sharding) says the value is split along
+    dimension d over the tensor-parallel ranks: `offsets` are rank 0's, rank r's block starts
+    r * (its size along d) further. `init` says how training initialises it without a checkpoint.
     Rank-1 parameters (biases, norm weights) get no weight decay.
 
     ```mlir
@@ -28,11 +30,12 @@ def Tx_ParamOp : Tx_Op<"param", [Pure]> {
     ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$offsets,
-                       OptionalAttr<DenseI64ArrayAttr>:$full_shape, Tx_ParamInit:$init,
-                       OptionalAttr<F64Attr>:$std);
+                       OptionalAttr<DenseI64ArrayAttr>:$full_shape, OptionalAttr<I64Attr>:$tp_split,
+                       Tx_ParamInit:$init, OptionalAttr<F64Attr>:$std);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = [{
-    $name (`at` $offsets^ `of` $full_shape)? `init` `(` $init (`,` `std` `=` $std^)? `)` attr-dict `:` type($result)
+    $name (`at` $offsets^ `of` $full_shape)? (`tp_split` $tp_split^)? `init` `(` $init (`,` `std` `=` $std^)? `)`
+    attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -43,9 +46,16 @@ def Tx_ParamOp : Tx_Op<"param", [Pure]> {
 
 def Tx_EmbeddingOp : Tx_Op<"embedding", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "row lookup: result[..., :] = table[ids[...], :]";
-  let arguments = (ins Tx_FloatTensor:$table, Tx_IdTensor:$ids);
+  let description = [{
+    With `vocab_parallel`, `table` is this tensor-parallel rank's contiguous share of the
+    vocabulary (rows rank * vocab_local ...); ids outside it give zero rows, so the sum over the
+    ranks is the full lookup.
+  }];
+  let arguments = (ins Tx_FloatTensor:$table, Tx_IdTensor:$ids, UnitAttr:$vocab_parallel);
   let results = (outs Tx_FloatTensor:$result);
-  let assemblyFormat = "$table `[` $ids `]` attr-dict `:` type($table) `,` type($ids) `->` type($result)";
+  let assemblyFormat = [{
+    $table `[` $ids `]` (`vocab_parallel` $vocab_parallel^)? attr-dict `:` type($table) `,` type($ids) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 

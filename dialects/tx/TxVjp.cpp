@@ -43,7 +43,7 @@ Value sumToShapeOf(OpBuilder &b, Location loc, Value grad, Value like) {
 } // namespace
 
 SmallVector<Value> EmbeddingOp::buildVjp(OpBuilder &b, ValueRange cot) {
-  Value table = EmbeddingGradOp::create(b, getLoc(), getTable().getType(), cot[0], getIds());
+  Value table = EmbeddingGradOp::create(b, getLoc(), getTable().getType(), cot[0], getIds(), UnitAttr());
   return {table, nullptr};
 }
 

@@ -118,7 +118,7 @@ private:
       fullAttr = b.getDenseI64ArrayAttr(fullShape);
     }
     FloatAttr stdAttr = std ? b.getF64FloatAttr(*std) : FloatAttr();
-    return tx::ParamOp::create(b, loc, f32(shape), b.getStringAttr(name), offsetsAttr, fullAttr,
+    return tx::ParamOp::create(b, loc, f32(shape), b.getStringAttr(name), offsetsAttr, fullAttr, IntegerAttr(),
                                tx::ParamInitAttr::get(b.getContext(), init), stdAttr);
   }
 
@@ -227,7 +227,7 @@ private:
 
     Value wte = declareParam(gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight", {V, H},
                              tx::ParamInit::Normal, 0.02);
-    Value x = tx::EmbeddingOp::create(b, loc, f32({B, S, H}), wte, fn.getArgument(0));
+    Value x = tx::EmbeddingOp::create(b, loc, f32({B, S, H}), wte, fn.getArgument(0), UnitAttr());
     if (s.positionEmbeddingType == "learned") {
       int64_t maxPos = s.maxPositionEmbeddings;
       Value wpe = declareParam("transformer.wpe.weight", {maxPos, H}, tx::ParamInit::Normal, 0.02);

@@ -4,6 +4,7 @@
 #include "tx/TxOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
@@ -63,6 +64,18 @@ private:
   LogicalResult emitOp(Operation &op);
   std::string ptr(Value v) { return names.lookup(v); }
   std::string newName() { return "t" + std::to_string(counter++); }
+  /// Rank-dependent start of this rank's share of a vocabulary of `local` rows.
+  std::string vocabStart(int64_t local) { return "ctx.tp->rank() * " + std::to_string(local); }
+  /// The communicator of a grid axis (the grid is dp x pp x tp).
+  std::string communicator(ArrayRef<int16_t> axes) {
+    static const char *names[] = {"ctx.dp", "ctx.pp", "ctx.tp"};
+    return axes.size() == 1 && axes[0] >= 0 && axes[0] < 3 ? names[axes[0]] : "ctx.tp";
+  }
+  /// The Megatron rule a pass recorded on a collective, for the generated code's comments.
+  std::string ruleNote(Operation *op) {
+    auto rule = op->getAttrOfType<StringAttr>("megac.rule");
+    return rule ? rule.str() : "";
+  }
   LogicalResult unsupported(Operation &op, StringRef why) {
     return op.emitOpError() << "cannot be emitted as C++: " << why;
   }
@@ -169,7 +182,7 @@ FailureOr<int64_t> FunctionEmitter::emit(llvm::raw_ostream &plan) {
        << "(const megart::StepContext &ctx, float *const *params, float *const *grads, char *ws,\n"
           "                 const int32_t *ids, const int32_t *labels, float dloss) {\n";
   } else {
-    os << "void " << fn.getName() << "(char *ws";
+    os << "void " << fn.getName() << "(const megart::StepContext &ctx, char *ws";
     for (BlockArgument arg : body.getArguments())
       os << ",\n    const float *a" << arg.getArgNumber() << " /* " << typeString(arg.getType()) << " */";
     for (auto [i, t] : llvm::enumerate(fn.getResultTypes()))
@@ -219,12 +232,78 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::EmbeddingOp e) {
         ArrayRef<int64_t> t = shapeOf(e.getTable());
-        call("embedding_forward", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]), n(t[1])});
+        if (e.getVocabParallel())
+          call("embedding_forward_shard", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]),
+                                           n(t[1]), vocabStart(t[0])});
+        else
+          call("embedding_forward", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]), n(t[1])});
         return success();
       })
       .Case([&](tx::EmbeddingGradOp e) {
         ArrayRef<int64_t> t = shapeOf(e.getResult());
-        call("embedding_backward", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]), n(t[1])});
+        if (e.getVocabParallel())
+          call("embedding_backward_shard", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]),
+                                            n(t[1]), vocabStart(t[0])});
+        else
+          call("embedding_backward", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]), n(t[1])});
+        return success();
+      })
+      .Case([&](tx::LogitsMaxOp m) {
+        int64_t v = shapeOf(m.getLogits()).back();
+        call("logits_max", {ptr(m), ptr(m.getLogits()), n(numel(m)), n(v)});
+        return success();
+      })
+      .Case([&](tx::LogitsSumExpOp m) {
+        int64_t v = shapeOf(m.getLogits()).back();
+        call("logits_sum_exp", {ptr(m), ptr(m.getLogits()), ptr(m.getMax()), n(numel(m)), n(v)});
+        return success();
+      })
+      .Case([&](tx::TargetLogitOp t) {
+        int64_t v = shapeOf(t.getLogits()).back();
+        call("target_logit", {ptr(t), ptr(t.getLogits()), ptr(t.getLabels()), n(numel(t)), n(v),
+                              t.getVocabParallel() ? vocabStart(v) : "0"});
+        return success();
+      })
+      .Case([&](tx::CrossEntropyFromStatsOp c) {
+        os << "  *" << ptr(c) << " = cross_entropy_from_stats(" << ptr(c.getMax()) << ", " << ptr(c.getSumExp())
+           << ", " << ptr(c.getTarget()) << ", " << numel(c.getMax()) << ");\n";
+        return success();
+      })
+      .Case([&](tx::CrossEntropyGradFromStatsOp c) {
+        int64_t v = shapeOf(c.getLogits()).back();
+        call("cross_entropy_backward_from_stats",
+             {ptr(c), "*" + ptr(c.getGrad()), ptr(c.getLogits()), ptr(c.getLabels()), ptr(c.getMax()),
+              ptr(c.getSumExp()), n(numel(c.getMax())), n(v), c.getVocabParallel() ? vocabStart(v) : "0"});
+        return success();
+      })
+      .Case([&](shard::AllReduceOp r) {
+        std::string comm = communicator(r.getGridAxes());
+        bool max = r.getReduction() == shard::ReductionKind::Max;
+        if (ptr(r) != ptr(r.getInput()))
+          os << "  std::memcpy(" << ptr(r) << ", " << ptr(r.getInput()) << ", " << numel(r) * 4 << ");\n";
+        os << "  " << comm << "->" << (max ? "all_reduce_max(" : "all_reduce_sum(") << ptr(r) << ", " << numel(r)
+           << "); // " << ruleNote(r) << "\n";
+        return success();
+      })
+      .Case([&](shard::AllGatherOp g) {
+        ArrayRef<int64_t> in = shapeOf(g.getInput());
+        int64_t d = g.getGatherAxis().getZExtValue();
+        call("all_gather_axis", {"*" + communicator(g.getGridAxes()), ptr(g), ptr(g.getInput()),
+                                 n(prod(in.take_front(d))), n(in[d]), n(prod(in.drop_front(d + 1)))});
+        return success();
+      })
+      .Case([&](shard::ReduceScatterOp g) {
+        ArrayRef<int64_t> out = shapeOf(g.getResult());
+        int64_t d = g.getScatterAxis().getZExtValue();
+        call("reduce_scatter_axis", {"*" + communicator(g.getGridAxes()), ptr(g), ptr(g.getInput()),
+                                     n(prod(out.take_front(d))), n(out[d]), n(prod(out.drop_front(d + 1)))});
+        return success();
+      })
+      .Case([&](shard::AllSliceOp g) {
+        ArrayRef<int64_t> out = shapeOf(g.getResult());
+        int64_t d = g.getSliceAxis().getZExtValue();
+        call("all_slice_axis", {"*" + communicator(g.getGridAxes()), ptr(g), ptr(g.getInput()),
+                                n(prod(out.take_front(d))), n(out[d]), n(prod(out.drop_front(d + 1)))});
         return success();
       })
       .Case([&](tx::MatmulOp m) {
@@ -349,7 +428,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](func::CallOp c) {
         maxCallee = std::max(maxCallee, calleeScratch.lookup(c.getCallee()));
-        os << "  " << c.getCallee() << "(ws + " << frameBytes;
+        os << "  " << c.getCallee() << "(ctx, ws + " << frameBytes;
         for (Value a : c.getOperands())
           os << ", " << ptr(a);
         for (Value r : c.getResults())
@@ -401,7 +480,7 @@ void emitParamTable(const ParamTable &params, llvm::raw_ostream &os) {
     list(full);
     os << ", megart::ParamInit::" << inits[static_cast<int>(op.getInit())] << ", "
        << floatLiteral(op.getStd() ? op.getStd()->convertToDouble() : 0.02) << ", "
-       << (shape.size() >= 2 ? "true" : "false") << "},\n";
+       << (shape.size() >= 2 ? "true" : "false") << ", " << (op.getTpSplit() ? static_cast<int64_t>(*op.getTpSplit()) : int64_t(-1)) << "},\n";
   }
   os << "};\n\n";
 }
@@ -416,9 +495,13 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     return module.emitError("emit: expected a module from the megac frontend after megac-autodiff "
                             "(a megac.model attribute and @train_step)");
   auto dim = [&](StringRef key) { return cast<IntegerAttr>(model.get(key)).getInt(); };
+  auto parallelPlan = module->getAttrOfType<DictionaryAttr>("megac.plan");
+  auto planSize = [&](StringRef axis) -> int64_t {
+    return parallelPlan && parallelPlan.get(axis) ? cast<IntegerAttr>(parallelPlan.get(axis)).getInt() : 1;
+  };
 
   os << options.header;
-  os << "#include \"megart/kernels.h\"\n#include \"megart/layout_kernels.h\"\n#include \"megart/program.h\"\n\n"
+  os << "#include \"megart/kernels.h\"\n#include \"megart/layout_kernels.h\"\n#include \"megart/parallel_kernels.h\"\n#include \"megart/program.h\"\n\n"
         "#include <cstring>\n\nnamespace {\n\nusing namespace megart::cpu;\n\n";
   ParamTable params;
   llvm::StringMap<int64_t> scratch;
@@ -444,7 +527,9 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
      << "    /*micro_batch_size=*/" << dim("micro_batch_size") << ", /*seq_length=*/" << dim("seq_length")
      << ", /*vocab_size=*/" << dim("vocab_size") << ",\n"
      << "    /*num_layers=*/" << dim("num_layers") << ", /*hidden_size=*/" << dim("hidden_size") << ",\n"
-     << "    kParams, " << params.entries.size() << ", /*arena_bytes=*/" << arenaBytes << ", train_step};\n\n"
+     << "    kParams, " << params.entries.size() << ", /*arena_bytes=*/" << arenaBytes << ", train_step,\n"
+     << "    /*tensor_parallel_size=*/" << planSize("tp") << ", /*pipeline_parallel_size=*/" << planSize("pp")
+     << ", /*data_parallel_size=*/" << planSize("dp") << "};\n\n"
      << "} // namespace\n\nint main(int argc, char **argv) { return megart::train_main(argc, argv, kProgram); }\n";
   plan << "arena: " << arenaBytes << " bytes (" << llvm::format("%.1f", arenaBytes / 1048576.0) << " MiB)\n";
   return success();

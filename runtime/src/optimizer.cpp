@@ -84,7 +84,7 @@ namespace {
 constexpr int64_t kNormChunk = 1 << 16;
 } // namespace
 
-double global_grad_norm(const std::vector<std::pair<const float *, int64_t>> &grads) {
+double grad_sum_of_squares(const std::vector<std::pair<const float *, int64_t>> &grads) {
   double total = 0;
   for (const auto &[data, n] : grads) {
     const int64_t chunks = (n + kNormChunk - 1) / kNormChunk;
@@ -100,7 +100,19 @@ double global_grad_norm(const std::vector<std::pair<const float *, int64_t>> &gr
     for (double p : partial) // fixed order: same result for any thread count
       total += p;
   }
-  return std::sqrt(total);
+  return total;
+}
+
+double global_grad_norm(const std::vector<std::pair<const float *, int64_t>> &grads) {
+  return std::sqrt(grad_sum_of_squares(grads));
+}
+
+void scale_grads(const std::vector<std::pair<float *, int64_t>> &grads, float coeff) {
+  for (const auto &[data, n] : grads) {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i)
+      data[i] *= coeff;
+  }
 }
 
 float clip_coefficient(double total_norm, float max_norm) {
@@ -116,13 +128,8 @@ double clip_grad_norm(const std::vector<std::pair<float *, int64_t>> &grads, flo
   if (!std::isfinite(norm))
     return norm;
   const float coeff = clip_coefficient(norm, max_norm);
-  if (coeff < 1.0f) {
-    for (const auto &[data, n] : grads) {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-      for (int64_t i = 0; i < n; ++i)
-        data[i] *= coeff;
-    }
-  }
+  if (coeff < 1.0f)
+    scale_grads(grads, coeff);
   return norm;
 }
 

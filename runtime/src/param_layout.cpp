@@ -44,10 +44,29 @@ std::vector<CheckpointTensor> group_by_tensor(const ParamDesc *params, int64_t n
   return tensors;
 }
 
+ParamDesc tp_block(const ParamDesc &desc, int64_t tp_rank) {
+  ParamDesc block = desc;
+  if (desc.tp_split_dim >= 0)
+    block.offsets[desc.tp_split_dim] += tp_rank * desc.shape[desc.tp_split_dim];
+  return block;
+}
+
 namespace {
+
+// One block of the layout over all tp ranks: a table entry, or one tp rank's part of it.
+struct Block {
+  ParamDesc desc;
+  int64_t index;   // into the program's table
+  int64_t tp_rank; // -1: the same block on every tp rank
+};
 
 std::string where(const ParamDesc &desc, int64_t i) {
   return "parameter " + std::to_string(i) + " ('" + (desc.name ? desc.name : "") + "')";
+}
+
+std::string where(const Block &b) {
+  return where(b.desc, b.index) +
+         (b.tp_rank >= 0 ? " on tp rank " + std::to_string(b.tp_rank) : std::string());
 }
 
 std::string offsets_string(const ParamDesc &desc) {
@@ -60,19 +79,26 @@ void validate_one(const ParamDesc &desc, int64_t i) {
   if (desc.rank < 1 || desc.rank > kMaxRank)
     throw Error(where(desc, i) + " has rank " + std::to_string(desc.rank) + "; it must be 1.." +
                 std::to_string(kMaxRank));
-  for (int d = 0; d < desc.rank; ++d) {
+  for (int d = 0; d < desc.rank; ++d)
     if (desc.shape[d] <= 0 || desc.full_shape[d] <= 0)
       throw Error(where(desc, i) + " has shape " + shape_string(block_shape(desc)) +
                   " in tensor shape " + shape_string(full_shape(desc)) +
                   "; every size must be positive");
-    if (desc.offsets[d] < 0 || desc.offsets[d] + desc.shape[d] > desc.full_shape[d])
-      throw Error(where(desc, i) + ": block " + shape_string(block_shape(desc)) + " at offsets " +
-                  offsets_string(desc) + " does not fit in tensor shape " +
-                  shape_string(full_shape(desc)));
-  }
   if (desc.init != ParamInit::Normal && desc.init != ParamInit::Zeros &&
       desc.init != ParamInit::Ones)
     throw Error(where(desc, i) + " has unknown init " + std::to_string(static_cast<int>(desc.init)));
+  if (desc.tp_split_dim < -1 || desc.tp_split_dim >= desc.rank)
+    throw Error(where(desc, i) + " has tp_split_dim " + std::to_string(desc.tp_split_dim) +
+                "; it must be -1 (not split) or a dimension 0.." + std::to_string(desc.rank - 1));
+}
+
+void validate_fit(const Block &b) {
+  const ParamDesc &desc = b.desc;
+  for (int d = 0; d < desc.rank; ++d)
+    if (desc.offsets[d] < 0 || desc.offsets[d] + desc.shape[d] > desc.full_shape[d])
+      throw Error(where(b) + ": block " + shape_string(block_shape(desc)) + " at offsets " +
+                  offsets_string(desc) + " does not fit in tensor shape " +
+                  shape_string(full_shape(desc)));
 }
 
 bool overlap(const ParamDesc &a, const ParamDesc &b) {
@@ -84,32 +110,51 @@ bool overlap(const ParamDesc &a, const ParamDesc &b) {
 
 } // namespace
 
-void validate_param_layout(const ParamDesc *params, int64_t num_params) {
+void validate_param_layout(const ParamDesc *params, int64_t num_params, int64_t tp_size) {
   if (num_params < 0 || (num_params > 0 && !params))
     throw Error("the program's parameter table is missing (num_params " +
                 std::to_string(num_params) + ")");
-  for (int64_t i = 0; i < num_params; ++i)
+  if (tp_size < 1)
+    throw Error("tensor parallel size is " + std::to_string(tp_size) + "; it must be >= 1");
+  // Every rank's offsets follow from tp rank 0's, so the whole layout is checked locally.
+  std::vector<Block> blocks;
+  for (int64_t i = 0; i < num_params; ++i) {
     validate_one(params[i], i);
-  for (const CheckpointTensor &t : group_by_tensor(params, num_params)) {
-    const ParamDesc &first = params[t.blocks[0]];
+    if (params[i].tp_split_dim < 0 || tp_size == 1)
+      blocks.push_back({params[i], i, -1});
+    else
+      for (int64_t r = 0; r < tp_size; ++r)
+        blocks.push_back({tp_block(params[i], r), i, r});
+  }
+  for (const Block &b : blocks)
+    validate_fit(b);
+  std::vector<ParamDesc> descs;
+  for (const Block &b : blocks)
+    descs.push_back(b.desc);
+  for (const CheckpointTensor &t : group_by_tensor(descs.data(), static_cast<int64_t>(descs.size()))) {
+    const Block &first = blocks[t.blocks[0]];
     int64_t covered = 0;
     for (size_t a = 0; a < t.blocks.size(); ++a) {
-      const ParamDesc &pa = params[t.blocks[a]];
-      if (full_shape(pa) != t.shape)
-        throw Error(where(pa, t.blocks[a]) + " says tensor shape " + shape_string(full_shape(pa)) +
-                    " but " + where(first, t.blocks[0]) + " says " + shape_string(t.shape));
-      for (size_t b = 0; b < a; ++b)
-        if (overlap(pa, params[t.blocks[b]]))
-          throw Error(where(pa, t.blocks[a]) + " (offsets " + offsets_string(pa) + ") overlaps " +
-                      where(params[t.blocks[b]], t.blocks[b]) + " (offsets " +
-                      offsets_string(params[t.blocks[b]]) + ")");
-      covered += block_numel(pa);
+      const Block &ba = blocks[t.blocks[a]];
+      if (full_shape(ba.desc) != t.shape)
+        throw Error(where(ba) + " says tensor shape " + shape_string(full_shape(ba.desc)) +
+                    " but " + where(first) + " says " + shape_string(t.shape));
+      for (size_t b = 0; b < a; ++b) {
+        const Block &bb = blocks[t.blocks[b]];
+        if (overlap(ba.desc, bb.desc))
+          throw Error(where(ba) + " (offsets " + offsets_string(ba.desc) + ") overlaps " +
+                      where(bb) + " (offsets " + offsets_string(bb.desc) + ")");
+      }
+      covered += block_numel(ba.desc);
     }
     // Disjoint blocks inside the tensor cover it exactly when their sizes add up.
-    if (covered != full_numel(first))
+    if (covered != full_numel(first.desc))
       throw Error("tensor '" + t.name + "' " + shape_string(t.shape) + " has " +
-                  std::to_string(full_numel(first)) + " elements but its blocks hold " +
-                  std::to_string(covered) + "; a program must hold whole tensors");
+                  std::to_string(full_numel(first.desc)) + " elements but its blocks hold " +
+                  std::to_string(covered) +
+                  (tp_size > 1 ? " over the " + std::to_string(tp_size) +
+                                     " tp ranks; the tp ranks together must hold whole tensors"
+                               : "; a program must hold whole tensors"));
   }
 }
 

@@ -10,18 +10,34 @@
 
 namespace megart {
 
-ParamStore::ParamStore(const ParamDesc *params, int64_t num_params) {
-  validate_param_layout(params, num_params);
-  descs_.assign(params, params + num_params);
-  tensors_ = group_by_tensor(params, num_params);
+ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_rank,
+                       int64_t tp_size)
+    : tp_rank_(tp_rank), tp_size_(tp_size) {
+  validate_param_layout(params, num_params, tp_size);
+  if (tp_rank < 0 || tp_rank >= tp_size)
+    throw Error("tensor parallel rank " + std::to_string(tp_rank) + " is outside 0.." +
+                std::to_string(tp_size - 1));
+  program_descs_.assign(params, params + num_params);
+  for (const ParamDesc &d : program_descs_)
+    descs_.push_back(tp_block(d, tp_rank));
+  tensors_ = group_by_tensor(descs_.data(), size());
+  // One gradient allocation; each gradient starts on a 64-byte boundary as a separate
+  // AlignedBuffer would, so generated code sees the same alignment either way.
+  constexpr int64_t kAlignFloats = static_cast<int64_t>(kBufferAlignment / sizeof(float));
+  std::vector<int64_t> grad_offsets;
+  int64_t total = 0;
   for (const ParamDesc &d : descs_) {
-    const auto n = static_cast<size_t>(block_numel(d));
+    grad_offsets.push_back(total);
+    total += (block_numel(d) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  }
+  flat_grads_ = AlignedBuffer<float>(static_cast<size_t>(total));
+  for (size_t i = 0; i < descs_.size(); ++i) {
+    const auto n = static_cast<size_t>(block_numel(descs_[i]));
     params_.emplace_back(n);
-    grads_.emplace_back(n);
     exp_avg_.emplace_back(n);
     exp_avg_sq_.emplace_back(n);
     param_ptrs_.push_back(params_.back().data());
-    grad_ptrs_.push_back(grads_.back().data());
+    grad_ptrs_.push_back(flat_grads_.data() + grad_offsets[i]);
   }
 }
 
@@ -33,8 +49,7 @@ int64_t ParamStore::num_tensor_elements() const {
 }
 
 void ParamStore::zero_grads() {
-  for (auto &g : grads_)
-    std::memset(g.data(), 0, g.size() * sizeof(float));
+  std::memset(flat_grads_.data(), 0, flat_grads_.size() * sizeof(float));
 }
 
 void ParamStore::reset_optimizer_state() {
@@ -103,16 +118,51 @@ std::vector<float> ParamStore::assemble(const CheckpointTensor &t) const {
 }
 
 void ParamStore::save(const std::string &path) const {
-  // All full tensors live at once: write_safetensors takes them together. That is one extra
-  // copy of the model in memory, only while saving.
+  if (tp_size_ > 1)
+    throw Error("saving " + path + ": this store holds tp rank " + std::to_string(tp_rank_) +
+                "'s blocks of " + std::to_string(tp_size_) +
+                "; save with the tp communicator so the blocks are gathered");
+  SelfCommunicator self;
+  save(path, self);
+}
+
+void ParamStore::save(const std::string &path, Communicator &tp) const {
+  if (tp.size() != tp_size_ || tp.rank() != tp_rank_)
+    throw Error("saving " + path + ": the tp communicator is rank " + std::to_string(tp.rank()) +
+                " of " + std::to_string(tp.size()) + ", but the store holds tp rank " +
+                std::to_string(tp_rank_) + " of " + std::to_string(tp_size_));
+  const bool writer = tp_rank_ == 0;
+  // The writer holds all full tensors at once (write_safetensors takes them together): one
+  // extra copy of the model in memory, only while saving. The others hold one gather at a time.
   std::vector<std::vector<float>> data;
   std::vector<NamedTensor> named;
+  std::vector<float> gathered;
   data.reserve(tensors_.size());
   for (const CheckpointTensor &t : tensors_) {
-    data.push_back(assemble(t));
-    named.push_back({t.name, t.shape, data.back().data()});
+    std::vector<float> full(writer ? static_cast<size_t>(full_numel(descs_[t.blocks[0]])) : 0);
+    for (int64_t b : t.blocks) {
+      if (!tp_split(b)) { // the same on every tp rank: tp rank 0's copy is the tensor's
+        if (writer)
+          copy_block_to_full(descs_[b], params_[b].data(), full.data());
+        continue;
+      }
+      // Every tp rank's block has this rank's shape, so one all-gather collects them in rank
+      // order, and tp_block says where each goes.
+      const int64_t n = numel(b);
+      gathered.resize(static_cast<size_t>(n * tp_size_));
+      tp.all_gather(gathered.data(), params_[b].data(), n);
+      if (writer)
+        for (int64_t r = 0; r < tp_size_; ++r)
+          copy_block_to_full(tp_block(program_descs_[b], r), gathered.data() + r * n,
+                             full.data());
+    }
+    if (writer) {
+      data.push_back(std::move(full));
+      named.push_back({t.name, t.shape, data.back().data()});
+    }
   }
-  write_safetensors(path, named, {{"format", "pt"}});
+  if (writer)
+    write_safetensors(path, named, {{"format", "pt"}});
 }
 
 } // namespace megart

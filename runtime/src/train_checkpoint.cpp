@@ -31,17 +31,28 @@ void check_checkpoint_dir(const std::string &dir) {
 }
 
 std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store) {
+  SelfCommunicator self;
+  return save_checkpoint(dir, iteration, store, self);
+}
+
+std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store,
+                            Communicator &tp) {
+  const bool writer = tp.rank() == 0;
   const std::string folder = iteration_folder(dir, iteration);
-  std::error_code ec;
-  fs::create_directories(folder, ec);
-  if (ec)
-    throw Error(folder + ": cannot create checkpoint folder: " + ec.message());
   const std::string path = checkpoint_path(dir, iteration);
-  store.save(path);
-  AtomicFile tracker((fs::path(dir) / "latest_checkpointed_iteration.txt").string());
-  const std::string text = std::to_string(iteration); // no newline, as Megatron writes it
-  tracker.write(text.data(), text.size());
-  tracker.commit();
+  if (writer) {
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    if (ec)
+      throw Error(folder + ": cannot create checkpoint folder: " + ec.message());
+  }
+  store.save(path, tp);
+  if (writer) {
+    AtomicFile tracker((fs::path(dir) / "latest_checkpointed_iteration.txt").string());
+    const std::string text = std::to_string(iteration); // no newline, as Megatron writes it
+    tracker.write(text.data(), text.size());
+    tracker.commit();
+  }
   return path;
 }
 

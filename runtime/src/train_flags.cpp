@@ -5,7 +5,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 namespace megart {
@@ -42,16 +44,22 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   // As with Megatron's argparse, a repeated flag takes its last value (scripts append overrides).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_help_flag("-h,--help", "Print this help and exit");
+  // --rank-layout only prints the grid, so it is the one way to run without the training flags.
+  const bool layout_only = std::any_of(argv + std::min(argc, 1), argv + argc, [](const char *a) {
+    return std::strcmp(a, "--rank-layout") == 0;
+  });
   app.add_option("--data-path", f.data_path, "Dataset prefix: PREFIX.bin + PREFIX.idx")
-      ->required();
-  app.add_option("--train-iters", f.train_iters, "Number of training iterations")->required();
+      ->required(!layout_only);
+  app.add_option("--train-iters", f.train_iters, "Number of training iterations")
+      ->required(!layout_only);
   app.add_option("--micro-batch-size", f.micro_batch_size,
                  "Samples per microbatch; must equal the compiled one (default: compiled)")
       ->check(CLI::PositiveNumber);
   app.add_option("--global-batch-size", f.global_batch_size,
-                 "Samples per iteration, a multiple of the micro batch (default: micro batch)")
+                 "Samples per iteration, a multiple of micro batch x data parallel size "
+                 "(default: that product)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--lr", f.lr, "Peak learning rate")->required();
+  app.add_option("--lr", f.lr, "Peak learning rate")->required(!layout_only);
   app.add_option("--min-lr", f.min_lr, "Learning rate at the end of decay")->capture_default_str();
   app.add_option("--lr-decay-style", f.lr_decay_style, "How the lr falls from --lr to --min-lr after warmup")
       ->check(CLI::IsMember({"constant", "linear", "cosine"}))
@@ -79,6 +87,12 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   app.add_option("--log-interval", f.log_interval, "Print the log line every K iterations")
       ->capture_default_str();
   app.add_option("--metrics-file", f.metrics_file, "JSONL file: one object per iteration");
+  app.add_option("--ddp-bucket-size", f.ddp_bucket_size,
+                 "Elements per data-parallel gradient all-reduce")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--rank-layout", f.rank_layout,
+               "Print the global rank -> (dp, pp, tp) table of the compiled plan and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -103,16 +117,27 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
                 "): recompile with `megac compile SPEC --micro-batch-size " +
                 std::to_string(f.micro_batch_size) + "`");
   }
+  // Megatron's default: one microbatch per data-parallel rank.
   if (f.global_batch_size == 0)
-    f.global_batch_size = f.micro_batch_size;
+    f.global_batch_size = f.micro_batch_size * std::max<int64_t>(program.data_parallel_size, 1);
   require(f.global_batch_size >= 1, "--global-batch-size is " +
                                         std::to_string(f.global_batch_size) +
                                         "; it must be at least 1");
-  if (f.global_batch_size % f.micro_batch_size != 0)
+  const int64_t dp = program.data_parallel_size;
+  if (dp <= 1 && f.global_batch_size % f.micro_batch_size != 0)
     throw Error("--global-batch-size (" + std::to_string(f.global_batch_size) +
                 ") is not a multiple of the micro batch size (" + b + "); use a multiple of " +
                 b + ", e.g. " +
                 std::to_string((f.global_batch_size / f.micro_batch_size + 1) * f.micro_batch_size));
+  // Each dp rank takes B / dp samples as whole microbatches.
+  const int64_t unit = f.micro_batch_size * dp;
+  if (dp > 1 && f.global_batch_size % unit != 0)
+    throw Error("--global-batch-size (" + std::to_string(f.global_batch_size) +
+                ") is not divisible by micro batch (" + b + ") x data parallel size (" +
+                std::to_string(dp) + "); use a multiple of " + std::to_string(unit) + ", e.g. " +
+                std::to_string((f.global_batch_size / unit + 1) * unit));
+  require(f.ddp_bucket_size >= 1, "--ddp-bucket-size is " + std::to_string(f.ddp_bucket_size) +
+                                      "; it must be at least 1 element");
   require(std::isfinite(f.lr) && f.lr > 0, "--lr is " + num(f.lr) + "; it must be > 0");
   require(std::isfinite(f.min_lr) && f.min_lr >= 0 && f.min_lr <= f.lr,
           "--min-lr is " + num(f.min_lr) + "; it must be between 0 and --lr (" + num(f.lr) + ")");

@@ -1,42 +1,25 @@
-// The training program's entry point: flags -> checks -> weights -> loop -> summary.
+// The training program's entry point: flags -> process grid -> checks -> weights -> loop ->
+// summary. On a grid of several ranks only global rank 0 prints (and writes metrics and
+// checkpoints); a rank that fails says so with its rank.
 #include "megart/train_driver.h"
 
+#include "megart/comm_mpi.h"
 #include "megart/error.h"
-#include "megart/metrics.h"
-#include "megart/param_layout.h"
-#include "megart/param_store.h"
-#include "megart/train_checkpoint.h"
-#include "megart/train_data.h"
+#include "megart/launch_env.h"
+#include "megart/process_grid.h"
 #include "megart/train_flags.h"
 #include "megart/train_loop.h"
+#include "megart/train_setup.h"
 
 #include <cstdio>
 #include <iostream>
-#include <memory>
 #include <new>
 #include <optional>
+#include <vector>
 
 namespace megart {
 
 namespace {
-
-// The generated table is trusted to be well-formed, but a broken one should say so rather
-// than crash inside the loop.
-void validate_program(const ProgramDesc &p) {
-  auto bad = [](const std::string &field, long long value) {
-    throw Error("compiled program: " + field + " is " + std::to_string(value) +
-                "; it must be positive (regenerate the program with megac compile)");
-  };
-  if (p.micro_batch_size < 1) bad("micro_batch_size", p.micro_batch_size);
-  if (p.seq_length < 1) bad("seq_length", p.seq_length);
-  if (p.vocab_size < 1) bad("vocab_size", p.vocab_size);
-  if (p.num_params < 1) bad("num_params", p.num_params);
-  if (p.arena_bytes < 0)
-    throw Error("compiled program: arena_bytes is " + std::to_string(p.arena_bytes) +
-                "; it must be >= 0");
-  if (!p.step)
-    throw Error("compiled program: no step function");
-}
 
 std::string fmt(const char *format, double x) {
   char buf[64];
@@ -44,67 +27,147 @@ std::string fmt(const char *format, double x) {
   return buf;
 }
 
-void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
-                  const ParamStore &store, const TrainData &data) {
-  const int64_t B = f.global_batch_size, b = p.micro_batch_size;
-  out << "megart: " << (p.summary ? p.summary : "") << "\n"
-      << "  parameters: " << store.num_tensor_elements() << " in " << store.tensors().size()
-      << " tensors; " << (f.load.empty() ? "initialised with seed " + std::to_string(f.seed)
-                                         : "loaded from " + f.load)
-      << "\n"
-      << "  data: " << f.data_path << ": " << data.dataset().num_tokens() << " tokens, "
-      << data.num_samples() << " samples of " << p.seq_length << "+1 tokens; using "
-      << f.train_iters * B << (f.shuffle ? " in shuffled order" : " in dataset order") << "\n"
-      << "  training: " << f.train_iters << " iterations, global batch " << B << " = "
-      << B / b << " x micro batch " << b << ", lr " << fmt("%g", f.lr) << " ("
-      << f.lr_decay_style << " to " << fmt("%g", f.min_lr) << ", warmup " << f.lr_warmup_iters
-      << "), clip-grad " << fmt("%g", f.clip_grad) << std::endl;
+// Runs fn; returns "" or the message of what it threw.
+template <typename Fn> std::string failure_of(Fn &&fn, const ProgramDesc &program) {
+  try {
+    fn();
+    return "";
+  } catch (const Error &e) {
+    return e.what();
+  } catch (const std::bad_alloc &) {
+    return "out of memory (parameters, optimizer state and the " +
+           std::to_string(program.arena_bytes) + "-byte workspace must fit)";
+  } catch (const std::exception &e) {
+    return e.what();
+  }
+}
+
+std::string rank_prefix(const ProcessGrid &grid) {
+  return "error (rank " + std::to_string(grid.global_rank()) + " of " +
+         std::to_string(grid.world_size()) + "): ";
+}
+
+// Every rank says whether its `failure` is empty; true when all are. Otherwise the lowest
+// failing rank prints its message once: plainly when every rank failed (the same bad flag or
+// file everywhere), with its rank when only some did. No rank trains unless all can, and no
+// rank is left waiting in a collective for one that gave up.
+bool all_ranks_ready(const ProcessGrid &grid, const std::string &failure, std::ostream &err) {
+  std::vector<float> failed(static_cast<size_t>(grid.world_size()));
+  const float mine = failure.empty() ? 0.0f : 1.0f;
+  grid.world().all_gather(failed.data(), &mine, 1);
+  int64_t first = -1, count = 0;
+  for (int64_t r = 0; r < grid.world_size(); ++r)
+    if (failed[r] != 0) {
+      count += 1;
+      if (first < 0)
+        first = r;
+    }
+  if (count == 0)
+    return true;
+  if (first == grid.global_rank())
+    err << (count == grid.world_size() ? std::string("error: ") : rank_prefix(grid)) << failure
+        << std::endl;
+  return false;
+}
+
+// Flags parsed; the grid is built. Everything that can fail is checked on every rank first.
+int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid, std::ostream &out,
+               std::ostream &err) {
+  std::ostream silent(nullptr); // what the ranks other than global rank 0 print to
+  std::ostream &log = grid.global_rank() == 0 ? out : silent;
+  if (flags.rank_layout) {
+    log << format_rank_layout(grid.shape()) << std::flush;
+    return 0;
+  }
+  TrainSetup setup;
+  if (!all_ranks_ready(grid, failure_of([&] { setup = prepare_training(flags, program, grid); },
+                                        program),
+                       err))
+    return 2;
+  // Opened only once every rank is ready: it truncates the file.
+  if (!all_ranks_ready(grid, failure_of([&] { open_metrics(setup, flags, grid); }, program), err))
+    return 2;
+
+  // From here on the ranks are in lockstep: a failure on one cannot be agreed on, so it stops
+  // the whole job.
+  const std::string failure = failure_of(
+      [&] {
+        print_header(log, program, flags, grid, setup);
+        const TrainResult r = run_train_loop(program, flags, *setup.store, *setup.data, grid,
+                                             setup.metrics.get(), log);
+        log << "training done: " << r.iterations << " iterations, final lm loss "
+            << fmt("%.6f", r.final_loss);
+        if (r.skipped_iterations > 0)
+          log << ", " << r.skipped_iterations << " skipped (non-finite gradient norm)";
+        log << std::endl;
+      },
+      program);
+  if (failure.empty())
+    return 0;
+  if (grid.world_size() == 1) {
+    err << "error: " << failure << std::endl;
+    return 2;
+  }
+  err << rank_prefix(grid) << failure << std::endl;
+  mpi_abort(2);
 }
 
 } // namespace
 
+int train_on_grid(int argc, const char *const *argv, const ProgramDesc &program,
+                  ProcessGrid &grid, std::ostream &out, std::ostream &err) {
+  std::ostream silent(nullptr);
+  const bool speaker = grid.global_rank() == 0;
+  TrainFlags flags;
+  if (std::optional<int> code =
+          parse_train_flags(argc, argv, flags, speaker ? out : silent, speaker ? err : silent))
+    return *code;
+  const std::string failure = failure_of(
+      [&] {
+        const GridShape plan = grid_shape_of(program);
+        if (plan.tp != grid.shape().tp || plan.pp != grid.shape().pp || plan.dp != grid.shape().dp)
+          throw Error("the program was compiled for " + plan.describe() + ", but the grid is " +
+                      grid.shape().describe());
+      },
+      program);
+  if (!failure.empty()) {
+    (speaker ? err : silent) << "error: " << failure << std::endl;
+    return 2;
+  }
+  return train_with(flags, program, grid, out, err);
+}
+
 int train_main(int argc, const char *const *argv, const ProgramDesc &program, std::ostream &out,
                std::ostream &err) {
+  // Before MPI starts, the launcher's numbering says which process speaks for all: flag errors
+  // and --help are the same on every rank and are printed once.
+  const LaunchEnv launch = detect_launch_env();
+  std::ostream silent(nullptr);
+  std::ostream &log = launch.rank == 0 ? out : silent, &log_err = launch.rank == 0 ? err : silent;
   TrainFlags flags;
-  if (std::optional<int> code = parse_train_flags(argc, argv, flags, out, err))
+  if (std::optional<int> code = parse_train_flags(argc, argv, flags, log, log_err))
     return *code;
-  try {
-    // Every check before any work: flags, program, parameter layout, data, output folders.
-    validate_program(program);
-    resolve_train_flags(flags, program);
-    validate_param_layout(program.params, program.num_params);
-    TrainData data(flags.data_path, program.seq_length, program.vocab_size);
-    data.require_samples(flags.train_iters, flags.global_batch_size);
-    if (!flags.save.empty())
-      check_checkpoint_dir(flags.save);
-    // Allocated only now: the model's state is the big allocation, the checks above are cheap.
-    ParamStore store(program.params, program.num_params);
-    if (flags.load.empty())
-      store.init(static_cast<uint64_t>(flags.seed));
-    else
-      store.load(flags.load);
-    // Opened last: it truncates the file, which only a run that is about to train may do.
-    std::unique_ptr<MetricsFile> metrics;
-    if (!flags.metrics_file.empty())
-      metrics = std::make_unique<MetricsFile>(MetricsFile::open(flags.metrics_file));
-
-    print_header(out, program, flags, store, data);
-    const TrainResult r = run_train_loop(program, flags, store, data, metrics.get(), out);
-    out << "training done: " << r.iterations << " iterations, final lm loss "
-        << fmt("%.6f", r.final_loss);
-    if (r.skipped_iterations > 0)
-      out << ", " << r.skipped_iterations << " skipped (non-finite gradient norm)";
-    out << std::endl;
-    return 0;
-  } catch (const Error &e) {
-    err << "error: " << e.what() << std::endl;
-  } catch (const std::bad_alloc &) {
-    err << "error: out of memory (parameters, optimizer state and the "
-        << program.arena_bytes << "-byte workspace must fit)" << std::endl;
-  } catch (const std::exception &e) {
-    err << "error: " << e.what() << std::endl;
+  std::unique_ptr<ProcessGrid> grid;
+  const std::string failure = failure_of(
+      [&] {
+        const GridShape plan = grid_shape_of(program);
+        // The table needs no processes: print it without mpirun, whatever the plan's size.
+        if (flags.rank_layout && !launch.under_launcher) {
+          log << format_rank_layout(plan) << std::flush;
+          return;
+        }
+        // The world size is checked here, before anything else is.
+        grid = ProcessGrid::launch(plan, argc > 0 && argv[0] ? argv[0] : "train");
+      },
+      program);
+  if (!failure.empty()) {
+    log_err << "error: " << failure << std::endl;
+    return 2;
   }
-  return 2;
+  if (!grid)
+    return 0; // printed the rank layout
+  // The grid (and with it MPI, when it started MPI) ends when this returns, errors included.
+  return train_with(flags, program, *grid, out, err);
 }
 
 int train_main(int argc, char **argv, const ProgramDesc &program) {

@@ -161,3 +161,49 @@ TEST(TrainFlags, ChecksAgainstProgram) {
               HasSubstr("--lr-warmup-iters (20) is greater than --lr-decay-iters (10)"));
   EXPECT_EQ(resolve_error({"--lr-warmup-iters", "20", "--lr-decay-style", "constant"}), "");
 }
+
+TEST(TrainFlags, DataParallelBatch) {
+  auto resolved = [](std::vector<std::string> extra, int64_t dp) {
+    std::vector<std::string> args = kMinimal;
+    args.insert(args.end(), extra.begin(), extra.end());
+    Parsed p = parse(args);
+    megart::ProgramDesc program{};
+    program.micro_batch_size = 2;
+    program.data_parallel_size = dp;
+    megart::resolve_train_flags(p.flags, program);
+    return p.flags;
+  };
+  // Megatron's default global batch: one microbatch per dp rank.
+  EXPECT_EQ(resolved({}, 4).global_batch_size, 8);
+  EXPECT_EQ(resolved({"--global-batch-size", "12"}, 3).global_batch_size, 12);
+  try {
+    resolved({"--global-batch-size", "6"}, 2);
+    FAIL() << "accepted 6 samples over 2 dp ranks of micro batch 2";
+  } catch (const megart::Error &e) {
+    EXPECT_STREQ(e.what(), "--global-batch-size (6) is not divisible by micro batch (2) x data "
+                           "parallel size (2); use a multiple of 4, e.g. 8");
+  }
+}
+
+TEST(TrainFlags, DdpBucketSize) {
+  Parsed defaults = parse(kMinimal);
+  ASSERT_FALSE(defaults.exit);
+  EXPECT_EQ(defaults.flags.ddp_bucket_size, 40000000);
+  Parsed given = parse({"--data-path", "d", "--train-iters", "1", "--lr", "1",
+                        "--ddp-bucket-size", "1000"});
+  ASSERT_FALSE(given.exit) << given.err;
+  EXPECT_EQ(given.flags.ddp_bucket_size, 1000);
+  Parsed zero = parse({"--data-path", "d", "--train-iters", "1", "--lr", "1",
+                       "--ddp-bucket-size", "0"});
+  ASSERT_TRUE(zero.exit);
+  EXPECT_THAT(zero.err, HasSubstr("--ddp-bucket-size"));
+}
+
+TEST(TrainFlags, RankLayoutNeedsNoOtherFlag) {
+  Parsed p = parse({"--rank-layout"});
+  ASSERT_FALSE(p.exit) << p.err;
+  EXPECT_TRUE(p.flags.rank_layout);
+  Parsed missing = parse({"--train-iters", "1"});
+  ASSERT_TRUE(missing.exit); // still required for training
+  EXPECT_THAT(missing.err, HasSubstr("--data-path"));
+}

@@ -140,3 +140,72 @@ TEST(TrainParamStore, CheckpointFolderLayout) {
     entries += e.is_regular_file();
   EXPECT_EQ(entries, 1);
 }
+
+namespace {
+// "w" [8, 6] split over tp ranks along `dim` (tp rank 0's block), plus a replicated bias.
+std::vector<ParamDesc> tp_layout(int64_t tp, int dim) {
+  ParamDesc w{"w", 2, {8, 6}, {0, 0}, {8, 6}, ParamInit::Normal, 1.0f, true};
+  w.shape[dim] /= tp;
+  w.tp_split_dim = dim;
+  return {w, {"b", 1, {6}, {0}, {6}, ParamInit::Normal, 1.0f, false}};
+}
+} // namespace
+
+TEST(TrainParamStore, TensorParallelBlocksStartFromTheSameWeights) {
+  const auto whole = tp_layout(1, 0);
+  ParamStore one(whole.data(), 2);
+  one.init(11);
+  for (int dim : {0, 1}) {
+    const auto layout = tp_layout(2, dim);
+    for (int64_t r = 0; r < 2; ++r) {
+      ParamStore s(layout.data(), 2, r, 2);
+      s.init(11);
+      EXPECT_EQ(s.desc(0).offsets[dim], r * layout[0].shape[dim]);
+      EXPECT_EQ(s.num_tensor_elements(), 54);
+      // Each element of the block is the whole tensor's element at the same place.
+      megart::for_each_block_row(s.desc(0), [&](int64_t f, int64_t b, int64_t n) {
+        for (int64_t i = 0; i < n; ++i)
+          EXPECT_EQ(s.param(0)[b + i], one.param(0)[f + i]) << "dim " << dim << " rank " << r;
+      });
+      EXPECT_EQ(copy_param(s, 1), copy_param(one, 1)); // the replicated bias
+    }
+  }
+}
+
+TEST(TrainParamStore, TensorParallelLoadReadsThisRanksBlock) {
+  TempDir dir;
+  const auto whole = tp_layout(1, 0);
+  ParamStore one(whole.data(), 2);
+  one.init(4);
+  one.save(dir / "m.safetensors");
+  const auto layout = tp_layout(2, 1);
+  ParamStore r1(layout.data(), 2, 1, 2);
+  r1.load(dir / "m.safetensors");
+  for (int64_t row = 0; row < 8; ++row)
+    for (int64_t c = 0; c < 3; ++c)
+      EXPECT_EQ(r1.param(0)[row * 3 + c], one.param(0)[row * 6 + 3 + c]);
+  // Without the tp communicator a split store cannot write a complete checkpoint.
+  EXPECT_THROW(r1.save(dir / "x.safetensors"), megart::Error);
+}
+
+TEST(TrainParamStore, TensorParallelLayoutErrors) {
+  auto rejects = [](std::vector<ParamDesc> d, int64_t tp, const std::string &text) {
+    try {
+      megart::validate_param_layout(d.data(), static_cast<int64_t>(d.size()), tp);
+      ADD_FAILURE() << "accepted; expected: " << text;
+    } catch (const megart::Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr(text));
+    }
+  };
+  megart::validate_param_layout(tp_layout(2, 0).data(), 2, 2); // the union covers "w"
+  rejects(tp_layout(2, 0), 1, "has 48 elements but its blocks hold 24; a program must hold "
+                              "whole tensors");
+  rejects(tp_layout(4, 0), 2, "has 48 elements but its blocks hold 24 over the 2 tp ranks; the "
+                              "tp ranks together must hold whole tensors");
+  rejects(tp_layout(2, 0), 4, "parameter 0 ('w') on tp rank 2: block [4, 6] at offsets [8, 0] "
+                              "does not fit in tensor shape [8, 6]");
+  auto bad_dim = tp_layout(2, 0);
+  bad_dim[0].tp_split_dim = 2;
+  rejects(bad_dim, 2, "parameter 0 ('w') has tp_split_dim 2; it must be -1 (not split) or a "
+                      "dimension 0..1");
+}

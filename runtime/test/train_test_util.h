@@ -100,6 +100,49 @@ template <int64_t kMicro, bool kSplit = false> Program bigram_program() {
   return p;
 }
 
+// The bigram model with W split into tp row blocks (tp_split_dim 0) — a vocabulary-parallel
+// embedding lookup: the rank that holds row ids[t] contributes it, the others zeros, and an
+// all-reduce over tp gives every rank the full logits, as Megatron's VocabParallelEmbedding
+// does. The bias is replicated: every tp rank computes the same (full) gradient for it.
+// Parameter table: W block, then bias "b".
+template <int64_t kMicro>
+float bigram_tp_step(const megart::StepContext &ctx, float *const *params, float *const *grads,
+                     char *arena, const int32_t *ids, const int32_t *labels, float dloss) {
+  constexpr int64_t T = kMicro * kSeq, V = kVocab;
+  const int64_t rows = V / ctx.tp->size(), first = ctx.tp->rank() * rows;
+  float *logits = reinterpret_cast<float *>(arena);
+  float *dlogits = logits + T * V;
+  auto owned = [&](int32_t id) { return id >= first && id < first + rows; };
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < V; ++j)
+      logits[t * V + j] = owned(ids[t]) ? params[0][(ids[t] - first) * V + j] : 0.0f;
+  ctx.tp->all_reduce_sum(logits, T * V);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < V; ++j)
+      logits[t * V + j] += params[1][j];
+  const float loss = megart::cpu::cross_entropy_forward(logits, labels, T, V, V);
+  megart::cpu::cross_entropy_backward(dlogits, dloss, logits, labels, T, V, V);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < V; ++j) {
+      if (owned(ids[t]))
+        grads[0][(ids[t] - first) * V + j] += dlogits[t * V + j];
+      grads[1][j] += dlogits[t * V + j];
+    }
+  return loss;
+}
+
+// bigram_tp_step compiled for a tp x 1 x dp plan.
+template <int64_t kMicro> Program bigram_tp_program(int64_t tp, int64_t dp = 1) {
+  Program p = bigram_program<kMicro>();
+  p.params[0].shape[0] = kVocab / tp;
+  p.params[0].tp_split_dim = 0;
+  p.desc.params = p.params.data();
+  p.desc.step = &bigram_tp_step<kMicro>;
+  p.desc.tensor_parallel_size = tp;
+  p.desc.data_parallel_size = dp;
+  return p;
+}
+
 // A token stream a bigram model can learn: mostly next = (5 * cur + 3) % V, sometimes random.
 inline std::vector<std::vector<int32_t>> bigram_documents(int num_docs, int doc_len,
                                                           int32_t max_token = kVocab - 1) {

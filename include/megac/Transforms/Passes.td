@@ -25,4 +25,27 @@ def Autodiff : Pass<"megac-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
 }
 
+def TensorParallel : Pass<"megac-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Shards forward + backward over the tensor-parallel ranks, Megatron's way";
+  let description = [{
+    Runs after megac-autodiff. Megatron's placement annotates the parameters (query/key/value
+    and fc1 / gate / up column-split; attention output and fc2 / down row-split; embedding and
+    LM head split on the vocabulary; norms and positions replicated). From there every value
+    gets a sharding - replicated, split along one dimension, or a partial sum - by a rule per
+    op, forward and backward ops alike. Where an op needs another sharding than its operand
+    has, the pass inserts the collective on the `tp` axis of `@grid` (a `shard.grid` of shape
+    dp x pp x tp) and names the rule in the collective's location:
+    a partial sum that meets a norm, a residual add or a bias becomes an all-reduce (two per
+    layer forward, two backward), the cross-entropy over vocabulary-split logits is built from
+    three all-reduced statistics, and an embedding over a vocabulary-split table gives a
+    partial sum. Types become the rank-local shapes.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "tensor parallel size">,
+    Option<"dp", "dp", "int64_t", "1", "data parallel size (grid shape only)">,
+    Option<"pp", "pp", "int64_t", "1", "pipeline parallel size (grid shape only)">,
+  ];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
+}
+
 #endif // MEGAC_TRANSFORMS_PASSES_TD

@@ -16,10 +16,13 @@ public:
   virtual void all_reduce_sum(float *data, int64_t n) = 0;
   virtual void all_reduce_max(float *data, int64_t n) = 0;
   virtual void all_reduce_sum(double *data, int64_t n) = 0;
-  // out (size() * n elements) = the n elements of every rank, in rank order.
+  // out (size() * n elements) = the n elements of every rank, in rank order: rank r's `in`
+  // lands at out + r * n. In place when in == out + rank() * n.
   virtual void all_gather(float *out, const float *in, int64_t n) = 0;
-  // in has size() * n elements; out (n elements) = the sum over ranks of chunk rank().
+  // in has size() * n elements, chunk c = in[c * n, (c + 1) * n); out (n elements) = the sum
+  // over ranks of their chunk rank(). In place when out == in (the result fills the first n).
   virtual void reduce_scatter_sum(float *out, const float *in, int64_t n) = 0;
+  // Every rank ends with root's n elements.
   virtual void broadcast(float *data, int64_t n, int root) = 0;
   virtual void barrier() = 0;
 };

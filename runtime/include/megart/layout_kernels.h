@@ -14,4 +14,8 @@ void slice(float *out, const float *in, int64_t outer, int64_t in_dim, int64_t o
 void pad(float *out, const float *in, int64_t outer, int64_t in_dim, int64_t out_dim, int64_t inner,
          int64_t offset);
 
+// Like pad, but leaves the rest of `out` as it is (to assemble a tensor from blocks).
+void pad_into(float *out, const float *in, int64_t outer, int64_t in_dim, int64_t out_dim, int64_t inner,
+              int64_t offset);
+
 } // namespace megart::cpu

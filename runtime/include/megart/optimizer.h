@@ -46,9 +46,16 @@ void adamw_step(float *param, const float *grad, float *exp_avg, float *exp_avg_
                 double lr, double beta1, double beta2, double eps, double weight_decay,
                 int64_t step);
 
-// L2 norm of all gradients together, accumulated in double. The sum is split into fixed-size
-// chunks and added in a fixed order, so the result does not depend on the thread count.
+// Sum of the squares of all gradients together, accumulated in double. The sum is split into
+// fixed-size chunks and added in a fixed order, so the result does not depend on the thread
+// count.
+double grad_sum_of_squares(const std::vector<std::pair<const float *, int64_t>> &grads);
+
+// L2 norm of all gradients together: sqrt(grad_sum_of_squares).
 double global_grad_norm(const std::vector<std::pair<const float *, int64_t>> &grads);
+
+// Multiplies every gradient by coeff (the clipping step once the coefficient is known).
+void scale_grads(const std::vector<std::pair<float *, int64_t>> &grads, float coeff);
 
 // max_norm / (total_norm + 1e-6), as torch.nn.utils.clip_grad_norm_ and Megatron compute it.
 // Scale the gradients by it only when it is < 1. max_norm <= 0 means clipping is off (returns 1).

@@ -27,10 +27,15 @@ struct CheckpointTensor {
 // Tensors in order of first appearance in the table.
 std::vector<CheckpointTensor> group_by_tensor(const ParamDesc *params, int64_t num_params);
 
+// The block that tensor-parallel rank `tp_rank` holds: desc itself when tp_split_dim is -1,
+// otherwise desc (tp rank 0's block) moved tp_rank * shape[dim] along the split dimension.
+ParamDesc tp_block(const ParamDesc &desc, int64_t tp_rank);
+
 // Throws megart::Error naming the parameter unless: rank is 1..kMaxRank, sizes are positive,
-// every block lies inside its tensor, all blocks of a name agree on full_shape, and the blocks
-// of each tensor are disjoint and cover it exactly (a single-rank program holds whole tensors).
-void validate_param_layout(const ParamDesc *params, int64_t num_params);
+// tp_split_dim is -1 or a dimension, every tp rank's block lies inside its tensor, all blocks of
+// a name agree on full_shape, and the blocks of each tensor, taken over all `tp_size` tensor-
+// parallel ranks, are disjoint and cover it exactly (the ranks together hold whole tensors).
+void validate_param_layout(const ParamDesc *params, int64_t num_params, int64_t tp_size = 1);
 
 // Calls fn(full_index, block_index, count) for each contiguous run (a last-dimension row) of
 // the block; full_index is the flat row-major index into the full tensor.

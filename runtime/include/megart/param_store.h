@@ -1,9 +1,12 @@
-// The training state of a compiled program: for every ParamDesc a parameter buffer, its
-// gradient and AdamW's two moments (float32, 64-byte aligned), plus initialisation and
-// safetensors load/save of the full checkpoint tensors the blocks belong to.
+// The training state of one rank of a compiled program: for every ParamDesc a parameter
+// buffer, its gradient and AdamW's two moments (float32, 64-byte aligned), plus initialisation
+// and safetensors load/save of the full checkpoint tensors the blocks belong to. With tensor
+// parallelism the store holds this tp rank's blocks (tp_block); all gradients live in one
+// allocation so data parallelism can all-reduce them in a few large buckets.
 #pragma once
 
 #include "megart/aligned_buffer.h"
+#include "megart/comm.h"
 #include "megart/param_layout.h"
 #include "megart/program.h"
 
@@ -15,15 +18,27 @@ namespace megart {
 
 class ParamStore {
 public:
-  // Validates the layout (validate_param_layout) and allocates zeroed buffers.
-  ParamStore(const ParamDesc *params, int64_t num_params);
+  // Validates the layout over tp_size ranks (validate_param_layout) and allocates zeroed
+  // buffers for the blocks of tensor-parallel rank tp_rank.
+  ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_rank = 0,
+             int64_t tp_size = 1);
 
   int64_t size() const { return static_cast<int64_t>(descs_.size()); }
+  // This rank's block (offsets moved to tp_rank's for split parameters).
   const ParamDesc &desc(int64_t i) const { return descs_[i]; }
+  // Split over the tp ranks (each holds a different block), or the same on every tp rank.
+  bool tp_split(int64_t i) const { return descs_[i].tp_split_dim >= 0 && tp_size_ > 1; }
+  int64_t tp_rank() const { return tp_rank_; }
+  int64_t tp_size() const { return tp_size_; }
   int64_t numel(int64_t i) const { return static_cast<int64_t>(params_[i].size()); }
   float *param(int64_t i) { return params_[i].data(); }
   const float *param(int64_t i) const { return params_[i].data(); }
-  float *grad(int64_t i) { return grads_[i].data(); }
+  float *grad(int64_t i) { return grad_ptrs_[i]; }
+  const float *grad(int64_t i) const { return grad_ptrs_[i]; }
+  // Every gradient in one buffer: grad(i) points into it, each 64-byte aligned; the padding
+  // between them stays zero. Data parallelism all-reduces this buffer in buckets.
+  float *flat_grads() { return flat_grads_.data(); }
+  int64_t flat_grads_numel() const { return static_cast<int64_t>(flat_grads_.size()); }
   float *exp_avg(int64_t i) { return exp_avg_[i].data(); }
   float *exp_avg_sq(int64_t i) { return exp_avg_sq_[i].data(); }
   // Pointer tables in ParamDesc order, as StepFn takes them.
@@ -40,17 +55,26 @@ public:
   // optimizer state. Before anything is copied, throws one megart::Error listing every tensor
   // that is missing, has the wrong shape, or is in the file but not in the program.
   void load(const std::string &path);
-  // Assembles the full tensors and writes them atomically, metadata {"format": "pt"}.
+  // Assembles the full tensors and writes them atomically, metadata {"format": "pt"}. Needs
+  // tp_size() == 1; with tensor parallelism use the overload below.
   void save(const std::string &path) const;
-  // Full tensor `t` of tensors(), assembled from its blocks.
+  // Collective over `tp` (this store's tp group; every tp rank calls it): the tp-split blocks
+  // are gathered to tp rank 0, which assembles the full tensors and writes the file; the other
+  // ranks write nothing.
+  void save(const std::string &path, Communicator &tp) const;
+  // Full tensor `t` of tensors(), assembled from this rank's blocks (complete when
+  // tp_size() == 1).
   std::vector<float> assemble(const CheckpointTensor &t) const;
 
 private:
   void reset_optimizer_state();
 
-  std::vector<ParamDesc> descs_;
+  int64_t tp_rank_ = 0, tp_size_ = 1;
+  std::vector<ParamDesc> program_descs_; // as compiled: tp rank 0's blocks
+  std::vector<ParamDesc> descs_;         // this rank's blocks
   std::vector<CheckpointTensor> tensors_;
-  std::vector<AlignedBuffer<float>> params_, grads_, exp_avg_, exp_avg_sq_;
+  std::vector<AlignedBuffer<float>> params_, exp_avg_, exp_avg_sq_;
+  AlignedBuffer<float> flat_grads_;
   std::vector<float *> param_ptrs_, grad_ptrs_;
 };
 

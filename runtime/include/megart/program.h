@@ -37,8 +37,11 @@ struct StepContext {
 };
 
 // Runs forward and backward of one microbatch. Adds each parameter's gradient, scaled by
-// `dloss` (the loss's own gradient: 1 / number of microbatches), into grads[i]; returns the
-// microbatch's mean loss. `arena` is workspace of ProgramDesc::arena_bytes bytes, 64-byte aligned.
+// `dloss` (the loss's own gradient: 1 / (microbatches per dp rank x dp size), so the sum over
+// the dp ranks, which the runtime does, is the global batch's average), into grads[i]; returns
+// the microbatch's mean loss (every tp rank returns the same value). A replicated parameter
+// (tp_split_dim -1) must end with the same gradient on every tp rank. `arena` is workspace of
+// ProgramDesc::arena_bytes bytes, 64-byte aligned; params[i] and grads[i] are 64-byte aligned.
 using StepFn = float (*)(const StepContext &ctx, float *const *params, float *const *grads,
                          char *arena, const int32_t *ids, const int32_t *labels, float dloss);
 

@@ -20,4 +20,10 @@ void check_checkpoint_dir(const std::string &dir);
 // the tracker only names a checkpoint that is complete. Returns the model file's path.
 std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store);
 
+// The same for a tensor-parallel store: collective over `tp` (every tp rank of one data-parallel
+// replica calls it; other replicas hold the same weights and do not). tp rank 0 creates the
+// folders and writes both files; the others only contribute their blocks.
+std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store,
+                            Communicator &tp);
+
 } // namespace megart

@@ -15,7 +15,7 @@ struct TrainFlags {
   std::string data_path;            // --data-path PREFIX (PREFIX.bin + PREFIX.idx)
   int64_t train_iters = 0;          // --train-iters
   int64_t micro_batch_size = 0;     // --micro-batch-size; 0 = not given: the compiled one
-  int64_t global_batch_size = 0;    // --global-batch-size; 0 = not given: the micro batch
+  int64_t global_batch_size = 0;    // --global-batch-size; 0 = not given: micro batch x dp
   double lr = 0;                    // --lr (required, as in Megatron)
   double min_lr = 0;                // --min-lr
   std::string lr_decay_style = "linear";
@@ -33,17 +33,21 @@ struct TrainFlags {
   int64_t save_interval = 0;        // 0 = save only at the end (when --save is given)
   int64_t log_interval = 1;
   std::string metrics_file;         // --metrics-file FILE.jsonl
+  int64_t ddp_bucket_size = 40'000'000; // --ddp-bucket-size: elements per dp all-reduce
+  bool rank_layout = false;         // --rank-layout: print the rank -> (dp, pp, tp) table, exit
 };
 
 // Parses argv. Returns std::nullopt when training should go on. Otherwise the process should
 // exit with the returned code: 0 after --help (usage printed to `out`), 1 after a parse error
-// (unknown flag, missing required flag, bad number; "error: ..." printed to `err`).
+// (unknown flag, missing required flag, bad number; "error: ..." printed to `err`). With
+// --rank-layout no other flag is required.
 std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFlags &flags,
                                      std::ostream &out, std::ostream &err);
 
 // Fills the defaults that depend on other values (micro batch from the program, global batch,
-// lr decay iters) and checks every value and its fit with the program. Throws megart::Error
-// naming the flag, the value and the fix.
+// lr decay iters) and checks every value and its fit with the program (the global batch must
+// split into whole microbatches on each data-parallel rank). Throws megart::Error naming the
+// flag, the value and the fix.
 void resolve_train_flags(TrainFlags &flags, const ProgramDesc &program);
 
 } // namespace megart

@@ -5,6 +5,7 @@
 
 #include "megart/metrics.h"
 #include "megart/param_store.h"
+#include "megart/process_grid.h"
 #include "megart/program.h"
 #include "megart/train_data.h"
 #include "megart/train_flags.h"
@@ -21,11 +22,19 @@ struct TrainResult {
   double final_loss = 0;            // lm loss of the last iteration
 };
 
-// Runs flags.train_iters iterations. Prints the Megatron log line to `out` every
-// flags.log_interval iterations (averaged over the interval, as Megatron does), appends one
-// JSON object per iteration to `metrics` when given, and saves checkpoints to flags.save.
+// Runs flags.train_iters iterations on this rank of `grid`. Data parallelism: iteration k's
+// global batch is samples (k-1)*B .. k*B-1 of the data order; dp rank r takes the contiguous
+// share [r*B/dp, (r+1)*B/dp) as B/(b*dp) microbatches of b, each step scaled by
+// dloss = 1/(microbatches per rank x dp), so the gradients summed over dp (in buckets of
+// flags.ddp_bucket_size elements) are the average over the whole batch. The iteration's loss is
+// the average over dp of each rank's mean microbatch loss. Clipping uses model_grad_norm over
+// tp. Prints the Megatron log line to `out` every flags.log_interval iterations (averaged over
+// the interval, as Megatron does), appends one JSON object per iteration to `metrics` when
+// given, and saves checkpoints to flags.save (from dp rank 0, gathered over tp). The caller
+// passes a silent `out` and no `metrics` on every rank but global rank 0.
 TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &flags, ParamStore &store,
-                           TrainData &data, MetricsFile *metrics, std::ostream &out);
+                           TrainData &data, const ProcessGrid &grid, MetricsFile *metrics,
+                           std::ostream &out);
 
 // Model FLOPs of one iteration by the Megatron paper's formula (GPT, no recompute), or -1 when
 // the program does not say enough (not "gpt2", or no layer/hidden sizes).

@@ -1,0 +1,44 @@
+// Verifiers of the vocabulary-parallel cross-entropy ops: per-token statistics have the
+// logits' shape without the vocabulary dimension.
+#include "tx/TxOps.h"
+#include "tx/TxVerifyUtils.h"
+
+using namespace mlir;
+using namespace megac::tx;
+using namespace megac::tx::verify;
+
+static LogicalResult expectPerToken(Operation *op, StringRef what, Value stat, Value logits) {
+  ArrayRef<int64_t> l = shapeOf(logits);
+  if (l.size() < 2)
+    return op->emitOpError() << "logits must be [..., vocab] with rank >= 2, found " << shapeString(l);
+  return expectShape(op, what, shapeOf(stat), l.drop_back(), "the logits' shape without the vocab dimension");
+}
+
+LogicalResult LogitsMaxOp::verify() { return expectPerToken(*this, "result", getResult(), getLogits()); }
+
+LogicalResult LogitsSumExpOp::verify() {
+  if (failed(expectPerToken(*this, "max", getMax(), getLogits())))
+    return failure();
+  return expectPerToken(*this, "result", getResult(), getLogits());
+}
+
+LogicalResult TargetLogitOp::verify() {
+  if (failed(expectPerToken(*this, "labels", getLabels(), getLogits())))
+    return failure();
+  return expectPerToken(*this, "result", getResult(), getLogits());
+}
+
+LogicalResult CrossEntropyFromStatsOp::verify() {
+  for (Value v : {getSumExp(), getTarget()})
+    if (failed(expectShape(*this, "statistic", shapeOf(v), shapeOf(getMax()), "the shape of max")))
+      return failure();
+  return success();
+}
+
+LogicalResult CrossEntropyGradFromStatsOp::verify() {
+  if (failed(expectPerToken(*this, "labels", getLabels(), getLogits())) ||
+      failed(expectPerToken(*this, "max", getMax(), getLogits())) ||
+      failed(expectPerToken(*this, "sum_exp", getSumExp(), getLogits())))
+    return failure();
+  return expectShape(*this, "result", shapeOf(getResult()), shapeOf(getLogits()), "the shape of logits");
+}

@@ -1,0 +1,61 @@
+// Operations of the vocabulary-parallel cross-entropy (Megatron): each tensor-parallel rank
+// holds a slice of the logits' vocabulary; the softmax is assembled from three all-reduced
+// statistics (max, sum of exponentials, target logit) so the logits are never gathered.
+#ifndef MEGAC_TX_PARALLEL_OPS_TD
+#define MEGAC_TX_PARALLEL_OPS_TD
+
+include "tx/TxBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Tx_LogitsMaxOp : Tx_Op<"logits_max", [Pure]> {
+  let summary = "max over the (local) vocabulary: [..., V] -> [...]";
+  let arguments = (ins Tx_FloatTensor:$logits);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$logits attr-dict `:` type($logits) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tx_LogitsSumExpOp : Tx_Op<"logits_sum_exp", [Pure]> {
+  let summary = "sum over the (local) vocabulary of exp(logits - max)";
+  let arguments = (ins Tx_FloatTensor:$logits, Tx_FloatTensor:$max);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $max attr-dict `:` type($logits) `,` type($max) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tx_TargetLogitOp : Tx_Op<"target_logit", [Pure]> {
+  let summary = "the logit of each label; with vocab_parallel, 0 where the label is on another rank";
+  let arguments = (ins Tx_FloatTensor:$logits, Tx_IdTensor:$labels, UnitAttr:$vocab_parallel);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels (`vocab_parallel` $vocab_parallel^)? attr-dict `:` type($logits) `,` type($labels) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tx_CrossEntropyFromStatsOp : Tx_Op<"cross_entropy_from_stats", [Pure, AllTypesMatch<["max", "sum_exp", "target"]>]> {
+  let summary = "mean over tokens of max + log(sum_exp) - target";
+  let arguments = (ins Tx_FloatTensor:$max, Tx_FloatTensor:$sum_exp, Tx_FloatTensor:$target);
+  let results = (outs Tx_FloatScalar:$result);
+  let assemblyFormat = "$max `,` $sum_exp `,` $target attr-dict `:` type($max) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tx_CrossEntropyGradFromStatsOp : Tx_Op<"cross_entropy_grad_from_stats", [Pure, AllTypesMatch<["max", "sum_exp"]>, AllTypesMatch<["logits", "result"]>]> {
+  let summary = "gradient of the (local) logits from the all-reduced max and sum of exponentials";
+  let description = [{
+    `grad * (exp(logits - max) / sum_exp - onehot(label)) / tokens`; with `vocab_parallel`
+    the one-hot only marks labels in this rank's share of the vocabulary.
+  }];
+  let arguments = (ins Tx_FloatScalar:$grad, Tx_FloatTensor:$logits, Tx_IdTensor:$labels,
+                       Tx_FloatTensor:$max, Tx_FloatTensor:$sum_exp, UnitAttr:$vocab_parallel);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $logits `,` $labels `,` $max `,` $sum_exp (`vocab_parallel` $vocab_parallel^)? attr-dict
+    `:` type($grad) `,` type($logits) `,` type($labels) `,` type($max)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MEGAC_TX_PARALLEL_OPS_TD

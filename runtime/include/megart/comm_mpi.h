@@ -1,0 +1,70 @@
+// MPI (OpenMPI) behind the Communicator interface, and the MPI process lifetime. mpi.h is
+// included only by comm_mpi.cpp: this header keeps the MPI handle opaque, so generated code and
+// the rest of the runtime compile without MPI's include paths.
+#pragma once
+
+#include "megart/comm.h"
+
+#include <memory>
+#include <string>
+
+namespace megart {
+
+// Starts MPI (MPI_Init_thread, MPI_THREAD_FUNNELED: only the main thread calls MPI; OpenMP
+// threads never do) unless it is already running, and finalizes it when destroyed if this
+// object started it. A test main that called MPI_Init itself keeps ownership of MPI.
+class MpiSession {
+public:
+  MpiSession();
+  ~MpiSession();
+  MpiSession(const MpiSession &) = delete;
+  MpiSession &operator=(const MpiSession &) = delete;
+  bool started_here() const { return started_here_; }
+
+private:
+  bool started_here_ = false;
+};
+
+// True between MPI_Init and MPI_Finalize.
+bool mpi_running();
+
+// Stops every process of the job (MPI_Abort on MPI_COMM_WORLD) so that ranks waiting in a
+// collective for this one do not hang. Without MPI running it calls std::exit(code).
+[[noreturn]] void mpi_abort(int code);
+
+// One MPI communicator. Collectives report failures as megart::Error naming the MPI call, the
+// Communicator method and the axis ("tp", "dp", "pp", "world"), because the communicators use
+// MPI_ERRORS_RETURN instead of MPI's default of aborting the job silently.
+class MpiCommunicator final : public Communicator {
+public:
+  // MPI_COMM_WORLD (not freed on destruction). MPI must be running.
+  static std::unique_ptr<MpiCommunicator> world();
+  // MPI_Comm_split: the ranks that pass the same `color` form one communicator, ordered by
+  // `key`. Collective over this communicator. The new communicator is freed on destruction.
+  std::unique_ptr<MpiCommunicator> split(int color, int key, const std::string &axis) const;
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator &) = delete;
+  MpiCommunicator &operator=(const MpiCommunicator &) = delete;
+
+  const std::string &axis() const { return axis_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce_sum(float *data, int64_t n) override;
+  void all_reduce_max(float *data, int64_t n) override;
+  void all_reduce_sum(double *data, int64_t n) override;
+  void all_gather(float *out, const float *in, int64_t n) override;
+  void reduce_scatter_sum(float *out, const float *in, int64_t n) override;
+  void broadcast(float *data, int64_t n, int root) override;
+  void barrier() override;
+
+private:
+  struct Handle; // holds the MPI_Comm
+  MpiCommunicator(std::unique_ptr<Handle> handle, std::string axis);
+
+  std::unique_ptr<Handle> handle_;
+  std::string axis_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+} // namespace megart

@@ -1,0 +1,44 @@
+// Kernels of tensor-parallel programs: vocabulary-parallel embedding and cross-entropy (each
+// rank holds rows [vocab_start, vocab_start + vocab_local) of the vocabulary), and collectives
+// along one dimension of a tensor (the communicator works on flat buffers).
+#pragma once
+
+#include "megart/comm.h"
+
+#include <cstdint>
+
+namespace megart::cpu {
+
+// out[t] = table[ids[t] - vocab_start] for ids in this rank's share, zeros otherwise.
+void embedding_forward_shard(float *out, const float *table, const int32_t *ids, int64_t tokens,
+                             int64_t vocab_local, int64_t dim, int64_t vocab_start);
+// dtable = 0, then rows of dout added for the ids in this rank's share.
+void embedding_backward_shard(float *dtable, const float *dout, const int32_t *ids, int64_t tokens,
+                              int64_t vocab_local, int64_t dim, int64_t vocab_start);
+
+// Per token over the local vocabulary: max; sum of exp(logit - max[t]).
+void logits_max(float *out, const float *logits, int64_t tokens, int64_t vocab);
+void logits_sum_exp(float *out, const float *logits, const float *max, int64_t tokens, int64_t vocab);
+// logits[t, labels[t] - vocab_start] where the label is in this share, else 0.
+void target_logit(float *out, const float *logits, const int32_t *labels, int64_t tokens, int64_t vocab,
+                  int64_t vocab_start);
+// mean over tokens of max + log(sum_exp) - target (summed in double).
+float cross_entropy_from_stats(const float *max, const float *sum_exp, const float *target, int64_t tokens);
+// dlogits = dloss * (exp(logit - max) / sum_exp - [label == column]) / tokens.
+void cross_entropy_backward_from_stats(float *dlogits, float dloss, const float *logits, const int32_t *labels,
+                                       const float *max, const float *sum_exp, int64_t tokens, int64_t vocab,
+                                       int64_t vocab_start);
+
+// A tensor viewed as [outer, dim, inner], split along `dim` over the communicator's ranks.
+// all_gather_axis: local [outer, dim_local, inner] -> whole [outer, dim_local * size, inner].
+void all_gather_axis(Communicator &comm, float *out, const float *in, int64_t outer, int64_t dim_local,
+                     int64_t inner);
+// reduce_scatter_axis: whole partial sums [outer, dim_local * size, inner] -> this rank's summed
+// share [outer, dim_local, inner].
+void reduce_scatter_axis(Communicator &comm, float *out, const float *in, int64_t outer, int64_t dim_local,
+                         int64_t inner);
+// all_slice_axis: whole [outer, dim_local * size, inner] -> this rank's share (no communication).
+void all_slice_axis(Communicator &comm, float *out, const float *in, int64_t outer, int64_t dim_local,
+                    int64_t inner);
+
+} // namespace megart::cpu

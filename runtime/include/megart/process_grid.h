@@ -1,0 +1,81 @@
+// The process grid of a parallel plan: tp x pp x dp ranks numbered in Megatron's order (tp
+// fastest, then dp, then pp),
+//   global rank = tp_rank + tp * (dp_rank + dp * pp_rank),
+// so the ranks of one tensor-parallel group are neighbours (one node), and one communicator per
+// axis joining the ranks that differ only in that axis's coordinate.
+#pragma once
+
+#include "megart/comm.h"
+#include "megart/program.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace megart {
+
+class MpiCommunicator;
+class MpiSession;
+
+struct GridShape {
+  int64_t tp = 1, pp = 1, dp = 1;
+  int64_t world() const { return tp * pp * dp; }
+  // "tp 2 x pp 1 x dp 2 = 4 ranks"
+  std::string describe() const;
+};
+
+struct GridCoord {
+  int64_t tp = 0, pp = 0, dp = 0;
+};
+
+// The plan a program was compiled for; throws naming the field when a size is < 1.
+GridShape grid_shape_of(const ProgramDesc &program);
+int64_t global_rank_of(const GridShape &shape, const GridCoord &coord);
+GridCoord grid_coord_of(const GridShape &shape, int64_t global_rank);
+// What --rank-layout prints: one line per global rank with its (dp, pp, tp) coordinates.
+std::string format_rank_layout(const GridShape &shape);
+
+class ProcessGrid {
+public:
+  // One process and no MPI: every axis has size 1 and uses a SelfCommunicator.
+  static std::unique_ptr<ProcessGrid> single();
+
+  // The grid a training program runs on. Started without an MPI launcher, a 1-rank plan gets
+  // single() (MPI never starts) and a bigger plan is an error. Under mpirun, starts MPI (it is
+  // finalized when the grid is destroyed, also after an error) and checks the world size
+  // against the plan. `program` (argv[0]) appears in the suggested mpirun command.
+  static std::unique_ptr<ProcessGrid> launch(const GridShape &shape, const std::string &program);
+
+  // The grid on the ranks of `parent`, whose size must be shape.world(): parent's rank r is
+  // global rank r. Collective over `parent`. Lets a test run several grids in one MPI job.
+  static std::unique_ptr<ProcessGrid> on(const MpiCommunicator &parent, const GridShape &shape,
+                                         const std::string &program = "train");
+
+  ~ProcessGrid();
+  ProcessGrid(const ProcessGrid &) = delete;
+  ProcessGrid &operator=(const ProcessGrid &) = delete;
+
+  const GridShape &shape() const { return shape_; }
+  const GridCoord &coord() const { return coord_; }
+  int64_t global_rank() const { return global_rank_; }
+  int64_t world_size() const { return shape_.world(); }
+  bool uses_mpi() const { return uses_mpi_; }
+  Communicator &tp() const { return *tp_; }
+  Communicator &dp() const { return *dp_; }
+  Communicator &pp() const { return *pp_; }
+  Communicator &world() const { return *world_; } // every rank of the grid, in global order
+  StepContext step_context() const { return {tp_.get(), dp_.get(), pp_.get()}; }
+
+private:
+  ProcessGrid() = default;
+
+  // Declared first so that it is destroyed last: communicators are freed before MPI_Finalize.
+  std::unique_ptr<MpiSession> session_;
+  GridShape shape_;
+  GridCoord coord_;
+  int64_t global_rank_ = 0;
+  bool uses_mpi_ = false;
+  std::unique_ptr<Communicator> tp_, dp_, pp_, world_;
+};
+
+} // namespace megart

@@ -1,0 +1,37 @@
+// Everything a rank checks and allocates before it trains: the program, the flags against it,
+// the parameter layout, the data, the output folders, then the weights (initialised or loaded)
+// and, on the logging rank, the metrics file. Split from train_main so the ranks can agree that
+// every one of them is ready before any starts training.
+#pragma once
+
+#include "megart/metrics.h"
+#include "megart/param_store.h"
+#include "megart/process_grid.h"
+#include "megart/program.h"
+#include "megart/train_data.h"
+#include "megart/train_flags.h"
+
+#include <memory>
+#include <ostream>
+
+namespace megart {
+
+struct TrainSetup {
+  std::unique_ptr<TrainData> data;
+  std::unique_ptr<ParamStore> store; // this rank's blocks
+  std::unique_ptr<MetricsFile> metrics; // global rank 0 only, opened by open_metrics
+};
+
+// The checks (throwing megart::Error naming the thing, the value and the fix) and the
+// allocations. Local to this rank: no collectives, so a failing rank cannot leave others waiting.
+// Resolves the flags' defaults in place.
+TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program, const ProcessGrid &grid);
+
+// Opens --metrics-file on global rank 0 (it truncates the file, so only once every rank is ready).
+void open_metrics(TrainSetup &setup, const TrainFlags &flags, const ProcessGrid &grid);
+
+// The start-up summary global rank 0 prints: program, plan, parameters, data, schedule.
+void print_header(std::ostream &out, const ProgramDesc &program, const TrainFlags &flags,
+                  const ProcessGrid &grid, const TrainSetup &setup);
+
+} // namespace megart

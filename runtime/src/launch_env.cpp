@@ -1,0 +1,36 @@
+#include "megart/launch_env.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+
+namespace megart {
+
+namespace {
+// A variable's value as a non-negative int, or -1 when unset or not a number.
+int env_int(const char *name) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return -1;
+  char *end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  return (*end == '\0' && x >= 0 && x <= 1 << 30) ? static_cast<int>(x) : -1;
+}
+} // namespace
+
+LaunchEnv detect_launch_env() {
+  LaunchEnv env;
+  for (const auto &[size_var, rank_var] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                           std::pair{"PMI_SIZE", "PMI_RANK"}}) {
+    const int size = env_int(size_var);
+    if (size < 1)
+      continue;
+    env.under_launcher = true;
+    env.size = size;
+    env.rank = std::max(env_int(rank_var), 0);
+    return env;
+  }
+  return env;
+}
+
+} // namespace megart

@@ -1,0 +1,114 @@
+#include "megart/process_grid.h"
+
+#include "megart/comm_mpi.h"
+#include "megart/error.h"
+#include "megart/launch_env.h"
+
+#include <climits>
+#include <cstdio>
+
+namespace megart {
+
+std::string GridShape::describe() const {
+  return "tp " + std::to_string(tp) + " x pp " + std::to_string(pp) + " x dp " +
+         std::to_string(dp) + " = " + std::to_string(world()) + " rank" +
+         (world() == 1 ? "" : "s");
+}
+
+GridShape grid_shape_of(const ProgramDesc &p) {
+  auto check = [](const char *field, int64_t v) {
+    if (v < 1 || v > INT_MAX)
+      throw Error(std::string("compiled program: ") + field + " is " + std::to_string(v) +
+                  "; it must be at least 1 (regenerate the program with megac compile)");
+  };
+  check("tensor_parallel_size", p.tensor_parallel_size);
+  check("pipeline_parallel_size", p.pipeline_parallel_size);
+  check("data_parallel_size", p.data_parallel_size);
+  const GridShape shape{p.tensor_parallel_size, p.pipeline_parallel_size, p.data_parallel_size};
+  if (shape.world() > INT_MAX) // MPI numbers ranks with int
+    throw Error("compiled program: " + shape.describe() + " is more ranks than MPI can number");
+  return shape;
+}
+
+int64_t global_rank_of(const GridShape &s, const GridCoord &c) {
+  return c.tp + s.tp * (c.dp + s.dp * c.pp);
+}
+
+GridCoord grid_coord_of(const GridShape &s, int64_t g) {
+  if (g < 0 || g >= s.world())
+    throw Error("global rank " + std::to_string(g) + " is outside the grid " + s.describe());
+  GridCoord c;
+  c.tp = g % s.tp;
+  c.dp = (g / s.tp) % s.dp;
+  c.pp = g / (s.tp * s.dp);
+  return c;
+}
+
+std::string format_rank_layout(const GridShape &s) {
+  std::string text = "rank layout: " + s.describe() +
+                     " (global rank = tp_rank + tp * (dp_rank + dp * pp_rank))\n"
+                     "  global rank    dp    pp    tp\n";
+  char line[80];
+  for (int64_t g = 0; g < s.world(); ++g) {
+    const GridCoord c = grid_coord_of(s, g);
+    std::snprintf(line, sizeof line, "  %11lld %5lld %5lld %5lld\n", static_cast<long long>(g),
+                  static_cast<long long>(c.dp), static_cast<long long>(c.pp),
+                  static_cast<long long>(c.tp));
+    text += line;
+  }
+  return text;
+}
+
+ProcessGrid::~ProcessGrid() = default;
+
+std::unique_ptr<ProcessGrid> ProcessGrid::single() {
+  std::unique_ptr<ProcessGrid> g(new ProcessGrid());
+  g->tp_ = std::make_unique<SelfCommunicator>();
+  g->dp_ = std::make_unique<SelfCommunicator>();
+  g->pp_ = std::make_unique<SelfCommunicator>();
+  g->world_ = std::make_unique<SelfCommunicator>();
+  return g;
+}
+
+namespace {
+std::string run_with(const GridShape &shape, const std::string &program) {
+  return "run mpirun -np " + std::to_string(shape.world()) + " " + program + " ...";
+}
+} // namespace
+
+std::unique_ptr<ProcessGrid> ProcessGrid::launch(const GridShape &shape,
+                                                 const std::string &program) {
+  if (!detect_launch_env().under_launcher) {
+    if (shape.world() == 1)
+      return single();
+    throw Error("the program was compiled for " + shape.describe() +
+                ", but it was started without mpirun; " + run_with(shape, program));
+  }
+  // Destroyed in reverse order if on() throws: the world handle, then the session (finalize).
+  auto session = std::make_unique<MpiSession>();
+  const std::unique_ptr<MpiCommunicator> world = MpiCommunicator::world();
+  std::unique_ptr<ProcessGrid> grid = on(*world, shape, program);
+  grid->session_ = std::move(session);
+  return grid;
+}
+
+std::unique_ptr<ProcessGrid> ProcessGrid::on(const MpiCommunicator &parent,
+                                             const GridShape &shape, const std::string &program) {
+  if (parent.size() != shape.world())
+    throw Error("the program was compiled for " + shape.describe() + ", but mpirun started " +
+                std::to_string(parent.size()) + "; " + run_with(shape, program));
+  std::unique_ptr<ProcessGrid> g(new ProcessGrid());
+  g->uses_mpi_ = true;
+  g->shape_ = shape;
+  g->global_rank_ = parent.rank();
+  const GridCoord c = g->coord_ = grid_coord_of(shape, parent.rank());
+  // Ranks with the same colour form a group; the key orders them by the axis coordinate.
+  auto color = [](int64_t v) { return static_cast<int>(v); };
+  g->tp_ = parent.split(color(c.dp + shape.dp * c.pp), color(c.tp), "tp");
+  g->dp_ = parent.split(color(c.tp + shape.tp * c.pp), color(c.dp), "dp");
+  g->pp_ = parent.split(color(c.tp + shape.tp * c.dp), color(c.pp), "pp");
+  g->world_ = parent.split(0, parent.rank(), "world");
+  return g;
+}
+
+} // namespace megart

@@ -1,0 +1,93 @@
+#include "megart/train_setup.h"
+
+#include "megart/error.h"
+#include "megart/param_layout.h"
+#include "megart/train_checkpoint.h"
+
+#include <cstdio>
+#include <string>
+
+namespace megart {
+
+namespace {
+
+// The generated table is trusted to be well-formed, but a broken one should say so rather
+// than crash inside the loop.
+void validate_program(const ProgramDesc &p) {
+  auto bad = [](const std::string &field, long long value) {
+    throw Error("compiled program: " + field + " is " + std::to_string(value) +
+                "; it must be positive (regenerate the program with megac compile)");
+  };
+  if (p.micro_batch_size < 1) bad("micro_batch_size", p.micro_batch_size);
+  if (p.seq_length < 1) bad("seq_length", p.seq_length);
+  if (p.vocab_size < 1) bad("vocab_size", p.vocab_size);
+  if (p.num_params < 1) bad("num_params", p.num_params);
+  if (p.arena_bytes < 0)
+    throw Error("compiled program: arena_bytes is " + std::to_string(p.arena_bytes) +
+                "; it must be >= 0");
+  if (!p.step)
+    throw Error("compiled program: no step function");
+  // The loop has no pipeline schedule executor yet: each stage would train as if it were the
+  // whole model.
+  if (p.pipeline_parallel_size > 1)
+    throw Error("the program was compiled for pipeline parallel size " +
+                std::to_string(p.pipeline_parallel_size) +
+                ", which this runtime cannot run yet; compile with --pp 1");
+}
+
+std::string fmt(const char *format, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, x);
+  return buf;
+}
+
+} // namespace
+
+TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
+                            const ProcessGrid &grid) {
+  validate_program(program);
+  resolve_train_flags(flags, program);
+  validate_param_layout(program.params, program.num_params, grid.shape().tp);
+  TrainSetup s;
+  s.data = std::make_unique<TrainData>(flags.data_path, program.seq_length, program.vocab_size);
+  s.data->require_samples(flags.train_iters, flags.global_batch_size);
+  if (!flags.save.empty() && grid.global_rank() == 0) // the only rank that writes checkpoints
+    check_checkpoint_dir(flags.save);
+  // Allocated only now: the model's state is the big allocation, the checks above are cheap.
+  s.store = std::make_unique<ParamStore>(program.params, program.num_params, grid.coord().tp,
+                                         grid.shape().tp);
+  if (flags.load.empty())
+    s.store->init(static_cast<uint64_t>(flags.seed));
+  else
+    s.store->load(flags.load); // each tp rank reads its own blocks of the full tensors
+  return s;
+}
+
+void open_metrics(TrainSetup &setup, const TrainFlags &flags, const ProcessGrid &grid) {
+  if (!flags.metrics_file.empty() && grid.global_rank() == 0)
+    setup.metrics = std::make_unique<MetricsFile>(MetricsFile::open(flags.metrics_file));
+}
+
+void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
+                  const ProcessGrid &grid, const TrainSetup &setup) {
+  const int64_t B = f.global_batch_size, b = p.micro_batch_size, dp = grid.shape().dp;
+  const ParamStore &store = *setup.store;
+  const TrainData &data = *setup.data;
+  out << "megart: " << (p.summary ? p.summary : "") << "\n";
+  if (grid.world_size() > 1)
+    out << "  parallel: " << grid.shape().describe() << " (--rank-layout prints which is which)\n";
+  out << "  parameters: " << store.num_tensor_elements() << " in " << store.tensors().size()
+      << " tensors; " << (f.load.empty() ? "initialised with seed " + std::to_string(f.seed)
+                                         : "loaded from " + f.load)
+      << "\n"
+      << "  data: " << f.data_path << ": " << data.dataset().num_tokens() << " tokens, "
+      << data.num_samples() << " samples of " << p.seq_length << "+1 tokens; using "
+      << f.train_iters * B << (f.shuffle ? " in shuffled order" : " in dataset order") << "\n"
+      << "  training: " << f.train_iters << " iterations, global batch " << B << " = "
+      << (dp > 1 ? "dp " + std::to_string(dp) + " x " : std::string()) << B / (b * dp)
+      << " x micro batch " << b << ", lr " << fmt("%g", f.lr) << " (" << f.lr_decay_style
+      << " to " << fmt("%g", f.min_lr) << ", warmup " << f.lr_warmup_iters << "), clip-grad "
+      << fmt("%g", f.clip_grad) << std::endl;
+}
+
+} // namespace megart

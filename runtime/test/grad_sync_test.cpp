@@ -1,0 +1,98 @@
+// Data-parallel buckets and the tensor-parallel gradient norm against a communicator that
+// records what it is asked to do.
+#include "megart/grad_norm.h"
+#include "megart/grad_sync.h"
+#include "megart/optimizer.h"
+#include "megart/param_store.h"
+
+#include "train_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace {
+
+// Rank `rank` of `size`; all-reduces add nothing (as if the other ranks held zeros) but are
+// recorded.
+class RecordingComm final : public megart::Communicator {
+public:
+  RecordingComm(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce_sum(float *data, int64_t n) override { float_calls.push_back({data, n}); }
+  void all_reduce_max(float *, int64_t) override {}
+  void all_reduce_sum(double *, int64_t n) override { double_calls += n; }
+  void all_gather(float *, const float *, int64_t) override {}
+  void reduce_scatter_sum(float *, const float *, int64_t) override {}
+  void broadcast(float *, int64_t, int) override {}
+  void barrier() override {}
+
+  std::vector<std::pair<float *, int64_t>> float_calls;
+  int64_t double_calls = 0;
+
+private:
+  int rank_, size_;
+};
+
+} // namespace
+
+TEST(GradSync, OneAllReducePerBucket) {
+  std::vector<float> g(100);
+  RecordingComm dp(0, 2);
+  EXPECT_EQ(megart::all_reduce_in_buckets(dp, g.data(), 100, 30), 4);
+  ASSERT_EQ(dp.float_calls.size(), 4u);
+  const int64_t sizes[] = {30, 30, 30, 10};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(dp.float_calls[i].first, g.data() + 30 * i);
+    EXPECT_EQ(dp.float_calls[i].second, sizes[i]);
+  }
+  RecordingComm one(0, 2);
+  EXPECT_EQ(megart::all_reduce_in_buckets(one, g.data(), 100, megart::kDefaultDdpBucketSize), 1);
+  EXPECT_THROW(megart::all_reduce_in_buckets(one, g.data(), 100, 0), megart::Error);
+}
+
+TEST(GradSync, GradientsShareOneAlignedAllocation) {
+  const train_test::Program p = train_test::bigram_program<2, true>(); // 3 params: 128, 128, 16
+  megart::ParamStore store(p.params.data(), 3);
+  const float *begin = store.flat_grads(), *end = begin + store.flat_grads_numel();
+  for (int64_t i = 0; i < store.size(); ++i) {
+    EXPECT_GE(store.grad(i), begin);
+    EXPECT_LE(store.grad(i) + store.numel(i), end);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(store.grad(i)) % 64, 0u) << "grad " << i;
+    EXPECT_EQ(store.grad_table()[i], store.grad(i));
+  }
+  store.grad(2)[3] = 1.0f;
+  store.zero_grads();
+  EXPECT_EQ(store.grad(2)[3], 0.0f);
+}
+
+TEST(GradNorm, ReplicatedParametersCountOnceOverTp) {
+  // tp rank 1 of 2 holds rows 8..15 of w and the whole (replicated) bias b.
+  const train_test::Program p = train_test::bigram_tp_program<2>(2);
+  megart::ParamStore store(p.params.data(), 2, /*tp_rank=*/1, /*tp_size=*/2);
+  EXPECT_TRUE(store.tp_split(0));
+  EXPECT_FALSE(store.tp_split(1));
+  EXPECT_EQ(store.desc(0).offsets[0], 8);
+  std::fill(store.grad(0), store.grad(0) + store.numel(0), 0.5f);
+  std::fill(store.grad(1), store.grad(1) + store.numel(1), 3.0f);
+  RecordingComm rank1(1, 2), rank0(0, 2);
+  // The recording all-reduce adds nothing: the result is this rank's share alone.
+  EXPECT_DOUBLE_EQ(megart::model_grad_norm(store, rank1), std::sqrt(128 * 0.25));
+  EXPECT_DOUBLE_EQ(megart::model_grad_norm(store, rank0), std::sqrt(128 * 0.25 + 16 * 9.0));
+  EXPECT_EQ(rank1.double_calls, 1);
+}
+
+TEST(GradNorm, OneRankIsTheGlobalNorm) {
+  const train_test::Program p = train_test::bigram_program<2, true>();
+  megart::ParamStore store(p.params.data(), 3);
+  std::vector<std::pair<const float *, int64_t>> all;
+  for (int64_t i = 0; i < store.size(); ++i) {
+    for (int64_t j = 0; j < store.numel(i); ++j)
+      store.grad(i)[j] = 0.01f * static_cast<float>((i + 1) * (j % 7) - 3);
+    all.emplace_back(store.grad(i), store.numel(i));
+  }
+  megart::SelfCommunicator self;
+  EXPECT_EQ(megart::model_grad_norm(store, self), megart::global_grad_norm(all));
+}

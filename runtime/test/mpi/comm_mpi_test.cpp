@@ -1,0 +1,118 @@
+// Every collective of MpiCommunicator against values computed by hand, on the whole world
+// (2 or 4 ranks) and on groups of 2.
+#include "megart/error.h"
+
+#include "mpi_test_util.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+using ::testing::HasSubstr;
+
+namespace {
+
+constexpr int64_t kN = 5; // odd: no accidental alignment
+
+void check_collectives(megart::Communicator &c) {
+  const int r = c.rank(), n = c.size();
+  const float fr = static_cast<float>(r);
+
+  std::vector<float> sum(kN);
+  for (int64_t i = 0; i < kN; ++i)
+    sum[i] = fr + 1 + 0.5f * i;
+  c.all_reduce_sum(sum.data(), kN);
+  for (int64_t i = 0; i < kN; ++i)
+    EXPECT_EQ(sum[i], n * (n + 1) / 2.0f + n * 0.5f * i) << "all_reduce_sum " << i;
+
+  // Largest on rank 1 (not the first or the last rank): -10 (r - 1)^2 - i.
+  std::vector<float> mx(kN);
+  for (int64_t i = 0; i < kN; ++i)
+    mx[i] = -10.0f * (fr - 1) * (fr - 1) - i;
+  c.all_reduce_max(mx.data(), kN);
+  for (int64_t i = 0; i < kN; ++i)
+    EXPECT_EQ(mx[i], n > 1 ? -1.0f * i : -10.0f - i) << "all_reduce_max " << i;
+
+  std::vector<double> dsum(kN);
+  for (int64_t i = 0; i < kN; ++i)
+    dsum[i] = 1e-3 * (r + 1) + 1e12 * i; // needs double: 1e12 + 1e-3 is lost in float
+  c.all_reduce_sum(dsum.data(), kN);
+  for (int64_t i = 0; i < kN; ++i)
+    EXPECT_NEAR(dsum[i], 1e-3 * n * (n + 1) / 2 + 1e12 * n * i, 1e-4) << "double sum " << i;
+
+  std::vector<float> in(kN), gathered(kN * n, -1);
+  for (int64_t i = 0; i < kN; ++i)
+    in[i] = 100.0f * fr + i;
+  c.all_gather(gathered.data(), in.data(), kN);
+  for (int q = 0; q < n; ++q)
+    for (int64_t i = 0; i < kN; ++i)
+      EXPECT_EQ(gathered[q * kN + i], 100.0f * q + i) << "all_gather chunk " << q;
+  // In place: this rank's chunk already sits at out + rank * n.
+  std::vector<float> inplace(kN * n, -1);
+  std::copy(in.begin(), in.end(), inplace.begin() + r * kN);
+  c.all_gather(inplace.data(), inplace.data() + r * kN, kN);
+  EXPECT_EQ(inplace, gathered);
+
+  // Chunk q of every rank's input is summed into rank q's output.
+  std::vector<float> rs_in(kN * n), rs_out(kN, -1);
+  for (int q = 0; q < n; ++q)
+    for (int64_t i = 0; i < kN; ++i)
+      rs_in[q * kN + i] = 1000.0f * (fr + 1) + 10.0f * q + i;
+  c.reduce_scatter_sum(rs_out.data(), rs_in.data(), kN);
+  for (int64_t i = 0; i < kN; ++i)
+    EXPECT_EQ(rs_out[i], 1000.0f * n * (n + 1) / 2 + n * (10.0f * r + i)) << "reduce_scatter " << i;
+  c.reduce_scatter_sum(rs_in.data(), rs_in.data(), kN); // in place: result in the first chunk
+  EXPECT_EQ(std::vector<float>(rs_in.begin(), rs_in.begin() + kN), rs_out);
+
+  const int root = n - 1;
+  std::vector<float> b(kN, r == root ? 7.5f : -1.0f);
+  c.broadcast(b.data(), kN, root);
+  EXPECT_EQ(b, std::vector<float>(kN, 7.5f));
+
+  c.barrier();
+}
+
+} // namespace
+
+TEST(MpiComm, CollectivesOnTheWorld) {
+  auto w = mpi_test::world();
+  EXPECT_EQ(w->size(), mpi_test::world_size());
+  EXPECT_EQ(w->rank(), mpi_test::world_rank());
+  check_collectives(*w);
+}
+
+TEST(MpiComm, CollectivesOnGroupsOfTwo) {
+  if (mpi_test::world_size() % 2 != 0)
+    GTEST_SKIP() << "needs an even number of ranks";
+  auto pair = mpi_test::group_of(2);
+  EXPECT_EQ(pair->size(), 2);
+  EXPECT_EQ(pair->rank(), mpi_test::world_rank() % 2);
+  EXPECT_EQ(pair->axis(), "group of 2");
+  check_collectives(*pair);
+}
+
+TEST(MpiComm, LongAllReduceAndEmptyCalls) {
+  auto w = mpi_test::world();
+  std::vector<float> big(1 << 20, 1.0f);
+  w->all_reduce_sum(big.data(), static_cast<int64_t>(big.size()));
+  EXPECT_EQ(big.front(), static_cast<float>(w->size()));
+  EXPECT_EQ(big.back(), static_cast<float>(w->size()));
+  w->all_reduce_sum(big.data(), 0); // nothing to do, nothing fails
+}
+
+TEST(MpiComm, ErrorsNameTheCallAndTheAxis) {
+  auto pair = mpi_test::world()->split(0, mpi_test::world_rank(), "tp");
+  float x = 0;
+  try {
+    pair->broadcast(&x, 1, pair->size());
+    FAIL() << "broadcast from a rank outside the axis";
+  } catch (const megart::Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("broadcast over the tp axis from root " +
+                                    std::to_string(pair->size())));
+  }
+  try {
+    pair->all_gather(&x, &x, int64_t{1} << 32);
+    FAIL() << "an all_gather beyond MPI's int count";
+  } catch (const megart::Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("all_gather over the tp axis got 4294967296 elements"));
+  }
+}

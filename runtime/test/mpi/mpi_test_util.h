@@ -1,0 +1,70 @@
+// Shared pieces of the MPI tests: the world, sub-groups of it, and a temporary folder every rank
+// of a group sees (one checkpoint file written by one rank and read by the others).
+#pragma once
+
+#include "megart/comm_mpi.h"
+
+#include "train_test_util.h"
+
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpi_test {
+
+inline std::unique_ptr<megart::MpiCommunicator> world() { return megart::MpiCommunicator::world(); }
+
+// Consecutive groups of `size` world ranks ({0, 1}, {2, 3} for size 2).
+inline std::unique_ptr<megart::MpiCommunicator> group_of(int size) {
+  auto w = world();
+  return w->split(w->rank() / size, w->rank(), "group of " + std::to_string(size));
+}
+
+inline int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+inline int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// rank 0 of the group creates it; the others get its name. Removed after every rank is done.
+class SharedTempDir {
+public:
+  explicit SharedTempDir(megart::MpiCommunicator &group) : group_(group) {
+    std::vector<float> name(256, 0.0f); // sent as floats: the Communicator moves floats
+    if (group.rank() == 0) {
+      char tmpl[] = "/tmp/megart-mpi-XXXXXX";
+      if (!mkdtemp(tmpl))
+        throw std::runtime_error("mkdtemp failed");
+      for (size_t i = 0; tmpl[i]; ++i)
+        name[i] = static_cast<float>(tmpl[i]);
+    }
+    group.broadcast(name.data(), static_cast<int64_t>(name.size()), 0);
+    for (float c : name)
+      if (c != 0)
+        path_ += static_cast<char>(c);
+  }
+  ~SharedTempDir() {
+    group_.barrier();
+    if (group_.rank() == 0)
+      std::filesystem::remove_all(path_);
+  }
+  std::string operator/(const std::string &name) const { return path_ + "/" + name; }
+
+private:
+  megart::MpiCommunicator &group_;
+  std::string path_;
+};
+
+} // namespace mpi_test
