@@ -45,8 +45,9 @@ Error megac::validatePlan(const ParallelPlan &plan, const ModelSpec &spec) {
   if (plan.sp && plan.tp == 1)
     return fail("--sequence-parallel splits the sequence over the tensor-parallel ranks, so it needs "
                 "--tensor-model-parallel-size > 1 (got 1)");
-  if (plan.sp)
-    return fail("--sequence-parallel is not implemented yet (see docs/status.md)");
+  if (plan.sp && spec.seqLength % plan.tp != 0)
+    return fail("seq_length (" + Twine(spec.seqLength) + ") is not divisible by tensor parallel size (" +
+                Twine(plan.tp) + "), which --sequence-parallel splits it by");
   if (plan.pp > 1)
     return fail("--pipeline-model-parallel-size " + Twine(plan.pp) + " is not implemented yet (issue [4])");
   return Error::success();

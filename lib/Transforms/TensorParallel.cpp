@@ -57,7 +57,8 @@ std::optional<int64_t> reshapeSplitDim(ArrayRef<int64_t> in, ArrayRef<int64_t> o
 
 class Sharder {
 public:
-  Sharder(ModuleOp module, int64_t tp, StringRef grid) : module(module), tp(tp), grid(grid.str()) {}
+  Sharder(ModuleOp module, int64_t tp, bool sequenceParallel, StringRef grid)
+      : module(module), tp(tp), sp(sequenceParallel), grid(grid.str()) {}
 
   LogicalResult run(func::FuncOp entry) {
     SmallVector<Sharding> results;
@@ -96,8 +97,11 @@ private:
       // A layer function is shared by all layers: its inputs are whole, never partial sums.
       Sharding s = get(operand.get());
       if (s.isPartial()) {
-        operand.set(convert(operand.get(), Sharding::replicated(), call, "partial sums reduced before the layer call"));
-        s = Sharding::replicated();
+        Sharding to = seqSplittable(operand.get()) ? Sharding::split(kSeqDim) : Sharding::replicated();
+        operand.set(convert(operand.get(), to, call,
+                            to.isSplit() ? "sequence parallel: partial sums reduce-scattered along the sequence"
+                                         : "partial sums reduced before the layer call"));
+        s = to;
       }
       args.push_back(s);
     }
@@ -199,8 +203,17 @@ private:
 
   LogicalResult localizeTypes();
 
+  /// With sequence parallelism, an activation [batch, seq, hidden] outside the tensor-parallel
+  /// regions is split along the sequence.
+  bool seqSplittable(Value v) const {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return sp && t && t.getRank() == 3 && t.getShape()[1] % tp == 0;
+  }
+  static constexpr int64_t kSeqDim = 1;
+
   ModuleOp module;
   int64_t tp;
+  bool sp;
   std::string grid;
   DenseMap<Value, Sharding> shardings;
   SmallVector<Value> values;
@@ -226,6 +239,9 @@ LogicalResult Sharder::shardMatmul(tx::MatmulOp op) {
     result = rep;
   } else if (!a.isSplit() && is(w, nDim)) {
     result = Sharding::split(outRank - 1); // column-parallel
+  } else if (a.isSplit() && a.dim != kLhs && is(w, nDim)) {
+    require(op, 0, rep, "sequence parallel: all-gather along the sequence before a column-parallel layer");
+    result = Sharding::split(outRank - 1);
   } else if (is(a, kLhs) && is(w, kRhs)) {
     result = Sharding::partial(); // row-parallel: each rank sums its share of k
   } else if (is(a, kLhs) && !w.isSplit()) {
@@ -253,6 +269,23 @@ LogicalResult Sharder::shardBroadcastBinary(Operation *op, bool linear) {
   if (linear && a.isPartial() && b.isPartial() && offset == 0) {
     set(op->getResult(0), a); // a sum of partial sums is a partial sum
     return success();
+  }
+  if (seqSplittable(op->getOperand(0)) && offset == 0 && (a.isPartial() || b.isPartial())) {
+    // Sequence parallelism: the row-parallel output is reduce-scattered into the residual stream.
+    for (unsigned i = 0; i < 2; ++i)
+      require(op, i, Sharding::split(kSeqDim),
+              get(op->getOperand(i)).isPartial()
+                  ? "sequence parallel: row-parallel output reduce-scattered along the sequence (Megatron's g)"
+                  : "sequence parallel: residual stream split along the sequence");
+    set(op->getResult(0), Sharding::split(kSeqDim));
+    return success();
+  }
+  if (seqSplittable(op->getOperand(0)) && a.isPartial()) { // + a bias or positions
+    bool rowParallel = isa_and_nonnull<tx::MatmulOp>(op->getOperand(0).getDefiningOp());
+    require(op, 0, Sharding::split(kSeqDim),
+            rowParallel ? "sequence parallel: row-parallel output reduce-scattered along the sequence (Megatron's g)"
+                        : "sequence parallel: embedding reduce-scattered along the sequence");
+    a = get(op->getOperand(0));
   }
   requireWhole(op, 0);
   requireWhole(op, 1);
@@ -337,7 +370,9 @@ LogicalResult Sharder::shardOp(Operation *op) {
         return success();
       })
       .Case([&](tx::ParamGradOp g) {
-        require(g, 1, get(g.getParam()), "gradient sharded like its parameter");
+        require(g, 1, get(g.getParam()),
+                get(g.getGrad()).isPartial() ? "sequence parallel: norm weight gradient summed over tp"
+                                             : "gradient sharded like its parameter");
         return success();
       })
       .Case([&](tx::ZerosOp z) {
@@ -379,18 +414,28 @@ LogicalResult Sharder::shardOp(Operation *op) {
         return success();
       })
       .Case<tx::LayerNormOp, tx::RmsNormOp>([&](Operation *n) {
-        for (unsigned i = 0; i < n->getNumOperands(); ++i)
-          require(n, i, Sharding::replicated(),
-                  i == 0 ? "norm input whole (reduces partial sums of a row-parallel layer)" : "norm weights whole");
-        set(n->getResult(0), Sharding::replicated());
+        // Norms work on whole rows; with sequence parallelism, on the local sequence shard.
+        Sharding x = get(n->getOperand(0));
+        Sharding s = x.isSplit() && x.dim != rankOf(n->getOperand(0)) - 1 ? x : Sharding::replicated();
+        require(n, 0, s, "norm input whole rows (reduces partial sums of a row-parallel layer)");
+        for (unsigned i = 1; i < n->getNumOperands(); ++i)
+          require(n, i, Sharding::replicated(), "norm weights whole");
+        set(n->getResult(0), s);
         return success();
       })
       .Case<tx::LayerNormGradOp, tx::RmsNormGradOp>([&](Operation *n) {
-        for (unsigned i = 0; i < n->getNumOperands(); ++i)
-          require(n, i, Sharding::replicated(),
-                  i == 0 ? "column-parallel input gradient (Megatron's f, backward)" : "norm operands whole");
-        for (Value r : n->getResults())
-          set(r, Sharding::replicated());
+        Sharding x = get(n->getOperand(1));
+        bool seq = x.isSplit() && x.dim != rankOf(n->getOperand(1)) - 1;
+        Sharding s = seq ? x : Sharding::replicated();
+        require(n, 0, s,
+                seq ? "sequence parallel: column-parallel input gradient reduce-scattered (Megatron's f, backward)"
+                    : "column-parallel input gradient (Megatron's f, backward)");
+        require(n, 1, s, "norm input as in the forward");
+        require(n, 2, Sharding::replicated(), "norm weights whole");
+        set(n->getResult(0), s);
+        // Each rank saw its own tokens: the weight (and bias) gradients are partial sums.
+        for (Value r : n->getResults().drop_front())
+          set(r, seq ? Sharding::partial() : Sharding::replicated());
         return success();
       })
       .Case<tx::GeluOp, tx::GeluGradOp, tx::SwigluOp, tx::SwigluGradOp, tx::DropoutOp>(
@@ -506,7 +551,7 @@ struct TensorParallelPass : public megac::impl::TensorParallelBase<TensorParalle
       module.emitError("megac-tensor-parallel: no @train_step; run megac-autodiff first");
       return signalPassFailure();
     }
-    if (failed(Sharder(module, tp, "grid").run(entry)))
+    if (failed(Sharder(module, tp, sequenceParallel, "grid").run(entry)))
       return signalPassFailure();
   }
 };

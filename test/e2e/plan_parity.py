@@ -35,15 +35,15 @@ def metrics(path):
 
 
 def plan_flags(plan):
-    """'tp2dp2' -> ['--tp', '2', '--dp', '2'] and the world size."""
+    """'tp2dp2' -> ['--tp', '2', '--dp', '2'] and the world size; 'sp' (no size) -> ['--sp']."""
     flags, world, rest = [], 1, plan
     while rest:
         axis, rest = rest[:2], rest[2:]
         digits = ""
         while rest and rest[0].isdigit():
             digits, rest = digits + rest[0], rest[1:]
-        flags += [f"--{axis}", digits]
-        world *= int(digits)
+        flags += [f"--{axis}"] + ([digits] if digits else [])
+        world *= int(digits) if digits else 1
     return flags, world
 
 

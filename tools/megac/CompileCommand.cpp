@@ -161,7 +161,7 @@ int megac::runCompile() {
     return 1;
 
   mlir::PassManager shardPm(&context);
-  shardPm.addPass(createTensorParallel({plan.tp, plan.dp, plan.pp}));
+  shardPm.addPass(createTensorParallel({plan.tp, plan.dp, plan.pp, plan.sp}));
   if (failed(shardPm.run(*module)))
     return fail("megac-tensor-parallel failed (see the error above)");
   if (!dumper.dump("tensor-parallel.mlir", [&](raw_ostream &os) { module->print(os); }))

@@ -39,11 +39,18 @@ def TensorParallel : Pass<"megac-tensor-parallel", "mlir::ModuleOp"> {
     layer forward, two backward), the cross-entropy over vocabulary-split logits is built from
     three all-reduced statistics, and an embedding over a vocabulary-split table gives a
     partial sum. Types become the rank-local shapes.
+
+    With `sequence-parallel`, activations between the tensor-parallel regions stay split along
+    the sequence: partial sums of a row-parallel layer are reduce-scattered instead of
+    all-reduced, column-parallel layers all-gather their input, norms work on the local
+    sequence shard and their weights' gradients are all-reduced over tp.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", "1", "tensor parallel size">,
     Option<"dp", "dp", "int64_t", "1", "data parallel size (grid shape only)">,
     Option<"pp", "pp", "int64_t", "1", "pipeline parallel size (grid shape only)">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "keep the residual stream split along the sequence between layers (Megatron's --sequence-parallel)">,
   ];
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
 }
