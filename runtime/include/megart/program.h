@@ -26,6 +26,10 @@ struct ParamDesc {
   // Tensor parallelism: the dimension split over the tp ranks (-1: every tp rank holds the
   // same block). `offsets` are tp rank 0's; rank r's block starts r * shape[dim] further.
   int32_t tp_split_dim = -1;
+  // Vocabulary padding (Megatron's --make-vocab-size-divisible-by): the block may reach past
+  // full_shape; elements outside the checkpoint tensor are padding - zero at start, never loaded
+  // or saved, and their gradients are zero.
+  bool padded = false;
 };
 
 // What a step needs besides tensors: the communicators of the rank's grid axes (size-1
