@@ -108,9 +108,12 @@ def Tx_AttentionGradOp : Tx_Op<"attention_grad", [Pure, AllTypesMatch<["grad", "
 
 def Tx_CrossEntropyGradOp : Tx_Op<"cross_entropy_grad", [Pure, AllTypesMatch<["logits", "result"]>]> {
   let summary = "gradient of tx.cross_entropy with respect to the logits";
-  let arguments = (ins Tx_FloatScalar:$grad, Tx_FloatTensor:$logits, Tx_IdTensor:$labels);
+  let arguments = (ins Tx_FloatScalar:$grad, Tx_FloatTensor:$logits, Tx_IdTensor:$labels,
+                       OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs Tx_FloatTensor:$result);
-  let assemblyFormat = "$grad `,` $logits `,` $labels attr-dict `:` type($grad) `,` type($logits) `,` type($labels)";
+  let assemblyFormat = [{
+    $grad `,` $logits `,` $labels (`vocab_size` $vocab_size^)? attr-dict `:` type($grad) `,` type($logits) `,` type($labels)
+  }];
   let hasVerifier = 1;
 }
 

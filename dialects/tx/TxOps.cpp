@@ -38,10 +38,11 @@ LogicalResult ParamOp::verify() {
                          << " and full shape " << shapeString(full) << " must have rank "
                          << shape.size() << " like the result " << shapeString(shape);
   for (auto [dim, offset] : llvm::enumerate(offsets))
-    if (offset < 0 || offset + shape[dim] > full[dim])
+    if (offset < 0 || offset > full[dim] || (!getPadded() && offset + shape[dim] > full[dim]))
       return emitOpError() << "'" << getName() << "' block " << shapeString(shape) << " at "
                            << shapeString(offsets) << " does not fit in the full shape "
-                           << shapeString(full) << " (dimension " << dim << ")";
+                           << shapeString(full) << " (dimension " << dim << ")"
+                           << (getPadded() ? "" : "; only a `padded` block may reach past it");
   return success();
 }
 

@@ -21,7 +21,9 @@ def Tx_ParamOp : Tx_Op<"param", [Pure]> {
     checkpoint tensor (GPT-2's `c_attn`) is split into query, key and value, and how a tensor
     parallel rank holds its shard. `tp_split d` (after sharding) says the value is split along
     dimension d over the tensor-parallel ranks: `offsets` are rank 0's, rank r's block starts
-    r * (its size along d) further. `init` says how training initialises it without a checkpoint.
+    r * (its size along d) further. `padded` lets the block reach past the checkpoint tensor:
+    the vocabulary padding of Megatron's --make-vocab-size-divisible-by, zero and never saved.
+    `init` says how training initialises it without a checkpoint.
     Rank-1 parameters (biases, norm weights) get no weight decay.
 
     ```mlir
@@ -30,11 +32,11 @@ def Tx_ParamOp : Tx_Op<"param", [Pure]> {
     ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$offsets,
-                       OptionalAttr<DenseI64ArrayAttr>:$full_shape, OptionalAttr<I64Attr>:$tp_split,
-                       Tx_ParamInit:$init, OptionalAttr<F64Attr>:$std);
+                       OptionalAttr<DenseI64ArrayAttr>:$full_shape, UnitAttr:$padded,
+                       OptionalAttr<I64Attr>:$tp_split, Tx_ParamInit:$init, OptionalAttr<F64Attr>:$std);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = [{
-    $name (`at` $offsets^ `of` $full_shape)? (`tp_split` $tp_split^)? `init` `(` $init (`,` `std` `=` $std^)? `)`
+    $name (`at` $offsets^ `of` $full_shape)? (`padded` $padded^)? (`tp_split` $tp_split^)? `init` `(` $init (`,` `std` `=` $std^)? `)`
     attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
@@ -205,11 +207,14 @@ def Tx_CrossEntropyOp : Tx_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<
   let summary = "softmax cross-entropy, mean over all tokens";
   let description = [{
     `logits` is `[..., vocab]`, `labels` has the leading dimensions of `logits`. The result is
-    the mean over all label positions of `-log softmax(logits)[label]`.
+    the mean over all label positions of `-log softmax(logits)[label]`. With `vocab_size`, only
+    the first `vocab_size` columns are real; the rest is vocabulary padding, left out of the softmax.
   }];
-  let arguments = (ins Tx_FloatTensor:$logits, Tx_IdTensor:$labels);
+  let arguments = (ins Tx_FloatTensor:$logits, Tx_IdTensor:$labels, OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs Tx_FloatScalar:$result);
-  let assemblyFormat = "$logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->` type($result)";
+  let assemblyFormat = [{
+    $logits `,` $labels (`vocab_size` $vocab_size^)? attr-dict `:` type($logits) `,` type($labels) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 

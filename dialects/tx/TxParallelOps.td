@@ -10,17 +10,23 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Tx_LogitsMaxOp : Tx_Op<"logits_max", [Pure]> {
   let summary = "max over the (local) vocabulary: [..., V] -> [...]";
-  let arguments = (ins Tx_FloatTensor:$logits);
+  let description = [{
+    With `vocab_size`, columns past the real vocabulary (padding) are left out; with the logits
+    split over tp, that counts the columns of the whole vocabulary.
+  }];
+  let arguments = (ins Tx_FloatTensor:$logits, OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs Tx_FloatTensor:$result);
-  let assemblyFormat = "$logits attr-dict `:` type($logits) `->` type($result)";
+  let assemblyFormat = "$logits (`vocab_size` $vocab_size^)? attr-dict `:` type($logits) `->` type($result)";
   let hasVerifier = 1;
 }
 
 def Tx_LogitsSumExpOp : Tx_Op<"logits_sum_exp", [Pure]> {
   let summary = "sum over the (local) vocabulary of exp(logits - max)";
-  let arguments = (ins Tx_FloatTensor:$logits, Tx_FloatTensor:$max);
+  let arguments = (ins Tx_FloatTensor:$logits, Tx_FloatTensor:$max, OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs Tx_FloatTensor:$result);
-  let assemblyFormat = "$logits `,` $max attr-dict `:` type($logits) `,` type($max) `->` type($result)";
+  let assemblyFormat = [{
+    $logits `,` $max (`vocab_size` $vocab_size^)? attr-dict `:` type($logits) `,` type($max) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 
@@ -49,10 +55,12 @@ def Tx_CrossEntropyGradFromStatsOp : Tx_Op<"cross_entropy_grad_from_stats", [Pur
     the one-hot only marks labels in this rank's share of the vocabulary.
   }];
   let arguments = (ins Tx_FloatScalar:$grad, Tx_FloatTensor:$logits, Tx_IdTensor:$labels,
-                       Tx_FloatTensor:$max, Tx_FloatTensor:$sum_exp, UnitAttr:$vocab_parallel);
+                       Tx_FloatTensor:$max, Tx_FloatTensor:$sum_exp, UnitAttr:$vocab_parallel,
+                       OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = [{
-    $grad `,` $logits `,` $labels `,` $max `,` $sum_exp (`vocab_parallel` $vocab_parallel^)? attr-dict
+    $grad `,` $logits `,` $labels `,` $max `,` $sum_exp (`vocab_parallel` $vocab_parallel^)?
+    (`vocab_size` $vocab_size^)? attr-dict
     `:` type($grad) `,` type($logits) `,` type($labels) `,` type($max)
   }];
   let hasVerifier = 1;

@@ -127,6 +127,7 @@ SmallVector<Value> AttentionOp::buildVjp(OpBuilder &b, ValueRange cot) {
 }
 
 SmallVector<Value> CrossEntropyOp::buildVjp(OpBuilder &b, ValueRange cot) {
-  Value logits = CrossEntropyGradOp::create(b, getLoc(), cot[0], getLogits(), getLabels());
+  Value logits = CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), cot[0], getLogits(), getLabels(),
+                                            getVocabSizeAttr());
   return {logits, nullptr};
 }

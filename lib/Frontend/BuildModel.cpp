@@ -26,10 +26,10 @@ struct LayerParam {
 
 class ModelBuilder {
 public:
-  ModelBuilder(MLIRContext &context, const ModelSpec &spec, int64_t microBatch)
+  ModelBuilder(MLIRContext &context, const ModelSpec &spec, int64_t microBatch, int64_t paddedVocab)
       : b(&context), loc(b.getUnknownLoc()), s(spec), gpt2(spec.family == "gpt2"),
         B(microBatch), S(spec.seqLength), H(spec.hiddenSize), heads(spec.numAttentionHeads),
-        groups(spec.numQueryGroups), D(spec.headDim()), F(spec.ffnHiddenSize), V(spec.vocabSize),
+        groups(spec.numQueryGroups), D(spec.headDim()), F(spec.ffnHiddenSize), V(spec.vocabSize), Vp(paddedVocab),
         outputStd(0.02 / std::sqrt(2.0 * spec.numLayers)) {}
 
   OwningOpRef<ModuleOp> build() {
@@ -109,16 +109,24 @@ private:
     }
   }
 
+  /// A [vocab, hidden] table with the padded vocabulary's rows; the checkpoint has V of them.
+  Value vocabTable(const std::string &name) {
+    if (Vp == V)
+      return declareParam(name, {V, H}, tx::ParamInit::Normal, 0.02);
+    return declareParam(name, {Vp, H}, tx::ParamInit::Normal, 0.02, {0, 0}, {V, H}, /*padded=*/true);
+  }
+
   Value declareParam(const std::string &name, ArrayRef<int64_t> shape, tx::ParamInit init,
                      std::optional<double> std = std::nullopt, ArrayRef<int64_t> offsets = {},
-                     ArrayRef<int64_t> fullShape = {}) {
+                     ArrayRef<int64_t> fullShape = {}, bool padded = false) {
     DenseI64ArrayAttr offsetsAttr, fullAttr;
     if (!offsets.empty()) {
       offsetsAttr = b.getDenseI64ArrayAttr(offsets);
       fullAttr = b.getDenseI64ArrayAttr(fullShape);
     }
     FloatAttr stdAttr = std ? b.getF64FloatAttr(*std) : FloatAttr();
-    return tx::ParamOp::create(b, loc, f32(shape), b.getStringAttr(name), offsetsAttr, fullAttr, IntegerAttr(),
+    return tx::ParamOp::create(b, loc, f32(shape), b.getStringAttr(name), offsetsAttr, fullAttr,
+                               padded ? b.getUnitAttr() : UnitAttr(), IntegerAttr(),
                                tx::ParamInitAttr::get(b.getContext(), init), stdAttr);
   }
 
@@ -225,8 +233,7 @@ private:
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToEnd(fn.addEntryBlock());
 
-    Value wte = declareParam(gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight", {V, H},
-                             tx::ParamInit::Normal, 0.02);
+    Value wte = vocabTable(gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight");
     Value x = tx::EmbeddingOp::create(b, loc, f32({B, S, H}), wte, fn.getArgument(0), UnitAttr());
     if (s.positionEmbeddingType == "learned") {
       int64_t maxPos = s.maxPositionEmbeddings;
@@ -242,9 +249,10 @@ private:
       x = func::CallOp::create(b, loc, layer, operands).getResult(0);
     }
     x = finalNorm(x);
-    Value head = s.tieEmbeddings ? wte : declareParam("lm_head.weight", {V, H}, tx::ParamInit::Normal, 0.02);
-    Value logits = tx::MatmulOp::create(b, loc, f32({B, S, V}), x, head, UnitAttr(), b.getUnitAttr());
-    Value loss = tx::CrossEntropyOp::create(b, loc, f32({}), logits, fn.getArgument(1));
+    Value head = s.tieEmbeddings ? wte : vocabTable("lm_head.weight");
+    Value logits = tx::MatmulOp::create(b, loc, f32({B, S, Vp}), x, head, UnitAttr(), b.getUnitAttr());
+    Value loss = tx::CrossEntropyOp::create(b, loc, f32({}), logits, fn.getArgument(1),
+                                            Vp == V ? IntegerAttr() : b.getI64IntegerAttr(V));
     func::ReturnOp::create(b, loc, loss);
   }
 
@@ -252,14 +260,15 @@ private:
   Location loc;
   const ModelSpec &s;
   bool gpt2;
-  int64_t B, S, H, heads, groups, D, F, V;
+  int64_t B, S, H, heads, groups, D, F, V, Vp;
   double outputStd;
   SmallVector<LayerParam> layerParams;
 };
 
 } // namespace
 
-OwningOpRef<ModuleOp> megac::buildModel(MLIRContext &context, const ModelSpec &spec, int64_t microBatchSize) {
+OwningOpRef<ModuleOp> megac::buildModel(MLIRContext &context, const ModelSpec &spec, int64_t microBatchSize,
+                                        int64_t paddedVocab) {
   context.loadDialect<tx::TxDialect, func::FuncDialect>();
-  return ModelBuilder(context, spec, microBatchSize).build();
+  return ModelBuilder(context, spec, microBatchSize, paddedVocab).build();
 }

@@ -38,10 +38,8 @@ Error megac::validatePlan(const ParallelPlan &plan, const ModelSpec &spec) {
     return e;
   if (Error e = divisible("ffn_hidden_size", spec.ffnHiddenSize))
     return e;
-  if (spec.vocabSize % plan.tp != 0)
-    return fail("vocab_size (" + Twine(spec.vocabSize) + ") is not divisible by tensor parallel size (" +
-                Twine(plan.tp) + "); padding the vocabulary (--make-vocab-size-divisible-by) is not "
-                "implemented yet, so use a vocab_size that tp divides");
+  if (plan.makeVocabSizeDivisibleBy < 1)
+    return fail("--make-vocab-size-divisible-by must be >= 1, got " + Twine(plan.makeVocabSizeDivisibleBy));
   if (plan.sp && plan.tp == 1)
     return fail("--sequence-parallel splits the sequence over the tensor-parallel ranks, so it needs "
                 "--tensor-model-parallel-size > 1 (got 1)");

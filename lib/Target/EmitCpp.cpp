@@ -66,6 +66,12 @@ private:
   std::string newName() { return "t" + std::to_string(counter++); }
   /// Rank-dependent start of this rank's share of a vocabulary of `local` rows.
   std::string vocabStart(int64_t local) { return "ctx.tp->rank() * " + std::to_string(local); }
+  /// Real (not padding) columns of this rank's share of `local` vocabulary columns.
+  std::string validColumns(std::optional<uint64_t> vocabSize, int64_t local) {
+    if (!vocabSize)
+      return std::to_string(local);
+    return "valid_columns(" + std::to_string(*vocabSize) + ", " + vocabStart(local) + ", " + std::to_string(local) + ")";
+  }
   /// The communicator of a grid axis (the grid is dp x pp x tp).
   std::string communicator(ArrayRef<int16_t> axes) {
     static const char *names[] = {"ctx.dp", "ctx.pp", "ctx.tp"};
@@ -250,12 +256,13 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::LogitsMaxOp m) {
         int64_t v = shapeOf(m.getLogits()).back();
-        call("logits_max", {ptr(m), ptr(m.getLogits()), n(numel(m)), n(v)});
+        call("logits_max", {ptr(m), ptr(m.getLogits()), n(numel(m)), n(v), validColumns(m.getVocabSize(), v)});
         return success();
       })
       .Case([&](tx::LogitsSumExpOp m) {
         int64_t v = shapeOf(m.getLogits()).back();
-        call("logits_sum_exp", {ptr(m), ptr(m.getLogits()), ptr(m.getMax()), n(numel(m)), n(v)});
+        call("logits_sum_exp", {ptr(m), ptr(m.getLogits()), ptr(m.getMax()), n(numel(m)), n(v),
+                                validColumns(m.getVocabSize(), v)});
         return success();
       })
       .Case([&](tx::TargetLogitOp t) {
@@ -273,7 +280,8 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         int64_t v = shapeOf(c.getLogits()).back();
         call("cross_entropy_backward_from_stats",
              {ptr(c), "*" + ptr(c.getGrad()), ptr(c.getLogits()), ptr(c.getLabels()), ptr(c.getMax()),
-              ptr(c.getSumExp()), n(numel(c.getMax())), n(v), c.getVocabParallel() ? vocabStart(v) : "0"});
+              ptr(c.getSumExp()), n(numel(c.getMax())), n(v), c.getVocabParallel() ? vocabStart(v) : "0",
+              validColumns(c.getVocabSize(), v)});
         return success();
       })
       .Case([&](shard::AllReduceOp r) {
@@ -417,13 +425,13 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       .Case([&](tx::CrossEntropyOp c) {
         int64_t v = shapeOf(c.getLogits()).back();
         os << "  *" << ptr(c) << " = cross_entropy_forward(" << ptr(c.getLogits()) << ", " << ptr(c.getLabels())
-           << ", " << numel(c.getLabels()) << ", " << v << ", " << v << ");\n";
+           << ", " << numel(c.getLabels()) << ", " << v << ", " << c.getVocabSize().value_or(v) << ");\n";
         return success();
       })
       .Case([&](tx::CrossEntropyGradOp c) {
         int64_t v = shapeOf(c.getLogits()).back();
         call("cross_entropy_backward", {ptr(c), "*" + ptr(c.getGrad()), ptr(c.getLogits()), ptr(c.getLabels()),
-                                        n(numel(c.getLabels())), n(v), n(v)});
+                                        n(numel(c.getLabels())), n(v), n(c.getVocabSize().value_or(v))});
         return success();
       })
       .Case([&](func::CallOp c) {
@@ -480,7 +488,8 @@ void emitParamTable(const ParamTable &params, llvm::raw_ostream &os) {
     list(full);
     os << ", megart::ParamInit::" << inits[static_cast<int>(op.getInit())] << ", "
        << floatLiteral(op.getStd() ? op.getStd()->convertToDouble() : 0.02) << ", "
-       << (shape.size() >= 2 ? "true" : "false") << ", " << (op.getTpSplit() ? static_cast<int64_t>(*op.getTpSplit()) : int64_t(-1)) << "},\n";
+       << (shape.size() >= 2 ? "true" : "false") << ", " << (op.getTpSplit() ? static_cast<int64_t>(*op.getTpSplit()) : int64_t(-1)) << ", "
+       << (op.getPadded() ? "true" : "false") << "},\n";
   }
   os << "};\n\n";
 }

@@ -320,9 +320,10 @@ LogicalResult Sharder::shardCrossEntropy(tx::CrossEntropyOp op) {
   };
   SmallVector<int64_t> tokenShape(shapeOf(op.getLogits()).drop_back());
   auto tokenType = RankedTensorType::get(tokenShape, op.getType().getElementType());
-  Value localMax = tx::LogitsMaxOp::create(b, loc, tokenType, op.getLogits());
+  IntegerAttr vocabSize = op.getVocabSizeAttr(); // padding columns stay out of the softmax
+  Value localMax = tx::LogitsMaxOp::create(b, loc, tokenType, op.getLogits(), vocabSize);
   Value max = reduce(localMax, shard::ReductionKind::Max, "vocab-parallel cross-entropy: max over the vocabulary");
-  Value localSum = tx::LogitsSumExpOp::create(b, loc, tokenType, op.getLogits(), max);
+  Value localSum = tx::LogitsSumExpOp::create(b, loc, tokenType, op.getLogits(), max, vocabSize);
   Value sum = reduce(localSum, shard::ReductionKind::Sum, "vocab-parallel cross-entropy: sum of exponentials");
   Value localTarget = tx::TargetLogitOp::create(b, loc, tokenType, op.getLogits(), op.getLabels(), b.getUnitAttr());
   Value target = reduce(localTarget, shard::ReductionKind::Sum, "vocab-parallel cross-entropy: target logit");
@@ -342,7 +343,7 @@ LogicalResult Sharder::shardCrossEntropyGrad(tx::CrossEntropyGradOp op) {
   OpBuilder b(op);
   Value grad = tx::CrossEntropyGradFromStatsOp::create(b, op.getLoc(), op.getType(), op.getGrad(), op.getLogits(),
                                                        op.getLabels(), stats->second.first, stats->second.second,
-                                                       b.getUnitAttr());
+                                                       b.getUnitAttr(), op.getVocabSizeAttr());
   set(grad, get(op.getLogits()));
   op.getResult().replaceAllUsesWith(grad);
   op.erase();

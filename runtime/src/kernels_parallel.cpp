@@ -2,7 +2,9 @@
 
 #include "megart/layout_kernels.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <vector>
 
@@ -35,23 +37,28 @@ void embedding_backward_shard(float *dtable, const float *dout, const int32_t *i
         dtable[(ids[t] - vocab_start) * dim + c] += dout[t * dim + c];
 }
 
-void logits_max(float *out, const float *logits, int64_t tokens, int64_t vocab) {
+int64_t valid_columns(int64_t vocab_size, int64_t vocab_start, int64_t vocab_local) {
+  return std::clamp<int64_t>(vocab_size - vocab_start, 0, vocab_local);
+}
+
+void logits_max(float *out, const float *logits, int64_t tokens, int64_t vocab, int64_t valid) {
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < tokens; ++t) {
     const float *row = logits + t * vocab;
-    float m = row[0];
-    for (int64_t v = 1; v < vocab; ++v)
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t v = 0; v < valid; ++v)
       m = std::fmax(m, row[v]);
     out[t] = m;
   }
 }
 
-void logits_sum_exp(float *out, const float *logits, const float *max, int64_t tokens, int64_t vocab) {
+void logits_sum_exp(float *out, const float *logits, const float *max, int64_t tokens, int64_t vocab,
+                    int64_t valid) {
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < tokens; ++t) {
     const float *row = logits + t * vocab;
     double sum = 0;
-    for (int64_t v = 0; v < vocab; ++v)
+    for (int64_t v = 0; v < valid; ++v)
       sum += std::exp(static_cast<double>(row[v]) - max[t]);
     out[t] = static_cast<float>(sum);
   }
@@ -72,15 +79,17 @@ float cross_entropy_from_stats(const float *max, const float *sum_exp, const flo
 
 void cross_entropy_backward_from_stats(float *dlogits, float dloss, const float *logits, const int32_t *labels,
                                        const float *max, const float *sum_exp, int64_t tokens, int64_t vocab,
-                                       int64_t vocab_start) {
+                                       int64_t vocab_start, int64_t valid) {
   const double scale = static_cast<double>(dloss) / static_cast<double>(tokens);
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < tokens; ++t) {
     const float *row = logits + t * vocab;
     float *drow = dlogits + t * vocab;
     const double inv = 1.0 / sum_exp[t];
-    for (int64_t v = 0; v < vocab; ++v)
+    for (int64_t v = 0; v < valid; ++v)
       drow[v] = static_cast<float>(std::exp(static_cast<double>(row[v]) - max[t]) * inv * scale);
+    for (int64_t v = valid; v < vocab; ++v)
+      drow[v] = 0.0f;
     if (inShare(labels[t], vocab_start, vocab))
       drow[labels[t] - vocab_start] -= static_cast<float>(scale);
   }

@@ -45,8 +45,14 @@ double init_standard_normal(uint64_t key, uint64_t element) {
 
 void init_param_block(const ParamDesc &desc, uint64_t seed, float *block) {
   const int64_t n = block_numel(desc);
-  if (desc.init == ParamInit::Zeros || desc.init == ParamInit::Ones) {
-    std::fill(block, block + n, desc.init == ParamInit::Ones ? 1.0f : 0.0f);
+  if (desc.init != ParamInit::Normal || desc.padded) // padding is 0 whatever the init
+    std::fill(block, block + n, 0.0f);
+  if (desc.init == ParamInit::Zeros)
+    return;
+  if (desc.init == ParamInit::Ones) {
+    for_each_block_row(desc, [&](int64_t, int64_t b, int64_t c) {
+      std::fill(block + b, block + b + c, 1.0f);
+    });
     return;
   }
   const uint64_t key = init_tensor_key(seed, desc.name);

@@ -31,6 +31,13 @@ int64_t full_numel(const ParamDesc &desc) {
   return n;
 }
 
+int64_t block_real_numel(const ParamDesc &desc) {
+  int64_t n = 1;
+  for (int d = 0; d < desc.rank; ++d)
+    n *= std::clamp<int64_t>(desc.full_shape[d] - desc.offsets[d], 0, desc.shape[d]);
+  return n;
+}
+
 std::vector<CheckpointTensor> group_by_tensor(const ParamDesc *params, int64_t num_params) {
   std::vector<CheckpointTensor> tensors;
   std::map<std::string, size_t> index;
@@ -92,13 +99,16 @@ void validate_one(const ParamDesc &desc, int64_t i) {
                 "; it must be -1 (not split) or a dimension 0.." + std::to_string(desc.rank - 1));
 }
 
+// A padded block may reach past the tensor (even lie wholly in the padding); coverage is
+// checked per tensor.
 void validate_fit(const Block &b) {
   const ParamDesc &desc = b.desc;
   for (int d = 0; d < desc.rank; ++d)
-    if (desc.offsets[d] < 0 || desc.offsets[d] + desc.shape[d] > desc.full_shape[d])
-      throw Error(where(b) + ": block " + shape_string(block_shape(desc)) + " at offsets " +
-                  offsets_string(desc) + " does not fit in tensor shape " +
-                  shape_string(full_shape(desc)));
+    if (desc.offsets[d] < 0 ||
+        (!desc.padded && desc.offsets[d] + desc.shape[d] > desc.full_shape[d]))
+      throw Error(where(b) + ": " + (desc.padded ? "padded " : "") + "block " +
+                  shape_string(block_shape(desc)) + " at offsets " + offsets_string(desc) +
+                  " does not fit in tensor shape " + shape_string(full_shape(desc)));
 }
 
 bool overlap(const ParamDesc &a, const ParamDesc &b) {
@@ -145,9 +155,9 @@ void validate_param_layout(const ParamDesc *params, int64_t num_params, int64_t 
           throw Error(where(ba) + " (offsets " + offsets_string(ba.desc) + ") overlaps " +
                       where(bb) + " (offsets " + offsets_string(bb.desc) + ")");
       }
-      covered += block_numel(ba.desc);
+      covered += block_real_numel(ba.desc);
     }
-    // Disjoint blocks inside the tensor cover it exactly when their sizes add up.
+    // Disjoint blocks cover the tensor exactly when their parts inside it add up to its size.
     if (covered != full_numel(first.desc))
       throw Error("tensor '" + t.name + "' " + shape_string(t.shape) + " has " +
                   std::to_string(full_numel(first.desc)) + " elements but its blocks hold " +
@@ -159,6 +169,8 @@ void validate_param_layout(const ParamDesc *params, int64_t num_params, int64_t 
 }
 
 void copy_block_from_full(const ParamDesc &desc, const float *full, float *block) {
+  if (desc.padded)
+    std::fill(block, block + block_numel(desc), 0.0f);
   for_each_block_row(desc, [&](int64_t f, int64_t b, int64_t n) {
     std::memcpy(block + b, full + f, static_cast<size_t>(n) * sizeof(float));
   });

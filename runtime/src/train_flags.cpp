@@ -98,7 +98,7 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   } catch (const CLI::CallForHelp &e) {
     return app.exit(e, out, err);
   } catch (const CLI::ParseError &e) {
-    err << "error: " << e.what() << "\nRun with --help to list the flags.\n";
+    err << ("error: " + std::string(e.what()) + "\nRun with --help to list the flags.\n") << std::flush;
     return 1;
   }
   f.shuffle = !no_shuffle;

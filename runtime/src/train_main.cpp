@@ -65,8 +65,9 @@ bool all_ranks_ready(const ProcessGrid &grid, const std::string &failure, std::o
   if (count == 0)
     return true;
   if (first == grid.global_rank())
-    err << (count == grid.world_size() ? std::string("error: ") : rank_prefix(grid)) << failure
-        << std::endl;
+    // One write: under mpirun every write is forwarded on its own and can interleave.
+    err << ((count == grid.world_size() ? std::string("error: ") : rank_prefix(grid)) + failure + "\n")
+        << std::flush;
   return false;
 }
 
@@ -105,10 +106,10 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
   if (failure.empty())
     return 0;
   if (grid.world_size() == 1) {
-    err << "error: " << failure << std::endl;
+    err << ("error: " + failure + "\n") << std::flush;
     return 2;
   }
-  err << rank_prefix(grid) << failure << std::endl;
+  err << (rank_prefix(grid) + failure + "\n") << std::flush;
   mpi_abort(2);
 }
 
@@ -131,7 +132,7 @@ int train_on_grid(int argc, const char *const *argv, const ProgramDesc &program,
       },
       program);
   if (!failure.empty()) {
-    (speaker ? err : silent) << "error: " << failure << std::endl;
+    (speaker ? err : silent) << ("error: " + failure + "\n") << std::flush;
     return 2;
   }
   return train_with(flags, program, grid, out, err);
@@ -161,7 +162,7 @@ int train_main(int argc, const char *const *argv, const ProgramDesc &program, st
       },
       program);
   if (!failure.empty()) {
-    log_err << "error: " << failure << std::endl;
+    log_err << ("error: " + failure + "\n") << std::flush;
     return 2;
   }
   if (!grid)

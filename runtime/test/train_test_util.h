@@ -143,6 +143,41 @@ template <int64_t kMicro> Program bigram_tp_program(int64_t tp, int64_t dp = 1) 
   return p;
 }
 
+// Vocabulary padding (ParamDesc::padded): a [257, 64] embedding table, its padded blocks and a
+// bias beside it.
+constexpr int64_t kTableRows = 257, kTableCols = 64;
+inline megart::ParamDesc table_desc() {
+  return {"transformer.wte.weight", 2, {kTableRows, kTableCols}, {0, 0}, {kTableRows, kTableCols},
+          megart::ParamInit::Normal, 0.02f, true};
+}
+// A padded block of `rows` rows from row 0 (tp rank 0's when split over tp along the rows).
+inline megart::ParamDesc padded_table(int64_t rows, bool tp_split) {
+  megart::ParamDesc d = table_desc();
+  d.shape[0] = rows;
+  d.tp_split_dim = tp_split ? 0 : -1;
+  d.padded = true;
+  return d;
+}
+inline megart::ParamDesc table_bias() {
+  return {"transformer.ln_f.bias", 1, {kTableCols}, {0}, {kTableCols}, megart::ParamInit::Normal,
+          0.02f, false};
+}
+// Row i of `block` (`rows` rows) is row first + i of the unpadded table `full`, or 0 past it.
+inline void expect_table_rows(const float *block, int64_t rows, const std::vector<float> &full,
+                              int64_t first) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t c = 0; c < kTableCols; ++c) {
+      const int64_t row = first + i;
+      const float expected = row < kTableRows ? full[row * kTableCols + c] : 0.0f;
+      ASSERT_EQ(block[i * kTableCols + c], expected) << "table row " << row << " column " << c;
+    }
+}
+
+inline std::string file_bytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 // A token stream a bigram model can learn: mostly next = (5 * cur + 3) % V, sometimes random.
 inline std::vector<std::vector<int32_t>> bigram_documents(int num_docs, int doc_len,
                                                           int32_t max_token = kVocab - 1) {

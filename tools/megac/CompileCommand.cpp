@@ -45,6 +45,10 @@ cl::opt<int64_t> dp("data-parallel-size", cl::init(1), cl::desc("data parallel s
 cl::alias dpAlias("dp", cl::aliasopt(dp), cl::desc("alias for --data-parallel-size"));
 cl::opt<bool> sp("sequence-parallel", cl::desc("sequence parallelism (needs --tp > 1)"), cl::sub(compile));
 cl::alias spAlias("sp", cl::aliasopt(sp), cl::desc("alias for --sequence-parallel"));
+cl::opt<int64_t> makeVocabDivisible("make-vocab-size-divisible-by", cl::init(128),
+                                    cl::desc("pad the vocabulary to a multiple of this x tp (Megatron's flag; 1 = "
+                                             "pad only as tp needs)"),
+                                    cl::sub(compile));
 cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds which (dp, pp, tp) coordinate"),
                          cl::sub(compile));
 cl::opt<bool> noBuild("no-build", cl::desc("write OUT/main.cpp and OUT/CMakeLists.txt but do not build"),
@@ -133,7 +137,7 @@ int megac::runCompile() {
   if (!spec)
     return fail(toString(spec.takeError()));
 
-  ParallelPlan plan{tp, pp, dp, sp};
+  ParallelPlan plan{tp, pp, dp, sp, makeVocabDivisible};
   if (Error e = validatePlan(plan, *spec))
     return fail(specPath + ": " + toString(std::move(e)));
   if (rankLayout)
@@ -146,7 +150,13 @@ int megac::runCompile() {
     return fail("cannot create output folder " + outDir + ": " + ec.message());
 
   mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module = buildModel(context, *spec, microBatch);
+  int64_t paddedVocab = plan.paddedVocab(spec->vocabSize);
+  std::string padding;
+  if (paddedVocab != spec->vocabSize)
+    padding = "padded vocabulary " + std::to_string(spec->vocabSize) + " -> " + std::to_string(paddedVocab) +
+              " (make-vocab-size-divisible-by " + std::to_string(plan.makeVocabSizeDivisibleBy) + " x tp " +
+              std::to_string(plan.tp) + "; padding excluded from the softmax)";
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildModel(context, *spec, microBatch, paddedVocab);
   if (failed(mlir::verify(*module)))
     return fail("internal: the frontend built invalid IR for " + specPath);
   Dumper dumper;
@@ -180,7 +190,7 @@ int megac::runCompile() {
                         std::to_string(spec->hiddenSize) + ", " + std::to_string(spec->numAttentionHeads) +
                         " heads, seq " + std::to_string(spec->seqLength) + ", vocab " +
                         std::to_string(spec->vocabSize) + "; plan " + plan.summary() + "; micro batch " +
-                        std::to_string(microBatch);
+                        std::to_string(microBatch) + (padding.empty() ? "" : "; " + padding);
   std::string code, memoryPlan;
   raw_string_ostream codeOs(code), planOs(memoryPlan);
   if (failed(emitTrainingProgram(*module, {header, summary}, codeOs, planOs)))

@@ -11,7 +11,9 @@ namespace megac {
 /// layers share) and `@forward(ids, labels) -> loss`, which declares every parameter with
 /// its Hugging Face checkpoint name and calls the layer function once per layer. The module's
 /// `megac.model` attribute records the sizes later stages need.
+/// `paddedVocab` >= spec.vocabSize sizes the embedding and LM head (Megatron's vocabulary
+/// padding); the padding rows are `padded` parameter blocks and stay out of the softmax.
 mlir::OwningOpRef<mlir::ModuleOp> buildModel(mlir::MLIRContext &context, const ModelSpec &spec,
-                                             int64_t microBatchSize);
+                                             int64_t microBatchSize, int64_t paddedVocab);
 
 } // namespace megac

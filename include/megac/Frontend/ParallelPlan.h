@@ -11,6 +11,13 @@ namespace megac {
 struct ParallelPlan {
   int64_t tp = 1, pp = 1, dp = 1;
   bool sp = false;
+  int64_t makeVocabSizeDivisibleBy = 128; // Megatron's flag and default
+
+  /// The vocabulary rounded up to a multiple of makeVocabSizeDivisibleBy x tp (Megatron).
+  int64_t paddedVocab(int64_t vocab) const {
+    int64_t multiple = makeVocabSizeDivisibleBy * tp;
+    return (vocab + multiple - 1) / multiple * multiple;
+  }
 
   int64_t worldSize() const { return tp * pp * dp; }
   std::string summary() const;

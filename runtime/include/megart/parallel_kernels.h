@@ -16,18 +16,23 @@ void embedding_forward_shard(float *out, const float *table, const int32_t *ids,
 void embedding_backward_shard(float *dtable, const float *dout, const int32_t *ids, int64_t tokens,
                               int64_t vocab_local, int64_t dim, int64_t vocab_start);
 
-// Per token over the local vocabulary: max; sum of exp(logit - max[t]).
-void logits_max(float *out, const float *logits, int64_t tokens, int64_t vocab);
-void logits_sum_exp(float *out, const float *logits, const float *max, int64_t tokens, int64_t vocab);
+// Per token over the first `valid` columns of the local vocabulary (the rest is padding): max
+// (-inf when valid is 0); sum of exp(logit - max[t]).
+void logits_max(float *out, const float *logits, int64_t tokens, int64_t vocab, int64_t valid);
+void logits_sum_exp(float *out, const float *logits, const float *max, int64_t tokens, int64_t vocab,
+                    int64_t valid);
 // logits[t, labels[t] - vocab_start] where the label is in this share, else 0.
 void target_logit(float *out, const float *logits, const int32_t *labels, int64_t tokens, int64_t vocab,
                   int64_t vocab_start);
 // mean over tokens of max + log(sum_exp) - target (summed in double).
 float cross_entropy_from_stats(const float *max, const float *sum_exp, const float *target, int64_t tokens);
-// dlogits = dloss * (exp(logit - max) / sum_exp - [label == column]) / tokens.
+// dlogits = dloss * (exp(logit - max) / sum_exp - [label == column]) / tokens for the first
+// `valid` columns, 0 for the padding columns.
 void cross_entropy_backward_from_stats(float *dlogits, float dloss, const float *logits, const int32_t *labels,
                                        const float *max, const float *sum_exp, int64_t tokens, int64_t vocab,
-                                       int64_t vocab_start);
+                                       int64_t vocab_start, int64_t valid);
+// Columns of this rank's share of a padded vocabulary that are real: clamp(vocab_size - start, 0, local).
+int64_t valid_columns(int64_t vocab_size, int64_t vocab_start, int64_t vocab_local);
 
 // A tensor viewed as [outer, dim, inner], split along `dim` over the communicator's ranks.
 // all_gather_axis: local [outer, dim_local, inner] -> whole [outer, dim_local * size, inner].

@@ -25,7 +25,7 @@ uint64_t init_tensor_key(uint64_t seed, const char *name);
 double init_standard_normal(uint64_t key, uint64_t element);
 
 // Fills block[block_numel(desc)] with desc's initial values: Normal -> init_std * N(0,1) as
-// above, Zeros -> 0, Ones -> 1.
+// above, Zeros -> 0, Ones -> 1; a padded block's padding (past full_shape) -> 0.
 void init_param_block(const ParamDesc &desc, uint64_t seed, float *block);
 
 } // namespace megart

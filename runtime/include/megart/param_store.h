@@ -45,18 +45,20 @@ public:
   float *const *param_table() const { return param_ptrs_.data(); }
   float *const *grad_table() const { return grad_ptrs_.data(); }
   const std::vector<CheckpointTensor> &tensors() const { return tensors_; }
-  // Elements of the checkpoint tensors (what a model's "number of parameters" is).
+  // Elements of the checkpoint tensors (what a model's "number of parameters" is; vocabulary
+  // padding is not counted).
   int64_t num_tensor_elements() const;
 
   void zero_grads();
   // Deterministic init from the seed (see param_init.h); resets the optimizer state.
   void init(uint64_t seed);
   // Reads every tensor from a safetensors file (F32, or BF16/F16 converted) and resets the
-  // optimizer state. Before anything is copied, throws one megart::Error listing every tensor
-  // that is missing, has the wrong shape, or is in the file but not in the program.
+  // optimizer state; vocabulary padding is set to 0. Before anything is copied, throws one
+  // megart::Error listing every tensor that is missing, has the wrong shape (not the
+  // checkpoint tensor's), or is in the file but not in the program.
   void load(const std::string &path);
-  // Assembles the full tensors and writes them atomically, metadata {"format": "pt"}. Needs
-  // tp_size() == 1; with tensor parallelism use the overload below.
+  // Assembles the full tensors (no padding) and writes them atomically, metadata
+  // {"format": "pt"}. Needs tp_size() == 1; with tensor parallelism use the overload below.
   void save(const std::string &path) const;
   // Collective over `tp` (this store's tp group; every tp rank calls it): the tp-split blocks
   // are gathered to tp rank 0, which assembles the full tensors and writes the file; the other

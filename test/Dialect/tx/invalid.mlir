@@ -18,7 +18,7 @@ func.func @param_scalar() {
 // -----
 
 func.func @param_block_outside() {
-  // expected-error @+1 {{'c_attn.weight' block [64, 64] at [0, 160] does not fit in the full shape [64, 192] (dimension 1)}}
+  // expected-error @+1 {{'c_attn.weight' block [64, 64] at [0, 160] does not fit in the full shape [64, 192] (dimension 1); only a `padded` block may reach past it}}
   %0 = tx.param "c_attn.weight" at [0, 160] of [64, 192] init(normal) : tensor<64x64xf32>
   return
 }

@@ -7,6 +7,8 @@ func.func @param() -> (tensor<257x64xf32>, tensor<64x64xf32>, tensor<64xf32>, te
   %0 = tx.param "transformer.wte.weight" init(normal, std = 2.0e-02) : tensor<257x64xf32>
   // CHECK: tx.param "transformer.h.0.attn.c_attn.weight" at [0, 64] of [64, 192] init(normal) : tensor<64x64xf32>
   %1 = tx.param "transformer.h.0.attn.c_attn.weight" at [0, 64] of [64, 192] init(normal) : tensor<64x64xf32>
+  // CHECK: tx.param "wte" at [0, 0] of [257, 64] padded tp_split 0 init(normal) : tensor<192x64xf32>
+  %4 = tx.param "wte" at [0, 0] of [257, 64] padded tp_split 0 init(normal) : tensor<192x64xf32>
   // CHECK: tx.param "ln.weight" init(ones) : tensor<64xf32>
   %2 = tx.param "ln.weight" init(ones) : tensor<64xf32>
   // CHECK: tx.param "ln.bias" init(zeros) : tensor<64xf32>
@@ -121,5 +123,7 @@ func.func @attention(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: ten
 func.func @cross_entropy(%logits: tensor<2x8x257xf32>, %labels: tensor<2x8xi64>) -> tensor<f32> {
   // CHECK: tx.cross_entropy %{{.*}}, %{{.*}} : tensor<2x8x257xf32>, tensor<2x8xi64> -> tensor<f32>
   %0 = tx.cross_entropy %logits, %labels : tensor<2x8x257xf32>, tensor<2x8xi64> -> tensor<f32>
+  // CHECK: tx.cross_entropy %{{.*}}, %{{.*}} vocab_size 250 : tensor<2x8x257xf32>, tensor<2x8xi64> -> tensor<f32>
+  %1 = tx.cross_entropy %logits, %labels vocab_size 250 : tensor<2x8x257xf32>, tensor<2x8xi64> -> tensor<f32>
   return %0 : tensor<f32>
 }
