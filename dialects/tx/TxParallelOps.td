@@ -66,4 +66,26 @@ def Tx_CrossEntropyGradFromStatsOp : Tx_Op<"cross_entropy_grad_from_stats", [Pur
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Data-parallel gradient buckets
+//===----------------------------------------------------------------------===//
+
+def Tx_GradBucketOp : Tx_Op<"grad_bucket", [MemoryEffects<[MemRead]>]> {
+  let summary = "the flat gradients of parameters first..last of the program's parameter table";
+  let description = [{
+    One data-parallel bucket: the gradients of consecutive parameters, read as one flat tensor
+    so that a single collective syncs them. Indices are positions in the parameter table: the
+    `tx.param` ops of `@train_step` in order of appearance, each distinct block once.
+  }];
+  let arguments = (ins I64Attr:$first, I64Attr:$last);
+  let results = (outs 1DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "`params` `[` $first `,` $last `]` attr-dict `:` type($result)";
+}
+
+def Tx_SetGradBucketOp : Tx_Op<"set_grad_bucket", [MemoryEffects<[MemWrite]>]> {
+  let summary = "writes a flat bucket back into the gradients of parameters first..last";
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$value, I64Attr:$first, I64Attr:$last);
+  let assemblyFormat = "$value `params` `[` $first `,` $last `]` attr-dict `:` type($value)";
+}
+
 #endif // MEGAC_TX_PARALLEL_OPS_TD

@@ -2,6 +2,7 @@
 
 #include "megac/Target/MemoryPlan.h"
 #include "tx/TxOps.h"
+#include "tx/TxParamTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -494,6 +495,29 @@ void emitParamTable(const ParamTable &params, llvm::raw_ostream &os) {
   os << "};\n\n";
 }
 
+/// @sync_gradients: each bucket (read, all-reduce over dp, write back) becomes one in-place
+/// all-reduce over the contiguous gradients of its parameters.
+LogicalResult emitSyncGradients(func::FuncOp fn, ArrayRef<tx::ParamOp> table, llvm::raw_ostream &os) {
+  os << "void sync_gradients(const megart::StepContext &ctx, float *const *grads) {\n";
+  for (Operation &op : fn.getBody().front().without_terminator()) {
+    if (isa<shard::AllReduceOp, tx::SetGradBucketOp>(op))
+      continue; // handled with their bucket
+    auto bucket = dyn_cast<tx::GradBucketOp>(op);
+    auto sum = bucket && bucket->hasOneUse() ? dyn_cast<shard::AllReduceOp>(*bucket->getUsers().begin()) : nullptr;
+    auto store = sum && sum->hasOneUse() ? dyn_cast<tx::SetGradBucketOp>(*sum->getUsers().begin()) : nullptr;
+    if (!store || store.getFirst() != bucket.getFirst() || store.getLast() != bucket.getLast())
+      return op.emitOpError("in @sync_gradients must be a bucket read, all-reduced and written back");
+    int64_t first = bucket.getFirst(), last = bucket.getLast();
+    if (auto rule = sum->getAttrOfType<StringAttr>("megac.rule"))
+      os << "  // " << rule.getValue() << "\n";
+    // The runtime keeps all gradients in one buffer, in table order: the bucket is contiguous.
+    os << "  ctx.dp->all_reduce_sum(grads[" << first << "], (grads[" << last << "] + "
+       << tx::ParamOp(table[last]).getType().getNumElements() << ") - grads[" << first << "]);\n";
+  }
+  os << "}\n\n";
+  return success();
+}
+
 } // namespace
 
 LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &options, llvm::raw_ostream &os,
@@ -513,12 +537,15 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   os << "#include \"megart/kernels.h\"\n#include \"megart/layout_kernels.h\"\n#include \"megart/parallel_kernels.h\"\n#include \"megart/program.h\"\n\n"
         "#include <cstring>\n\nnamespace {\n\nusing namespace megart::cpu;\n\n";
   ParamTable params;
+  for (tx::ParamOp p : tx::parameterTable(entryFn)) // the numbering passes refer to
+    params.indexOf(p);
   llvm::StringMap<int64_t> scratch;
   int64_t arenaBytes = 0;
   // Callees first: a caller needs their workspace sizes.
   SmallVector<func::FuncOp> order;
+  auto syncFn = module.lookupSymbol<func::FuncOp>("sync_gradients");
   for (auto fn : module.getOps<func::FuncOp>())
-    if (fn != entryFn)
+    if (fn != entryFn && fn != syncFn)
       order.push_back(fn);
   order.push_back(entryFn);
   for (func::FuncOp fn : order) {
@@ -529,6 +556,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     scratch[fn.getName()] = *bytes;
     arenaBytes = *bytes;
   }
+  if (syncFn && failed(emitSyncGradients(syncFn, tx::parameterTable(entryFn), os)))
+    return failure();
   emitParamTable(params, os);
   os << "const megart::ProgramDesc kProgram = {\n"
      << "    " << cString(cast<StringAttr>(model.get("family")).getValue()) << ",\n"
@@ -538,7 +567,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
      << "    /*num_layers=*/" << dim("num_layers") << ", /*hidden_size=*/" << dim("hidden_size") << ",\n"
      << "    kParams, " << params.entries.size() << ", /*arena_bytes=*/" << arenaBytes << ", train_step,\n"
      << "    /*tensor_parallel_size=*/" << planSize("tp") << ", /*pipeline_parallel_size=*/" << planSize("pp")
-     << ", /*data_parallel_size=*/" << planSize("dp") << "};\n\n"
+     << ", /*data_parallel_size=*/" << planSize("dp") << ",\n"
+     << "    /*sync_gradients=*/" << (syncFn ? "sync_gradients" : "nullptr") << "};\n\n"
      << "} // namespace\n\nint main(int argc, char **argv) { return megart::train_main(argc, argv, kProgram); }\n";
   plan << "arena: " << arenaBytes << " bytes (" << llvm::format("%.1f", arenaBytes / 1048576.0) << " MiB)\n";
   return success();

@@ -87,14 +87,16 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   app.add_option("--log-interval", f.log_interval, "Print the log line every K iterations")
       ->capture_default_str();
   app.add_option("--metrics-file", f.metrics_file, "JSONL file: one object per iteration");
-  app.add_option("--ddp-bucket-size", f.ddp_bucket_size,
-                 "Elements per data-parallel gradient all-reduce")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  CLI::Option *bucket = app.add_option("--ddp-bucket-size", f.ddp_bucket_size,
+                                       "Elements per data-parallel gradient all-reduce (programs from "
+                                       "megac compile have it compiled in)")
+                            ->check(CLI::PositiveNumber)
+                            ->capture_default_str();
   app.add_flag("--rank-layout", f.rank_layout,
                "Print the global rank -> (dp, pp, tp) table of the compiled plan and exit");
   try {
     app.parse(argc, argv);
+    f.ddp_bucket_size_given = bucket->count() > 0;
   } catch (const CLI::CallForHelp &e) {
     return app.exit(e, out, err);
   } catch (const CLI::ParseError &e) {
@@ -138,6 +140,9 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
                 std::to_string((f.global_batch_size / unit + 1) * unit));
   require(f.ddp_bucket_size >= 1, "--ddp-bucket-size is " + std::to_string(f.ddp_bucket_size) +
                                       "; it must be at least 1 element");
+  require(!(f.ddp_bucket_size_given && program.sync_gradients),
+          "--ddp-bucket-size is compiled into this program: its gradient buckets come from `megac compile "
+          "--ddp-bucket-size N`; recompile to change them");
   require(std::isfinite(f.lr) && f.lr > 0, "--lr is " + num(f.lr) + "; it must be > 0");
   require(std::isfinite(f.min_lr) && f.min_lr >= 0 && f.min_lr <= f.lr,
           "--min-lr is " + num(f.min_lr) + "; it must be between 0 and --lr (" + num(f.lr) + ")");

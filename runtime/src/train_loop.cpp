@@ -124,8 +124,11 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     }
     double loss = loss_sum / static_cast<double>(num_micro);
     if (dp > 1) {
-      all_reduce_in_buckets(grid.dp(), store.flat_grads(), store.flat_grads_numel(),
-                            f.ddp_bucket_size);
+      if (program.sync_gradients)
+        program.sync_gradients(ctx, store.grad_table());
+      else
+        all_reduce_in_buckets(grid.dp(), store.flat_grads(), store.flat_grads_numel(),
+                              f.ddp_bucket_size);
       grid.dp().all_reduce_sum(&loss, 1);
       loss /= static_cast<double>(dp);
     }

@@ -55,4 +55,20 @@ def TensorParallel : Pass<"megac-tensor-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
 }
 
+def DataParallel : Pass<"megac-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Adds @sync_gradients: the data-parallel gradient all-reduce, in flat buckets";
+  let description = [{
+    With dp > 1, each data-parallel rank runs its share of the global batch, and before the
+    optimizer step the gradients are summed over the dp axis of `@grid`. Like Megatron's
+    distributed data parallel, the gradients are grouped into flat buckets of at most
+    `bucket-size` elements, walking the parameter table from the last parameter to the first
+    (the order in which backward produces them), and each bucket is one `shard.all_reduce`.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", "1", "data parallel size">,
+    Option<"bucketSize", "bucket-size", "int64_t", "40000000", "elements per bucket (Megatron's --ddp-bucket-size)">,
+  ];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
+}
+
 #endif // MEGAC_TRANSFORMS_PASSES_TD

@@ -49,6 +49,10 @@ struct StepContext {
 using StepFn = float (*)(const StepContext &ctx, float *const *params, float *const *grads,
                          char *arena, const int32_t *ids, const int32_t *labels, float dloss);
 
+// Sums the gradients over the data-parallel ranks after the last microbatch of an iteration, in
+// the buckets the compiler chose (one all-reduce each).
+using SyncFn = void (*)(const StepContext &ctx, float *const *grads);
+
 struct ProgramDesc {
   const char *model_family;          // "gpt2" or "llama"
   const char *summary;               // one line: spec and plan, printed at start-up
@@ -64,6 +68,9 @@ struct ProgramDesc {
   int64_t tensor_parallel_size = 1;
   int64_t pipeline_parallel_size = 1;
   int64_t data_parallel_size = 1;
+  // The compiled data-parallel gradient buckets (null: the runtime buckets the flat gradients
+  // by --ddp-bucket-size itself, as hand-written test programs need).
+  SyncFn sync_gradients = nullptr;
 };
 
 // Parses Megatron-style training flags, trains, logs; returns the process exit code.

@@ -34,6 +34,7 @@ struct TrainFlags {
   int64_t log_interval = 1;
   std::string metrics_file;         // --metrics-file FILE.jsonl
   int64_t ddp_bucket_size = 40'000'000; // --ddp-bucket-size: elements per dp all-reduce
+  bool ddp_bucket_size_given = false;   // given on the command line (not the default)
   bool rank_layout = false;         // --rank-layout: print the rank -> (dp, pp, tp) table, exit
 };
 

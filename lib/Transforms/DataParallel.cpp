@@ -1,0 +1,75 @@
+// megac-data-parallel: the gradient all-reduce over data-parallel ranks, in flat buckets.
+#include "megac/Transforms/Passes.h"
+#include "tx/TxOps.h"
+#include "tx/TxParamTable.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace megac {
+#define GEN_PASS_DEF_DATAPARALLEL
+#include "megac/Transforms/Passes.h.inc"
+} // namespace megac
+
+using namespace mlir;
+using namespace megac;
+
+namespace {
+
+struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass> {
+  using DataParallelBase::DataParallelBase;
+
+  void runOnOperation() override {
+    if (dp == 1)
+      return;
+    ModuleOp module = getOperation();
+    auto entry = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!entry || !module.lookupSymbol<shard::GridOp>("grid")) {
+      module.emitError("megac-data-parallel: needs @train_step and @grid (run megac-autodiff and "
+                       "megac-tensor-parallel first)");
+      return signalPassFailure();
+    }
+    if (bucketSize < 1) {
+      module.emitError() << "megac-data-parallel: bucket-size must be >= 1, got " << bucketSize;
+      return signalPassFailure();
+    }
+    SmallVector<tx::ParamOp> table = tx::parameterTable(entry);
+
+    // Buckets from the last parameter back: backward finishes those gradients first.
+    SmallVector<std::pair<int64_t, int64_t>> buckets; // [first, last] parameter indices
+    int64_t last = static_cast<int64_t>(table.size()) - 1, elements = 0;
+    for (int64_t i = last; i >= 0; --i) {
+      int64_t n = table[i].getType().getNumElements();
+      if (elements > 0 && elements + n > bucketSize) {
+        buckets.push_back({i + 1, last});
+        last = i, elements = 0;
+      }
+      elements += n;
+    }
+    if (last >= 0)
+      buckets.push_back({0, last});
+
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPointToEnd(module.getBody());
+    Location loc = module.getLoc();
+    auto fn = func::FuncOp::create(b, loc, "sync_gradients", b.getFunctionType({}, {}));
+    b.setInsertionPointToEnd(fn.addEntryBlock());
+    auto gridRef = FlatSymbolRefAttr::get(b.getContext(), "grid");
+    for (auto [index, range] : llvm::enumerate(buckets)) {
+      auto [first, end] = range;
+      int64_t n = 0;
+      for (int64_t i = first; i <= end; ++i)
+        n += table[i].getType().getNumElements();
+      auto type = RankedTensorType::get({n}, b.getF32Type());
+      Value bucket = tx::GradBucketOp::create(b, loc, type, first, end);
+      auto sum = shard::AllReduceOp::create(b, loc, type, gridRef, b.getDenseI16ArrayAttr({0}), bucket,
+                                            shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum));
+      sum->setAttr("megac.rule", b.getStringAttr("data parallel: gradient bucket " + std::to_string(index) + " (" +
+                                                 table[first].getName() + " .. " + table[end].getName() + ")"));
+      tx::SetGradBucketOp::create(b, loc, sum, first, end);
+    }
+    func::ReturnOp::create(b, loc);
+  }
+};
+
+} // namespace
