@@ -86,7 +86,19 @@ private:
     for (Operation *op : ops)
       if (failed(shardOp(op)))
         return failure();
-    for (Value v : body.getTerminator()->getOperands())
+    // A value this function already gathered (a norm output before a column-parallel layer) is
+    // returned gathered: the backward half then needs no second all-gather for the weight
+    // gradients. Costs the memory of the whole sequence for that activation.
+    Operation *ret = body.getTerminator();
+    if (fn.getSymName() != "train_step")
+      for (OpOperand &operand : ret->getOpOperands()) {
+        auto key = std::make_tuple(operand.get().getAsOpaquePointer(), static_cast<int>(Sharding::Replicated),
+                                   int64_t(-1));
+        if (get(operand.get()).isSplit())
+          if (auto it = converted.find(key); it != converted.end())
+            operand.set(it->second);
+      }
+    for (Value v : ret->getOperands())
       results.push_back(get(v));
     return success();
   }
