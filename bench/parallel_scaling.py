@@ -392,23 +392,21 @@ def results_markdown(rows, info):
                "data through MPI over shared memory (each all-reduce copies through a shared buffer; there is "
                "no network). So this compares threads against processes on the same two cores, not one "
                "device against two: the second rank brings no compute, memory or bandwidth that tp1 did not "
-               f"already have. {info['cores_sentence']}"),
+               "already have." + "".join(" " + x for x in (info['cores_sentence'], info['verdict']) if x)),
         bullet(f"**What tp2 changes in the work.** Megatron's split: the QKV projection and fc1 are "
                f"column-parallel, the attention output projection and fc2 row-parallel, each rank runs "
                f"{SIZES['num_attention_heads'] // 2} of the {SIZES['num_attention_heads']} heads, and the "
                f"embedding and LM head are split over the vocabulary. Each rank's GEMMs are half as wide "
                f"([{b * s} x {h}] x [{h} x {3 * h // 2}] instead of [{h} x {3 * h}] for QKV, [{h} x {FFN // 2}] "
                f"instead of [{h} x {FFN}] for fc1, contractions over {h // 2} and {FFN // 2} instead of {h} and "
-               f"{FFN} for the row-parallel two), so each does less work per call and runs less efficiently per "
-               f"flop; the layer norms, residual adds, position embedding and the optimizer step of the "
+               f"{FFN} for the row-parallel two): smaller calls, which use a wide machine (a GPU, many cores) "
+               f"less well; the layer norms, residual adds, position embedding and the optimizer step of the "
                f"replicated parameters run on both ranks; and every layer adds 4 blocking all-reduces of "
                f"[b, s, h] = [{b}, {s}, {h}] activations ({b * s * h * 4 / 2**20:.0f} MiB in fp32): after the "
                f"attention output and after fc2 in the forward (Megatron's g), before QKV and before fc1 in "
                f"the backward (f). {info['comm_sentence']}"),
-        bullet(f"**dp2** keeps the whole model on each rank, gives each rank its own micro batch and "
-               f"communicates once per iteration. {info['dp_sentence']}"),
         bullet("**On a GPU node with NVLink** both sides of the trade change. An all-reduce of 2 MiB between "
-               "two GPUs over NVLink takes some tens of microseconds instead of about a millisecond here, and "
+               f"two GPUs over NVLink takes some tens of microseconds ({info['ar_here']}), and "
                "Megatron-style runtimes can overlap part of it with compute. But a GPU also runs this model's "
                f"GEMMs a hundred times faster or more, and GEMMs with h={h} are too small to keep one busy, "
                "so at this size the all-reduces and kernel launches would weigh more, not less, and halving "
@@ -429,6 +427,10 @@ def results_markdown(rows, info):
                "two-rank runs most (a thread or rank that loses its core holds up the other at every "
                "barrier or all-reduce); the load line above records what else ran."),
     ]
+    if "dp2" in rows:
+        at = next(i for i, x in enumerate(lines) if x.startswith("- **On a GPU node"))
+        lines.insert(at, bullet(f"**dp2** keeps the whole model on each rank, gives each rank its own micro batch "
+                                f"and communicates once per iteration. {info['dp_sentence']}"))
     return "\n".join(lines)
 
 
@@ -455,7 +457,7 @@ def main(argv):
     p.add_argument("--configs", default="tp1,tp2,dp2,tp1x1",
                    help="comma-separated, from tp1, tp2, dp2, tp1x1 (default: all; tp1 is the baseline)")
     p.add_argument("--warmup", type=int, default=2, help="warm-up iterations per run (not measured)")
-    p.add_argument("--iters", type=int, default=10, help="measured iterations per run")
+    p.add_argument("--iters", type=int, default=16, help="measured iterations per run")
     p.add_argument("--rounds", type=int, default=3,
                    help="repeat all configurations, reversing the order every other round; medians pool all rounds")
     p.add_argument("--micro-batch-size", type=int, default=8)
@@ -604,6 +606,18 @@ def main(argv):
                  (("tp1", "OpenMP's two threads (tp1) give"), ("tp2", "tp2's two ranks")) if c in rows]
         cores_sentence = "Against one core alone (tp1x1), " + " and ".join(parts) + "."
 
+    verdict = ""
+    if "tp1" in rows and "tp2" in rows:
+        r1, r2 = rows["tp1"]["rounds"], rows["tp2"]["rounds"]
+        ratio = rows["tp2"]["tps"] / rows["tp1"]["tps"]
+        if len(r1) > 1 and max(r1) >= min(r2) and max(r2) >= min(r1):
+            verdict = (f"tp2 ran at {ratio:.2f}x tp1's tokens/s, and their per-round medians overlap: on this "
+                       f"machine the two are level within the noise.")
+        else:
+            verdict = (f"tp2 ran at {ratio:.2f}x tp1's tokens/s"
+                       + (" (one round each: no spread to compare it with)." if len(r1) < 2 else
+                          ", outside the spread of the per-round medians."))
+
     distinct = sorted(set(m["bindings"].values()))
     binds = distinct[0] if len(distinct) == 1 else "; ".join(f"{c}: {v}" for c, v in m["bindings"].items())
     info = {
@@ -616,6 +630,8 @@ def main(argv):
         "loss_check": loss_check, "collectives": collectives, "allreduce": allreduce,
         "params_m": f"{params / 1e6:.2f}", "grad_mb": params * 4 / 1e6,
         "comm_sentence": comm_sentence, "dp_sentence": dp_sentence, "cores_sentence": cores_sentence,
+        "verdict": verdict, "ar_here": f"{fmt_ms(timings[act])} ms here, measured alone" if act in timings
+        else "not measured here",
         "command": shlex.join(["/usr/bin/python3", "bench/parallel_scaling.py"] + argv),
     }
     markdown = results_markdown(rows, info)
