@@ -3,11 +3,10 @@ test/reference start from the same safetensors weights, train 10 steps on the sa
 weight decay, clipping, warmup + cosine LR and gradient accumulation, and must agree on every
 step's loss and gradient norm within 1e-4 relative. Run with /usr/bin/python3 (Debian's torch)."""
 import argparse
-import glob
-import json
 import os
-import subprocess
 import sys
+
+from e2e_util import make_license_corpus, metrics, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -17,18 +16,6 @@ TRAIN_FLAGS = ["--train-iters", "10", "--micro-batch-size", "2", "--global-batch
                "--lr", "1e-3", "--min-lr", "1e-4", "--lr-decay-style", "cosine", "--lr-warmup-iters", "2",
                "--weight-decay", "0.1", "--adam-beta1", "0.9", "--adam-beta2", "0.95",
                "--adam-eps", "1e-8", "--clip-grad", "1.0"]
-
-
-def run(cmd):
-    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if result.returncode != 0:
-        sys.exit(f"parity: command failed ({result.returncode}): {' '.join(cmd)}\n{result.stdout}")
-    return result.stdout
-
-
-def metrics(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f]
 
 
 def main():
@@ -41,13 +28,7 @@ def main():
     w = lambda name: os.path.join(args.workdir, name)
     ref = [sys.executable, os.path.join(ROOT, "test", "reference", "train.py"), "--spec", args.spec]
 
-    # Text every Debian machine has, read at run time.
-    licenses = sorted(glob.glob("/usr/share/common-licenses/*"))
-    licenses = [p for p in licenses if os.path.isfile(p) and not os.path.islink(p)]
-    data_cmd = [args.megac, "data", "--split-paragraphs", "--output-prefix", w("corpus")]
-    for path in licenses:
-        data_cmd += ["--input", path]
-    run(data_cmd)
+    make_license_corpus(args.megac, w("corpus"))
     run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w("out")])
     run(ref + ["--init-out", w("init.safetensors"), "--seed", "7"])
     common = TRAIN_FLAGS + ["--data-path", w("corpus"), "--load", w("init.safetensors")]

@@ -2,14 +2,13 @@
 same weights on the same data, 10 steps, per-step losses and gradient norms equal to the
 single-rank run within 1e-5 relative (fp32, CPU, mpirun). Run with /usr/bin/python3."""
 import argparse
-import glob
-import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference"))
 from safetensors_io import load_file  # noqa: E402
+
+from e2e_util import make_license_corpus, metrics, run  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -19,19 +18,6 @@ TRAIN = ["--train-iters", "10", "--global-batch-size", "8", "--lr", "1e-3", "--m
          "--clip-grad", "1.0", "--no-shuffle"]
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMP_NUM_THREADS": "1"}
-
-
-def run(cmd, env=None):
-    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})})
-    if result.returncode != 0:
-        sys.exit(f"plan parity: command failed ({result.returncode}): {' '.join(cmd)}\n{result.stdout[-3000:]}")
-    return result.stdout
-
-
-def metrics(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f]
 
 
 def plan_flags(plan):
@@ -85,11 +71,7 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     w = lambda *p: os.path.join(args.workdir, *p)
 
-    licenses = [p for p in sorted(glob.glob("/usr/share/common-licenses/*")) if os.path.isfile(p) and not os.path.islink(p)]
-    data = [args.megac, "data", "--split-paragraphs", "--output-prefix", w("corpus")]
-    for path in licenses:
-        data += ["--input", path]
-    run(data)
+    make_license_corpus(args.megac, w("corpus"))
     run([sys.executable, os.path.join(ROOT, "test", "reference", "train.py"), "--spec", args.spec,
          "--init-out", w("init.safetensors"), "--seed", "11"])
     common = TRAIN + ["--data-path", w("corpus"), "--load", w("init.safetensors")]
