@@ -92,10 +92,8 @@ private:
     Operation *ret = body.getTerminator();
     if (fn.getSymName() != "train_step")
       for (OpOperand &operand : ret->getOpOperands()) {
-        auto key = std::make_tuple(operand.get().getAsOpaquePointer(), static_cast<int>(Sharding::Replicated),
-                                   int64_t(-1));
         if (get(operand.get()).isSplit())
-          if (auto it = converted.find(key); it != converted.end())
+          if (auto it = converted.find(conversionKey(operand.get(), Sharding::replicated())); it != converted.end())
             operand.set(it->second);
       }
     for (Value v : ret->getOperands())
@@ -136,13 +134,18 @@ private:
 
   // ---- conversions --------------------------------------------------------------------------
 
+  using ConversionKey = std::tuple<void *, int, int64_t>;
+  static ConversionKey conversionKey(Value v, Sharding to) {
+    return {v.getAsOpaquePointer(), static_cast<int>(to.kind), to.dim};
+  }
+
   /// The value `v` with sharding `to`, inserting the collective before `user` (once per value
   /// and sharding). `rule` says which Megatron rule needs it; the dump shows it.
   Value convert(Value v, Sharding to, Operation *user, StringRef rule) {
     Sharding from = get(v);
     if (from == to)
       return v;
-    auto key = std::make_tuple(v.getAsOpaquePointer(), static_cast<int>(to.kind), to.dim);
+    auto key = conversionKey(v, to);
     if (auto it = converted.find(key); it != converted.end())
       return it->second;
     OpBuilder b(user);
@@ -229,7 +232,7 @@ private:
   std::string grid;
   DenseMap<Value, Sharding> shardings;
   SmallVector<Value> values;
-  std::map<std::tuple<void *, int, int64_t>, Value> converted;
+  std::map<ConversionKey, Value> converted; // one collective per value and target sharding
   llvm::StringMap<SmallVector<Sharding>> calleeArgs, calleeResults;
   DenseSet<Value> vocabParallelIds;                      // ids looked up in a vocabulary-split table
   DenseMap<Value, std::pair<Value, Value>> softmaxStats; // split logits -> (max, sum_exp), all-reduced
