@@ -36,9 +36,7 @@ The driver needs only the standard library; the data and weights are written und
 """
 import argparse
 import datetime
-import json
 import os
-import platform
 import re
 import shlex
 import shutil
@@ -48,6 +46,8 @@ import sys
 import tempfile
 import textwrap
 import time
+
+from bench_util import cpu_model, git_rev, loadavg, log, read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(REPO, "test", "reference")
@@ -118,10 +118,6 @@ def worker_data(argv):
 # Driver
 # ---------------------------------------------------------------------------------------------
 
-def log(msg):
-    print(msg, flush=True)
-
-
 def run(cmd, env=None, stdout_path=None):
     """Runs cmd to completion (stdout + stderr into stdout_path if given); exits on failure."""
     with open(stdout_path or os.devnull, "w") as out:
@@ -148,11 +144,6 @@ def write_spec(path):
         for k, v in SIZES.items():
             f.write(f"{k}: {v}\n")
         f.write(f"ffn_hidden_size: {FFN}\n")
-
-
-def read_metrics(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 class CpuMeter:
@@ -184,33 +175,6 @@ class CpuMeter:
         return {"wall_s": time.monotonic() - self.wall0,
                 "ours_cpu_pct": 100.0 * ours / capacity if capacity else 0.0,
                 "other_cpu_pct": 100.0 * other / capacity if capacity else 0.0}
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def git_rev():
-    try:
-        rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return rev + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def mpi_version(mpirun):

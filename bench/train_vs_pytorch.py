@@ -25,7 +25,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import shlex
 import statistics
@@ -33,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from bench_util import cpu_model, git_rev, loadavg, log, read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(REPO, "test", "reference")
@@ -137,10 +138,6 @@ def worker_main(argv):
 # Driver
 # ---------------------------------------------------------------------------------------------
 
-def log(msg):
-    print(msg, flush=True)
-
-
 def run(cmd, env=None, stdout_path=None):
     """Runs cmd to completion; on failure prints its output and exits."""
     with open(stdout_path or os.devnull, "w") as out:
@@ -169,11 +166,6 @@ def write_spec(path, family):
         f.write(f"family: {family}\n")
         for k, v in SIZES.items():
             f.write(f"{k}: {v}\n")
-
-
-def read_metrics(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 class CpuMeter:
@@ -205,33 +197,6 @@ class CpuMeter:
         return {"wall_s": time.monotonic() - self.wall0,
                 "ours_cpu_pct": 100.0 * ours / capacity if capacity else 0.0,
                 "other_cpu_pct": 100.0 * other / capacity if capacity else 0.0}
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def git_rev():
-    try:
-        rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return rev + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def median_tps(records, warmup):
