@@ -4,6 +4,7 @@ import json
 import os
 import platform
 import subprocess
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,3 +43,34 @@ def git_rev():
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+class CpuMeter:
+    """Machine-wide busy CPU time (/proc/stat) minus this process's children's CPU time:
+    roughly how much of the machine other processes used while we measured."""
+
+    @staticmethod
+    def _busy_total():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+        total = sum(v[:8])  # user nice system idle iowait irq softirq steal (guest is in user)
+        return total - idle, total
+
+    def __init__(self):
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.busy0, self.total0 = self._busy_total()
+        t = os.times()
+        self.children0 = t.children_user + t.children_system + t.user + t.system
+        self.wall0 = time.monotonic()
+
+    def stop(self):
+        busy, total = self._busy_total()
+        t = os.times()
+        ours = t.children_user + t.children_system + t.user + t.system - self.children0
+        all_busy = (busy - self.busy0) / self.tick
+        capacity = (total - self.total0) / self.tick  # = wall seconds x cpus
+        other = max(0.0, all_busy - ours)
+        return {"wall_s": time.monotonic() - self.wall0,
+                "ours_cpu_pct": 100.0 * ours / capacity if capacity else 0.0,
+                "other_cpu_pct": 100.0 * other / capacity if capacity else 0.0}

@@ -47,7 +47,7 @@ import tempfile
 import textwrap
 import time
 
-from bench_util import cpu_model, git_rev, loadavg, log, read_metrics
+from bench_util import CpuMeter, cpu_model, git_rev, loadavg, log, read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(REPO, "test", "reference")
@@ -144,37 +144,6 @@ def write_spec(path):
         for k, v in SIZES.items():
             f.write(f"{k}: {v}\n")
         f.write(f"ffn_hidden_size: {FFN}\n")
-
-
-class CpuMeter:
-    """Machine-wide busy CPU time (/proc/stat) minus this process's children's CPU time:
-    roughly how much of the machine other processes used while we measured."""
-
-    @staticmethod
-    def _busy_total():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
-        total = sum(v[:8])  # user nice system idle iowait irq softirq steal (guest is in user)
-        return total - idle, total
-
-    def __init__(self):
-        self.tick = os.sysconf("SC_CLK_TCK")
-        self.busy0, self.total0 = self._busy_total()
-        t = os.times()
-        self.children0 = t.children_user + t.children_system + t.user + t.system
-        self.wall0 = time.monotonic()
-
-    def stop(self):
-        busy, total = self._busy_total()
-        t = os.times()
-        ours = t.children_user + t.children_system + t.user + t.system - self.children0
-        all_busy = (busy - self.busy0) / self.tick
-        capacity = (total - self.total0) / self.tick  # = wall seconds x cpus
-        other = max(0.0, all_busy - ours)
-        return {"wall_s": time.monotonic() - self.wall0,
-                "ours_cpu_pct": 100.0 * ours / capacity if capacity else 0.0,
-                "other_cpu_pct": 100.0 * other / capacity if capacity else 0.0}
 
 
 def mpi_version(mpirun):

@@ -1,4 +1,6 @@
 #include "megart/atomic_file.h"
+
+#include "expect_error.h"
 #include "megart/error.h"
 #include "megart/indexed_dataset.h"
 
@@ -62,16 +64,6 @@ template <typename T> void poke(std::string &bytes, size_t offset, T value) {
 }
 
 // Runs `fn`, expects megart::Error, and checks that the message contains every fragment.
-void expect_error(const std::function<void()> &fn, const std::vector<std::string> &fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected megart::Error";
-  } catch (const megart::Error &e) {
-    for (const std::string &f : fragments)
-      EXPECT_THAT(e.what(), HasSubstr(f));
-  }
-}
-
 // Offsets in the .idx of the sample dataset: 3 sequences, 5 document index entries.
 constexpr size_t kVersionAt = 9, kDtypeAt = 17, kCountAt = 18, kDocCountAt = 26, kSizesAt = 34;
 constexpr size_t kPointersAt = kSizesAt + 3 * 4, kDocsAt = kPointersAt + 3 * 8;

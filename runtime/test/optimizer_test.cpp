@@ -1,4 +1,6 @@
 #include "megart/error.h"
+
+#include "expect_error.h"
 #include "megart/optimizer.h"
 
 #include <gmock/gmock.h>
@@ -10,20 +12,6 @@
 #include <vector>
 
 using ::testing::HasSubstr;
-
-namespace {
-
-void expect_error(const std::function<void()> &fn, const std::vector<std::string> &fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected megart::Error";
-  } catch (const megart::Error &e) {
-    for (const std::string &f : fragments)
-      EXPECT_THAT(e.what(), HasSubstr(f));
-  }
-}
-
-} // namespace
 
 // Two steps on one element, worked by hand (lr 0.1, weight decay 0.1, betas 0.9/0.999,
 // eps 1e-8; gradients 0.5 then 0.25):

@@ -1,4 +1,6 @@
 #include "megart/error.h"
+
+#include "expect_error.h"
 #include "megart/json.h"
 #include "megart/safetensors.h"
 
@@ -20,16 +22,6 @@ using megart::SafetensorsFile;
 using ::testing::HasSubstr;
 
 namespace {
-
-void expect_error(const std::function<void()> &fn, const std::vector<std::string> &fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected megart::Error";
-  } catch (const megart::Error &e) {
-    for (const std::string &f : fragments)
-      EXPECT_THAT(e.what(), HasSubstr(f));
-  }
-}
 
 std::string read_file(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
