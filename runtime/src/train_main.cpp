@@ -11,10 +11,12 @@
 #include "megart/train_loop.h"
 #include "megart/train_setup.h"
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <new>
 #include <optional>
+#include <thread>
 #include <vector>
 
 namespace megart {
@@ -163,6 +165,10 @@ int train_main(int argc, const char *const *argv, const ProgramDesc &program, st
       program);
   if (!failure.empty()) {
     log_err << ("error: " + failure + "\n") << std::flush;
+    // MPI is already gone, so there is no barrier: the ranks that say nothing wait a moment,
+    // because mpirun aborts the job at the first failing exit and rank 0's line could be lost.
+    if (launch.under_launcher && launch.rank != 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
     return 2;
   }
   if (!grid)
