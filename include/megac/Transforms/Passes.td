@@ -10,7 +10,7 @@ def Autodiff : Pass<"megac-autodiff", "mlir::ModuleOp"> {
     Differentiates the entry function `@forward(ids, labels) -> loss` with respect to every
     `tx.param`, walking its ops last to first and asking each op for its vector-Jacobian
     product (`VjpOpInterface`). The entry becomes `@train_step(ids, labels, dloss) -> loss`:
-    `dloss` seeds the backward pass (the runtime passes 1 / number of microbatches) and each
+    `dloss` seeds the backward pass (the runtime passes 1 / (microbatches x dp size)) and each
     parameter's gradient flows into a `tx.param_grad`.
 
     A function called from the entry (one per distinct layer kind) is split into `@F_fwd`,
