@@ -24,8 +24,9 @@ in reverse order). Multi-rank runs use `mpirun --oversubscribe -np 2 --report-bi
 Checks and context recorded with the numbers: tp1 and tp2 read the same batches from the same
 weights, so their losses must agree (relative 1e-5, as test/e2e/plan_parity.py); the collectives
 the tp2 program contains (counted in its --dump-ir output); the cost of one such all-reduce on
-this machine (a small MPI program built with mpicc, run alone after the measurement); the load
-average before and after and how much CPU other processes used meanwhile.
+this machine (a small MPI program built with mpicc, launched alone once before the runs and twice
+after; the median of the launches, each launch listed); the load average before and after and how
+much CPU other processes used meanwhile.
 
 --write-docs replaces the block between this script's own markers in docs/benchmarks.md (the
 section is generated: change its text here), or appends the block at the end of the file if it
@@ -36,11 +37,14 @@ The driver needs only the standard library; the data and weights are written und
 """
 import argparse
 import datetime
+import json
+import math
 import os
 import re
 import shlex
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -59,6 +63,17 @@ FFN = 4 * SIZES["hidden_size"]  # GPT-2's default ffn_hidden_size
 DATA_SEED = 1234
 INIT_SEED = 1234
 LR = 1e-3
+# Seen on the machine of docs/benchmarks.md, kept with the generated section (update it by hand).
+OBSERVED = (
+    "Whole invocations differ as well: in three quiet invocations on 2026-11-21 (other processes ~0%) "
+    "tp1 ran near 4100 tokens/s in some rounds and near 3500 in others, often all rounds of an "
+    "invocation alike, while tp2 (4100-4260), dp2 and tp1x1 stayed steady, so tp2 / tp1 read from "
+    "1.03x to 1.18x. A plausible cause, not verified: tp1's two threads meet at a barrier after every "
+    "kernel, hundreds of times per iteration, and lose time whenever the host delays one of the two "
+    "virtual CPUs; tp2's ranks meet at 22 all-reduces per iteration. The 2 MiB all-reduce likewise "
+    "reads ~0.2 ms in some launches and ~1 ms in others.")
+AR_REPS = 40  # all-reduces per micro-benchmark launch
+AR_LAUNCHES = 3  # one before the runs, the rest after
 LOSS_TOL = 1e-5  # relative, as test/e2e/plan_parity.py
 
 # name -> (compile flags, ranks, threads per rank, global batch = factor x micro batch, label)
@@ -195,25 +210,37 @@ def count_collectives(mlir_path):
     return expand("train_step")
 
 
-def allreduce_timings(a, work, sizes, reps=40):
-    """Median ms of one MPI float all-reduce of each size over 2 ranks, measured alone, or {}."""
+def safetensors_numel(path):
+    """Elements in a safetensors file, from its JSON header."""
+    with open(path, "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    return sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+
+
+def build_allreduce(work):
+    """The all-reduce micro-benchmark, built with mpicc; None without mpicc."""
     mpicc = shutil.which("mpicc")
     if not mpicc:
         log("bench: no mpicc: skipping the all-reduce micro-benchmark")
-        return {}
+        return None
     src, exe = os.path.join(work, "allreduce.c"), os.path.join(work, "allreduce")
     with open(src, "w") as f:
         f.write(ALLREDUCE_C)
     run([mpicc, "-O2", "-o", exe, src])
-    result = {}
+    return exe
+
+
+def allreduce_timings(a, exe, work, sizes, into, reps=AR_REPS):
+    """One launch per size of the micro-benchmark (2 ranks, alone); appends the median ms of its
+    `reps` all-reduces to into[size]."""
     for n in sizes:
+        logfile = os.path.join(work, f"allreduce-{n}-{len(into.get(n, []))}.log")
         run([a.mpirun, "--oversubscribe", "-np", "2", exe, str(n), str(reps)], env=thread_env(1),
-            stdout_path=os.path.join(work, f"allreduce-{n}.log"))
-        with open(os.path.join(work, f"allreduce-{n}.log")) as f:
+            stdout_path=logfile)
+        with open(logfile) as f:
             values = [float(x) for x in f.read().split() if re.fullmatch(r"[0-9.]+", x)]
         if values:
-            result[n] = statistics.median(values)
-    return result
+            into.setdefault(n, []).append(statistics.median(values))
 
 
 def measure(name, a, m, work, rnd):
@@ -234,9 +261,6 @@ def measure(name, a, m, work, rnd):
         m["bindings"][name] = ", ".join(
             f"rank {r} on " + ("+".join(f"core {x}" for x in re.findall(r"core (\d+)", where)) or "any core")
             for r, where in bindings)
-    params = re.search(r"parameters: (\d+) in (\d+) tensors", text)
-    if params:
-        m["params"] = int(params.group(1))
     return read_metrics(metrics)
 
 
@@ -254,7 +278,7 @@ def pct(x):
 
 
 def fmt_ms(x):
-    return f"{x:.2f}" if x < 10 else f"{x:.0f}"
+    return f"{x:.3f}" if x < 0.1 else f"{x:.2f}" if x < 10 else f"{x:.0f}"
 
 
 def results_markdown(rows, info):
@@ -314,7 +338,9 @@ def results_markdown(rows, info):
                f"--dump-ir`): {info['collectives']}; the runtime adds one all-reduce of a double for the "
                f"gradient norm. dp2 all-reduces the {info['params_m']} M gradients ({info['grad_mb']:.1f} MB) "
                f"once per iteration, after the backward."),
-        bullet(f"one MPI all-reduce on this machine, 2 ranks, measured alone after the runs (median of 40): "
+        bullet(f"one MPI all-reduce on this machine, 2 ranks, measured alone ({AR_LAUNCHES} launches of "
+               f"{AR_REPS} all-reduces each, one before the runs and the others after; median of the launch "
+               f"medians, then each launch's median): "
                f"{info['allreduce']}"),
         f"- command: `{info['command']}`",
         "",
@@ -358,7 +384,7 @@ def results_markdown(rows, info):
         bullet("**Noise.** Shared 2-core virtual machine: the same run can vary by 20% or more from one round "
                "to the next (the per-round column), and much more when anything else runs, two-thread and "
                "two-rank runs most (a thread or rank that loses its core holds up the other at every "
-               "barrier or all-reduce); the load line above records what else ran."),
+               "barrier or all-reduce); the load line above records what else ran. " + OBSERVED),
     ]
     if "dp2" in rows:
         at = next(i for i, x in enumerate(lines) if x.startswith("- **On a GPU node"))
@@ -428,7 +454,7 @@ def main(argv):
 
     # Set-up (not timed): spec, data, initial weights, one program per plan.
     m = {"spec": os.path.join(work, "gpt2.yaml"), "data": os.path.join(work, "data"),
-         "init": os.path.join(work, "init.safetensors"), "out": {}, "bindings": {}, "params": None}
+         "init": os.path.join(work, "init.safetensors"), "out": {}, "bindings": {}}
     write_spec(m["spec"])
     max_factor = max(CONFIGS[c][3] for c in names)
     tokens = (a.warmup + a.iters) * a.micro_batch_size * max_factor * SIZES["seq_length"] + 1
@@ -447,6 +473,15 @@ def main(argv):
             run(cmd)
             programs[key] = out
         m["out"][c] = programs[key]
+
+    # What one all-reduce costs here, alone: one launch now, the others after the runs (a launch
+    # that meets a busy core reads ~5x slower; the median of the launches is reported).
+    b, s, h = a.micro_batch_size, SIZES["seq_length"], SIZES["hidden_size"]
+    act, params = b * s * h, safetensors_numel(m["init"])
+    ar_sizes, ar_launches = sorted({act, b * s, params}), {}
+    ar_exe = None if a.no_allreduce else build_allreduce(work)
+    if ar_exe:
+        allreduce_timings(a, ar_exe, work, ar_sizes, ar_launches)
 
     # Measurement: one run at a time.
     records = {c: [] for c in names}
@@ -488,18 +523,20 @@ def main(argv):
             log(f"bench: WARNING: tp1 and tp2 losses differ: {loss_check}")
 
     # What the tp2 program communicates, and what one all-reduce costs here.
-    b, s, h = a.micro_batch_size, SIZES["seq_length"], SIZES["hidden_size"]
-    act = b * s * h
     collectives, counts = "not counted (tp2 not compiled)", {}
     ir = os.path.join(work, "ir-tp2", "3-tensor-parallel.mlir")
     if os.path.exists(ir):
         counts = count_collectives(ir)
         collectives = ", ".join(f"{n} {op.replace('_', '-')}s of {e} floats" for (op, e), n in
                                 sorted(counts.items(), key=lambda kv: -kv[0][1]))
-    params = m["params"] or 4273664
-    timings = {} if a.no_allreduce else allreduce_timings(a, work, sorted({act, b * s, params}))
-    allreduce = "; ".join(f"{n} floats ({n * 4 / 2**20:.2f} MiB) {fmt_ms(t)} ms" for n, t in sorted(timings.items())) \
-        or "not measured"
+    if ar_exe:
+        for _ in range(AR_LAUNCHES - 1):
+            allreduce_timings(a, ar_exe, work, ar_sizes, ar_launches)
+    timings = {n: statistics.median(v) for n, v in ar_launches.items()}
+    allreduce = "; ".join(
+        f"{n} floats ({n * 4 / 2**20:.2f} MiB) {fmt_ms(timings[n])} ms"
+        + (f" (launches {' / '.join(fmt_ms(x) for x in v)})" if len(v) > 1 else "")
+        for n, v in sorted(ar_launches.items())) or "not measured"
     L = SIZES["num_layers"]
     comm_sentence, dp_sentence, cores_sentence = "", f"It does twice tp1's work per iteration ({2 * b} samples)", ""
     big = sum(n for (op, e), n in counts.items() if e == act)
@@ -513,7 +550,12 @@ def main(argv):
             comm_sentence += f" and {small} of [b, s] for the vocabulary-parallel cross-entropy"
         if act in timings:
             comm_ms = sum(n * timings.get(e, 0.0) for (op, e), n in counts.items())
-            comm_sentence += f"; at {fmt_ms(timings[act])} ms each (measured alone) that is ~{comm_ms:.0f} ms"
+            spread = ar_launches[act]
+            comm_sentence += f"; at {fmt_ms(timings[act])} ms each (measured alone"
+            if len(spread) > 1 and max(spread) > 1.5 * min(spread):
+                comm_sentence += (f"; {fmt_ms(min(spread))} to {fmt_ms(max(spread))} ms from one launch to the "
+                                  f"next on this VM")
+            comm_sentence += f") that is ~{comm_ms:.0f} ms"
             if "tp2" in rows:
                 comm_sentence += (f", {pct(comm_ms / rows['tp2']['ms'])} of its {rows['tp2']['ms']:.0f} ms "
                                   f"iteration")
@@ -550,6 +592,9 @@ def main(argv):
             verdict = (f"tp2 ran at {ratio:.2f}x tp1's tokens/s"
                        + (" (one round each: no spread to compare it with)." if len(r1) < 2 else
                           ", outside the spread of the per-round medians."))
+        if len(r1) > 1:
+            verdict += (f" Best rounds: tp1 {max(r1):.0f}, tp2 {max(r2):.0f} tokens/s; worst: tp1 {min(r1):.0f}, "
+                        f"tp2 {min(r2):.0f}.")
 
     distinct = sorted(set(m["bindings"].values()))
     binds = distinct[0] if len(distinct) == 1 else "; ".join(f"{c}: {v}" for c, v in m["bindings"].items())
