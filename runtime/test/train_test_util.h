@@ -229,17 +229,25 @@ struct RunResult {
   std::string out, err;
 };
 
-inline RunResult run_training(const megart::ProgramDesc &program,
-                              const std::vector<std::string> &args) {
+// Runs an entry point `entry(argc, argv, out, err)` on "train" + args, capturing its output.
+template <typename Entry>
+RunResult run_capturing(const std::vector<std::string> &args, Entry &&entry) {
   std::vector<const char *> argv{"train"};
   for (const std::string &a : args)
     argv.push_back(a.c_str());
   std::ostringstream out, err;
   RunResult r;
-  r.code = megart::train_main(static_cast<int>(argv.size()), argv.data(), program, out, err);
+  r.code = entry(static_cast<int>(argv.size()), argv.data(), out, err);
   r.out = out.str();
   r.err = err.str();
   return r;
+}
+
+inline RunResult run_training(const megart::ProgramDesc &program,
+                              const std::vector<std::string> &args) {
+  return run_capturing(args, [&](int argc, const char *const *argv, std::ostream &out, std::ostream &err) {
+    return megart::train_main(argc, argv, program, out, err);
+  });
 }
 
 // Every line of a JSONL file, parsed.

@@ -21,16 +21,9 @@ namespace {
 
 RunResult run_on(const megart::ProgramDesc &program, megart::ProcessGrid &grid,
                  const std::vector<std::string> &args) {
-  std::vector<const char *> argv{"train"};
-  for (const std::string &a : args)
-    argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  RunResult r;
-  r.code = megart::train_on_grid(static_cast<int>(argv.size()), argv.data(), program, grid, out,
-                                 err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
+  return run_capturing(args, [&](int argc, const char *const *argv, std::ostream &out, std::ostream &err) {
+    return megart::train_on_grid(argc, argv, program, grid, out, err);
+  });
 }
 
 std::vector<double> grad_norms(const std::vector<megart::JsonValue> &rows) {
