@@ -53,6 +53,73 @@ using StepFn = float (*)(const StepContext &ctx, float *const *params, float *co
 // the buckets the compiler chose (one all-reduce each).
 using SyncFn = void (*)(const StepContext &ctx, float *const *grads);
 
+// Pipeline parallelism. The layers are split into chunks (pipeline_parallel_size x V of them;
+// chunk c runs on pp rank c % pipeline_parallel_size), each compiled into a forward and a
+// backward function of one microbatch. The activation a chunk passes on (its output, the next
+// chunk's input) is the residual stream [micro batch, seq (/ tp with sequence parallelism),
+// hidden]; the gradient flows back the same way with the same shape.
+//
+// Forward of chunk `chunk` for one microbatch: reads `input` (the previous chunk's output;
+// null on chunk 0), writes `output` (null on the last chunk) and fills `stash` (stash_bytes,
+// 64-byte aligned) with what the backward needs. Returns the microbatch's mean loss on the last
+// chunk, 0 elsewhere.
+using ChunkForwardFn = float (*)(const StepContext &ctx, float *const *params, char *arena,
+                                 const int32_t *ids, const int32_t *labels, const float *input,
+                                 float *output, char *stash);
+// Backward of the same chunk and microbatch: reads `stash` (as its forward left it) and
+// `output_grad` (the next chunk's input gradient; null on the last chunk, which starts from
+// `dloss` instead), adds the parameter gradients into grads[i] and writes `input_grad` (null on
+// chunk 0). ids/labels are the microbatch's, as the forward got them.
+using ChunkBackwardFn = void (*)(const StepContext &ctx, float *const *params,
+                                 float *const *grads, char *arena, const int32_t *ids,
+                                 const int32_t *labels, float dloss, const char *stash,
+                                 const float *output_grad, float *input_grad);
+
+struct ChunkDesc {
+  int32_t chunk;                     // global chunk index
+  ChunkForwardFn forward;
+  ChunkBackwardFn backward;
+  int64_t stash_bytes;               // per in-flight microbatch
+  int64_t input_numel;               // elements of `input` / `input_grad` (0 on chunk 0)
+  int64_t output_numel;              // elements of `output` / `output_grad` (0 on the last)
+};
+
+// One entry of a pp rank's compiled schedule, executed in order. Sends are non-blocking (the
+// executor keeps the buffer until the send completes); receives block until the data is there.
+// Messages between two pp ranks are matched in order per (direction, kind).
+enum class PipeOpKind : int32_t {
+  Forward = 0,        // run chunk's forward for microbatch
+  Backward = 1,       // run chunk's backward for microbatch (frees its stash)
+  SendActivation = 2, // chunk's output for microbatch -> pp rank `peer` (runs chunk + 1)
+  RecvActivation = 3, // chunk's input for microbatch <- pp rank `peer` (runs chunk - 1)
+  SendGrad = 4,       // chunk's input_grad for microbatch -> pp rank `peer` (runs chunk - 1)
+  RecvGrad = 5,       // chunk's output_grad for microbatch <- pp rank `peer` (runs chunk + 1)
+};
+
+struct PipeOp {
+  PipeOpKind kind;
+  int32_t chunk;
+  int32_t microbatch;
+  int32_t peer;                      // pp rank of the other side (-1 for Forward/Backward)
+};
+
+// Everything one pp rank runs: its parameters (only those its chunks use; a tied weight such
+// as GPT-2's wte appears in the tables of both the first and the last stage, and the runtime
+// sums its gradient between them), its chunks, its schedule and its gradient buckets.
+struct PipelineStageDesc {
+  const ParamDesc *params;
+  int64_t num_params;
+  int64_t arena_bytes;               // workspace for one chunk function call
+  const ChunkDesc *chunks;           // the chunks on this rank, in ascending chunk order
+  int64_t num_chunks;
+  const PipeOp *ops;
+  int64_t num_ops;
+  // The schedule's peak of stashed (chunk, microbatch) activations on this rank, as the
+  // compiler's verifier computed it; the executor counts its own and reports both.
+  int64_t predicted_peak_stash;
+  SyncFn sync_gradients;             // dp buckets over this stage's gradients (null: runtime)
+};
+
 struct ProgramDesc {
   const char *model_family;          // "gpt2" or "llama"
   const char *summary;               // one line: spec and plan, printed at start-up
@@ -71,6 +138,14 @@ struct ProgramDesc {
   // The compiled data-parallel gradient buckets (null: the runtime buckets the flat gradients
   // by --ddp-bucket-size itself, as hand-written test programs need).
   SyncFn sync_gradients = nullptr;
+  // Pipeline parallelism (pipeline_parallel_size > 1): one stage per pp rank, replacing
+  // params / num_params / arena_bytes / step / sync_gradients above (which then describe
+  // nothing). The schedule is compiled for a fixed number of microbatches per dp rank, so the
+  // global batch size is fixed too: micro_batch_size x data_parallel_size x num_microbatches.
+  const PipelineStageDesc *stages = nullptr;
+  int64_t num_microbatches = 0;
+  const char *pipeline_schedule = nullptr; // "gpipe", "1f1b" or "interleaved", for the log
+  int64_t virtual_pipeline_size = 1;       // chunks per pp rank
 };
 
 // Parses Megatron-style training flags, trains, logs; returns the process exit code.
