@@ -19,4 +19,4 @@ llvm_config.with_system_environment(["HOME", "TMPDIR"])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(
-    ["megac-opt", "megac", "megac-gradcheck"], [config.megac_tools_dir, config.llvm_tools_dir])
+    ["megac-opt", "megac", "megac-gradcheck", "megac-schedule-check"], [config.megac_tools_dir, config.llvm_tools_dir])

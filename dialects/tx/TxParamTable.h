@@ -4,12 +4,24 @@
 #pragma once
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "tx/TxOps.h"
 
 namespace megac::tx {
 
-/// The distinct parameter blocks (checkpoint name + block offsets) of `entry`, in order of
-/// first appearance.
-llvm::SmallVector<ParamOp> parameterTable(mlir::func::FuncOp entry);
+/// The distinct parameter blocks (checkpoint name + block offsets) of `fns`, in order of first
+/// appearance.
+llvm::SmallVector<ParamOp> parameterTable(llvm::ArrayRef<mlir::func::FuncOp> fns);
+inline llvm::SmallVector<ParamOp> parameterTable(mlir::func::FuncOp entry) {
+  return parameterTable(llvm::ArrayRef<mlir::func::FuncOp>(entry));
+}
+
+/// With pipeline parallelism (megac-pipeline-split ran): the chunk functions pipeline rank
+/// `stage` runs, in chunk order, each chunk's forward before its backward. A stage's parameter
+/// table is parameterTable(stageFunctions(...)).
+llvm::SmallVector<mlir::func::FuncOp> stageFunctions(mlir::ModuleOp module, int64_t stage);
+
+/// The number of pipeline stages megac-pipeline-split made (1 when it did not run).
+int64_t pipelineStages(mlir::ModuleOp module);
 
 } // namespace megac::tx

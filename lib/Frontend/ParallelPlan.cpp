@@ -6,7 +6,13 @@ using namespace llvm;
 using namespace megac;
 
 std::string ParallelPlan::summary() const {
-  return "tp " + std::to_string(tp) + " pp " + std::to_string(pp) + " dp " + std::to_string(dp) + (sp ? " sp" : "");
+  std::string text = "tp " + std::to_string(tp) + " pp " + std::to_string(pp);
+  if (vpp > 1)
+    text += " vpp " + std::to_string(vpp);
+  text += " dp " + std::to_string(dp) + (sp ? " sp" : "");
+  if (pp > 1)
+    text += " (" + pipelineSchedule + ", " + std::to_string(numMicrobatches) + " microbatches)";
+  return text;
 }
 
 std::string ParallelPlan::rankLayout() const {
@@ -20,6 +26,76 @@ std::string ParallelPlan::rankLayout() const {
 }
 
 static Error fail(const Twine &message) { return createStringError(inconvertibleErrorCode(), message); }
+
+static std::string joined(ArrayRef<int64_t> values) {
+  std::string text;
+  for (int64_t v : values)
+    text += (text.empty() ? "" : ",") + std::to_string(v);
+  return text;
+}
+
+Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
+  const int64_t layers = spec.numLayers;
+  if (plan.pp < 1)
+    return fail("--pipeline-model-parallel-size must be >= 1, got " + Twine(plan.pp));
+  if (plan.vpp < 1)
+    return fail("--num-virtual-stages-per-pipeline-rank (--vpp) must be >= 1, got " + Twine(plan.vpp));
+  if (plan.layersPerVirtualStage < 0)
+    return fail("--num-layers-per-virtual-pipeline-stage must be >= 1, got " + Twine(plan.layersPerVirtualStage));
+  if (plan.layersPerVirtualStage > 0) {
+    int64_t perRank = plan.layersPerVirtualStage * plan.pp;
+    if (layers % perRank != 0)
+      return fail("num_layers (" + Twine(layers) + ") is not divisible by --num-layers-per-virtual-pipeline-stage (" +
+                  Twine(plan.layersPerVirtualStage) + ") x pipeline size (" + Twine(plan.pp) +
+                  "); pick a value whose product with the pipeline size divides num_layers");
+    int64_t vpp = layers / perRank;
+    if (plan.vpp > 1 && plan.vpp != vpp)
+      return fail("--vpp " + Twine(plan.vpp) + " contradicts --num-layers-per-virtual-pipeline-stage " +
+                  Twine(plan.layersPerVirtualStage) + " (which gives " + Twine(vpp) + " chunks per rank for " +
+                  Twine(layers) + " layers over " + Twine(plan.pp) + " pipeline ranks); give only one of them");
+    plan.vpp = vpp;
+  }
+  if (plan.pp == 1 && plan.vpp > 1)
+    return fail("--vpp " + Twine(plan.vpp) + " (virtual pipeline stages) needs --pipeline-model-parallel-size > 1");
+  if (plan.pp == 1 && !plan.pipelineLayout.empty())
+    return fail("--pipeline-layout needs --pipeline-model-parallel-size > 1");
+  if (plan.pp == 1 && !plan.pipelineSchedule.empty())
+    return fail("--pipeline-schedule needs --pipeline-model-parallel-size > 1");
+  if (plan.pp == 1)
+    return Error::success();
+
+  const int64_t chunks = plan.pp * plan.vpp;
+  if (chunks > layers)
+    return fail("pipeline size x vpp = " + Twine(plan.pp) + " x " + Twine(plan.vpp) + " = " + Twine(chunks) +
+                " chunks, but num_layers is " + Twine(layers) + "; every chunk needs at least one layer: "
+                "lower --pp or --vpp");
+  if (plan.pipelineLayout.empty()) {
+    if (layers % chunks != 0)
+      return fail("num_layers (" + Twine(layers) + ") is not divisible by pipeline size x vpp (" + Twine(chunks) +
+                  "); give --pipeline-layout with " + Twine(chunks) + " comma-separated layer counts (chunk order) "
+                  "that sum to " + Twine(layers));
+    plan.pipelineLayout.assign(chunks, layers / chunks);
+  } else {
+    int64_t sum = 0;
+    for (int64_t n : plan.pipelineLayout) {
+      if (n < 1)
+        return fail("--pipeline-layout " + joined(plan.pipelineLayout) + ": every chunk needs at least one layer");
+      sum += n;
+    }
+    if (static_cast<int64_t>(plan.pipelineLayout.size()) != chunks || sum != layers)
+      return fail("--pipeline-layout " + joined(plan.pipelineLayout) + " gives " + Twine(plan.pipelineLayout.size()) +
+                  " chunks with " + Twine(sum) + " layers; it needs pipeline size x vpp = " + Twine(chunks) +
+                  " counts (chunk c runs on pipeline rank c % " + Twine(plan.pp) + ") that sum to num_layers = " +
+                  Twine(layers));
+  }
+  if (plan.pipelineSchedule.empty())
+    plan.pipelineSchedule = plan.vpp > 1 ? "interleaved" : "1f1b";
+  if (plan.numMicrobatches == 0)
+    plan.numMicrobatches = plan.pp;
+  if (plan.numMicrobatches < 1)
+    return fail("the number of microbatches must be >= 1, got " + Twine(plan.numMicrobatches));
+  return Error::success();
+}
 
 Error megac::validatePlan(const ParallelPlan &plan, const ModelSpec &spec) {
   for (auto [flag, size] : {std::pair<StringRef, int64_t>{"--tensor-model-parallel-size", plan.tp},
@@ -46,7 +122,5 @@ Error megac::validatePlan(const ParallelPlan &plan, const ModelSpec &spec) {
   if (plan.sp && spec.seqLength % plan.tp != 0)
     return fail("seq_length (" + Twine(spec.seqLength) + ") is not divisible by tensor parallel size (" +
                 Twine(plan.tp) + "), which --sequence-parallel splits it by");
-  if (plan.pp > 1)
-    return fail("--pipeline-model-parallel-size " + Twine(plan.pp) + " is not implemented yet (issue [4])");
   return Error::success();
 }

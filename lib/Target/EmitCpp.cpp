@@ -1,521 +1,33 @@
 #include "megac/Target/EmitCpp.h"
 
-#include "megac/Target/MemoryPlan.h"
-#include "tx/TxOps.h"
+#include "EmitPipeline.h"
+#include "FunctionEmitter.h"
+#include "ProgramTables.h"
+#include "pipe/ScheduleIR.h"
 #include "tx/TxParamTable.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
-#include "llvm/ADT/MapVector.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 
 using namespace mlir;
 using namespace megac;
+using namespace megac::emit;
 
 namespace {
 
-int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
-ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
-int64_t prod(ArrayRef<int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
+/// @train_step: one microbatch's forward and backward, the runtime's StepFn.
+Signature trainStepSignature(func::FuncOp fn) {
+  Signature sig;
+  sig.prototype = "float train_step(const megart::StepContext &ctx, float *const *params, float *const *grads, "
+                  "char *ws,\n                 const int32_t *ids, const int32_t *labels, float dloss) {";
+  sig.args = {"ids", "labels", "(&dloss)"};
+  sig.results.assign(fn.getNumResults(), "");
+  sig.hasParams = true;
+  sig.returnedScalar = 0;
+  return sig;
 }
 
-std::string typeString(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  t.print(os);
-  return s;
-}
-
-std::string floatLiteral(double v) {
-  std::string s;
-  llvm::raw_string_ostream(s) << llvm::format("%.9g", v);
-  if (s.find_first_of(".eni") == std::string::npos)
-    s += ".0";
-  return s + "f";
-}
-
-/// The parameter table: one entry per distinct (checkpoint name, block offsets).
-struct ParamTable {
-  llvm::MapVector<std::pair<StringRef, ArrayRef<int64_t>>, tx::ParamOp> entries;
-
-  int64_t indexOf(tx::ParamOp op) {
-    ArrayRef<int64_t> offsets = op.getOffsets() ? *op.getOffsets() : ArrayRef<int64_t>();
-    auto [it, inserted] = entries.insert({{op.getName(), offsets}, op});
-    return it - entries.begin();
-  }
-};
-
-/// Emits one MLIR function as one C++ function.
-class FunctionEmitter {
-public:
-  FunctionEmitter(func::FuncOp fn, bool entry, ParamTable &params,
-                  const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os)
-      : fn(fn), entry(entry), params(params), calleeScratch(calleeScratch), os(os) {}
-
-  /// Returns the workspace bytes the function needs, its callees' included.
-  FailureOr<int64_t> emit(llvm::raw_ostream &plan);
-
-private:
-  LogicalResult assignStorage(llvm::raw_ostream &plan);
-  LogicalResult emitOp(Operation &op);
-  std::string ptr(Value v) { return names.lookup(v); }
-  std::string newName() { return "t" + std::to_string(counter++); }
-  /// Rank-dependent start of this rank's share of a vocabulary of `local` rows.
-  std::string vocabStart(int64_t local) { return "ctx.tp->rank() * " + std::to_string(local); }
-  /// Real (not padding) columns of this rank's share of `local` vocabulary columns.
-  std::string validColumns(std::optional<uint64_t> vocabSize, int64_t local) {
-    if (!vocabSize)
-      return std::to_string(local);
-    return "valid_columns(" + std::to_string(*vocabSize) + ", " + vocabStart(local) + ", " + std::to_string(local) + ")";
-  }
-  /// The communicator of a grid axis (the grid is dp x pp x tp).
-  std::string communicator(ArrayRef<int16_t> axes) {
-    static const char *names[] = {"ctx.dp", "ctx.pp", "ctx.tp"};
-    return axes.size() == 1 && axes[0] >= 0 && axes[0] < 3 ? names[axes[0]] : "ctx.tp";
-  }
-  /// The Megatron rule a pass recorded on a collective, for the generated code's comments.
-  std::string ruleNote(Operation *op) {
-    auto rule = op->getAttrOfType<StringAttr>("megac.rule");
-    return rule ? rule.str() : "";
-  }
-  LogicalResult unsupported(Operation &op, StringRef why) {
-    return op.emitOpError() << "cannot be emitted as C++: " << why;
-  }
-
-  func::FuncOp fn;
-  bool entry;
-  ParamTable &params;
-  const llvm::StringMap<int64_t> &calleeScratch;
-  llvm::raw_ostream &os;
-  DenseMap<Value, std::string> names; // the C++ expression of each value's buffer
-  DenseMap<Value, std::string> arenaDecl;
-  int64_t frameBytes = 0, maxCallee = 0;
-  unsigned counter = 0;
-};
-
-Value aliasRoot(Value v) {
-  while (auto reshape = v.getDefiningOp<tx::ReshapeOp>())
-    v = reshape.getInput();
-  return v;
-}
-
-LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
-  Block &body = fn.getBody().front();
-  // Arguments.
-  for (BlockArgument arg : body.getArguments()) {
-    auto type = cast<RankedTensorType>(arg.getType());
-    if (entry) {
-      static const char *entryArgs[] = {"ids", "labels", "(&dloss)"};
-      if (arg.getArgNumber() >= 3)
-        return fn.emitOpError("train_step must take (ids, labels, dloss)");
-      names[arg] = entryArgs[arg.getArgNumber()];
-    } else {
-      if (!type.getElementType().isF32())
-        return fn.emitOpError() << "argument " << arg.getArgNumber() << " has type " << type
-                                << "; the C++ emitter handles f32 tensors only";
-      names[arg] = "a" + std::to_string(arg.getArgNumber());
-    }
-  }
-  // Results written straight into the caller's buffers.
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  DenseMap<Value, std::string> resultBuffer;
-  if (!entry)
-    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      Value root = aliasRoot(v);
-      if (!isa<BlockArgument>(root) && !resultBuffer.count(root) && !root.getDefiningOp<tx::ParamOp>())
-        resultBuffer[root] = "r" + std::to_string(i);
-    }
-
-  // Lifetimes of arena buffers, measured in op positions.
-  DenseMap<Operation *, int64_t> position;
-  int64_t index = 0;
-  for (Operation &op : body)
-    position[&op] = index++;
-  llvm::MapVector<Value, BufferLifetime> arena;
-  for (Operation &op : body) {
-    for (Value r : op.getResults()) {
-      if (isa<tx::ReshapeOp, tx::ParamOp>(op))
-        continue;
-      if (auto it = resultBuffer.find(r); it != resultBuffer.end()) {
-        names[r] = it->second;
-        continue;
-      }
-      auto type = cast<RankedTensorType>(r.getType());
-      if (!type.getElementType().isF32())
-        return op.emitOpError() << "produces " << type << "; the C++ emitter handles f32 tensors only";
-      arena[r] = {position[&op], position[&op], type.getNumElements() * 4};
-    }
-    for (Value operand : op.getOperands()) {
-      auto it = arena.find(aliasRoot(operand));
-      if (it != arena.end())
-        it->second.lastUse = std::max(it->second.lastUse, position[&op]);
-    }
-  }
-  SmallVector<BufferLifetime> lifetimes;
-  for (auto &[v, life] : arena)
-    lifetimes.push_back(life);
-  SmallVector<int64_t> offsets;
-  frameBytes = planArena(lifetimes, offsets);
-  plan << "@" << fn.getName() << ": " << arena.size() << " buffers in " << frameBytes << " bytes\n";
-  for (auto [i, entryPair] : llvm::enumerate(arena)) {
-    Value v = entryPair.first;
-    std::string name = newName();
-    names[v] = name;
-    arenaDecl[v] = "  float *" + name + " = reinterpret_cast<float *>(ws + " + std::to_string(offsets[i]) +
-                   "); // " + typeString(v.getType());
-    plan << llvm::format("  %-6s offset %10lld  bytes %10lld  ops %4lld..%-4lld  ", name.c_str(),
-                         (long long)offsets[i], (long long)lifetimes[i].bytes,
-                         (long long)lifetimes[i].firstUse, (long long)lifetimes[i].lastUse)
-         << typeString(v.getType()) << "\n";
-  }
-  return success();
-}
-
-FailureOr<int64_t> FunctionEmitter::emit(llvm::raw_ostream &plan) {
-  if (!fn.getBody().hasOneBlock())
-    return fn.emitOpError("must have one block to be emitted");
-  if (failed(assignStorage(plan)))
-    return failure();
-  Block &body = fn.getBody().front();
-
-  // Signature.
-  if (entry) {
-    os << "float " << fn.getName()
-       << "(const megart::StepContext &ctx, float *const *params, float *const *grads, char *ws,\n"
-          "                 const int32_t *ids, const int32_t *labels, float dloss) {\n";
-  } else {
-    os << "void " << fn.getName() << "(const megart::StepContext &ctx, char *ws";
-    for (BlockArgument arg : body.getArguments())
-      os << ",\n    const float *a" << arg.getArgNumber() << " /* " << typeString(arg.getType()) << " */";
-    for (auto [i, t] : llvm::enumerate(fn.getResultTypes()))
-      os << ",\n    float *r" << i << " /* " << typeString(t) << " */";
-    os << ") {\n";
-  }
-  for (Operation &op : body)
-    if (failed(emitOp(op)))
-      return failure();
-  os << "}\n\n";
-  return frameBytes + maxCallee;
-}
-
-LogicalResult FunctionEmitter::emitOp(Operation &op) {
-  for (Value r : op.getResults())
-    if (auto it = arenaDecl.find(r); it != arenaDecl.end())
-      os << it->second << "\n";
-  auto call = [&](StringRef kernel, std::initializer_list<std::string> args) {
-    os << "  " << kernel << "(";
-    llvm::interleaveComma(args, os);
-    os << ");\n";
-  };
-  auto n = [](int64_t v) { return std::to_string(v); };
-  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
-
-  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-      .Case([&](tx::ParamOp p) {
-        int64_t k = params.indexOf(p);
-        names[p] = "params[" + n(k) + "]";
-        if (!entry)
-          return unsupported(op, "tx.param must be in the entry function");
-        return success();
-      })
-      .Case([&](tx::ParamGradOp g) {
-        int64_t k = params.indexOf(g.getParam().getDefiningOp<tx::ParamOp>());
-        os << "  // gradient of " << g.getParam().getDefiningOp<tx::ParamOp>().getName() << "\n";
-        call("add", {"grads[" + n(k) + "]", "grads[" + n(k) + "]", ptr(g.getGrad()), "1", n(numel(g.getGrad()))});
-        return success();
-      })
-      .Case([&](tx::ReshapeOp r) {
-        names[r] = ptr(r.getInput());
-        return success();
-      })
-      .Case([&](tx::ZerosOp z) {
-        os << "  std::memset(" << ptr(z) << ", 0, " << numel(z) * 4 << ");\n";
-        return success();
-      })
-      .Case([&](tx::EmbeddingOp e) {
-        ArrayRef<int64_t> t = shapeOf(e.getTable());
-        if (e.getVocabParallel())
-          call("embedding_forward_shard", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]),
-                                           n(t[1]), vocabStart(t[0])});
-        else
-          call("embedding_forward", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]), n(t[1])});
-        return success();
-      })
-      .Case([&](tx::EmbeddingGradOp e) {
-        ArrayRef<int64_t> t = shapeOf(e.getResult());
-        if (e.getVocabParallel())
-          call("embedding_backward_shard", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]),
-                                            n(t[1]), vocabStart(t[0])});
-        else
-          call("embedding_backward", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]), n(t[1])});
-        return success();
-      })
-      .Case([&](tx::LogitsMaxOp m) {
-        int64_t v = shapeOf(m.getLogits()).back();
-        call("logits_max", {ptr(m), ptr(m.getLogits()), n(numel(m)), n(v), validColumns(m.getVocabSize(), v)});
-        return success();
-      })
-      .Case([&](tx::LogitsSumExpOp m) {
-        int64_t v = shapeOf(m.getLogits()).back();
-        call("logits_sum_exp", {ptr(m), ptr(m.getLogits()), ptr(m.getMax()), n(numel(m)), n(v),
-                                validColumns(m.getVocabSize(), v)});
-        return success();
-      })
-      .Case([&](tx::TargetLogitOp t) {
-        int64_t v = shapeOf(t.getLogits()).back();
-        call("target_logit", {ptr(t), ptr(t.getLogits()), ptr(t.getLabels()), n(numel(t)), n(v),
-                              t.getVocabParallel() ? vocabStart(v) : "0"});
-        return success();
-      })
-      .Case([&](tx::CrossEntropyFromStatsOp c) {
-        os << "  *" << ptr(c) << " = cross_entropy_from_stats(" << ptr(c.getMax()) << ", " << ptr(c.getSumExp())
-           << ", " << ptr(c.getTarget()) << ", " << numel(c.getMax()) << ");\n";
-        return success();
-      })
-      .Case([&](tx::CrossEntropyGradFromStatsOp c) {
-        int64_t v = shapeOf(c.getLogits()).back();
-        call("cross_entropy_backward_from_stats",
-             {ptr(c), "*" + ptr(c.getGrad()), ptr(c.getLogits()), ptr(c.getLabels()), ptr(c.getMax()),
-              ptr(c.getSumExp()), n(numel(c.getMax())), n(v), c.getVocabParallel() ? vocabStart(v) : "0",
-              validColumns(c.getVocabSize(), v)});
-        return success();
-      })
-      .Case([&](shard::AllReduceOp r) {
-        std::string comm = communicator(r.getGridAxes());
-        bool max = r.getReduction() == shard::ReductionKind::Max;
-        if (ptr(r) != ptr(r.getInput()))
-          os << "  std::memcpy(" << ptr(r) << ", " << ptr(r.getInput()) << ", " << numel(r) * 4 << ");\n";
-        os << "  " << comm << "->" << (max ? "all_reduce_max(" : "all_reduce_sum(") << ptr(r) << ", " << numel(r)
-           << "); // " << ruleNote(r) << "\n";
-        return success();
-      })
-      .Case([&](shard::AllGatherOp g) {
-        ArrayRef<int64_t> in = shapeOf(g.getInput());
-        int64_t d = g.getGatherAxis().getZExtValue();
-        call("all_gather_axis", {"*" + communicator(g.getGridAxes()), ptr(g), ptr(g.getInput()),
-                                 n(prod(in.take_front(d))), n(in[d]), n(prod(in.drop_front(d + 1)))});
-        return success();
-      })
-      .Case([&](shard::ReduceScatterOp g) {
-        ArrayRef<int64_t> out = shapeOf(g.getResult());
-        int64_t d = g.getScatterAxis().getZExtValue();
-        call("reduce_scatter_axis", {"*" + communicator(g.getGridAxes()), ptr(g), ptr(g.getInput()),
-                                     n(prod(out.take_front(d))), n(out[d]), n(prod(out.drop_front(d + 1)))});
-        return success();
-      })
-      .Case([&](shard::AllSliceOp g) {
-        ArrayRef<int64_t> out = shapeOf(g.getResult());
-        int64_t d = g.getSliceAxis().getZExtValue();
-        call("all_slice_axis", {"*" + communicator(g.getGridAxes()), ptr(g), ptr(g.getInput()),
-                                n(prod(out.take_front(d))), n(out[d]), n(prod(out.drop_front(d + 1)))});
-        return success();
-      })
-      .Case([&](tx::MatmulOp m) {
-        ArrayRef<int64_t> l = shapeOf(m.getLhs()), r = shapeOf(m.getRhs()), out = shapeOf(m.getResult());
-        bool ta = m.getTransposeLhs(), tb = m.getTransposeRhs();
-        int64_t rows = out[out.size() - 2], cols = out.back();
-        int64_t k = ta ? l[l.size() - 2] : l.back();
-        if (r.size() == 2) {
-          if (ta && l.size() > 2)
-            return unsupported(op, "transpose_lhs with a shared rhs and batched lhs");
-          int64_t mRows = l.size() > 2 ? prod(out.drop_back()) : rows; // batch folds into rows
-          call("gemm", {ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), n(mRows), n(cols), n(k), b(ta), b(tb)});
-          return success();
-        }
-        int64_t batch = prod(out.drop_back(2));
-        call("gemm_batched", {ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), n(batch), n(rows), n(cols), n(k), b(ta), b(tb),
-                              n(prod(l.take_back(2))), n(prod(r.take_back(2))), n(rows * cols)});
-        return success();
-      })
-      .Case<tx::AddOp, tx::MulOp>([&](auto e) {
-        int64_t inner = numel(e.getRhs());
-        call(isa<tx::AddOp>(op) ? "add" : "mul",
-             {ptr(e), ptr(e.getLhs()), ptr(e.getRhs()), n(numel(e.getLhs()) / inner), n(inner)});
-        return success();
-      })
-      .Case([&](tx::ReduceSumOp r) {
-        int64_t inner = numel(r.getResult());
-        call("reduce_sum_leading", {ptr(r), ptr(r.getInput()), n(numel(r.getInput()) / inner), n(inner)});
-        return success();
-      })
-      .Case<tx::SliceOp, tx::PadOp>([&](auto s) {
-        ArrayRef<int64_t> in = shapeOf(s.getInput()), out = shapeOf(s.getResult());
-        int64_t d = s.getDim();
-        call(isa<tx::SliceOp>(op) ? "slice" : "pad",
-             {ptr(s), ptr(s.getInput()), n(prod(in.take_front(d))), n(in[d]), n(out[d]),
-              n(prod(in.drop_front(d + 1))), n(s.getOffset())});
-        return success();
-      })
-      .Case([&](tx::LayerNormOp ln) {
-        int64_t h = shapeOf(ln.getInput()).back();
-        call("layer_norm_forward", {ptr(ln), ptr(ln.getInput()), ptr(ln.getWeight()), ptr(ln.getBias()),
-                                    n(numel(ln.getInput()) / h), n(h), floatLiteral(ln.getEpsilon().convertToDouble())});
-        return success();
-      })
-      .Case([&](tx::LayerNormGradOp g) {
-        int64_t h = shapeOf(g.getInput()).back();
-        call("layer_norm_backward", {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getBiasGrad()),
-                                     ptr(g.getGrad()), ptr(g.getInput()), ptr(g.getWeight()),
-                                     n(numel(g.getInput()) / h), n(h), floatLiteral(g.getEpsilon().convertToDouble())});
-        return success();
-      })
-      .Case([&](tx::RmsNormOp rn) {
-        int64_t h = shapeOf(rn.getInput()).back();
-        call("rms_norm_forward", {ptr(rn), ptr(rn.getInput()), ptr(rn.getWeight()), n(numel(rn.getInput()) / h), n(h),
-                                  floatLiteral(rn.getEpsilon().convertToDouble())});
-        return success();
-      })
-      .Case([&](tx::RmsNormGradOp g) {
-        int64_t h = shapeOf(g.getInput()).back();
-        call("rms_norm_backward", {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getGrad()),
-                                   ptr(g.getInput()), ptr(g.getWeight()), n(numel(g.getInput()) / h), n(h),
-                                   floatLiteral(g.getEpsilon().convertToDouble())});
-        return success();
-      })
-      .Case([&](tx::GeluOp g) {
-        bool tanh = g.getApproximation() == tx::GeluApproximation::Tanh;
-        call(tanh ? "gelu_tanh_forward" : "gelu_erf_forward", {ptr(g), ptr(g.getInput()), n(numel(g))});
-        return success();
-      })
-      .Case([&](tx::GeluGradOp g) {
-        bool tanh = g.getApproximation() == tx::GeluApproximation::Tanh;
-        call(tanh ? "gelu_tanh_backward" : "gelu_erf_backward", {ptr(g), ptr(g.getGrad()), ptr(g.getInput()), n(numel(g))});
-        return success();
-      })
-      .Case([&](tx::SwigluOp s) {
-        call("swiglu_forward", {ptr(s), ptr(s.getGate()), ptr(s.getUp()), n(numel(s))});
-        return success();
-      })
-      .Case([&](tx::SwigluGradOp s) {
-        call("swiglu_backward", {ptr(s.getGateGrad()), ptr(s.getUpGrad()), ptr(s.getGrad()), ptr(s.getGate()),
-                                 ptr(s.getUp()), n(numel(s.getGrad()))});
-        return success();
-      })
-      .Case([&](tx::DropoutOp d) {
-        if (!d.getRate().isZero())
-          return unsupported(op, "dropout with a non-zero rate needs the runtime's per-iteration seed, "
-                                 "which the CPU emitter does not pass yet");
-        os << "  std::memcpy(" << ptr(d) << ", " << ptr(d.getInput()) << ", " << numel(d) * 4 << ");\n";
-        return success();
-      })
-      .Case([&](tx::RopeOp r) {
-        ArrayRef<int64_t> s = shapeOf(r.getInput());
-        call("rope_forward", {ptr(r), ptr(r.getInput()), n(s[0]), n(s[1]), n(s[2]), n(s[3]),
-                              floatLiteral(r.getTheta().convertToDouble()), "0", b(r.getInverse())});
-        return success();
-      })
-      .Case([&](tx::AttentionOp a) {
-        ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
-        call("attention_forward", {ptr(a), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()), n(q[0]), n(q[1]),
-                                   n(q[2]), n(k[2]), n(q[3]), floatLiteral(a.getScale().convertToDouble()),
-                                   b(a.getCausal())});
-        return success();
-      })
-      .Case([&](tx::AttentionGradOp a) {
-        ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
-        call("attention_backward", {ptr(a.getQueryGrad()), ptr(a.getKeyGrad()), ptr(a.getValueGrad()), ptr(a.getGrad()),
-                                    ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()), n(q[0]), n(q[1]), n(q[2]),
-                                    n(k[2]), n(q[3]), floatLiteral(a.getScale().convertToDouble()), b(a.getCausal())});
-        return success();
-      })
-      .Case([&](tx::CrossEntropyOp c) {
-        int64_t v = shapeOf(c.getLogits()).back();
-        os << "  *" << ptr(c) << " = cross_entropy_forward(" << ptr(c.getLogits()) << ", " << ptr(c.getLabels())
-           << ", " << numel(c.getLabels()) << ", " << v << ", " << c.getVocabSize().value_or(v) << ");\n";
-        return success();
-      })
-      .Case([&](tx::CrossEntropyGradOp c) {
-        int64_t v = shapeOf(c.getLogits()).back();
-        call("cross_entropy_backward", {ptr(c), "*" + ptr(c.getGrad()), ptr(c.getLogits()), ptr(c.getLabels()),
-                                        n(numel(c.getLabels())), n(v), n(c.getVocabSize().value_or(v))});
-        return success();
-      })
-      .Case([&](func::CallOp c) {
-        maxCallee = std::max(maxCallee, calleeScratch.lookup(c.getCallee()));
-        os << "  " << c.getCallee() << "(ctx, ws + " << frameBytes;
-        for (Value a : c.getOperands())
-          os << ", " << ptr(a);
-        for (Value r : c.getResults())
-          os << ", " << ptr(r);
-        os << ");\n";
-        return success();
-      })
-      .Case([&](func::ReturnOp r) {
-        if (entry) {
-          os << "  return *" << ptr(r.getOperand(0)) << ";\n";
-          return success();
-        }
-        for (auto [i, v] : llvm::enumerate(r.getOperands()))
-          if (ptr(v) != "r" + std::to_string(i))
-            os << "  std::memcpy(r" << i << ", " << ptr(v) << ", " << numel(v) * 4 << ");\n";
-        return success();
-      })
-      .Default([&](Operation *) { return unsupported(op, "no C++ lowering for this op"); });
-}
-
-std::string cString(StringRef s) {
-  std::string out = "\"";
-  for (char c : s)
-    out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-  return out + "\"";
-}
-
-void emitParamTable(const ParamTable &params, llvm::raw_ostream &os) {
-  os << "const megart::ParamDesc kParams[] = {\n";
-  for (auto &entry : params.entries) {
-    tx::ParamOp op = entry.second;
-    ArrayRef<int64_t> shape = op.getType().getShape();
-    SmallVector<int64_t> offsets(shape.size(), 0), full(shape);
-    if (op.getOffsets()) {
-      offsets.assign(op.getOffsets()->begin(), op.getOffsets()->end());
-      full.assign(op.getFullShape()->begin(), op.getFullShape()->end());
-    }
-    auto list = [&](ArrayRef<int64_t> v) {
-      os << "{";
-      llvm::interleaveComma(v, os);
-      os << "}";
-    };
-    static const char *inits[] = {"Normal", "Zeros", "Ones"};
-    os << "    {" << cString(op.getName()) << ", " << shape.size() << ", ";
-    list(shape);
-    os << ", ";
-    list(offsets);
-    os << ", ";
-    list(full);
-    os << ", megart::ParamInit::" << inits[static_cast<int>(op.getInit())] << ", "
-       << floatLiteral(op.getStd() ? op.getStd()->convertToDouble() : 0.02) << ", "
-       << (shape.size() >= 2 ? "true" : "false") << ", " << (op.getTpSplit() ? static_cast<int64_t>(*op.getTpSplit()) : int64_t(-1)) << ", "
-       << (op.getPadded() ? "true" : "false") << "},\n";
-  }
-  os << "};\n\n";
-}
-
-/// @sync_gradients: each bucket (read, all-reduce over dp, write back) becomes one in-place
-/// all-reduce over the contiguous gradients of its parameters.
-LogicalResult emitSyncGradients(func::FuncOp fn, ArrayRef<tx::ParamOp> table, llvm::raw_ostream &os) {
-  os << "void sync_gradients(const megart::StepContext &ctx, float *const *grads) {\n";
-  for (Operation &op : fn.getBody().front().without_terminator()) {
-    if (isa<shard::AllReduceOp, tx::SetGradBucketOp>(op))
-      continue; // handled with their bucket
-    auto bucket = dyn_cast<tx::GradBucketOp>(op);
-    auto sum = bucket && bucket->hasOneUse() ? dyn_cast<shard::AllReduceOp>(*bucket->getUsers().begin()) : nullptr;
-    auto store = sum && sum->hasOneUse() ? dyn_cast<tx::SetGradBucketOp>(*sum->getUsers().begin()) : nullptr;
-    if (!store || store.getFirst() != bucket.getFirst() || store.getLast() != bucket.getLast())
-      return op.emitOpError("in @sync_gradients must be a bucket read, all-reduced and written back");
-    int64_t first = bucket.getFirst(), last = bucket.getLast();
-    if (auto rule = sum->getAttrOfType<StringAttr>("megac.rule"))
-      os << "  // " << rule.getValue() << "\n";
-    // The runtime keeps all gradients in one buffer, in table order: the bucket is contiguous.
-    os << "  ctx.dp->all_reduce_sum(grads[" << first << "], (grads[" << last << "] + "
-       << tx::ParamOp(table[last]).getType().getNumElements() << ") - grads[" << first << "]);\n";
-  }
-  os << "}\n\n";
-  return success();
+bool isProgramFunction(func::FuncOp fn) {
+  return fn.getName() == "train_step" || fn.getName().starts_with("sync_gradients") || fn->hasAttr("megac.chunk");
 }
 
 } // namespace
@@ -524,9 +36,12 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
                                          llvm::raw_ostream &plan) {
   auto model = module->getAttrOfType<DictionaryAttr>("megac.model");
   auto entryFn = module.lookupSymbol<func::FuncOp>("train_step");
-  if (!model || !entryFn)
+  bool pipelined = tx::pipelineStages(module) > 1;
+  if (!model || (!entryFn && !pipelined))
     return module.emitError("emit: expected a module from the megac frontend after megac-autodiff "
                             "(a megac.model attribute and @train_step)");
+  if (entryFn && (entryFn.getNumArguments() != 3 || entryFn.getNumResults() != 1))
+    return entryFn.emitOpError("train_step must take (ids, labels, dloss) and return the loss");
   auto dim = [&](StringRef key) { return cast<IntegerAttr>(model.get(key)).getInt(); };
   auto parallelPlan = module->getAttrOfType<DictionaryAttr>("megac.plan");
   auto planSize = [&](StringRef axis) -> int64_t {
@@ -536,40 +51,64 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   os << options.header;
   os << "#include \"megart/kernels.h\"\n#include \"megart/layout_kernels.h\"\n#include \"megart/parallel_kernels.h\"\n#include \"megart/program.h\"\n\n"
         "#include <cstring>\n\nnamespace {\n\nusing namespace megart::cpu;\n\n";
-  ParamTable params;
-  for (tx::ParamOp p : tx::parameterTable(entryFn)) // the numbering passes refer to
-    params.indexOf(p);
-  llvm::StringMap<int64_t> scratch;
-  int64_t arenaBytes = 0;
   // Callees first: a caller needs their workspace sizes.
-  SmallVector<func::FuncOp> order;
-  auto syncFn = module.lookupSymbol<func::FuncOp>("sync_gradients");
-  for (auto fn : module.getOps<func::FuncOp>())
-    if (fn != entryFn && fn != syncFn)
-      order.push_back(fn);
-  order.push_back(entryFn);
-  for (func::FuncOp fn : order) {
-    FunctionEmitter emitter(fn, fn == entryFn, params, scratch, os);
-    FailureOr<int64_t> bytes = emitter.emit(plan);
+  llvm::StringMap<int64_t> scratch;
+  ParamTable noParams;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (isProgramFunction(fn))
+      continue;
+    FailureOr<int64_t> bytes = emitFunction(fn, calleeSignature(fn), noParams, scratch, os, plan);
     if (failed(bytes))
       return failure();
     scratch[fn.getName()] = *bytes;
-    arenaBytes = *bytes;
   }
-  if (syncFn && failed(emitSyncGradients(syncFn, tx::parameterTable(entryFn), os)))
-    return failure();
-  emitParamTable(params, os);
+
+  ProgramFields fields;
+  if (pipelined) {
+    // The schedule the stages run is the module's verified pipe.schedule.
+    auto ops = module.getOps<pipe::ScheduleOp>();
+    if (ops.empty())
+      return module.emitError("emit: a pipelined module needs its pipe.schedule (megac-pipeline-schedule)");
+    llvm::Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(*ops.begin());
+    if (!schedule)
+      return module.emitError() << "emit: " << llvm::toString(schedule.takeError());
+    FailureOr<ProgramFields> stages = emitPipelineStages(module, *schedule, scratch, os, plan);
+    if (failed(stages))
+      return failure();
+    fields = *stages;
+  } else {
+    ParamTable params;
+    for (tx::ParamOp p : tx::parameterTable(entryFn)) // the numbering passes refer to
+      params.indexOf(p);
+    FailureOr<int64_t> bytes = emitFunction(entryFn, trainStepSignature(entryFn), params, scratch, os, plan);
+    if (failed(bytes))
+      return failure();
+    auto syncFn = module.lookupSymbol<func::FuncOp>("sync_gradients");
+    if (syncFn && failed(emitSyncGradients(syncFn, tx::parameterTable(entryFn), os)))
+      return failure();
+    emitParamTable("kParams", params, os);
+    fields.params = "kParams";
+    fields.numParams = static_cast<int64_t>(params.entries.size());
+    fields.arenaBytes = *bytes;
+    fields.step = "train_step";
+    fields.syncGradients = syncFn ? "sync_gradients" : "nullptr";
+  }
   os << "const megart::ProgramDesc kProgram = {\n"
      << "    " << cString(cast<StringAttr>(model.get("family")).getValue()) << ",\n"
      << "    " << cString(options.summary) << ",\n"
      << "    /*micro_batch_size=*/" << dim("micro_batch_size") << ", /*seq_length=*/" << dim("seq_length")
      << ", /*vocab_size=*/" << dim("vocab_size") << ",\n"
      << "    /*num_layers=*/" << dim("num_layers") << ", /*hidden_size=*/" << dim("hidden_size") << ",\n"
-     << "    kParams, " << params.entries.size() << ", /*arena_bytes=*/" << arenaBytes << ", train_step,\n"
+     << "    " << fields.params << ", " << fields.numParams << ", /*arena_bytes=*/" << fields.arenaBytes << ", "
+     << fields.step << ",\n"
      << "    /*tensor_parallel_size=*/" << planSize("tp") << ", /*pipeline_parallel_size=*/" << planSize("pp")
      << ", /*data_parallel_size=*/" << planSize("dp") << ",\n"
-     << "    /*sync_gradients=*/" << (syncFn ? "sync_gradients" : "nullptr") << "};\n\n"
+     << "    /*sync_gradients=*/" << fields.syncGradients << ",\n"
+     << "    /*stages=*/" << fields.stages << ", /*num_microbatches=*/" << fields.numMicrobatches
+     << ", /*pipeline_schedule=*/" << fields.schedule << ", /*virtual_pipeline_size=*/" << fields.virtualStages
+     << "};\n\n"
      << "} // namespace\n\nint main(int argc, char **argv) { return megart::train_main(argc, argv, kProgram); }\n";
-  plan << "arena: " << arenaBytes << " bytes (" << llvm::format("%.1f", arenaBytes / 1048576.0) << " MiB)\n";
+  plan << "arena: " << fields.arenaBytes << " bytes (" << llvm::format("%.1f", fields.arenaBytes / 1048576.0)
+       << " MiB)\n";
   return success();
 }

@@ -24,17 +24,26 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       return;
     ModuleOp module = getOperation();
     auto entry = module.lookupSymbol<func::FuncOp>("train_step");
-    if (!entry || !module.lookupSymbol<shard::GridOp>("grid")) {
-      module.emitError("megac-data-parallel: needs @train_step and @grid (run megac-autodiff and "
-                       "megac-tensor-parallel first)");
+    int64_t stages = tx::pipelineStages(module);
+    if ((!entry && stages == 1) || !module.lookupSymbol<shard::GridOp>("grid")) {
+      module.emitError("megac-data-parallel: needs @train_step (or pipeline chunk functions) and @grid (run "
+                       "megac-autodiff and megac-tensor-parallel first)");
       return signalPassFailure();
     }
     if (bucketSize < 1) {
       module.emitError() << "megac-data-parallel: bucket-size must be >= 1, got " << bucketSize;
       return signalPassFailure();
     }
-    SmallVector<tx::ParamOp> table = tx::parameterTable(entry);
+    // With pipeline parallelism each stage syncs the gradients of its own parameter table.
+    if (stages == 1)
+      addSyncFunction(module, "sync_gradients", tx::parameterTable(entry));
+    else
+      for (int64_t s = 0; s < stages; ++s)
+        addSyncFunction(module, "sync_gradients_stage" + std::to_string(s),
+                        tx::parameterTable(tx::stageFunctions(module, s)));
+  }
 
+  void addSyncFunction(ModuleOp module, StringRef name, SmallVector<tx::ParamOp> table) {
     // Buckets from the last parameter back: backward finishes those gradients first.
     SmallVector<std::pair<int64_t, int64_t>> buckets; // [first, last] parameter indices
     int64_t last = static_cast<int64_t>(table.size()) - 1, elements = 0;
@@ -52,7 +61,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
-    auto fn = func::FuncOp::create(b, loc, "sync_gradients", b.getFunctionType({}, {}));
+    auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType({}, {}));
     b.setInsertionPointToEnd(fn.addEntryBlock());
     auto gridRef = FlatSymbolRefAttr::get(b.getContext(), "grid");
     for (auto [index, range] : llvm::enumerate(buckets)) {

@@ -5,14 +5,17 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "megac/Pipeline/Passes.h"
 #include "megac/Transforms/Passes.h"
+#include "pipe/PipeDialect.h"
 #include "tx/TxDialect.h"
 
 int main(int argc, char **argv) {
   megac::registerMegacPasses();
+  megac::pipeline::registerMegacPipelinePasses();
   mlir::DialectRegistry registry;
   registry.insert<megac::tx::TxDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
-                  mlir::tensor::TensorDialect, mlir::shard::ShardDialect>();
+                  mlir::tensor::TensorDialect, mlir::shard::ShardDialect, megac::pipe::PipeDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "megac optimizer driver\n", registry));
 }

@@ -1,5 +1,8 @@
 // megac compile: spec -> tx IR -> autodiff -> C++ -> OUT/train, dumping the IR after each step.
 #include "Commands.h"
+#include "PipelineSchedule.h"
+#include "pipe/PipeDialect.h"
+#include "pipe/ScheduleIR.h"
 
 #include "megac/Config.h"
 #include "megac/Frontend/BuildModel.h"
@@ -43,6 +46,28 @@ cl::opt<int64_t> pp("pipeline-model-parallel-size", cl::init(1), cl::desc("pipel
 cl::alias ppAlias("pp", cl::aliasopt(pp), cl::desc("alias for --pipeline-model-parallel-size"));
 cl::opt<int64_t> dp("data-parallel-size", cl::init(1), cl::desc("data parallel size"), cl::sub(compile));
 cl::alias dpAlias("dp", cl::aliasopt(dp), cl::desc("alias for --data-parallel-size"));
+cl::opt<int64_t> vpp("num-virtual-stages-per-pipeline-rank", cl::init(1),
+                     cl::desc("chunks (virtual pipeline stages) per pipeline rank"), cl::sub(compile));
+cl::alias vppAlias("vpp", cl::aliasopt(vpp), cl::desc("alias for --num-virtual-stages-per-pipeline-rank"));
+cl::opt<int64_t> layersPerVirtualStage("num-layers-per-virtual-pipeline-stage", cl::init(0),
+                                       cl::desc("layers per chunk (Megatron's flag; sets --vpp)"), cl::sub(compile));
+cl::opt<std::string> pipelineSchedule("pipeline-schedule",
+                                      cl::desc("gpipe, 1f1b or interleaved (default: interleaved when --vpp > 1, "
+                                               "else 1f1b)"),
+                                      cl::sub(compile));
+cl::list<int64_t> pipelineLayout("pipeline-layout", cl::CommaSeparated,
+                                 cl::desc("layers of each chunk, in chunk order (pp x vpp counts; chunk c runs on "
+                                          "pipeline rank c % pp)"),
+                                 cl::sub(compile));
+cl::opt<int64_t> globalBatch("global-batch-size", cl::init(0),
+                             cl::desc("samples per iteration; with pipeline parallelism the schedule is compiled "
+                                      "for its microbatches (default: micro batch x dp x pp)"),
+                             cl::sub(compile));
+cl::opt<double> forwardCost("pipeline-forward-cost", cl::init(1.0),
+                            cl::desc("a chunk forward's cost in the simulated schedule (--dump-ir trace)"),
+                            cl::sub(compile));
+cl::opt<double> backwardCost("pipeline-backward-cost", cl::init(2.0),
+                             cl::desc("a chunk backward's cost in the simulated schedule"), cl::sub(compile));
 cl::opt<bool> sp("sequence-parallel", cl::desc("sequence parallelism (needs --tp > 1)"), cl::sub(compile));
 cl::alias spAlias("sp", cl::aliasopt(sp), cl::desc("alias for --sequence-parallel"));
 cl::opt<int64_t> makeVocabDivisible("make-vocab-size-divisible-by", cl::init(128),
@@ -143,8 +168,31 @@ int megac::runCompile() {
     return fail(toString(spec.takeError()));
 
   ParallelPlan plan{tp, pp, dp, sp, makeVocabDivisible};
+  plan.vpp = vpp;
+  plan.layersPerVirtualStage = layersPerVirtualStage;
+  plan.pipelineLayout.assign(pipelineLayout.begin(), pipelineLayout.end());
+  plan.pipelineSchedule = pipelineSchedule;
+  if (globalBatch != 0) {
+    int64_t perIteration = microBatch * std::max<int64_t>(dp, 1);
+    if (globalBatch < 0 || globalBatch % perIteration != 0)
+      return fail("--global-batch-size " + Twine(globalBatch) + " is not a positive multiple of micro batch x dp = " +
+                  Twine(perIteration) + "; use " + Twine(std::max<int64_t>(1, globalBatch / perIteration) * perIteration));
+    if (pp == 1)
+      return fail("--global-batch-size is compiled in only with pipeline parallelism; without it pass it to "
+                  "OUT/train instead");
+    plan.numMicrobatches = globalBatch / perIteration;
+  }
+  if (Error e = resolvePipeline(plan, *spec))
+    return fail(specPath + ": " + toString(std::move(e)));
   if (Error e = validatePlan(plan, *spec))
     return fail(specPath + ": " + toString(std::move(e)));
+  std::optional<pipeline::Schedule> schedule;
+  if (plan.pp > 1) {
+    Expected<pipeline::Schedule> built = buildPipelineSchedule(plan, {forwardCost, backwardCost});
+    if (!built)
+      return fail(toString(built.takeError()));
+    schedule = std::move(*built);
+  }
   if (rankLayout)
     outs() << plan.rankLayout();
 
@@ -155,6 +203,7 @@ int megac::runCompile() {
     return fail("cannot create output folder " + outDir + ": " + ec.message());
 
   mlir::MLIRContext context;
+  context.loadDialect<pipe::PipeDialect>();
   int64_t paddedVocab = plan.paddedVocab(spec->vocabSize);
   std::string padding;
   if (paddedVocab != spec->vocabSize)
@@ -181,6 +230,29 @@ int megac::runCompile() {
     return fail("megac-tensor-parallel failed (see the error above)");
   if (!dumper.dump("tensor-parallel.mlir", [&](raw_ostream &os) { module->print(os); }))
     return 1;
+
+  if (plan.pp > 1) {
+    mlir::PassManager splitPm(&context);
+    PipelineSplitOptions split;
+    split.pp = plan.pp;
+    split.layersPerChunk.assign(plan.pipelineLayout.begin(), plan.pipelineLayout.end());
+    splitPm.addPass(createPipelineSplit(split));
+    if (failed(splitPm.run(*module)))
+      return fail("megac-pipeline-split failed (see the error above)");
+    // The schedule joins the IR: the emitter reads the stages' order from it.
+    mlir::OpBuilder builder(module->getBodyRegion());
+    builder.setInsertionPointToEnd(module->getBody());
+    pipe::buildScheduleOp(builder, module->getLoc(), *schedule);
+    if (failed(mlir::verify(*module)))
+      return fail("internal: the pipeline schedule IR does not verify");
+    if (!dumper.dump("pipeline-split.mlir", [&](raw_ostream &os) { module->print(os); }))
+      return 1;
+    if (!reportPipelineSchedule(
+            plan, *schedule,
+            [&](StringRef name, function_ref<void(raw_ostream &)> print) { return dumper.dump(name, print); },
+            {forwardCost, backwardCost}))
+      return 1;
+  }
 
   mlir::PassManager dpPm(&context);
   dpPm.addPass(createDataParallel({plan.dp, ddpBucketSize}));

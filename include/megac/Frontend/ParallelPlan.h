@@ -5,6 +5,7 @@
 #include "megac/Frontend/ModelSpec.h"
 
 #include <string>
+#include <vector>
 
 namespace megac {
 
@@ -12,6 +13,14 @@ struct ParallelPlan {
   int64_t tp = 1, pp = 1, dp = 1;
   bool sp = false;
   int64_t makeVocabSizeDivisibleBy = 128; // Megatron's flag and default
+  // Pipeline parallelism: vpp chunks per pipeline rank (virtual stages), their layer counts in
+  // chunk order (empty: the layers split evenly), the schedule ("" = interleaved when vpp > 1,
+  // else 1f1b) and the microbatches per dp rank the schedule is compiled for (0 = pp).
+  int64_t vpp = 1;
+  int64_t layersPerVirtualStage = 0; // Megatron's --num-layers-per-virtual-pipeline-stage
+  std::vector<int64_t> pipelineLayout;
+  std::string pipelineSchedule;
+  int64_t numMicrobatches = 0;
 
   /// The vocabulary rounded up to a multiple of makeVocabSizeDivisibleBy x tp (Megatron).
   int64_t paddedVocab(int64_t vocab) const {
@@ -24,6 +33,11 @@ struct ParallelPlan {
   /// One line per global rank: Megatron's order, tp fastest, then dp, then pp.
   std::string rankLayout() const;
 };
+
+/// Fills in what the pipeline flags leave implicit (vpp from layersPerVirtualStage, the even
+/// layout, the default schedule and microbatch count) and rejects what cannot be split, naming
+/// the flag, the value and the fix. Call before validatePlan.
+llvm::Error resolvePipeline(ParallelPlan &plan, const ModelSpec &spec);
 
 /// Rejects plans the spec cannot be split by, or that this megac cannot run yet, naming the
 /// spec key, the flag and the fix.

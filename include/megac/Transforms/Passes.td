@@ -55,6 +55,32 @@ def TensorParallel : Pass<"megac-tensor-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
 }
 
+def PipelineSplit : Pass<"megac-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Cuts forward + backward into per-chunk forward and backward functions";
+  let description = [{
+    With pipeline parallelism the transformer layers are split into chunks (pp x vpp of them;
+    chunk c runs on pipeline rank c % pp). `layers-per-chunk` gives each chunk's number of
+    consecutive layers. The embedding goes to the first chunk; the final norm, LM head and loss
+    to the last. `@train_step` is replaced by, for every chunk c,
+
+      @chunk<c>_forward(ids, labels[, input]) -> (output | loss, stash...)
+      @chunk<c>_backward(ids, labels, dloss, stash...[, output_grad]) -> ([input_grad])
+
+    where input / output are the residual stream passed between neighbouring chunks (and
+    output_grad / input_grad its gradient), and the stash is what the backward reads of the
+    forward. Parameters are cloned into every chunk that uses them; a gradient that is a sum of
+    contributions from different chunks (a weight tied between the first and last chunk) becomes
+    one `tx.param_grad` per chunk, and the runtime sums the stages' copies. The module gets a
+    `megac.pipeline` attribute {stages, virtual_stages, chunks}.
+  }];
+  let options = [
+    Option<"pp", "pp", "int64_t", "1", "pipeline parallel size">,
+    ListOption<"layersPerChunk", "layers-per-chunk", "int64_t",
+               "transformer layers of each chunk, in chunk order (pp x vpp entries)">,
+  ];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
+}
+
 def DataParallel : Pass<"megac-data-parallel", "mlir::ModuleOp"> {
   let summary = "Adds @sync_gradients: the data-parallel gradient all-reduce, in flat buckets";
   let description = [{

@@ -1,0 +1,5 @@
+#pragma once
+
+#include "mlir/IR/Dialect.h"
+
+#include "pipe/PipeDialect.h.inc"

@@ -1,0 +1,104 @@
+// Operations of the `pipe` dialect.
+#ifndef MEGAC_PIPE_OPS_TD
+#define MEGAC_PIPE_OPS_TD
+
+include "pipe/PipeBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+
+def Pipe_ScheduleOp : Pipe_Op<"schedule", [Symbol, IsolatedFromAbove, NoTerminator, SingleBlock]> {
+  let summary = "a verified pipeline schedule: one `pipe.rank` list per pipeline rank";
+  let description = [{
+    `kind` is the schedule it was built as (`gpipe`, `1f1b` or `interleaved`), which fixes the
+    bound on stashed activations the verifier enforces; `stages` is P, `virtual_stages` V (chunks
+    per rank) and `microbatches` m. The body holds `pipe.rank 0` ... `pipe.rank P-1`.
+
+    ```mlir
+    pipe.schedule @schedule kind "1f1b" stages 2 virtual_stages 1 microbatches 1 {
+      pipe.rank 0 {
+        pipe.forward chunk 0 microbatch 0
+        pipe.send activation chunk 0 microbatch 0 to 1
+        pipe.recv grad chunk 0 microbatch 0 from 1
+        pipe.backward chunk 0 microbatch 0
+        pipe.grad_sync
+        pipe.optimizer_step
+      }
+      pipe.rank 1 {
+        pipe.recv activation chunk 1 microbatch 0 from 0
+        pipe.forward chunk 1 microbatch 0
+        pipe.backward chunk 1 microbatch 0
+        pipe.send grad chunk 1 microbatch 0 to 0
+        pipe.grad_sync
+        pipe.optimizer_step
+      }
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind, I64Attr:$stages,
+                       I64Attr:$virtual_stages, I64Attr:$microbatches);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name `kind` $kind `stages` $stages `virtual_stages` $virtual_stages
+    `microbatches` $microbatches attr-dict-with-keyword $body
+  }];
+  let hasRegionVerifier = 1;
+}
+
+def Pipe_RankOp : Pipe_Op<"rank", [HasParent<"ScheduleOp">, NoTerminator, SingleBlock]> {
+  let summary = "what one pipeline rank runs, in order";
+  let description = [{
+    The compute and message ops of one rank in the order it runs them, ended by
+    `pipe.grad_sync` and `pipe.optimizer_step`.
+  }];
+  let arguments = (ins I64Attr:$rank);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$rank attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+class Pipe_ComputeOp<string mnemonic, string what> : Pipe_Op<mnemonic, [HasParent<"RankOp">]> {
+  let summary = what # " of one chunk on one microbatch";
+  let arguments = (ins I64Attr:$chunk, I64Attr:$microbatch);
+  let assemblyFormat = "`chunk` $chunk `microbatch` $microbatch attr-dict";
+}
+
+def Pipe_ForwardOp : Pipe_ComputeOp<"forward", "the forward">;
+def Pipe_BackwardOp : Pipe_ComputeOp<"backward", "the backward">;
+
+def Pipe_SendOp : Pipe_Op<"send", [HasParent<"RankOp">]> {
+  let summary = "sends a chunk's output activation or input gradient to another rank";
+  let description = [{
+    `activation chunk c` sends chunk c's output to rank `to` (which runs chunk c + 1);
+    `grad chunk c` sends chunk c's input gradient to rank `to` (which runs chunk c - 1). `chunk`
+    is always the chunk on this rank. Sends are buffered: the rank goes on without waiting.
+  }];
+  let arguments = (ins Pipe_Payload:$payload, I64Attr:$chunk, I64Attr:$microbatch, I64Attr:$peer);
+  let assemblyFormat = "$payload `chunk` $chunk `microbatch` $microbatch `to` $peer attr-dict";
+}
+
+def Pipe_RecvOp : Pipe_Op<"recv", [HasParent<"RankOp">]> {
+  let summary = "receives a chunk's input activation or output gradient from another rank";
+  let description = [{
+    `activation chunk c` receives chunk c's input from rank `from` (which runs chunk c - 1);
+    `grad chunk c` receives chunk c's output gradient from rank `from` (which runs chunk c + 1).
+    A receive blocks until the message is there. Between two ranks, the k-th receive of a payload
+    takes the k-th send of it.
+  }];
+  let arguments = (ins Pipe_Payload:$payload, I64Attr:$chunk, I64Attr:$microbatch, I64Attr:$peer);
+  let assemblyFormat = "$payload `chunk` $chunk `microbatch` $microbatch `from` $peer attr-dict";
+}
+
+def Pipe_GradSyncOp : Pipe_Op<"grad_sync", [HasParent<"RankOp">]> {
+  let summary = "synchronises this rank's gradients once all its backwards are done";
+  let description = [{
+    The data-parallel gradient all-reduce (in buckets) of the rank's parameters, and the sum of
+    the gradients of weights tied across pipeline ranks (the word embedding and the LM head).
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+def Pipe_OptimizerStepOp : Pipe_Op<"optimizer_step", [HasParent<"RankOp">]> {
+  let summary = "updates this rank's parameters; ends the iteration";
+  let assemblyFormat = "attr-dict";
+}
+
+#endif // MEGAC_PIPE_OPS_TD

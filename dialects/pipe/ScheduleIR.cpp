@@ -1,0 +1,170 @@
+// Schedule <-> pipe.schedule. The IR lists each rank's actions in the same order as
+// Schedule::ranks, so step i of a rank is the i-th op of its pipe.rank body.
+#include "pipe/ScheduleIR.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <limits>
+
+namespace megac::pipe {
+
+using pipeline::Action;
+using pipeline::ActionKind;
+using pipeline::Schedule;
+
+ScheduleOp buildScheduleOp(mlir::OpBuilder &builder, mlir::Location loc, const Schedule &s,
+                           llvm::StringRef name) {
+  auto schedule = ScheduleOp::create(builder, loc, name, pipeline::scheduleKindName(s.kind),
+                                     s.stages, s.virtualStages, s.microbatches);
+  mlir::OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(&schedule.getBody().emplaceBlock());
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    auto rank = RankOp::create(builder, loc, r);
+    mlir::OpBuilder::InsertionGuard rankGuard(builder);
+    builder.setInsertionPointToStart(&rank.getBody().emplaceBlock());
+    for (const Action &a : s.ranks[r]) {
+      switch (a.kind) {
+      case ActionKind::Forward:
+        ForwardOp::create(builder, loc, a.chunk, a.microbatch);
+        break;
+      case ActionKind::Backward:
+        BackwardOp::create(builder, loc, a.chunk, a.microbatch);
+        break;
+      case ActionKind::SendActivation:
+      case ActionKind::SendGrad:
+        SendOp::create(builder, loc,
+                       a.kind == ActionKind::SendActivation ? Payload::Activation : Payload::Grad,
+                       a.chunk, a.microbatch, a.peer);
+        break;
+      case ActionKind::RecvActivation:
+      case ActionKind::RecvGrad:
+        RecvOp::create(builder, loc,
+                       a.kind == ActionKind::RecvActivation ? Payload::Activation : Payload::Grad,
+                       a.chunk, a.microbatch, a.peer);
+        break;
+      }
+    }
+    GradSyncOp::create(builder, loc);
+    OptimizerStepOp::create(builder, loc);
+  }
+  return schedule;
+}
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+// Attribute values are int64; the schedule's are int.
+llvm::Expected<int> toInt(mlir::IntegerAttr attr, llvm::StringRef what) {
+  int64_t value = attr.getInt();
+  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max())
+    return fail(what + " " + llvm::Twine(value) + " is out of range");
+  return static_cast<int>(value);
+}
+
+llvm::Expected<Action> actionFromOp(mlir::Operation *op, int rank) {
+  auto make = [&](ActionKind kind, mlir::IntegerAttr chunk, mlir::IntegerAttr mb,
+                  mlir::IntegerAttr peer) -> llvm::Expected<Action> {
+    llvm::Expected<int> c = toInt(chunk, "chunk"), m = toInt(mb, "microbatch");
+    llvm::Expected<int> p = peer ? toInt(peer, "peer") : llvm::Expected<int>(-1);
+    if (!c || !m || !p)
+      return llvm::joinErrors(llvm::joinErrors(c.takeError(), m.takeError()), p.takeError());
+    return Action{kind, *c, *m, *p};
+  };
+  return llvm::TypeSwitch<mlir::Operation *, llvm::Expected<Action>>(op)
+      .Case([&](ForwardOp f) {
+        return make(ActionKind::Forward, f.getChunkAttr(), f.getMicrobatchAttr(), nullptr);
+      })
+      .Case([&](BackwardOp b) {
+        return make(ActionKind::Backward, b.getChunkAttr(), b.getMicrobatchAttr(), nullptr);
+      })
+      .Case([&](SendOp s) {
+        return make(s.getPayload() == Payload::Activation ? ActionKind::SendActivation
+                                                          : ActionKind::SendGrad,
+                    s.getChunkAttr(), s.getMicrobatchAttr(), s.getPeerAttr());
+      })
+      .Case([&](RecvOp r) {
+        return make(r.getPayload() == Payload::Activation ? ActionKind::RecvActivation
+                                                          : ActionKind::RecvGrad,
+                    r.getChunkAttr(), r.getMicrobatchAttr(), r.getPeerAttr());
+      })
+      .Default([&](mlir::Operation *other) -> llvm::Expected<Action> {
+        return fail("pipe.rank " + llvm::Twine(rank) + " holds '" +
+                    other->getName().getStringRef() +
+                    "', which is not a schedule action (pipe.forward, pipe.backward, pipe.send, "
+                    "pipe.recv)");
+      });
+}
+
+bool endsTheIteration(mlir::Operation *op) { return llvm::isa<GradSyncOp, OptimizerStepOp>(op); }
+
+} // namespace
+
+llvm::Expected<Schedule> scheduleFromOp(ScheduleOp op) {
+  std::optional<pipeline::ScheduleKind> kind = pipeline::parseScheduleKind(op.getKind());
+  if (!kind)
+    return fail("kind \"" + op.getKind() + "\" is not a schedule kind: use gpipe, 1f1b or interleaved");
+  llvm::Expected<int> P = toInt(op.getStagesAttr(), "stages");
+  llvm::Expected<int> V = toInt(op.getVirtualStagesAttr(), "virtual_stages");
+  llvm::Expected<int> m = toInt(op.getMicrobatchesAttr(), "microbatches");
+  if (!P || !V || !m)
+    return llvm::joinErrors(llvm::joinErrors(P.takeError(), V.takeError()), m.takeError());
+
+  llvm::SmallVector<RankOp> rankOps;
+  if (!op.getBody().empty())
+    for (mlir::Operation &child : op.getBody().front()) {
+      auto rank = llvm::dyn_cast<RankOp>(child);
+      if (!rank)
+        return fail("holds '" + child.getName().getStringRef() + "'; a schedule holds only pipe.rank ops");
+      rankOps.push_back(rank);
+    }
+  if (static_cast<int64_t>(rankOps.size()) != *P)
+    return fail("has " + llvm::Twine(rankOps.size()) + " pipe.rank ops, but stages is " +
+                llvm::Twine(*P) + ": give one per pipeline rank");
+
+  Schedule s{*kind, *P, *V, *m, {}};
+  s.ranks.resize(rankOps.size());
+  std::vector<bool> seen(rankOps.size(), false);
+  for (RankOp rankOp : rankOps) {
+    int64_t r = rankOp.getRankAttr().getInt();
+    if (r < 0 || r >= *P)
+      return fail("pipe.rank " + llvm::Twine(r) + " does not exist: stages is " + llvm::Twine(*P) +
+                  " (ranks 0.." + llvm::Twine(*P - 1) + ")");
+    if (seen[r])
+      return fail("pipe.rank " + llvm::Twine(r) + " appears twice");
+    seen[r] = true;
+    if (rankOp.getBody().empty())
+      continue;
+    for (mlir::Operation &child : rankOp.getBody().front()) {
+      if (endsTheIteration(&child))
+        continue;
+      llvm::Expected<Action> action = actionFromOp(&child, r);
+      if (!action)
+        return action.takeError();
+      s.ranks[r].push_back(*action);
+    }
+  }
+  return s;
+}
+
+mlir::Operation *findScheduleStep(ScheduleOp op, int rank, int step) {
+  if (op.getBody().empty())
+    return nullptr;
+  for (auto rankOp : op.getBody().front().getOps<RankOp>()) {
+    if (rankOp.getRankAttr().getInt() != rank)
+      continue;
+    if (step < 0)
+      return rankOp;
+    if (rankOp.getBody().empty())
+      return nullptr;
+    for (mlir::Operation &child : rankOp.getBody().front())
+      if (step-- == 0)
+        return &child;
+    return nullptr;
+  }
+  return nullptr;
+}
+
+} // namespace megac::pipe

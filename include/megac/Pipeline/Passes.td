@@ -1,0 +1,48 @@
+// Passes that build and show pipeline schedules (the `pipe` dialect).
+#ifndef MEGAC_PIPELINE_PASSES_TD
+#define MEGAC_PIPELINE_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PipelineSchedule : Pass<"megac-pipeline-schedule", "mlir::ModuleOp"> {
+  let summary = "Adds pipe.schedule @schedule: the verified per-rank GPipe / 1F1B / interleaved schedule";
+  let description = [{
+    Builds the schedule of `pp` pipeline ranks with `vpp` chunks each over `microbatches`
+    microbatches and appends it to the module as `pipe.schedule @schedule`: per rank, forwards,
+    backwards and the sends / receives between them, ended by `pipe.grad_sync` and
+    `pipe.optimizer_step`. `schedule` is `gpipe`, `1f1b` or `interleaved` (Megatron's interleaved
+    1F1B); left empty it is `interleaved` when `vpp` > 1, else `1f1b`. Plans no schedule exists
+    for (say interleaved with a number of microbatches that is not a multiple of `pp`) fail with
+    a message saying what to change.
+  }];
+  let options = [
+    Option<"pp", "pp", "int", "1", "pipeline parallel size P">,
+    Option<"vpp", "vpp", "int", "1", "chunks (virtual stages) per pipeline rank V">,
+    Option<"microbatches", "microbatches", "int", "1", "microbatches per iteration m">,
+    Option<"schedule", "schedule", "std::string", "\"\"",
+           "gpipe | 1f1b | interleaved (default: interleaved when vpp > 1, else 1f1b)">,
+  ];
+  let dependentDialects = ["::megac::pipe::PipeDialect"];
+}
+
+def PrintPipelineSchedule : Pass<"megac-print-pipeline-schedule", "mlir::ModuleOp"> {
+  let summary = "Prints each pipe.schedule: per-rank order, simulated bubble and activation stash";
+  let description = [{
+    For every `pipe.schedule` in the module, prints one line per rank
+    (`rank 0: F0.0 F0.1 B0.0 ...`), the bubble fraction of a timing simulation (forward `tf`,
+    backward `tb`, message latency `tcomm`) and each rank's peak of stashed activations against
+    the bound of the schedule's kind. With `comms`, the lines include the messages (`sA0.1>1`:
+    send activation of chunk 0 microbatch 1 to rank 1; `rG0.1<1`: receive gradient from rank 1).
+    With `trace`, prints the Chrome trace / Perfetto JSON of the simulation instead.
+    The module is left unchanged.
+  }];
+  let options = [
+    Option<"comms", "comms", "bool", "false", "list the sends and receives too">,
+    Option<"trace", "trace", "bool", "false", "print the Chrome trace JSON of the simulation">,
+    Option<"tf", "tf", "double", "1.0", "time of one chunk's forward">,
+    Option<"tb", "tb", "double", "2.0", "time of one chunk's backward">,
+    Option<"tcomm", "tcomm", "double", "0.0", "latency of one message">,
+  ];
+}
+
+#endif // MEGAC_PIPELINE_PASSES_TD

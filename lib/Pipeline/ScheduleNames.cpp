@@ -1,0 +1,46 @@
+// The names schedules and actions go by in flags, messages and IR.
+#include "megac/Pipeline/Schedule.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+namespace megac::pipeline {
+
+std::optional<ScheduleKind> parseScheduleKind(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<ScheduleKind>>(name)
+      .Case("gpipe", ScheduleKind::GPipe)
+      .Case("1f1b", ScheduleKind::OneFOneB)
+      .Case("interleaved", ScheduleKind::Interleaved)
+      .Default(std::nullopt);
+}
+
+llvm::StringRef scheduleKindName(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::GPipe:
+    return "gpipe";
+  case ScheduleKind::OneFOneB:
+    return "1f1b";
+  case ScheduleKind::Interleaved:
+    return "interleaved";
+  }
+  llvm_unreachable("unknown schedule kind");
+}
+
+llvm::StringRef actionKindName(ActionKind kind) {
+  switch (kind) {
+  case ActionKind::Forward:
+    return "Forward";
+  case ActionKind::Backward:
+    return "Backward";
+  case ActionKind::SendActivation:
+    return "SendActivation";
+  case ActionKind::RecvActivation:
+    return "RecvActivation";
+  case ActionKind::SendGrad:
+    return "SendGrad";
+  case ActionKind::RecvGrad:
+    return "RecvGrad";
+  }
+  llvm_unreachable("unknown action kind");
+}
+
+} // namespace megac::pipeline

@@ -1,0 +1,159 @@
+#include "EmitPipeline.h"
+
+#include "ProgramTables.h"
+#include "tx/TxParamTable.h"
+
+using namespace mlir;
+
+namespace megac::emit {
+
+namespace {
+
+/// Where each stashed value lives in a chunk's stash (64-byte aligned, like every buffer).
+struct StashLayout {
+  SmallVector<int64_t> offsets;
+  int64_t bytes = 0;
+};
+
+StashLayout stashLayout(TypeRange types) {
+  StashLayout layout;
+  for (Type t : types) {
+    layout.offsets.push_back(layout.bytes);
+    layout.bytes += (cast<RankedTensorType>(t).getNumElements() * 4 + 63) / 64 * 64;
+  }
+  return layout;
+}
+
+std::string stashPointer(bool constant, int64_t i, int64_t offset, Type t) {
+  std::string type = constant ? "const float" : "float";
+  return "  " + type + " *s" + std::to_string(i) + " = reinterpret_cast<" + type + " *>(stash + " +
+         std::to_string(offset) + "); // " + typeString(t) + "\n";
+}
+
+/// @chunk<c>_forward(ids, labels[, input]) -> (output | loss, stash...): ChunkForwardFn.
+Signature forwardSignature(func::FuncOp fn, bool first, bool last) {
+  Signature sig;
+  sig.prototype = "float " + fn.getName().str() +
+                  "(const megart::StepContext &ctx, float *const *params, char *ws,\n"
+                  "    const int32_t *ids, const int32_t *labels, const float *input, float *output, char *stash) {";
+  sig.args = {"ids", "labels"};
+  if (!first)
+    sig.args.push_back("input");
+  sig.results.push_back(last ? "" : "output");
+  TypeRange stashed = fn.getResultTypes().drop_front();
+  StashLayout layout = stashLayout(stashed);
+  for (auto [i, t] : llvm::enumerate(stashed)) {
+    sig.results.push_back("s" + std::to_string(i));
+    sig.prologue += stashPointer(false, i, layout.offsets[i], t);
+  }
+  sig.hasParams = true;
+  sig.returnedScalar = last ? 0 : -1;
+  sig.returnDefault = "0.0f";
+  return sig;
+}
+
+/// @chunk<c>_backward(ids, labels, dloss, stash...[, output_grad]) -> ([input_grad]):
+/// ChunkBackwardFn.
+Signature backwardSignature(func::FuncOp fn, int64_t numStashed, bool first, bool last) {
+  Signature sig;
+  sig.prototype = "void " + fn.getName().str() +
+                  "(const megart::StepContext &ctx, float *const *params, float *const *grads, char *ws,\n"
+                  "    const int32_t *ids, const int32_t *labels, float dloss, const char *stash,\n"
+                  "    const float *output_grad, float *input_grad) {";
+  sig.args = {"ids", "labels", "(&dloss)"};
+  TypeRange stashed = fn.getArgumentTypes().slice(3, numStashed);
+  StashLayout layout = stashLayout(stashed);
+  for (auto [i, t] : llvm::enumerate(stashed)) {
+    sig.args.push_back("s" + std::to_string(i));
+    sig.prologue += stashPointer(true, i, layout.offsets[i], t);
+  }
+  if (!last)
+    sig.args.push_back("output_grad");
+  if (!first)
+    sig.results.push_back("input_grad");
+  sig.hasParams = true;
+  return sig;
+}
+
+const char *opKindName(pipeline::ActionKind kind) {
+  switch (kind) {
+  case pipeline::ActionKind::Forward: return "Forward";
+  case pipeline::ActionKind::Backward: return "Backward";
+  case pipeline::ActionKind::SendActivation: return "SendActivation";
+  case pipeline::ActionKind::RecvActivation: return "RecvActivation";
+  case pipeline::ActionKind::SendGrad: return "SendGrad";
+  case pipeline::ActionKind::RecvGrad: return "RecvGrad";
+  }
+  return "Forward";
+}
+
+} // namespace
+
+FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Schedule &schedule,
+                                            const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os,
+                                            llvm::raw_ostream &plan) {
+  auto pipelineAttr = module->getAttrOfType<DictionaryAttr>("megac.pipeline");
+  int64_t stages = tx::pipelineStages(module);
+  int64_t numChunks = cast<IntegerAttr>(pipelineAttr.get("chunks")).getInt();
+  if (schedule.stages != stages || schedule.stages * schedule.virtualStages != numChunks)
+    return module.emitError() << "emit: the schedule is for " << schedule.stages << " x " << schedule.virtualStages
+                              << " chunks but megac-pipeline-split made " << numChunks << " over " << stages
+                              << " stages";
+  std::vector<int64_t> peaks = pipeline::peakStash(schedule);
+  std::string stageTable = "const megart::PipelineStageDesc kStages[] = {\n";
+  for (int64_t s = 0; s < stages; ++s) {
+    SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s);
+    ParamTable params;
+    for (tx::ParamOp p : tx::parameterTable(fns))
+      params.indexOf(p);
+    int64_t arena = 0;
+    std::string chunkTable;
+    for (func::FuncOp fn : fns) {
+      int64_t c = fn->getAttrOfType<IntegerAttr>("megac.chunk").getInt();
+      int64_t numStashed = fn->getAttrOfType<IntegerAttr>("megac.stash").getInt();
+      bool first = c == 0, last = c == numChunks - 1, backward = fn.getName().ends_with("_backward");
+      Signature sig = backward ? backwardSignature(fn, numStashed, first, last) : forwardSignature(fn, first, last);
+      FailureOr<int64_t> bytes = emitFunction(fn, sig, params, calleeScratch, os, plan);
+      if (failed(bytes))
+        return failure();
+      arena = std::max(arena, *bytes);
+      if (backward)
+        continue;
+      int64_t inputNumel = first ? 0 : cast<RankedTensorType>(fn.getArgumentTypes()[2]).getNumElements();
+      int64_t outputNumel = last ? 0 : cast<RankedTensorType>(fn.getResultTypes()[0]).getNumElements();
+      std::string name = "chunk" + std::to_string(c);
+      chunkTable += "    {" + std::to_string(c) + ", " + name + "_forward, " + name + "_backward, /*stash_bytes=*/" +
+                    std::to_string(stashLayout(fn.getResultTypes().drop_front()).bytes) + ", " +
+                    std::to_string(inputNumel) + ", " + std::to_string(outputNumel) + "},\n";
+    }
+    std::string prefix = "kStage" + std::to_string(s);
+    std::string sync = "nullptr";
+    if (auto syncFn = module.lookupSymbol<func::FuncOp>("sync_gradients_stage" + std::to_string(s))) {
+      if (failed(emitSyncGradients(syncFn, tx::parameterTable(fns), os)))
+        return failure();
+      sync = syncFn.getName().str();
+    }
+    emitParamTable(prefix + "Params", params, os);
+    os << "const megart::ChunkDesc " << prefix << "Chunks[] = {\n" << chunkTable << "};\n\n";
+    os << "// pipeline rank " << s << ": " << schedule.ranks[s].size() << " steps\n";
+    os << "const megart::PipeOp " << prefix << "Ops[] = {\n";
+    for (const pipeline::Action &a : schedule.ranks[s])
+      os << "    {megart::PipeOpKind::" << opKindName(a.kind) << ", " << a.chunk << ", " << a.microbatch << ", "
+         << a.peer << "},\n";
+    os << "};\n\n";
+    stageTable += "    {" + prefix + "Params, " + std::to_string(params.entries.size()) + ", /*arena_bytes=*/" +
+                  std::to_string(arena) + ", " + prefix + "Chunks, " + std::to_string(fns.size() / 2) + ", " + prefix +
+                  "Ops, " + std::to_string(schedule.ranks[s].size()) + ", /*predicted_peak_stash=*/" +
+                  std::to_string(peaks[s]) + ", " + sync + "},\n";
+    plan << "stage " << s << ": arena " << arena << " bytes\n";
+  }
+  os << stageTable << "};\n\n";
+  ProgramFields fields;
+  fields.stages = "kStages";
+  fields.numMicrobatches = schedule.microbatches;
+  fields.schedule = cString(pipeline::scheduleKindName(schedule.kind));
+  fields.virtualStages = schedule.virtualStages;
+  return fields;
+}
+
+} // namespace megac::emit

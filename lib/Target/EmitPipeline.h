@@ -1,0 +1,33 @@
+// The pipeline-parallel part of a generated program: per stage (pipeline rank), its chunk
+// functions, parameter table, gradient buckets and compiled schedule, as the runtime's
+// PipelineStageDesc tables.
+#pragma once
+
+#include "FunctionEmitter.h"
+#include "megac/Pipeline/Schedule.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace megac::emit {
+
+/// The ProgramDesc fields that differ between a single-stage and a pipelined program, as C++
+/// expressions.
+struct ProgramFields {
+  std::string params = "nullptr";
+  int64_t numParams = 0;
+  int64_t arenaBytes = 0;
+  std::string step = "nullptr";
+  std::string syncGradients = "nullptr";
+  std::string stages = "nullptr";
+  int64_t numMicrobatches = 0;
+  std::string schedule = "nullptr";
+  int64_t virtualStages = 1;
+};
+
+/// Emits every stage's chunk functions and tables (after megac-pipeline-split and, with dp > 1,
+/// megac-data-parallel), with `schedule`'s per-rank order.
+mlir::FailureOr<ProgramFields> emitPipelineStages(mlir::ModuleOp module, const pipeline::Schedule &schedule,
+                                                  const llvm::StringMap<int64_t> &calleeScratch,
+                                                  llvm::raw_ostream &os, llvm::raw_ostream &plan);
+
+} // namespace megac::emit

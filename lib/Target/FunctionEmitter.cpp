@@ -1,0 +1,456 @@
+#include "FunctionEmitter.h"
+
+#include "megac/Target/MemoryPlan.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+
+using namespace mlir;
+
+namespace megac::emit {
+
+
+int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
+static ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+static int64_t prod(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+std::string typeString(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t.print(os);
+  return s;
+}
+
+std::string floatLiteral(double v) {
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format("%.9g", v);
+  if (s.find_first_of(".eni") == std::string::npos)
+    s += ".0";
+  return s + "f";
+}
+
+std::string cString(StringRef s) {
+  std::string out = "\"";
+  for (char c : s)
+    out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  return out + "\"";
+}
+
+
+namespace {
+
+/// Emits one MLIR function as one C++ function.
+class FunctionEmitter {
+public:
+  FunctionEmitter(func::FuncOp fn, const Signature &sig, ParamTable &params,
+                  const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os)
+      : fn(fn), sig(sig), params(params), calleeScratch(calleeScratch), os(os) {}
+
+  /// Returns the workspace bytes the function needs, its callees' included.
+  FailureOr<int64_t> emit(llvm::raw_ostream &plan);
+
+private:
+  LogicalResult assignStorage(llvm::raw_ostream &plan);
+  LogicalResult emitOp(Operation &op);
+  std::string ptr(Value v) { return names.lookup(v); }
+  std::string newName() { return "t" + std::to_string(counter++); }
+  /// Rank-dependent start of this rank's share of a vocabulary of `local` rows.
+  std::string vocabStart(int64_t local) { return "ctx.tp->rank() * " + std::to_string(local); }
+  /// Real (not padding) columns of this rank's share of `local` vocabulary columns.
+  std::string validColumns(std::optional<uint64_t> vocabSize, int64_t local) {
+    if (!vocabSize)
+      return std::to_string(local);
+    return "valid_columns(" + std::to_string(*vocabSize) + ", " + vocabStart(local) + ", " + std::to_string(local) + ")";
+  }
+  /// The communicator of a grid axis (the grid is dp x pp x tp).
+  std::string communicator(ArrayRef<int16_t> axes) {
+    static const char *names[] = {"ctx.dp", "ctx.pp", "ctx.tp"};
+    return axes.size() == 1 && axes[0] >= 0 && axes[0] < 3 ? names[axes[0]] : "ctx.tp";
+  }
+  /// The Megatron rule a pass recorded on a collective, for the generated code's comments.
+  std::string ruleNote(Operation *op) {
+    auto rule = op->getAttrOfType<StringAttr>("megac.rule");
+    return rule ? rule.str() : "";
+  }
+  LogicalResult unsupported(Operation &op, StringRef why) {
+    return op.emitOpError() << "cannot be emitted as C++: " << why;
+  }
+
+  func::FuncOp fn;
+  const Signature &sig;
+  ParamTable &params;
+  const llvm::StringMap<int64_t> &calleeScratch;
+  llvm::raw_ostream &os;
+  DenseMap<Value, std::string> names; // the C++ expression of each value's buffer
+  DenseMap<Value, std::string> arenaDecl;
+  int64_t frameBytes = 0, maxCallee = 0;
+  unsigned counter = 0;
+};
+
+Value aliasRoot(Value v) {
+  while (auto reshape = v.getDefiningOp<tx::ReshapeOp>())
+    v = reshape.getInput();
+  return v;
+}
+
+LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
+  Block &body = fn.getBody().front();
+  if (sig.args.size() != body.getNumArguments() || sig.results.size() != fn.getNumResults())
+    return fn.emitOpError("internal: the C++ signature does not match the function type");
+  for (BlockArgument arg : body.getArguments())
+    names[arg] = sig.args[arg.getArgNumber()];
+  // Results written straight into the caller's buffers.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  DenseMap<Value, std::string> resultBuffer;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    Value root = aliasRoot(v);
+    if (!sig.results[i].empty() && !isa<BlockArgument>(root) && !resultBuffer.count(root) &&
+        !root.getDefiningOp<tx::ParamOp>())
+      resultBuffer[root] = sig.results[i];
+  }
+
+  // Lifetimes of arena buffers, measured in op positions.
+  DenseMap<Operation *, int64_t> position;
+  int64_t index = 0;
+  for (Operation &op : body)
+    position[&op] = index++;
+  llvm::MapVector<Value, BufferLifetime> arena;
+  for (Operation &op : body) {
+    for (Value r : op.getResults()) {
+      if (isa<tx::ReshapeOp, tx::ParamOp>(op))
+        continue;
+      if (auto it = resultBuffer.find(r); it != resultBuffer.end()) {
+        names[r] = it->second;
+        continue;
+      }
+      auto type = cast<RankedTensorType>(r.getType());
+      if (!type.getElementType().isF32())
+        return op.emitOpError() << "produces " << type << "; the C++ emitter handles f32 tensors only";
+      arena[r] = {position[&op], position[&op], type.getNumElements() * 4};
+    }
+    for (Value operand : op.getOperands()) {
+      auto it = arena.find(aliasRoot(operand));
+      if (it != arena.end())
+        it->second.lastUse = std::max(it->second.lastUse, position[&op]);
+    }
+  }
+  SmallVector<BufferLifetime> lifetimes;
+  for (auto &[v, life] : arena)
+    lifetimes.push_back(life);
+  SmallVector<int64_t> offsets;
+  frameBytes = planArena(lifetimes, offsets);
+  plan << "@" << fn.getName() << ": " << arena.size() << " buffers in " << frameBytes << " bytes\n";
+  for (auto [i, entryPair] : llvm::enumerate(arena)) {
+    Value v = entryPair.first;
+    std::string name = newName();
+    names[v] = name;
+    arenaDecl[v] = "  float *" + name + " = reinterpret_cast<float *>(ws + " + std::to_string(offsets[i]) +
+                   "); // " + typeString(v.getType());
+    plan << llvm::format("  %-6s offset %10lld  bytes %10lld  ops %4lld..%-4lld  ", name.c_str(),
+                         (long long)offsets[i], (long long)lifetimes[i].bytes,
+                         (long long)lifetimes[i].firstUse, (long long)lifetimes[i].lastUse)
+         << typeString(v.getType()) << "\n";
+  }
+  return success();
+}
+
+FailureOr<int64_t> FunctionEmitter::emit(llvm::raw_ostream &plan) {
+  if (!fn.getBody().hasOneBlock())
+    return fn.emitOpError("must have one block to be emitted");
+  if (failed(assignStorage(plan)))
+    return failure();
+  Block &body = fn.getBody().front();
+
+  os << sig.prototype << "\n" << sig.prologue;
+  for (Operation &op : body)
+    if (failed(emitOp(op)))
+      return failure();
+  os << "}\n\n";
+  return frameBytes + maxCallee;
+}
+
+LogicalResult FunctionEmitter::emitOp(Operation &op) {
+  for (Value r : op.getResults())
+    if (auto it = arenaDecl.find(r); it != arenaDecl.end())
+      os << it->second << "\n";
+  auto call = [&](StringRef kernel, std::initializer_list<std::string> args) {
+    os << "  " << kernel << "(";
+    llvm::interleaveComma(args, os);
+    os << ");\n";
+  };
+  auto n = [](int64_t v) { return std::to_string(v); };
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case([&](tx::ParamOp p) {
+        int64_t k = params.indexOf(p);
+        names[p] = "params[" + n(k) + "]";
+        if (!sig.hasParams)
+          return unsupported(op, "tx.param must be in a function that gets the parameter table");
+        return success();
+      })
+      .Case([&](tx::ParamGradOp g) {
+        int64_t k = params.indexOf(g.getParam().getDefiningOp<tx::ParamOp>());
+        os << "  // gradient of " << g.getParam().getDefiningOp<tx::ParamOp>().getName() << "\n";
+        call("add", {"grads[" + n(k) + "]", "grads[" + n(k) + "]", ptr(g.getGrad()), "1", n(numel(g.getGrad()))});
+        return success();
+      })
+      .Case([&](tx::ReshapeOp r) {
+        names[r] = ptr(r.getInput());
+        return success();
+      })
+      .Case([&](tx::ZerosOp z) {
+        os << "  std::memset(" << ptr(z) << ", 0, " << numel(z) * 4 << ");\n";
+        return success();
+      })
+      .Case([&](tx::EmbeddingOp e) {
+        ArrayRef<int64_t> t = shapeOf(e.getTable());
+        if (e.getVocabParallel())
+          call("embedding_forward_shard", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]),
+                                           n(t[1]), vocabStart(t[0])});
+        else
+          call("embedding_forward", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]), n(t[1])});
+        return success();
+      })
+      .Case([&](tx::EmbeddingGradOp e) {
+        ArrayRef<int64_t> t = shapeOf(e.getResult());
+        if (e.getVocabParallel())
+          call("embedding_backward_shard", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]),
+                                            n(t[1]), vocabStart(t[0])});
+        else
+          call("embedding_backward", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]), n(t[1])});
+        return success();
+      })
+      .Case([&](tx::LogitsMaxOp m) {
+        int64_t v = shapeOf(m.getLogits()).back();
+        call("logits_max", {ptr(m), ptr(m.getLogits()), n(numel(m)), n(v), validColumns(m.getVocabSize(), v)});
+        return success();
+      })
+      .Case([&](tx::LogitsSumExpOp m) {
+        int64_t v = shapeOf(m.getLogits()).back();
+        call("logits_sum_exp", {ptr(m), ptr(m.getLogits()), ptr(m.getMax()), n(numel(m)), n(v),
+                                validColumns(m.getVocabSize(), v)});
+        return success();
+      })
+      .Case([&](tx::TargetLogitOp t) {
+        int64_t v = shapeOf(t.getLogits()).back();
+        call("target_logit", {ptr(t), ptr(t.getLogits()), ptr(t.getLabels()), n(numel(t)), n(v),
+                              t.getVocabParallel() ? vocabStart(v) : "0"});
+        return success();
+      })
+      .Case([&](tx::CrossEntropyFromStatsOp c) {
+        os << "  *" << ptr(c) << " = cross_entropy_from_stats(" << ptr(c.getMax()) << ", " << ptr(c.getSumExp())
+           << ", " << ptr(c.getTarget()) << ", " << numel(c.getMax()) << ");\n";
+        return success();
+      })
+      .Case([&](tx::CrossEntropyGradFromStatsOp c) {
+        int64_t v = shapeOf(c.getLogits()).back();
+        call("cross_entropy_backward_from_stats",
+             {ptr(c), "*" + ptr(c.getGrad()), ptr(c.getLogits()), ptr(c.getLabels()), ptr(c.getMax()),
+              ptr(c.getSumExp()), n(numel(c.getMax())), n(v), c.getVocabParallel() ? vocabStart(v) : "0",
+              validColumns(c.getVocabSize(), v)});
+        return success();
+      })
+      .Case([&](shard::AllReduceOp r) {
+        std::string comm = communicator(r.getGridAxes());
+        bool max = r.getReduction() == shard::ReductionKind::Max;
+        if (ptr(r) != ptr(r.getInput()))
+          os << "  std::memcpy(" << ptr(r) << ", " << ptr(r.getInput()) << ", " << numel(r) * 4 << ");\n";
+        os << "  " << comm << "->" << (max ? "all_reduce_max(" : "all_reduce_sum(") << ptr(r) << ", " << numel(r)
+           << "); // " << ruleNote(r) << "\n";
+        return success();
+      })
+      .Case([&](shard::AllGatherOp g) {
+        ArrayRef<int64_t> in = shapeOf(g.getInput());
+        int64_t d = g.getGatherAxis().getZExtValue();
+        call("all_gather_axis", {"*" + communicator(g.getGridAxes()), ptr(g), ptr(g.getInput()),
+                                 n(prod(in.take_front(d))), n(in[d]), n(prod(in.drop_front(d + 1)))});
+        return success();
+      })
+      .Case([&](shard::ReduceScatterOp g) {
+        ArrayRef<int64_t> out = shapeOf(g.getResult());
+        int64_t d = g.getScatterAxis().getZExtValue();
+        call("reduce_scatter_axis", {"*" + communicator(g.getGridAxes()), ptr(g), ptr(g.getInput()),
+                                     n(prod(out.take_front(d))), n(out[d]), n(prod(out.drop_front(d + 1)))});
+        return success();
+      })
+      .Case([&](shard::AllSliceOp g) {
+        ArrayRef<int64_t> out = shapeOf(g.getResult());
+        int64_t d = g.getSliceAxis().getZExtValue();
+        call("all_slice_axis", {"*" + communicator(g.getGridAxes()), ptr(g), ptr(g.getInput()),
+                                n(prod(out.take_front(d))), n(out[d]), n(prod(out.drop_front(d + 1)))});
+        return success();
+      })
+      .Case([&](tx::MatmulOp m) {
+        ArrayRef<int64_t> l = shapeOf(m.getLhs()), r = shapeOf(m.getRhs()), out = shapeOf(m.getResult());
+        bool ta = m.getTransposeLhs(), tb = m.getTransposeRhs();
+        int64_t rows = out[out.size() - 2], cols = out.back();
+        int64_t k = ta ? l[l.size() - 2] : l.back();
+        if (r.size() == 2) {
+          if (ta && l.size() > 2)
+            return unsupported(op, "transpose_lhs with a shared rhs and batched lhs");
+          int64_t mRows = l.size() > 2 ? prod(out.drop_back()) : rows; // batch folds into rows
+          call("gemm", {ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), n(mRows), n(cols), n(k), b(ta), b(tb)});
+          return success();
+        }
+        int64_t batch = prod(out.drop_back(2));
+        call("gemm_batched", {ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), n(batch), n(rows), n(cols), n(k), b(ta), b(tb),
+                              n(prod(l.take_back(2))), n(prod(r.take_back(2))), n(rows * cols)});
+        return success();
+      })
+      .Case<tx::AddOp, tx::MulOp>([&](auto e) {
+        int64_t inner = numel(e.getRhs());
+        call(isa<tx::AddOp>(op) ? "add" : "mul",
+             {ptr(e), ptr(e.getLhs()), ptr(e.getRhs()), n(numel(e.getLhs()) / inner), n(inner)});
+        return success();
+      })
+      .Case([&](tx::ReduceSumOp r) {
+        int64_t inner = numel(r.getResult());
+        call("reduce_sum_leading", {ptr(r), ptr(r.getInput()), n(numel(r.getInput()) / inner), n(inner)});
+        return success();
+      })
+      .Case<tx::SliceOp, tx::PadOp>([&](auto s) {
+        ArrayRef<int64_t> in = shapeOf(s.getInput()), out = shapeOf(s.getResult());
+        int64_t d = s.getDim();
+        call(isa<tx::SliceOp>(op) ? "slice" : "pad",
+             {ptr(s), ptr(s.getInput()), n(prod(in.take_front(d))), n(in[d]), n(out[d]),
+              n(prod(in.drop_front(d + 1))), n(s.getOffset())});
+        return success();
+      })
+      .Case([&](tx::LayerNormOp ln) {
+        int64_t h = shapeOf(ln.getInput()).back();
+        call("layer_norm_forward", {ptr(ln), ptr(ln.getInput()), ptr(ln.getWeight()), ptr(ln.getBias()),
+                                    n(numel(ln.getInput()) / h), n(h), floatLiteral(ln.getEpsilon().convertToDouble())});
+        return success();
+      })
+      .Case([&](tx::LayerNormGradOp g) {
+        int64_t h = shapeOf(g.getInput()).back();
+        call("layer_norm_backward", {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getBiasGrad()),
+                                     ptr(g.getGrad()), ptr(g.getInput()), ptr(g.getWeight()),
+                                     n(numel(g.getInput()) / h), n(h), floatLiteral(g.getEpsilon().convertToDouble())});
+        return success();
+      })
+      .Case([&](tx::RmsNormOp rn) {
+        int64_t h = shapeOf(rn.getInput()).back();
+        call("rms_norm_forward", {ptr(rn), ptr(rn.getInput()), ptr(rn.getWeight()), n(numel(rn.getInput()) / h), n(h),
+                                  floatLiteral(rn.getEpsilon().convertToDouble())});
+        return success();
+      })
+      .Case([&](tx::RmsNormGradOp g) {
+        int64_t h = shapeOf(g.getInput()).back();
+        call("rms_norm_backward", {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getGrad()),
+                                   ptr(g.getInput()), ptr(g.getWeight()), n(numel(g.getInput()) / h), n(h),
+                                   floatLiteral(g.getEpsilon().convertToDouble())});
+        return success();
+      })
+      .Case([&](tx::GeluOp g) {
+        bool tanh = g.getApproximation() == tx::GeluApproximation::Tanh;
+        call(tanh ? "gelu_tanh_forward" : "gelu_erf_forward", {ptr(g), ptr(g.getInput()), n(numel(g))});
+        return success();
+      })
+      .Case([&](tx::GeluGradOp g) {
+        bool tanh = g.getApproximation() == tx::GeluApproximation::Tanh;
+        call(tanh ? "gelu_tanh_backward" : "gelu_erf_backward", {ptr(g), ptr(g.getGrad()), ptr(g.getInput()), n(numel(g))});
+        return success();
+      })
+      .Case([&](tx::SwigluOp s) {
+        call("swiglu_forward", {ptr(s), ptr(s.getGate()), ptr(s.getUp()), n(numel(s))});
+        return success();
+      })
+      .Case([&](tx::SwigluGradOp s) {
+        call("swiglu_backward", {ptr(s.getGateGrad()), ptr(s.getUpGrad()), ptr(s.getGrad()), ptr(s.getGate()),
+                                 ptr(s.getUp()), n(numel(s.getGrad()))});
+        return success();
+      })
+      .Case([&](tx::DropoutOp d) {
+        if (!d.getRate().isZero())
+          return unsupported(op, "dropout with a non-zero rate needs the runtime's per-iteration seed, "
+                                 "which the CPU emitter does not pass yet");
+        os << "  std::memcpy(" << ptr(d) << ", " << ptr(d.getInput()) << ", " << numel(d) * 4 << ");\n";
+        return success();
+      })
+      .Case([&](tx::RopeOp r) {
+        ArrayRef<int64_t> s = shapeOf(r.getInput());
+        call("rope_forward", {ptr(r), ptr(r.getInput()), n(s[0]), n(s[1]), n(s[2]), n(s[3]),
+                              floatLiteral(r.getTheta().convertToDouble()), "0", b(r.getInverse())});
+        return success();
+      })
+      .Case([&](tx::AttentionOp a) {
+        ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
+        call("attention_forward", {ptr(a), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()), n(q[0]), n(q[1]),
+                                   n(q[2]), n(k[2]), n(q[3]), floatLiteral(a.getScale().convertToDouble()),
+                                   b(a.getCausal())});
+        return success();
+      })
+      .Case([&](tx::AttentionGradOp a) {
+        ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
+        call("attention_backward", {ptr(a.getQueryGrad()), ptr(a.getKeyGrad()), ptr(a.getValueGrad()), ptr(a.getGrad()),
+                                    ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()), n(q[0]), n(q[1]), n(q[2]),
+                                    n(k[2]), n(q[3]), floatLiteral(a.getScale().convertToDouble()), b(a.getCausal())});
+        return success();
+      })
+      .Case([&](tx::CrossEntropyOp c) {
+        int64_t v = shapeOf(c.getLogits()).back();
+        os << "  *" << ptr(c) << " = cross_entropy_forward(" << ptr(c.getLogits()) << ", " << ptr(c.getLabels())
+           << ", " << numel(c.getLabels()) << ", " << v << ", " << c.getVocabSize().value_or(v) << ");\n";
+        return success();
+      })
+      .Case([&](tx::CrossEntropyGradOp c) {
+        int64_t v = shapeOf(c.getLogits()).back();
+        call("cross_entropy_backward", {ptr(c), "*" + ptr(c.getGrad()), ptr(c.getLogits()), ptr(c.getLabels()),
+                                        n(numel(c.getLabels())), n(v), n(c.getVocabSize().value_or(v))});
+        return success();
+      })
+      .Case([&](func::CallOp c) {
+        maxCallee = std::max(maxCallee, calleeScratch.lookup(c.getCallee()));
+        os << "  " << c.getCallee() << "(ctx, ws + " << frameBytes;
+        for (Value a : c.getOperands())
+          os << ", " << ptr(a);
+        for (Value r : c.getResults())
+          os << ", " << ptr(r);
+        os << ");\n";
+        return success();
+      })
+      .Case([&](func::ReturnOp r) {
+        for (auto [i, v] : llvm::enumerate(r.getOperands()))
+          if (!sig.results[i].empty() && ptr(v) != sig.results[i])
+            os << "  std::memcpy(" << sig.results[i] << ", " << ptr(v) << ", " << numel(v) * 4 << ");\n";
+        if (sig.returnedScalar >= 0)
+          os << "  return *" << ptr(r.getOperand(sig.returnedScalar)) << ";\n";
+        else if (!sig.returnDefault.empty())
+          os << "  return " << sig.returnDefault << ";\n";
+        return success();
+      })
+      .Default([&](Operation *) { return unsupported(op, "no C++ lowering for this op"); });
+}
+
+} // namespace
+
+FailureOr<int64_t> emitFunction(func::FuncOp fn, const Signature &sig, ParamTable &params,
+                                const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os,
+                                llvm::raw_ostream &plan) {
+  return FunctionEmitter(fn, sig, params, calleeScratch, os).emit(plan);
+}
+
+Signature calleeSignature(func::FuncOp fn) {
+  Signature sig;
+  sig.prototype = "void " + fn.getName().str() + "(const megart::StepContext &ctx, char *ws";
+  for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) {
+    sig.prototype += ",\n    const float *a" + std::to_string(i) + " /* " + typeString(t) + " */";
+    sig.args.push_back("a" + std::to_string(i));
+  }
+  for (auto [i, t] : llvm::enumerate(fn.getResultTypes())) {
+    sig.prototype += ",\n    float *r" + std::to_string(i) + " /* " + typeString(t) + " */";
+    sig.results.push_back("r" + std::to_string(i));
+  }
+  sig.prototype += ") {";
+  return sig;
+}
+
+} // namespace megac::emit

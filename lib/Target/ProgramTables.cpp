@@ -1,0 +1,62 @@
+#include "ProgramTables.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+using namespace mlir;
+
+namespace megac::emit {
+
+void emitParamTable(StringRef name, const ParamTable &params, llvm::raw_ostream &os) {
+  os << "const megart::ParamDesc " << name << "[] = {\n";
+  for (auto &entry : params.entries) {
+    tx::ParamOp op = entry.second;
+    ArrayRef<int64_t> shape = op.getType().getShape();
+    SmallVector<int64_t> offsets(shape.size(), 0), full(shape);
+    if (op.getOffsets()) {
+      offsets.assign(op.getOffsets()->begin(), op.getOffsets()->end());
+      full.assign(op.getFullShape()->begin(), op.getFullShape()->end());
+    }
+    auto list = [&](ArrayRef<int64_t> v) {
+      os << "{";
+      llvm::interleaveComma(v, os);
+      os << "}";
+    };
+    static const char *inits[] = {"Normal", "Zeros", "Ones"};
+    os << "    {" << cString(op.getName()) << ", " << shape.size() << ", ";
+    list(shape);
+    os << ", ";
+    list(offsets);
+    os << ", ";
+    list(full);
+    os << ", megart::ParamInit::" << inits[static_cast<int>(op.getInit())] << ", "
+       << floatLiteral(op.getStd() ? op.getStd()->convertToDouble() : 0.02) << ", "
+       << (shape.size() >= 2 ? "true" : "false") << ", " << (op.getTpSplit() ? static_cast<int64_t>(*op.getTpSplit()) : int64_t(-1)) << ", "
+       << (op.getPadded() ? "true" : "false") << "},\n";
+  }
+  os << "};\n\n";
+}
+
+/// @sync_gradients (@sync_gradients_stage<s>): each bucket (read, all-reduce over dp, write back) becomes one in-place
+/// all-reduce over the contiguous gradients of its parameters.
+LogicalResult emitSyncGradients(func::FuncOp fn, ArrayRef<tx::ParamOp> table, llvm::raw_ostream &os) {
+  os << "void " << fn.getName() << "(const megart::StepContext &ctx, float *const *grads) {\n";
+  for (Operation &op : fn.getBody().front().without_terminator()) {
+    if (isa<shard::AllReduceOp, tx::SetGradBucketOp>(op))
+      continue; // handled with their bucket
+    auto bucket = dyn_cast<tx::GradBucketOp>(op);
+    auto sum = bucket && bucket->hasOneUse() ? dyn_cast<shard::AllReduceOp>(*bucket->getUsers().begin()) : nullptr;
+    auto store = sum && sum->hasOneUse() ? dyn_cast<tx::SetGradBucketOp>(*sum->getUsers().begin()) : nullptr;
+    if (!store || store.getFirst() != bucket.getFirst() || store.getLast() != bucket.getLast())
+      return op.emitOpError("in @sync_gradients must be a bucket read, all-reduced and written back");
+    int64_t first = bucket.getFirst(), last = bucket.getLast();
+    if (auto rule = sum->getAttrOfType<StringAttr>("megac.rule"))
+      os << "  // " << rule.getValue() << "\n";
+    // The runtime keeps all gradients in one buffer, in table order: the bucket is contiguous.
+    os << "  ctx.dp->all_reduce_sum(grads[" << first << "], (grads[" << last << "] + "
+       << tx::ParamOp(table[last]).getType().getNumElements() << ") - grads[" << first << "]);\n";
+  }
+  os << "}\n\n";
+  return success();
+}
+
+} // namespace megac::emit

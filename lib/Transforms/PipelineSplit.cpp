@@ -1,0 +1,337 @@
+// megac-pipeline-split: @train_step -> per-chunk forward and backward functions (see Passes.td).
+#include "megac/Transforms/Passes.h"
+#include "tx/TxOps.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace megac {
+#define GEN_PASS_DEF_PIPELINESPLIT
+#include "megac/Transforms/Passes.h.inc"
+} // namespace megac
+
+using namespace mlir;
+using namespace megac;
+
+namespace {
+
+enum class Phase { Forward, Backward };
+
+/// Where each op of @train_step goes: its chunk and phase. Ops without operands (parameters,
+/// zeros) are "free": cloned into every function that uses them.
+struct Placement {
+  DenseMap<Operation *, int64_t> chunk;
+  DenseMap<Operation *, Phase> phase;
+  bool isFree(Operation *op) const { return op->getNumOperands() == 0; }
+  bool placed(Value v) const { return v.getDefiningOp() && chunk.count(v.getDefiningOp()); }
+};
+
+/// The ops and boundary values of one chunk.
+struct ChunkPlan {
+  SmallVector<Operation *> forwardOps, backwardOps;
+  Value input, output;        // residual stream in / out (null at the ends)
+  Value outputGrad, inputGrad; // its gradient in (from chunk + 1) / out (to chunk - 1)
+  llvm::SetVector<Value> stash;
+};
+
+class Splitter {
+public:
+  Splitter(ModuleOp module, func::FuncOp entry, int64_t pp, ArrayRef<int64_t> layersPerChunk)
+      : module(module), entry(entry), pp(pp), layersPerChunk(layersPerChunk),
+        numChunks(static_cast<int64_t>(layersPerChunk.size())) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult place();
+  LogicalResult splitTiedGradient(tx::ParamGradOp grad, tx::AddOp sum);
+  LogicalResult collectBoundaries();
+  func::FuncOp buildForward(int64_t c);
+  func::FuncOp buildBackward(int64_t c);
+  /// Clones `ops` into `fn`'s body; values in `map` are already there, free ops are cloned
+  /// on first use.
+  void cloneInto(OpBuilder &b, ArrayRef<Operation *> ops, IRMapping &map);
+  InFlightDiagnostic crossChunkError(Operation *user, Value v, int64_t from, int64_t to);
+
+  ModuleOp module;
+  func::FuncOp entry;
+  int64_t pp;
+  ArrayRef<int64_t> layersPerChunk;
+  int64_t numChunks;
+  Placement where;
+  SmallVector<ChunkPlan> chunks;
+  Value ids, labels, dloss, loss;
+};
+
+int64_t chunkOfLayer(ArrayRef<int64_t> layersPerChunk, int64_t layer) {
+  for (auto [c, n] : llvm::enumerate(layersPerChunk)) {
+    if (layer < n)
+      return static_cast<int64_t>(c);
+    layer -= n;
+  }
+  return -1;
+}
+
+LogicalResult Splitter::place() {
+  Block &body = entry.getBody().front();
+  llvm::DenseSet<Value> backwardValues = {dloss};
+  int64_t layer = 0, numLayers = 0;
+  for (int64_t n : layersPerChunk)
+    numLayers += n;
+  SmallVector<Operation *> dead;
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    if (where.isFree(&op) || llvm::is_contained(dead, &op))
+      continue;
+    bool backward = isa<tx::ParamGradOp>(op) ||
+                    llvm::any_of(op.getOperands(), [&](Value v) { return backwardValues.contains(v); });
+    for (Value r : op.getResults())
+      if (backward)
+        backwardValues.insert(r);
+    // The chunks of the operands computed in each phase.
+    int64_t maxForward = -1, minBackward = numChunks, maxBackward = -1;
+    for (Value v : op.getOperands()) {
+      if (!where.placed(v))
+        continue;
+      Operation *def = v.getDefiningOp();
+      int64_t c = where.chunk.lookup(def);
+      if (where.phase.lookup(def) == Phase::Forward)
+        maxForward = std::max(maxForward, c);
+      else
+        minBackward = std::min(minBackward, c), maxBackward = std::max(maxBackward, c);
+    }
+    int64_t c;
+    auto call = dyn_cast<func::CallOp>(op);
+    if (!backward && call && call->hasAttr("megac.layer")) {
+      if (layer >= numLayers)
+        return call.emitOpError() << "is transformer layer " << layer << " but layers-per-chunk places only "
+                                  << numLayers << " layers";
+      c = chunkOfLayer(layersPerChunk, layer++);
+    } else if (maxForward >= 0) {
+      // A forward op follows the latest chunk it reads; a backward op sits with the forward
+      // values it differentiates (its incoming gradient may come from a later chunk).
+      c = maxForward;
+    } else if (maxBackward >= 0) {
+      if (minBackward != maxBackward) {
+        auto grad = op.hasOneUse() ? dyn_cast<tx::ParamGradOp>(*op.getUsers().begin()) : nullptr;
+        auto sum = dyn_cast<tx::AddOp>(op);
+        if (!grad || !sum)
+          return op.emitOpError() << "combines backward values of chunks " << minBackward << " and "
+                                  << maxBackward << "; megac-pipeline-split can only split a parameter "
+                                  << "gradient summed over chunks (a tied weight)";
+        if (failed(splitTiedGradient(grad, sum)))
+          return failure();
+        dead.push_back(grad);
+        dead.push_back(sum);
+        continue;
+      }
+      c = maxBackward;
+    } else {
+      c = backward ? numChunks - 1 : 0; // reads only arguments: the loss's gradient / the ids
+    }
+    where.chunk[&op] = c;
+    where.phase[&op] = backward ? Phase::Backward : Phase::Forward;
+  }
+  if (layer != numLayers)
+    return entry.emitOpError() << "calls " << layer << " transformer layers but layers-per-chunk places "
+                               << numLayers;
+  for (Operation *op : dead)
+    op->erase();
+  return success();
+}
+
+/// grad(p) = a + b with a, b from different chunks: param_grad accumulates, so each chunk adds
+/// its own part (into its stage's copy of p; the runtime sums the copies).
+LogicalResult Splitter::splitTiedGradient(tx::ParamGradOp grad, tx::AddOp sum) {
+  if (sum.getLhs().getType() != sum.getRhs().getType())
+    return sum.emitOpError("sums a broadcast gradient over chunks; megac-pipeline-split cannot split it");
+  OpBuilder b(sum);
+  for (Value part : {sum.getLhs(), sum.getRhs()}) {
+    auto partGrad = tx::ParamGradOp::create(b, grad.getLoc(), grad.getParam(), part);
+    Operation *def = part.getDefiningOp();
+    where.chunk[partGrad] = def ? where.chunk.lookup(def) : numChunks - 1;
+    where.phase[partGrad] = Phase::Backward;
+  }
+  return success();
+}
+
+InFlightDiagnostic Splitter::crossChunkError(Operation *user, Value v, int64_t from, int64_t to) {
+  return user->emitOpError() << "in chunk " << to << " reads a value of chunk " << from << " (" << v.getType()
+                             << ") that is not the residual stream between neighbouring chunks; "
+                             << "megac-pipeline-split passes only that one value between chunks";
+}
+
+LogicalResult Splitter::collectBoundaries() {
+  chunks.resize(numChunks);
+  Block &body = entry.getBody().front();
+  for (Operation &op : body.without_terminator()) {
+    if (where.isFree(&op))
+      continue;
+    int64_t c = where.chunk.lookup(&op);
+    bool backward = where.phase.lookup(&op) == Phase::Backward;
+    (backward ? chunks[c].backwardOps : chunks[c].forwardOps).push_back(&op);
+    for (Value v : op.getOperands()) {
+      if (!where.placed(v))
+        continue;
+      Operation *def = v.getDefiningOp();
+      int64_t from = where.chunk.lookup(def);
+      bool fromBackward = where.phase.lookup(def) == Phase::Backward;
+      if (!backward) {
+        if (from == c)
+          continue;
+        if (from != c - 1 || (chunks[c].input && chunks[c].input != v))
+          return crossChunkError(&op, v, from, c);
+        chunks[c].input = v;
+        chunks[from].output = v;
+        continue;
+      }
+      if (fromBackward) {
+        if (from == c)
+          continue;
+        if (from != c + 1 || (chunks[c].outputGrad && chunks[c].outputGrad != v))
+          return crossChunkError(&op, v, from, c);
+        chunks[c].outputGrad = v;
+        chunks[from].inputGrad = v;
+        continue;
+      }
+      // A forward value the backward reads: stashed by this chunk's forward (its own value or
+      // the input it received).
+      if (from != c && v != chunks[c].input)
+        return crossChunkError(&op, v, from, c);
+      chunks[c].stash.insert(v);
+    }
+  }
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  if (ret.getNumOperands() != 1 || !where.placed(ret.getOperand(0)) ||
+      where.chunk.lookup(ret.getOperand(0).getDefiningOp()) != numChunks - 1)
+    return entry.emitOpError("must return the loss, computed in the last chunk");
+  loss = ret.getOperand(0);
+  for (int64_t c = 0; c < numChunks; ++c) {
+    bool first = c == 0, last = c == numChunks - 1;
+    if (!first && (!chunks[c].input || !chunks[c].inputGrad))
+      return entry.emitOpError() << "chunk " << c << " receives no residual stream or sends back no gradient";
+    if (!last && (!chunks[c].output || !chunks[c].outputGrad))
+      return entry.emitOpError() << "chunk " << c << " sends no residual stream or receives no gradient";
+  }
+  return success();
+}
+
+void Splitter::cloneInto(OpBuilder &b, ArrayRef<Operation *> ops, IRMapping &map) {
+  for (Operation *op : ops) {
+    for (Value v : op->getOperands())
+      if (!map.contains(v) && v.getDefiningOp() && where.isFree(v.getDefiningOp()))
+        b.clone(*v.getDefiningOp(), map);
+    b.clone(*op, map);
+  }
+}
+
+func::FuncOp Splitter::buildForward(int64_t c) {
+  ChunkPlan &chunk = chunks[c];
+  bool last = c == numChunks - 1;
+  SmallVector<Type> args = {ids.getType(), labels.getType()}, results;
+  if (chunk.input)
+    args.push_back(chunk.input.getType());
+  SmallVector<Value> returned = {last ? loss : chunk.output};
+  returned.append(chunk.stash.begin(), chunk.stash.end());
+  for (Value v : returned)
+    results.push_back(v.getType());
+
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPoint(entry);
+  auto fn = func::FuncOp::create(b, entry.getLoc(), "chunk" + std::to_string(c) + "_forward",
+                                 b.getFunctionType(args, results));
+  Block *block = fn.addEntryBlock();
+  IRMapping map;
+  map.map(ids, block->getArgument(0));
+  map.map(labels, block->getArgument(1));
+  if (chunk.input)
+    map.map(chunk.input, block->getArgument(2));
+  b.setInsertionPointToEnd(block);
+  cloneInto(b, chunk.forwardOps, map);
+  SmallVector<Value> mapped;
+  for (Value v : returned)
+    mapped.push_back(map.lookup(v));
+  func::ReturnOp::create(b, entry.getLoc(), mapped);
+  return fn;
+}
+
+func::FuncOp Splitter::buildBackward(int64_t c) {
+  ChunkPlan &chunk = chunks[c];
+  SmallVector<Type> args = {ids.getType(), labels.getType(), dloss.getType()}, results;
+  for (Value v : chunk.stash)
+    args.push_back(v.getType());
+  if (chunk.outputGrad)
+    args.push_back(chunk.outputGrad.getType());
+  if (chunk.inputGrad)
+    results.push_back(chunk.inputGrad.getType());
+
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPoint(entry);
+  auto fn = func::FuncOp::create(b, entry.getLoc(), "chunk" + std::to_string(c) + "_backward",
+                                 b.getFunctionType(args, results));
+  Block *block = fn.addEntryBlock();
+  IRMapping map;
+  map.map(ids, block->getArgument(0));
+  map.map(labels, block->getArgument(1));
+  map.map(dloss, block->getArgument(2));
+  for (auto [i, v] : llvm::enumerate(chunk.stash))
+    map.map(v, block->getArgument(3 + i));
+  if (chunk.outputGrad)
+    map.map(chunk.outputGrad, block->getArguments().back());
+  b.setInsertionPointToEnd(block);
+  cloneInto(b, chunk.backwardOps, map);
+  SmallVector<Value> mapped;
+  if (chunk.inputGrad)
+    mapped.push_back(map.lookup(chunk.inputGrad));
+  func::ReturnOp::create(b, entry.getLoc(), mapped);
+  return fn;
+}
+
+LogicalResult Splitter::run() {
+  if (entry.getNumArguments() != 3)
+    return entry.emitOpError("must take (ids, labels, dloss); run megac-autodiff first");
+  ids = entry.getArgument(0), labels = entry.getArgument(1), dloss = entry.getArgument(2);
+  if (numChunks < pp || numChunks % pp != 0)
+    return module.emitError() << "megac-pipeline-split: layers-per-chunk has " << numChunks
+                              << " entries; it needs pp x vpp (a multiple of pp = " << pp << ")";
+  for (auto [c, n] : llvm::enumerate(layersPerChunk))
+    if (n < 1)
+      return module.emitError() << "megac-pipeline-split: chunk " << c << " has " << n
+                                << " layers; every chunk needs at least one";
+  if (failed(place()) || failed(collectBoundaries()))
+    return failure();
+  auto i64 = [&](int64_t v) { return IntegerAttr::get(IntegerType::get(module.getContext(), 64), v); };
+  for (int64_t c = 0; c < numChunks; ++c) {
+    for (func::FuncOp fn : {buildForward(c), buildBackward(c)}) {
+      fn->setAttr("megac.chunk", i64(c));
+      fn->setAttr("megac.stash", i64(static_cast<int64_t>(chunks[c].stash.size())));
+    }
+  }
+  Builder b(module.getContext());
+  module->setAttr("megac.pipeline",
+                  b.getDictionaryAttr({b.getNamedAttr("stages", i64(pp)),
+                                       b.getNamedAttr("virtual_stages", i64(numChunks / pp)),
+                                       b.getNamedAttr("chunks", i64(numChunks))}));
+  entry.erase();
+  return success();
+}
+
+struct PipelineSplitPass : public megac::impl::PipelineSplitBase<PipelineSplitPass> {
+  using PipelineSplitBase::PipelineSplitBase;
+
+  void runOnOperation() override {
+    if (pp == 1)
+      return;
+    ModuleOp module = getOperation();
+    auto entry = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!entry) {
+      module.emitError("megac-pipeline-split: needs @train_step (run megac-autodiff first)");
+      return signalPassFailure();
+    }
+    SmallVector<int64_t> layers(layersPerChunk.begin(), layersPerChunk.end());
+    if (failed(Splitter(module, entry, pp, layers).run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace
