@@ -9,13 +9,20 @@
 namespace megart {
 
 double model_grad_norm(const ParamStore &store, Communicator &tp) {
-  // Table order, as the single-rank sum: with tp 1 the result is bit-identical to it.
-  std::vector<std::pair<const float *, int64_t>> counted;
+  SelfCommunicator one_stage;
+  return model_grad_norm(store, tp, one_stage, {});
+}
+
+double model_grad_norm(const ParamStore &store, Communicator &tp, Communicator &pp,
+                       const std::vector<char> &counted) {
+  // Table order, as the single-rank sum: with tp 1 and pp 1 the result is bit-identical to it.
+  std::vector<std::pair<const float *, int64_t>> grads;
   for (int64_t i = 0; i < store.size(); ++i)
-    if (store.tp_split(i) || tp.rank() == 0)
-      counted.emplace_back(store.grad(i), store.numel(i));
-  double sum = grad_sum_of_squares(counted);
+    if ((store.tp_split(i) || tp.rank() == 0) && (counted.empty() || counted[i]))
+      grads.emplace_back(store.grad(i), store.numel(i));
+  double sum = grad_sum_of_squares(grads);
   tp.all_reduce_sum(&sum, 1);
+  pp.all_reduce_sum(&sum, 1);
   return std::sqrt(sum);
 }
 

@@ -84,6 +84,15 @@ std::string format_metrics_json(const IterationMetrics &m) {
     s += ",\"tflops_per_gpu\":" + json_number(m.tflops_per_gpu);
   s += ",\"skipped_iterations\":" + std::to_string(m.skipped_iterations);
   s += ",\"nan_iterations\":" + std::to_string(m.nan_iterations);
+  auto array = [](const std::vector<int64_t> &v) {
+    std::string a = "[";
+    for (size_t i = 0; i < v.size(); ++i)
+      a += (i ? "," : "") + std::to_string(v[i]);
+    return a + "]";
+  };
+  if (!m.pipeline_stash_peak_measured.empty())
+    s += ",\"pipeline_stash_peak_measured\":" + array(m.pipeline_stash_peak_measured) +
+         ",\"pipeline_stash_peak_predicted\":" + array(m.pipeline_stash_peak_predicted);
   return s + "}";
 }
 

@@ -65,12 +65,12 @@ void ParamStore::init(uint64_t seed) {
   reset_optimizer_state();
 }
 
-void ParamStore::load(const std::string &path) {
+void ParamStore::load(const std::string &path, const std::set<std::string> &elsewhere) {
   const SafetensorsFile file = SafetensorsFile::open(path);
   // Check the whole file against the program first: a wrong-model checkpoint must fail with
   // every mismatch named, and before any parameter changes.
   std::vector<std::string> problems;
-  std::set<std::string> used;
+  std::set<std::string> used = elsewhere;
   for (const CheckpointTensor &t : tensors_) {
     used.insert(t.name);
     const TensorInfo *info = file.find(t.name);
@@ -127,17 +127,25 @@ void ParamStore::save(const std::string &path) const {
 }
 
 void ParamStore::save(const std::string &path, Communicator &tp) const {
+  std::vector<std::vector<float>> data = gather_tensors(tp);
+  if (tp.rank() != 0)
+    return;
+  std::vector<NamedTensor> named;
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    named.push_back({tensors_[i].name, tensors_[i].shape, data[i].data()});
+  write_safetensors(path, named, {{"format", "pt"}});
+}
+
+std::vector<std::vector<float>> ParamStore::gather_tensors(Communicator &tp) const {
   if (tp.size() != tp_size_ || tp.rank() != tp_rank_)
-    throw Error("saving " + path + ": the tp communicator is rank " + std::to_string(tp.rank()) +
+    throw Error("gathering the tensors: the tp communicator is rank " + std::to_string(tp.rank()) +
                 " of " + std::to_string(tp.size()) + ", but the store holds tp rank " +
                 std::to_string(tp_rank_) + " of " + std::to_string(tp_size_));
   const bool writer = tp_rank_ == 0;
   // The writer holds all full tensors at once (write_safetensors takes them together): one
   // extra copy of the model in memory, only while saving. The others hold one gather at a time.
   std::vector<std::vector<float>> data;
-  std::vector<NamedTensor> named;
   std::vector<float> gathered;
-  data.reserve(tensors_.size());
   for (const CheckpointTensor &t : tensors_) {
     std::vector<float> full(writer ? static_cast<size_t>(full_numel(descs_[t.blocks[0]])) : 0);
     for (int64_t b : t.blocks) {
@@ -156,13 +164,10 @@ void ParamStore::save(const std::string &path, Communicator &tp) const {
           copy_block_to_full(tp_block(program_descs_[b], r), gathered.data() + r * n,
                              full.data());
     }
-    if (writer) {
+    if (writer)
       data.push_back(std::move(full));
-      named.push_back({t.name, t.shape, data.back().data()});
-    }
   }
-  if (writer)
-    write_safetensors(path, named, {{"format", "pt"}});
+  return data;
 }
 
 } // namespace megart

@@ -4,6 +4,7 @@
 #include "megart/error.h"
 #include "megart/launch_env.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 
@@ -106,9 +107,30 @@ std::unique_ptr<ProcessGrid> ProcessGrid::on(const MpiCommunicator &parent,
   auto color = [](int64_t v) { return static_cast<int>(v); };
   g->tp_ = parent.split(color(c.dp + shape.dp * c.pp), color(c.tp), "tp");
   g->dp_ = parent.split(color(c.tp + shape.tp * c.pp), color(c.dp), "dp");
-  g->pp_ = parent.split(color(c.tp + shape.tp * c.dp), color(c.pp), "pp");
+  std::unique_ptr<MpiCommunicator> pp = parent.split(color(c.tp + shape.tp * c.dp), color(c.pp), "pp");
+  g->pp_mpi_ = pp.get();
+  g->pp_ = std::move(pp);
   g->world_ = parent.split(0, parent.rank(), "world");
   return g;
+}
+
+void ProcessGrid::set_timeout(double seconds) {
+  for (Communicator *c : {tp_.get(), dp_.get(), pp_.get(), world_.get()})
+    c->set_timeout(seconds);
+}
+
+std::unique_ptr<Communicator> ProcessGrid::pp_subgroup(const std::vector<int64_t> &pp_ranks,
+                                                       const std::string &axis) const {
+  const bool member =
+      std::find(pp_ranks.begin(), pp_ranks.end(), coord_.pp) != pp_ranks.end();
+  if (!pp_mpi_) // a single process: pp rank 0 alone
+    return member ? std::make_unique<SelfCommunicator>() : nullptr;
+  // The ranks outside the list form a group of their own, which they drop at once.
+  std::unique_ptr<MpiCommunicator> group =
+      pp_mpi_->split(member ? 0 : 1, static_cast<int>(coord_.pp), axis);
+  if (!member)
+    return nullptr;
+  return group;
 }
 
 } // namespace megart

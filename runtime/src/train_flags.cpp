@@ -92,6 +92,10 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
                                        "megac compile have it compiled in)")
                             ->check(CLI::PositiveNumber)
                             ->capture_default_str();
+  app.add_option("--distributed-timeout-minutes", f.distributed_timeout_minutes,
+                 "Minutes a rank waits for the others in one communication before it stops the "
+                 "job with an error naming the operation (decimals allowed)")
+      ->capture_default_str();
   app.add_flag("--rank-layout", f.rank_layout,
                "Print the global rank -> (dp, pp, tp) table of the compiled plan and exit");
   try {
@@ -119,6 +123,20 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
                 "): recompile with `megac compile SPEC --micro-batch-size " +
                 std::to_string(f.micro_batch_size) + "`");
   }
+  // A pipeline schedule is compiled for its number of microbatches: the batch is fixed.
+  if (program.pipeline_parallel_size > 1) {
+    const int64_t fixed = f.micro_batch_size * std::max<int64_t>(program.data_parallel_size, 1) *
+                          program.num_microbatches;
+    if (f.global_batch_size == 0)
+      f.global_batch_size = fixed;
+    else if (f.global_batch_size != fixed)
+      throw Error("--global-batch-size " + std::to_string(f.global_batch_size) +
+                  " does not match the compiled pipeline schedule: micro batch " + b + " x dp " +
+                  std::to_string(program.data_parallel_size) + " x " +
+                  std::to_string(program.num_microbatches) + " microbatches = " +
+                  std::to_string(fixed) + "; recompile with `megac compile ... --global-batch-size " +
+                  std::to_string(f.global_batch_size) + "` (or leave the flag out)");
+  }
   // Megatron's default: one microbatch per data-parallel rank.
   if (f.global_batch_size == 0)
     f.global_batch_size = f.micro_batch_size * std::max<int64_t>(program.data_parallel_size, 1);
@@ -140,9 +158,16 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
                 std::to_string((f.global_batch_size / unit + 1) * unit));
   require(f.ddp_bucket_size >= 1, "--ddp-bucket-size is " + std::to_string(f.ddp_bucket_size) +
                                       "; it must be at least 1 element");
-  require(!(f.ddp_bucket_size_given && program.sync_gradients),
+  bool compiled_buckets = program.sync_gradients != nullptr;
+  if (program.pipeline_parallel_size > 1 && program.stages)
+    for (int64_t i = 0; i < program.pipeline_parallel_size; ++i)
+      compiled_buckets = compiled_buckets || program.stages[i].sync_gradients != nullptr;
+  require(!(f.ddp_bucket_size_given && compiled_buckets),
           "--ddp-bucket-size is compiled into this program: its gradient buckets come from `megac compile "
           "--ddp-bucket-size N`; recompile to change them");
+  require(std::isfinite(f.distributed_timeout_minutes) && f.distributed_timeout_minutes > 0,
+          "--distributed-timeout-minutes is " + num(f.distributed_timeout_minutes) +
+              "; it must be > 0 (minutes a rank waits for the others, e.g. 10, or 0.5)");
   require(std::isfinite(f.lr) && f.lr > 0, "--lr is " + num(f.lr) + "; it must be > 0");
   require(std::isfinite(f.min_lr) && f.min_lr >= 0 && f.min_lr <= f.lr,
           "--min-lr is " + num(f.min_lr) + "; it must be between 0 and --lr (" + num(f.lr) + ")");

@@ -4,13 +4,16 @@
 #include "megart/grad_norm.h"
 #include "megart/grad_sync.h"
 #include "megart/optimizer.h"
+#include "megart/pipeline_executor.h"
 #include "megart/train_checkpoint.h"
+#include "megart/train_pipeline.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -40,9 +43,11 @@ struct LogWindow {
 
 class Optimizer {
 public:
-  Optimizer(const TrainFlags &f, ParamStore &store, Communicator &tp)
-      : store_(store), tp_(tp), schedule_{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters,
-                                          f.lr_decay_iters},
+  // `pp` and `counted` (model_grad_norm's) are given with pipeline parallelism only.
+  Optimizer(const TrainFlags &f, ParamStore &store, Communicator &tp, Communicator *pp = nullptr,
+            const std::vector<char> *counted = nullptr)
+      : store_(store), tp_(tp), pp_(pp), counted_(counted),
+        schedule_{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters, f.lr_decay_iters},
         config_{f.adam_beta1, f.adam_beta2, f.adam_eps, f.weight_decay},
         clip_(static_cast<float>(f.clip_grad)) {
     for (int64_t i = 0; i < store.size(); ++i)
@@ -55,7 +60,8 @@ public:
   // same decision); clips this rank's gradients in place. A non-finite norm is left alone: the
   // caller skips the step.
   double clip() {
-    const double norm = model_grad_norm(store_, tp_);
+    const double norm =
+        pp_ ? model_grad_norm(store_, tp_, *pp_, *counted_) : model_grad_norm(store_, tp_);
     if (!std::isfinite(norm))
       return norm;
     const float coeff = clip_coefficient(norm, clip_);
@@ -80,11 +86,32 @@ public:
 private:
   ParamStore &store_;
   Communicator &tp_;
+  Communicator *pp_;
+  const std::vector<char> *counted_;
   LrSchedule schedule_;
   AdamWConfig config_;
   float clip_;
   std::vector<std::pair<float *, int64_t>> grads_;
   int64_t steps_ = 0;
+};
+
+// Pipeline parallelism: this rank's stage, its executor and its tied weights.
+struct Pipeline {
+  Pipeline(const ProgramDesc &program, const ParamStore &store, const ProcessGrid &grid)
+      : stage(program.stages[grid.coord().pp]),
+        executor(stage, grid.coord().pp, grid.shape().pp, program.virtual_pipeline_size,
+                 program.num_microbatches),
+        tied(program, store, grid) {}
+  const PipelineStageDesc &stage;
+  PipelineExecutor executor;
+  TiedGradients tied;
+};
+
+// Names the iteration in communication timeouts while the loop runs; clears it after.
+struct ActivityScope {
+  ActivityScope() { comm_activity() = CommActivity{}; }
+  ~ActivityScope() { comm_activity() = CommActivity{}; }
+  void phase(const char *what) { comm_activity().phase = what; }
 };
 
 } // namespace
@@ -100,13 +127,25 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
   // over dp the gradients are the average over the global batch, as on one rank.
   const float dloss = 1.0f / static_cast<float>(num_micro * dp);
   const double flops = model_flops_per_iteration(program, B);
-  const bool saves = grid.coord().dp == 0 && grid.coord().pp == 0; // one replica writes
+  const bool pipelined = grid.shape().pp > 1;
+  // One replica writes; with pipeline parallelism every stage of it contributes its tensors.
+  const bool saves = grid.coord().dp == 0 && (pipelined || grid.coord().pp == 0);
   const double world = static_cast<double>(grid.world_size());       // per-GPU throughput
+  ActivityScope activity;
 
-  // One workspace for every microbatch; the compiler's memory plan places tensors inside it.
-  AlignedBuffer<char> arena(static_cast<size_t>(program.arena_bytes));
-  AlignedBuffer<int32_t> ids(static_cast<size_t>(b * s)), labels(static_cast<size_t>(b * s));
-  Optimizer optimizer(f, store, grid.tp());
+  // The pipeline executor has its own workspace and takes all microbatches at once; without it,
+  // one workspace serves every microbatch (the compiler's memory plan places tensors inside).
+  std::unique_ptr<Pipeline> pipe;
+  if (pipelined) {
+    activity.phase("building the tied-weight groups");
+    pipe = std::make_unique<Pipeline>(program, store, grid);
+  }
+  AlignedBuffer<char> arena(pipelined ? 0 : static_cast<size_t>(program.arena_bytes));
+  const int64_t tokens = (pipelined ? num_micro : 1) * b * s;
+  AlignedBuffer<int32_t> ids(static_cast<size_t>(tokens)), labels(static_cast<size_t>(tokens));
+  Optimizer optimizer(f, store, grid.tp(), pipelined ? &grid.pp() : nullptr,
+                      pipelined ? &pipe->tied.norm_counted() : nullptr);
+  const SyncFn compiled_sync = pipelined ? pipe->stage.sync_gradients : program.sync_gradients;
   data.set_order(f.shuffle, static_cast<uint64_t>(f.seed)); // the same order on every rank
 
   const StepContext ctx = grid.step_context();
@@ -114,24 +153,55 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
   LogWindow window;
   for (int64_t k = 1; k <= f.train_iters; ++k) {
     const auto start = Clock::now();
+    comm_activity().iteration = k;
     store.zero_grads();
     const int64_t first = (k - 1) * B + grid.coord().dp * per_rank;
     double loss_sum = 0; // double: many microbatches add up without drift
-    for (int64_t m = 0; m < num_micro; ++m) {
-      data.fill(first + m * b, b, ids.data(), labels.data());
-      loss_sum += program.step(ctx, store.param_table(), store.grad_table(), arena.data(),
-                               ids.data(), labels.data(), dloss);
+    int64_t peak_stash = 0;
+    if (pipelined) {
+      // Every microbatch of the iteration up front: the schedule interleaves them.
+      data.fill(first, num_micro * b, ids.data(), labels.data());
+      activity.phase("pipeline schedule");
+      const PipelineIterationResult r = pipe->executor.run(
+          ctx, store.param_table(), store.grad_table(), ids.data(), labels.data(), b * s, dloss);
+      loss_sum = r.loss_sum; // only the last stage has the losses; 0 elsewhere
+      peak_stash = r.peak_stash;
+    } else {
+      activity.phase("forward and backward");
+      for (int64_t m = 0; m < num_micro; ++m) {
+        data.fill(first + m * b, b, ids.data(), labels.data());
+        loss_sum += program.step(ctx, store.param_table(), store.grad_table(), arena.data(),
+                                 ids.data(), labels.data(), dloss);
+      }
     }
     double loss = loss_sum / static_cast<double>(num_micro);
     if (dp > 1) {
-      if (program.sync_gradients)
-        program.sync_gradients(ctx, store.grad_table());
+      activity.phase("data-parallel gradient sync");
+      if (compiled_sync)
+        compiled_sync(ctx, store.grad_table());
       else
         all_reduce_in_buckets(grid.dp(), store.flat_grads(), store.flat_grads_numel(),
                               f.ddp_bucket_size);
+    }
+    if (pipelined) {
+      // After the dp sum, as Megatron does: the tied copies then add the same totals.
+      activity.phase("tied-weight gradient sync");
+      pipe->tied.sync(store);
+      activity.phase("loss sum over the pipeline");
+      grid.pp().all_reduce_sum(&loss, 1);
+    }
+    if (dp > 1) {
+      activity.phase("loss average over data parallel ranks");
       grid.dp().all_reduce_sum(&loss, 1);
       loss /= static_cast<double>(dp);
     }
+    // The schedule is the same every iteration: the first one reports its stash peaks.
+    StashPeaks peaks;
+    if (pipelined && k == 1) {
+      activity.phase("stash peak report");
+      peaks = gather_stash_peaks(program, peak_stash, grid.pp());
+    }
+    activity.phase("gradient norm");
     const double norm = optimizer.clip();
     const double lr = optimizer.lr_for_iteration(k);
     const bool finite = std::isfinite(norm);
@@ -153,6 +223,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     it.tflops_per_gpu = flops > 0 ? flops / seconds / 1e12 / world : -1;
     it.skipped_iterations = finite ? 0 : 1;
     it.nan_iterations = finite && std::isfinite(loss) ? 0 : 1;
+    it.pipeline_stash_peak_measured = peaks.measured;
+    it.pipeline_stash_peak_predicted = peaks.predicted;
     if (metrics)
       metrics->append(it);
 
@@ -178,9 +250,20 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
       window = LogWindow{};
     }
 
+    if (!peaks.measured.empty()) {
+      out << peaks.describe() << std::endl;
+      if (!peaks.match())
+        out << "warning: pipeline: the measured stash peaks differ from the compiler's "
+               "predictions; its activation memory bound is wrong for this schedule"
+            << std::endl;
+    }
+
     if (saves && !f.save.empty() &&
         ((f.save_interval > 0 && k % f.save_interval == 0) || k == f.train_iters)) {
-      const std::string path = save_checkpoint(f.save, k, store, grid.tp());
+      activity.phase("checkpoint save");
+      const std::string path = pipelined
+                                   ? save_checkpoint(f.save, k, store, grid.tp(), grid.pp(), program)
+                                   : save_checkpoint(f.save, k, store, grid.tp());
       out << "saved checkpoint at iteration " << k << ": " << path << std::endl;
     }
     result.iterations = k;

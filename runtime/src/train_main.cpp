@@ -37,6 +37,9 @@ template <typename Fn> std::string failure_of(Fn &&fn, const ProgramDesc &progra
   } catch (const Error &e) {
     return e.what();
   } catch (const std::bad_alloc &) {
+    if (program.pipeline_parallel_size > 1)
+      return std::string("out of memory (this stage's parameters, optimizer state, workspace "
+                         "and stashed activations must fit)");
     return "out of memory (parameters, optimizer state and the " +
            std::to_string(program.arena_bytes) + "-byte workspace must fit)";
   } catch (const std::exception &e) {
@@ -92,7 +95,8 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
     return 2;
 
   // From here on the ranks are in lockstep: a failure on one cannot be agreed on, so it stops
-  // the whole job.
+  // the whole job. A rank whose peer died or hung finds out by the timeout, and stops it too.
+  grid.set_timeout(flags.distributed_timeout_minutes * 60);
   const std::string failure = failure_of(
       [&] {
         print_header(log, program, flags, grid, setup);

@@ -2,9 +2,11 @@
 
 #include "megart/error.h"
 #include "megart/param_layout.h"
+#include "megart/pipeline_program.h"
 #include "megart/train_checkpoint.h"
 
 #include <cstdio>
+#include <set>
 #include <string>
 
 namespace megart {
@@ -21,18 +23,17 @@ void validate_program(const ProgramDesc &p) {
   if (p.micro_batch_size < 1) bad("micro_batch_size", p.micro_batch_size);
   if (p.seq_length < 1) bad("seq_length", p.seq_length);
   if (p.vocab_size < 1) bad("vocab_size", p.vocab_size);
+  // A pipeline's stages replace the single-stage fields, which then describe nothing.
+  if (p.pipeline_parallel_size > 1) {
+    validate_pipeline_program(p);
+    return;
+  }
   if (p.num_params < 1) bad("num_params", p.num_params);
   if (p.arena_bytes < 0)
     throw Error("compiled program: arena_bytes is " + std::to_string(p.arena_bytes) +
                 "; it must be >= 0");
   if (!p.step)
     throw Error("compiled program: no step function");
-  // The loop has no pipeline schedule executor yet: each stage would train as if it were the
-  // whole model.
-  if (p.pipeline_parallel_size > 1)
-    throw Error("the program was compiled for pipeline parallel size " +
-                std::to_string(p.pipeline_parallel_size) +
-                ", which this runtime cannot run yet; compile with --pp 1");
 }
 
 std::string fmt(const char *format, double x) {
@@ -47,19 +48,30 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
                             const ProcessGrid &grid) {
   validate_program(program);
   resolve_train_flags(flags, program);
-  validate_param_layout(program.params, program.num_params, grid.shape().tp);
+  // With pipeline parallelism this rank holds only its stage's parameters.
+  const bool pipelined = program.pipeline_parallel_size > 1;
+  const ParamDesc *params = pipelined ? program.stages[grid.coord().pp].params : program.params;
+  const int64_t num_params =
+      pipelined ? program.stages[grid.coord().pp].num_params : program.num_params;
+  validate_param_layout(params, num_params, grid.shape().tp);
   TrainSetup s;
   s.data = std::make_unique<TrainData>(flags.data_path, program.seq_length, program.vocab_size);
   s.data->require_samples(flags.train_iters, flags.global_batch_size);
   if (!flags.save.empty() && grid.global_rank() == 0) // the only rank that writes checkpoints
     check_checkpoint_dir(flags.save);
   // Allocated only now: the model's state is the big allocation, the checks above are cheap.
-  s.store = std::make_unique<ParamStore>(program.params, program.num_params, grid.coord().tp,
-                                         grid.shape().tp);
-  if (flags.load.empty())
-    s.store->init(static_cast<uint64_t>(flags.seed));
-  else
-    s.store->load(flags.load); // each tp rank reads its own blocks of the full tensors
+  s.store = std::make_unique<ParamStore>(params, num_params, grid.coord().tp, grid.shape().tp);
+  if (flags.load.empty()) {
+    s.store->init(static_cast<uint64_t>(flags.seed)); // a tied weight starts the same everywhere
+  } else {
+    // Each tp rank reads its own blocks of the full tensors; each stage only its tensors (both
+    // stages of a tied weight read it), the others' are expected in the file.
+    std::set<std::string> elsewhere;
+    if (pipelined)
+      for (const auto &entry : tensor_stages(program))
+        elsewhere.insert(entry.first);
+    s.store->load(flags.load, elsewhere);
+  }
   return s;
 }
 
@@ -76,11 +88,16 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
   out << "megart: " << (p.summary ? p.summary : "") << "\n";
   if (grid.world_size() > 1)
     out << "  parallel: " << grid.shape().describe() << " (--rank-layout prints which is which)\n";
-  out << "  parameters: " << store.num_tensor_elements() << " in " << store.tensors().size()
+  // The whole model's count, also when this rank holds one pipeline stage.
+  const bool pipelined = p.pipeline_parallel_size > 1;
+  out << "  parameters: " << (pipelined ? model_tensor_elements(p) : store.num_tensor_elements())
+      << " in " << (pipelined ? model_tensor_count(p) : static_cast<int64_t>(store.tensors().size()))
       << " tensors; " << (f.load.empty() ? "initialised with seed " + std::to_string(f.seed)
                                          : "loaded from " + f.load)
-      << "\n"
-      << "  data: " << f.data_path << ": " << data.dataset().num_tokens() << " tokens, "
+      << "\n";
+  if (pipelined)
+    out << "  pipeline: " << describe_pipeline(p) << "\n";
+  out << "  data: " << f.data_path << ": " << data.dataset().num_tokens() << " tokens, "
       << data.num_samples() << " samples of " << p.seq_length << "+1 tokens; using "
       << f.train_iters * B << (f.shuffle ? " in shuffled order" : " in dataset order") << "\n"
       << "  training: " << f.train_iters << " iterations, global batch " << B << " = "

@@ -102,6 +102,8 @@ TEST(MetricsJson, OneObjectPerLineWithFullPrecision) {
   EXPECT_EQ(second.get("lm_loss")->kind, megart::JsonValue::Kind::Null); // JSON has no inf
   EXPECT_EQ(second.get("grad_norm")->kind, megart::JsonValue::Kind::Null);
 
+  EXPECT_EQ(first.get("pipeline_stash_peak_measured"), nullptr); // only with a pipeline
+
   // Reopening truncates unless asked to append (a resumed run).
   megart::MetricsFile::open(path, /*append_existing=*/true).append(sample_metrics());
   EXPECT_EQ(read_lines(path).size(), 3u);
@@ -117,4 +119,17 @@ TEST(MetricsJson, UnwritablePathIsNamed) {
   } catch (const megart::Error &e) {
     EXPECT_THAT(e.what(), HasSubstr("/nonexistent-folder/metrics.jsonl: cannot open"));
   }
+}
+
+TEST(MetricsJson, PipelineStashPeaksAreIntegerArrays) {
+  megart::IterationMetrics m = sample_metrics();
+  m.pipeline_stash_peak_measured = {4, 3};
+  m.pipeline_stash_peak_predicted = {4, 2};
+  const std::string json = megart::format_metrics_json(m);
+  EXPECT_NE(json.find(",\"pipeline_stash_peak_measured\":[4,3],"
+                      "\"pipeline_stash_peak_predicted\":[4,2]}"),
+            std::string::npos)
+      << json;
+  const megart::JsonValue v = megart::parse_json(json, "record");
+  EXPECT_EQ(v.get("pipeline_stash_peak_measured")->array[1].integer, 3);
 }

@@ -207,3 +207,49 @@ TEST(TrainFlags, RankLayoutNeedsNoOtherFlag) {
   ASSERT_TRUE(missing.exit); // still required for training
   EXPECT_THAT(missing.err, HasSubstr("--data-path"));
 }
+
+TEST(TrainFlags, DistributedTimeoutMinutes) {
+  Parsed defaults = parse(kMinimal);
+  ASSERT_FALSE(defaults.exit);
+  EXPECT_EQ(defaults.flags.distributed_timeout_minutes, 10.0); // Megatron's default
+  Parsed decimal = parse({"--data-path", "d", "--train-iters", "1", "--lr", "1",
+                          "--distributed-timeout-minutes", "0.05"});
+  ASSERT_FALSE(decimal.exit) << decimal.err;
+  EXPECT_EQ(decimal.flags.distributed_timeout_minutes, 0.05);
+  EXPECT_EQ(resolve_error({"--distributed-timeout-minutes", "0.05"}), "");
+  EXPECT_EQ(resolve_error({"--distributed-timeout-minutes", "0"}),
+            "--distributed-timeout-minutes is 0; it must be > 0 (minutes a rank waits for the "
+            "others, e.g. 10, or 0.5)");
+  EXPECT_THAT(resolve_error({"--distributed-timeout-minutes", "-1"}),
+              HasSubstr("--distributed-timeout-minutes is -1; it must be > 0"));
+  Parsed word = parse({"--data-path", "d", "--train-iters", "1", "--lr", "1",
+                       "--distributed-timeout-minutes", "soon"});
+  ASSERT_TRUE(word.exit);
+  EXPECT_THAT(word.err, HasSubstr("--distributed-timeout-minutes"));
+}
+
+TEST(TrainFlags, PipelineBatchIsCompiledIn) {
+  auto resolve = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = kMinimal;
+    args.insert(args.end(), extra.begin(), extra.end());
+    Parsed p = parse(args);
+    megart::ProgramDesc program{};
+    program.micro_batch_size = 2;
+    program.data_parallel_size = 3;
+    program.pipeline_parallel_size = 2;
+    program.num_microbatches = 4;
+    megart::resolve_train_flags(p.flags, program);
+    return p.flags;
+  };
+  EXPECT_EQ(resolve({}).global_batch_size, 24); // micro batch 2 x dp 3 x 4 microbatches
+  EXPECT_EQ(resolve({"--global-batch-size", "24"}).global_batch_size, 24);
+  try {
+    resolve({"--global-batch-size", "48"});
+    FAIL() << "accepted a batch the schedule was not compiled for";
+  } catch (const megart::Error &e) {
+    EXPECT_STREQ(e.what(), "--global-batch-size 48 does not match the compiled pipeline "
+                           "schedule: micro batch 2 x dp 3 x 4 microbatches = 24; recompile "
+                           "with `megac compile ... --global-batch-size 48` (or leave the flag "
+                           "out)");
+  }
+}

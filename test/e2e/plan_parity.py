@@ -3,6 +3,7 @@ same weights on the same data, 10 steps, per-step losses and gradient norms equa
 single-rank run within 1e-5 relative (fp32, CPU, mpirun). Run with /usr/bin/python3."""
 import argparse
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference"))
@@ -13,7 +14,8 @@ from e2e_util import make_license_corpus, metrics, run  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TOLERANCE = 1e-5
-TRAIN = ["--train-iters", "10", "--global-batch-size", "8", "--lr", "1e-3", "--min-lr", "1e-4",
+GLOBAL_BATCH = "8"
+TRAIN = ["--train-iters", "10", "--global-batch-size", GLOBAL_BATCH, "--lr", "1e-3", "--min-lr", "1e-4",
          "--lr-decay-style", "cosine", "--lr-warmup-iters", "2", "--weight-decay", "0.1",
          "--clip-grad", "1.0", "--no-shuffle"]
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -21,15 +23,17 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 
 
 def plan_flags(plan):
-    """'tp2dp2' -> ['--tp', '2', '--dp', '2'] and the world size; 'sp' (no size) -> ['--sp']."""
-    flags, world, rest = [], 1, plan
-    while rest:
-        axis, rest = rest[:2], rest[2:]
-        digits = ""
-        while rest and rest[0].isdigit():
-            digits, rest = digits + rest[0], rest[1:]
+    """'tp2pp2dp2' -> (['--tp', '2', '--pp', '2', '--dp', '2'], 8); 'sp' takes no size, 'vpp2'
+    gives chunks per pipeline rank, and ':gpipe' (after the sizes) picks the pipeline schedule."""
+    sizes, _, schedule = plan.partition(":")
+    flags, world = [], 1
+    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp)(\d*)", sizes):
         flags += [f"--{axis}"] + ([digits] if digits else [])
-        world *= int(digits) if digits else 1
+        world *= int(digits) if digits and axis != "vpp" else 1
+    if schedule:
+        flags += ["--pipeline-schedule", schedule]
+    if "--pp" in flags:  # the pipeline schedule is compiled for the batch's microbatches
+        flags += ["--global-batch-size", GLOBAL_BATCH]
     return flags, world
 
 
@@ -81,7 +85,7 @@ def main():
         env={"OMP_NUM_THREADS": "1"})
     reference = metrics(w("single.jsonl"))
 
-    failures = 0
+    failures, checks, peaks = 0, 0, {}
     for plan in args.plans.split(","):
         flags, world = plan_flags(plan)
         out = w(plan)
@@ -97,7 +101,21 @@ def main():
         print(f"{os.path.basename(args.spec)} {plan:8s} ({world} ranks): max relative difference to single rank "
               f"{worst:.2e} over {len(ours)} steps {'ok' if ok else 'FAIL'}")
         failures += not checkpoints_interchange(w, plan, world)
-    checks = 2 * len(args.plans.split(','))
+        if "--pp" in flags:
+            peaks[plan] = ours[0].get("pipeline_stash_peak_measured")
+            predicted = ours[0].get("pipeline_stash_peak_predicted")
+            ok = peaks[plan] is not None and peaks[plan] == predicted
+            failures += not ok
+            checks += 1
+            print(f"  {plan}: stashed activations per pp rank, measured by the executor {peaks[plan]}, "
+                  f"predicted by the compiler {predicted} {'ok' if ok else 'FAIL'}")
+    if "pp2" in peaks and "pp2:gpipe" in peaks:
+        # GPipe keeps every microbatch's activations until its backward; 1F1B at most P.
+        ok = max(peaks["pp2:gpipe"]) > max(peaks["pp2"])
+        failures += not ok
+        checks += 1
+        print(f"stash peak gpipe {peaks['pp2:gpipe']} > 1f1b {peaks['pp2']}: {'ok' if ok else 'FAIL'}")
+    checks += 2 * len(args.plans.split(','))
     print(f"plan parity {os.path.basename(args.spec)}: {checks - failures} passed, {failures} failed")
     sys.exit(1 if failures else 0)
 

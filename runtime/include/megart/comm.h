@@ -4,8 +4,48 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 
 namespace megart {
+
+// Point-to-point tags, one range per user, so that messages of different users never match.
+namespace p2p_tag {
+constexpr int kPipelineActivation = 7100; // pipeline executor: forward activations
+constexpr int kPipelineGrad = 7101;       // pipeline executor: activation gradients
+constexpr int kCheckpointTensor = 7200;   // pipeline stages -> the checkpoint writer
+constexpr int kRing = 7300;               // MpiCommunicator's ring all-reduce
+} // namespace p2p_tag
+
+// A point-to-point transfer in flight (Communicator::isend / irecv). A send's buffer must not
+// change, a receive's must not be read, until it is complete. Destroying one that is still in
+// flight abandons it (error paths only: the job is about to stop).
+class Request {
+public:
+  virtual ~Request() = default;
+  // Whether the transfer is complete; never blocks (it lets transfers progress).
+  virtual bool test() = 0;
+};
+
+// What this process is doing, named by communication timeouts so that a hung job says where
+// each rank stopped: "iteration 3, schedule step 7 (RecvGrad chunk 0 microbatch 1)". The
+// training loop sets iteration and phase, the pipeline executor the schedule step. Plain fields
+// (string literals, numbers): set on every step, formatted only when something fails.
+struct CommActivity {
+  int64_t iteration = 0;        // 0: not in the training loop
+  const char *phase = nullptr;  // "data-parallel gradient sync", ...; null: none
+  int64_t step = -1;            // schedule step (with op, chunk, microbatch); -1: none
+  const char *op = nullptr;
+  int64_t chunk = -1, microbatch = -1;
+  // "iteration 3, data-parallel gradient sync", or with a step "iteration 3, schedule step 7
+  // (RecvGrad chunk 0 microbatch 1)"; "" when nothing is set.
+  std::string describe() const;
+};
+// This process's activity (only the main thread communicates).
+CommActivity &comm_activity();
+
+// Megatron's --distributed-timeout-minutes default.
+constexpr double kDefaultCommTimeoutSeconds = 600;
 
 class Communicator {
 public:
@@ -25,9 +65,28 @@ public:
   // Every rank ends with root's n elements.
   virtual void broadcast(float *data, int64_t n, int root) = 0;
   virtual void barrier() = 0;
+
+  // Non-blocking point-to-point of n floats to / from rank `peer` of this communicator. Between
+  // two ranks, messages with the same tag arrive in the order they were sent. The base class
+  // (and SelfCommunicator, which has no peers) throws.
+  virtual std::unique_ptr<Request> isend(const float *data, int64_t n, int peer, int tag);
+  virtual std::unique_ptr<Request> irecv(float *data, int64_t n, int peer, int tag);
+  // Blocks until `request` (from this communicator) is complete, or throws megart::Error after
+  // timeout() seconds.
+  virtual void wait(Request &request);
+
+  // How long one call may wait for the other ranks before it throws megart::Error naming the
+  // axis, the operation, the ranks and comm_activity() (MpiCommunicator; the others never
+  // wait). Communicators split from this one inherit it. Throws unless seconds > 0.
+  void set_timeout(double seconds);
+  double timeout() const { return timeout_seconds_; }
+
+private:
+  double timeout_seconds_ = kDefaultCommTimeoutSeconds;
 };
 
-// The communicator of an axis of size 1: every collective is a copy or nothing.
+// The communicator of an axis of size 1: every collective is a copy or nothing, and it never
+// waits (so it has no timeout to honour).
 class SelfCommunicator final : public Communicator {
 public:
   int rank() const override { return 0; }
@@ -39,6 +98,7 @@ public:
   void reduce_scatter_sum(float *out, const float *in, int64_t n) override;
   void broadcast(float *, int64_t, int) override {}
   void barrier() override {}
+  // isend / irecv throw (the base class's): there are no peers.
 };
 
 } // namespace megart

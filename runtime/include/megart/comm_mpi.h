@@ -34,13 +34,17 @@ bool mpi_running();
 
 // One MPI communicator. Collectives report failures as megart::Error naming the MPI call, the
 // Communicator method and the axis ("tp", "dp", "pp", "world"), because the communicators use
-// MPI_ERRORS_RETURN instead of MPI's default of aborting the job silently.
+// MPI_ERRORS_RETURN instead of MPI's default of aborting the job silently. Every call honours
+// timeout(): collectives run as their non-blocking MPI variants and the rank polls for
+// completion (yielding the core between polls), so a rank whose peer died or hung throws
+// instead of waiting forever.
 class MpiCommunicator final : public Communicator {
 public:
   // MPI_COMM_WORLD (not freed on destruction). MPI must be running.
   static std::unique_ptr<MpiCommunicator> world();
   // MPI_Comm_split: the ranks that pass the same `color` form one communicator, ordered by
-  // `key`. Collective over this communicator. The new communicator is freed on destruction.
+  // `key`. Collective over this communicator. The new communicator is freed on destruction and
+  // has this one's timeout.
   std::unique_ptr<MpiCommunicator> split(int color, int key, const std::string &axis) const;
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator &) = delete;
@@ -56,10 +60,16 @@ public:
   void reduce_scatter_sum(float *out, const float *in, int64_t n) override;
   void broadcast(float *data, int64_t n, int root) override;
   void barrier() override;
+  std::unique_ptr<Request> isend(const float *data, int64_t n, int peer, int tag) override;
+  std::unique_ptr<Request> irecv(float *data, int64_t n, int peer, int tag) override;
+  void wait(Request &request) override;
 
 private:
   struct Handle; // holds the MPI_Comm
   MpiCommunicator(std::unique_ptr<Handle> handle, std::string axis);
+  void ring_step(const float *send, int send_count, float *recv, int recv_count,
+                 const char *method);
+  void ring_all_reduce_sum(float *data, int64_t n);
 
   std::unique_ptr<Handle> handle_;
   std::string axis_;

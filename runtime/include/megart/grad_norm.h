@@ -1,9 +1,12 @@
-// The global gradient norm of a model whose parameters are split over tensor-parallel ranks:
-// the norm the single-rank program would compute, which clipping needs on every rank.
+// The global gradient norm of a model whose parameters are split over tensor-parallel ranks and
+// pipeline stages: the norm the single-rank program would compute, which clipping needs on
+// every rank.
 #pragma once
 
 #include "megart/comm.h"
 #include "megart/param_store.h"
+
+#include <vector>
 
 namespace megart {
 
@@ -14,5 +17,12 @@ namespace megart {
 // leaves its gradients zero (ParamDesc::padded). Collective over `tp`; every rank gets the same
 // value (non-finite on all ranks when any gradient is non-finite).
 double model_grad_norm(const ParamStore &store, Communicator &tp);
+
+// The same for one stage of a pipeline: parameter i adds its squares only where counted[i] is
+// non-zero (empty: all), so a weight tied between stages counts once - on its first stage, as
+// Megatron counts the shared embedding - and the sum goes over tp, then over pp. Collective over
+// tp and pp.
+double model_grad_norm(const ParamStore &store, Communicator &tp, Communicator &pp,
+                       const std::vector<char> &counted);
 
 } // namespace megart

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace megart {
 
@@ -20,6 +21,10 @@ struct IterationMetrics {
   double tflops_per_gpu = -1;    // < 0: not measured; omitted
   int64_t skipped_iterations = 0;
   int64_t nan_iterations = 0;
+  // Pipeline parallelism, first iteration only (empty otherwise; omitted): each pp rank's peak
+  // of stashed (chunk, microbatch) activations as its executor counted it, and as the compiler
+  // predicted it (PipelineStageDesc::predicted_peak_stash). JSONL only.
+  std::vector<int64_t> pipeline_stash_peak_measured, pipeline_stash_peak_predicted;
 };
 
 // Megatron's training_log line, e.g.
@@ -32,7 +37,8 @@ std::string format_log_line(const IterationMetrics &m, int64_t train_iters,
 std::string current_timestamp();
 
 // One JSON object (no newline) with iteration, lm_loss, grad_norm, lr, tokens_per_s,
-// ms_per_iter, consumed_samples, global_batch_size (+ loss_scale / tflops_per_gpu when set).
+// ms_per_iter, consumed_samples, global_batch_size (+ loss_scale / tflops_per_gpu when set,
+// + pipeline_stash_peak_measured / _predicted as integer arrays when set).
 // Floats use %.9g (enough to round-trip a float32 loss); NaN and infinities become null.
 std::string format_metrics_json(const IterationMetrics &m);
 

@@ -11,6 +11,7 @@
 #include "megart/program.h"
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,8 +56,9 @@ public:
   // Reads every tensor from a safetensors file (F32, or BF16/F16 converted) and resets the
   // optimizer state; vocabulary padding is set to 0. Before anything is copied, throws one
   // megart::Error listing every tensor that is missing, has the wrong shape (not the
-  // checkpoint tensor's), or is in the file but not in the program.
-  void load(const std::string &path);
+  // checkpoint tensor's), or is in the file but not in the program. `elsewhere` names tensors
+  // the program holds in other pipeline stages: the file may have them, and they are skipped.
+  void load(const std::string &path, const std::set<std::string> &elsewhere = {});
   // Assembles the full tensors (no padding) and writes them atomically, metadata
   // {"format": "pt"}. Needs tp_size() == 1; with tensor parallelism use the overload below.
   void save(const std::string &path) const;
@@ -64,6 +66,9 @@ public:
   // are gathered to tp rank 0, which assembles the full tensors and writes the file; the other
   // ranks write nothing.
   void save(const std::string &path, Communicator &tp) const;
+  // The full tensors (no padding) in tensors() order, assembled over `tp` on tp rank 0; the
+  // other ranks get an empty list. Collective over `tp`, as save is.
+  std::vector<std::vector<float>> gather_tensors(Communicator &tp) const;
   // Full tensor `t` of tensors(), assembled from this rank's blocks (complete when
   // tp_size() == 1).
   std::vector<float> assemble(const CheckpointTensor &t) const;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace megart {
 
@@ -66,6 +67,17 @@ public:
   Communicator &world() const { return *world_; } // every rank of the grid, in global order
   StepContext step_context() const { return {tp_.get(), dp_.get(), pp_.get()}; }
 
+  // The communication timeout of every axis (Communicator::set_timeout), and of the groups
+  // pp_subgroup makes afterwards.
+  void set_timeout(double seconds);
+
+  // The ranks of this rank's pp group whose pp coordinate is in `pp_ranks` (ascending, the
+  // same list on every rank of the group), as one communicator in pp order named `axis`; null
+  // on the ranks not in the list. Collective over pp. Tied weights need it (GPT-2's wte lives
+  // on the first and the last stage, Megatron's "embedding" group).
+  std::unique_ptr<Communicator> pp_subgroup(const std::vector<int64_t> &pp_ranks,
+                                            const std::string &axis) const;
+
 private:
   ProcessGrid() = default;
 
@@ -76,6 +88,7 @@ private:
   int64_t global_rank_ = 0;
   bool uses_mpi_ = false;
   std::unique_ptr<Communicator> tp_, dp_, pp_, world_;
+  MpiCommunicator *pp_mpi_ = nullptr; // pp_ when it is an MPI communicator (it can split)
 };
 
 } // namespace megart

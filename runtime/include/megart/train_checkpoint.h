@@ -26,4 +26,12 @@ std::string save_checkpoint(const std::string &dir, int64_t iteration, const Par
 std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store,
                             Communicator &tp);
 
+// Pipeline parallelism (program.stages; `store` holds stage pp.rank()'s tensors): one file with
+// every tensor of the model, the file a pp 1 program of the same model saves. Collective over
+// `tp` and `pp` of one data-parallel replica: each stage assembles its tensors over tp, each
+// stage's tp rank 0 sends the tensors no earlier stage holds to pp rank 0, and pp rank 0's tp
+// rank 0 writes both files.
+std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store,
+                            Communicator &tp, Communicator &pp, const ProgramDesc &program);
+
 } // namespace megart

@@ -16,6 +16,7 @@ struct TrainFlags {
   int64_t train_iters = 0;          // --train-iters
   int64_t micro_batch_size = 0;     // --micro-batch-size; 0 = not given: the compiled one
   int64_t global_batch_size = 0;    // --global-batch-size; 0 = not given: micro batch x dp
+                                    // (x the compiled microbatches with pipeline parallelism)
   double lr = 0;                    // --lr (required, as in Megatron)
   double min_lr = 0;                // --min-lr
   std::string lr_decay_style = "linear";
@@ -35,6 +36,7 @@ struct TrainFlags {
   std::string metrics_file;         // --metrics-file FILE.jsonl
   int64_t ddp_bucket_size = 40'000'000; // --ddp-bucket-size: elements per dp all-reduce
   bool ddp_bucket_size_given = false;   // given on the command line (not the default)
+  double distributed_timeout_minutes = 10; // how long a rank waits for the others, then stops
   bool rank_layout = false;         // --rank-layout: print the rank -> (dp, pp, tp) table, exit
 };
 
@@ -47,7 +49,8 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
 
 // Fills the defaults that depend on other values (micro batch from the program, global batch,
 // lr decay iters) and checks every value and its fit with the program (the global batch must
-// split into whole microbatches on each data-parallel rank). Throws megart::Error naming the
+// split into whole microbatches on each data-parallel rank; with pipeline parallelism it is
+// fixed at micro batch x dp x the compiled num_microbatches). Throws megart::Error naming the
 // flag, the value and the fix.
 void resolve_train_flags(TrainFlags &flags, const ProgramDesc &program);
 

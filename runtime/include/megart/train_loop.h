@@ -32,6 +32,15 @@ struct TrainResult {
 // the interval, as Megatron does), appends one JSON object per iteration to `metrics` when
 // given, and saves checkpoints to flags.save (from dp rank 0, gathered over tp). The caller
 // passes a silent `out` and no `metrics` on every rank but global rank 0.
+//
+// Pipeline parallelism (pp > 1): `store` holds this rank's stage; each iteration runs the
+// stage's compiled schedule over all microbatches (PipelineExecutor), sums the dp gradients,
+// then the gradients of weights tied between stages (TiedGradients), and the loss over pp (only
+// the last stage has it). The gradient norm adds over tp and pp, a tied weight once. After the
+// first iteration global rank 0 prints every pp rank's measured stash peak next to the
+// compiler's prediction (a warning when they differ) and adds both to the first metrics record
+// (pipeline_stash_peak_measured / _predicted). Checkpoints gather every stage's tensors into
+// one file on global rank 0.
 TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &flags, ParamStore &store,
                            TrainData &data, const ProcessGrid &grid, MetricsFile *metrics,
                            std::ostream &out);

@@ -18,7 +18,7 @@ namespace megart {
 
 struct TrainSetup {
   std::unique_ptr<TrainData> data;
-  std::unique_ptr<ParamStore> store; // this rank's blocks
+  std::unique_ptr<ParamStore> store; // this rank's blocks (of its stage's tensors with pp > 1)
   std::unique_ptr<MetricsFile> metrics; // global rank 0 only, opened by open_metrics
 };
 

@@ -116,3 +116,52 @@ TEST(MpiComm, ErrorsNameTheCallAndTheAxis) {
     EXPECT_THAT(e.what(), HasSubstr("all_gather over the tp axis got 4294967296 elements"));
   }
 }
+
+TEST(MpiComm, LargeAllReduceSumsOnTheRing) {
+  // Large float sums take the ring; an odd size leaves chunks of different lengths.
+  auto w = mpi_test::world();
+  const int64_t n = 100003;
+  const int r = w->rank(), p = w->size();
+  std::vector<float> exact(n), inexact(n);
+  for (int64_t i = 0; i < n; ++i) {
+    exact[i] = static_cast<float>((i % 1000) * (r + 1));
+    inexact[i] = 1.0f / static_cast<float>(1 + (i * 7 + r * 13) % 101);
+  }
+  w->all_reduce_sum(exact.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(exact[i], static_cast<float>((i % 1000) * p * (p + 1) / 2)) << i;
+  w->all_reduce_sum(inexact.data(), n);
+  for (int64_t i = 0; i < n; i += 997) {
+    double sum = 0;
+    for (int q = 0; q < p; ++q)
+      sum += 1.0 / (1 + (i * 7 + q * 13) % 101);
+    EXPECT_NEAR(inexact[i], sum, 1e-5) << i;
+  }
+  // Every rank ends with the same bits (replicas must not drift apart).
+  std::vector<float> root = inexact;
+  w->broadcast(root.data(), n, 0);
+  EXPECT_EQ(root, inexact);
+}
+
+TEST(MpiComm, LargeAllGatherOnTheRing) {
+  auto w = mpi_test::world();
+  const int64_t n = 20001;
+  const int r = w->rank(), p = w->size();
+  std::vector<float> in(n), out(n * p, -1), expected(n * p);
+  for (int64_t i = 0; i < n; ++i)
+    in[i] = static_cast<float>(r * 100000 + i);
+  for (int q = 0; q < p; ++q)
+    for (int64_t i = 0; i < n; ++i)
+      expected[q * n + i] = static_cast<float>(q * 100000 + i);
+  w->all_gather(out.data(), in.data(), n);
+  EXPECT_EQ(out, expected);
+  std::vector<float> inplace(n * p, -1);
+  std::copy(in.begin(), in.end(), inplace.begin() + r * n);
+  w->all_gather(inplace.data(), inplace.data() + r * n, n);
+  EXPECT_EQ(inplace, expected);
+  // The input overlapping the output elsewhere than in place (it starts at chunk 0).
+  std::vector<float> shifted(n * p, -1);
+  std::copy(in.begin(), in.end(), shifted.begin());
+  w->all_gather(shifted.data(), shifted.data(), n);
+  EXPECT_EQ(shifted, expected);
+}

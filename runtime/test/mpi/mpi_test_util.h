@@ -1,8 +1,11 @@
-// Shared pieces of the MPI tests: the world, sub-groups of it, and a temporary folder every rank
-// of a group sees (one checkpoint file written by one rank and read by the others).
+// Shared pieces of the MPI tests: the world, sub-groups of it, an in-process training run on a
+// grid, comparisons of metrics and checkpoints, and a temporary folder every rank of a group
+// sees (one checkpoint file written by one rank and read by the others).
 #pragma once
 
 #include "megart/comm_mpi.h"
+#include "megart/process_grid.h"
+#include "megart/safetensors.h"
 
 #include "train_test_util.h"
 
@@ -36,6 +39,44 @@ inline int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+// Runs train_on_grid on "train" + args, capturing its output.
+inline train_test::RunResult run_on(const megart::ProgramDesc &program, megart::ProcessGrid &grid,
+                                    const std::vector<std::string> &args) {
+  return train_test::run_capturing(
+      args, [&](int argc, const char *const *argv, std::ostream &out, std::ostream &err) {
+        return megart::train_on_grid(argc, argv, program, grid, out, err);
+      });
+}
+
+inline std::vector<double> grad_norms(const std::vector<megart::JsonValue> &rows) {
+  std::vector<double> out;
+  for (const auto &r : rows)
+    out.push_back(r.get("grad_norm")->number);
+  return out;
+}
+
+inline void expect_near(const std::vector<double> &a, const std::vector<double> &b, double tol,
+                        const std::string &what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], tol) << what << " at iteration " << i + 1;
+}
+
+inline void expect_same_tensors(const std::string &a, const std::string &b, double tol) {
+  const auto fa = megart::SafetensorsFile::open(a), fb = megart::SafetensorsFile::open(b);
+  ASSERT_EQ(fa.names(), fb.names());
+  for (const std::string &name : fa.names()) {
+    const auto &info = fa.get(name);
+    const std::vector<float> va = fa.read_f32(name, info.shape), vb = fb.read_f32(name, info.shape);
+    ASSERT_EQ(va.size(), vb.size()) << name;
+    for (size_t i = 0; i < va.size(); ++i)
+      if (tol == 0)
+        ASSERT_EQ(va[i], vb[i]) << name << "[" << i << "]";
+      else
+        ASSERT_NEAR(va[i], vb[i], tol) << name << "[" << i << "]";
+  }
 }
 
 // rank 0 of the group creates it; the others get its name. Removed after every rank is done.

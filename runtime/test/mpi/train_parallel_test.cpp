@@ -19,41 +19,11 @@ using namespace train_test;
 
 namespace {
 
-RunResult run_on(const megart::ProgramDesc &program, megart::ProcessGrid &grid,
-                 const std::vector<std::string> &args) {
-  return run_capturing(args, [&](int argc, const char *const *argv, std::ostream &out, std::ostream &err) {
-    return megart::train_on_grid(argc, argv, program, grid, out, err);
-  });
-}
+using mpi_test::run_on;
 
-std::vector<double> grad_norms(const std::vector<megart::JsonValue> &rows) {
-  std::vector<double> out;
-  for (const auto &r : rows)
-    out.push_back(r.get("grad_norm")->number);
-  return out;
-}
-
-void expect_near(const std::vector<double> &a, const std::vector<double> &b, double tol,
-                 const std::string &what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i)
-    EXPECT_NEAR(a[i], b[i], tol) << what << " at iteration " << i + 1;
-}
-
-void expect_same_tensors(const std::string &a, const std::string &b, double tol) {
-  const auto fa = megart::SafetensorsFile::open(a), fb = megart::SafetensorsFile::open(b);
-  ASSERT_EQ(fa.names(), fb.names());
-  for (const std::string &name : fa.names()) {
-    const auto &info = fa.get(name);
-    const std::vector<float> va = fa.read_f32(name, info.shape), vb = fb.read_f32(name, info.shape);
-    ASSERT_EQ(va.size(), vb.size()) << name;
-    for (size_t i = 0; i < va.size(); ++i)
-      if (tol == 0)
-        ASSERT_EQ(va[i], vb[i]) << name << "[" << i << "]";
-      else
-        ASSERT_NEAR(va[i], vb[i], tol) << name << "[" << i << "]";
-  }
-}
+using mpi_test::expect_near;
+using mpi_test::expect_same_tensors;
+using mpi_test::grad_norms;
 
 class TrainParallel : public ::testing::Test {
 protected:

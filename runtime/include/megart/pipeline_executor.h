@@ -1,0 +1,88 @@
+// Runs one pp rank's compiled pipeline schedule (PipelineStageDesc::ops) for one iteration:
+// chunk forwards and backwards, and the point-to-point messages between stages over the pp
+// communicator. The compiler's verifier proved the schedule deadlock-free; the executor checks
+// the table is well-formed before the first step, so a broken program fails with a message
+// instead of a crash or a hang.
+#pragma once
+
+#include "megart/aligned_buffer.h"
+#include "megart/comm.h"
+#include "megart/program.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace megart {
+
+// Name of an op kind for messages: "Forward", "RecvGrad", ...
+const char *pipe_op_name(PipeOpKind kind);
+
+// Throws megart::Error ("compiled program: pp rank R's schedule, step i (...): ...; regenerate
+// with megac compile") unless `stage`, run by pp rank `pp_rank` of `pp_size` with
+// `virtual_size` chunks per rank and `num_microbatches` microbatches, is well-formed: its chunks
+// are pp_rank, pp_rank + pp_size, ... with functions and sizes (input on every chunk but the
+// first, output on every chunk but the last); every op names a chunk of this rank, a microbatch
+// in range and, for sends and receives, the pp rank that runs the neighbouring chunk; every
+// (chunk, microbatch) is forwarded and backwarded exactly once, each receive comes before the op
+// that reads it and each send after the op that writes it, and nothing is missing at the end.
+void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, int64_t pp_size,
+                             int64_t virtual_size, int64_t num_microbatches);
+
+struct PipelineIterationResult {
+  double loss_sum = 0;     // sum of the last chunk's microbatch losses (0 on other ranks)
+  int64_t loss_count = 0;  // microbatches in loss_sum: all of them on the last chunk's rank
+  int64_t peak_stash = 0;  // most (chunk, microbatch) stashes alive at once this iteration
+};
+
+class PipelineExecutor {
+public:
+  // Validates the stage (validate_pipeline_stage) and allocates its workspace.
+  PipelineExecutor(const PipelineStageDesc &stage, int64_t pp_rank, int64_t pp_size,
+                   int64_t virtual_size, int64_t num_microbatches);
+  ~PipelineExecutor();
+  PipelineExecutor(const PipelineExecutor &) = delete;
+  PipelineExecutor &operator=(const PipelineExecutor &) = delete;
+
+  // One iteration of the schedule. ids / labels hold the microbatches one after another,
+  // tokens_per_microbatch each; params / grads are the stage's tables; ctx.pp numbers the
+  // peers. Gradients are added to grads; every send has completed when it returns. Sets
+  // comm_activity()'s schedule step while it runs.
+  PipelineIterationResult run(const StepContext &ctx, float *const *params, float *const *grads,
+                              const int32_t *ids, const int32_t *labels,
+                              int64_t tokens_per_microbatch, float dloss);
+
+private:
+  // Activation, gradient and stash buffers, reused across microbatches and iterations so the
+  // steady state allocates nothing. Keyed by size in bytes.
+  class BufferPool {
+  public:
+    AlignedBuffer<char> take(int64_t bytes);
+    void give(AlignedBuffer<char> buffer);
+
+  private:
+    std::map<size_t, std::vector<AlignedBuffer<char>>> free_;
+  };
+  // A send in flight and the buffer it reads (declared first: it outlives the request).
+  struct PendingSend {
+    AlignedBuffer<char> buffer;
+    std::unique_ptr<Request> request;
+  };
+  // Buffers waiting for the op that uses them, per (local chunk, microbatch).
+  struct Slots {
+    AlignedBuffer<char> input, output, output_grad, input_grad, stash;
+  };
+
+  void reclaim_finished_sends(bool wait_all, Communicator &pp);
+  Slots &slots(int32_t chunk, int32_t microbatch);
+
+  const PipelineStageDesc &stage_;
+  int64_t pp_rank_, pp_size_, num_chunks_, num_microbatches_;
+  AlignedBuffer<char> arena_;
+  BufferPool pool_;
+  std::vector<Slots> slots_; // [local chunk * num_microbatches + microbatch]
+  std::vector<PendingSend> sends_;
+};
+
+} // namespace megart

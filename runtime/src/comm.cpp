@@ -1,0 +1,56 @@
+// The parts of the Communicator interface every implementation shares: the timeout, the
+// activity named in timeout errors, and point-to-point for communicators that have none.
+#include "megart/comm.h"
+
+#include "megart/error.h"
+
+#include <cmath>
+
+namespace megart {
+
+std::string CommActivity::describe() const {
+  std::string s;
+  if (iteration > 0)
+    s = "iteration " + std::to_string(iteration);
+  auto add = [&s](const std::string &part) { s += (s.empty() ? "" : ", ") + part; };
+  if (phase && step < 0) // a schedule step says more than its phase
+    add(phase);
+  if (step >= 0)
+    add("schedule step " + std::to_string(step) + " (" + (op ? op : "?") + " chunk " +
+        std::to_string(chunk) + " microbatch " + std::to_string(microbatch) + ")");
+  return s;
+}
+
+CommActivity &comm_activity() {
+  static CommActivity activity;
+  return activity;
+}
+
+void Communicator::set_timeout(double seconds) {
+  if (!(std::isfinite(seconds) && seconds > 0))
+    throw Error("communication timeout of " + std::to_string(seconds) +
+                " s; it must be > 0 (--distributed-timeout-minutes)");
+  timeout_seconds_ = seconds;
+}
+
+namespace {
+[[noreturn]] void no_p2p(const char *what, int peer, int size) {
+  throw Error(std::string(what) + " with peer " + std::to_string(peer) +
+              " on a communicator of size " + std::to_string(size) +
+              " that has no point-to-point messages (a size-1 axis has no peers)");
+}
+} // namespace
+
+std::unique_ptr<Request> Communicator::isend(const float *, int64_t, int peer, int) {
+  no_p2p("isend", peer, size());
+}
+
+std::unique_ptr<Request> Communicator::irecv(float *, int64_t, int peer, int) {
+  no_p2p("irecv", peer, size());
+}
+
+void Communicator::wait(Request &) {
+  throw Error("wait on a communicator that has no point-to-point messages");
+}
+
+} // namespace megart

@@ -1,0 +1,304 @@
+#include "megart/pipeline_executor.h"
+
+#include "megart/error.h"
+
+#include <algorithm>
+#include <string>
+
+namespace megart {
+
+const char *pipe_op_name(PipeOpKind kind) {
+  switch (kind) {
+  case PipeOpKind::Forward: return "Forward";
+  case PipeOpKind::Backward: return "Backward";
+  case PipeOpKind::SendActivation: return "SendActivation";
+  case PipeOpKind::RecvActivation: return "RecvActivation";
+  case PipeOpKind::SendGrad: return "SendGrad";
+  case PipeOpKind::RecvGrad: return "RecvGrad";
+  }
+  return "unknown op";
+}
+
+namespace {
+
+constexpr const char *kFix = "; regenerate with megac compile";
+
+std::string op_text(const PipeOp &op) {
+  const int32_t k = static_cast<int32_t>(op.kind);
+  const std::string name = k >= 0 && k <= 5 ? pipe_op_name(op.kind)
+                                            : "op kind " + std::to_string(k);
+  return name + " chunk " + std::to_string(op.chunk) + " microbatch " +
+         std::to_string(op.microbatch);
+}
+
+// The pp rank a send or receive of `op` talks to: the one running the neighbouring chunk.
+int64_t expected_peer(const PipeOp &op, int64_t pp_size) {
+  const bool next = op.kind == PipeOpKind::SendActivation || op.kind == PipeOpKind::RecvGrad;
+  return ((op.chunk + (next ? 1 : -1)) % pp_size + pp_size) % pp_size;
+}
+
+// What the schedule has done to one (chunk, microbatch): one bit per op kind.
+struct Done {
+  unsigned bits = 0;
+  bool has(PipeOpKind k) const { return bits & (1u << static_cast<int>(k)); }
+  void set(PipeOpKind k) { bits |= 1u << static_cast<int>(k); }
+};
+
+} // namespace
+
+void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, int64_t pp_size,
+                             int64_t V, int64_t m) {
+  const std::string who = "compiled program: pp rank " + std::to_string(pp_rank) + "'s stage";
+  auto fail = [&](const std::string &problem) { throw Error(who + ": " + problem + kFix); };
+  if (pp_size < 1 || pp_rank < 0 || pp_rank >= pp_size || V < 1 || m < 1)
+    fail("pp rank " + std::to_string(pp_rank) + " of " + std::to_string(pp_size) + ", " +
+         std::to_string(V) + " chunks per rank and " + std::to_string(m) +
+         " microbatches do not make a pipeline");
+  const int64_t num_chunks = pp_size * V;
+  if (stage.num_chunks != V || (V > 0 && !stage.chunks))
+    fail("it has " + std::to_string(stage.num_chunks) + " chunks; the pipeline has " +
+         std::to_string(V) + " per rank");
+  if (stage.arena_bytes < 0)
+    fail("arena_bytes is " + std::to_string(stage.arena_bytes));
+  for (int64_t i = 0; i < V; ++i) {
+    const ChunkDesc &c = stage.chunks[i];
+    const std::string name = "chunk " + std::to_string(c.chunk);
+    if (c.chunk != pp_rank + i * pp_size)
+      fail("its chunk " + std::to_string(i) + " is " + name + "; pp rank " +
+           std::to_string(pp_rank) + " runs chunks " + std::to_string(pp_rank) + ", " +
+           std::to_string(pp_rank + pp_size) + ", ... in ascending order");
+    if (!c.forward || !c.backward)
+      fail(name + " has no " + (c.forward ? "backward" : "forward") + " function");
+    if (c.stash_bytes < 0)
+      fail(name + " has stash_bytes " + std::to_string(c.stash_bytes));
+    const bool first = c.chunk == 0, last = c.chunk == num_chunks - 1;
+    if (first ? c.input_numel != 0 : c.input_numel < 1)
+      fail(name + " has input_numel " + std::to_string(c.input_numel) + "; it must be " +
+           (first ? "0 on the first chunk" : "positive"));
+    if (last ? c.output_numel != 0 : c.output_numel < 1)
+      fail(name + " has output_numel " + std::to_string(c.output_numel) + "; it must be " +
+           (last ? "0 on the last chunk" : "positive"));
+  }
+  if (stage.num_ops < 0 || (stage.num_ops > 0 && !stage.ops))
+    fail("it has " + std::to_string(stage.num_ops) + " ops and no table");
+
+  // Walk the schedule as the executor will, tracking which buffers exist.
+  std::vector<Done> done(static_cast<size_t>(V * m));
+  for (int64_t i = 0; i < stage.num_ops; ++i) {
+    const PipeOp &op = stage.ops[i];
+    auto bad = [&](const std::string &problem) {
+      throw Error("compiled program: pp rank " + std::to_string(pp_rank) + "'s schedule, step " +
+                  std::to_string(i) + " (" + op_text(op) + "): " + problem + kFix);
+    };
+    const int32_t kind = static_cast<int32_t>(op.kind);
+    if (kind < 0 || kind > 5)
+      bad("unknown op kind " + std::to_string(kind));
+    if (op.chunk < 0 || op.chunk >= num_chunks || op.chunk % pp_size != pp_rank)
+      bad("chunk " + std::to_string(op.chunk) + " does not run on this rank (the pipeline has " +
+          std::to_string(num_chunks) + " chunks; chunk c runs on pp rank c % " +
+          std::to_string(pp_size) + ")");
+    if (op.microbatch < 0 || op.microbatch >= m)
+      bad("microbatch " + std::to_string(op.microbatch) + " is outside 0.." +
+          std::to_string(m - 1));
+    const bool first = op.chunk == 0, last = op.chunk == num_chunks - 1;
+    const bool compute = op.kind == PipeOpKind::Forward || op.kind == PipeOpKind::Backward;
+    if (!compute) {
+      if ((op.kind == PipeOpKind::SendActivation || op.kind == PipeOpKind::RecvGrad) && last)
+        bad("the last chunk has no next chunk to exchange with");
+      if ((op.kind == PipeOpKind::RecvActivation || op.kind == PipeOpKind::SendGrad) && first)
+        bad("the first chunk has no previous chunk to exchange with");
+      if (op.peer != expected_peer(op, pp_size))
+        bad("peer is pp rank " + std::to_string(op.peer) + "; the neighbouring chunk runs on pp rank " +
+            std::to_string(expected_peer(op, pp_size)));
+    }
+    Done &d = done[static_cast<size_t>((op.chunk / pp_size) * m + op.microbatch)];
+    if (d.has(op.kind))
+      bad("it appears twice");
+    switch (op.kind) {
+    case PipeOpKind::Forward:
+      if (!first && !d.has(PipeOpKind::RecvActivation))
+        bad("it runs before its RecvActivation");
+      break;
+    case PipeOpKind::RecvActivation:
+      if (d.has(PipeOpKind::Forward))
+        bad("it comes after the Forward that needs it");
+      break;
+    case PipeOpKind::SendActivation:
+      if (!d.has(PipeOpKind::Forward))
+        bad("it sends an activation before the Forward that computes it");
+      break;
+    case PipeOpKind::RecvGrad:
+      if (d.has(PipeOpKind::Backward))
+        bad("it comes after the Backward that needs it");
+      break;
+    case PipeOpKind::Backward:
+      if (!d.has(PipeOpKind::Forward))
+        bad("it runs before its Forward");
+      if (!last && !d.has(PipeOpKind::RecvGrad))
+        bad("it runs before its RecvGrad");
+      break;
+    case PipeOpKind::SendGrad:
+      if (!d.has(PipeOpKind::Backward))
+        bad("it sends a gradient before the Backward that computes it");
+      break;
+    }
+    d.set(op.kind);
+  }
+  // Everything each (chunk, microbatch) needs, in the order a reader expects to see missing.
+  for (int64_t lc = 0; lc < V; ++lc)
+    for (int64_t mb = 0; mb < m; ++mb) {
+      const int64_t chunk = pp_rank + lc * pp_size;
+      const bool first = chunk == 0, last = chunk == num_chunks - 1;
+      const Done &d = done[static_cast<size_t>(lc * m + mb)];
+      std::vector<PipeOpKind> needed = {PipeOpKind::Forward, PipeOpKind::Backward};
+      if (!first)
+        needed.insert(needed.end(), {PipeOpKind::RecvActivation, PipeOpKind::SendGrad});
+      if (!last)
+        needed.insert(needed.end(), {PipeOpKind::SendActivation, PipeOpKind::RecvGrad});
+      for (PipeOpKind k : needed)
+        if (!d.has(k))
+          fail("the schedule has no " + std::string(pipe_op_name(k)) + " for chunk " +
+               std::to_string(chunk) + " microbatch " + std::to_string(mb) + " (every one of the " +
+               std::to_string(m) + " microbatches must pass through every chunk)");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+AlignedBuffer<char> PipelineExecutor::BufferPool::take(int64_t bytes) {
+  auto it = free_.find(static_cast<size_t>(bytes));
+  if (it == free_.end() || it->second.empty())
+    return AlignedBuffer<char>(static_cast<size_t>(bytes));
+  AlignedBuffer<char> b = std::move(it->second.back());
+  it->second.pop_back();
+  return b;
+}
+
+void PipelineExecutor::BufferPool::give(AlignedBuffer<char> buffer) {
+  if (buffer.data())
+    free_[buffer.size()].push_back(std::move(buffer));
+}
+
+PipelineExecutor::PipelineExecutor(const PipelineStageDesc &stage, int64_t pp_rank,
+                                   int64_t pp_size, int64_t virtual_size,
+                                   int64_t num_microbatches)
+    : stage_(stage), pp_rank_(pp_rank), pp_size_(pp_size), num_chunks_(pp_size * virtual_size),
+      num_microbatches_(num_microbatches) {
+  validate_pipeline_stage(stage, pp_rank, pp_size, virtual_size, num_microbatches);
+  arena_ = AlignedBuffer<char>(static_cast<size_t>(stage.arena_bytes));
+  slots_.resize(static_cast<size_t>(virtual_size * num_microbatches));
+}
+
+// run() returns with no send in flight; one is left only when an error unwound it, and then
+// its request is abandoned before its buffer is freed (PendingSend's member order).
+PipelineExecutor::~PipelineExecutor() = default;
+
+PipelineExecutor::Slots &PipelineExecutor::slots(int32_t chunk, int32_t microbatch) {
+  return slots_[static_cast<size_t>((chunk / pp_size_) * num_microbatches_ + microbatch)];
+}
+
+void PipelineExecutor::reclaim_finished_sends(bool wait_all, Communicator &pp) {
+  size_t kept = 0;
+  for (PendingSend &s : sends_) {
+    if (wait_all)
+      pp.wait(*s.request);
+    if (wait_all || s.request->test()) {
+      s.request.reset();
+      pool_.give(std::move(s.buffer));
+    } else {
+      sends_[kept++] = std::move(s);
+    }
+  }
+  sends_.resize(kept);
+}
+
+PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *const *params,
+                                              float *const *grads, const int32_t *ids,
+                                              const int32_t *labels,
+                                              int64_t tokens_per_microbatch, float dloss) {
+  Communicator &pp = *ctx.pp;
+  if (pp.size() != pp_size_ || pp.rank() != pp_rank_)
+    throw Error("pipeline executor for pp rank " + std::to_string(pp_rank_) + " of " +
+                std::to_string(pp_size_) + " got a pp communicator of rank " +
+                std::to_string(pp.rank()) + " of " + std::to_string(pp.size()));
+  CommActivity &activity = comm_activity();
+  PipelineIterationResult result;
+  int64_t live = 0; // stashes alive now
+  for (int64_t i = 0; i < stage_.num_ops; ++i) {
+    const PipeOp &op = stage_.ops[i];
+    activity.step = i;
+    activity.op = pipe_op_name(op.kind);
+    activity.chunk = op.chunk;
+    activity.microbatch = op.microbatch;
+    const ChunkDesc &chunk = stage_.chunks[op.chunk / pp_size_];
+    const bool first = op.chunk == 0, last = op.chunk == num_chunks_ - 1;
+    const int32_t *mb_ids = ids + op.microbatch * tokens_per_microbatch;
+    const int32_t *mb_labels = labels + op.microbatch * tokens_per_microbatch;
+    Slots &s = slots(op.chunk, op.microbatch);
+    const int64_t in_bytes = chunk.input_numel * static_cast<int64_t>(sizeof(float)),
+                  out_bytes = chunk.output_numel * static_cast<int64_t>(sizeof(float));
+    switch (op.kind) {
+    case PipeOpKind::Forward: {
+      reclaim_finished_sends(false, pp); // their buffers may serve this op
+      s.stash = pool_.take(chunk.stash_bytes);
+      if (!last)
+        s.output = pool_.take(out_bytes);
+      const float loss = chunk.forward(
+          ctx, params, arena_.data(), mb_ids, mb_labels,
+          first ? nullptr : reinterpret_cast<const float *>(s.input.data()),
+          last ? nullptr : reinterpret_cast<float *>(s.output.data()), s.stash.data());
+      if (last) {
+        result.loss_sum += loss;
+        result.loss_count += 1;
+      }
+      pool_.give(std::move(s.input)); // the backward reads the stash, not the input
+      result.peak_stash = std::max(result.peak_stash, ++live);
+      break;
+    }
+    case PipeOpKind::Backward: {
+      reclaim_finished_sends(false, pp);
+      if (!first)
+        s.input_grad = pool_.take(in_bytes);
+      chunk.backward(ctx, params, grads, arena_.data(), mb_ids, mb_labels, dloss, s.stash.data(),
+                     last ? nullptr : reinterpret_cast<const float *>(s.output_grad.data()),
+                     first ? nullptr : reinterpret_cast<float *>(s.input_grad.data()));
+      pool_.give(std::move(s.stash));
+      pool_.give(std::move(s.output_grad));
+      --live;
+      break;
+    }
+    case PipeOpKind::SendActivation:
+    case PipeOpKind::SendGrad: {
+      const bool act = op.kind == PipeOpKind::SendActivation;
+      AlignedBuffer<char> &buffer = act ? s.output : s.input_grad;
+      PendingSend send;
+      send.request = pp.isend(reinterpret_cast<const float *>(buffer.data()),
+                              act ? chunk.output_numel : chunk.input_numel, op.peer,
+                              act ? p2p_tag::kPipelineActivation : p2p_tag::kPipelineGrad);
+      send.buffer = std::move(buffer);
+      sends_.push_back(std::move(send));
+      break;
+    }
+    case PipeOpKind::RecvActivation:
+    case PipeOpKind::RecvGrad: {
+      const bool act = op.kind == PipeOpKind::RecvActivation;
+      reclaim_finished_sends(false, pp);
+      AlignedBuffer<char> &buffer = act ? s.input : s.output_grad;
+      buffer = pool_.take(act ? in_bytes : out_bytes);
+      std::unique_ptr<Request> r =
+          pp.irecv(reinterpret_cast<float *>(buffer.data()),
+                   act ? chunk.input_numel : chunk.output_numel, op.peer,
+                   act ? p2p_tag::kPipelineActivation : p2p_tag::kPipelineGrad);
+      pp.wait(*r);
+      break;
+    }
+    }
+  }
+  const char *phase = activity.phase;
+  activity = CommActivity{activity.iteration, "completing the schedule's last sends"};
+  reclaim_finished_sends(true, pp); // nothing of this iteration is still in flight
+  activity.phase = phase;
+  return result;
+}
+
+} // namespace megart

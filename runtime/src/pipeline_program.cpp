@@ -1,0 +1,174 @@
+#include "megart/pipeline_program.h"
+
+#include "megart/error.h"
+#include "megart/param_layout.h"
+#include "megart/pipeline_executor.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+namespace megart {
+
+namespace {
+
+[[noreturn]] void bad(const std::string &problem) {
+  throw Error("compiled program: " + problem + "; regenerate with megac compile");
+}
+
+// The (sending chunk, microbatch) of each message one rank sends to / receives from a peer, in
+// schedule order. A receive names the receiving chunk; `shift` turns it into the sender's.
+using Messages = std::vector<std::pair<int32_t, int32_t>>;
+Messages messages(const PipelineStageDesc &stage, PipeOpKind kind, int64_t peer, int32_t shift) {
+  Messages out;
+  for (int64_t i = 0; i < stage.num_ops; ++i) {
+    const PipeOp &op = stage.ops[i];
+    if (op.kind == kind && op.peer == peer)
+      out.emplace_back(op.chunk + shift, op.microbatch);
+  }
+  return out;
+}
+
+std::string first_difference(const Messages &sent, const Messages &received) {
+  for (size_t i = 0; i < std::max(sent.size(), received.size()); ++i) {
+    auto text = [i](const Messages &m) {
+      return i < m.size() ? "chunk " + std::to_string(m[i].first) + " microbatch " +
+                                std::to_string(m[i].second)
+                          : std::string("nothing");
+    };
+    if (i >= sent.size() || i >= received.size() || sent[i] != received[i])
+      return "message " + std::to_string(i) + " is " + text(sent) + "'s on the sender, " +
+             text(received) + "'s on the receiver";
+  }
+  return "";
+}
+
+bool same_block(const ParamDesc &a, const ParamDesc &b) {
+  if (a.rank != b.rank || a.tp_split_dim != b.tp_split_dim || a.padded != b.padded)
+    return false;
+  for (int d = 0; d < a.rank; ++d)
+    if (a.shape[d] != b.shape[d] || a.offsets[d] != b.offsets[d] ||
+        a.full_shape[d] != b.full_shape[d])
+      return false;
+  return true;
+}
+
+// The blocks of tensor `name` in a stage's table, in table order.
+std::vector<const ParamDesc *> blocks_of(const PipelineStageDesc &s, const std::string &name) {
+  std::vector<const ParamDesc *> out;
+  for (int64_t i = 0; i < s.num_params; ++i)
+    if (name == s.params[i].name)
+      out.push_back(&s.params[i]);
+  return out;
+}
+
+} // namespace
+
+void validate_pipeline_program(const ProgramDesc &p) {
+  const int64_t P = p.pipeline_parallel_size, V = p.virtual_pipeline_size,
+                m = p.num_microbatches;
+  if (!p.stages)
+    bad("pipeline_parallel_size is " + std::to_string(P) + " but there are no stages");
+  if (m < 1)
+    bad("num_microbatches is " + std::to_string(m) + "; a pipeline needs at least 1");
+  if (V < 1)
+    bad("virtual_pipeline_size is " + std::to_string(V) + "; it must be at least 1");
+  for (int64_t r = 0; r < P; ++r) {
+    const PipelineStageDesc &s = p.stages[r];
+    if (s.num_params < 1 || !s.params)
+      bad("stage " + std::to_string(r) + " has no parameters");
+    for (int64_t i = 0; i < s.num_params; ++i)
+      if (!s.params[i].name)
+        bad("stage " + std::to_string(r) + "'s parameter " + std::to_string(i) + " has no name");
+    validate_pipeline_stage(s, r, P, V, m);
+  }
+  // Neighbouring chunks agree on the activation's size.
+  for (int64_t c = 0; c + 1 < P * V; ++c) {
+    const ChunkDesc &a = p.stages[c % P].chunks[c / P], &b = p.stages[(c + 1) % P].chunks[(c + 1) / P];
+    if (a.output_numel != b.input_numel)
+      bad("chunk " + std::to_string(c) + "'s output has " + std::to_string(a.output_numel) +
+          " elements but chunk " + std::to_string(c + 1) + "'s input has " +
+          std::to_string(b.input_numel));
+  }
+  // Every message is received by the op meant for it: same sequence on both sides.
+  for (int64_t from = 0; from < P; ++from)
+    for (int64_t to = 0; to < P; ++to) {
+      const struct { PipeOpKind send, recv; int32_t shift; const char *what; } kinds[] = {
+          {PipeOpKind::SendActivation, PipeOpKind::RecvActivation, -1, "activations"},
+          {PipeOpKind::SendGrad, PipeOpKind::RecvGrad, 1, "gradients"}};
+      for (const auto &k : kinds) {
+        const Messages sent = messages(p.stages[from], k.send, to, 0);
+        const Messages received = messages(p.stages[to], k.recv, from, k.shift);
+        if (sent != received)
+          bad("pp rank " + std::to_string(from) + " sends " + std::to_string(sent.size()) + " " +
+              k.what + " to pp rank " + std::to_string(to) + ", which receives " +
+              std::to_string(received.size()) + " and they do not pair up: " +
+              first_difference(sent, received));
+      }
+    }
+  // A tied tensor's gradients are summed block by block between its stages.
+  for (const auto &[name, stages] : tensor_stages(p)) {
+    const std::vector<const ParamDesc *> first = blocks_of(p.stages[stages[0]], name);
+    for (size_t i = 1; i < stages.size(); ++i) {
+      const std::vector<const ParamDesc *> other = blocks_of(p.stages[stages[i]], name);
+      bool same = other.size() == first.size();
+      for (size_t b = 0; same && b < first.size(); ++b)
+        same = same_block(*first[b], *other[b]);
+      if (!same)
+        bad("tensor '" + name + "' is held by stages " + std::to_string(stages[0]) + " and " +
+            std::to_string(stages[i]) + " in different blocks; a tied weight needs the same "
+            "blocks on every stage");
+    }
+  }
+}
+
+std::map<std::string, std::vector<int64_t>> tensor_stages(const ProgramDesc &p) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (int64_t r = 0; r < p.pipeline_parallel_size; ++r) {
+    const PipelineStageDesc &s = p.stages[r];
+    for (int64_t i = 0; i < s.num_params; ++i) {
+      std::vector<int64_t> &stages = out[s.params[i].name];
+      if (stages.empty() || stages.back() != r)
+        stages.push_back(r);
+    }
+  }
+  return out;
+}
+
+int64_t stage_tensor_elements(const PipelineStageDesc &s) {
+  int64_t n = 0;
+  for (const CheckpointTensor &t : group_by_tensor(s.params, s.num_params))
+    n += full_numel(s.params[t.blocks[0]]);
+  return n;
+}
+
+int64_t model_tensor_elements(const ProgramDesc &p) {
+  std::set<std::string> seen;
+  int64_t n = 0;
+  for (int64_t r = 0; r < p.pipeline_parallel_size; ++r)
+    for (const CheckpointTensor &t : group_by_tensor(p.stages[r].params, p.stages[r].num_params))
+      if (seen.insert(t.name).second)
+        n += full_numel(p.stages[r].params[t.blocks[0]]);
+  return n;
+}
+
+int64_t model_tensor_count(const ProgramDesc &p) {
+  return static_cast<int64_t>(tensor_stages(p).size());
+}
+
+std::string describe_pipeline(const ProgramDesc &p) {
+  const int64_t P = p.pipeline_parallel_size;
+  std::string s = "pp " + std::to_string(P) + " x vpp " + std::to_string(p.virtual_pipeline_size) +
+                  ", " + (p.pipeline_schedule ? p.pipeline_schedule : "compiled") + " schedule, " +
+                  std::to_string(p.num_microbatches) + " microbatches";
+  for (int64_t r = 0; r < P; ++r) {
+    const PipelineStageDesc &st = p.stages[r];
+    s += "; stage " + std::to_string(r) + " holds chunk" + (st.num_chunks > 1 ? "s " : " ");
+    for (int64_t c = 0; c < st.num_chunks; ++c)
+      s += (c ? ", " : "") + std::to_string(st.chunks[c].chunk);
+    s += " (" + std::to_string(stage_tensor_elements(st)) + " parameters)";
+  }
+  return s;
+}
+
+} // namespace megart
