@@ -89,6 +89,8 @@ def DataParallel : Pass<"megac-data-parallel", "mlir::ModuleOp"> {
     distributed data parallel, the gradients are grouped into flat buckets of at most
     `bucket-size` elements, walking the parameter table from the last parameter to the first
     (the order in which backward produces them), and each bucket is one `shard.all_reduce`.
+    After megac-pipeline-split, each pipeline stage gets its own `@sync_gradients_stage<s>` over
+    its own parameter table.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", "1", "data parallel size">,
