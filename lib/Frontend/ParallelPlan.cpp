@@ -1,5 +1,6 @@
 #include "megac/Frontend/ParallelPlan.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 
 using namespace llvm;
@@ -28,10 +29,7 @@ std::string ParallelPlan::rankLayout() const {
 static Error fail(const Twine &message) { return createStringError(inconvertibleErrorCode(), message); }
 
 static std::string joined(ArrayRef<int64_t> values) {
-  std::string text;
-  for (int64_t v : values)
-    text += (text.empty() ? "" : ",") + std::to_string(v);
-  return text;
+  return join(map_range(values, [](int64_t v) { return std::to_string(v); }), ",");
 }
 
 Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {

@@ -77,14 +77,15 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
       return failure();
     fields = *stages;
   } else {
+    SmallVector<tx::ParamOp> table = tx::parameterTable(entryFn); // the numbering passes refer to
     ParamTable params;
-    for (tx::ParamOp p : tx::parameterTable(entryFn)) // the numbering passes refer to
+    for (tx::ParamOp p : table)
       params.indexOf(p);
     FailureOr<int64_t> bytes = emitFunction(entryFn, trainStepSignature(entryFn), params, scratch, os, plan);
     if (failed(bytes))
       return failure();
     auto syncFn = module.lookupSymbol<func::FuncOp>("sync_gradients");
-    if (syncFn && failed(emitSyncGradients(syncFn, tx::parameterTable(entryFn), os)))
+    if (syncFn && failed(emitSyncGradients(syncFn, table, os)))
       return failure();
     emitParamTable("kParams", params, os);
     fields.params = "kParams";

@@ -75,18 +75,6 @@ Signature backwardSignature(func::FuncOp fn, int64_t numStashed, bool first, boo
   return sig;
 }
 
-const char *opKindName(pipeline::ActionKind kind) {
-  switch (kind) {
-  case pipeline::ActionKind::Forward: return "Forward";
-  case pipeline::ActionKind::Backward: return "Backward";
-  case pipeline::ActionKind::SendActivation: return "SendActivation";
-  case pipeline::ActionKind::RecvActivation: return "RecvActivation";
-  case pipeline::ActionKind::SendGrad: return "SendGrad";
-  case pipeline::ActionKind::RecvGrad: return "RecvGrad";
-  }
-  return "Forward";
-}
-
 } // namespace
 
 FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Schedule &schedule,
@@ -103,8 +91,9 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Sch
   std::string stageTable = "const megart::PipelineStageDesc kStages[] = {\n";
   for (int64_t s = 0; s < stages; ++s) {
     SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s);
+    SmallVector<tx::ParamOp> table = tx::parameterTable(fns);
     ParamTable params;
-    for (tx::ParamOp p : tx::parameterTable(fns))
+    for (tx::ParamOp p : table)
       params.indexOf(p);
     int64_t arena = 0;
     std::string chunkTable;
@@ -129,7 +118,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Sch
     std::string prefix = "kStage" + std::to_string(s);
     std::string sync = "nullptr";
     if (auto syncFn = module.lookupSymbol<func::FuncOp>("sync_gradients_stage" + std::to_string(s))) {
-      if (failed(emitSyncGradients(syncFn, tx::parameterTable(fns), os)))
+      if (failed(emitSyncGradients(syncFn, table, os)))
         return failure();
       sync = syncFn.getName().str();
     }
@@ -138,7 +127,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Sch
     os << "// pipeline rank " << s << ": " << schedule.ranks[s].size() << " steps\n";
     os << "const megart::PipeOp " << prefix << "Ops[] = {\n";
     for (const pipeline::Action &a : schedule.ranks[s])
-      os << "    {megart::PipeOpKind::" << opKindName(a.kind) << ", " << a.chunk << ", " << a.microbatch << ", "
+      os << "    {megart::PipeOpKind::" << pipeline::actionKindName(a.kind) << ", " << a.chunk << ", " << a.microbatch << ", "
          << a.peer << "},\n";
     os << "};\n\n";
     stageTable += "    {" + prefix + "Params, " + std::to_string(params.entries.size()) + ", /*arena_bytes=*/" +

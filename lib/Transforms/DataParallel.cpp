@@ -45,18 +45,21 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
 
   void addSyncFunction(ModuleOp module, StringRef name, SmallVector<tx::ParamOp> table) {
     // Buckets from the last parameter back: backward finishes those gradients first.
-    SmallVector<std::pair<int64_t, int64_t>> buckets; // [first, last] parameter indices
+    struct Bucket {
+      int64_t first, last, elements; // parameter indices [first, last]
+    };
+    SmallVector<Bucket> buckets;
     int64_t last = static_cast<int64_t>(table.size()) - 1, elements = 0;
     for (int64_t i = last; i >= 0; --i) {
       int64_t n = table[i].getType().getNumElements();
       if (elements > 0 && elements + n > bucketSize) {
-        buckets.push_back({i + 1, last});
+        buckets.push_back({i + 1, last, elements});
         last = i, elements = 0;
       }
       elements += n;
     }
     if (last >= 0)
-      buckets.push_back({0, last});
+      buckets.push_back({0, last, elements});
 
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
@@ -64,11 +67,8 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType({}, {}));
     b.setInsertionPointToEnd(fn.addEntryBlock());
     auto gridRef = FlatSymbolRefAttr::get(b.getContext(), "grid");
-    for (auto [index, range] : llvm::enumerate(buckets)) {
-      auto [first, end] = range;
-      int64_t n = 0;
-      for (int64_t i = first; i <= end; ++i)
-        n += table[i].getType().getNumElements();
+    for (auto [index, bucketRange] : llvm::enumerate(buckets)) {
+      auto [first, end, n] = bucketRange;
       auto type = RankedTensorType::get({n}, b.getF32Type());
       Value bucket = tx::GradBucketOp::create(b, loc, type, first, end);
       auto sum = shard::AllReduceOp::create(b, loc, type, gridRef, b.getDenseI16ArrayAttr({0}), bucket,

@@ -49,6 +49,9 @@ private:
   LogicalResult collectBoundaries();
   func::FuncOp buildForward(int64_t c);
   func::FuncOp buildBackward(int64_t c);
+  /// A function taking `inputs`, running clones of `ops` and returning `outputs`.
+  func::FuncOp buildChunkFunction(StringRef name, ArrayRef<Value> inputs, ArrayRef<Operation *> ops,
+                                  ArrayRef<Value> outputs);
   /// Clones `ops` into `fn`'s body; values in `map` are already there, free ops are cloned
   /// on first use.
   void cloneInto(OpBuilder &b, ArrayRef<Operation *> ops, IRMapping &map);
@@ -225,66 +228,47 @@ void Splitter::cloneInto(OpBuilder &b, ArrayRef<Operation *> ops, IRMapping &map
   }
 }
 
-func::FuncOp Splitter::buildForward(int64_t c) {
-  ChunkPlan &chunk = chunks[c];
-  bool last = c == numChunks - 1;
-  SmallVector<Type> args = {ids.getType(), labels.getType()}, results;
-  if (chunk.input)
-    args.push_back(chunk.input.getType());
-  SmallVector<Value> returned = {last ? loss : chunk.output};
-  returned.append(chunk.stash.begin(), chunk.stash.end());
-  for (Value v : returned)
+func::FuncOp Splitter::buildChunkFunction(StringRef name, ArrayRef<Value> inputs, ArrayRef<Operation *> ops,
+                                           ArrayRef<Value> outputs) {
+  SmallVector<Type> args, results;
+  for (Value v : inputs)
+    args.push_back(v.getType());
+  for (Value v : outputs)
     results.push_back(v.getType());
-
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPoint(entry);
-  auto fn = func::FuncOp::create(b, entry.getLoc(), "chunk" + std::to_string(c) + "_forward",
-                                 b.getFunctionType(args, results));
+  auto fn = func::FuncOp::create(b, entry.getLoc(), name, b.getFunctionType(args, results));
   Block *block = fn.addEntryBlock();
   IRMapping map;
-  map.map(ids, block->getArgument(0));
-  map.map(labels, block->getArgument(1));
-  if (chunk.input)
-    map.map(chunk.input, block->getArgument(2));
+  map.map(inputs, block->getArguments());
   b.setInsertionPointToEnd(block);
-  cloneInto(b, chunk.forwardOps, map);
+  cloneInto(b, ops, map);
   SmallVector<Value> mapped;
-  for (Value v : returned)
+  for (Value v : outputs)
     mapped.push_back(map.lookup(v));
   func::ReturnOp::create(b, entry.getLoc(), mapped);
   return fn;
 }
 
+func::FuncOp Splitter::buildForward(int64_t c) {
+  ChunkPlan &chunk = chunks[c];
+  SmallVector<Value> inputs = {ids, labels};
+  if (chunk.input)
+    inputs.push_back(chunk.input);
+  SmallVector<Value> outputs = {c == numChunks - 1 ? loss : chunk.output};
+  outputs.append(chunk.stash.begin(), chunk.stash.end());
+  return buildChunkFunction("chunk" + std::to_string(c) + "_forward", inputs, chunk.forwardOps, outputs);
+}
+
 func::FuncOp Splitter::buildBackward(int64_t c) {
   ChunkPlan &chunk = chunks[c];
-  SmallVector<Type> args = {ids.getType(), labels.getType(), dloss.getType()}, results;
-  for (Value v : chunk.stash)
-    args.push_back(v.getType());
+  SmallVector<Value> inputs = {ids, labels, dloss}, outputs;
+  inputs.append(chunk.stash.begin(), chunk.stash.end());
   if (chunk.outputGrad)
-    args.push_back(chunk.outputGrad.getType());
+    inputs.push_back(chunk.outputGrad);
   if (chunk.inputGrad)
-    results.push_back(chunk.inputGrad.getType());
-
-  OpBuilder b(module.getBodyRegion());
-  b.setInsertionPoint(entry);
-  auto fn = func::FuncOp::create(b, entry.getLoc(), "chunk" + std::to_string(c) + "_backward",
-                                 b.getFunctionType(args, results));
-  Block *block = fn.addEntryBlock();
-  IRMapping map;
-  map.map(ids, block->getArgument(0));
-  map.map(labels, block->getArgument(1));
-  map.map(dloss, block->getArgument(2));
-  for (auto [i, v] : llvm::enumerate(chunk.stash))
-    map.map(v, block->getArgument(3 + i));
-  if (chunk.outputGrad)
-    map.map(chunk.outputGrad, block->getArguments().back());
-  b.setInsertionPointToEnd(block);
-  cloneInto(b, chunk.backwardOps, map);
-  SmallVector<Value> mapped;
-  if (chunk.inputGrad)
-    mapped.push_back(map.lookup(chunk.inputGrad));
-  func::ReturnOp::create(b, entry.getLoc(), mapped);
-  return fn;
+    outputs.push_back(chunk.inputGrad);
+  return buildChunkFunction("chunk" + std::to_string(c) + "_backward", inputs, chunk.backwardOps, outputs);
 }
 
 LogicalResult Splitter::run() {

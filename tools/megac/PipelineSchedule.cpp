@@ -1,5 +1,6 @@
 #include "PipelineSchedule.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 
 using namespace llvm;
@@ -9,10 +10,7 @@ namespace megac {
 namespace {
 
 std::string list(const std::vector<int64_t> &values) {
-  std::string text = "[";
-  for (size_t i = 0; i < values.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(values[i]);
-  return text + "]";
+  return "[" + join(map_range(values, [](int64_t v) { return std::to_string(v); }), ", ") + "]";
 }
 
 } // namespace
