@@ -95,13 +95,25 @@ struct MpiCommunicator::Handle {
 
 namespace {
 
-void check(int rc, const char *call, const char *method, const std::string &axis) {
-  if (rc == MPI_SUCCESS)
-    return;
+[[noreturn]] void mpi_failed(int rc, const char *call, const std::string &method,
+                             const std::string &axis) {
   throw Error(std::string(call) + " failed in " + method + " over the " + axis + " axis: " +
               mpi_error_text(rc) +
               " (every rank of the axis must make the same collective calls with the same "
               "sizes)");
+}
+
+void check(int rc, const char *call, const char *method, const std::string &axis) {
+  if (rc != MPI_SUCCESS)
+    mpi_failed(rc, call, method, axis);
+}
+
+// check() for a method whose name is built only on failure: describe() returns it
+// ("recv from pp rank 1"), which keeps the string work off the point-to-point hot path.
+template <typename Describe>
+void check_lazy(int rc, const char *call, const Describe &describe, const std::string &axis) {
+  if (rc != MPI_SUCCESS)
+    mpi_failed(rc, call, describe(), axis);
 }
 
 int to_count(int64_t n, const char *method, const std::string &axis) {
@@ -120,7 +132,9 @@ constexpr double kYieldSeconds = 5e-3;
 constexpr long kSleepNanoseconds = 50'000;
 
 // Waits until `request` completes (true) or `timeout` seconds pass (false; it stays pending).
-bool poll(MPI_Request &request, MPI_Status *status, double timeout, const char *method,
+// describe() names the method for an error (check_lazy).
+template <typename Describe>
+bool poll(MPI_Request &request, MPI_Status *status, double timeout, const Describe &describe,
           const std::string &axis) {
   using Clock = std::chrono::steady_clock;
   auto after = [](double seconds) {
@@ -132,7 +146,7 @@ bool poll(MPI_Request &request, MPI_Status *status, double timeout, const char *
              deadline = start + after(std::min(timeout, 1e8));
   for (;;) {
     int done = 0;
-    check(MPI_Test(&request, &done, status), "MPI_Test", method, axis);
+    check_lazy(MPI_Test(&request, &done, status), "MPI_Test", describe, axis);
     if (done)
       return true;
     const auto now = Clock::now();
@@ -172,10 +186,35 @@ std::string seconds_text(double s) {
 // A collective that does not complete in time cannot be cancelled (MPI forbids freeing it):
 // it is left pending, and the error ends the job.
 void finish_collective(MPI_Request &request, const MpiCommunicator &c, const char *method) {
-  if (!poll(request, MPI_STATUS_IGNORE, c.timeout(), method, c.axis()))
+  if (!poll(request, MPI_STATUS_IGNORE, c.timeout(), [method] { return std::string(method); },
+            c.axis()))
     timed_out(c, std::string(method) + " over the " + c.axis() + " axis",
               "another rank of the axis may have died or hung, or the ranks did not make the "
               "same collective calls");
+}
+
+// A collective over n elements in pieces of at most kMaxPiece (MPI counts are int), each
+// finished before the next starts: start(offset, count, &request) starts the piece at `offset`
+// with MPI call `call` and returns its code.
+template <typename Start>
+void collective_in_pieces(const MpiCommunicator &c, int64_t n, const char *call,
+                          const char *method, const Start &start) {
+  for (int64_t i = 0; i < n; i += kMaxPiece) {
+    MPI_Request r;
+    check(start(i, static_cast<int>(std::min(kMaxPiece, n - i)), &r), call, method, c.axis());
+    finish_collective(r, c, method);
+  }
+}
+
+// An in-place MPI_Iallreduce of n elements of `type` (elem_bytes each) at `data`, in pieces.
+void iallreduce_pieces(const MpiCommunicator &c, MPI_Comm comm, void *data, int64_t n,
+                       size_t elem_bytes, MPI_Datatype type, MPI_Op op, const char *method) {
+  char *bytes = static_cast<char *>(data);
+  collective_in_pieces(c, n, "MPI_Iallreduce", method,
+                       [&](int64_t offset, int count, MPI_Request *r) {
+                         return MPI_Iallreduce(MPI_IN_PLACE, bytes + offset * elem_bytes, count,
+                                               type, op, comm, r);
+                       });
 }
 
 void check_p2p(const MpiCommunicator &c, const char *method, int peer, int tag) {
@@ -230,71 +269,54 @@ void MpiCommunicator::all_reduce_sum(float *data, int64_t n) {
       ring_all_reduce_sum(data + i, std::min(kMaxPiece, n - i));
     return;
   }
-  for (int64_t i = 0; i < n; i += kMaxPiece) {
-    MPI_Request r;
-    check(MPI_Iallreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(kMaxPiece, n - i)),
-                         MPI_FLOAT, MPI_SUM, handle_->comm, &r),
-          "MPI_Iallreduce", "all_reduce_sum(float)", axis_);
-    finish_collective(r, *this, "all_reduce_sum(float)");
-  }
+  iallreduce_pieces(*this, handle_->comm, data, n, sizeof(float), MPI_FLOAT, MPI_SUM,
+                    "all_reduce_sum(float)");
 }
 
 void MpiCommunicator::all_reduce_max(float *data, int64_t n) {
-  for (int64_t i = 0; i < n; i += kMaxPiece) {
-    MPI_Request r;
-    check(MPI_Iallreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(kMaxPiece, n - i)),
-                         MPI_FLOAT, MPI_MAX, handle_->comm, &r),
-          "MPI_Iallreduce", "all_reduce_max(float)", axis_);
-    finish_collective(r, *this, "all_reduce_max(float)");
-  }
+  iallreduce_pieces(*this, handle_->comm, data, n, sizeof(float), MPI_FLOAT, MPI_MAX,
+                    "all_reduce_max(float)");
 }
 
 void MpiCommunicator::all_reduce_sum(double *data, int64_t n) {
-  for (int64_t i = 0; i < n; i += kMaxPiece) {
-    MPI_Request r;
-    check(MPI_Iallreduce(MPI_IN_PLACE, data + i, static_cast<int>(std::min(kMaxPiece, n - i)),
-                         MPI_DOUBLE, MPI_SUM, handle_->comm, &r),
-          "MPI_Iallreduce", "all_reduce_sum(double)", axis_);
-    finish_collective(r, *this, "all_reduce_sum(double)");
-  }
+  iallreduce_pieces(*this, handle_->comm, data, n, sizeof(double), MPI_DOUBLE, MPI_SUM,
+                    "all_reduce_sum(double)");
 }
 
 void MpiCommunicator::all_gather(float *out, const float *in, int64_t n) {
   const int count = to_count(n, "all_gather", axis_);
-  MPI_Request r;
-  if (in == out + static_cast<int64_t>(rank_) * n) { // this rank's chunk is already in place
-    check(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, count, MPI_FLOAT,
-                         handle_->comm, &r),
-          "MPI_Iallgather", "all_gather", axis_);
-    finish_collective(r, *this, "all_gather");
-    return;
-  }
+  // MPI_IN_PLACE when this rank's chunk is already in place (its send count and type are then
+  // ignored); MPI forbids aliasing other than that, so an overlapping input is copied first.
+  const void *send = MPI_IN_PLACE;
   std::vector<float> copy;
-  if (overlaps(in, n, out, n * size_)) { // MPI forbids aliasing other than MPI_IN_PLACE
-    copy.assign(in, in + n);
-    in = copy.data();
+  if (in != out + static_cast<int64_t>(rank_) * n) {
+    if (overlaps(in, n, out, n * size_)) {
+      copy.assign(in, in + n);
+      in = copy.data();
+    }
+    send = in;
   }
-  check(MPI_Iallgather(in, count, MPI_FLOAT, out, count, MPI_FLOAT, handle_->comm, &r),
+  MPI_Request r;
+  check(MPI_Iallgather(send, count, MPI_FLOAT, out, count, MPI_FLOAT, handle_->comm, &r),
         "MPI_Iallgather", "all_gather", axis_);
   finish_collective(r, *this, "all_gather");
 }
 
 void MpiCommunicator::reduce_scatter_sum(float *out, const float *in, int64_t n) {
   const int count = to_count(n, "reduce_scatter_sum", axis_);
-  MPI_Request r;
-  if (out == in) { // MPI_IN_PLACE: input is the whole buffer, the result lands in its start
-    check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, out, count, MPI_FLOAT, MPI_SUM, handle_->comm,
-                                    &r),
-          "MPI_Ireduce_scatter_block", "reduce_scatter_sum", axis_);
-    finish_collective(r, *this, "reduce_scatter_sum");
-    return;
-  }
+  // MPI_IN_PLACE when out == in: the input is the whole buffer, the result lands in its start.
+  // An input that overlaps `out` otherwise is copied first (MPI forbids that aliasing).
+  const void *send = MPI_IN_PLACE;
   std::vector<float> copy;
-  if (overlaps(out, n, in, n * size_)) {
-    copy.assign(in, in + n * size_);
-    in = copy.data();
+  if (out != in) {
+    if (overlaps(out, n, in, n * size_)) {
+      copy.assign(in, in + n * size_);
+      in = copy.data();
+    }
+    send = in;
   }
-  check(MPI_Ireduce_scatter_block(in, out, count, MPI_FLOAT, MPI_SUM, handle_->comm, &r),
+  MPI_Request r;
+  check(MPI_Ireduce_scatter_block(send, out, count, MPI_FLOAT, MPI_SUM, handle_->comm, &r),
         "MPI_Ireduce_scatter_block", "reduce_scatter_sum", axis_);
   finish_collective(r, *this, "reduce_scatter_sum");
 }
@@ -303,13 +325,11 @@ void MpiCommunicator::broadcast(float *data, int64_t n, int root) {
   if (root < 0 || root >= size_)
     throw Error("broadcast over the " + axis_ + " axis from root " + std::to_string(root) +
                 ": the axis has ranks 0.." + std::to_string(size_ - 1));
-  for (int64_t i = 0; i < n; i += kMaxPiece) {
-    MPI_Request r;
-    check(MPI_Ibcast(data + i, static_cast<int>(std::min(kMaxPiece, n - i)), MPI_FLOAT, root,
-                     handle_->comm, &r),
-          "MPI_Ibcast", "broadcast", axis_);
-    finish_collective(r, *this, "broadcast");
-  }
+  collective_in_pieces(*this, n, "MPI_Ibcast", "broadcast",
+                       [&](int64_t offset, int count, MPI_Request *r) {
+                         return MPI_Ibcast(data + offset, count, MPI_FLOAT, root, handle_->comm,
+                                           r);
+                       });
 }
 
 void MpiCommunicator::barrier() {
@@ -381,7 +401,8 @@ public:
       return true;
     int done = 0;
     MPI_Status status;
-    check(MPI_Test(&request, &done, &status), "MPI_Test", what().c_str(), owner.axis());
+    check_lazy(MPI_Test(&request, &done, &status), "MPI_Test", [this] { return what(); },
+               owner.axis());
     if (done)
       check_received(status);
     return done != 0;
@@ -415,18 +436,18 @@ public:
 std::unique_ptr<Request> MpiCommunicator::isend(const float *data, int64_t n, int peer, int tag) {
   check_p2p(*this, "isend", peer, tag);
   auto r = std::make_unique<MpiRequest>(*this, false, peer, n);
-  check(MPI_Isend(data, to_count(n, "isend", axis_), MPI_FLOAT, peer, tag, handle_->comm,
-                  &r->request),
-        "MPI_Isend", r->what().c_str(), axis_);
+  check_lazy(MPI_Isend(data, to_count(n, "isend", axis_), MPI_FLOAT, peer, tag, handle_->comm,
+                       &r->request),
+             "MPI_Isend", [&r] { return r->what(); }, axis_);
   return r;
 }
 
 std::unique_ptr<Request> MpiCommunicator::irecv(float *data, int64_t n, int peer, int tag) {
   check_p2p(*this, "irecv", peer, tag);
   auto r = std::make_unique<MpiRequest>(*this, true, peer, n);
-  check(MPI_Irecv(data, to_count(n, "irecv", axis_), MPI_FLOAT, peer, tag, handle_->comm,
-                  &r->request),
-        "MPI_Irecv", r->what().c_str(), axis_);
+  check_lazy(MPI_Irecv(data, to_count(n, "irecv", axis_), MPI_FLOAT, peer, tag, handle_->comm,
+                       &r->request),
+             "MPI_Irecv", [&r] { return r->what(); }, axis_);
   return r;
 }
 
@@ -437,7 +458,7 @@ void MpiCommunicator::wait(Request &request) {
   if (r->request == MPI_REQUEST_NULL)
     return;
   MPI_Status status;
-  if (!poll(r->request, &status, timeout(), r->what().c_str(), axis_))
+  if (!poll(r->request, &status, timeout(), [r] { return r->what(); }, axis_))
     timed_out(*this, r->what(),
               "the other rank may have died or hung, or the two ranks' schedules do not match");
   r->check_received(status);

@@ -51,6 +51,13 @@ std::vector<CheckpointTensor> group_by_tensor(const ParamDesc *params, int64_t n
   return tensors;
 }
 
+int64_t tensor_elements(const ParamDesc *params, const std::vector<CheckpointTensor> &tensors) {
+  int64_t n = 0;
+  for (const CheckpointTensor &t : tensors)
+    n += full_numel(params[t.blocks[0]]);
+  return n;
+}
+
 ParamDesc tp_block(const ParamDesc &desc, int64_t tp_rank) {
   ParamDesc block = desc;
   if (desc.tp_split_dim >= 0)

@@ -42,10 +42,7 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
 }
 
 int64_t ParamStore::num_tensor_elements() const {
-  int64_t n = 0;
-  for (const CheckpointTensor &t : tensors_)
-    n += full_numel(descs_[t.blocks[0]]);
-  return n;
+  return tensor_elements(descs_.data(), tensors_);
 }
 
 void ParamStore::zero_grads() {

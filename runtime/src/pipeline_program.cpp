@@ -136,19 +136,20 @@ std::map<std::string, std::vector<int64_t>> tensor_stages(const ProgramDesc &p) 
 }
 
 int64_t stage_tensor_elements(const PipelineStageDesc &s) {
-  int64_t n = 0;
-  for (const CheckpointTensor &t : group_by_tensor(s.params, s.num_params))
-    n += full_numel(s.params[t.blocks[0]]);
-  return n;
+  return tensor_elements(s.params, group_by_tensor(s.params, s.num_params));
 }
 
 int64_t model_tensor_elements(const ProgramDesc &p) {
   std::set<std::string> seen;
   int64_t n = 0;
-  for (int64_t r = 0; r < p.pipeline_parallel_size; ++r)
-    for (const CheckpointTensor &t : group_by_tensor(p.stages[r].params, p.stages[r].num_params))
+  for (int64_t r = 0; r < p.pipeline_parallel_size; ++r) {
+    const PipelineStageDesc &s = p.stages[r];
+    std::vector<CheckpointTensor> first_here; // tensors no earlier stage holds
+    for (CheckpointTensor &t : group_by_tensor(s.params, s.num_params))
       if (seen.insert(t.name).second)
-        n += full_numel(p.stages[r].params[t.blocks[0]]);
+        first_here.push_back(std::move(t));
+    n += tensor_elements(s.params, first_here);
+  }
   return n;
 }
 

@@ -99,7 +99,6 @@ std::unique_ptr<ProcessGrid> ProcessGrid::on(const MpiCommunicator &parent,
     throw Error("the program was compiled for " + shape.describe() + ", but mpirun started " +
                 std::to_string(parent.size()) + "; " + run_with(shape, program));
   std::unique_ptr<ProcessGrid> g(new ProcessGrid());
-  g->uses_mpi_ = true;
   g->shape_ = shape;
   g->global_rank_ = parent.rank();
   const GridCoord c = g->coord_ = grid_coord_of(shape, parent.rank());

@@ -129,7 +129,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
   const double flops = model_flops_per_iteration(program, B);
   const bool pipelined = grid.shape().pp > 1;
   // One replica writes; with pipeline parallelism every stage of it contributes its tensors.
-  const bool saves = grid.coord().dp == 0 && (pipelined || grid.coord().pp == 0);
+  const bool saves = grid.coord().dp == 0;
   const double world = static_cast<double>(grid.world_size());       // per-GPU throughput
   ActivityScope activity;
 

@@ -19,7 +19,6 @@ public:
   ~MpiSession();
   MpiSession(const MpiSession &) = delete;
   MpiSession &operator=(const MpiSession &) = delete;
-  bool started_here() const { return started_here_; }
 
 private:
   bool started_here_ = false;

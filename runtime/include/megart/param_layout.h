@@ -32,6 +32,9 @@ struct CheckpointTensor {
 // Tensors in order of first appearance in the table.
 std::vector<CheckpointTensor> group_by_tensor(const ParamDesc *params, int64_t num_params);
 
+// The sum of the full sizes of `tensors`, grouped (group_by_tensor) from `params`.
+int64_t tensor_elements(const ParamDesc *params, const std::vector<CheckpointTensor> &tensors);
+
 // The block that tensor-parallel rank `tp_rank` holds: desc itself when tp_split_dim is -1,
 // otherwise desc (tp rank 0's block) moved tp_rank * shape[dim] along the split dimension.
 ParamDesc tp_block(const ParamDesc &desc, int64_t tp_rank);

@@ -29,8 +29,6 @@ public:
   const ParamDesc &desc(int64_t i) const { return descs_[i]; }
   // Split over the tp ranks (each holds a different block), or the same on every tp rank.
   bool tp_split(int64_t i) const { return descs_[i].tp_split_dim >= 0 && tp_size_ > 1; }
-  int64_t tp_rank() const { return tp_rank_; }
-  int64_t tp_size() const { return tp_size_; }
   int64_t numel(int64_t i) const { return static_cast<int64_t>(params_[i].size()); }
   float *param(int64_t i) { return params_[i].data(); }
   const float *param(int64_t i) const { return params_[i].data(); }
@@ -60,7 +58,7 @@ public:
   // the program holds in other pipeline stages: the file may have them, and they are skipped.
   void load(const std::string &path, const std::set<std::string> &elsewhere = {});
   // Assembles the full tensors (no padding) and writes them atomically, metadata
-  // {"format": "pt"}. Needs tp_size() == 1; with tensor parallelism use the overload below.
+  // {"format": "pt"}. Needs tp_size == 1; with tensor parallelism use the overload below.
   void save(const std::string &path) const;
   // Collective over `tp` (this store's tp group; every tp rank calls it): the tp-split blocks
   // are gathered to tp rank 0, which assembles the full tensors and writes the file; the other
@@ -70,7 +68,7 @@ public:
   // other ranks get an empty list. Collective over `tp`, as save is.
   std::vector<std::vector<float>> gather_tensors(Communicator &tp) const;
   // Full tensor `t` of tensors(), assembled from this rank's blocks (complete when
-  // tp_size() == 1).
+  // tp_size == 1).
   std::vector<float> assemble(const CheckpointTensor &t) const;
 
 private:

@@ -60,7 +60,7 @@ public:
   const GridCoord &coord() const { return coord_; }
   int64_t global_rank() const { return global_rank_; }
   int64_t world_size() const { return shape_.world(); }
-  bool uses_mpi() const { return uses_mpi_; }
+  bool uses_mpi() const { return pp_mpi_ != nullptr; }
   Communicator &tp() const { return *tp_; }
   Communicator &dp() const { return *dp_; }
   Communicator &pp() const { return *pp_; }
@@ -86,9 +86,8 @@ private:
   GridShape shape_;
   GridCoord coord_;
   int64_t global_rank_ = 0;
-  bool uses_mpi_ = false;
   std::unique_ptr<Communicator> tp_, dp_, pp_, world_;
-  MpiCommunicator *pp_mpi_ = nullptr; // pp_ when it is an MPI communicator (it can split)
+  MpiCommunicator *pp_mpi_ = nullptr; // pp_ when the grid runs on MPI (it can split)
 };
 
 } // namespace megart

@@ -30,7 +30,6 @@ public:
   // Which of the store's parameters the gradient norm counts here: all but the tied ones whose
   // first stage is another rank (Megatron counts the shared embedding on the first stage).
   const std::vector<char> &norm_counted() const { return norm_counted_; }
-  bool any() const { return !tied_.empty(); }
 
 private:
   struct Tied {
