@@ -20,7 +20,7 @@ double model_grad_norm(const ParamStore &store, Communicator &tp, Communicator &
   for (int64_t i = 0; i < store.size(); ++i)
     if ((store.tp_split(i) || tp.rank() == 0) && (counted.empty() || counted[i]))
       grads.emplace_back(store.grad(i), store.numel(i));
-  double sum = grad_sum_of_squares(grads);
+  double sum = store.device().sum_of_squares(grads);
   tp.all_reduce_sum(&sum, 1);
   pp.all_reduce_sum(&sum, 1);
   return std::sqrt(sum);

@@ -55,6 +55,8 @@ std::string format_log_line(const IterationMetrics &m, int64_t train_iters,
   s += format(" throughput (tokens/s): %.1f |", m.tokens_per_s);
   if (m.tflops_per_gpu >= 0)
     s += format(" throughput per GPU (TFLOP/s/GPU): %.1f |", m.tflops_per_gpu);
+  if (m.mfu >= 0)
+    s += format(" MFU: %.1f%% |", 100.0 * m.mfu);
   s += format(" learning rate: %.6E |", m.lr);
   s += format(" global batch size: %5lld |", static_cast<long long>(m.global_batch_size));
   s += format(" lm loss: %.6E |", m.lm_loss);
@@ -82,6 +84,8 @@ std::string format_metrics_json(const IterationMetrics &m) {
     s += ",\"loss_scale\":" + json_number(m.loss_scale);
   if (m.tflops_per_gpu >= 0)
     s += ",\"tflops_per_gpu\":" + json_number(m.tflops_per_gpu);
+  if (m.mfu >= 0)
+    s += ",\"mfu\":" + json_number(m.mfu);
   s += ",\"skipped_iterations\":" + std::to_string(m.skipped_iterations);
   s += ",\"nan_iterations\":" + std::to_string(m.nan_iterations);
   auto array = [](const std::vector<int64_t> &v) {

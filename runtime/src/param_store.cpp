@@ -11,8 +11,8 @@
 namespace megart {
 
 ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_rank,
-                       int64_t tp_size)
-    : tp_rank_(tp_rank), tp_size_(tp_size) {
+                       int64_t tp_size, Device &device)
+    : tp_rank_(tp_rank), tp_size_(tp_size), device_(&device) {
   validate_param_layout(params, num_params, tp_size);
   if (tp_rank < 0 || tp_rank >= tp_size)
     throw Error("tensor parallel rank " + std::to_string(tp_rank) + " is outside 0.." +
@@ -23,21 +23,24 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
   tensors_ = group_by_tensor(descs_.data(), size());
   // One gradient allocation; each gradient starts on a 64-byte boundary as a separate
   // AlignedBuffer would, so generated code sees the same alignment either way.
-  constexpr int64_t kAlignFloats = static_cast<int64_t>(kBufferAlignment / sizeof(float));
+  constexpr int64_t kAlignFloats = 64 / sizeof(float);
   std::vector<int64_t> grad_offsets;
   int64_t total = 0;
   for (const ParamDesc &d : descs_) {
     grad_offsets.push_back(total);
     total += (block_numel(d) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   }
-  flat_grads_ = AlignedBuffer<float>(static_cast<size_t>(total));
+  flat_grads_ = DeviceBuffer(device, static_cast<size_t>(total) * sizeof(float));
+  flat_grads_numel_ = total;
   for (size_t i = 0; i < descs_.size(); ++i) {
-    const auto n = static_cast<size_t>(block_numel(descs_[i]));
-    params_.emplace_back(n);
-    exp_avg_.emplace_back(n);
-    exp_avg_sq_.emplace_back(n);
-    param_ptrs_.push_back(params_.back().data());
-    grad_ptrs_.push_back(flat_grads_.data() + grad_offsets[i]);
+    const int64_t n = block_numel(descs_[i]);
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    numel_.push_back(n);
+    params_.emplace_back(device, bytes);
+    exp_avg_.emplace_back(device, bytes);
+    exp_avg_sq_.emplace_back(device, bytes);
+    param_ptrs_.push_back(params_.back().as<float>());
+    grad_ptrs_.push_back(flat_grads_.as<float>() + grad_offsets[i]);
   }
 }
 
@@ -45,20 +48,28 @@ int64_t ParamStore::num_tensor_elements() const {
   return tensor_elements(descs_.data(), tensors_);
 }
 
-void ParamStore::zero_grads() {
-  std::memset(flat_grads_.data(), 0, flat_grads_.size() * sizeof(float));
-}
+void ParamStore::zero_grads() { device_->zero(flat_grads_.data(), flat_grads_.bytes()); }
 
 void ParamStore::reset_optimizer_state() {
   for (size_t i = 0; i < descs_.size(); ++i) {
-    std::memset(exp_avg_[i].data(), 0, exp_avg_[i].size() * sizeof(float));
-    std::memset(exp_avg_sq_[i].data(), 0, exp_avg_sq_[i].size() * sizeof(float));
+    device_->zero(exp_avg_[i].data(), exp_avg_[i].bytes());
+    device_->zero(exp_avg_sq_[i].data(), exp_avg_sq_[i].bytes());
   }
 }
 
+std::vector<float> ParamStore::host_param(int64_t i) const {
+  std::vector<float> host(static_cast<size_t>(numel_[i]));
+  device_->copy_to_host(host.data(), params_[i].data(), params_[i].bytes());
+  return host;
+}
+
 void ParamStore::init(uint64_t seed) {
-  for (size_t i = 0; i < descs_.size(); ++i)
-    init_param_block(descs_[i], seed, params_[i].data());
+  std::vector<float> host;
+  for (size_t i = 0; i < descs_.size(); ++i) {
+    host.assign(static_cast<size_t>(numel_[i]), 0.0f);
+    init_param_block(descs_[i], seed, host.data());
+    device_->copy_from_host(params_[i].data(), host.data(), params_[i].bytes());
+  }
   reset_optimizer_state();
 }
 
@@ -97,12 +108,15 @@ void ParamStore::load(const std::string &path, const std::set<std::string> &else
       message += "\n  " + p;
     throw Error(message + "\n  (was it saved from a different model spec?)");
   }
-  std::vector<float> full;
+  std::vector<float> full, block;
   for (const CheckpointTensor &t : tensors_) {
     full.resize(static_cast<size_t>(full_numel(descs_[t.blocks[0]])));
     file.read_f32(t.name, t.shape, full.data());
-    for (int64_t b : t.blocks)
-      copy_block_from_full(descs_[b], full.data(), params_[b].data());
+    for (int64_t b : t.blocks) {
+      block.assign(static_cast<size_t>(numel_[b]), 0.0f); // vocabulary padding stays 0
+      copy_block_from_full(descs_[b], full.data(), block.data());
+      device_->copy_from_host(params_[b].data(), block.data(), params_[b].bytes());
+    }
   }
   reset_optimizer_state();
 }
@@ -110,7 +124,7 @@ void ParamStore::load(const std::string &path, const std::set<std::string> &else
 std::vector<float> ParamStore::assemble(const CheckpointTensor &t) const {
   std::vector<float> full(static_cast<size_t>(full_numel(descs_[t.blocks[0]])));
   for (int64_t b : t.blocks)
-    copy_block_to_full(descs_[b], params_[b].data(), full.data());
+    copy_block_to_full(descs_[b], host_param(b).data(), full.data());
   return full;
 }
 
@@ -148,14 +162,14 @@ std::vector<std::vector<float>> ParamStore::gather_tensors(Communicator &tp) con
     for (int64_t b : t.blocks) {
       if (!tp_split(b)) { // the same on every tp rank: tp rank 0's copy is the tensor's
         if (writer)
-          copy_block_to_full(descs_[b], params_[b].data(), full.data());
+          copy_block_to_full(descs_[b], host_param(b).data(), full.data());
         continue;
       }
       // Every tp rank's block has this rank's shape, so one all-gather collects them in rank
       // order, and tp_block says where each goes.
       const int64_t n = numel(b);
       gathered.resize(static_cast<size_t>(n * tp_size_));
-      tp.all_gather(gathered.data(), params_[b].data(), n);
+      tp.all_gather(gathered.data(), host_param(b).data(), n);
       if (writer)
         for (int64_t r = 0; r < tp_size_; ++r)
           copy_block_to_full(tp_block(program_descs_[b], r), gathered.data() + r * n,

@@ -165,27 +165,27 @@ void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, in
 
 // ---------------------------------------------------------------------------------------------
 
-AlignedBuffer<char> PipelineExecutor::BufferPool::take(int64_t bytes) {
+DeviceBuffer PipelineExecutor::BufferPool::take(int64_t bytes) {
   auto it = free_.find(static_cast<size_t>(bytes));
   if (it == free_.end() || it->second.empty())
-    return AlignedBuffer<char>(static_cast<size_t>(bytes));
-  AlignedBuffer<char> b = std::move(it->second.back());
+    return DeviceBuffer(device_, static_cast<size_t>(bytes));
+  DeviceBuffer b = std::move(it->second.back());
   it->second.pop_back();
   return b;
 }
 
-void PipelineExecutor::BufferPool::give(AlignedBuffer<char> buffer) {
+void PipelineExecutor::BufferPool::give(DeviceBuffer buffer) {
   if (buffer.data())
-    free_[buffer.size()].push_back(std::move(buffer));
+    free_[buffer.bytes()].push_back(std::move(buffer));
 }
 
 PipelineExecutor::PipelineExecutor(const PipelineStageDesc &stage, int64_t pp_rank,
                                    int64_t pp_size, int64_t virtual_size,
-                                   int64_t num_microbatches)
+                                   int64_t num_microbatches, Device &device)
     : stage_(stage), pp_rank_(pp_rank), pp_size_(pp_size), num_chunks_(pp_size * virtual_size),
-      num_microbatches_(num_microbatches) {
+      num_microbatches_(num_microbatches), pool_(device) {
   validate_pipeline_stage(stage, pp_rank, pp_size, virtual_size, num_microbatches);
-  arena_ = AlignedBuffer<char>(static_cast<size_t>(stage.arena_bytes));
+  arena_ = DeviceBuffer(device, static_cast<size_t>(stage.arena_bytes));
   slots_.resize(static_cast<size_t>(virtual_size * num_microbatches));
 }
 
@@ -244,9 +244,9 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
       if (!last)
         s.output = pool_.take(out_bytes);
       const float loss = chunk.forward(
-          ctx, params, arena_.data(), mb_ids, mb_labels,
-          first ? nullptr : reinterpret_cast<const float *>(s.input.data()),
-          last ? nullptr : reinterpret_cast<float *>(s.output.data()), s.stash.data());
+          ctx, params, arena_.as<char>(), mb_ids, mb_labels,
+          first ? nullptr : s.input.as<const float>(),
+          last ? nullptr : s.output.as<float>(), s.stash.as<char>());
       if (last) {
         result.loss_sum += loss;
         result.loss_count += 1;
@@ -259,9 +259,9 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
       reclaim_finished_sends(false, pp);
       if (!first)
         s.input_grad = pool_.take(in_bytes);
-      chunk.backward(ctx, params, grads, arena_.data(), mb_ids, mb_labels, dloss, s.stash.data(),
-                     last ? nullptr : reinterpret_cast<const float *>(s.output_grad.data()),
-                     first ? nullptr : reinterpret_cast<float *>(s.input_grad.data()));
+      chunk.backward(ctx, params, grads, arena_.as<char>(), mb_ids, mb_labels, dloss, s.stash.as<char>(),
+                     last ? nullptr : s.output_grad.as<const float>(),
+                     first ? nullptr : s.input_grad.as<float>());
       pool_.give(std::move(s.stash));
       pool_.give(std::move(s.output_grad));
       --live;
@@ -270,9 +270,9 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
     case PipeOpKind::SendActivation:
     case PipeOpKind::SendGrad: {
       const bool act = op.kind == PipeOpKind::SendActivation;
-      AlignedBuffer<char> &buffer = act ? s.output : s.input_grad;
+      DeviceBuffer &buffer = act ? s.output : s.input_grad;
       PendingSend send;
-      send.request = pp.isend(reinterpret_cast<const float *>(buffer.data()),
+      send.request = pp.isend(buffer.as<const float>(),
                               act ? chunk.output_numel : chunk.input_numel, op.peer,
                               act ? p2p_tag::kPipelineActivation : p2p_tag::kPipelineGrad);
       send.buffer = std::move(buffer);
@@ -283,10 +283,10 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
     case PipeOpKind::RecvGrad: {
       const bool act = op.kind == PipeOpKind::RecvActivation;
       reclaim_finished_sends(false, pp);
-      AlignedBuffer<char> &buffer = act ? s.input : s.output_grad;
+      DeviceBuffer &buffer = act ? s.input : s.output_grad;
       buffer = pool_.take(act ? in_bytes : out_bytes);
       std::unique_ptr<Request> r =
-          pp.irecv(reinterpret_cast<float *>(buffer.data()),
+          pp.irecv(buffer.as<float>(),
                    act ? chunk.input_numel : chunk.output_numel, op.peer,
                    act ? p2p_tag::kPipelineActivation : p2p_tag::kPipelineGrad);
       pp.wait(*r);

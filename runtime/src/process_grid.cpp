@@ -113,6 +113,13 @@ std::unique_ptr<ProcessGrid> ProcessGrid::on(const MpiCommunicator &parent,
   return g;
 }
 
+void ProcessGrid::use_device(Device &device) {
+  device_ = &device;
+  // In axis order on every rank: each conversion is collective over its axis.
+  for (std::unique_ptr<Communicator> *axis : {&tp_, &dp_, &pp_})
+    *axis = device.communicator(std::move(*axis));
+}
+
 void ProcessGrid::set_timeout(double seconds) {
   for (Communicator *c : {tp_.get(), dp_.get(), pp_.get(), world_.get()})
     c->set_timeout(seconds);
@@ -123,13 +130,13 @@ std::unique_ptr<Communicator> ProcessGrid::pp_subgroup(const std::vector<int64_t
   const bool member =
       std::find(pp_ranks.begin(), pp_ranks.end(), coord_.pp) != pp_ranks.end();
   if (!pp_mpi_) // a single process: pp rank 0 alone
-    return member ? std::make_unique<SelfCommunicator>() : nullptr;
+    return member ? device_->communicator(std::make_unique<SelfCommunicator>()) : nullptr;
   // The ranks outside the list form a group of their own, which they drop at once.
   std::unique_ptr<MpiCommunicator> group =
       pp_mpi_->split(member ? 0 : 1, static_cast<int>(coord_.pp), axis);
   if (!member)
     return nullptr;
-  return group;
+  return device_->communicator(std::move(group));
 }
 
 } // namespace megart

@@ -96,6 +96,10 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
                  "Minutes a rank waits for the others in one communication before it stops the "
                  "job with an error naming the operation (decimals allowed)")
       ->capture_default_str();
+  app.add_option("--peak-tflops", f.peak_tflops,
+                 "Peak TFLOP/s of one device for the MFU figure (default: computed from the "
+                 "device's SM count and clock; the CPU has none)")
+      ->capture_default_str();
   app.add_flag("--rank-layout", f.rank_layout,
                "Print the global rank -> (dp, pp, tp) table of the compiled plan and exit");
   try {
@@ -168,6 +172,8 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
   require(std::isfinite(f.distributed_timeout_minutes) && f.distributed_timeout_minutes > 0,
           "--distributed-timeout-minutes is " + num(f.distributed_timeout_minutes) +
               "; it must be > 0 (minutes a rank waits for the others, e.g. 10, or 0.5)");
+  require(std::isfinite(f.peak_tflops) && f.peak_tflops >= 0,
+          "--peak-tflops is " + num(f.peak_tflops) + "; it must be >= 0 (0: the device's own figure)");
   require(std::isfinite(f.lr) && f.lr > 0, "--lr is " + num(f.lr) + "; it must be > 0");
   require(std::isfinite(f.min_lr) && f.min_lr >= 0 && f.min_lr <= f.lr,
           "--min-lr is " + num(f.min_lr) + "; it must be between 0 and --lr (" + num(f.lr) + ")");

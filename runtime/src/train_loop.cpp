@@ -46,7 +46,7 @@ public:
   // `pp` and `counted` (model_grad_norm's) are given with pipeline parallelism only.
   Optimizer(const TrainFlags &f, ParamStore &store, Communicator &tp, Communicator *pp = nullptr,
             const std::vector<char> *counted = nullptr)
-      : store_(store), tp_(tp), pp_(pp), counted_(counted),
+      : store_(store), device_(store.device()), tp_(tp), pp_(pp), counted_(counted),
         schedule_{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters, f.lr_decay_iters},
         config_{f.adam_beta1, f.adam_beta2, f.adam_eps, f.weight_decay},
         clip_(static_cast<float>(f.clip_grad)) {
@@ -66,7 +66,7 @@ public:
       return norm;
     const float coeff = clip_coefficient(norm, clip_);
     if (coeff < 1.0f)
-      scale_grads(grads_, coeff);
+      device_.scale(grads_, coeff);
     return norm;
   }
 
@@ -74,17 +74,18 @@ public:
     ++steps_;
     AdamWConfig no_decay = config_;
     no_decay.weight_decay = 0;
-    const AdamWScalars with_wd = adamw_scalars(lr, config_, steps_);
-    const AdamWScalars without_wd = adamw_scalars(lr, no_decay, steps_);
+    std::vector<AdamWTensor> tensors;
     for (int64_t i = 0; i < store_.size(); ++i)
-      adamw_update(store_.desc(i).weight_decay ? with_wd : without_wd, store_.param(i),
-                   store_.grad(i), store_.exp_avg(i), store_.exp_avg_sq(i), store_.numel(i));
+      tensors.push_back({store_.param(i), store_.grad(i), store_.exp_avg(i), store_.exp_avg_sq(i),
+                         store_.numel(i), store_.desc(i).weight_decay});
+    device_.adamw(tensors, adamw_scalars(lr, config_, steps_), adamw_scalars(lr, no_decay, steps_));
   }
 
   int64_t steps() const { return steps_; }
 
 private:
   ParamStore &store_;
+  Device &device_;
   Communicator &tp_;
   Communicator *pp_;
   const std::vector<char> *counted_;
@@ -100,7 +101,7 @@ struct Pipeline {
   Pipeline(const ProgramDesc &program, const ParamStore &store, const ProcessGrid &grid)
       : stage(program.stages[grid.coord().pp]),
         executor(stage, grid.coord().pp, grid.shape().pp, program.virtual_pipeline_size,
-                 program.num_microbatches),
+                 program.num_microbatches, store.device()),
         tied(program, store, grid) {}
   const PipelineStageDesc &stage;
   PipelineExecutor executor;
@@ -131,6 +132,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
   // One replica writes; with pipeline parallelism every stage of it contributes its tensors.
   const bool saves = grid.coord().dp == 0;
   const double world = static_cast<double>(grid.world_size());       // per-GPU throughput
+  const double peak = f.peak_tflops > 0 ? f.peak_tflops : store.device().peak_tflops();
+  auto mfu = [&](double tflops) { return tflops > 0 && peak > 0 ? tflops / peak : -1.0; };
   ActivityScope activity;
 
   // The pipeline executor has its own workspace and takes all microbatches at once; without it,
@@ -140,9 +143,17 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     activity.phase("building the tied-weight groups");
     pipe = std::make_unique<Pipeline>(program, store, grid);
   }
-  AlignedBuffer<char> arena(pipelined ? 0 : static_cast<size_t>(program.arena_bytes));
+  Device &device = store.device();
+  DeviceBuffer arena(device, pipelined ? 0 : static_cast<size_t>(program.arena_bytes));
+  // The data loader fills host buffers; the compiled code reads the device's copies.
   const int64_t tokens = (pipelined ? num_micro : 1) * b * s;
+  const size_t token_bytes = static_cast<size_t>(tokens) * sizeof(int32_t);
   AlignedBuffer<int32_t> ids(static_cast<size_t>(tokens)), labels(static_cast<size_t>(tokens));
+  DeviceBuffer device_ids(device, token_bytes), device_labels(device, token_bytes);
+  auto upload = [&] {
+    device.copy_from_host(device_ids.data(), ids.data(), token_bytes);
+    device.copy_from_host(device_labels.data(), labels.data(), token_bytes);
+  };
   Optimizer optimizer(f, store, grid.tp(), pipelined ? &grid.pp() : nullptr,
                       pipelined ? &pipe->tied.norm_counted() : nullptr);
   const SyncFn compiled_sync = pipelined ? pipe->stage.sync_gradients : program.sync_gradients;
@@ -161,17 +172,20 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     if (pipelined) {
       // Every microbatch of the iteration up front: the schedule interleaves them.
       data.fill(first, num_micro * b, ids.data(), labels.data());
+      upload();
       activity.phase("pipeline schedule");
-      const PipelineIterationResult r = pipe->executor.run(
-          ctx, store.param_table(), store.grad_table(), ids.data(), labels.data(), b * s, dloss);
+      const PipelineIterationResult r =
+          pipe->executor.run(ctx, store.param_table(), store.grad_table(), device_ids.as<int32_t>(),
+                             device_labels.as<int32_t>(), b * s, dloss);
       loss_sum = r.loss_sum; // only the last stage has the losses; 0 elsewhere
       peak_stash = r.peak_stash;
     } else {
       activity.phase("forward and backward");
       for (int64_t m = 0; m < num_micro; ++m) {
         data.fill(first + m * b, b, ids.data(), labels.data());
-        loss_sum += program.step(ctx, store.param_table(), store.grad_table(), arena.data(),
-                                 ids.data(), labels.data(), dloss);
+        upload();
+        loss_sum += program.step(ctx, store.param_table(), store.grad_table(), arena.as<char>(),
+                                 device_ids.as<int32_t>(), device_labels.as<int32_t>(), dloss);
       }
     }
     double loss = loss_sum / static_cast<double>(num_micro);
@@ -207,6 +221,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     const bool finite = std::isfinite(norm);
     if (finite)
       optimizer.step(lr);
+    device.synchronize(); // the iteration's time includes its queued device work
     // Floor: a clock tick of 0 would make the throughput infinite.
     const double seconds =
         std::max(std::chrono::duration<double>(Clock::now() - start).count(), 1e-9);
@@ -221,6 +236,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     it.lm_loss = loss;
     it.grad_norm = norm;
     it.tflops_per_gpu = flops > 0 ? flops / seconds / 1e12 / world : -1;
+    it.mfu = mfu(it.tflops_per_gpu);
     it.skipped_iterations = finite ? 0 : 1;
     it.nan_iterations = finite && std::isfinite(loss) ? 0 : 1;
     it.pipeline_stash_peak_measured = peaks.measured;
@@ -242,6 +258,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
       line.ms_per_iter = avg * 1e3;
       line.tokens_per_s = static_cast<double>(B * s) / avg;
       line.tflops_per_gpu = flops > 0 ? flops / avg / 1e12 / world : -1;
+      line.mfu = mfu(line.tflops_per_gpu);
       line.lm_loss = window.loss_count ? window.loss_sum / static_cast<double>(window.loss_count)
                                        : std::numeric_limits<double>::quiet_NaN();
       line.skipped_iterations = window.skipped;

@@ -85,6 +85,12 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
     log << format_rank_layout(grid.shape()) << std::flush;
     return 0;
   }
+  // The device first (a rank without one says so), then its communicators: collective.
+  if (!all_ranks_ready(grid, failure_of([&] { program_device(program); }, program), err))
+    return 2;
+  if (!all_ranks_ready(grid, failure_of([&] { grid.use_device(program_device(program)); }, program),
+                       err))
+    return 2;
   TrainSetup setup;
   if (!all_ranks_ready(grid, failure_of([&] { setup = prepare_training(flags, program, grid); },
                                         program),

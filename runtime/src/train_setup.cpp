@@ -60,7 +60,8 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   if (!flags.save.empty() && grid.global_rank() == 0) // the only rank that writes checkpoints
     check_checkpoint_dir(flags.save);
   // Allocated only now: the model's state is the big allocation, the checks above are cheap.
-  s.store = std::make_unique<ParamStore>(params, num_params, grid.coord().tp, grid.shape().tp);
+  s.store = std::make_unique<ParamStore>(params, num_params, grid.coord().tp, grid.shape().tp,
+                                         program_device(program));
   if (flags.load.empty()) {
     s.store->init(static_cast<uint64_t>(flags.seed)); // a tied weight starts the same everywhere
   } else {
@@ -86,6 +87,7 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
   const ParamStore &store = *setup.store;
   const TrainData &data = *setup.data;
   out << "megart: " << (p.summary ? p.summary : "") << "\n";
+  out << "  device: " << store.device().describe() << "\n";
   if (grid.world_size() > 1)
     out << "  parallel: " << grid.shape().describe() << " (--rank-layout prints which is which)\n";
   // The whole model's count, also when this rank holds one pipeline stage.

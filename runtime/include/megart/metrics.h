@@ -19,6 +19,7 @@ struct IterationMetrics {
   double grad_norm = -1;         // < 0: not computed (no clipping); omitted from the log line
   double loss_scale = -1;        // < 0: no loss scaling (fp32/bf16); omitted
   double tflops_per_gpu = -1;    // < 0: not measured; omitted
+  double mfu = -1;               // model FLOPs utilisation, fraction of peak; < 0: omitted
   int64_t skipped_iterations = 0;
   int64_t nan_iterations = 0;
   // Pipeline parallelism, first iteration only (empty otherwise; omitted): each pp rank's peak
@@ -37,7 +38,7 @@ std::string format_log_line(const IterationMetrics &m, int64_t train_iters,
 std::string current_timestamp();
 
 // One JSON object (no newline) with iteration, lm_loss, grad_norm, lr, tokens_per_s,
-// ms_per_iter, consumed_samples, global_batch_size (+ loss_scale / tflops_per_gpu when set,
+// ms_per_iter, consumed_samples, global_batch_size (+ loss_scale / tflops_per_gpu / mfu when set,
 // + pipeline_stash_peak_measured / _predicted as integer arrays when set).
 // Floats use %.9g (enough to round-trip a float32 loss); NaN and infinities become null.
 std::string format_metrics_json(const IterationMetrics &m);

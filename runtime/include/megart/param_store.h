@@ -1,12 +1,14 @@
 // The training state of one rank of a compiled program: for every ParamDesc a parameter
-// buffer, its gradient and AdamW's two moments (float32, 64-byte aligned), plus initialisation
-// and safetensors load/save of the full checkpoint tensors the blocks belong to. With tensor
+// buffer, its gradient and AdamW's two moments (float32, 64-byte aligned, in the memory of the
+// store's Device: host memory on the CPU, GPU memory with CUDA), plus initialisation and
+// safetensors load/save of the full checkpoint tensors the blocks belong to (through host
+// copies). With tensor
 // parallelism the store holds this tp rank's blocks (tp_block); all gradients live in one
 // allocation so data parallelism can all-reduce them in a few large buckets.
 #pragma once
 
-#include "megart/aligned_buffer.h"
 #include "megart/comm.h"
+#include "megart/device.h"
 #include "megart/param_layout.h"
 #include "megart/program.h"
 
@@ -20,26 +22,29 @@ namespace megart {
 class ParamStore {
 public:
   // Validates the layout over tp_size ranks (validate_param_layout) and allocates zeroed
-  // buffers for the blocks of tensor-parallel rank tp_rank.
+  // buffers for the blocks of tensor-parallel rank tp_rank on `device`.
   ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_rank = 0,
-             int64_t tp_size = 1);
+             int64_t tp_size = 1, Device &device = cpu_device());
+
+  Device &device() const { return *device_; }
 
   int64_t size() const { return static_cast<int64_t>(descs_.size()); }
   // This rank's block (offsets moved to tp_rank's for split parameters).
   const ParamDesc &desc(int64_t i) const { return descs_[i]; }
   // Split over the tp ranks (each holds a different block), or the same on every tp rank.
   bool tp_split(int64_t i) const { return descs_[i].tp_split_dim >= 0 && tp_size_ > 1; }
-  int64_t numel(int64_t i) const { return static_cast<int64_t>(params_[i].size()); }
-  float *param(int64_t i) { return params_[i].data(); }
-  const float *param(int64_t i) const { return params_[i].data(); }
+  // Device pointers (host pointers on the CPU device).
+  int64_t numel(int64_t i) const { return numel_[i]; }
+  float *param(int64_t i) { return param_ptrs_[i]; }
+  const float *param(int64_t i) const { return param_ptrs_[i]; }
   float *grad(int64_t i) { return grad_ptrs_[i]; }
   const float *grad(int64_t i) const { return grad_ptrs_[i]; }
   // Every gradient in one buffer: grad(i) points into it, each 64-byte aligned; the padding
   // between them stays zero. Data parallelism all-reduces this buffer in buckets.
-  float *flat_grads() { return flat_grads_.data(); }
-  int64_t flat_grads_numel() const { return static_cast<int64_t>(flat_grads_.size()); }
-  float *exp_avg(int64_t i) { return exp_avg_[i].data(); }
-  float *exp_avg_sq(int64_t i) { return exp_avg_sq_[i].data(); }
+  float *flat_grads() { return flat_grads_.as<float>(); }
+  int64_t flat_grads_numel() const { return flat_grads_numel_; }
+  float *exp_avg(int64_t i) { return exp_avg_[i].as<float>(); }
+  float *exp_avg_sq(int64_t i) { return exp_avg_sq_[i].as<float>(); }
   // Pointer tables in ParamDesc order, as StepFn takes them.
   float *const *param_table() const { return param_ptrs_.data(); }
   float *const *grad_table() const { return grad_ptrs_.data(); }
@@ -73,13 +78,18 @@ public:
 
 private:
   void reset_optimizer_state();
+  // Parameter i copied to host memory.
+  std::vector<float> host_param(int64_t i) const;
 
   int64_t tp_rank_ = 0, tp_size_ = 1;
   std::vector<ParamDesc> program_descs_; // as compiled: tp rank 0's blocks
   std::vector<ParamDesc> descs_;         // this rank's blocks
   std::vector<CheckpointTensor> tensors_;
-  std::vector<AlignedBuffer<float>> params_, exp_avg_, exp_avg_sq_;
-  AlignedBuffer<float> flat_grads_;
+  Device *device_;
+  std::vector<int64_t> numel_;
+  std::vector<DeviceBuffer> params_, exp_avg_, exp_avg_sq_;
+  DeviceBuffer flat_grads_;
+  int64_t flat_grads_numel_ = 0;
   std::vector<float *> param_ptrs_, grad_ptrs_;
 };
 

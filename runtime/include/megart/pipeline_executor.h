@@ -5,8 +5,8 @@
 // instead of a crash or a hang.
 #pragma once
 
-#include "megart/aligned_buffer.h"
 #include "megart/comm.h"
+#include "megart/device.h"
 #include "megart/program.h"
 
 #include <cstdint>
@@ -38,9 +38,10 @@ struct PipelineIterationResult {
 
 class PipelineExecutor {
 public:
-  // Validates the stage (validate_pipeline_stage) and allocates its workspace.
+  // Validates the stage (validate_pipeline_stage) and allocates its workspace on `device`,
+  // where its activations, gradients and stashes live too.
   PipelineExecutor(const PipelineStageDesc &stage, int64_t pp_rank, int64_t pp_size,
-                   int64_t virtual_size, int64_t num_microbatches);
+                   int64_t virtual_size, int64_t num_microbatches, Device &device = cpu_device());
   ~PipelineExecutor();
   PipelineExecutor(const PipelineExecutor &) = delete;
   PipelineExecutor &operator=(const PipelineExecutor &) = delete;
@@ -58,20 +59,22 @@ private:
   // steady state allocates nothing. Keyed by size in bytes.
   class BufferPool {
   public:
-    AlignedBuffer<char> take(int64_t bytes);
-    void give(AlignedBuffer<char> buffer);
+    explicit BufferPool(Device &device) : device_(device) {}
+    DeviceBuffer take(int64_t bytes);
+    void give(DeviceBuffer buffer);
 
   private:
-    std::map<size_t, std::vector<AlignedBuffer<char>>> free_;
+    Device &device_;
+    std::map<size_t, std::vector<DeviceBuffer>> free_;
   };
   // A send in flight and the buffer it reads (declared first: it outlives the request).
   struct PendingSend {
-    AlignedBuffer<char> buffer;
+    DeviceBuffer buffer;
     std::unique_ptr<Request> request;
   };
   // Buffers waiting for the op that uses them, per (local chunk, microbatch).
   struct Slots {
-    AlignedBuffer<char> input, output, output_grad, input_grad, stash;
+    DeviceBuffer input, output, output_grad, input_grad, stash;
   };
 
   void reclaim_finished_sends(bool wait_all, Communicator &pp);
@@ -79,7 +82,7 @@ private:
 
   const PipelineStageDesc &stage_;
   int64_t pp_rank_, pp_size_, num_chunks_, num_microbatches_;
-  AlignedBuffer<char> arena_;
+  DeviceBuffer arena_;
   BufferPool pool_;
   std::vector<Slots> slots_; // [local chunk * num_microbatches + microbatch]
   std::vector<PendingSend> sends_;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "megart/comm.h"
+#include "megart/device.h"
 #include "megart/program.h"
 
 #include <cstdint>
@@ -67,6 +68,11 @@ public:
   Communicator &world() const { return *world_; } // every rank of the grid, in global order
   StepContext step_context() const { return {tp_.get(), dp_.get(), pp_.get()}; }
 
+  // Moves the axis communicators (tp, dp, pp, and the groups pp_subgroup makes afterwards) onto
+  // `device` (Device::communicator: NCCL for CUDA, unchanged on the CPU); they keep serving
+  // host buffers. world stays as it is. Collective over every axis.
+  void use_device(Device &device);
+
   // The communication timeout of every axis (Communicator::set_timeout), and of the groups
   // pp_subgroup makes afterwards.
   void set_timeout(double seconds);
@@ -87,7 +93,8 @@ private:
   GridCoord coord_;
   int64_t global_rank_ = 0;
   std::unique_ptr<Communicator> tp_, dp_, pp_, world_;
-  MpiCommunicator *pp_mpi_ = nullptr; // pp_ when the grid runs on MPI (it can split)
+  MpiCommunicator *pp_mpi_ = nullptr; // pp's MPI communicator when the grid runs on MPI (it can split)
+  Device *device_ = &cpu_device();
 };
 
 } // namespace megart

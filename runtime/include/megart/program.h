@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "megart/comm.h"
+#include "megart/device.h"
 
 namespace megart {
 
@@ -146,7 +147,15 @@ struct ProgramDesc {
   int64_t num_microbatches = 0;
   const char *pipeline_schedule = nullptr; // "gpipe", "1f1b" or "interleaved", for the log
   int64_t virtual_pipeline_size = 1;       // chunks per pp rank
+  // Where the compiled code runs: every pointer it gets (parameters, gradients, workspace,
+  // ids, labels, activations) is this device's memory. Null: the CPU (cpu_device()).
+  Device &(*device)() = nullptr;
 };
+
+// The device `program` runs on (cpu_device() when it names none).
+inline Device &program_device(const ProgramDesc &program) {
+  return program.device ? program.device() : cpu_device();
+}
 
 // Parses Megatron-style training flags, trains, logs; returns the process exit code.
 int train_main(int argc, char **argv, const ProgramDesc &program);

@@ -1,0 +1,107 @@
+// Where a compiled program's tensors live, and the runtime's own numeric work on them: the
+// optimizer, the gradient norm, zeroing and copies. The parameter store, the training loop and
+// the pipeline executor go through it, so one loop drives both backends: cpu_device() (host
+// memory) here, megart::cuda::device() (GPU memory) in libmegart-cuda.
+#pragma once
+
+#include "megart/comm.h"
+#include "megart/optimizer.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace megart {
+
+// One tensor of a multi-tensor AdamW step: n elements of each array, all on the device.
+struct AdamWTensor {
+  float *param;
+  const float *grad;
+  float *exp_avg;
+  float *exp_avg_sq;
+  int64_t n;
+  bool weight_decay; // false: the step uses the without-decay factors
+};
+
+using TensorList = std::vector<std::pair<const float *, int64_t>>;
+using MutableTensorList = std::vector<std::pair<float *, int64_t>>;
+
+class Device {
+public:
+  virtual ~Device() = default;
+  // "cpu", "cuda:0 NVIDIA H100 80GB HBM3": the start-up summary's device line.
+  virtual std::string describe() const = 0;
+  // Whether the device's memory is host memory (its pointers can be read on the host).
+  virtual bool host_memory() const = 0;
+
+  // `bytes` of zeroed device memory (bytes may be 0), aligned to at least 64 bytes; throws
+  // megart::Error naming the size when the device is out of memory.
+  virtual void *allocate(std::size_t bytes) = 0;
+  virtual void release(void *p) noexcept = 0;
+  virtual void zero(void *p, std::size_t bytes) = 0;
+  virtual void copy_from_host(void *dst, const void *host_src, std::size_t bytes) = 0;
+  virtual void copy_to_host(void *host_dst, const void *src, std::size_t bytes) = 0;
+  // Blocks until the work queued on the device is done (for timing).
+  virtual void synchronize() = 0;
+
+  // Sum of the squares of every element of `tensors` together, accumulated in double. The
+  // result does not depend on thread counts or launch configuration.
+  virtual double sum_of_squares(const TensorList &tensors) = 0;
+  // Multiplies every element by coeff.
+  virtual void scale(const MutableTensorList &tensors, float coeff) = 0;
+  // One AdamW update of every tensor (optimizer.h's adamw_update, elementwise identical).
+  virtual void adamw(const std::vector<AdamWTensor> &tensors, const AdamWScalars &with_decay,
+                     const AdamWScalars &without_decay) = 0;
+
+  // The communicator for this device's buffers along one axis, made from the host (MPI or
+  // self) communicator of the same ranks, which it may keep for host buffers. Collective over
+  // host's ranks. The CPU device returns `host` itself.
+  virtual std::unique_ptr<Communicator> communicator(std::unique_ptr<Communicator> host) {
+    return host;
+  }
+
+  // Dense peak TFLOP/s of one device for the program's compute precision (for MFU); 0 when
+  // unknown.
+  virtual double peak_tflops() const { return 0; }
+};
+
+// The host: 64-byte-aligned heap memory, OpenMP loops.
+Device &cpu_device();
+
+// An owned, zeroed allocation on a device (move-only).
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device &device, std::size_t bytes)
+      : device_(&device), data_(device.allocate(bytes)), bytes_(bytes) {}
+  DeviceBuffer(DeviceBuffer &&other) noexcept { swap(other); }
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept {
+    DeviceBuffer(std::move(other)).swap(*this);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer() {
+    if (data_)
+      device_->release(data_);
+  }
+
+  void *data() const { return data_; }
+  template <typename T> T *as() const { return static_cast<T *>(data_); }
+  std::size_t bytes() const { return bytes_; }
+
+private:
+  void swap(DeviceBuffer &o) noexcept {
+    std::swap(device_, o.device_);
+    std::swap(data_, o.data_);
+    std::swap(bytes_, o.bytes_);
+  }
+  Device *device_ = nullptr;
+  void *data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+} // namespace megart

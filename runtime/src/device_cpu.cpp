@@ -1,0 +1,56 @@
+#include "megart/device.h"
+
+#include "megart/error.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace megart {
+
+namespace {
+
+class CpuDevice final : public Device {
+public:
+  std::string describe() const override { return "cpu"; }
+  bool host_memory() const override { return true; }
+
+  void *allocate(std::size_t bytes) override {
+    // aligned_alloc needs a multiple of the alignment, and never 0 here, so an empty buffer
+    // still has a valid, aligned pointer.
+    std::size_t rounded = (bytes + 63) / 64 * 64;
+    void *p = std::aligned_alloc(64, rounded ? rounded : 64);
+    if (!p)
+      throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, rounded ? rounded : 64);
+    return p;
+  }
+  void release(void *p) noexcept override { std::free(p); }
+  void zero(void *p, std::size_t bytes) override { std::memset(p, 0, bytes); }
+  void copy_from_host(void *dst, const void *src, std::size_t bytes) override {
+    if (dst != src)
+      std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host(void *dst, const void *src, std::size_t bytes) override {
+    if (dst != src)
+      std::memcpy(dst, src, bytes);
+  }
+  void synchronize() override {}
+
+  double sum_of_squares(const TensorList &tensors) override { return grad_sum_of_squares(tensors); }
+  void scale(const MutableTensorList &tensors, float coeff) override { scale_grads(tensors, coeff); }
+  void adamw(const std::vector<AdamWTensor> &tensors, const AdamWScalars &with_decay,
+             const AdamWScalars &without_decay) override {
+    for (const AdamWTensor &t : tensors)
+      adamw_update(t.weight_decay ? with_decay : without_decay, t.param, t.grad, t.exp_avg,
+                   t.exp_avg_sq, t.n);
+  }
+};
+
+} // namespace
+
+Device &cpu_device() {
+  static CpuDevice device;
+  return device;
+}
+
+} // namespace megart
