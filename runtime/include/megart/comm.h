@@ -15,6 +15,7 @@ constexpr int kPipelineActivation = 7100; // pipeline executor: forward activati
 constexpr int kPipelineGrad = 7101;       // pipeline executor: activation gradients
 constexpr int kCheckpointTensor = 7200;   // pipeline stages -> the checkpoint writer
 constexpr int kRing = 7300;               // MpiCommunicator's ring all-reduce
+constexpr int kNcclChannelSetup = 7400;   // NCCL communicator: its point-to-point channels' ids
 } // namespace p2p_tag
 
 // A point-to-point transfer in flight (Communicator::isend / irecv). A send's buffer must not
@@ -76,9 +77,10 @@ public:
   virtual void wait(Request &request);
 
   // How long one call may wait for the other ranks before it throws megart::Error naming the
-  // axis, the operation, the ranks and comm_activity() (MpiCommunicator; the others never
-  // wait). Communicators split from this one inherit it. Throws unless seconds > 0.
-  void set_timeout(double seconds);
+  // axis, the operation, the ranks and comm_activity() (the MPI and NCCL communicators; the
+  // others never wait). Communicators split from this one inherit it. Throws unless seconds > 0.
+  // Virtual so that a communicator wrapping another (NCCL's keeps its host one) passes it on.
+  virtual void set_timeout(double seconds);
   double timeout() const { return timeout_seconds_; }
 
 private:

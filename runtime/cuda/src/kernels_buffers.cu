@@ -1,0 +1,48 @@
+// Buffer copies and zeroing on the compute stream, reading one device scalar back, and the
+// scratch workspace the reduction kernels share.
+#include "cuda_detail.cuh"
+
+namespace megart::cuda {
+
+void copy_buffer(void *dst, const void *src, size_t bytes) {
+  if (bytes == 0 || dst == src)
+    return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_stream()), "copy_buffer");
+}
+
+void zero_buffer(void *dst, size_t bytes) {
+  if (bytes == 0)
+    return;
+  check(cudaMemsetAsync(dst, 0, bytes, compute_stream()), "zero_buffer");
+}
+
+float read_scalar(const float *value) {
+  float host = 0.0f;
+  check(cudaMemcpyAsync(&host, value, sizeof(float), cudaMemcpyDeviceToHost, compute_stream()), "read_scalar");
+  // Pageable destination: the copy may be staged, so only the stream's end guarantees it landed.
+  check(cudaStreamSynchronize(compute_stream()), "read_scalar (cudaStreamSynchronize)");
+  return host;
+}
+
+namespace detail {
+
+void *workspace(size_t bytes) {
+  static void *buffer = nullptr;
+  static size_t capacity = 0;
+  if (bytes <= capacity)
+    return buffer;
+  // Grow by half again so a slowly rising demand does not reallocate every call. The old buffer
+  // is freed in stream order, after the kernels already enqueued on it. Never released: it lives
+  // as long as the process, like the stream.
+  const size_t grown = aligned_bytes(std::max(bytes, capacity + capacity / 2));
+  if (buffer)
+    check(cudaFreeAsync(buffer, compute_stream()), "workspace (cudaFreeAsync)");
+  buffer = nullptr;
+  capacity = 0;
+  check(cudaMallocAsync(&buffer, grown, compute_stream()), "workspace (cudaMallocAsync)");
+  capacity = grown;
+  return buffer;
+}
+
+} // namespace detail
+} // namespace megart::cuda

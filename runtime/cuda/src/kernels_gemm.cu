@@ -1,0 +1,236 @@
+// GEMM on cuBLASLt in fp32 (CUBLAS_COMPUTE_32F: no TF32, so results match the CPU's sgemm
+// within float rounding). Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so
+// every call hands cuBLASLt B as its "A" and A as its "B" with the sizes swapped.
+#include "megart/cuda/device.h"
+#include "megart/cuda/kernels.h"
+#include "megart/error.h"
+
+#include <cublasLt.h>
+
+#include <array>
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace megart::cuda {
+namespace {
+
+void check_lt(cublasStatus_t status, const char *what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string("cuBLASLt error in ") + what + ": " + cublasLtGetStatusString(status) + " (status " +
+                std::to_string(static_cast<int>(status)) + ")");
+}
+
+constexpr size_t kWorkspaceBytes = 32u << 20;
+
+// The process's cuBLASLt handle and workspace, made on first use on the process's device. Never
+// destroyed: the CUDA runtime may already be torn down when static destructors run.
+struct Lt {
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  Lt() {
+    compute_stream(); // selects the device first
+    check_lt(cublasLtCreate(&handle), "cublasLtCreate");
+    check(cudaMalloc(&workspace, kWorkspaceBytes), "cudaMalloc(cuBLASLt workspace)");
+  }
+};
+
+Lt &lt() {
+  static Lt instance;
+  return instance;
+}
+
+int64_t checked_dim(int64_t v, const char *what) {
+  if (v < 0 || v > INT_MAX)
+    throw Error(std::string("gemm: ") + what + " (" + std::to_string(v) +
+                ") is outside [0, 2^31) supported by cuBLASLt");
+  return v;
+}
+
+// Largest power of two (at most 256) dividing the address: the heuristic must only pick
+// algorithms that work with the operands' actual alignment.
+uint32_t alignment(const void *p, int64_t stride_elems = 0) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(p) | 256u;
+  if (stride_elems != 0)
+    bits |= static_cast<uintptr_t>(stride_elems) * sizeof(float);
+  return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
+// A column-major rows x cols fp32 layout with leading dimension ld, strided-batched when
+// batch > 1.
+cublasLtMatrixLayout_t make_layout(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  check_lt(
+      cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
+      "cublasLtMatrixLayoutCreate");
+  if (batch > 1) {
+    const int32_t count = static_cast<int32_t>(batch);
+    check_lt(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+             "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
+    check_lt(
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+        "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)");
+  }
+  return layout;
+}
+
+// Everything cublasLtMatmul needs for one shape, made once and kept for the process (a
+// training step repeats the same few shapes). `found` is false when the heuristic offers no
+// algorithm (the caller then falls back to a loop of plain GEMMs).
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr; // cuBLASLt's A (our B), B (our A), C = D
+  cublasLtMatmulAlgo_t algo{};
+  bool found = false;
+};
+
+// m, n, k, transpose_a, transpose_b, batch, stride_a, stride_b, stride_c, alignments of a, b, c.
+using PlanKey = std::array<int64_t, 12>;
+
+Plan make_plan(const PlanKey &key) {
+  const auto [m, n, k, ta, tb, batch, stride_a, stride_b, stride_c, align_a, align_b, align_c] = key;
+  Plan plan;
+  check_lt(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  // cuBLASLt's A is our B: row-major [k, n] (or [n, k] transposed) is column-major n x k (k x n).
+  const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
+           "cublasLtMatmulDescSetAttribute(TRANSA)");
+  check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
+           "cublasLtMatmulDescSetAttribute(TRANSB)");
+  plan.a = tb ? make_layout(k, n, k, batch, stride_b) : make_layout(n, k, n, batch, stride_b);
+  plan.b = ta ? make_layout(m, k, m, batch, stride_a) : make_layout(k, m, k, batch, stride_a);
+  plan.c = make_layout(n, m, n, batch, stride_c);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t workspace = kWorkspaceBytes;
+  const uint32_t align[3] = {static_cast<uint32_t>(align_b), static_cast<uint32_t>(align_a),
+                             static_cast<uint32_t>(align_c)};
+  try {
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                  sizeof(workspace)),
+             "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align[0],
+                                                  sizeof(uint32_t)),
+             "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_A_BYTES)");
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align[1],
+                                                  sizeof(uint32_t)),
+             "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_B_BYTES)");
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align[2],
+                                                  sizeof(uint32_t)),
+             "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_C_BYTES)");
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align[2],
+                                                  sizeof(uint32_t)),
+             "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_D_BYTES)");
+    cublasLtMatmulHeuristicResult_t result{};
+    int count = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt().handle, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                                                 pref, 1, &result, &count);
+    // NOT_SUPPORTED: no algorithm for this configuration (handled by the caller).
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED)
+      check_lt(status, "cublasLtMatmulAlgoGetHeuristic");
+    plan.found = status == CUBLAS_STATUS_SUCCESS && count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+    plan.algo = result.algo;
+  } catch (...) {
+    cublasLtMatmulPreferenceDestroy(pref);
+    throw;
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  return plan;
+}
+
+const Plan &plan_for(const PlanKey &key) {
+  static std::mutex mutex;
+  static std::map<PlanKey, Plan> plans;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = plans.find(key);
+  if (it == plans.end())
+    it = plans.emplace(key, make_plan(key)).first;
+  return it->second;
+}
+
+// One (strided-batched) cublasLtMatmul. Returns false, having launched nothing, when cuBLASLt
+// has no algorithm for it.
+bool matmul(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t batch,
+            int64_t stride_a, int64_t stride_b, int64_t stride_c, float alpha, float beta) {
+  if (batch == 1)
+    stride_a = stride_b = stride_c = 0; // unused; keeps one plan per shape
+  const int64_t align_a = alignment(a, stride_a), align_b = alignment(b, stride_b), align_c = alignment(c, stride_c);
+  const PlanKey key{m, n, k, ta, tb, batch, stride_a, stride_b, stride_c, align_a, align_b, align_c};
+  const Plan &plan = plan_for(key);
+  if (!plan.found)
+    return false;
+  // beta == 0: cuBLASLt does not read C (as BLAS), so garbage there cannot leak into D.
+  check_lt(cublasLtMatmul(lt().handle, plan.desc, &alpha, b, plan.a, a, plan.b, &beta, c, plan.c, c, plan.c, &plan.algo,
+                          lt().workspace, kWorkspaceBytes, compute_stream()),
+           "cublasLtMatmul");
+  return true;
+}
+
+// C = beta C (C = 0 when beta == 0, never reading C): the k == 0 product.
+__global__ void scale_kernel(float *c, int64_t n, float beta) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+}
+
+void scale_only(float *c, int64_t count, float beta) {
+  if (beta == 1.0f)
+    return;
+  const int64_t blocks = (count + 255) / 256;
+  scale_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, compute_stream()>>>(c, count, beta);
+  check(cudaGetLastError(), "gemm (k = 0) scale kernel launch");
+}
+
+} // namespace
+
+void gemm(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b,
+          float alpha, float beta) {
+  checked_dim(m, "m");
+  checked_dim(n, "n");
+  checked_dim(k, "k");
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0)
+    return scale_only(c, m * n, beta);
+  if (!matmul(c, a, b, m, n, k, transpose_a, transpose_b, 1, 0, 0, 0, alpha, beta))
+    throw Error("gemm: cuBLASLt has no fp32 algorithm for m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                " k=" + std::to_string(k));
+}
+
+void gemm_batched(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                  bool transpose_a, bool transpose_b, int64_t stride_a, int64_t stride_b, int64_t stride_c, float alpha,
+                  float beta) {
+  checked_dim(batch, "batch");
+  checked_dim(m, "m");
+  checked_dim(n, "n");
+  checked_dim(k, "k");
+  if (batch == 0 || m == 0 || n == 0)
+    return;
+  const auto one_by_one = [&] {
+    for (int64_t i = 0; i < batch; ++i)
+      gemm(c + i * stride_c, a + i * stride_a, b + i * stride_b, m, n, k, transpose_a, transpose_b, alpha, beta);
+  };
+  if (batch == 1 || k == 0)
+    return one_by_one();
+  if (stride_c == 0) {
+    // Every product lands in the same C, in batch order.
+    if (beta == 0.0f) // each overwrites the last: only the last one stays
+      return gemm(c, a + (batch - 1) * stride_a, b + (batch - 1) * stride_b, m, n, k, transpose_a, transpose_b, alpha,
+                  beta);
+    // sum_i A_i^T B_i with A_i [k, m] and B_i [k, n] stacked back to back is one GEMM over
+    // k' = batch k (the weight-gradient shape). Valid only for beta == 1: otherwise earlier
+    // products are scaled by beta again at every step.
+    if (beta == 1.0f && transpose_a && !transpose_b && stride_a == k * m && stride_b == k * n && batch * k <= INT_MAX)
+      return gemm(c, a, b, m, n, batch * k, true, false, alpha, beta);
+    return one_by_one();
+  }
+  // Outputs that overlap (or run backwards) depend on the batch order: keep it.
+  if (stride_c < m * n || stride_a < 0 || stride_b < 0)
+    return one_by_one();
+  if (!matmul(c, a, b, m, n, k, transpose_a, transpose_b, batch, stride_a, stride_b, stride_c, alpha, beta))
+    one_by_one(); // no strided-batched algorithm (e.g. for a broadcast operand): same result, more launches
+}
+
+} // namespace megart::cuda

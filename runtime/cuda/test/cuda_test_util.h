@@ -1,0 +1,78 @@
+// Shared pieces of the CUDA kernel tests: a fixture that skips (saying why) without a usable
+// GPU, random inputs, and device arrays to move them there and back.
+#pragma once
+
+#include "megart/cuda/device.h"
+#include "megart/cuda/kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace megart::cuda::test {
+
+class CudaTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    if (!available(&why))
+      GTEST_SKIP() << "GPU test skipped: no usable CUDA device (" << why << ")";
+  }
+};
+
+// n values uniform in [lo, hi) from `seed`: never all zeros, so a kernel that writes nothing
+// cannot pass.
+inline std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+inline std::vector<int32_t> random_ids(size_t n, uint64_t seed, int32_t lo, int32_t hi_exclusive) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int32_t> dist(lo, hi_exclusive - 1);
+  std::vector<int32_t> v(n);
+  for (int32_t &x : v)
+    x = dist(gen);
+  return v;
+}
+
+// A device copy of a host vector (or n zeroed elements); get() downloads it after the stream.
+template <typename T> class DeviceArray {
+public:
+  explicit DeviceArray(const std::vector<T> &host)
+      : buffer_(device(), host.size() * sizeof(T)), n_(host.size()) {
+    device().copy_from_host(buffer_.data(), host.data(), host.size() * sizeof(T));
+  }
+  explicit DeviceArray(size_t n) : buffer_(device(), n * sizeof(T)), n_(n) {}
+  T *data() const { return buffer_.as<T>(); }
+  std::vector<T> get() const {
+    std::vector<T> host(n_);
+    device().copy_to_host(host.data(), buffer_.data(), n_ * sizeof(T));
+    return host;
+  }
+
+private:
+  DeviceBuffer buffer_;
+  size_t n_;
+};
+
+// Every element within atol + rtol * |expected|, with the first mismatches named.
+inline void expect_near_all(const std::vector<float> &got, const std::vector<float> &want, float rtol,
+                            float atol, const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < got.size() && reported < 5; ++i)
+    if (!(std::abs(got[i] - want[i]) <= atol + rtol * std::abs(want[i]))) {
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i];
+      ++reported;
+    }
+}
+
+} // namespace megart::cuda::test
