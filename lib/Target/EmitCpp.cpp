@@ -48,16 +48,23 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     return parallelPlan && parallelPlan.get(axis) ? cast<IntegerAttr>(parallelPlan.get(axis)).getInt() : 1;
   };
 
+  const bool cuda = options.target == Target::Cuda;
   os << options.header;
-  os << "#include \"megart/kernels.h\"\n#include \"megart/layout_kernels.h\"\n#include \"megart/parallel_kernels.h\"\n#include \"megart/program.h\"\n\n"
-        "#include <cstring>\n\nnamespace {\n\nusing namespace megart::cpu;\n\n";
+  if (cuda)
+    os << "#include \"megart/cuda/device.h\"\n#include \"megart/cuda/kernels.h\"\n#include \"megart/program.h\"\n\n"
+          "namespace {\n\nusing namespace megart::cuda;\n\n";
+  else
+    os << "#include \"megart/kernels.h\"\n#include \"megart/layout_kernels.h\"\n#include \"megart/parallel_kernels.h\"\n"
+          "#include \"megart/program.h\"\n\n#include <cstring>\n\nnamespace {\n\nusing namespace megart::cpu;\n\n";
   // Callees first: a caller needs their workspace sizes.
   llvm::StringMap<int64_t> scratch;
   ParamTable noParams;
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (isProgramFunction(fn))
       continue;
-    FailureOr<int64_t> bytes = emitFunction(fn, calleeSignature(fn), noParams, scratch, os, plan);
+    Signature sig = calleeSignature(fn);
+    sig.target = options.target;
+    FailureOr<int64_t> bytes = emitFunction(fn, sig, noParams, scratch, os, plan);
     if (failed(bytes))
       return failure();
     scratch[fn.getName()] = *bytes;
@@ -72,7 +79,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     llvm::Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(*ops.begin());
     if (!schedule)
       return module.emitError() << "emit: " << llvm::toString(schedule.takeError());
-    FailureOr<ProgramFields> stages = emitPipelineStages(module, *schedule, scratch, os, plan);
+    FailureOr<ProgramFields> stages = emitPipelineStages(module, *schedule, scratch, options.target, os, plan);
     if (failed(stages))
       return failure();
     fields = *stages;
@@ -81,7 +88,9 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     ParamTable params;
     for (tx::ParamOp p : table)
       params.indexOf(p);
-    FailureOr<int64_t> bytes = emitFunction(entryFn, trainStepSignature(entryFn), params, scratch, os, plan);
+    Signature sig = trainStepSignature(entryFn);
+    sig.target = options.target;
+    FailureOr<int64_t> bytes = emitFunction(entryFn, sig, params, scratch, os, plan);
     if (failed(bytes))
       return failure();
     auto syncFn = module.lookupSymbol<func::FuncOp>("sync_gradients");
@@ -107,7 +116,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
      << "    /*sync_gradients=*/" << fields.syncGradients << ",\n"
      << "    /*stages=*/" << fields.stages << ", /*num_microbatches=*/" << fields.numMicrobatches
      << ", /*pipeline_schedule=*/" << fields.schedule << ", /*virtual_pipeline_size=*/" << fields.virtualStages
-     << "};\n\n"
+     << (cuda ? ",\n    /*device=*/megart::cuda::device" : "") << "};\n\n"
      << "} // namespace\n\nint main(int argc, char **argv) { return megart::train_main(argc, argv, kProgram); }\n";
   plan << "arena: " << fields.arenaBytes << " bytes (" << llvm::format("%.1f", fields.arenaBytes / 1048576.0)
        << " MiB)\n";

@@ -78,8 +78,8 @@ Signature backwardSignature(func::FuncOp fn, int64_t numStashed, bool first, boo
 } // namespace
 
 FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Schedule &schedule,
-                                            const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os,
-                                            llvm::raw_ostream &plan) {
+                                            const llvm::StringMap<int64_t> &calleeScratch, Target target,
+                                            llvm::raw_ostream &os, llvm::raw_ostream &plan) {
   auto pipelineAttr = module->getAttrOfType<DictionaryAttr>("megac.pipeline");
   int64_t stages = tx::pipelineStages(module);
   int64_t numChunks = cast<IntegerAttr>(pipelineAttr.get("chunks")).getInt();
@@ -102,6 +102,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Sch
       int64_t numStashed = fn->getAttrOfType<IntegerAttr>("megac.stash").getInt();
       bool first = c == 0, last = c == numChunks - 1, backward = fn.getName().ends_with("_backward");
       Signature sig = backward ? backwardSignature(fn, numStashed, first, last) : forwardSignature(fn, first, last);
+      sig.target = target;
       FailureOr<int64_t> bytes = emitFunction(fn, sig, params, calleeScratch, os, plan);
       if (failed(bytes))
         return failure();

@@ -45,6 +45,8 @@ std::string cString(StringRef s) {
 
 namespace {
 
+Value aliasRoot(Value v);
+
 /// Emits one MLIR function as one C++ function.
 class FunctionEmitter {
 public:
@@ -77,6 +79,26 @@ private:
   std::string ruleNote(Operation *op) {
     auto rule = op->getAttrOfType<StringAttr>("megac.rule");
     return rule ? rule.str() : "";
+  }
+  bool onDevice() const { return sig.target == Target::Cuda; }
+  /// Buffer copies and zeroing: the C library on the host, stream-ordered calls on the GPU.
+  void copy(const std::string &dst, const std::string &src, int64_t bytes) {
+    os << "  " << (onDevice() ? "copy_buffer(" : "std::memcpy(") << dst << ", " << src << ", " << bytes << ");\n";
+  }
+  /// The loss gradient a cross-entropy backward scales by, as a host float: on the GPU only an
+  /// argument (the runtime's dloss, passed by address) is host memory.
+  FailureOr<std::string> hostScalar(Operation &op, Value v) {
+    if (onDevice() && !isa<BlockArgument>(aliasRoot(v)))
+      return unsupported(op, "the loss gradient must be the function's dloss argument for the CUDA target");
+    return "*" + ptr(v);
+  }
+  /// `out = kernel(args)` for a kernel that returns a scalar on the CPU; its CUDA twin writes the
+  /// scalar to device memory instead.
+  void scalarCall(Value out, StringRef kernel, const std::string &args) {
+    if (onDevice())
+      os << "  " << kernel << "(" << ptr(out) << ", " << args << ");\n";
+    else
+      os << "  *" << ptr(out) << " = " << kernel << "(" << args << ");\n";
   }
   LogicalResult unsupported(Operation &op, StringRef why) {
     return op.emitOpError() << "cannot be emitted as C++: " << why;
@@ -206,7 +228,8 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](tx::ZerosOp z) {
-        os << "  std::memset(" << ptr(z) << ", 0, " << numel(z) * 4 << ");\n";
+        os << "  " << (onDevice() ? "zero_buffer(" : "std::memset(") << ptr(z) << (onDevice() ? ", " : ", 0, ")
+           << numel(z) * 4 << ");\n";
         return success();
       })
       .Case([&](tx::EmbeddingOp e) {
@@ -245,14 +268,17 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](tx::CrossEntropyFromStatsOp c) {
-        os << "  *" << ptr(c) << " = cross_entropy_from_stats(" << ptr(c.getMax()) << ", " << ptr(c.getSumExp())
-           << ", " << ptr(c.getTarget()) << ", " << numel(c.getMax()) << ");\n";
+        scalarCall(c, "cross_entropy_from_stats",
+                   ptr(c.getMax()) + ", " + ptr(c.getSumExp()) + ", " + ptr(c.getTarget()) + ", " + n(numel(c.getMax())));
         return success();
       })
-      .Case([&](tx::CrossEntropyGradFromStatsOp c) {
+      .Case([&](tx::CrossEntropyGradFromStatsOp c) -> LogicalResult {
         int64_t v = shapeOf(c.getLogits()).back();
+        FailureOr<std::string> dloss = hostScalar(op, c.getGrad());
+        if (failed(dloss))
+          return failure();
         call("cross_entropy_backward_from_stats",
-             {ptr(c), "*" + ptr(c.getGrad()), ptr(c.getLogits()), ptr(c.getLabels()), ptr(c.getMax()),
+             {ptr(c), *dloss, ptr(c.getLogits()), ptr(c.getLabels()), ptr(c.getMax()),
               ptr(c.getSumExp()), n(numel(c.getMax())), n(v), c.getVocabParallel() ? vocabStart(v) : "0",
               validColumns(c.getVocabSize(), v)});
         return success();
@@ -261,7 +287,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         std::string comm = communicator(r.getGridAxes());
         bool max = r.getReduction() == shard::ReductionKind::Max;
         if (ptr(r) != ptr(r.getInput()))
-          os << "  std::memcpy(" << ptr(r) << ", " << ptr(r.getInput()) << ", " << numel(r) * 4 << ");\n";
+          copy(ptr(r), ptr(r.getInput()), numel(r) * 4);
         os << "  " << comm << "->" << (max ? "all_reduce_max(" : "all_reduce_sum(") << ptr(r) << ", " << numel(r)
            << "); // " << ruleNote(r) << "\n";
         return success();
@@ -372,7 +398,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         if (!d.getRate().isZero())
           return unsupported(op, "dropout with a non-zero rate needs the runtime's per-iteration seed, "
                                  "which the CPU emitter does not pass yet");
-        os << "  std::memcpy(" << ptr(d) << ", " << ptr(d.getInput()) << ", " << numel(d) * 4 << ");\n";
+        copy(ptr(d), ptr(d.getInput()), numel(d) * 4);
         return success();
       })
       .Case([&](tx::RopeOp r) {
@@ -397,13 +423,17 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::CrossEntropyOp c) {
         int64_t v = shapeOf(c.getLogits()).back();
-        os << "  *" << ptr(c) << " = cross_entropy_forward(" << ptr(c.getLogits()) << ", " << ptr(c.getLabels())
-           << ", " << numel(c.getLabels()) << ", " << v << ", " << c.getVocabSize().value_or(v) << ");\n";
+        scalarCall(c, "cross_entropy_forward",
+                   ptr(c.getLogits()) + ", " + ptr(c.getLabels()) + ", " + n(numel(c.getLabels())) + ", " + n(v) + ", " +
+                       n(c.getVocabSize().value_or(v)));
         return success();
       })
-      .Case([&](tx::CrossEntropyGradOp c) {
+      .Case([&](tx::CrossEntropyGradOp c) -> LogicalResult {
         int64_t v = shapeOf(c.getLogits()).back();
-        call("cross_entropy_backward", {ptr(c), "*" + ptr(c.getGrad()), ptr(c.getLogits()), ptr(c.getLabels()),
+        FailureOr<std::string> dloss = hostScalar(op, c.getGrad());
+        if (failed(dloss))
+          return failure();
+        call("cross_entropy_backward", {ptr(c), *dloss, ptr(c.getLogits()), ptr(c.getLabels()),
                                         n(numel(c.getLabels())), n(v), n(c.getVocabSize().value_or(v))});
         return success();
       })
@@ -420,9 +450,11 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       .Case([&](func::ReturnOp r) {
         for (auto [i, v] : llvm::enumerate(r.getOperands()))
           if (!sig.results[i].empty() && ptr(v) != sig.results[i])
-            os << "  std::memcpy(" << sig.results[i] << ", " << ptr(v) << ", " << numel(v) * 4 << ");\n";
+            copy(sig.results[i], ptr(v), numel(v) * 4);
         if (sig.returnedScalar >= 0)
-          os << "  return *" << ptr(r.getOperand(sig.returnedScalar)) << ";\n";
+          os << "  return " << (onDevice() ? "read_scalar(" + ptr(r.getOperand(sig.returnedScalar)) + ")"
+                                           : "*" + ptr(r.getOperand(sig.returnedScalar)))
+             << ";\n";
         else if (!sig.returnDefault.empty())
           os << "  return " << sig.returnDefault << ";\n";
         return success();

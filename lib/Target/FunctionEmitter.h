@@ -3,6 +3,7 @@
 // microbatch's ids, a pipeline chunk's stash) is the caller's choice, given as a Signature.
 #pragma once
 
+#include "megac/Target/EmitCpp.h"
 #include "tx/TxOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -35,6 +36,7 @@ struct Signature {
   bool hasParams = false;                 // tx.param / tx.param_grad allowed (params, grads)
   int returnedScalar = -1;                // result returned as `float` (the loss), or -1
   std::string returnDefault;              // returned when returnedScalar is -1 ("" = void)
+  Target target = Target::Cpu;            // whose kernels the body calls, on whose memory
 };
 
 /// Emits `fn` with `sig` to `os`, its workspace plan to `plan`; returns the workspace bytes it

@@ -79,8 +79,12 @@ cl::opt<int64_t> ddpBucketSize("ddp-bucket-size", cl::init(40000000),
                                cl::sub(compile));
 cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds which (dp, pp, tp) coordinate"),
                          cl::sub(compile));
-cl::opt<bool> noBuild("no-build", cl::desc("write OUT/main.cpp and OUT/CMakeLists.txt but do not build"),
+cl::opt<bool> noBuild("no-build", cl::desc("write OUT/main.cpp (main.cu) and OUT/CMakeLists.txt but do not build"),
                       cl::sub(compile));
+cl::opt<std::string> targetName("target",
+                                cl::desc("cpu or cuda (default: cuda when megac was built with the CUDA toolkit and "
+                                         "a GPU is present, else cpu)"),
+                                cl::sub(compile));
 
 int fail(const Twine &message) {
   errs() << "megac compile: error: " << message << "\n";
@@ -116,39 +120,93 @@ public:
   }
 };
 
-std::string outputCMake() {
+#ifdef MEGAC_CUDA_COMPILER
+constexpr bool kHaveCuda = true;
+#else
+constexpr bool kHaveCuda = false;
+#endif
+
+/// The program's source file in OUT.
+StringRef sourceName(megac::Target target) { return target == megac::Target::Cuda ? "main.cu" : "main.cpp"; }
+
+std::string outputCMake(megac::Target target) {
+  bool cuda = target == megac::Target::Cuda;
   return std::string("# Builds the generated training program against megac's runtime.\n"
                      "# megac compile already built ./train; this is for other machines (set MEGART_DIR).\n"
-                     "cmake_minimum_required(VERSION 3.20)\nproject(megac_train LANGUAGES C CXX)\n"
-                     "set(CMAKE_CXX_STANDARD 17)\n"
-                     "set(MEGART_DIR \"" MEGAC_RUNTIME_SOURCE_DIR "\" CACHE PATH \"megac's runtime/ folder\")\n"
-                     "add_subdirectory(${MEGART_DIR} megart EXCLUDE_FROM_ALL)\n"
-                     "add_executable(train main.cpp)\ntarget_link_libraries(train PRIVATE megart)\n");
+                     "cmake_minimum_required(VERSION 3.20)\nproject(megac_train LANGUAGES C CXX") +
+         (cuda ? " CUDA" : "") +
+         ")\n"
+         "set(CMAKE_CXX_STANDARD 17)\n"
+         "set(MEGART_DIR \"" MEGAC_RUNTIME_SOURCE_DIR "\" CACHE PATH \"megac's runtime/ folder\")\n"
+         "add_subdirectory(${MEGART_DIR} megart EXCLUDE_FROM_ALL)\n" +
+         (cuda ? "add_executable(train main.cu)\ntarget_link_libraries(train PRIVATE megart-cuda)\n"
+               : "add_executable(train main.cpp)\ntarget_link_libraries(train PRIVATE megart)\n");
 }
 
-/// Compiles OUT/main.cpp and links it with the runtime built alongside megac.
-int buildProgram(StringRef out) {
-  SmallString<128> source(out), binary(out);
-  sys::path::append(source, "main.cpp");
-  sys::path::append(binary, "train");
-  SmallVector<std::string> args = {MEGAC_CXX_COMPILER, "-std=c++17", "-O2", "-march=native", "-fopenmp",
-                                   "-I" MEGAC_RUNTIME_INCLUDE_DIR, std::string(source), "-o", std::string(binary),
-                                   MEGAC_RUNTIME_LIBRARY};
-  SmallVector<StringRef> libs;
-  StringRef(MEGAC_RUNTIME_LINK).split(libs, ' ', -1, /*KeepEmpty=*/false);
-  for (StringRef lib : libs)
-    args.push_back(lib.str());
+/// Runs one build command; on failure says which and how it ended.
+int run(ArrayRef<std::string> args, const Twine &what) {
   SmallVector<StringRef> argRefs(args.begin(), args.end());
   std::string message;
   int rc = sys::ExecuteAndWait(args[0], argRefs, std::nullopt, {}, 0, 0, &message);
-  if (rc != 0) {
-    std::string cmd;
-    for (StringRef a : argRefs)
-      cmd += a.str() + " ";
-    return fail("building " + binary + " failed (" + (message.empty() ? "exit " + std::to_string(rc) : message) +
-                "); the command was:\n  " + cmd);
+  if (rc == 0)
+    return 0;
+  std::string cmd;
+  for (StringRef a : argRefs)
+    cmd += a.str() + " ";
+  return fail(what + " failed (" + (message.empty() ? "exit " + std::to_string(rc) : message) +
+              "); the command was:\n  " + cmd);
+}
+
+void appendSplit(SmallVectorImpl<std::string> &args, StringRef list, StringRef prefix = "") {
+  SmallVector<StringRef> items;
+  list.split(items, ' ', -1, /*KeepEmpty=*/false);
+  for (StringRef item : items)
+    args.push_back((prefix + item).str());
+}
+
+/// Compiles OUT/main.cpp (main.cu: nvcc, then the host compiler links) against the runtime
+/// built alongside megac.
+int buildProgram(StringRef out, megac::Target target) {
+  SmallString<128> source(out), object(out), binary(out);
+  sys::path::append(source, sourceName(target));
+  sys::path::append(object, "main.o");
+  sys::path::append(binary, "train");
+  SmallVector<std::string> link = {MEGAC_CXX_COMPILER, "-fopenmp", "-o", std::string(binary)};
+  if (target == megac::Target::Cuda) {
+#ifdef MEGAC_CUDA_COMPILER
+    // sm_80 (A100) and sm_90 (H100/H200) machine code, and sm_90 PTX for newer GPUs.
+    SmallVector<std::string> compile = {MEGAC_CUDA_COMPILER, "-std=c++17", "-O2", "-x", "cu", "-c",
+                                        "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90",
+                                        "-gencode=arch=compute_90,code=compute_90", "-Xcompiler=-fopenmp",
+                                        "-I" MEGAC_RUNTIME_INCLUDE_DIR};
+    appendSplit(compile, MEGAC_CUDA_INCLUDE_DIRS, "-I");
+    compile.append({std::string(source), "-o", std::string(object)});
+    if (int rc = run(compile, "compiling " + source.str() + " with nvcc"))
+      return rc;
+    link.append({std::string(object), MEGAC_CUDA_RUNTIME_LIBRARY, MEGAC_RUNTIME_LIBRARY});
+    appendSplit(link, MEGAC_RUNTIME_LINK);
+    appendSplit(link, MEGAC_CUDA_LINK);
+#endif
+  } else {
+    link.append({"-std=c++17", "-O2", "-march=native", "-I" MEGAC_RUNTIME_INCLUDE_DIR, std::string(source),
+                 MEGAC_RUNTIME_LIBRARY});
+    appendSplit(link, MEGAC_RUNTIME_LINK);
   }
-  return 0;
+  return run(link, "building " + binary.str());
+}
+
+/// --target, or the default: CUDA where megac has the CUDA runtime and this machine a GPU.
+Expected<megac::Target> resolveTarget() {
+  if (targetName.empty())
+    return kHaveCuda && sys::fs::exists("/dev/nvidia0") ? megac::Target::Cuda : megac::Target::Cpu;
+  if (targetName == "cpu")
+    return megac::Target::Cpu;
+  if (targetName != "cuda")
+    return createStringError("--target " + targetName + " is not a target; use cpu or cuda");
+  if (!kHaveCuda)
+    return createStringError("--target cuda: megac was built without the CUDA toolkit (no nvcc found at build "
+                             "time); install CUDA at /usr/local/cuda and rebuild with scripts/build.sh");
+  return megac::Target::Cuda;
 }
 
 } // namespace
@@ -159,6 +217,9 @@ int megac::runCompile() {
     return fail("--ddp-bucket-size must be >= 1 element, got " + Twine(ddpBucketSize));
   if (microBatch < 1)
     return fail("--micro-batch-size must be >= 1, got " + Twine(microBatch));
+  Expected<megac::Target> target = resolveTarget();
+  if (!target)
+    return fail(toString(target.takeError()));
 
   auto file = MemoryBuffer::getFile(specPath);
   if (!file)
@@ -277,23 +338,24 @@ int megac::runCompile() {
                         std::to_string(microBatch) + (padding.empty() ? "" : "; " + padding);
   std::string code, memoryPlan;
   raw_string_ostream codeOs(code), planOs(memoryPlan);
-  if (failed(emitTrainingProgram(*module, {header, summary}, codeOs, planOs)))
+  if (failed(emitTrainingProgram(*module, {header, summary, *target}, codeOs, planOs)))
     return fail("emitting C++ failed (see the error above)");
   if (!dumper.dump("memory-plan.txt", [&](raw_ostream &os) { os << memoryPlan; }))
     return 1;
 
   SmallString<128> mainPath(outDir), cmakePath(outDir), planPath(outDir);
-  sys::path::append(mainPath, "main.cpp");
+  sys::path::append(mainPath, sourceName(*target));
   sys::path::append(cmakePath, "CMakeLists.txt");
   sys::path::append(planPath, "memory-plan.txt");
-  if (!writeFile(mainPath, code) || !writeFile(cmakePath, outputCMake()) || !writeFile(planPath, memoryPlan))
+  if (!writeFile(mainPath, code) || !writeFile(cmakePath, outputCMake(*target)) || !writeFile(planPath, memoryPlan))
     return 1;
   if (!noBuild)
-    if (int rc = buildProgram(outDir))
+    if (int rc = buildProgram(outDir, *target))
       return rc;
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   outs() << "megac: " << summary << "\n"
-         << "megac: wrote " << outDir << (noBuild ? "/main.cpp" : "/train") << " in "
+         << "megac: target " << (*target == megac::Target::Cuda ? "cuda" : "cpu") << "\n"
+         << "megac: wrote " << outDir << "/" << (noBuild ? sourceName(*target) : StringRef("train")) << " in "
          << format("%.1f", seconds) << " s\n";
   return 0;
 }

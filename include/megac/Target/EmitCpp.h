@@ -10,12 +10,18 @@
 
 namespace megac {
 
+/// What the generated code runs on: the CPU kernels (megart::cpu) on host memory, or the CUDA
+/// kernels (megart::cuda) on GPU memory. The program text is the same but for the kernels'
+/// namespace, buffer copies and how scalars (the loss) come back to the host.
+enum class Target { Cpu, Cuda };
+
 struct EmitOptions {
   std::string header;  // comment lines at the top: spec, plan, rank layout
   std::string summary; // one line printed by the program at start-up
+  Target target = Target::Cpu;
 };
 
-/// Writes main.cpp to `os` and a human-readable memory plan to `plan`.
+/// Writes main.cpp (main.cu for CUDA) to `os` and a human-readable memory plan to `plan`.
 mlir::LogicalResult emitTrainingProgram(mlir::ModuleOp module, const EmitOptions &options,
                                         llvm::raw_ostream &os, llvm::raw_ostream &plan);
 
