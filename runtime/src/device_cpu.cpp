@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace megart {
 
@@ -35,6 +36,13 @@ public:
       std::memcpy(dst, src, bytes);
   }
   void synchronize() override {}
+  // The CPU kernels are fp32 only (OpenBLAS sgemm): a low-precision run needs the GPU build.
+  void set_compute_precision(Precision p) override {
+    if (p != Precision::Fp32)
+      throw Error(std::string("--") + precision_name(p) +
+                  " needs a program built with megac compile --target cuda; the CPU backend "
+                  "computes in fp32");
+  }
 
   double sum_of_squares(const TensorList &tensors) override { return grad_sum_of_squares(tensors); }
   void scale(const MutableTensorList &tensors, float coeff) override { scale_grads(tensors, coeff); }

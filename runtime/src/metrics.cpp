@@ -80,8 +80,8 @@ std::string format_metrics_json(const IterationMetrics &m) {
   s += ",\"ms_per_iter\":" + json_number(m.ms_per_iter);
   s += ",\"consumed_samples\":" + std::to_string(m.consumed_samples);
   s += ",\"global_batch_size\":" + std::to_string(m.global_batch_size);
-  if (m.loss_scale >= 0)
-    s += ",\"loss_scale\":" + json_number(m.loss_scale);
+  if (m.loss_scale >= 0) // exact: 2^32 in %.9g would read back as 4294967300
+    s += ",\"loss_scale\":" + (std::isfinite(m.loss_scale) ? format("%.17g", m.loss_scale) : "null");
   if (m.tflops_per_gpu >= 0)
     s += ",\"tflops_per_gpu\":" + json_number(m.tflops_per_gpu);
   if (m.mfu >= 0)

@@ -9,6 +9,9 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace megart {
 
@@ -34,6 +37,55 @@ std::string num(double x) {
 void require(bool ok, const std::string &message) {
   if (!ok)
     throw Error(message);
+}
+
+// --bf16 / --fp16 and loss scaling: every flag that would do nothing is refused, saying why.
+void resolve_precision_flags(const TrainFlags &f) {
+  require(!(f.bf16 && f.fp16), "--bf16 and --fp16 are both given; choose one: --bf16 (trains "
+                               "without loss scaling) or --fp16 (with loss scaling)");
+  if (f.grad_reduce_in_bf16)
+    throw Error(f.bf16 ? std::string("--grad-reduce-in-bf16 is not implemented yet: gradients are "
+                                     "reduced in fp32; drop the flag")
+                       : std::string("--grad-reduce-in-bf16 needs --bf16 (and is not implemented "
+                                     "yet: gradients are reduced in fp32); drop the flag"));
+  require(std::isfinite(f.loss_scale) && f.loss_scale >= 0,
+          "--loss-scale is " + num(f.loss_scale) +
+              "; it must be > 0 (a static scale, e.g. 65536), or 0 for dynamic loss scaling");
+  if (f.loss_scale > 0 && !f.fp16)
+    throw Error("--loss-scale " + num(f.loss_scale) + " needs --fp16: " +
+                (f.bf16 ? "bf16 has fp32's exponent range and trains without loss scaling"
+                        : "fp32 trains without loss scaling") +
+                "; add --fp16 or drop --loss-scale");
+  auto value = [&](const std::string &flag) {
+    if (flag == "--initial-loss-scale") return num(f.initial_loss_scale);
+    if (flag == "--min-loss-scale") return num(f.min_loss_scale);
+    if (flag == "--loss-scale-window") return std::to_string(f.loss_scale_window);
+    return std::to_string(f.hysteresis);
+  };
+  for (const std::string &flag : f.dynamic_scale_flags_given) {
+    if (!f.fp16)
+      throw Error(flag + " " + value(flag) + " only applies to dynamic loss scaling, which " +
+                  "needs --fp16; add --fp16 or drop " + flag);
+    if (f.loss_scale > 0)
+      throw Error(flag + " " + value(flag) +
+                  " only applies to dynamic loss scaling, but --loss-scale " + num(f.loss_scale) +
+                  " sets a static one; drop " + flag + " or --loss-scale");
+  }
+  require(std::isfinite(f.initial_loss_scale) && f.initial_loss_scale > 0,
+          "--initial-loss-scale is " + num(f.initial_loss_scale) +
+              "; it must be > 0 (default 2^32)");
+  require(std::isfinite(f.min_loss_scale) && f.min_loss_scale > 0,
+          "--min-loss-scale is " + num(f.min_loss_scale) + "; it must be > 0 (default 1)");
+  require(f.min_loss_scale <= f.initial_loss_scale,
+          "--min-loss-scale (" + num(f.min_loss_scale) + ") is greater than " +
+              "--initial-loss-scale (" + num(f.initial_loss_scale) +
+              "); lower it or raise --initial-loss-scale");
+  require(f.loss_scale_window >= 1, "--loss-scale-window is " +
+                                        std::to_string(f.loss_scale_window) +
+                                        "; it must be at least 1 (default 1000)");
+  require(f.hysteresis >= 1,
+          "--hysteresis is " + std::to_string(f.hysteresis) +
+              "; it must be at least 1 (default 2)");
 }
 
 } // namespace
@@ -100,11 +152,44 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
                  "Peak TFLOP/s of one device for the MFU figure (default: computed from the "
                  "device's SM count and clock; the CPU has none)")
       ->capture_default_str();
+  app.add_flag("--bf16", f.bf16,
+               "bf16 GEMM inputs with fp32 accumulation; weights, gradients and optimizer stay "
+               "fp32 (CUDA programs only)");
+  app.add_flag("--fp16", f.fp16,
+               "fp16 GEMM inputs with fp32 accumulation, and loss scaling (CUDA programs only)");
+  app.add_option("--loss-scale", f.loss_scale,
+                 "Static loss scale with --fp16 (a power of 2 is exact); 0 or absent: dynamic")
+      ->capture_default_str();
+  // Only the dynamic scaler reads these; resolve_train_flags rejects them where it does not run.
+  const std::vector<std::pair<const char *, CLI::Option *>> dynamic = {
+      {"--initial-loss-scale",
+       app.add_option("--initial-loss-scale", f.initial_loss_scale,
+                      "Dynamic loss scaling (--fp16): the starting scale")
+           ->capture_default_str()},
+      {"--min-loss-scale",
+       app.add_option("--min-loss-scale", f.min_loss_scale,
+                      "Dynamic loss scaling: the scale never backs off below it")
+           ->capture_default_str()},
+      {"--loss-scale-window",
+       app.add_option("--loss-scale-window", f.loss_scale_window,
+                      "Dynamic loss scaling: finite iterations in a row before the scale doubles")
+           ->capture_default_str()},
+      {"--hysteresis", app.add_option("--hysteresis", f.hysteresis,
+                                      "Dynamic loss scaling: non-finite iterations (since the last "
+                                      "growth) before the scale halves")
+                           ->capture_default_str()},
+  };
+  app.add_flag("--grad-reduce-in-bf16", f.grad_reduce_in_bf16,
+               "With --bf16: reduce gradients in bf16 (not implemented yet: refused; gradients "
+               "are reduced in fp32)");
   app.add_flag("--rank-layout", f.rank_layout,
                "Print the global rank -> (dp, pp, tp) table of the compiled plan and exit");
   try {
     app.parse(argc, argv);
     f.ddp_bucket_size_given = bucket->count() > 0;
+    for (const auto &[name, option] : dynamic)
+      if (option->count() > 0)
+        f.dynamic_scale_flags_given.push_back(name);
   } catch (const CLI::CallForHelp &e) {
     return app.exit(e, out, err);
   } catch (const CLI::ParseError &e) {
@@ -205,6 +290,7 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
   if (f.save_interval > 0 && f.save.empty())
     throw Error("--save-interval " + std::to_string(f.save_interval) +
                 " needs --save DIR to say where checkpoints go");
+  resolve_precision_flags(f);
   // The schedule's own checks (same rules; keeps the two from drifting apart).
   LrSchedule schedule{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters, f.lr_decay_iters};
   schedule.validate();

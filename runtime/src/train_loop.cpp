@@ -3,6 +3,7 @@
 #include "megart/aligned_buffer.h"
 #include "megart/grad_norm.h"
 #include "megart/grad_sync.h"
+#include "megart/loss_scaler.h"
 #include "megart/optimizer.h"
 #include "megart/pipeline_executor.h"
 #include "megart/train_checkpoint.h"
@@ -55,6 +56,9 @@ public:
   }
 
   double lr_for_iteration(int64_t k) const { return schedule_.lr_for_iteration(k); }
+
+  // Undoes the loss scale on this rank's gradients (inf and NaN stay so: the norm sees them).
+  void unscale(double loss_scale) { device_.scale(grads_, static_cast<float>(1.0 / loss_scale)); }
 
   // The whole model's norm before clipping (the same on every tp rank, so every rank makes the
   // same decision); clips this rank's gradients in place. A non-finite norm is left alone: the
@@ -158,6 +162,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
                       pipelined ? &pipe->tied.norm_counted() : nullptr);
   const SyncFn compiled_sync = pipelined ? pipe->stage.sync_gradients : program.sync_gradients;
   data.set_order(f.shuffle, static_cast<uint64_t>(f.seed)); // the same order on every rank
+  // fp16 only. Every rank sees the same norm, so every rank's scaler takes the same path.
+  const std::unique_ptr<LossScaler> scaler = make_loss_scaler(f);
 
   const StepContext ctx = grid.step_context();
   TrainResult result;
@@ -169,6 +175,10 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     const int64_t first = (k - 1) * B + grid.coord().dp * per_rank;
     double loss_sum = 0; // double: many microbatches add up without drift
     int64_t peak_stash = 0;
+    // The backward pass starts from dloss x scale (exact for a power-of-2 scale); the loss the
+    // step returns is the forward's, unscaled.
+    const double loss_scale = scaler ? scaler->scale() : 1.0;
+    const float scaled_dloss = static_cast<float>(static_cast<double>(dloss) * loss_scale);
     if (pipelined) {
       // Every microbatch of the iteration up front: the schedule interleaves them.
       data.fill(first, num_micro * b, ids.data(), labels.data());
@@ -176,7 +186,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
       activity.phase("pipeline schedule");
       const PipelineIterationResult r =
           pipe->executor.run(ctx, store.param_table(), store.grad_table(), device_ids.as<int32_t>(),
-                             device_labels.as<int32_t>(), b * s, dloss);
+                             device_labels.as<int32_t>(), b * s, scaled_dloss);
       loss_sum = r.loss_sum; // only the last stage has the losses; 0 elsewhere
       peak_stash = r.peak_stash;
     } else {
@@ -184,8 +194,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
       for (int64_t m = 0; m < num_micro; ++m) {
         data.fill(first + m * b, b, ids.data(), labels.data());
         upload();
-        loss_sum += program.step(ctx, store.param_table(), store.grad_table(), arena.as<char>(),
-                                 device_ids.as<int32_t>(), device_labels.as<int32_t>(), dloss);
+        loss_sum +=
+            program.step(ctx, store.param_table(), store.grad_table(), arena.as<char>(),
+                         device_ids.as<int32_t>(), device_labels.as<int32_t>(), scaled_dloss);
       }
     }
     double loss = loss_sum / static_cast<double>(num_micro);
@@ -215,12 +226,17 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
       activity.phase("stash peak report");
       peaks = gather_stash_peaks(program, peak_stash, grid.pp());
     }
+    // Unscaled after every sum (dp, tied copies): the norm, clipping and AdamW see true gradients.
+    if (scaler)
+      optimizer.unscale(loss_scale);
     activity.phase("gradient norm");
     const double norm = optimizer.clip();
     const double lr = optimizer.lr_for_iteration(k);
     const bool finite = std::isfinite(norm);
     if (finite)
       optimizer.step(lr);
+    if (scaler)
+      scaler->update(finite);
     device.synchronize(); // the iteration's time includes its queued device work
     // Floor: a clock tick of 0 would make the throughput infinite.
     const double seconds =
@@ -235,6 +251,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     it.lr = lr;
     it.lm_loss = loss;
     it.grad_norm = norm;
+    it.loss_scale = scaler ? scaler->scale() : -1; // after the update, as Megatron logs it
     it.tflops_per_gpu = flops > 0 ? flops / seconds / 1e12 / world : -1;
     it.mfu = mfu(it.tflops_per_gpu);
     it.skipped_iterations = finite ? 0 : 1;

@@ -48,6 +48,9 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
                             const ProcessGrid &grid) {
   validate_program(program);
   resolve_train_flags(flags, program);
+  // Before anything is opened or allocated: a backend that cannot compute in the precision
+  // asked for says so first.
+  program_device(program).set_compute_precision(compute_precision(flags));
   // With pipeline parallelism this rank holds only its stage's parameters.
   const bool pipelined = program.pipeline_parallel_size > 1;
   const ParamDesc *params = pipelined ? program.stages[grid.coord().pp].params : program.params;
@@ -107,6 +110,18 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
       << " x micro batch " << b << ", lr " << fmt("%g", f.lr) << " (" << f.lr_decay_style
       << " to " << fmt("%g", f.min_lr) << ", warmup " << f.lr_warmup_iters << "), clip-grad "
       << fmt("%g", f.clip_grad) << std::endl;
+  if (f.bf16 || f.fp16) {
+    out << "  precision: " << precision_name(compute_precision(f))
+        << " GEMM inputs, fp32 accumulation; weights, gradients and optimizer in fp32";
+    if (f.fp16)
+      out << "; loss scale "
+          << (f.loss_scale > 0 ? fmt("%.15g", f.loss_scale) + " (static)"
+                               : fmt("%.15g", f.initial_loss_scale) + " (dynamic: min " +
+                                     fmt("%.15g", f.min_loss_scale) + ", window " +
+                                     std::to_string(f.loss_scale_window) + ", hysteresis " +
+                                     std::to_string(f.hysteresis) + ")");
+    out << std::endl;
+  }
 }
 
 } // namespace megart

@@ -253,3 +253,97 @@ TEST(TrainFlags, PipelineBatchIsCompiledIn) {
                            "out)");
   }
 }
+
+TEST(TrainFlags, MixedPrecisionDefaults) {
+  Parsed p = parse(kMinimal);
+  ASSERT_FALSE(p.exit) << p.err;
+  const TrainFlags &f = p.flags;
+  EXPECT_FALSE(f.bf16);
+  EXPECT_FALSE(f.fp16);
+  EXPECT_EQ(f.loss_scale, 0.0);
+  EXPECT_EQ(f.initial_loss_scale, 4294967296.0); // Megatron's 2^32
+  EXPECT_EQ(f.min_loss_scale, 1.0);
+  EXPECT_EQ(f.loss_scale_window, 1000);
+  EXPECT_EQ(f.hysteresis, 2);
+  EXPECT_FALSE(f.grad_reduce_in_bf16);
+  EXPECT_EQ(megart::compute_precision(f), megart::Precision::Fp32);
+}
+
+TEST(TrainFlags, ParsesMixedPrecisionFlags) {
+  auto resolved = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = kMinimal;
+    args.insert(args.end(), extra.begin(), extra.end());
+    Parsed p = parse(args);
+    EXPECT_FALSE(p.exit) << p.err;
+    megart::ProgramDesc program{};
+    program.micro_batch_size = 4;
+    megart::resolve_train_flags(p.flags, program);
+    return p.flags;
+  };
+  EXPECT_EQ(megart::compute_precision(resolved({"--bf16"})), megart::Precision::Bf16);
+  const TrainFlags dynamic =
+      resolved({"--fp16", "--initial-loss-scale", "65536", "--min-loss-scale", "2",
+                "--loss-scale-window", "500", "--hysteresis", "4"});
+  EXPECT_EQ(megart::compute_precision(dynamic), megart::Precision::Fp16);
+  EXPECT_EQ(dynamic.initial_loss_scale, 65536.0);
+  EXPECT_EQ(dynamic.min_loss_scale, 2.0);
+  EXPECT_EQ(dynamic.loss_scale_window, 500);
+  EXPECT_EQ(dynamic.hysteresis, 4);
+  EXPECT_EQ(resolved({"--fp16", "--loss-scale", "1024"}).loss_scale, 1024.0);
+  EXPECT_EQ(resolved({"--fp16", "--loss-scale", "0"}).loss_scale, 0.0); // 0: dynamic
+}
+
+TEST(TrainFlags, HelpListsMixedPrecisionFlags) {
+  Parsed p = parse({"--help"});
+  ASSERT_TRUE(p.exit);
+  for (const char *flag : {"--bf16", "--fp16", "--loss-scale", "--initial-loss-scale",
+                           "--min-loss-scale", "--loss-scale-window", "--hysteresis",
+                           "--grad-reduce-in-bf16"})
+    EXPECT_THAT(p.out, HasSubstr(flag));
+}
+
+TEST(TrainFlags, MixedPrecisionCombinationsNameTheFix) {
+  EXPECT_EQ(resolve_error({"--bf16", "--fp16"}),
+            "--bf16 and --fp16 are both given; choose one: --bf16 (trains without loss scaling) "
+            "or --fp16 (with loss scaling)");
+  EXPECT_EQ(resolve_error({"--loss-scale", "1024"}),
+            "--loss-scale 1024 needs --fp16: fp32 trains without loss scaling; add --fp16 or "
+            "drop --loss-scale");
+  EXPECT_EQ(resolve_error({"--bf16", "--loss-scale", "1024"}),
+            "--loss-scale 1024 needs --fp16: bf16 has fp32's exponent range and trains without "
+            "loss scaling; add --fp16 or drop --loss-scale");
+  EXPECT_EQ(resolve_error({"--initial-loss-scale", "65536"}),
+            "--initial-loss-scale 65536 only applies to dynamic loss scaling, which needs --fp16; "
+            "add --fp16 or drop --initial-loss-scale");
+  EXPECT_EQ(resolve_error({"--bf16", "--hysteresis", "3"}),
+            "--hysteresis 3 only applies to dynamic loss scaling, which needs --fp16; add --fp16 "
+            "or drop --hysteresis");
+  EXPECT_EQ(resolve_error({"--fp16", "--loss-scale", "1024", "--loss-scale-window", "100"}),
+            "--loss-scale-window 100 only applies to dynamic loss scaling, but --loss-scale 1024 "
+            "sets a static one; drop --loss-scale-window or --loss-scale");
+  EXPECT_EQ(resolve_error({"--grad-reduce-in-bf16"}),
+            "--grad-reduce-in-bf16 needs --bf16 (and is not implemented yet: gradients are "
+            "reduced in fp32); drop the flag");
+  EXPECT_EQ(resolve_error({"--bf16", "--grad-reduce-in-bf16"}),
+            "--grad-reduce-in-bf16 is not implemented yet: gradients are reduced in fp32; drop "
+            "the flag");
+}
+
+TEST(TrainFlags, LossScaleValues) {
+  EXPECT_EQ(resolve_error({"--fp16", "--loss-scale", "-1"}),
+            "--loss-scale is -1; it must be > 0 (a static scale, e.g. 65536), or 0 for dynamic "
+            "loss scaling");
+  EXPECT_EQ(resolve_error({"--fp16", "--initial-loss-scale", "0"}),
+            "--initial-loss-scale is 0; it must be > 0 (default 2^32)");
+  EXPECT_EQ(resolve_error({"--fp16", "--min-loss-scale", "0"}),
+            "--min-loss-scale is 0; it must be > 0 (default 1)");
+  EXPECT_EQ(resolve_error({"--fp16", "--min-loss-scale", "1024", "--initial-loss-scale", "512"}),
+            "--min-loss-scale (1024) is greater than --initial-loss-scale (512); lower it or "
+            "raise --initial-loss-scale");
+  EXPECT_EQ(resolve_error({"--fp16", "--loss-scale-window", "0"}),
+            "--loss-scale-window is 0; it must be at least 1 (default 1000)");
+  EXPECT_EQ(resolve_error({"--fp16", "--hysteresis", "0"}),
+            "--hysteresis is 0; it must be at least 1 (default 2)");
+  EXPECT_EQ(resolve_error({"--fp16", "--min-loss-scale", "1024", "--initial-loss-scale", "1024"}),
+            "");
+}

@@ -105,16 +105,31 @@ public:
     return nccl_communicator(std::move(host));
   }
 
-  // Dense fp32 peak from the SM count and clock: 2 flops per FP32 core per cycle (64 cores per
-  // SM on sm_80, 128 on sm_90).
+  // Only the GEMMs change precision (the autocast model); the kernels' own math stays fp32.
+  void set_compute_precision(Precision p) override {
+    precision_ = p;
+    set_gemm_precision(p);
+  }
+
+  // Dense peak from the SM count and clock. fp32: 2 flops per FP32 core per cycle (64 cores per
+  // SM on sm_80, 128 on sm_90). bf16 / fp16 with fp32 accumulation: the tensor cores' dense
+  // FLOP per clock per SM, 2048 on sm_80 and 4096 on sm_90 (A100 312, H100 SXM 989 TFLOP/s at
+  // their rated clocks). Other architectures: 0 (unknown; --peak-tflops gives it), not a guess.
   double peak_tflops() const override {
     int clock_khz = 0;
     cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, index_);
-    const double cores = props_.major >= 9 ? 128 : 64;
-    return 2.0 * cores * props_.multiProcessorCount * clock_khz * 1e3 / 1e12;
+    const double sm_clock = props_.multiProcessorCount * static_cast<double>(clock_khz) * 1e3;
+    if (precision_ == Precision::Fp32) {
+      const double cores = props_.major >= 9 ? 128 : 64;
+      return 2.0 * cores * sm_clock / 1e12;
+    }
+    const int sm = props_.major * 10 + props_.minor;
+    const double flops_per_clock = sm == 90 ? 4096 : sm == 80 ? 2048 : 0;
+    return flops_per_clock * sm_clock / 1e12;
   }
 
 private:
+  Precision precision_ = Precision::Fp32;
   int index_ = 0;
   cudaDeviceProp props_{};
   cudaStream_t stream_ = nullptr;

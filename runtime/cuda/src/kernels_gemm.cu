@@ -1,13 +1,18 @@
 // GEMM on cuBLASLt in fp32 (CUBLAS_COMPUTE_32F: no TF32, so results match the CPU's sgemm
 // within float rounding). Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so
 // every call hands cuBLASLt B as its "A" and A as its "B" with the sizes swapped.
-#include "megart/cuda/device.h"
-#include "megart/cuda/kernels.h"
-#include "megart/error.h"
+//
+// With set_gemm_precision(Bf16 / Fp16), A and B are first rounded into the shared workspace and
+// cuBLASLt multiplies those (tensor cores) with fp32 accumulation into the fp32 C: every tensor
+// in memory stays fp32, as under PyTorch autocast.
+#include "cuda_detail.cuh"
 
 #include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <array>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <map>
@@ -16,6 +21,8 @@
 
 namespace megart::cuda {
 namespace {
+
+std::atomic<Precision> g_precision{Precision::Fp32};
 
 void check_lt(cublasStatus_t status, const char *what) {
   if (status != CUBLAS_STATUS_SUCCESS)
@@ -51,20 +58,25 @@ int64_t checked_dim(int64_t v, const char *what) {
 
 // Largest power of two (at most 256) dividing the address: the heuristic must only pick
 // algorithms that work with the operands' actual alignment.
-uint32_t alignment(const void *p, int64_t stride_elems = 0) {
+uint32_t alignment(const void *p, int64_t stride_elems = 0, size_t elem_bytes = sizeof(float)) {
   uintptr_t bits = reinterpret_cast<uintptr_t>(p) | 256u;
   if (stride_elems != 0)
-    bits |= static_cast<uintptr_t>(stride_elems) * sizeof(float);
+    bits |= static_cast<uintptr_t>(stride_elems) * elem_bytes;
   return static_cast<uint32_t>(bits & (~bits + 1));
 }
 
-// A column-major rows x cols fp32 layout with leading dimension ld, strided-batched when
+// cuBLASLt's type for the A and B operands.
+cudaDataType_t input_type(Precision p) {
+  return p == Precision::Bf16 ? CUDA_R_16BF : p == Precision::Fp16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+// A column-major rows x cols layout of `type` with leading dimension ld, strided-batched when
 // batch > 1.
-cublasLtMatrixLayout_t make_layout(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                                   int64_t stride) {
   cublasLtMatrixLayout_t layout = nullptr;
-  check_lt(
-      cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
-      "cublasLtMatrixLayoutCreate");
+  check_lt(cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
+           "cublasLtMatrixLayoutCreate");
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
     check_lt(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
@@ -86,11 +98,13 @@ struct Plan {
   bool found = false;
 };
 
-// m, n, k, transpose_a, transpose_b, batch, stride_a, stride_b, stride_c, alignments of a, b, c.
-using PlanKey = std::array<int64_t, 12>;
+// m, n, k, transpose_a, transpose_b, batch, stride_a, stride_b, stride_c, alignments of a, b, c,
+// and the input precision (the operands' type).
+using PlanKey = std::array<int64_t, 13>;
 
 Plan make_plan(const PlanKey &key) {
-  const auto [m, n, k, ta, tb, batch, stride_a, stride_b, stride_c, align_a, align_b, align_c] = key;
+  const auto [m, n, k, ta, tb, batch, stride_a, stride_b, stride_c, align_a, align_b, align_c, precision] = key;
+  const cudaDataType_t in = input_type(static_cast<Precision>(precision));
   Plan plan;
   check_lt(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   // cuBLASLt's A is our B: row-major [k, n] (or [n, k] transposed) is column-major n x k (k x n).
@@ -99,9 +113,9 @@ Plan make_plan(const PlanKey &key) {
            "cublasLtMatmulDescSetAttribute(TRANSA)");
   check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
            "cublasLtMatmulDescSetAttribute(TRANSB)");
-  plan.a = tb ? make_layout(k, n, k, batch, stride_b) : make_layout(n, k, n, batch, stride_b);
-  plan.b = ta ? make_layout(m, k, m, batch, stride_a) : make_layout(k, m, k, batch, stride_a);
-  plan.c = make_layout(n, m, n, batch, stride_c);
+  plan.a = tb ? make_layout(in, k, n, k, batch, stride_b) : make_layout(in, n, k, n, batch, stride_b);
+  plan.b = ta ? make_layout(in, m, k, m, batch, stride_a) : make_layout(in, k, m, k, batch, stride_a);
+  plan.c = make_layout(CUDA_R_32F, n, m, n, batch, stride_c); // C and D stay fp32 in every precision
 
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
@@ -151,20 +165,59 @@ const Plan &plan_for(const PlanKey &key) {
   return it->second;
 }
 
-// One (strided-batched) cublasLtMatmul. Returns false, having launched nothing, when cuBLASLt
-// has no algorithm for it.
+// fp32 -> bf16 / fp16, round to nearest even (inf and NaN stay so; fp16 overflows to inf).
+__device__ inline __nv_bfloat16 round_to(float x, __nv_bfloat16 *) { return __float2bfloat16_rn(x); }
+__device__ inline __half round_to(float x, __half *) { return __float2half_rn(x); }
+
+template <typename T> __global__ void round_kernel(T *out, const float *in, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = round_to(in[i], static_cast<T *>(nullptr));
+}
+
+void round_into(void *out, const float *in, int64_t n, Precision p) {
+  const unsigned blocks = detail::elementwise_blocks(n);
+  if (p == Precision::Bf16)
+    round_kernel<<<blocks, detail::kThreads, 0, compute_stream()>>>(static_cast<__nv_bfloat16 *>(out), in, n);
+  else
+    round_kernel<<<blocks, detail::kThreads, 0, compute_stream()>>>(static_cast<__half *>(out), in, n);
+  detail::check_launch("gemm operand rounding kernel");
+}
+
+// Elements from an operand's first matrix to the end of its last (gaps between matrices
+// included, so the rounded copy keeps the strides).
+int64_t span(int64_t size, int64_t batch, int64_t stride) { return batch > 1 ? (batch - 1) * stride + size : size; }
+
+// One (strided-batched) cublasLtMatmul with inputs in `precision`. Returns false, having
+// launched nothing, when cuBLASLt has no algorithm for it.
 bool matmul(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t batch,
-            int64_t stride_a, int64_t stride_b, int64_t stride_c, float alpha, float beta) {
+            int64_t stride_a, int64_t stride_b, int64_t stride_c, float alpha, float beta, Precision precision) {
   if (batch == 1)
     stride_a = stride_b = stride_c = 0; // unused; keeps one plan per shape
-  const int64_t align_a = alignment(a, stride_a), align_b = alignment(b, stride_b), align_c = alignment(c, stride_c);
-  const PlanKey key{m, n, k, ta, tb, batch, stride_a, stride_b, stride_c, align_a, align_b, align_c};
+  const bool rounded = precision != Precision::Fp32;
+  const size_t elem = rounded ? 2 : sizeof(float);
+  // Rounded copies start on 256-byte boundaries of the workspace (alignment(nullptr) is 256).
+  const int64_t align_a = alignment(rounded ? nullptr : a, stride_a, elem),
+                align_b = alignment(rounded ? nullptr : b, stride_b, elem), align_c = alignment(c, stride_c);
+  const PlanKey key{m, n, k, ta, tb, batch, stride_a, stride_b, stride_c, align_a, align_b, align_c,
+                    static_cast<int64_t>(precision)};
   const Plan &plan = plan_for(key);
   if (!plan.found)
     return false;
+  const void *in_a = a, *in_b = b;
+  if (rounded) {
+    // Both copies in the shared workspace (no other kernel holds it across a GEMM); stream
+    // order keeps the previous GEMM's reads of it ahead of these writes.
+    const int64_t n_a = span(m * k, batch, stride_a), n_b = span(k * n, batch, stride_b);
+    const size_t bytes_a = detail::aligned_bytes(size_t(n_a) * elem);
+    char *copies = static_cast<char *>(detail::workspace(bytes_a + size_t(n_b) * elem));
+    round_into(copies, a, n_a, precision);
+    round_into(copies + bytes_a, b, n_b, precision);
+    in_a = copies;
+    in_b = copies + bytes_a;
+  }
   // beta == 0: cuBLASLt does not read C (as BLAS), so garbage there cannot leak into D.
-  check_lt(cublasLtMatmul(lt().handle, plan.desc, &alpha, b, plan.a, a, plan.b, &beta, c, plan.c, c, plan.c, &plan.algo,
-                          lt().workspace, kWorkspaceBytes, compute_stream()),
+  check_lt(cublasLtMatmul(lt().handle, plan.desc, &alpha, in_b, plan.a, in_a, plan.b, &beta, c, plan.c, c, plan.c,
+                          &plan.algo, lt().workspace, kWorkspaceBytes, compute_stream()),
            "cublasLtMatmul");
   return true;
 }
@@ -185,6 +238,9 @@ void scale_only(float *c, int64_t count, float beta) {
 
 } // namespace
 
+void set_gemm_precision(Precision p) { g_precision = p; }
+Precision gemm_precision() { return g_precision; }
+
 void gemm(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b,
           float alpha, float beta) {
   checked_dim(m, "m");
@@ -194,9 +250,16 @@ void gemm(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_
     return;
   if (k == 0)
     return scale_only(c, m * n, beta);
-  if (!matmul(c, a, b, m, n, k, transpose_a, transpose_b, 1, 0, 0, 0, alpha, beta))
-    throw Error("gemm: cuBLASLt has no fp32 algorithm for m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                " k=" + std::to_string(k));
+  const Precision precision = g_precision;
+  if (matmul(c, a, b, m, n, k, transpose_a, transpose_b, 1, 0, 0, 0, alpha, beta, precision))
+    return;
+  // No bf16 / fp16 algorithm for this shape (odd sizes, misaligned leading dimensions): this one
+  // product is computed in fp32, which is only more accurate.
+  if (precision != Precision::Fp32 &&
+      matmul(c, a, b, m, n, k, transpose_a, transpose_b, 1, 0, 0, 0, alpha, beta, Precision::Fp32))
+    return;
+  throw Error("gemm: cuBLASLt has no fp32 algorithm for m=" + std::to_string(m) + " n=" + std::to_string(n) +
+              " k=" + std::to_string(k));
 }
 
 void gemm_batched(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
@@ -229,7 +292,8 @@ void gemm_batched(float *c, const float *a, const float *b, int64_t batch, int64
   // Outputs that overlap (or run backwards) depend on the batch order: keep it.
   if (stride_c < m * n || stride_a < 0 || stride_b < 0)
     return one_by_one();
-  if (!matmul(c, a, b, m, n, k, transpose_a, transpose_b, batch, stride_a, stride_b, stride_c, alpha, beta))
+  if (!matmul(c, a, b, m, n, k, transpose_a, transpose_b, batch, stride_a, stride_b, stride_c, alpha, beta,
+              g_precision))
     one_by_one(); // no strided-batched algorithm (e.g. for a broadcast operand): same result, more launches
 }
 

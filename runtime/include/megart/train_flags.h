@@ -2,12 +2,14 @@
 // then checked against the compiled program before anything runs.
 #pragma once
 
+#include "megart/device.h"
 #include "megart/program.h"
 
 #include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace megart {
 
@@ -39,7 +41,25 @@ struct TrainFlags {
   double distributed_timeout_minutes = 10; // how long a rank waits for the others, then stops
   double peak_tflops = 0;           // --peak-tflops: one GPU's peak for MFU; 0 = the device's
   bool rank_layout = false;         // --rank-layout: print the rank -> (dp, pp, tp) table, exit
+  // Mixed precision (Megatron's names and defaults). Weights, gradients and the optimizer stay
+  // fp32; --bf16 / --fp16 set the GEMM input precision. fp16 also scales the loss.
+  bool bf16 = false;
+  bool fp16 = false;
+  double loss_scale = 0;            // --loss-scale: a static scale (fp16); 0 = dynamic
+  double initial_loss_scale = 4294967296.0; // 2^32, the dynamic scale's start
+  double min_loss_scale = 1;
+  int64_t loss_scale_window = 1000; // finite iterations before the dynamic scale doubles
+  int64_t hysteresis = 2;           // non-finite iterations before it halves
+  bool grad_reduce_in_bf16 = false; // accepted by the parser; resolve rejects it (fp32 reduce)
+  // The dynamic-scaler flags given on the command line (not defaults), to reject them when they
+  // would do nothing.
+  std::vector<std::string> dynamic_scale_flags_given;
 };
+
+// fp32 unless --bf16 or --fp16.
+inline Precision compute_precision(const TrainFlags &f) {
+  return f.bf16 ? Precision::Bf16 : f.fp16 ? Precision::Fp16 : Precision::Fp32;
+}
 
 // Parses argv. Returns std::nullopt when training should go on. Otherwise the process should
 // exit with the returned code: 0 after --help (usage printed to `out`), 1 after a parse error

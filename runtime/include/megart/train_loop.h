@@ -33,6 +33,10 @@ struct TrainResult {
 // given, and saves checkpoints to flags.save (from dp rank 0, gathered over tp). The caller
 // passes a silent `out` and no `metrics` on every rank but global rank 0.
 //
+// --fp16 (loss_scaler.h): dloss is multiplied by the loss scale; after the dp and tied-weight
+// sums the gradients are multiplied by 1/scale, then the norm decides: a non-finite one skips
+// the step and tells the scaler. The log line and metrics show the scale after its update.
+//
 // Pipeline parallelism (pp > 1): `store` holds this rank's stage; each iteration runs the
 // stage's compiled schedule over all microbatches (PipelineExecutor), sums the dp gradients,
 // then the gradients of weights tied between stages (TiedGradients), and the loss over pp (only

@@ -30,6 +30,12 @@ void zero_buffer(void *dst, size_t bytes);                  // async
 float read_scalar(const float *value);                      // waits for the stream
 
 // ---- GEMM: cuBLASLt, fp32 (TF32 off: results match the CPU within float rounding) ----------
+// The input precision of every gemm / gemm_batched from now on (the CUDA Device's compute
+// precision; Fp32 at start). Fp32: fp32 inputs and math. Bf16 / Fp16: A and B are rounded to
+// nearest even into a workspace and multiplied on tensor cores with fp32 accumulation into fp32
+// C: the autocast model, where every tensor in memory stays fp32.
+void set_gemm_precision(Precision p);
+Precision gemm_precision();
 void gemm(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_t k, bool transpose_a,
           bool transpose_b, float alpha = 1.0f, float beta = 0.0f);
 void gemm_batched(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
