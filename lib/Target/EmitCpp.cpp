@@ -19,7 +19,7 @@ Signature trainStepSignature(func::FuncOp fn) {
   Signature sig;
   sig.prototype = "float train_step(const megart::StepContext &ctx, float *const *params, float *const *grads, "
                   "char *ws,\n                 const int32_t *ids, const int32_t *labels, float dloss) {";
-  sig.args = {"ids", "labels", "(&dloss)"};
+  sig.args = {"ids", "labels", kDlossArg};
   sig.results.assign(fn.getNumResults(), "");
   sig.hasParams = true;
   sig.returnedScalar = 0;

@@ -60,7 +60,7 @@ Signature backwardSignature(func::FuncOp fn, int64_t numStashed, bool first, boo
                   "(const megart::StepContext &ctx, float *const *params, float *const *grads, char *ws,\n"
                   "    const int32_t *ids, const int32_t *labels, float dloss, const char *stash,\n"
                   "    const float *output_grad, float *input_grad) {";
-  sig.args = {"ids", "labels", "(&dloss)"};
+  sig.args = {"ids", "labels", kDlossArg};
   TypeRange stashed = fn.getArgumentTypes().slice(3, numStashed);
   StashLayout layout = stashLayout(stashed);
   for (auto [i, t] : llvm::enumerate(stashed)) {

@@ -85,11 +85,11 @@ private:
   void copy(const std::string &dst, const std::string &src, int64_t bytes) {
     os << "  " << (onDevice() ? "copy_buffer(" : "std::memcpy(") << dst << ", " << src << ", " << bytes << ");\n";
   }
-  /// The loss gradient a cross-entropy backward scales by, as a host float: on the GPU only an
-  /// argument (the runtime's dloss, passed by address) is host memory.
+  /// The loss gradient a cross-entropy backward scales by, as a host float: on the GPU only the
+  /// runtime's dloss argument (passed by address) is host memory.
   FailureOr<std::string> hostScalar(Operation &op, Value v) {
-    if (onDevice() && !isa<BlockArgument>(aliasRoot(v)))
-      return unsupported(op, "the loss gradient must be the function's dloss argument for the CUDA target");
+    if (onDevice() && ptr(v) != kDlossArg)
+      return unsupported(op, "the loss gradient must be the step's dloss argument for the CUDA target");
     return "*" + ptr(v);
   }
   /// `out = kernel(args)` for a kernel that returns a scalar on the CPU; its CUDA twin writes the

@@ -27,6 +27,9 @@ struct ParamTable {
   }
 };
 
+/// How a step or chunk function names its dloss argument: the address of its float parameter.
+inline constexpr const char *kDlossArg = "(&dloss)";
+
 struct Signature {
   std::string prototype;                  // "void f(...) {" with the workspace named `ws`
   llvm::SmallVector<std::string> args;    // C++ expression of each block argument

@@ -103,6 +103,7 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
   // From here on the ranks are in lockstep: a failure on one cannot be agreed on, so it stops
   // the whole job. A rank whose peer died or hung finds out by the timeout, and stops it too.
   grid.set_timeout(flags.distributed_timeout_minutes * 60);
+  program_device(program).set_timeout(flags.distributed_timeout_minutes * 60);
   const std::string failure = failure_of(
       [&] {
         print_header(log, program, flags, grid, setup);

@@ -81,9 +81,8 @@ cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds 
                          cl::sub(compile));
 cl::opt<bool> noBuild("no-build", cl::desc("write OUT/main.cpp (main.cu) and OUT/CMakeLists.txt but do not build"),
                       cl::sub(compile));
-cl::opt<std::string> targetName("target",
-                                cl::desc("cpu or cuda (default: cuda when megac was built with the CUDA toolkit and "
-                                         "a GPU is present, else cpu)"),
+cl::opt<std::string> targetName("target", cl::init("cpu"),
+                                cl::desc("cpu (default) or cuda (needs megac built with the CUDA toolkit)"),
                                 cl::sub(compile));
 
 int fail(const Twine &message) {
@@ -131,16 +130,19 @@ StringRef sourceName(megac::Target target) { return target == megac::Target::Cud
 
 std::string outputCMake(megac::Target target) {
   bool cuda = target == megac::Target::Cuda;
-  return std::string("# Builds the generated training program against megac's runtime.\n"
+  std::string text = "# Builds the generated training program against megac's runtime.\n"
                      "# megac compile already built ./train; this is for other machines (set MEGART_DIR).\n"
-                     "cmake_minimum_required(VERSION 3.20)\nproject(megac_train LANGUAGES C CXX") +
-         (cuda ? " CUDA" : "") +
-         ")\n"
-         "set(CMAKE_CXX_STANDARD 17)\n"
-         "set(MEGART_DIR \"" MEGAC_RUNTIME_SOURCE_DIR "\" CACHE PATH \"megac's runtime/ folder\")\n"
-         "add_subdirectory(${MEGART_DIR} megart EXCLUDE_FROM_ALL)\n" +
-         (cuda ? "add_executable(train main.cu)\ntarget_link_libraries(train PRIVATE megart-cuda)\n"
-               : "add_executable(train main.cpp)\ntarget_link_libraries(train PRIVATE megart)\n");
+                     "cmake_minimum_required(VERSION 3.20)\n";
+  // Before project(): enabling CUDA there would otherwise fix nvcc's default architecture.
+  if (cuda)
+    text += "if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)\n  set(CMAKE_CUDA_ARCHITECTURES 80-real 90)\nendif()\n";
+  text += std::string("project(megac_train LANGUAGES C CXX") + (cuda ? " CUDA" : "") + ")\n";
+  text += "set(CMAKE_CXX_STANDARD 17)\n"
+          "set(MEGART_DIR \"" MEGAC_RUNTIME_SOURCE_DIR "\" CACHE PATH \"megac's runtime/ folder\")\n"
+          "add_subdirectory(${MEGART_DIR} megart EXCLUDE_FROM_ALL)\n";
+  text += cuda ? "add_executable(train main.cu)\ntarget_link_libraries(train PRIVATE megart-cuda)\n"
+               : "add_executable(train main.cpp)\ntarget_link_libraries(train PRIVATE megart)\n";
+  return text;
 }
 
 /// Runs one build command; on failure says which and how it ended.
@@ -195,10 +197,8 @@ int buildProgram(StringRef out, megac::Target target) {
   return run(link, "building " + binary.str());
 }
 
-/// --target, or the default: CUDA where megac has the CUDA runtime and this machine a GPU.
+/// --target: the CPU unless asked for CUDA (a GPU here says nothing of where OUT/train runs).
 Expected<megac::Target> resolveTarget() {
-  if (targetName.empty())
-    return kHaveCuda && sys::fs::exists("/dev/nvidia0") ? megac::Target::Cuda : megac::Target::Cpu;
   if (targetName == "cpu")
     return megac::Target::Cpu;
   if (targetName != "cuda")

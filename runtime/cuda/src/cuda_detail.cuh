@@ -49,9 +49,13 @@ inline size_t aligned_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
 // make the result independent of scheduling.
 constexpr int64_t kRowBlock = 32;
 inline int64_t row_block_count(int64_t rows) { return (rows + kRowBlock - 1) / kRowBlock; }
-// Launch shape of a partials kernel: x = row block, y = tile of kThreads columns.
+// Grid y (and z) is limited to 65535 blocks.
+constexpr int64_t kMaxGridY = 65535;
+// Launch shape of a partials kernel: x = row block, y = tile of kThreads columns (capped at
+// kMaxGridY; the kernels loop over the columns beyond by gridDim.y tiles).
 inline dim3 partials_grid(int64_t rows, int64_t cols) {
-  return dim3(static_cast<unsigned>(row_block_count(rows)), static_cast<unsigned>((cols + kThreads - 1) / kThreads));
+  return dim3(static_cast<unsigned>(row_block_count(rows)),
+              static_cast<unsigned>(std::min<int64_t>((cols + kThreads - 1) / kThreads, kMaxGridY)));
 }
 // out[j] = (float) sum over b of partials[b * cols + j], in block order.
 void sum_row_blocks(float *out, const double *partials, int64_t blocks, int64_t cols);

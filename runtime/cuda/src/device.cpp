@@ -4,9 +4,16 @@
 #include "megart/cuda/kernels.h"
 #include "megart/error.h"
 
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace megart::cuda {
@@ -18,12 +25,72 @@ void check(cudaError_t status, const char *what) {
 
 namespace {
 
-// The GPU of this process: the launcher's local rank picks it, as Megatron does.
-int local_device_index() {
-  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID"})
+// How long wait_for_stream waits (CudaDevice::set_timeout).
+double stream_timeout_seconds = kDefaultCommTimeoutSeconds;
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+} // namespace
+
+void wait_for_stream(cudaStream_t stream, const char *what) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  // The core is yielded for the first milliseconds (short waits return quickly), then the
+  // waiter sleeps between polls.
+  const auto stop_yielding = start + std::chrono::milliseconds(5);
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(stream_timeout_seconds));
+  for (;;) {
+    const cudaError_t status = cudaStreamQuery(stream);
+    if (status == cudaSuccess)
+      return;
+    if (status != cudaErrorNotReady)
+      check(status, what);
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      const std::string activity = comm_activity().describe();
+      throw Error(std::string(what) + ": the GPU's queued work did not finish within " +
+                  seconds_text(stream_timeout_seconds) + " s (--distributed-timeout-minutes)" +
+                  (activity.empty() ? "" : " during " + activity) + "; a peer rank may have stopped");
+    }
+    if (now < stop_yielding)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+namespace {
+
+// The first of `vars` that is set, as an integer; -1 when none is.
+int first_env_int(std::initializer_list<const char *> vars) {
+  for (const char *var : vars)
     if (const char *v = std::getenv(var))
       return std::atoi(v);
-  return 0;
+  return -1;
+}
+
+// The GPU of this process: the launcher's local rank picks it, as Megatron does. NCCL needs one
+// GPU per rank, so a node running more ranks than it has GPUs is an error, not a wrap-around.
+int local_device_index(int gpus) {
+  const int local_rank = first_env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
+                                        "PALS_LOCAL_RANKID", "SLURM_LOCALID", "LOCAL_RANK"});
+  const int local_size = first_env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
+                                        "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"});
+  const int rank = local_rank > 0 ? local_rank : 0;
+  // A launcher that gives each rank its own GPU (srun --gpus-per-task=1) leaves it one to see.
+  if (gpus == 1 && std::getenv("CUDA_VISIBLE_DEVICES"))
+    return 0;
+  // Without the local size, this rank's index bounds it from below.
+  const int ranks = local_size > rank ? local_size : rank + 1;
+  if (ranks > gpus)
+    throw Error(std::to_string(ranks) + " ranks on this node but " + std::to_string(gpus) +
+                " GPUs: NCCL needs one GPU per rank; start at most " + std::to_string(gpus) + " ranks per node");
+  return rank;
 }
 
 class CudaDevice final : public Device {
@@ -35,10 +102,17 @@ public:
                   "usable here: " + why + "; run it on a GPU machine, or recompile with --target cpu");
     int count = 0;
     check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
-    index_ = count > 0 ? local_device_index() % count : 0;
+    index_ = local_device_index(count);
     check(cudaSetDevice(index_), "cudaSetDevice");
     check(cudaGetDeviceProperties(&props_, index_), "cudaGetDeviceProperties");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    // Keep what cudaMallocAsync (the workspace, attention statistics) frees in the pool instead
+    // of returning it to the OS at every synchronisation.
+    cudaMemPool_t pool = nullptr;
+    check(cudaDeviceGetDefaultMemPool(&pool, index_), "cudaDeviceGetDefaultMemPool");
+    uint64_t threshold = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold),
+          "cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)");
   }
 
   cudaStream_t stream() const { return stream_; }
@@ -63,20 +137,38 @@ public:
     check(cudaMemsetAsync(p, 0, rounded, stream_), "cudaMemsetAsync");
     return p;
   }
-  void release(void *p) noexcept override { cudaFree(p); }
+  void release(void *p) noexcept override {
+    // During unwinding after a timeout cudaFree would wait for stuck NCCL kernels (it
+    // synchronises the device, with no time limit); the process is about to exit.
+    if (std::uncaught_exceptions() > 0)
+      return;
+    cudaFree(p);
+  }
   void zero(void *p, std::size_t bytes) override {
     check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
   }
   void copy_from_host(void *dst, const void *src, std::size_t bytes) override {
+    // From pageable memory the copy first waits for the stream's earlier work, without a time
+    // limit: that wait is done here first, with one.
+    wait_for_stream(stream_, "copy_from_host");
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpy host to device");
     // The host buffer may be reused as soon as this returns.
-    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    wait_for_stream(stream_, "copy_from_host");
   }
   void copy_to_host(void *dst, const void *src, std::size_t bytes) override {
+    // Into pageable memory the copy returns only once done, after the stream's earlier work:
+    // that wait is done here first, with a time limit.
+    wait_for_stream(stream_, "copy_to_host");
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpy device to host");
-    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    wait_for_stream(stream_, "copy_to_host");
   }
-  void synchronize() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  void synchronize() override { wait_for_stream(stream_, "synchronize"); }
+  void set_timeout(double seconds) override {
+    if (!(std::isfinite(seconds) && seconds > 0))
+      throw Error("GPU wait timeout of " + std::to_string(seconds) +
+                  " s; it must be > 0 (--distributed-timeout-minutes)");
+    stream_timeout_seconds = seconds;
+  }
 
   double sum_of_squares(const TensorList &tensors) override {
     std::vector<const float *> ptrs;
@@ -111,19 +203,22 @@ public:
     set_gemm_precision(p);
   }
 
-  // Dense peak from the SM count and clock. fp32: 2 flops per FP32 core per cycle (64 cores per
-  // SM on sm_80, 128 on sm_90). bf16 / fp16 with fp32 accumulation: the tensor cores' dense
-  // FLOP per clock per SM, 2048 on sm_80 and 4096 on sm_90 (A100 312, H100 SXM 989 TFLOP/s at
-  // their rated clocks). Other architectures: 0 (unknown; --peak-tflops gives it), not a guess.
+  // Dense peak from the SM count and clock. fp32: 2 flops per FP32 lane per cycle (64 lanes per
+  // SM on sm_60, sm_70 and sm_80; 128 on sm_86, sm_89, sm_90 and newer). bf16 / fp16 with fp32
+  // accumulation: the tensor cores' dense FLOP per clock per SM, 2048 on sm_80 and 4096 on sm_90
+  // (A100 312, H100 SXM 989 TFLOP/s at their rated clocks). Other architectures: 0 (unknown;
+  // --peak-tflops gives it), not a guess.
   double peak_tflops() const override {
     int clock_khz = 0;
     cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, index_);
     const double sm_clock = props_.multiProcessorCount * static_cast<double>(clock_khz) * 1e3;
-    if (precision_ == Precision::Fp32) {
-      const double cores = props_.major >= 9 ? 128 : 64;
-      return 2.0 * cores * sm_clock / 1e12;
-    }
     const int sm = props_.major * 10 + props_.minor;
+    if (precision_ == Precision::Fp32) {
+      const double lanes = sm == 60 || sm == 70 || sm == 80              ? 64
+                           : sm == 86 || sm == 89 || props_.major >= 9 ? 128
+                                                                         : 0;
+      return 2.0 * lanes * sm_clock / 1e12;
+    }
     const double flops_per_clock = sm == 90 ? 4096 : sm == 80 ? 2048 : 0;
     return flops_per_clock * sm_clock / 1e12;
   }

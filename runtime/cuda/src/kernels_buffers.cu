@@ -18,9 +18,12 @@ void zero_buffer(void *dst, size_t bytes) {
 
 float read_scalar(const float *value) {
   float host = 0.0f;
+  // Pageable destination: the copy would wait for the stream's earlier work without a time
+  // limit, so that wait comes first, with one.
+  wait_for_stream(compute_stream(), "read_scalar");
   check(cudaMemcpyAsync(&host, value, sizeof(float), cudaMemcpyDeviceToHost, compute_stream()), "read_scalar");
-  // Pageable destination: the copy may be staged, so only the stream's end guarantees it landed.
-  check(cudaStreamSynchronize(compute_stream()), "read_scalar (cudaStreamSynchronize)");
+  // The copy may be staged, so only the stream's end guarantees it landed.
+  wait_for_stream(compute_stream(), "read_scalar");
   return host;
 }
 

@@ -115,21 +115,21 @@ __global__ void rms_norm_forward_kernel(float *y, const float *x, const float *w
 __global__ void norm_weight_partials_kernel(double *pdw, double *pdb, const float *dy, const float *x,
                                             const float *row_mean, const float *row_rstd, int64_t rows,
                                             int64_t dim) {
-  const int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
-  if (j >= dim)
-    return;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * detail::kRowBlock;
   const int64_t r1 = min(rows, r0 + detail::kRowBlock);
-  double sw = 0.0, sb = 0.0;
-  for (int64_t r = r0; r < r1; ++r) {
-    const float d = dy[r * dim + j];
-    const float xh = row_mean ? (x[r * dim + j] - row_mean[r]) * row_rstd[r] : x[r * dim + j] * row_rstd[r];
-    sw += static_cast<double>(d * xh);
-    sb += static_cast<double>(d);
+  for (int64_t j = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < dim;
+       j += static_cast<int64_t>(gridDim.y) * blockDim.x) {
+    double sw = 0.0, sb = 0.0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float d = dy[r * dim + j];
+      const float xh = row_mean ? (x[r * dim + j] - row_mean[r]) * row_rstd[r] : x[r * dim + j] * row_rstd[r];
+      sw += static_cast<double>(d * xh);
+      sb += static_cast<double>(d);
+    }
+    pdw[blockIdx.x * dim + j] = sw;
+    if (pdb)
+      pdb[blockIdx.x * dim + j] = sb;
   }
-  pdw[blockIdx.x * dim + j] = sw;
-  if (pdb)
-    pdb[blockIdx.x * dim + j] = sb;
 }
 
 void check_shape(const char *kernel, int64_t rows, int64_t dim) {

@@ -52,6 +52,8 @@ void copy_rows(float *dst, const float *src, const RowCopy &c) {
 void all_gather_axis(Communicator &comm, float *out, const float *in, int64_t outer, int64_t dim_local,
                      int64_t inner) {
   const int64_t ranks = comm.size(), len = dim_local * inner, n = outer * len;
+  if (n == 0) // nothing to move (workspace(0) is null, which the communicator rejects)
+    return;
   if (ranks == 1) { // whatever kind of communicator: no rank to hear from
     copy_buffer(out, in, sizeof(float) * n);
     return;
@@ -69,6 +71,8 @@ void all_gather_axis(Communicator &comm, float *out, const float *in, int64_t ou
 void reduce_scatter_axis(Communicator &comm, float *out, const float *in, int64_t outer, int64_t dim_local,
                          int64_t inner) {
   const int64_t ranks = comm.size(), len = dim_local * inner, n = outer * len;
+  if (n == 0) // nothing to move (workspace(0) is null, which the communicator rejects)
+    return;
   if (ranks == 1) {
     copy_buffer(out, in, sizeof(float) * n);
     return;
@@ -86,6 +90,8 @@ void reduce_scatter_axis(Communicator &comm, float *out, const float *in, int64_
 void all_slice_axis(Communicator &comm, float *out, const float *in, int64_t outer, int64_t dim_local,
                     int64_t inner) {
   const int64_t ranks = comm.size(), len = dim_local * inner;
+  if (outer * len == 0) // nothing to move
+    return;
   if (ranks == 1) {
     copy_buffer(out, in, sizeof(float) * outer * len);
     return;

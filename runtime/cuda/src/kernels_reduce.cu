@@ -7,15 +7,15 @@ namespace {
 
 // partials[blk, j] = sum of x[r, j] over the rows r of block blk, in row order, in double.
 __global__ void column_partials_kernel(double *partials, const float *x, int64_t rows, int64_t cols) {
-  const int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
-  if (j >= cols)
-    return;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * detail::kRowBlock;
   const int64_t r1 = min(rows, r0 + detail::kRowBlock);
-  double s = 0.0;
-  for (int64_t r = r0; r < r1; ++r)
-    s += static_cast<double>(x[r * cols + j]);
-  partials[blockIdx.x * cols + j] = s;
+  for (int64_t j = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < cols;
+       j += static_cast<int64_t>(gridDim.y) * blockDim.x) {
+    double s = 0.0;
+    for (int64_t r = r0; r < r1; ++r)
+      s += static_cast<double>(x[r * cols + j]);
+    partials[blockIdx.x * cols + j] = s;
+  }
 }
 
 __global__ void sum_row_blocks_kernel(float *out, const double *partials, int64_t blocks, int64_t cols) {

@@ -79,6 +79,10 @@ public:
   // Dense peak TFLOP/s of one device for the program's compute precision (for MFU); 0 when
   // unknown.
   virtual double peak_tflops() const { return 0; }
+
+  // How long a wait for queued device work (which may hold collectives waiting on other ranks)
+  // may take before it throws megart::Error naming comm_activity(). The CPU device never waits.
+  virtual void set_timeout(double seconds) { (void)seconds; }
 };
 
 // The host: 64-byte-aligned heap memory, OpenMP loops.
