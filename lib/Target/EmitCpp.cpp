@@ -70,6 +70,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     scratch[fn.getName()] = *bytes;
   }
 
+  // megac-data-parallel placed the bucket starts in the step itself (--overlap-grad-reduce).
+  bool overlaps = entryFn && !entryFn.getOps<tx::StartGradSyncOp>().empty();
   ProgramFields fields;
   if (pipelined) {
     // The schedule the stages run is the module's verified pipe.schedule.
@@ -116,7 +118,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
      << "    /*sync_gradients=*/" << fields.syncGradients << ",\n"
      << "    /*stages=*/" << fields.stages << ", /*num_microbatches=*/" << fields.numMicrobatches
      << ", /*pipeline_schedule=*/" << fields.schedule << ", /*virtual_pipeline_size=*/" << fields.virtualStages
-     << (cuda ? ",\n    /*device=*/megart::cuda::device" : "") << "};\n\n"
+     << ",\n    /*device=*/" << (cuda ? "megart::cuda::device" : "nullptr")
+     << ", /*overlap_grad_reduce=*/" << (overlaps ? "true" : "false") << "};\n\n"
      << "} // namespace\n\nint main(int argc, char **argv) { return megart::train_main(argc, argv, kProgram); }\n";
   plan << "arena: " << fields.arenaBytes << " bytes (" << llvm::format("%.1f", fields.arenaBytes / 1048576.0)
        << " MiB)\n";

@@ -223,6 +223,20 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         call("add", {"grads[" + n(k) + "]", "grads[" + n(k) + "]", ptr(g.getGrad()), "1", n(numel(g.getGrad()))});
         return success();
       })
+      .Case([&](tx::StartGradSyncOp s) -> LogicalResult {
+        if (!sig.hasParams)
+          return unsupported(op, "tx.start_grad_sync must be in a function that gets the parameter table");
+        int64_t first = s.getFirst(), last = s.getLast();
+        if (first < 0 || last < first || last >= static_cast<int64_t>(params.entries.size()))
+          return unsupported(op, "bucket params [" + std::to_string(first) + ", " + std::to_string(last) +
+                                     "] is outside the parameter table");
+        int64_t lastNumel = (params.entries.begin() + last)->second.getType().getNumElements();
+        // Gradients are one flat buffer in table order: the bucket is contiguous.
+        os << "  if (ctx.grad_sync) // data parallel: the bucket's gradients are final; sum them during backward\n"
+           << "    ctx.grad_sync->start(grads[" << first << "], (grads[" << last << "] + " << lastNumel << ") - grads["
+           << first << "]);\n";
+        return success();
+      })
       .Case([&](tx::ReshapeOp r) {
         names[r] = ptr(r.getInput());
         return success();

@@ -34,6 +34,18 @@ void Communicator::set_timeout(double seconds) {
 }
 
 namespace {
+class CompletedRequest final : public Request {
+public:
+  bool test() override { return true; }
+};
+} // namespace
+
+std::unique_ptr<Request> Communicator::iall_reduce_sum(float *data, int64_t n) {
+  all_reduce_sum(data, n);
+  return std::make_unique<CompletedRequest>();
+}
+
+namespace {
 [[noreturn]] void no_p2p(const char *what, int peer, int size) {
   throw Error(std::string(what) + " with peer " + std::to_string(peer) +
               " on a communicator of size " + std::to_string(size) +

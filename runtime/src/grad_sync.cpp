@@ -17,4 +17,15 @@ int64_t all_reduce_in_buckets(Communicator &dp, float *data, int64_t n, int64_t 
   return calls;
 }
 
+void GradSync::start(float *data, int64_t n) { pending_.push_back(dp_.iall_reduce_sum(data, n)); }
+
+int64_t GradSync::finish() {
+  const auto started = static_cast<int64_t>(pending_.size());
+  for (std::unique_ptr<Request> &r : pending_)
+    if (!r->test()) // a completed request never needs (nor, on MPI, accepts) a wait
+      dp_.wait(*r);
+  pending_.clear();
+  return started;
+}
+
 } // namespace megart

@@ -1,6 +1,7 @@
 #include "megart/train_loop.h"
 
 #include "megart/aligned_buffer.h"
+#include "megart/error.h"
 #include "megart/grad_norm.h"
 #include "megart/grad_sync.h"
 #include "megart/loss_scaler.h"
@@ -166,6 +167,11 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
   const std::unique_ptr<LossScaler> scaler = make_loss_scaler(f);
 
   const StepContext ctx = grid.step_context();
+  // --overlap-grad-reduce: the last microbatch's step starts the dp buckets during backward.
+  const bool overlapped = dp > 1 && !pipelined && program.overlap_grad_reduce;
+  GradSync grad_sync(grid.dp());
+  StepContext last_ctx = ctx;
+  last_ctx.grad_sync = &grad_sync;
   TrainResult result;
   LogWindow window;
   for (int64_t k = 1; k <= f.train_iters; ++k) {
@@ -194,16 +200,22 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
       for (int64_t m = 0; m < num_micro; ++m) {
         data.fill(first + m * b, b, ids.data(), labels.data());
         upload();
-        loss_sum +=
-            program.step(ctx, store.param_table(), store.grad_table(), arena.as<char>(),
-                         device_ids.as<int32_t>(), device_labels.as<int32_t>(), scaled_dloss);
+        const bool last = m == num_micro - 1;
+        loss_sum += program.step(overlapped && last ? last_ctx : ctx, store.param_table(),
+                                 store.grad_table(), arena.as<char>(), device_ids.as<int32_t>(),
+                                 device_labels.as<int32_t>(), scaled_dloss);
       }
     }
     double loss = loss_sum / static_cast<double>(num_micro);
     if (dp > 1) {
       activity.phase("data-parallel gradient sync");
-      if (compiled_sync)
+      if (overlapped) {
+        if (grad_sync.finish() == 0)
+          throw Error("compiled program: built with --overlap-grad-reduce, but its step started no "
+                      "gradient bucket (regenerate the program with megac compile)");
+      } else if (compiled_sync) {
         compiled_sync(ctx, store.grad_table());
+      }
       else
         all_reduce_in_buckets(grid.dp(), store.flat_grads(), store.flat_grads_numel(),
                               f.ddp_bucket_size);

@@ -24,10 +24,14 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 
 def plan_flags(plan):
     """'tp2pp2dp2' -> (['--tp', '2', '--pp', '2', '--dp', '2'], 8); 'sp' takes no size, 'vpp2'
-    gives chunks per pipeline rank, and ':gpipe' (after the sizes) picks the pipeline schedule."""
+    gives chunks per pipeline rank, 'ogr' adds --overlap-grad-reduce, and ':gpipe' (after the
+    sizes) picks the pipeline schedule."""
     sizes, _, schedule = plan.partition(":")
     flags, world = [], 1
-    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp)(\d*)", sizes):
+    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp|ogr)(\d*)", sizes):
+        if axis == "ogr":  # dp buckets summed during backward; small buckets so there are several
+            flags += ["--overlap-grad-reduce", "--ddp-bucket-size", "20000"]
+            continue
         flags += [f"--{axis}"] + ([digits] if digits else [])
         world *= int(digits) if digits and axis != "vpp" else 1
     if schedule:

@@ -77,6 +77,10 @@ cl::opt<int64_t> makeVocabDivisible("make-vocab-size-divisible-by", cl::init(128
 cl::opt<int64_t> ddpBucketSize("ddp-bucket-size", cl::init(40000000),
                                cl::desc("elements per data-parallel gradient all-reduce (Megatron's flag and default)"),
                                cl::sub(compile));
+cl::opt<bool> overlapGradReduce("overlap-grad-reduce",
+                                cl::desc("start each data-parallel gradient bucket's all-reduce during the last "
+                                         "microbatch's backward, once its gradients are final (Megatron's flag)"),
+                                cl::sub(compile));
 cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds which (dp, pp, tp) coordinate"),
                          cl::sub(compile));
 cl::opt<bool> noBuild("no-build", cl::desc("write OUT/main.cpp (main.cu) and OUT/CMakeLists.txt but do not build"),
@@ -243,6 +247,9 @@ int megac::runCompile() {
                   "OUT/train instead");
     plan.numMicrobatches = globalBatch / perIteration;
   }
+  if (overlapGradReduce && pp > 1)
+    return fail("--overlap-grad-reduce is not supported with --pp yet: pipeline stages sum their gradients "
+                "after the schedule; drop the flag");
   if (Error e = resolvePipeline(plan, *spec))
     return fail(specPath + ": " + toString(std::move(e)));
   if (Error e = validatePlan(plan, *spec))
@@ -316,7 +323,7 @@ int megac::runCompile() {
   }
 
   mlir::PassManager dpPm(&context);
-  dpPm.addPass(createDataParallel({plan.dp, ddpBucketSize}));
+  dpPm.addPass(createDataParallel({plan.dp, ddpBucketSize, overlapGradReduce}));
   if (failed(dpPm.run(*module)))
     return fail("megac-data-parallel failed (see the error above)");
   if (!dumper.dump("data-parallel.mlir", [&](raw_ostream &os) { module->print(os); }))

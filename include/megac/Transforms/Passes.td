@@ -91,10 +91,17 @@ def DataParallel : Pass<"megac-data-parallel", "mlir::ModuleOp"> {
     (the order in which backward produces them), and each bucket is one `shard.all_reduce`.
     After megac-pipeline-split, each pipeline stage gets its own `@sync_gradients_stage<s>` over
     its own parameter table.
+
+    With `overlap-grad-reduce` (single-stage programs), each bucket also gets a
+    `tx.start_grad_sync` in `@train_step` right after the last `tx.param_grad` of its
+    parameters: the runtime starts that bucket's all-reduce there on the iteration's last
+    microbatch, overlapping it with the rest of backward.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", "1", "data parallel size">,
     Option<"bucketSize", "bucket-size", "int64_t", "40000000", "elements per bucket (Megatron's --ddp-bucket-size)">,
+    Option<"overlapGradReduce", "overlap-grad-reduce", "bool", "false",
+           "start each bucket's all-reduce in backward, once its gradients are final (Megatron's --overlap-grad-reduce)">,
   ];
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
 }

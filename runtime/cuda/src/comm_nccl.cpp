@@ -226,7 +226,10 @@ void NcclCommunicator::release() noexcept {
                         cudaStreamQuery(c->stream) == cudaSuccess);
   if (comm_) {
     // The collectives still queued on the stream (a healthy end) are let finish first: a
-    // communicator aborted under them would leave them to run on freed resources.
+    // communicator aborted under them would leave them to run on freed resources. The side
+    // stream's are drained with them.
+    if (side_last_)
+      cudaStreamWaitEvent(compute_stream(), side_last_, 0);
     Poll drain(timeout());
     while (cudaStreamQuery(compute_stream()) == cudaErrorNotReady && !drain.expired())
       drain.pause();
@@ -257,6 +260,14 @@ void NcclCommunicator::release() noexcept {
       cudaStreamDestroy(c->stream);
   channels_.clear(); // their host requests go before host_
   inboxes_.clear();
+  if (side_stream_)
+    cudaStreamDestroy(side_stream_);
+  if (side_ready_)
+    cudaEventDestroy(side_ready_);
+  if (side_last_)
+    cudaEventDestroy(side_last_);
+  side_stream_ = nullptr;
+  side_ready_ = side_last_ = nullptr;
 }
 
 void NcclCommunicator::set_timeout(double seconds) {
@@ -301,7 +312,7 @@ void NcclCommunicator::all_reduce(void *data, int64_t n, ncclDataType_t type, nc
   check_count(n, method);
   if (size_ == 1 || n == 0)
     return;
-  settle(comm_, ncclAllReduce(data, data, static_cast<size_t>(n), type, op, comm_, compute_stream()),
+  settle(comm_, ncclAllReduce(data, data, static_cast<size_t>(n), type, op, comm_, collective_stream()),
          "ncclAllReduce", method);
 }
 
@@ -340,7 +351,7 @@ void NcclCommunicator::all_gather(float *out, const float *in, int64_t n) {
     copy_on_device(copy->data(), in, n);
     send = copy->data();
   }
-  settle(comm_, ncclAllGather(send, out, static_cast<size_t>(n), ncclFloat, comm_, compute_stream()),
+  settle(comm_, ncclAllGather(send, out, static_cast<size_t>(n), ncclFloat, comm_, collective_stream()),
          "ncclAllGather", "all_gather");
 }
 
@@ -358,7 +369,7 @@ void NcclCommunicator::reduce_scatter_sum(float *out, const float *in, int64_t n
     // reduce into the chunk in place, then move it to the start (disjoint unless rank 0).
     settle(comm_,
            ncclReduceScatter(in, out + mine, static_cast<size_t>(n), ncclFloat, ncclSum, comm_,
-                             compute_stream()),
+                             collective_stream()),
            "ncclReduceScatter", "reduce_scatter_sum");
     if (rank_ != 0)
       copy_on_device(out, out + mine, n);
@@ -372,7 +383,7 @@ void NcclCommunicator::reduce_scatter_sum(float *out, const float *in, int64_t n
     send = copy->data();
   }
   settle(comm_,
-         ncclReduceScatter(send, out, static_cast<size_t>(n), ncclFloat, ncclSum, comm_, compute_stream()),
+         ncclReduceScatter(send, out, static_cast<size_t>(n), ncclFloat, ncclSum, comm_, collective_stream()),
          "ncclReduceScatter", "reduce_scatter_sum");
 }
 
@@ -385,14 +396,15 @@ void NcclCommunicator::broadcast(float *data, int64_t n, int root) {
   check_count(n, "broadcast");
   if (size_ == 1 || n == 0)
     return;
-  settle(comm_, ncclBroadcast(data, data, static_cast<size_t>(n), ncclFloat, root, comm_, compute_stream()),
+  settle(comm_,
+         ncclBroadcast(data, data, static_cast<size_t>(n), ncclFloat, root, comm_, collective_stream()),
          "ncclBroadcast", "broadcast");
 }
 
-// This rank's GPU work first (its collectives included), polled with the timeout, then the host
-// barrier: every rank's work issued before the barrier is done after it.
+// This rank's GPU work first (its collectives included, overlapped ones too), polled with the
+// timeout, then the host barrier: every rank's work issued before the barrier is done after it.
 void NcclCommunicator::barrier() {
-  const cudaStream_t stream = compute_stream();
+  const cudaStream_t stream = collective_stream();
   Poll poll(timeout());
   for (;;) {
     const cudaError_t status = cudaStreamQuery(stream);
@@ -407,6 +419,77 @@ void NcclCommunicator::barrier() {
     poll.pause();
   }
   host_->barrier();
+}
+
+cudaStream_t NcclCommunicator::collective_stream() {
+  if (side_last_)
+    cuda::check(cudaStreamWaitEvent(compute_stream(), side_last_, 0),
+                "cudaStreamWaitEvent (NCCL collective)");
+  return compute_stream();
+}
+
+CollectiveRequest::CollectiveRequest(NcclCommunicator &owner) : owner(owner) {
+  cuda::check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+              "cudaEventCreateWithFlags (all_reduce_sum (overlapped))");
+}
+
+// Destroying an event still pending on a stream is allowed: CUDA frees it when it completes.
+CollectiveRequest::~CollectiveRequest() { cudaEventDestroy(done); }
+
+// compute_stream() is ordered after the sum however its completion is seen, since a caller
+// that sees test() succeed skips wait() (GradSync::finish). The host has seen the event
+// complete, so the wait costs nothing; it states the dependency for the optimizer's kernels.
+bool CollectiveRequest::test() {
+  if (complete)
+    return true;
+  const cudaError_t status = cudaEventQuery(done);
+  if (status == cudaErrorNotReady)
+    return false;
+  cuda::check(status, "cudaEventQuery (all_reduce_sum (overlapped))");
+  cuda::check(cudaStreamWaitEvent(compute_stream(), done, 0),
+              "cudaStreamWaitEvent (all_reduce_sum (overlapped))");
+  complete = true;
+  return true;
+}
+
+// Device buffers of a real axis only: the others have nothing to overlap, and the base class
+// sums them at once (all_reduce_sum: host buffers go to host_) into a completed request.
+std::unique_ptr<Request> NcclCommunicator::iall_reduce_sum(float *data, int64_t n) {
+  if (size_ == 1 || n <= 0 || !on_device(data))
+    return Communicator::iall_reduce_sum(data, n);
+  if (!side_stream_) {
+    // The highest priority, as the p2p channels': the sum's few blocks start ahead of the
+    // backward's queued compute blocks instead of after them.
+    int least = 0, greatest = 0;
+    cuda::check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
+    cuda::check(cudaStreamCreateWithPriority(&side_stream_, cudaStreamNonBlocking, greatest),
+                "cudaStreamCreateWithPriority (NCCL side stream)");
+    cuda::check(cudaEventCreateWithFlags(&side_ready_, cudaEventDisableTiming),
+                "cudaEventCreateWithFlags (NCCL side stream)");
+    cuda::check(cudaEventCreateWithFlags(&side_last_, cudaEventDisableTiming),
+                "cudaEventCreateWithFlags (NCCL side stream)");
+  }
+  auto request = std::make_unique<CollectiveRequest>(*this);
+  // After the kernels that wrote the gradients, and after comm_'s earlier calls on
+  // compute_stream(): comm_'s calls must not run at the same time.
+  cuda::check(cudaEventRecord(side_ready_, compute_stream()), "cudaEventRecord (NCCL side stream)");
+  cuda::check(cudaStreamWaitEvent(side_stream_, side_ready_, 0), "cudaStreamWaitEvent (NCCL side stream)");
+  settle(comm_, ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat, ncclSum, comm_, side_stream_),
+         "ncclAllReduce", "all_reduce_sum (overlapped)");
+  cuda::check(cudaEventRecord(request->done, side_stream_), "cudaEventRecord (NCCL side stream)");
+  cuda::check(cudaEventRecord(side_last_, side_stream_), "cudaEventRecord (NCCL side stream)");
+  return request;
+}
+
+void NcclCommunicator::wait_overlapped(CollectiveRequest &request) {
+  Poll poll(timeout());
+  while (!request.test()) {
+    if (poll.expired())
+      timed_out("all_reduce_sum (overlapped) over the " + axis_text(),
+                "another rank of the axis may have died or hung, or the ranks did not make the same "
+                "collective calls");
+    poll.pause();
+  }
 }
 
 } // namespace nccl

@@ -104,6 +104,23 @@ struct IdInbox {
   std::map<int, ncclUniqueId> ids;
 };
 
+class NcclCommunicator;
+
+// An overlapped all-reduce (iall_reduce_sum) of a device buffer: complete when `done`, recorded
+// on the collectives' side stream after it, is.
+class CollectiveRequest final : public Request {
+public:
+  explicit CollectiveRequest(NcclCommunicator &owner);
+  ~CollectiveRequest() override;
+  CollectiveRequest(const CollectiveRequest &) = delete;
+  CollectiveRequest &operator=(const CollectiveRequest &) = delete;
+  bool test() override;
+
+  NcclCommunicator &owner;
+  cudaEvent_t done = nullptr;
+  bool complete = false;
+};
+
 class NcclCommunicator final : public Communicator {
 public:
   explicit NcclCommunicator(std::unique_ptr<Communicator> host);
@@ -120,6 +137,7 @@ public:
   void reduce_scatter_sum(float *out, const float *in, int64_t n) override;
   void broadcast(float *data, int64_t n, int root) override;
   void barrier() override;
+  std::unique_ptr<Request> iall_reduce_sum(float *data, int64_t n) override;
   std::unique_ptr<Request> isend(const float *data, int64_t n, int peer, int tag) override;
   std::unique_ptr<Request> irecv(float *data, int64_t n, int peer, int tag) override;
   void wait(Request &request) override;
@@ -140,6 +158,10 @@ private:
   void settle(ncclComm_t comm, ncclResult_t rc, const char *call, const char *method);
   void init_collectives();
   void all_reduce(void *data, int64_t n, ncclDataType_t type, ncclRedOp_t op, const char *method);
+  // compute_stream(), made to wait for the overlapped all-reduces issued so far: comm_'s calls
+  // must run one after the other, in the same order on every rank, whichever stream they use.
+  cudaStream_t collective_stream();
+  void wait_overlapped(CollectiveRequest &request);
 
   std::unique_ptr<Request> start_p2p(bool receive, float *data, int64_t n, int peer, int tag);
   Channel &channel(int peer, int tag, bool sending);
@@ -154,6 +176,12 @@ private:
   int rank_ = 0, size_ = 1, world_rank_ = 0;
   std::string name_;
   ncclComm_t comm_ = nullptr; // the collectives' (size > 1), on compute_stream()
+  // iall_reduce_sum's calls on comm_ run on this high-priority stream (made on the first), so
+  // that the kernels queued after them on compute_stream() go on meanwhile. `side_ready_` is
+  // recorded on compute_stream() before each (the gradients' producers); `side_last_` after the
+  // last, for the collectives on compute_stream() to wait for.
+  cudaStream_t side_stream_ = nullptr;
+  cudaEvent_t side_ready_ = nullptr, side_last_ = nullptr;
   std::map<std::tuple<int, int, bool>, std::unique_ptr<Channel>> channels_; // (peer, tag, sending)
   std::map<int, IdInbox> inboxes_;                                          // by peer
 };

@@ -234,6 +234,8 @@ std::string NcclCommunicator::p2p_what(const P2pOp &op) const {
 void NcclCommunicator::wait(Request &request) {
   if (auto *h = dynamic_cast<HostRequest *>(&request); h && &h->owner == this)
     return host_->wait(*h->inner);
+  if (auto *c = dynamic_cast<CollectiveRequest *>(&request); c && &c->owner == this)
+    return wait_overlapped(*c);
   auto *r = dynamic_cast<DeviceRequest *>(&request);
   if (!r || &r->owner != this)
     throw Error("wait over the " + axis_text() + " on a request of another communicator");

@@ -67,6 +67,11 @@ public:
   virtual void broadcast(float *data, int64_t n, int root) = 0;
   virtual void barrier() = 0;
 
+  // Starts an in-place sum over the ranks of n floats and returns it in flight: `data` must not
+  // be used until the request is complete (test(), or wait()). The base class sums at once and
+  // returns a completed request; NCCL's runs on a side stream while later kernels go on.
+  virtual std::unique_ptr<Request> iall_reduce_sum(float *data, int64_t n);
+
   // Non-blocking point-to-point of n floats to / from rank `peer` of this communicator. Between
   // two ranks, messages with the same tag arrive in the order they were sent. The base class
   // (and SelfCommunicator, which has no peers) throws.

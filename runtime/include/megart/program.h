@@ -6,6 +6,7 @@
 
 #include "megart/comm.h"
 #include "megart/device.h"
+#include "megart/grad_sync.h"
 
 namespace megart {
 
@@ -39,6 +40,9 @@ struct StepContext {
   Communicator *tp;
   Communicator *dp;
   Communicator *pp;
+  // Set on the iteration's last microbatch of a program compiled with --overlap-grad-reduce:
+  // the step starts each data-parallel gradient bucket here once backward has finished it.
+  GradSync *grad_sync = nullptr;
 };
 
 // Runs forward and backward of one microbatch. Adds each parameter's gradient, scaled by
@@ -150,6 +154,9 @@ struct ProgramDesc {
   // Where the compiled code runs: every pointer it gets (parameters, gradients, workspace,
   // ids, labels, activations) is this device's memory. Null: the CPU (cpu_device()).
   Device &(*device)() = nullptr;
+  // The step starts the dp gradient buckets itself (StepContext::grad_sync) instead of the
+  // runtime calling sync_gradients after the last microbatch.
+  bool overlap_grad_reduce = false;
 };
 
 // The device `program` runs on (cpu_device() when it names none).

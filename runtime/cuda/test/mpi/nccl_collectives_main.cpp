@@ -164,6 +164,51 @@ void check_collectives() {
   comm->barrier();
 }
 
+// iall_reduce_sum (--overlap-grad-reduce's buckets): two sums in flight on the side stream, each
+// of a buffer a kernel on compute_stream() has just written, waited in the other order; then a
+// collective on compute_stream() issued while one is in flight (the communicator's calls must
+// not overlap, nor change order).
+void check_overlapped_all_reduce() {
+  auto comm = pair("dp");
+  const int r = comm->rank(), peer = 1 - r;
+  const int64_t n = 100003, m = 4099;
+  auto sum_of = [&](uint64_t seed, int64_t len, float s) {
+    const std::vector<float> a = random_floats(len, seed + r), b = random_floats(len, seed + peer);
+    std::vector<float> sum(static_cast<size_t>(len));
+    for (int64_t i = 0; i < len; ++i)
+      sum[i] = s * a[i] + s * b[i];
+    return sum;
+  };
+  {
+    DeviceVector<float> src_a(random_floats(n, 500 + r)), src_b(random_floats(m, 600 + r)), a(n), b(m);
+    cuda::scale(a.data(), src_a.data(), 2.0f, n);
+    auto ra = comm->iall_reduce_sum(a.data(), n);
+    cuda::scale(b.data(), src_b.data(), -0.5f, m); // powers of two: exact products
+    auto rb = comm->iall_reduce_sum(b.data(), m);
+    comm->wait(*rb);
+    comm->wait(*ra);
+    expect(ra->test() && rb->test(), "a complete overlapped all_reduce_sum stays complete");
+    expect_near(a.get(), sum_of(500, n, 2.0f), 1e-6f, "overlapped all_reduce_sum a");
+    expect_near(b.get(), sum_of(600, m, -0.5f), 1e-6f, "overlapped all_reduce_sum b");
+  }
+  {
+    DeviceVector<float> src(random_floats(n, 700 + r)), d(n), e(random_floats(n, 800 + r));
+    cuda::scale(d.data(), src.data(), 1.0f, n);
+    auto rd = comm->iall_reduce_sum(d.data(), n);
+    comm->all_reduce_sum(e.data(), n); // must wait for rd's turn on the GPU
+    expect_near(e.get(), sum_of(800, n, 1.0f), 1e-6f, "all_reduce_sum after an overlapped one");
+    comm->wait(*rd);
+    expect_near(d.get(), sum_of(700, n, 1.0f), 1e-6f, "overlapped all_reduce_sum before a collective");
+  }
+  { // a host buffer is summed at once (by MPI)
+    std::vector<float> h = random_floats(m, 900 + r);
+    auto rh = comm->iall_reduce_sum(h.data(), m);
+    expect(rh->test(), "overlapped all_reduce_sum of a host buffer is complete at once");
+    expect_near(h, sum_of(900, m, 1.0f), 1e-6f, "overlapped all_reduce_sum of a host buffer");
+  }
+  comm->barrier();
+}
+
 void check_p2p() {
   auto comm = pair("pp");
   const int r = comm->rank(), peer = 1 - r;
@@ -341,6 +386,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   run("collectives", check_collectives);
+  run("overlapped all-reduce", check_overlapped_all_reduce);
   run("point-to-point", check_p2p);
   run("axis kernels", check_axis_kernels);
   run("timeout", check_timeout);

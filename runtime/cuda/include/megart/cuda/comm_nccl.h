@@ -12,6 +12,10 @@ namespace megart::cuda {
 // pointer (cudaPointerGetAttributes: device or managed memory is the device's):
 //  - collectives on device buffers run through NCCL on compute_stream(), in stream order with
 //    the kernels, and return before they finish; in-place forms as comm.h documents them;
+//  - iall_reduce_sum of a device buffer runs on a high-priority side stream of its own, after
+//    the compute_stream() work issued before the call, while later kernels go on; test() /
+//    wait() see it done and order compute_stream() after it, and every later collective waits
+//    for it (one NCCL communicator's calls must not overlap);
 //  - isend / irecv of device buffers run through NCCL on a stream of their own per (peer, tag,
 //    direction), after the compute_stream() work issued before the call; wait() polls until the
 //    transfer is done (or the timeout) and orders compute_stream() after a receive;
