@@ -56,21 +56,34 @@ def main():
     run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "--target", "cpu", "-o", w("cpu")])
     for target in ("cpu", "cuda"):
         run([w(target, "train")] + TRAIN + data + ["--metrics-file", w(target + ".jsonl")])
-    cpu, gpu = metrics(w("cpu.jsonl")), metrics(w("cuda.jsonl"))
-    worst = 0.0
-    failed = False
-    for a, b in zip(gpu, cpu):
-        for key in ("lm_loss", "grad_norm"):
+    ok, report = compare_metrics(w("cuda.jsonl"), w("cpu.jsonl"))
+    print(report)
+    if not ok:
+        sys.exit(1)
+
+
+def compare_metrics(test_path, ref_path, keys=("lm_loss", "grad_norm"), steps=10, tolerance=TOLERANCE,
+                    names=("cuda", "cpu"), what="fp32 cuda vs cpu"):
+    """Per-step relative difference of `keys` between two --metrics-file outputs, which must both
+    hold `steps` iterations. Returns (ok, report); scripts/gpu_check.sh uses it too."""
+    test, ref = metrics(test_path), metrics(ref_path)
+    if len(test) != steps or len(ref) != steps:
+        return False, f"expected {steps} iterations each, got {names[0]} {len(test)} {names[1]} {len(ref)}"
+    lines, worst, failed = [], 0.0, False
+    for a, b in zip(test, ref):
+        for key in keys:
+            if a[key] is None or b[key] is None:  # the metrics file writes NaN as null
+                failed = True
+                lines.append(f"iteration {b['iteration']}: {key} {names[0]} {a[key]} {names[1]} {b[key]}")
+                continue
             err = relative(a[key], b[key])
             worst = max(worst, err)
-            if err > TOLERANCE:
+            if err > tolerance:
                 failed = True
-                print(f"iteration {b['iteration']}: {key} cuda {a[key]:.9g} cpu {b[key]:.9g} (rel {err:.2e})")
-    if len(gpu) != 10 or len(cpu) != 10:
-        sys.exit(f"expected 10 iterations each, got cuda {len(gpu)} cpu {len(cpu)}")
-    print(f"fp32 cuda vs cpu, 10 steps: worst relative difference {worst:.2e} (tolerance {TOLERANCE:g})")
-    if failed:
-        sys.exit(1)
+                lines.append(f"iteration {b['iteration']}: {key} {names[0]} {a[key]:.9g} {names[1]} {b[key]:.9g} "
+                             f"(rel {err:.2e})")
+    lines.append(f"{what}, {steps} steps: worst relative difference {worst:.2e} (tolerance {tolerance:g})")
+    return not failed, "\n".join(lines)
 
 
 if __name__ == "__main__":
