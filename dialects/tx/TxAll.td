@@ -2,3 +2,4 @@
 include "tx/TxOps.td"
 include "tx/TxGradOps.td"
 include "tx/TxParallelOps.td"
+include "tx/TxFusedOps.td"

@@ -344,6 +344,23 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
                               n(prod(l.take_back(2))), n(prod(r.take_back(2))), n(rows * cols)});
         return success();
       })
+      .Case([&](tx::MatmulBiasOp l) {
+        ArrayRef<int64_t> w = shapeOf(l.getWeight());
+        bool tb = l.getTransposeRhs();
+        int64_t k = tb ? w[1] : w[0], cols = tb ? w[0] : w[1];
+        call("gemm_bias", {ptr(l), ptr(l.getInput()), ptr(l.getWeight()), ptr(l.getBias()), n(numel(l) / cols),
+                           n(cols), n(k), b(tb)});
+        return success();
+      })
+      .Case([&](tx::MatmulBiasGeluOp l) {
+        ArrayRef<int64_t> w = shapeOf(l.getWeight());
+        bool tb = l.getTransposeRhs();
+        int64_t k = tb ? w[1] : w[0], cols = tb ? w[0] : w[1];
+        call("gemm_bias_gelu", {ptr(l.getPre()), ptr(l.getResult()), ptr(l.getInput()), ptr(l.getWeight()),
+                                ptr(l.getBias()), n(numel(l.getPre()) / cols), n(cols), n(k), b(tb),
+                                b(l.getApproximation() == tx::GeluApproximation::Tanh)});
+        return success();
+      })
       .Case<tx::AddOp, tx::MulOp>([&](auto e) {
         int64_t inner = numel(e.getRhs());
         call(isa<tx::AddOp>(op) ? "add" : "mul",

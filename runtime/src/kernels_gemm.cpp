@@ -47,4 +47,21 @@ void gemm_batched(float* c, const float* a, const float* b, int64_t batch, int64
          alpha, beta);
 }
 
+// The CPU gains nothing from a fused epilogue (BLAS has none): the unfused kernels, in the
+// unfused order, keep the results bitwise equal to the program before fusion.
+void gemm_bias(float *out, const float *a, const float *b, const float *bias, int64_t m, int64_t n, int64_t k,
+               bool transpose_b) {
+  gemm(out, a, b, m, n, k, false, transpose_b);
+  add(out, out, bias, m, n);
+}
+
+void gemm_bias_gelu(float *pre, float *out, const float *a, const float *b, const float *bias, int64_t m,
+                    int64_t n, int64_t k, bool transpose_b, bool tanh) {
+  gemm_bias(pre, a, b, bias, m, n, k, transpose_b);
+  if (tanh)
+    gelu_tanh_forward(out, pre, m * n);
+  else
+    gelu_erf_forward(out, pre, m * n);
+}
+
 } // namespace megart::cpu

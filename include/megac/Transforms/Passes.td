@@ -106,4 +106,16 @@ def DataParallel : Pass<"megac-data-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
 }
 
+def FuseEpilogues : Pass<"megac-fuse-epilogues", "mlir::ModuleOp"> {
+  let summary = "Folds a linear layer's bias add (and a GELU after it) into its GEMM";
+  let description = [{
+    After autodiff and the parallel passes: `tx.matmul %x, %w` (a weight matrix) whose only user
+    is `tx.add` of a bias vector becomes `tx.matmul_bias`; when that sum's only other use is
+    the saved pre-activation and a `tx.gelu` reads it, `tx.matmul_bias_gelu` produces both. The
+    GEMM's epilogue then adds the bias and applies the activation (cuBLASLt epilogues on CUDA),
+    instead of separate kernels reading and writing the whole activation again.
+  }];
+  let dependentDialects = ["::megac::tx::TxDialect"];
+}
+
 #endif // MEGAC_TRANSFORMS_PASSES_TD

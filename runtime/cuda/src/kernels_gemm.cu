@@ -5,6 +5,12 @@
 // With set_gemm_precision(Bf16 / Fp16), A and B are first rounded into the shared workspace and
 // cuBLASLt multiplies those (tensor cores) with fp32 accumulation into the fp32 C: every tensor
 // in memory stays fp32, as under PyTorch autocast.
+//
+// gemm_bias / gemm_bias_gelu add the bias in cuBLASLt's BIAS epilogue (one pass over the
+// output). The GELU itself is our own kernel, not the GELU epilogue: cublasLt.h does not say
+// which GELU that computes (erf, tanh approximation, or a faster approximation of either), and
+// its aux (pre-activation) buffer needs a leading dimension divisible by 8. Either is fine for
+// the speed: the elementwise pass is small next to the product.
 #include "cuda_detail.cuh"
 
 #include <cublasLt.h>
@@ -99,14 +105,38 @@ struct Plan {
 };
 
 // m, n, k, transpose_a, transpose_b, batch, stride_a, stride_b, stride_c, alignments of a, b, c,
-// and the input precision (the operands' type).
-using PlanKey = std::array<int64_t, 13>;
+// the input precision (the operands' type), the epilogue (cublasLtEpilogue_t) and the alignment
+// of the bias (0 without one).
+using PlanKey = std::array<int64_t, 15>;
 
-Plan make_plan(const PlanKey &key) {
-  const auto [m, n, k, ta, tb, batch, stride_a, stride_b, stride_c, align_a, align_b, align_c, precision] = key;
+// The bias pointer lives in the plan's (shared) descriptor: every matmul with a bias sets it and
+// enqueues under this lock. cublasLtMatmul reads the descriptor when it is called, so the next
+// caller may change it once the call has returned.
+std::mutex g_bias_mutex;
+
+// `bias` (only with the BIAS epilogue) is a pointer with the key's bias alignment: the heuristic
+// reads its value (never what it points to) to pick an algorithm that copes with the alignment.
+Plan make_plan(const PlanKey &key, const float *bias) {
+  const auto [m, n, k, ta, tb, batch, stride_a, stride_b, stride_c, align_a, align_b, align_c, precision, epilogue,
+              align_bias] = key;
+  (void)align_bias; // part of the key only: the algorithm chosen for `bias` suits every bias so aligned
   const cudaDataType_t in = input_type(static_cast<Precision>(precision));
   Plan plan;
   check_lt(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    // D is column-major n x m (our row-major [m, n]): the bias runs along cuBLASLt's rows, one per
+    // column of ours, length n, broadcast over the m columns. Its type defaults to D's, fp32 in
+    // every input precision (A and B may be bf16 / fp16); set explicitly all the same.
+    const cublasLtEpilogue_t ep = static_cast<cublasLtEpilogue_t>(epilogue);
+    const int32_t bias_type = CUDA_R_32F;
+    check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)),
+             "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+    check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                            sizeof(bias_type)),
+             "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)");
+    check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+             "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  }
   // cuBLASLt's A is our B: row-major [k, n] (or [n, k] transposed) is column-major n x k (k x n).
   const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
@@ -142,8 +172,9 @@ Plan make_plan(const PlanKey &key) {
     int count = 0;
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt().handle, plan.desc, plan.a, plan.b, plan.c, plan.c,
                                                                  pref, 1, &result, &count);
-    // NOT_SUPPORTED: no algorithm for this configuration (handled by the caller).
-    if (status != CUBLAS_STATUS_NOT_SUPPORTED)
+    // NOT_SUPPORTED: no algorithm for this configuration (handled by the caller). With an
+    // epilogue, any refusal is: the caller's unfused fallback computes the same thing.
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED && epilogue == CUBLASLT_EPILOGUE_DEFAULT)
       check_lt(status, "cublasLtMatmulAlgoGetHeuristic");
     plan.found = status == CUBLAS_STATUS_SUCCESS && count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
     plan.algo = result.algo;
@@ -155,13 +186,13 @@ Plan make_plan(const PlanKey &key) {
   return plan;
 }
 
-const Plan &plan_for(const PlanKey &key) {
+const Plan &plan_for(const PlanKey &key, const float *bias) {
   static std::mutex mutex;
   static std::map<PlanKey, Plan> plans;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans.find(key);
   if (it == plans.end())
-    it = plans.emplace(key, make_plan(key)).first;
+    it = plans.emplace(key, make_plan(key, bias)).first;
   return it->second;
 }
 
@@ -187,10 +218,12 @@ void round_into(void *out, const float *in, int64_t n, Precision p) {
 // included, so the rounded copy keeps the strides).
 int64_t span(int64_t size, int64_t batch, int64_t stride) { return batch > 1 ? (batch - 1) * stride + size : size; }
 
-// One (strided-batched) cublasLtMatmul with inputs in `precision`. Returns false, having
-// launched nothing, when cuBLASLt has no algorithm for it.
+// One (strided-batched) cublasLtMatmul with inputs in `precision`, plus bias[n] on every row of C
+// (the BIAS epilogue) when `bias` is not null (batch 1 only). Returns false, having launched
+// nothing, when cuBLASLt has no algorithm for it.
 bool matmul(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t batch,
-            int64_t stride_a, int64_t stride_b, int64_t stride_c, float alpha, float beta, Precision precision) {
+            int64_t stride_a, int64_t stride_b, int64_t stride_c, float alpha, float beta, Precision precision,
+            const float *bias = nullptr) {
   if (batch == 1)
     stride_a = stride_b = stride_c = 0; // unused; keeps one plan per shape
   const bool rounded = precision != Precision::Fp32;
@@ -198,9 +231,11 @@ bool matmul(float *c, const float *a, const float *b, int64_t m, int64_t n, int6
   // Rounded copies start on 256-byte boundaries of the workspace (alignment(nullptr) is 256).
   const int64_t align_a = alignment(rounded ? nullptr : a, stride_a, elem),
                 align_b = alignment(rounded ? nullptr : b, stride_b, elem), align_c = alignment(c, stride_c);
+  const int64_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  const int64_t align_bias = bias ? alignment(bias) : 0;
   const PlanKey key{m, n, k, ta, tb, batch, stride_a, stride_b, stride_c, align_a, align_b, align_c,
-                    static_cast<int64_t>(precision)};
-  const Plan &plan = plan_for(key);
+                    static_cast<int64_t>(precision), epilogue, align_bias};
+  const Plan &plan = plan_for(key, bias);
   if (!plan.found)
     return false;
   const void *in_a = a, *in_b = b;
@@ -216,9 +251,19 @@ bool matmul(float *c, const float *a, const float *b, int64_t m, int64_t n, int6
     in_b = copies + bytes_a;
   }
   // beta == 0: cuBLASLt does not read C (as BLAS), so garbage there cannot leak into D.
-  check_lt(cublasLtMatmul(lt().handle, plan.desc, &alpha, in_b, plan.a, in_a, plan.b, &beta, c, plan.c, c, plan.c,
-                          &plan.algo, lt().workspace, kWorkspaceBytes, compute_stream()),
-           "cublasLtMatmul");
+  const auto run = [&] {
+    check_lt(cublasLtMatmul(lt().handle, plan.desc, &alpha, in_b, plan.a, in_a, plan.b, &beta, c, plan.c, c, plan.c,
+                            &plan.algo, lt().workspace, kWorkspaceBytes, compute_stream()),
+             "cublasLtMatmul");
+  };
+  if (!bias) {
+    run();
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(g_bias_mutex);
+  check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+           "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  run();
   return true;
 }
 
@@ -295,6 +340,31 @@ void gemm_batched(float *c, const float *a, const float *b, int64_t batch, int64
   if (!matmul(c, a, b, m, n, k, transpose_a, transpose_b, batch, stride_a, stride_b, stride_c, alpha, beta,
               g_precision))
     one_by_one(); // no strided-batched algorithm (e.g. for a broadcast operand): same result, more launches
+}
+
+void gemm_bias(float *out, const float *a, const float *b, const float *bias, int64_t m, int64_t n, int64_t k,
+               bool transpose_b) {
+  checked_dim(m, "m");
+  checked_dim(n, "n");
+  checked_dim(k, "k");
+  if (m == 0 || n == 0)
+    return;
+  if (k > 0 && matmul(out, a, b, m, n, k, false, transpose_b, 1, 0, 0, 0, 1.0f, 0.0f, g_precision, bias))
+    return;
+  // No algorithm with the BIAS epilogue in this precision (odd sizes, misaligned pointers), or
+  // k == 0: the unfused pair, which makes gemm's own precision choice (fp32 when its precision
+  // has no algorithm) and adds the bias in fp32 as the epilogue does.
+  gemm(out, a, b, m, n, k, false, transpose_b);
+  add(out, out, bias, m, n);
+}
+
+void gemm_bias_gelu(float *pre, float *out, const float *a, const float *b, const float *bias, int64_t m, int64_t n,
+                    int64_t k, bool transpose_b, bool tanh) {
+  gemm_bias(pre, a, b, bias, m, n, k, transpose_b);
+  if (tanh)
+    gelu_tanh_forward(out, pre, m * n);
+  else
+    gelu_erf_forward(out, pre, m * n);
 }
 
 } // namespace megart::cuda

@@ -30,6 +30,15 @@ void gemm_batched(float* c, const float* a, const float* b, int64_t batch, int64
                   int64_t k, bool transpose_a, bool transpose_b, int64_t stride_a, int64_t stride_b,
                   int64_t stride_c, float alpha = 1.0f, float beta = 0.0f);
 
+// A linear layer as one call (megac-fuse-epilogues): out[m, n] = A[m, k] op(B) + bias[n], op =
+// transpose when transpose_b (B is [n, k] then, else [k, n]). Bitwise the same as gemm then add.
+void gemm_bias(float *out, const float *a, const float *b, const float *bias, int64_t m, int64_t n, int64_t k,
+               bool transpose_b);
+// pre = gemm_bias(...), out = gelu(pre) (tanh approximation when `tanh`, else erf); pre is
+// kept for the backward. Bitwise the same as gemm, add, gelu_*_forward.
+void gemm_bias_gelu(float *pre, float *out, const float *a, const float *b, const float *bias, int64_t m,
+                    int64_t n, int64_t k, bool transpose_b, bool tanh);
+
 // ---- Embedding (kernels_embedding.cpp) ----------------------------------------------------
 
 // out[t, :] = table[ids[t], :]; table is [vocab, dim], out [tokens, dim].

@@ -279,3 +279,19 @@ func.func @cross_entropy_result(%l: tensor<2x8x257xf32>, %y: tensor<2x8xi32>) {
   %0 = tx.cross_entropy %l, %y : tensor<2x8x257xf32>, tensor<2x8xi32> -> tensor<2x8xf32>
   return
 }
+
+// -----
+
+func.func @matmul_bias_contraction(%x: tensor<2x8x64xf32>, %w: tensor<32x256xf32>, %b: tensor<256xf32>) {
+  // expected-error @+1 {{contraction sizes differ: input [2, 8, 64] gives 64, weight [32, 256] gives 32}}
+  %0 = tx.matmul_bias %x, %w, %b : tensor<2x8x64xf32>, tensor<32x256xf32>, tensor<256xf32> -> tensor<2x8x256xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_bias_gelu_bias(%x: tensor<2x8x64xf32>, %w: tensor<256x64xf32>, %b: tensor<64xf32>) {
+  // expected-error @+1 {{bias has shape [64] but expected [256] (the weight's output dimension)}}
+  %0:2 = tx.matmul_bias_gelu %x, %w, %b transpose_rhs (erf) : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<64xf32> -> tensor<2x8x256xf32>
+  return
+}

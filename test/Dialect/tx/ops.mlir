@@ -127,3 +127,14 @@ func.func @cross_entropy(%logits: tensor<2x8x257xf32>, %labels: tensor<2x8xi64>)
   %1 = tx.cross_entropy %logits, %labels vocab_size 250 : tensor<2x8x257xf32>, tensor<2x8xi64> -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// -----
+
+// CHECK-LABEL: func @fused_linear
+func.func @fused_linear(%x: tensor<2x8x64xf32>, %w: tensor<64x256xf32>, %wt: tensor<256x64xf32>, %b: tensor<256xf32>) -> (tensor<2x8x256xf32>, tensor<2x8x256xf32>) {
+  // CHECK: tx.matmul_bias %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x64xf32>, tensor<64x256xf32>, tensor<256xf32> -> tensor<2x8x256xf32>
+  %0 = tx.matmul_bias %x, %w, %b : tensor<2x8x64xf32>, tensor<64x256xf32>, tensor<256xf32> -> tensor<2x8x256xf32>
+  // CHECK: tx.matmul_bias_gelu %{{.*}}, %{{.*}}, %{{.*}} transpose_rhs (tanh) : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<256xf32> -> tensor<2x8x256xf32>
+  %1:2 = tx.matmul_bias_gelu %x, %wt, %b transpose_rhs (tanh) : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<256xf32> -> tensor<2x8x256xf32>
+  return %0, %1#1 : tensor<2x8x256xf32>, tensor<2x8x256xf32>
+}

@@ -41,6 +41,19 @@ void gemm(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_
 void gemm_batched(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
                   bool transpose_a, bool transpose_b, int64_t stride_a, int64_t stride_b, int64_t stride_c,
                   float alpha = 1.0f, float beta = 0.0f);
+// Fused linear layers (what the compiler makes of matmul + bias add [+ gelu]), in the GEMM
+// precision above; the bias is added in fp32 in every precision.
+// out[m, n] = A[m, k] op(B) + bias[n], op = transpose when transpose_b (B is [n, k] then, else [k, n]).
+// The bias is cuBLASLt's BIAS epilogue; where cuBLASLt has no such algorithm (or k == 0) it is
+// gemm then add, with the same result within float rounding.
+void gemm_bias(float *out, const float *a, const float *b, const float *bias, int64_t m, int64_t n, int64_t k,
+               bool transpose_b);
+// pre = A op(B) + bias (as gemm_bias); out = gelu(pre), tanh approximation (gelu_new) when `tanh`, else erf.
+// pre is kept for the backward. The GELU is gelu_tanh_forward / gelu_erf_forward on pre (not
+// cuBLASLt's GELU epilogue), so out matches the unfused program's within its GEMM's rounding.
+// pre and out must not overlap.
+void gemm_bias_gelu(float *pre, float *out, const float *a, const float *b, const float *bias, int64_t m,
+                    int64_t n, int64_t k, bool transpose_b, bool tanh);
 
 // ---- Embedding --------------------------------------------------------------------------
 void embedding_forward(float *out, const float *table, const int32_t *ids, int64_t tokens, int64_t vocab,

@@ -1,0 +1,40 @@
+// Verifiers of the fused linear-layer ops: input [..., K], weight [K, N] ([N, K] transposed),
+// bias [N], results [..., N].
+#include "tx/TxOps.h"
+#include "tx/TxVerifyUtils.h"
+
+using namespace mlir;
+using namespace megac::tx;
+using namespace megac::tx::verify;
+
+static LogicalResult verifyLinear(Operation *op, Value input, Value weight, Value bias, bool transposed,
+                                  Value result) {
+  ArrayRef<int64_t> in = shapeOf(input), w = shapeOf(weight);
+  if (in.empty())
+    return op->emitOpError() << "input must have rank >= 1";
+  if (failed(expectRank(op, "weight", weight, 2, transposed ? "[N, K]" : "[K, N]")))
+    return failure();
+  int64_t k = transposed ? w[1] : w[0], n = transposed ? w[0] : w[1];
+  if (in.back() != k)
+    return op->emitOpError() << "contraction sizes differ: input " << shapeString(in) << " gives " << in.back()
+                             << ", weight " << shapeString(w) << " gives " << k;
+  if (failed(expectShape(op, "bias", shapeOf(bias), {n}, "the weight's output dimension")))
+    return failure();
+  SmallVector<int64_t> expected(in.drop_back());
+  expected.push_back(n);
+  if (failed(expectShape(op, "result", shapeOf(result), expected)))
+    return failure();
+  Type element = tensorType(input).getElementType();
+  for (auto [what, v] : {std::pair<StringRef, Value>{"weight", weight}, {"bias", bias}, {"result", result}})
+    if (failed(expectSameElementType(op, what, v, element)))
+      return failure();
+  return success();
+}
+
+LogicalResult MatmulBiasOp::verify() {
+  return verifyLinear(*this, getInput(), getWeight(), getBias(), getTransposeRhs(), getResult());
+}
+
+LogicalResult MatmulBiasGeluOp::verify() {
+  return verifyLinear(*this, getInput(), getWeight(), getBias(), getTransposeRhs(), getPre());
+}

@@ -1,0 +1,42 @@
+//===----------------------------------------------------------------------===//
+// Fused ops: made by megac-fuse-epilogues after autodiff, for the emitter only (no VJP)
+//===----------------------------------------------------------------------===//
+
+#ifndef MEGAC_TX_FUSED_OPS_TD
+#define MEGAC_TX_FUSED_OPS_TD
+
+include "tx/TxBase.td"
+
+def Tx_MatmulBiasOp : Tx_Op<"matmul_bias", [Pure]> {
+  let summary = "a linear layer in one GEMM: input [..., K] x weight + bias, the bias in the GEMM's epilogue";
+  let description = [{
+    `tx.matmul %input, %weight` followed by `tx.add` of a bias `[N]`. `weight` is `[K, N]`
+    (`[N, K]` with `transpose_rhs`); the result is `[..., N]`. Made by megac-fuse-epilogues.
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, Tx_FloatTensor:$bias,
+                       UnitAttr:$transpose_rhs);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias (`transpose_rhs` $transpose_rhs^)? attr-dict
+    `:` type($input) `,` type($weight) `,` type($bias) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tx_MatmulBiasGeluOp : Tx_Op<"matmul_bias_gelu", [Pure, AllTypesMatch<["pre", "result"]>]> {
+  let summary = "a linear layer and its GELU in one GEMM: the pre-activation (kept for backward) and the output";
+  let description = [{
+    `pre = input x weight + bias` as `tx.matmul_bias`, and `result = gelu(pre)`: the GEMM's
+    epilogue adds the bias and applies the activation. Made by megac-fuse-epilogues.
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, Tx_FloatTensor:$bias,
+                       UnitAttr:$transpose_rhs, Tx_GeluApproximation:$approximation);
+  let results = (outs Tx_FloatTensor:$pre, Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias (`transpose_rhs` $transpose_rhs^)? ` ` `(` $approximation `)` attr-dict
+    `:` type($input) `,` type($weight) `,` type($bias) `->` type($pre)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MEGAC_TX_FUSED_OPS_TD
