@@ -92,7 +92,7 @@ def Tx_StartGradSyncOp : Tx_Op<"start_grad_sync", [MemoryEffects<[MemRead]>]> {
   let summary = "the gradients of parameters first..last are final for this microbatch: start their dp sum";
   let description = [{
     Placed by megac-data-parallel with `overlap-grad-reduce` right after the last `tx.param_grad`
-    of a bucket in `@train_step`, so that on the iteration's last microbatch the bucket's
+    of a bucket in `@train_step` (or a chunk's backward), so that on the iteration's last microbatch the bucket's
     data-parallel all-reduce runs while backward goes on (Megatron's --overlap-grad-reduce). On
     the other microbatches it does nothing; the runtime waits for every bucket before the
     optimizer. Indices as in `tx.grad_bucket`.

@@ -71,7 +71,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   }
 
   // megac-data-parallel placed the bucket starts in the step itself (--overlap-grad-reduce).
-  bool overlaps = entryFn && !entryFn.getOps<tx::StartGradSyncOp>().empty();
+  bool overlaps = false;
+  module.walk([&](tx::StartGradSyncOp) { overlaps = true; });
   ProgramFields fields;
   if (pipelined) {
     // The schedule the stages run is the module's verified pipe.schedule.

@@ -37,18 +37,37 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     // With pipeline parallelism each stage syncs the gradients of its own parameter table.
     if (stages == 1) {
       SmallVector<tx::ParamOp> table = tx::parameterTable(entry);
-      SmallVector<Bucket> buckets = addSyncFunction(module, "sync_gradients", table);
+      SmallVector<Bucket> buckets = addSyncFunction(module, "sync_gradients", table, {});
       if (overlapGradReduce)
         placeStarts(entry, table, buckets);
-    } else {
-      if (overlapGradReduce) {
-        module.emitError("megac-data-parallel: overlap-grad-reduce is not supported with pipeline parallelism yet "
-                         "(the stages sync after their schedule)");
+      return;
+    }
+    for (int64_t s = 0; s < stages; ++s) {
+      SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s);
+      SmallVector<tx::ParamOp> table = tx::parameterTable(fns);
+      // Overlapped, a bucket is started by the backward of one chunk: none spans two.
+      SmallVector<int64_t> chunkStarts;
+      if (overlapGradReduce)
+        for (func::FuncOp fn : fns)
+          if (!fn.getName().ends_with("_backward"))
+            if (std::optional<int64_t> first = firstIndex(fn, table))
+              chunkStarts.push_back(*first);
+      SmallVector<Bucket> buckets =
+          addSyncFunction(module, "sync_gradients_stage" + std::to_string(s), table, chunkStarts);
+      if (!overlapGradReduce)
+        continue;
+      for (func::FuncOp fn : fns)
+        if (fn.getName().ends_with("_backward"))
+          placeStarts(fn, table, buckets);
+      // Every bucket must be started by some chunk, or its gradients would never be summed.
+      size_t started = 0;
+      for (func::FuncOp fn : fns)
+        started += llvm::range_size(fn.getOps<tx::StartGradSyncOp>());
+      if (started != buckets.size()) {
+        module.emitError() << "megac-data-parallel: stage " << s << " starts " << started << " of its "
+                           << buckets.size() << " gradient buckets in its chunks' backward";
         return signalPassFailure();
       }
-      for (int64_t s = 0; s < stages; ++s)
-        addSyncFunction(module, "sync_gradients_stage" + std::to_string(s),
-                        tx::parameterTable(tx::stageFunctions(module, s)));
     }
   }
 
@@ -56,12 +75,30 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     int64_t first, last, elements; // parameter indices [first, last]
   };
 
-  /// A tx.start_grad_sync after the last tx.param_grad of each bucket's parameters.
-  void placeStarts(func::FuncOp entry, SmallVector<tx::ParamOp> &table, ArrayRef<Bucket> buckets) {
-    DenseMap<Operation *, int64_t> indexOf;
-    for (auto [i, p] : llvm::enumerate(table))
-      indexOf[p] = static_cast<int64_t>(i);
-    Block &body = entry.getBody().front();
+  /// Where `p` is in `table`: the entry with its checkpoint name and block offsets.
+  static std::optional<int64_t> indexIn(ArrayRef<tx::ParamOp> table, tx::ParamOp p) {
+    for (auto [i, entry] : llvm::enumerate(table)) {
+      tx::ParamOp e = entry; // ODS accessors are not const
+      if (e.getName() == p.getName() && e.getOffsets() == p.getOffsets())
+        return static_cast<int64_t>(i);
+    }
+    return std::nullopt;
+  }
+
+  /// The first table index of the parameters `fn` uses.
+  static std::optional<int64_t> firstIndex(func::FuncOp fn, ArrayRef<tx::ParamOp> table) {
+    std::optional<int64_t> first;
+    fn.walk([&](tx::ParamOp p) {
+      if (std::optional<int64_t> i = indexIn(table, p); i && (!first || *i < *first))
+        first = i;
+    });
+    return first;
+  }
+
+  /// A tx.start_grad_sync after the last tx.param_grad of each bucket whose parameters get
+  /// their gradients in `fn` (@train_step, or one pipeline chunk's backward).
+  void placeStarts(func::FuncOp fn, ArrayRef<tx::ParamOp> table, ArrayRef<Bucket> buckets) {
+    Block &body = fn.getBody().front();
     // Autodiff adds the gradients into the parameters at the end of backward; each can go as
     // soon as its value exists (nothing reads the gradients before the sync). In reverse, so
     // that accumulations moved behind the same op keep their order (and their rounding).
@@ -74,32 +111,38 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     }
     SmallVector<Operation *> lastGrad(table.size(), nullptr);
     for (Operation &op : body)
-      if (auto g = dyn_cast<tx::ParamGradOp>(op)) {
-        auto it = indexOf.find(g.getParam().getDefiningOp());
-        if (it != indexOf.end())
-          lastGrad[it->second] = &op;
-      }
+      if (auto g = dyn_cast<tx::ParamGradOp>(op))
+        if (std::optional<int64_t> i = indexIn(table, g.getParam().getDefiningOp<tx::ParamOp>()))
+          lastGrad[*i] = &op;
     for (const Bucket &bucket : buckets) {
       Operation *after = nullptr;
       for (int64_t i = bucket.first; i <= bucket.last; ++i)
         if (lastGrad[i] && (!after || after->isBeforeInBlock(lastGrad[i])))
           after = lastGrad[i];
-      OpBuilder b(entry.getContext());
+      // A chunk's backward starts only its own buckets; @train_step all of them (a bucket with
+      // no gradient in backward is final from the start).
+      bool chunk = fn->hasAttr("megac.chunk");
+      if (!after && chunk)
+        continue;
+      OpBuilder b(fn.getContext());
       if (after)
         b.setInsertionPointAfter(after);
-      else // no gradient in backward at all: final from the start
+      else
         b.setInsertionPointToStart(&body);
-      tx::StartGradSyncOp::create(b, entry.getLoc(), bucket.first, bucket.last);
+      tx::StartGradSyncOp::create(b, fn.getLoc(), bucket.first, bucket.last);
     }
   }
 
-  SmallVector<Bucket> addSyncFunction(ModuleOp module, StringRef name, SmallVector<tx::ParamOp> table) {
+  /// @`name`: the buckets over `table`, each closed where it would pass bucket-size elements or
+  /// reach one of `boundaries` (table indices that start a new bucket).
+  SmallVector<Bucket> addSyncFunction(ModuleOp module, StringRef name, SmallVector<tx::ParamOp> table,
+                                      ArrayRef<int64_t> boundaries) {
     // Buckets from the last parameter back: backward finishes those gradients first.
     SmallVector<Bucket> buckets;
     int64_t last = static_cast<int64_t>(table.size()) - 1, elements = 0;
     for (int64_t i = last; i >= 0; --i) {
       int64_t n = table[i].getType().getNumElements();
-      if (elements > 0 && elements + n > bucketSize) {
+      if (elements > 0 && (elements + n > bucketSize || llvm::is_contained(boundaries, i + 1))) {
         buckets.push_back({i + 1, last, elements});
         last = i, elements = 0;
       }

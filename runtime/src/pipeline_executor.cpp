@@ -187,6 +187,13 @@ PipelineExecutor::PipelineExecutor(const PipelineStageDesc &stage, int64_t pp_ra
   validate_pipeline_stage(stage, pp_rank, pp_size, virtual_size, num_microbatches);
   arena_ = DeviceBuffer(device, static_cast<size_t>(stage.arena_bytes));
   slots_.resize(static_cast<size_t>(virtual_size * num_microbatches));
+  final_backward_.assign(static_cast<size_t>(stage.num_ops), 0);
+  std::vector<bool> seen(static_cast<size_t>(pp_size * virtual_size), false);
+  for (int64_t i = stage.num_ops - 1; i >= 0; --i) // validated above: chunks are in range
+    if (stage.ops[i].kind == PipeOpKind::Backward && !seen[static_cast<size_t>(stage.ops[i].chunk)]) {
+      seen[static_cast<size_t>(stage.ops[i].chunk)] = true;
+      final_backward_[static_cast<size_t>(i)] = 1;
+    }
 }
 
 // run() returns with no send in flight; one is left only when an error unwound it, and then
@@ -223,6 +230,8 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
                 std::to_string(pp.rank()) + " of " + std::to_string(pp.size()));
   CommActivity &activity = comm_activity();
   PipelineIterationResult result;
+  StepContext plain = ctx; // every op but a chunk's last backward: no bucket starts there
+  plain.grad_sync = nullptr;
   int64_t live = 0; // stashes alive now
   for (int64_t i = 0; i < stage_.num_ops; ++i) {
     const PipeOp &op = stage_.ops[i];
@@ -244,7 +253,7 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
       if (!last)
         s.output = pool_.take(out_bytes);
       const float loss = chunk.forward(
-          ctx, params, arena_.as<char>(), mb_ids, mb_labels,
+          plain, params, arena_.as<char>(), mb_ids, mb_labels,
           first ? nullptr : s.input.as<const float>(),
           last ? nullptr : s.output.as<float>(), s.stash.as<char>());
       if (last) {
@@ -259,7 +268,8 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
       reclaim_finished_sends(false, pp);
       if (!first)
         s.input_grad = pool_.take(in_bytes);
-      chunk.backward(ctx, params, grads, arena_.as<char>(), mb_ids, mb_labels, dloss, s.stash.as<char>(),
+      chunk.backward(final_backward_[static_cast<size_t>(i)] ? ctx : plain, params, grads, arena_.as<char>(),
+                     mb_ids, mb_labels, dloss, s.stash.as<char>(),
                      last ? nullptr : s.output_grad.as<const float>(),
                      first ? nullptr : s.input_grad.as<float>());
       pool_.give(std::move(s.stash));

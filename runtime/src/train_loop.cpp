@@ -167,11 +167,11 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
   const std::unique_ptr<LossScaler> scaler = make_loss_scaler(f);
 
   const StepContext ctx = grid.step_context();
-  // --overlap-grad-reduce: the last microbatch's step starts the dp buckets during backward.
-  const bool overlapped = dp > 1 && !pipelined && program.overlap_grad_reduce;
+  // --overlap-grad-reduce: the last microbatch (a chunk's last backward) starts the dp buckets.
+  const bool overlapped = dp > 1 && program.overlap_grad_reduce;
   GradSync grad_sync(grid.dp());
-  StepContext last_ctx = ctx;
-  last_ctx.grad_sync = &grad_sync;
+  StepContext sync_ctx = ctx;
+  sync_ctx.grad_sync = &grad_sync;
   TrainResult result;
   LogWindow window;
   for (int64_t k = 1; k <= f.train_iters; ++k) {
@@ -191,7 +191,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
       upload();
       activity.phase("pipeline schedule");
       const PipelineIterationResult r =
-          pipe->executor.run(ctx, store.param_table(), store.grad_table(), device_ids.as<int32_t>(),
+          pipe->executor.run(overlapped ? sync_ctx : ctx, store.param_table(), store.grad_table(),
+                             device_ids.as<int32_t>(),
                              device_labels.as<int32_t>(), b * s, scaled_dloss);
       loss_sum = r.loss_sum; // only the last stage has the losses; 0 elsewhere
       peak_stash = r.peak_stash;
@@ -201,7 +202,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
         data.fill(first + m * b, b, ids.data(), labels.data());
         upload();
         const bool last = m == num_micro - 1;
-        loss_sum += program.step(overlapped && last ? last_ctx : ctx, store.param_table(),
+        loss_sum += program.step(overlapped && last ? sync_ctx : ctx, store.param_table(),
                                  store.grad_table(), arena.as<char>(), device_ids.as<int32_t>(),
                                  device_labels.as<int32_t>(), scaled_dloss);
       }

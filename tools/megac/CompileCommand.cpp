@@ -247,9 +247,6 @@ int megac::runCompile() {
                   "OUT/train instead");
     plan.numMicrobatches = globalBatch / perIteration;
   }
-  if (overlapGradReduce && pp > 1)
-    return fail("--overlap-grad-reduce is not supported with --pp yet: pipeline stages sum their gradients "
-                "after the schedule; drop the flag");
   if (Error e = resolvePipeline(plan, *spec))
     return fail(specPath + ": " + toString(std::move(e)));
   if (Error e = validatePlan(plan, *spec))

@@ -92,10 +92,11 @@ def DataParallel : Pass<"megac-data-parallel", "mlir::ModuleOp"> {
     After megac-pipeline-split, each pipeline stage gets its own `@sync_gradients_stage<s>` over
     its own parameter table.
 
-    With `overlap-grad-reduce` (single-stage programs), each bucket also gets a
-    `tx.start_grad_sync` in `@train_step` right after the last `tx.param_grad` of its
-    parameters: the runtime starts that bucket's all-reduce there on the iteration's last
-    microbatch, overlapping it with the rest of backward.
+    With `overlap-grad-reduce`, each bucket also gets a `tx.start_grad_sync` right after the
+    last `tx.param_grad` of its parameters (moved up to where their gradients are made), in
+    `@train_step` or, with pipeline stages, in the chunk backward that makes them (buckets then
+    end at chunk boundaries): the runtime starts the bucket's all-reduce there on the
+    iteration's last microbatch (a chunk's last backward), overlapping the rest of backward.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", "1", "data parallel size">,

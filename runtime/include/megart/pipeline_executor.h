@@ -49,7 +49,8 @@ public:
   // One iteration of the schedule. ids / labels hold the microbatches one after another,
   // tokens_per_microbatch each; params / grads are the stage's tables; ctx.pp numbers the
   // peers. Gradients are added to grads; every send has completed when it returns. Sets
-  // comm_activity()'s schedule step while it runs.
+  // comm_activity()'s schedule step while it runs. ctx.grad_sync (--overlap-grad-reduce) goes
+  // only to each chunk's last backward, after which its gradients are final.
   PipelineIterationResult run(const StepContext &ctx, float *const *params, float *const *grads,
                               const int32_t *ids, const int32_t *labels,
                               int64_t tokens_per_microbatch, float dloss);
@@ -81,6 +82,7 @@ private:
   Slots &slots(int32_t chunk, int32_t microbatch);
 
   const PipelineStageDesc &stage_;
+  std::vector<char> final_backward_; // per op: the last Backward of its chunk
   int64_t pp_rank_, pp_size_, num_chunks_, num_microbatches_;
   DeviceBuffer arena_;
   BufferPool pool_;
