@@ -1,6 +1,7 @@
 #include "megart/device.h"
 
 #include "megart/error.h"
+#include "megart/kernels.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -36,12 +37,13 @@ public:
       std::memcpy(dst, src, bytes);
   }
   void synchronize() override {}
-  // The CPU kernels are fp32 only (OpenBLAS sgemm): a low-precision run needs the GPU build.
-  void set_compute_precision(Precision p) override {
-    if (p != Precision::Fp32)
-      throw Error(std::string("--") + precision_name(p) +
-                  " needs a program built with megac compile --target cuda; the CPU backend "
-                  "computes in fp32");
+  // Only the GEMMs change precision (the autocast model, as on CUDA): bf16 / fp16 are emulated
+  // by rounding the GEMM operands (cpu::set_gemm_precision); every other kernel stays fp32.
+  void set_compute_precision(Precision p) override { cpu::set_gemm_precision(p); }
+  std::string describe_precision(Precision p) const override {
+    const std::string name = precision_name(p);
+    return name + " emulated on the CPU (GEMM inputs rounded to " + name +
+           ", fp32 accumulate; for checking numerics, slower than fp32)";
   }
 
   double sum_of_squares(const TensorList &tensors) override { return grad_sum_of_squares(tensors); }

@@ -154,9 +154,9 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
       ->capture_default_str();
   app.add_flag("--bf16", f.bf16,
                "bf16 GEMM inputs with fp32 accumulation; weights, gradients and optimizer stay "
-               "fp32 (CUDA programs only)");
+               "fp32 (on a CPU program: emulated, for checking numerics)");
   app.add_flag("--fp16", f.fp16,
-               "fp16 GEMM inputs with fp32 accumulation, and loss scaling (CUDA programs only)");
+               "fp16 GEMM inputs with fp32 accumulation, and loss scaling (on a CPU program: emulated)");
   app.add_option("--loss-scale", f.loss_scale,
                  "Static loss scale with --fp16 (a power of 2 is exact); 0 or absent: dynamic")
       ->capture_default_str();

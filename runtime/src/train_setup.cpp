@@ -111,8 +111,8 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
       << " to " << fmt("%g", f.min_lr) << ", warmup " << f.lr_warmup_iters << "), clip-grad "
       << fmt("%g", f.clip_grad) << std::endl;
   if (f.bf16 || f.fp16) {
-    out << "  precision: " << precision_name(compute_precision(f))
-        << " GEMM inputs, fp32 accumulation; weights, gradients and optimizer in fp32";
+    out << "  precision: " << store.device().describe_precision(compute_precision(f))
+        << "; weights, gradients and optimizer in fp32";
     if (f.fp16)
       out << "; loss scale "
           << (f.loss_scale > 0 ? fmt("%.15g", f.loss_scale) + " (static)"

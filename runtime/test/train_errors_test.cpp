@@ -128,19 +128,8 @@ TEST_F(TrainErrors, MetricsFolderMissing) {
   EXPECT_EQ(r.out, "");
 }
 
-// The CPU kernels are fp32 only: refused before any data, weights or output is touched.
-TEST_F(TrainErrors, CpuRefusesBf16) {
-  RunResult r = run_rejected(p_.desc, {"--bf16"});
-  EXPECT_EQ(r.err, "error: --bf16 needs a program built with megac compile --target cuda; the "
-                   "CPU backend computes in fp32\n");
-}
-
-TEST_F(TrainErrors, CpuRefusesFp16) {
-  RunResult r = run_rejected(p_.desc, {"--fp16", "--loss-scale", "1024"});
-  EXPECT_EQ(r.err, "error: --fp16 needs a program built with megac compile --target cuda; the "
-                   "CPU backend computes in fp32\n");
-}
-
+// (--bf16 / --fp16 alone are accepted on the CPU, which emulates them:
+// train_mixed_precision_test.cpp.)
 TEST_F(TrainErrors, Fp16FlagCombinationIsCheckedFirst) {
   RunResult r = run_rejected(p_.desc, {"--bf16", "--fp16"});
   EXPECT_THAT(r.err, HasSubstr("--bf16 and --fp16 are both given"));

@@ -1,5 +1,7 @@
 // The training loop's loss scaling (--fp16), run on the CPU through a device that accepts every
-// precision but computes in fp32: the scaling is then the only difference from an fp32 run.
+// precision but computes in fp32: the scaling is then the only difference from an fp32 run. And
+// the CPU device itself, which emulates bf16 / fp16 GEMMs (kernels_gemm_precision_test.cpp has
+// the rounding; test/e2e/mixed_precision.py the loss curves of the example model).
 #include "train_test_util.h"
 
 #include "megart/loss_scaler.h"
@@ -30,7 +32,10 @@ public:
              const megart::AdamWScalars &without) override {
     cpu().adamw(t, with, without);
   }
-  void set_compute_precision(megart::Precision) override {}
+  // GEMMs stay fp32 whatever an earlier run on the CPU device left set.
+  void set_compute_precision(megart::Precision) override {
+    megart::cpu::set_gemm_precision(megart::Precision::Fp32);
+  }
 
 private:
   static megart::Device &cpu() { return megart::cpu_device(); }
@@ -39,6 +44,14 @@ private:
 megart::Device &any_precision() {
   static AcceptsAnyPrecision device;
   return device;
+}
+
+// The bigram model (no GEMM), noting the CPU's GEMM precision its step runs under.
+megart::Precision g_step_precision = megart::Precision::Fp32;
+float noting_step(const megart::StepContext &ctx, float *const *params, float *const *grads, char *arena,
+                  const int32_t *ids, const int32_t *labels, float dloss) {
+  g_step_precision = megart::cpu::gemm_precision();
+  return bigram_step<2, false>(ctx, params, grads, arena, ids, labels, dloss);
 }
 
 class TrainMixedPrecision : public ::testing::Test {
@@ -113,4 +126,43 @@ TEST_F(TrainMixedPrecision, Bf16HasNoLossScale) {
   EXPECT_EQ(r.out.find("loss scale"), std::string::npos);
   for (const auto &row : read_jsonl(dir_ / "m.jsonl"))
     EXPECT_EQ(row.get("loss_scale"), nullptr);
+}
+
+// The CPU device takes --bf16 / --fp16 and emulates them: the program's GEMMs run in that
+// precision (cpu::gemm_precision() inside the step), the header says it is an emulation, and a
+// later fp32 run is fp32 again.
+TEST_F(TrainMixedPrecision, CpuDeviceEmulatesBf16AndFp16) {
+  Program p = bigram_program<2>();
+  p.desc.step = &noting_step;
+  auto train = [&](const std::string &metrics, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"--data-path", dir_ / "data", "--train-iters", "3", "--lr", "0.05",
+                                  "--metrics-file", dir_ / metrics};
+    a.insert(a.end(), extra.begin(), extra.end());
+    g_step_precision = megart::Precision::Fp32;
+    return run_training(p.desc, a);
+  };
+  const RunResult bf16 = train("bf16.jsonl", {"--bf16"});
+  ASSERT_EQ(bf16.code, 0) << bf16.err;
+  EXPECT_EQ(g_step_precision, megart::Precision::Bf16);
+  EXPECT_THAT(bf16.out, HasSubstr("  device: cpu\n"));
+  EXPECT_THAT(bf16.out, HasSubstr("  precision: bf16 emulated on the CPU (GEMM inputs rounded to bf16, fp32 "
+                                  "accumulate; for checking numerics, slower than fp32); weights, gradients "
+                                  "and optimizer in fp32\n"));
+  EXPECT_EQ(read_jsonl(dir_ / "bf16.jsonl").size(), 3u);
+
+  const RunResult fp16 = train("fp16.jsonl", {"--fp16", "--initial-loss-scale", "65536"});
+  ASSERT_EQ(fp16.code, 0) << fp16.err;
+  EXPECT_EQ(g_step_precision, megart::Precision::Fp16);
+  EXPECT_THAT(fp16.out, HasSubstr("  precision: fp16 emulated on the CPU (GEMM inputs rounded to fp16, fp32 "
+                                  "accumulate; for checking numerics, slower than fp32); weights, gradients "
+                                  "and optimizer in fp32; loss scale 65536 (dynamic: min 1, window 1000, "
+                                  "hysteresis 2)\n"));
+  for (const auto &row : read_jsonl(dir_ / "fp16.jsonl"))
+    EXPECT_EQ(row.get("loss_scale")->number, 65536.0);
+
+  const RunResult fp32 = train("fp32.jsonl", {});
+  ASSERT_EQ(fp32.code, 0) << fp32.err;
+  EXPECT_EQ(g_step_precision, megart::Precision::Fp32);
+  EXPECT_EQ(megart::cpu::gemm_precision(), megart::Precision::Fp32);
+  EXPECT_EQ(fp32.out.find("precision:"), std::string::npos);
 }

@@ -6,6 +6,7 @@
 
 #include "megart/comm.h"
 #include "megart/optimizer.h"
+#include "megart/precision.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -25,15 +26,6 @@ struct AdamWTensor {
   int64_t n;
   bool weight_decay; // false: the step uses the without-decay factors
 };
-
-// What the compiled program's matrix multiplies take as inputs (--bf16 / --fp16). Weights,
-// activations, gradients and the optimizer stay fp32 in every mode: only the GEMM operands are
-// rounded, and GEMMs accumulate and write in fp32 (the autocast model).
-enum class Precision { Fp32, Bf16, Fp16 };
-
-inline const char *precision_name(Precision p) {
-  return p == Precision::Bf16 ? "bf16" : p == Precision::Fp16 ? "fp16" : "fp32";
-}
 
 using TensorList = std::vector<std::pair<const float *, int64_t>>;
 using MutableTensorList = std::vector<std::pair<float *, int64_t>>;
@@ -75,6 +67,11 @@ public:
   // The precision of the compiled program's GEMMs from now on. Throws megart::Error, before
   // anything is allocated, when this backend cannot compute in `p`.
   virtual void set_compute_precision(Precision p) = 0;
+  // How this device computes in `p` (bf16 / fp16), for the start-up summary's precision line:
+  // what the line says after "precision: ".
+  virtual std::string describe_precision(Precision p) const {
+    return std::string(precision_name(p)) + " GEMM inputs, fp32 accumulation";
+  }
 
   // Dense peak TFLOP/s of one device for the program's compute precision (for MFU); 0 when
   // unknown.

@@ -11,11 +11,32 @@
 //  - results do not depend on the OpenMP thread count (reductions use fixed blocking).
 #pragma once
 
+#include "megart/precision.h"
+
 #include <cstdint>
 
 namespace megart::cpu {
 
 // ---- GEMM (kernels_gemm.cpp) --------------------------------------------------------------
+
+// The input precision of every gemm / gemm_batched / gemm_bias / gemm_bias_gelu from now on
+// (the CPU Device's compute precision; Fp32 at start; process-wide). Fp32: cblas_sgemm on the
+// operands as given. Bf16 / Fp16 EMULATE the CUDA backend's low-precision GEMM: copies of A and
+// B are rounded with round_to_precision into thread-local scratch and cblas_sgemm multiplies
+// those in fp32, so the products are exact and only the fp32 accumulation order differs from a
+// tensor core's. For checking numerics without a GPU; slower than fp32 (the extra copies). The
+// CUDA GEMM computes a shape cuBLASLt has no bf16 / fp16 algorithm for in fp32; the emulation
+// always rounds, so it is never the more accurate of the two.
+void set_gemm_precision(Precision p);
+Precision gemm_precision();
+
+// out[i] = in[i] rounded to the nearest value of `p`, ties to even, kept as a float (in place
+// when out == in). Bf16: 8 significant bits, fp32's exponent range (values beyond the largest
+// bf16 round to +-inf). Fp16: 11 significant bits; above 65504 after rounding +-inf; below
+// 2^-14 subnormal with spacing 2^-24 (magnitudes up to 2^-25 round to +-0). Inf stays inf, NaN
+// stays NaN.
+// Fp32: a copy. (What __float2bfloat16_rn / __float2half_rn give, widened back to float.)
+void round_to_precision(float *out, const float *in, int64_t n, Precision p);
 
 // C[m,n] = alpha * op(A) op(B) + beta * C, op = transpose when the flag is set. A is [m,k]
 // ([k,m] when transposed), B is [k,n] ([n,k] when transposed). Wraps cblas_sgemm. With
