@@ -24,10 +24,10 @@ def Tx_MatmulBiasOp : Tx_Op<"matmul_bias", [Pure]> {
 }
 
 def Tx_MatmulBiasGeluOp : Tx_Op<"matmul_bias_gelu", [Pure, AllTypesMatch<["pre", "result"]>]> {
-  let summary = "a linear layer and its GELU in one GEMM: the pre-activation (kept for backward) and the output";
+  let summary = "a linear layer and its GELU in one call: the pre-activation (kept for backward) and the output";
   let description = [{
-    `pre = input x weight + bias` as `tx.matmul_bias`, and `result = gelu(pre)`: the GEMM's
-    epilogue adds the bias and applies the activation. Made by megac-fuse-epilogues.
+    `pre = input x weight + bias` as `tx.matmul_bias` (the bias in the GEMM's epilogue), and
+    `result = gelu(pre)` right after it. Made by megac-fuse-epilogues.
   }];
   let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, Tx_FloatTensor:$bias,
                        UnitAttr:$transpose_rhs, Tx_GeluApproximation:$approximation);

@@ -88,7 +88,9 @@ def Tx_SetGradBucketOp : Tx_Op<"set_grad_bucket", [MemoryEffects<[MemWrite]>]> {
   let assemblyFormat = "$value `params` `[` $first `,` $last `]` attr-dict `:` type($value)";
 }
 
-def Tx_StartGradSyncOp : Tx_Op<"start_grad_sync", [MemoryEffects<[MemRead]>]> {
+// MemWrite too: the all-reduce it starts sums the gradients in place (and an op with no results
+// that only reads would be erased as dead).
+def Tx_StartGradSyncOp : Tx_Op<"start_grad_sync", [MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "the gradients of parameters first..last are final for this microbatch: start their dp sum";
   let description = [{
     Placed by megac-data-parallel with `overlap-grad-reduce` right after the last `tx.param_grad`

@@ -344,21 +344,18 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
                               n(prod(l.take_back(2))), n(prod(r.take_back(2))), n(rows * cols)});
         return success();
       })
-      .Case([&](tx::MatmulBiasOp l) {
+      .Case<tx::MatmulBiasOp, tx::MatmulBiasGeluOp>([&](auto l) {
+        // The GEMM's rows, columns and contraction, then the bias: "in, weight, bias, m, n, k, tb".
         ArrayRef<int64_t> w = shapeOf(l.getWeight());
         bool tb = l.getTransposeRhs();
-        int64_t k = tb ? w[1] : w[0], cols = tb ? w[0] : w[1];
-        call("gemm_bias", {ptr(l), ptr(l.getInput()), ptr(l.getWeight()), ptr(l.getBias()), n(numel(l) / cols),
-                           n(cols), n(k), b(tb)});
-        return success();
-      })
-      .Case([&](tx::MatmulBiasGeluOp l) {
-        ArrayRef<int64_t> w = shapeOf(l.getWeight());
-        bool tb = l.getTransposeRhs();
-        int64_t k = tb ? w[1] : w[0], cols = tb ? w[0] : w[1];
-        call("gemm_bias_gelu", {ptr(l.getPre()), ptr(l.getResult()), ptr(l.getInput()), ptr(l.getWeight()),
-                                ptr(l.getBias()), n(numel(l.getPre()) / cols), n(cols), n(k), b(tb),
-                                b(l.getApproximation() == tx::GeluApproximation::Tanh)});
+        int64_t k = tb ? w[1] : w[0], cols = tb ? w[0] : w[1], rows = numel(l.getInput()) / k;
+        std::string gemm = ptr(l.getInput()) + ", " + ptr(l.getWeight()) + ", " + ptr(l.getBias()) + ", " + n(rows) +
+                           ", " + n(cols) + ", " + n(k) + ", " + b(tb);
+        if constexpr (std::is_same_v<decltype(l), tx::MatmulBiasOp>)
+          os << "  gemm_bias(" << ptr(l) << ", " << gemm << ");\n";
+        else
+          os << "  gemm_bias_gelu(" << ptr(l.getPre()) << ", " << ptr(l.getResult()) << ", " << gemm << ", "
+             << b(l.getApproximation() == tx::GeluApproximation::Tanh) << ");\n";
         return success();
       })
       .Case<tx::AddOp, tx::MulOp>([&](auto e) {
@@ -428,7 +425,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       .Case([&](tx::DropoutOp d) {
         if (!d.getRate().isZero())
           return unsupported(op, "dropout with a non-zero rate needs the runtime's per-iteration seed, "
-                                 "which the CPU emitter does not pass yet");
+                                 "which the emitter does not pass yet");
         copy(ptr(d), ptr(d.getInput()), numel(d) * 4);
         return success();
       })

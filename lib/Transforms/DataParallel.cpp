@@ -59,21 +59,40 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       for (func::FuncOp fn : fns)
         if (fn.getName().ends_with("_backward"))
           placeStarts(fn, table, buckets);
-      // Every bucket must be started by some chunk, or its gradients would never be summed.
-      size_t started = 0;
-      for (func::FuncOp fn : fns)
-        started += llvm::range_size(fn.getOps<tx::StartGradSyncOp>());
-      if (started != buckets.size()) {
-        module.emitError() << "megac-data-parallel: stage " << s << " starts " << started << " of its "
-                           << buckets.size() << " gradient buckets in its chunks' backward";
+      if (failed(checkStarts(module, s, fns, table, buckets)))
         return signalPassFailure();
-      }
     }
   }
 
   struct Bucket {
     int64_t first, last, elements; // parameter indices [first, last]
   };
+
+  /// Each bucket of a stage is started exactly once, by the chunk backward that makes all of its
+  /// gradients: otherwise it would never be summed, or be summed before it is final.
+  static LogicalResult checkStarts(ModuleOp module, int64_t stage, ArrayRef<func::FuncOp> fns,
+                                   ArrayRef<tx::ParamOp> table, ArrayRef<Bucket> buckets) {
+    for (const Bucket &bucket : buckets) {
+      func::FuncOp starter;
+      int64_t starts = 0;
+      for (func::FuncOp fn : fns)
+        for (tx::StartGradSyncOp op : fn.getOps<tx::StartGradSyncOp>())
+          if (static_cast<int64_t>(op.getFirst()) == bucket.first && static_cast<int64_t>(op.getLast()) == bucket.last)
+            starter = fn, ++starts;
+      bool complete = starts == 1;
+      for (func::FuncOp fn : fns)
+        fn.walk([&](tx::ParamGradOp g) {
+          std::optional<int64_t> i = indexIn(table, g.getParam().getDefiningOp<tx::ParamOp>());
+          if (i && *i >= bucket.first && *i <= bucket.last && fn != starter)
+            complete = false;
+        });
+      if (!complete)
+        return module.emitError() << "megac-data-parallel: stage " << stage << "'s gradient bucket params["
+                                  << bucket.first << ", " << bucket.last << "] is started " << starts
+                                  << " times, or not by the one chunk backward that makes all its gradients";
+    }
+    return success();
+  }
 
   /// Where `p` is in `table`: the entry with its checkpoint name and block offsets.
   static std::optional<int64_t> indexIn(ArrayRef<tx::ParamOp> table, tx::ParamOp p) {

@@ -1,4 +1,4 @@
-// megac-fuse-epilogues: matmul + bias add (+ GELU) -> one GEMM with an epilogue.
+// megac-fuse-epilogues: matmul + bias add (+ GELU) -> one call, the bias in the GEMM's epilogue.
 #include "megac/Transforms/Passes.h"
 #include "tx/TxOps.h"
 

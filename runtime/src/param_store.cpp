@@ -21,8 +21,8 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
   for (const ParamDesc &d : program_descs_)
     descs_.push_back(tp_block(d, tp_rank));
   tensors_ = group_by_tensor(descs_.data(), size());
-  // One gradient allocation; each gradient starts on a 64-byte boundary as a separate
-  // AlignedBuffer would, so generated code sees the same alignment either way.
+  // One gradient allocation; each gradient starts on a 64-byte boundary, as ProgramDesc
+  // promises generated code.
   constexpr int64_t kAlignFloats = 64 / sizeof(float);
   std::vector<int64_t> grad_offsets;
   int64_t total = 0;

@@ -182,6 +182,9 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   app.add_flag("--grad-reduce-in-bf16", f.grad_reduce_in_bf16,
                "With --bf16: reduce gradients in bf16 (not implemented yet: refused; gradients "
                "are reduced in fp32)");
+  app.add_flag("--overlap-grad-reduce", f.overlap_grad_reduce,
+               "Accepted when the program was compiled with `megac compile --overlap-grad-reduce` "
+               "(the overlap is compiled in)");
   app.add_flag("--rank-layout", f.rank_layout,
                "Print the global rank -> (dp, pp, tp) table of the compiled plan and exit");
   try {
@@ -254,6 +257,9 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
   require(!(f.ddp_bucket_size_given && compiled_buckets),
           "--ddp-bucket-size is compiled into this program: its gradient buckets come from `megac compile "
           "--ddp-bucket-size N`; recompile to change them");
+  require(!f.overlap_grad_reduce || program.overlap_grad_reduce,
+          "--overlap-grad-reduce: this program sums its data-parallel gradients after backward; the overlap "
+          "is compiled in: recompile with `megac compile ... --overlap-grad-reduce`, or drop the flag");
   require(std::isfinite(f.distributed_timeout_minutes) && f.distributed_timeout_minutes > 0,
           "--distributed-timeout-minutes is " + num(f.distributed_timeout_minutes) +
               "; it must be > 0 (minutes a rank waits for the others, e.g. 10, or 0.5)");

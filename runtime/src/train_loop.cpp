@@ -56,7 +56,8 @@ public:
       grads_.emplace_back(store.grad(i), store.numel(i));
   }
 
-  double lr_for_iteration(int64_t k) const { return schedule_.lr_for_iteration(k); }
+  // The rate of the next update: the schedule after the updates made so far.
+  double lr_after_steps() const { return schedule_.lr_at(steps_); }
 
   // Undoes the loss scale on this rank's gradients (inf and NaN stay so: the norm sees them).
   void unscale(double loss_scale) { device_.scale(grads_, static_cast<float>(1.0 / loss_scale)); }
@@ -216,10 +217,10 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
                       "gradient bucket (regenerate the program with megac compile)");
       } else if (compiled_sync) {
         compiled_sync(ctx, store.grad_table());
-      }
-      else
+      } else {
         all_reduce_in_buckets(grid.dp(), store.flat_grads(), store.flat_grads_numel(),
                               f.ddp_bucket_size);
+      }
     }
     if (pipelined) {
       // After the dp sum, as Megatron does: the tied copies then add the same totals.
@@ -244,7 +245,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
       optimizer.unscale(loss_scale);
     activity.phase("gradient norm");
     const double norm = optimizer.clip();
-    const double lr = optimizer.lr_for_iteration(k);
+    // Megatron steps the schedule only after an update: skipped iterations keep the rate.
+    const double lr = optimizer.lr_after_steps();
     const bool finite = std::isfinite(norm);
     if (finite)
       optimizer.step(lr);
@@ -263,12 +265,13 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     it.tokens_per_s = static_cast<double>(B * s) / seconds;
     it.lr = lr;
     it.lm_loss = loss;
-    it.grad_norm = norm;
+    it.grad_norm = finite ? norm : -1; // a skipped update has no norm to log (Megatron: None)
     it.loss_scale = scaler ? scaler->scale() : -1; // after the update, as Megatron logs it
     it.tflops_per_gpu = flops > 0 ? flops / seconds / 1e12 / world : -1;
     it.mfu = mfu(it.tflops_per_gpu);
     it.skipped_iterations = finite ? 0 : 1;
-    it.nan_iterations = finite && std::isfinite(loss) ? 0 : 1;
+    // Megatron's count: skipped iterations whose loss itself is not finite.
+    it.nan_iterations = !finite && !std::isfinite(loss) ? 1 : 0;
     it.pipeline_stash_peak_measured = peaks.measured;
     it.pipeline_stash_peak_predicted = peaks.predicted;
     if (metrics)
@@ -276,7 +279,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
 
     window.iterations += 1;
     window.seconds += seconds;
-    if (std::isfinite(loss)) {
+    if (finite && std::isfinite(loss)) { // Megatron averages the updated iterations' losses
       window.loss_sum += loss;
       window.loss_count += 1;
     }

@@ -347,3 +347,15 @@ TEST(TrainFlags, LossScaleValues) {
   EXPECT_EQ(resolve_error({"--fp16", "--min-loss-scale", "1024", "--initial-loss-scale", "1024"}),
             "");
 }
+
+TEST(TrainFlags, OverlapGradReduceIsCompiledIn) {
+  // Megatron users pass it to training; here the program decides, and says how to get it.
+  EXPECT_THAT(resolve_error({"--overlap-grad-reduce"}),
+              HasSubstr("the overlap is compiled in: recompile with `megac compile ... --overlap-grad-reduce`"));
+  Parsed p = parse({"--data-path", "d", "--train-iters", "1", "--lr", "1", "--overlap-grad-reduce"});
+  ASSERT_FALSE(p.exit) << p.err;
+  megart::ProgramDesc program{};
+  program.micro_batch_size = 1;
+  program.overlap_grad_reduce = true;
+  EXPECT_NO_THROW(megart::resolve_train_flags(p.flags, program));
+}

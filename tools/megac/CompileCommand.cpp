@@ -137,11 +137,15 @@ std::string outputCMake(megac::Target target) {
   std::string text = "# Builds the generated training program against megac's runtime.\n"
                      "# megac compile already built ./train; this is for other machines (set MEGART_DIR).\n"
                      "cmake_minimum_required(VERSION 3.20)\n";
-  // Before project(): enabling CUDA there would otherwise fix nvcc's default architecture.
+  // Before project(), which fixes nvcc and its default architecture when it enables CUDA.
   if (cuda)
-    text += "if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)\n  set(CMAKE_CUDA_ARCHITECTURES 80-real 90)\nendif()\n";
+    text += "if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)\n"
+            "  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)\nendif()\n"
+            "if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)\n  set(CMAKE_CUDA_ARCHITECTURES 80-real 90)\nendif()\n";
   text += std::string("project(megac_train LANGUAGES C CXX") + (cuda ? " CUDA" : "") + ")\n";
-  text += "set(CMAKE_CXX_STANDARD 17)\n"
+  text += std::string("set(CMAKE_CXX_STANDARD 17)\n") +
+          (cuda ? "set(CMAKE_CUDA_STANDARD 17)\n"
+                : "set(MEGART_CUDA OFF CACHE BOOL \"a CPU program needs no CUDA backend\" FORCE)\n") +
           "set(MEGART_DIR \"" MEGAC_RUNTIME_SOURCE_DIR "\" CACHE PATH \"megac's runtime/ folder\")\n"
           "add_subdirectory(${MEGART_DIR} megart EXCLUDE_FROM_ALL)\n";
   text += cuda ? "add_executable(train main.cu)\ntarget_link_libraries(train PRIVATE megart-cuda)\n"
@@ -207,9 +211,12 @@ Expected<megac::Target> resolveTarget() {
     return megac::Target::Cpu;
   if (targetName != "cuda")
     return createStringError("--target " + targetName + " is not a target; use cpu or cuda");
-  if (!kHaveCuda)
+  // Writing main.cu needs no toolkit; building OUT/train here does.
+  if (!kHaveCuda && !noBuild)
     return createStringError("--target cuda: megac was built without the CUDA toolkit (no nvcc found at build "
-                             "time); install CUDA at /usr/local/cuda and rebuild with scripts/build.sh");
+                             "time), so it cannot build OUT/train here; install CUDA at /usr/local/cuda and "
+                             "rebuild with scripts/build.sh, or add --no-build and build OUT/CMakeLists.txt on "
+                             "the GPU machine");
   return megac::Target::Cuda;
 }
 
@@ -247,6 +254,9 @@ int megac::runCompile() {
                   "OUT/train instead");
     plan.numMicrobatches = globalBatch / perIteration;
   }
+  if (overlapGradReduce && dp == 1)
+    errs() << "megac compile: note: --overlap-grad-reduce has nothing to overlap without data parallelism "
+              "(--dp 1); the program is the same without it\n";
   if (Error e = resolvePipeline(plan, *spec))
     return fail(specPath + ": " + toString(std::move(e)));
   if (Error e = validatePlan(plan, *spec))

@@ -108,13 +108,14 @@ def DataParallel : Pass<"megac-data-parallel", "mlir::ModuleOp"> {
 }
 
 def FuseEpilogues : Pass<"megac-fuse-epilogues", "mlir::ModuleOp"> {
-  let summary = "Folds a linear layer's bias add (and a GELU after it) into its GEMM";
+  let summary = "Folds a linear layer's bias add into its GEMM call (and the GELU after it into the same call)";
   let description = [{
     After autodiff and the parallel passes: `tx.matmul %x, %w` (a weight matrix) whose only user
     is `tx.add` of a bias vector becomes `tx.matmul_bias`; when that sum's only other use is
     the saved pre-activation and a `tx.gelu` reads it, `tx.matmul_bias_gelu` produces both. The
-    GEMM's epilogue then adds the bias and applies the activation (cuBLASLt epilogues on CUDA),
-    instead of separate kernels reading and writing the whole activation again.
+    GEMM's epilogue adds the bias (cuBLASLt's bias epilogue on CUDA) instead of a separate kernel
+    reading and writing the whole activation again; the GELU follows in the same call (our
+    kernel: cuBLASLt does not document which GELU its epilogue computes).
   }];
   let dependentDialects = ["::megac::tx::TxDialect"];
 }

@@ -38,6 +38,7 @@ struct TrainFlags {
   std::string metrics_file;         // --metrics-file FILE.jsonl
   int64_t ddp_bucket_size = 40'000'000; // --ddp-bucket-size: elements per dp all-reduce
   bool ddp_bucket_size_given = false;   // given on the command line (not the default)
+  bool overlap_grad_reduce = false;     // --overlap-grad-reduce: compiled in; checked against it
   double distributed_timeout_minutes = 10; // how long a rank waits for the others, then stops
   double peak_tflops = 0;           // --peak-tflops: one GPU's peak for MFU; 0 = the device's
   bool rank_layout = false;         // --rank-layout: print the rank -> (dp, pp, tp) table, exit
