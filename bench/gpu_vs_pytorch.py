@@ -13,10 +13,10 @@ so no accumulation):
   1. bench/gpu_torch_side.py init writes random token ids < V (fixed seed) and the reference's seeded initial weights
      (test/reference/model.init_weights) as safetensors, so both sides train the same model
      (OUT/train --load checks every name and shape) on the same samples in the same order;
-  2. OUT/train (gpu/build-bench-NAME-mbMB/train; built through `scripts/gpu_check.sh
-     build-program` when missing) runs W warm-up + N measured iterations, with --bf16 when its
-     --help lists the flag (else fp32, and the table says so); tokens/s is the median of its
-     --metrics-file's per-iteration tokens_per_s over the N;
+  2. OUT/train (build-gpu/bin/bench-NAME-mbMB, from gpu/bench-NAME-mbMB/main.cu, built first
+     through `scripts/gpu_check.sh build-program`) runs W warm-up + N measured iterations, with
+     --bf16 when its --help lists the flag (else fp32, and the table says so); tokens/s is the
+     median of its --metrics-file's per-iteration tokens_per_s over the N;
   3. PyTorch trains the same model in a separate process (bench/gpu_torch_side.py train): a
      GPT-2 with the reference's parameter names (its model.Transformer builds its causal mask on the CPU, so it
      cannot run on CUDA as it is), fp32 master weights, torch.autocast(bfloat16), fused
@@ -48,6 +48,7 @@ from bench_util import git_rev, log, read_metrics  # noqa: E402
 
 REFERENCE = os.path.join(REPO, "test", "reference")
 DOCS = os.path.join(REPO, "docs", "benchmarks.md")
+DEFAULT_BUILD_DIR = os.path.join(REPO, "build-gpu")  # scripts/gpu_check.sh's one build
 BEGIN, END = "<!-- gpu-results:begin -->", "<!-- gpu-results:end -->"
 CONFIGS = {  # name: spec, default micro batch, warm-up, measured iterations
     "124m": ("examples/gpt2-124m.yaml", 8, 5, 30),
@@ -121,12 +122,16 @@ def median_over(records, warmup, key):
 
 
 def ensure_program(name, mb, a):
-    """The built OUT/train for this config and micro batch, building it when only its source is here."""
+    """The OUT/train of this config and micro batch: build-gpu/bin/bench-NAME-mbMB, which
+    `scripts/gpu_check.sh build-program` builds in its one build (a no-op when up to date). With
+    another --build-dir, the program already built there."""
     prog = f"bench-{name}-mb{mb}"
-    binary = os.path.join(a.programs, f"build-{prog}", "train")
-    if os.access(binary, os.X_OK):
+    binary = os.path.join(a.build_dir, "bin", prog)
+    if os.path.abspath(a.build_dir) != DEFAULT_BUILD_DIR:
+        if not os.access(binary, os.X_OK):
+            sys.exit(f"error: {binary} not found (--build-dir {a.build_dir} is used as it is)")
         return binary
-    if not os.path.isfile(os.path.join(a.programs, prog, "CMakeLists.txt")):
+    if not any(os.path.isfile(os.path.join(a.programs, prog, f)) for f in ("main.cu", "main.cpp")):
         ready = sorted(d for d in os.listdir(a.programs) if d.startswith(f"bench-{name}-mb")) \
             if os.path.isdir(a.programs) else []
         sys.exit(f"error: {a.programs}/{prog} not found: micro batch {mb} was not compiled by "
@@ -134,7 +139,7 @@ def ensure_program(name, mb, a):
     log(f"bench: building {prog} (scripts/gpu_check.sh build-program {prog})")
     r = subprocess.run([os.path.join(REPO, "scripts", "gpu_check.sh"), "build-program", prog])
     if r.returncode != 0 or not os.access(binary, os.X_OK):
-        sys.exit(f"error: building {prog} failed; see gpu/results/build-{prog}*.log")
+        sys.exit(f"error: building {prog} failed; see gpu/results/build-{prog}.log")
     return binary
 
 
@@ -154,13 +159,21 @@ def parse_args(argv):
     p.add_argument("--compile-timeout", type=int, default=300, help="seconds for a whole torch.compile run")
     p.add_argument("--run-timeout", type=int, default=300, help="seconds for any other run")
     p.add_argument("--programs", default=os.path.join(REPO, "gpu"), help="scripts/gpu_prepare.sh's folder")
+    p.add_argument("--build-dir", default=DEFAULT_BUILD_DIR,
+                   help="where the programs are (BUILD_DIR/bin/NAME); the default is scripts/gpu_check.sh's "
+                        "build, which the bench builds them in")
     p.add_argument("--device", default="cuda", help="torch device (cpu: smoke test of this script only)")
     p.add_argument("--python", default=sys.executable, help="Python with torch for the PyTorch side")
     p.add_argument("--out-dir", default=os.environ.get("OUT") or os.path.join(REPO, "gpu", "results"))
     p.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (data, weights, logs)")
     p.add_argument("--write-docs", action="store_true", help=f"replace {BEGIN}...{END} in docs/benchmarks.md")
+    p.add_argument("--docs-from", metavar="GPU_BENCH_MD",
+                   help="on the megac machine: put a gpu_bench.md brought back from the GPU machine "
+                        f"between {BEGIN} and {END} in docs/benchmarks.md, and do nothing else")
     a = p.parse_args(argv)
     a.names = [c.strip() for c in a.configs.split(",") if c.strip()]
+    if not a.names:
+        p.error(f"--configs: name at least one config ({', '.join(CONFIGS)})")
     for n in a.names:
         if n not in CONFIGS:
             p.error(f"--configs: unknown config {n!r} (known: {', '.join(CONFIGS)})")
@@ -275,6 +288,9 @@ def run_config(name, a, work, load_spec):
 
 def main(argv):
     a = parse_args(argv)
+    if a.docs_from:
+        write_docs(open(a.docs_from).read().rstrip("\n"))
+        return 0
     sys.path.insert(0, REFERENCE)
     from spec import load_spec  # needs PyYAML: the GPU image has it
 

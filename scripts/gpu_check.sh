@@ -2,30 +2,56 @@
 # Runs ON THE LENT GPU MACHINE, from the repo root, with gpu/ carried (made here by
 # scripts/gpu_prepare.sh: megac itself cannot run there). Phases run in the order given:
 #   scripts/gpu_check.sh [--dry-run] PHASE... [-- ARGS FOR bench/gpu_vs_pytorch.py]
-#   env      what the machine has: GPU, driver, nvcc, cmake, MPI, NCCL, BLAS, GoogleTest, torch
-#   build    runtime/ into gpu/build-runtime (+ CUDA unit tests), then every default program of
-#            gpu/programs.txt with its own generated CMakeLists.txt into gpu/build-NAME
-#   test     megart-cuda-tests; the 2-rank NCCL test only with >= 2 GPUs
+#   env      what the machine has (GPU, driver, nvcc, cmake, ninja, MPI, NCCL, BLAS, GoogleTest,
+#            torch), and whether the carried runtime/ and gpu/ match gpu/PREPARED's hashes
+#   build    configures gpu/CMakeLists.txt (one build: runtime/ once, every program, the CUDA
+#            tests) into build-gpu/ at the repo root and builds `all`: the cpu-*/cuda-* programs
+#            and the CUDA unit tests, not the bench-* programs
+#   test     megart-cuda-tests; the 2-rank NCCL test only with >= 2 GPUs and MPI
 #   parity   fp32, CUDA vs CPU program, 10 steps: lm_loss and grad_norm within 1e-4 relative
 #   bf16     CUDA program, 50 steps, --bf16 vs fp32: lm_loss within 2% relative per step
-#   bench    bench/gpu_vs_pytorch.py (megac vs PyTorch bf16 throughput and MFU)
+#   bench    bench/gpu_vs_pytorch.py (megac vs PyTorch bf16 throughput and MFU); it builds the
+#            bench-* programs it needs through build-program
 #   all      env build test parity bf16 (bench takes its own call: it needs minutes)
-#   build-program NAME...   builds gpu/NAME (bench/gpu_vs_pytorch.py calls this)
-# A device machine stays warm only seconds after a call, so each phase first builds what it
-# needs (incremental when it is already there). --dry-run prints the commands and runs none.
-# FORCE_CARRIED=1 uses gpu/deps' OpenBLAS and GoogleTest even where the system has them (to test
-# the fallbacks); PYTHON (default python3: the GPU image's, with torch) and JOBS (16) also count.
-# Results: gpu/results/ (metrics, logs) and, when OUT is set, $OUT/gpu_check-summary.txt,
-# $OUT/gpu_check.log and $OUT/gpu_results.tar.gz.
+#   build-program NAME...   builds build-gpu/bin/NAME (bench/gpu_vs_pytorch.py calls this)
+# Each phase builds what it needs first (incremental: a no-op when `build` ran). build-gpu/ is
+# kept by a machine that is still warm (about 30 s after a call), never inside gpu/, which
+# each call's carry replaces. --dry-run prints the commands and runs none.
+#
+# The device tool calls for a GPU session (after scripts/gpu_prepare.sh here):
+#   run(command="scripts/gpu_check.sh env build test parity bf16", carry=["gpu"], timeout_s=600)
+#   run(command="scripts/gpu_check.sh env bench", carry=["gpu"], timeout_s=600)
+#     (bench -- --configs 124m, then bench -- --configs 1.3b, if one call is too short)
+#   what comes back (files_at): gpu_check.log (everything printed), gpu_check-summary.txt,
+#   gpu_results.tar.gz (gpu/results: every command's log, metrics, comparisons),
+#   gpu_running.log (only when the call was stopped: the output of the command it stopped in),
+#   gpu_bench.md and gpu_bench.json (bench).
+#
+# Time limits: every command runs under `timeout -k 10`: T_BUILD (300 s) per configure or build,
+# T_TEST (240 s) for the CUDA unit tests, T_TRAIN (120 s) per training run, and never past
+# BUDGET (585 s from the start: a device call's 600 s limit minus a margin), so the script
+# always ends on its own and writes its summary. Results are saved to $OUT after every command,
+# so a call stopped anyway still returns what ran.
+# Environment: FORCE_CARRIED=1 uses gpu/deps' OpenBLAS and GoogleTest even where the system has
+# them (to test the fallbacks); PYTHON (default python3: the GPU image's, with torch); JOBS
+# (nproc); MEGART_CMAKE_ARGS (extra CMake arguments, e.g. -DMEGART_MPI=OFF); T_BUILD, T_TEST,
+# T_TRAIN, BUDGET (seconds).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
 PYTHON=${PYTHON:-python3} # the GPU image's python3 is the one with torch
-JOBS=${JOBS:-16}
+JOBS=${JOBS:-$(nproc)}
+T_BUILD=${T_BUILD:-300}
+T_TEST=${T_TEST:-240}
+T_TRAIN=${T_TRAIN:-120}
+BUDGET=${BUDGET:-585}
+BUILD=build-gpu      # the one build (git-ignored: /build*/)
+DEPS=build-gpu-deps  # the fallbacks of gpu/deps, unpacked and built (kept like build-gpu/)
 RES=gpu/results
 DRY=0
 PHASES=()
 BENCH_ARGS=()
+PROGRAM_ARGS=()
 
 usage() { awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
@@ -41,29 +67,26 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ ${#PHASES[@]} -gt 0 ] || usage
-[ -f gpu/programs.txt ] || { echo "error: gpu/programs.txt not found: run scripts/gpu_prepare.sh on the megac machine and carry gpu/" >&2; exit 2; }
+for f in gpu/programs.txt gpu/CMakeLists.txt; do
+  [ -f "$f" ] || { echo "error: $f not found: run scripts/gpu_prepare.sh on the megac machine and carry gpu/" >&2; exit 2; }
+done
 
 NESTED=0 # build-program: called by the bench, whose caller already logs
 [ "${PHASES[*]}" = build-program ] && NESTED=1
+OUTDIR= # $OUT, where the device tool's files come back from
+[ -n "${OUT:-}" ] && [ -d "$OUT" ] && [ $DRY = 0 ] && OUTDIR=$OUT
 if [ $DRY = 0 ]; then
+  # This call's results only: earlier ones came back under $OUT, and a gpu/results/ of a run on
+  # the megac machine would otherwise travel with gpu/ into the tarball.
+  [ $NESTED = 1 ] || rm -rf "$RES"
   mkdir -p "$RES"
   # Straight into $OUT as well: a call stopped at its time limit still brings the log back.
-  LOGS=("$RES/gpu_check.log"); [ -n "${OUT:-}" ] && [ -d "$OUT" ] && LOGS+=("$OUT/gpu_check.log")
-  [ $NESTED = 1 ] || exec > >(tee -a "${LOGS[@]}") 2>&1
+  LOGS=("$RES/gpu_check.log"); [ -n "$OUTDIR" ] && LOGS+=("$OUTDIR/gpu_check.log")
+  [ $NESTED = 1 ] || exec > >(tee "${LOGS[@]}") 2>&1
 fi
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 say() { echo "== $*"; }
-# run LOG CMD...: the command's output goes to LOG (shown on failure); --dry-run only prints it.
-run() {
-  local log=$1; shift
-  echo "+ $(printf '%q ' "$@")> $log"
-  [ $DRY = 1 ] && return 0
-  "$@" >"$log" 2>&1 && return 0
-  local rc=$?
-  echo "   failed (exit $rc); last lines of $log:"; tail -n 25 "$log" | sed 's/^/   | /'
-  return $rc
-}
 SUMMARY=()
 FAILED=0
 record() { # PHASE STATUS DETAIL
@@ -72,22 +95,106 @@ record() { # PHASE STATUS DETAIL
   [ "$2" = FAIL ] && FAILED=1
   say "$1: $2 $3"
 }
+# The summary so far and gpu/results as a tarball, into $OUT: after every command and phase.
+save_results() {
+  [ -n "$OUTDIR" ] && [ $NESTED = 0 ] || return 0
+  printf '%s\n' "${SUMMARY[@]}" >"$OUTDIR/gpu_check-summary.txt"
+  tar -czf "$OUTDIR/gpu_results.tar.gz.part" --exclude='*.tar.gz' -C gpu results 2>/dev/null &&
+    mv -f "$OUTDIR/gpu_results.tar.gz.part" "$OUTDIR/gpu_results.tar.gz"
+}
+# limit SECONDS: SECONDS, or less so that the command ends inside BUDGET.
+limit() {
+  local left=$((BUDGET - SECONDS - 10))
+  echo $(($1 < left ? $1 : left))
+}
+# run LOG SECONDS CMD...: CMD under `timeout -k 10`, its output into LOG (while it runs, into
+# $OUT/gpu_running.log, so that a stopped call shows it), the end shown on failure. --dry-run
+# only prints it.
+run() {
+  local log=$1 secs; secs=$(limit "$2"); shift 2
+  echo "+ timeout $secs $(printf '%q ' "$@")> $log"
+  [ $DRY = 1 ] && return 0
+  if [ "$secs" -lt "$2" ] && [ "$secs" -lt 5 ]; then
+    echo "   not started: the time budget (BUDGET=$BUDGET s) is spent" | tee "$log"
+    return 124
+  fi
+  local live=$log rc=0
+  [ -n "$OUTDIR" ] && live=$OUTDIR/gpu_running.log
+  timeout -k 10 "$secs" "$@" >"$live" 2>&1 || rc=$?
+  [ "$live" = "$log" ] || { cp "$live" "$log" && rm -f "$live"; }
+  save_results
+  [ $rc = 0 ] && return 0
+  if [ $rc = 124 ] || [ $rc = 137 ]; then
+    echo "   TIMED OUT after $secs s (exit $rc); last lines of $log:"
+  else
+    echo "   failed (exit $rc); last lines of $log:"
+  fi
+  tail -n 25 "$log" | sed 's/^/   | /'
+  return $rc
+}
+timed_out() { [ "$1" = 124 ] || [ "$1" = 137 ]; }
+
+# --- What gpu/ was made from: gpu_prepare.sh's hashes, recomputed on the carried tree ----------
+# Same function as in scripts/gpu_prepare.sh.
+tree_sha1() {
+  find "$@" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z |
+    xargs -0 sha1sum | sha1sum | cut -d' ' -f1
+}
+generated_files() { # as gpu_prepare.sh lists them
+  local name f
+  echo gpu/CMakeLists.txt; echo gpu/programs.txt
+  for name in $(manifest | awk '{print $1}'); do
+    for f in "gpu/$name/main.cu" "gpu/$name/main.cpp"; do [ -f "$f" ] && echo "$f"; done
+  done
+}
+prepared() { sed -n "s/^$1 //p" gpu/PREPARED 2>/dev/null; }
+CHECKED_PREPARED=
+check_prepared() {
+  [ -n "$CHECKED_PREPARED" ] && return 0
+  CHECKED_PREPARED=1
+  local runtime compiler generated want gen bad=()
+  mapfile -t gen < <(generated_files)
+  runtime=$(tree_sha1 runtime) compiler=$(tree_sha1 lib include dialects tools examples)
+  generated=$(tree_sha1 "${gen[@]}")
+  want=$(prepared runtime-sha1)
+  if [ -z "$want" ]; then
+    bad+=("gpu/PREPARED has no hashes (made by an older gpu_prepare.sh)")
+  else
+    [ "$runtime" = "$want" ] || bad+=("runtime/ differs from the runtime/ the generated code was made for: the programs may not build or may behave differently")
+    [ "$compiler" = "$(prepared compiler-sha1)" ] || bad+=("lib/ include/ dialects/ tools/ examples/ differ from those megac had when it generated gpu/: the generated code is not this tree's megac's")
+    [ "$generated" = "$(prepared generated-sha1)" ] || bad+=("gpu/'s generated sources changed after gpu_prepare.sh wrote them")
+  fi
+  if [ ${#bad[@]} = 0 ]; then
+    record prepared PASS "runtime/, compiler sources and gpu/ match gpu/PREPARED"
+    return 0
+  fi
+  echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+  printf '!!! WARNING: %s\n' "${bad[@]}"
+  echo "!!! gpu/ was made from: $(head -1 gpu/PREPARED 2>/dev/null)"
+  echo "!!! Fix: run scripts/gpu_prepare.sh on the megac machine again, then carry the new gpu/."
+  echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+  record prepared WARN "gpu/ does not match the carried tree: ${bad[*]}"
+}
 
 # --- What this machine has; decides the CMake arguments (and fallbacks from gpu/deps) -------
 CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release)
+GENERATOR="Unix Makefiles"
 GTEST_PREFIX=
 NGPU=0
 probe() {
   [ -n "${PROBED:-}" ] && return 0
   PROBED=1
+  command -v ninja >/dev/null && GENERATOR=Ninja
+  CMAKE_ARGS+=(-G "$GENERATOR")
+  local cap=
   if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
     NGPU=$(nvidia-smi -L | grep -c '^GPU')
-    local cap; cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
-    # The generated CMakeLists.txt sets no architecture, so CMake would pick nvcc's default (sm_75).
-    CUDA_ARCH=${cap:+${cap}-real}
+    cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
   fi
-  CMAKE_ARGS+=("-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH:-80-real;90}")
-  # A CUDA program's project() looks for nvcc on PATH only.
+  # The GPU's own architecture (90 on an H100 / H200: sm_90 code + PTX); without a GPU,
+  # gpu/CMakeLists.txt's default, 90.
+  [ -n "$cap" ] && CMAKE_ARGS+=("-DCMAKE_CUDA_ARCHITECTURES=$cap")
+  # project(... CUDA) looks for nvcc on PATH only.
   command -v nvcc >/dev/null || { [ -e /usr/local/cuda/bin/nvcc ] && CMAKE_ARGS+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc); }
   # NCCL: the toolkit's or the system's (find_library wants libnccl.so), else the libnccl.so.2
   # and nccl.h of the system or of the pip wheel PyTorch brings, named explicitly.
@@ -97,8 +204,8 @@ probe() {
   else
     local dirs lib inc
     read -ra dirs <<<"/usr/lib /usr/local/cuda/ $("$PYTHON" -c 'import nvidia; print(*nvidia.__path__)' 2>/dev/null)"
-    lib=$(find "${dirs[@]}" -name 'libnccl.so*' 2>/dev/null | head -1)
-    inc=$(find /usr/include "${dirs[@]}" -name nccl.h 2>/dev/null | head -1)
+    lib=$(find "${dirs[@]}" -name 'libnccl.so*' 2>/dev/null | sort | head -n 1)
+    inc=$(find /usr/include "${dirs[@]}" -name nccl.h 2>/dev/null | sort | head -n 1)
     if [ -n "$lib" ] && [ -n "$inc" ]; then
       CMAKE_ARGS+=("-DNCCL_LIBRARY=$lib" "-DNCCL_INCLUDE_DIR=${inc%/*}")
       export LD_LIBRARY_PATH=${lib%/*}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -107,132 +214,202 @@ probe() {
       NCCL_FROM="NOT FOUND (runtime/cuda needs it)"
     fi
   fi
-  # BLAS + cblas.h (libmegart's GEMMs on CPU): the system's, else the OpenBLAS in gpu/deps.
-  if [ -z "${FORCE_CARRIED:-}" ] && find /usr/include /usr/local/include -maxdepth 3 -name cblas.h 2>/dev/null | grep -q . &&
-     ldconfig -p | grep -Eq 'lib(open)?blas\.so '; then
+  # BLAS + cblas.h (libmegart's GEMMs on CPU): the system's OpenBLAS, else the one in gpu/deps.
+  # (grep >/dev/null, not grep -q: -q exits at the first match and, under pipefail, the
+  # producer's SIGPIPE would make the test fail.)
+  if [ -z "${FORCE_CARRIED:-}" ] &&
+     find /usr/include /usr/local/include -maxdepth 3 -name cblas.h 2>/dev/null | grep . >/dev/null &&
+     ldconfig -p 2>/dev/null | grep -E 'lib(open)?blas\.so ' >/dev/null; then
     BLAS_FROM=system
   elif [ -f gpu/deps/openblas.tar.gz ]; then
-    local d=$ROOT/gpu/deps/openblas
-    [ -f "$d/lib/libopenblas.so.0" ] || { echo "+ tar -xzf gpu/deps/openblas.tar.gz -C $d"; [ $DRY = 1 ] || { mkdir -p "$d" && tar -xzf gpu/deps/openblas.tar.gz -C "$d"; }; }
+    local d=$ROOT/$DEPS/openblas
+    if [ ! -f "$d/lib/libopenblas.so.0" ]; then
+      echo "+ tar -xzf gpu/deps/openblas.tar.gz -C $d"
+      [ $DRY = 1 ] || { mkdir -p "$d" && tar -xzf gpu/deps/openblas.tar.gz -C "$d"; }
+    fi
     CMAKE_ARGS+=(-DBLA_VENDOR=OpenBLAS "-DCMAKE_LIBRARY_PATH=$d/lib" "-DCBLAS_INCLUDE_DIR=$d/include"
                  "-DOPENBLAS_OPENMP_LIBRARY=$d/lib/libopenblas.so.0")
-    # The linker and the loader find libgfortran (needed by libopenblas) here too.
+    # The linker finds libgfortran (needed by libopenblas) here too; the programs find it by
+    # their rpath (gpu/CMakeLists.txt links with DT_RPATH).
     export LD_LIBRARY_PATH=$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    BLAS_FROM="carried gpu/deps/openblas"
+    BLAS_FROM="carried gpu/deps/openblas.tar.gz (in $DEPS/openblas)"
   else
     BLAS_FROM="NOT FOUND (libmegart needs cblas.h and a BLAS)"
   fi
-  if [ -z "${FORCE_CARRIED:-}" ] && find /usr/lib /usr/lib64 /usr/local/lib -name 'GTestConfig.cmake' -o -name 'libgtest.a' -o -name 'libgtest.so' 2>/dev/null | grep -q .; then
+  if [ -z "${FORCE_CARRIED:-}" ] && find /usr/lib /usr/lib64 /usr/local/lib \
+       \( -name GTestConfig.cmake -o -name libgtest.a -o -name libgtest.so \) 2>/dev/null | grep . >/dev/null; then
     GTEST_FROM=system
   elif [ -f gpu/deps/googletest.tar.gz ]; then
-    GTEST_PREFIX=$ROOT/gpu/deps/gtest
-    GTEST_FROM="carried gpu/deps/googletest (built on first use)"
+    GTEST_PREFIX=$ROOT/$DEPS/gtest
+    CMAKE_ARGS+=("-DCMAKE_PREFIX_PATH=$GTEST_PREFIX")
+    GTEST_FROM="carried gpu/deps/googletest.tar.gz (built into $DEPS/gtest on first use)"
   else
-    GTEST_FROM="NOT FOUND (the unit tests will not build)"
+    GTEST_FROM="NOT FOUND (the CUDA unit tests will not build)"
   fi
-  command -v mpicc >/dev/null || command -v mpirun >/dev/null && MPI_FROM="$(command -v mpirun)" ||
-    MPI_FROM="NOT FOUND (libmegart needs MPI)"
+  if command -v mpirun >/dev/null; then
+    MPI_FROM="mpirun at $(command -v mpirun)"
+  elif command -v mpicc >/dev/null; then
+    MPI_FROM="mpicc at $(command -v mpicc), no mpirun"
+  else
+    MPI_FROM="none: the runtime builds without MPI (one process; no 2-rank NCCL test)"
+  fi
+  # Extra arguments from the caller, e.g. -DMEGART_MPI=OFF.
+  local extra=()
+  read -ra extra <<<"${MEGART_CMAKE_ARGS:-}"
+  CMAKE_ARGS+=("${extra[@]}")
   [ $DRY = 1 ] || printf '%s\n' "${CMAKE_ARGS[@]}" >"$RES/cmake-args.txt"
 }
 
 phase_env() {
   probe
   say "machine: $(hostname), $(nproc) CPUs, $(uname -r)"
-  nvidia-smi --query-gpu=index,name,memory.total,driver_version,compute_cap --format=csv 2>&1 || echo "nvidia-smi: not usable"
-  echo "nvcc: $( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version 2>/dev/null) | tail -1)"
-  echo "cmake: $(cmake --version | head -1)"
-  echo "python: $("$PYTHON" -c 'import sys, torch; print(sys.executable, "torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())' 2>&1 | tail -1)"
-  echo "MPI: $MPI_FROM $(mpirun --version 2>/dev/null | head -1)"
+  { command -v nvidia-smi >/dev/null &&
+      nvidia-smi --query-gpu=index,name,memory.total,driver_version,compute_cap --format=csv 2>&1; } ||
+    echo "nvidia-smi: not usable"
+  echo "nvcc: $( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version 2>/dev/null) | tail -n 1)"
+  echo "cmake: $(cmake --version | head -n 1); generator $GENERATOR $(ninja --version 2>/dev/null)"
+  echo "python: $("$PYTHON" -c 'import sys, torch; print(sys.executable, "torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())' 2>&1 | tail -n 1)"
+  echo "MPI: $MPI_FROM $(mpirun --version 2>/dev/null | head -n 1)"
   echo "NCCL: $NCCL_FROM"; echo "BLAS: $BLAS_FROM"; echo "GoogleTest: $GTEST_FROM"
   echo "CMake arguments: ${CMAKE_ARGS[*]}"
-  echo "gpu/: $(cat gpu/PREPARED 2>/dev/null || echo 'no gpu/PREPARED')"
-  record env PASS "$NGPU GPU(s); NCCL $NCCL_FROM; BLAS $BLAS_FROM; GoogleTest $GTEST_FROM"
+  echo "gpu/: $(head -n 1 gpu/PREPARED 2>/dev/null || echo 'no gpu/PREPARED')"
+  echo "build-gpu/: $([ -f $BUILD/CMakeCache.txt ] && echo 'configured (kept from an earlier call)' || echo 'not there yet')"
+  record env PASS "$NGPU GPU(s); NCCL $NCCL_FROM; BLAS $BLAS_FROM; GoogleTest $GTEST_FROM; MPI $MPI_FROM"
+  check_prepared
 }
 
 # --- Builds -------------------------------------------------------------------------------------
 build_gtest() {
   [ -z "$GTEST_PREFIX" ] && return 0
   [ -f "$GTEST_PREFIX/.done" ] && return 0
-  [ $DRY = 1 ] || { mkdir -p gpu/deps/src && tar -xzf gpu/deps/googletest.tar.gz -C gpu/deps/src; }
-  run "$RES/build-gtest.log" cmake -S gpu/deps/src/googletest -B gpu/deps/gtest-build \
-      -DCMAKE_BUILD_TYPE=Release "-DCMAKE_INSTALL_PREFIX=$GTEST_PREFIX" &&
-    run "$RES/build-gtest-install.log" cmake --build gpu/deps/gtest-build -j "$JOBS" --target install &&
+  [ $DRY = 1 ] || { rm -rf "$DEPS/src" && mkdir -p "$DEPS/src" && tar -xzf gpu/deps/googletest.tar.gz -C "$DEPS/src"; }
+  run "$RES/build-gtest-configure.log" "$T_BUILD" cmake -S "$DEPS/src/googletest" -B "$DEPS/gtest-build" \
+      -G "$GENERATOR" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_INSTALL_PREFIX=$GTEST_PREFIX" &&
+    run "$RES/build-gtest.log" "$T_BUILD" cmake --build "$DEPS/gtest-build" -j "$JOBS" --target install &&
     { [ $DRY = 1 ] || touch "$GTEST_PREFIX/.done"; }
 }
 
-RUNTIME_BUILT=
-build_runtime() {
-  [ -n "$RUNTIME_BUILT" ] && return "$RUNTIME_BUILT"
+CONFIGURED=
+configure() {
+  [ -n "$CONFIGURED" ] && return "$CONFIGURED"
   probe
-  local args=("${CMAKE_ARGS[@]}") t0=$SECONDS targets=(megart-cuda)
-  build_gtest || { RUNTIME_BUILT=1; record build-runtime FAIL "GoogleTest build failed"; return 1; }
-  [ -n "$GTEST_PREFIX" ] && args+=("-DCMAKE_PREFIX_PATH=$GTEST_PREFIX")
-  if run "$RES/build-runtime-configure.log" cmake -S runtime -B gpu/build-runtime "${args[@]}"; then
-    # Only the CUDA backend and its tests: the CPU tests run in CI on the megac machine.
-    local have; have=$([ $DRY = 1 ] || cmake --build gpu/build-runtime --target help)
-    for t in megart-cuda-tests megart-cuda-mpi-tests; do # absent without GoogleTest / mpiexec
-      [ $DRY = 1 ] || grep -q "\.\.\. $t\$" <<<"$have" && targets+=("$t")
-    done
-    if run "$RES/build-runtime.log" cmake --build gpu/build-runtime -j "$JOBS" --target "${targets[@]}"; then
-      RUNTIME_BUILT=0
-      record build-runtime PASS "${targets[*]} in $((SECONDS - t0)) s"
-      return 0
+  check_prepared
+  CONFIGURED=1
+  build_gtest || { record configure FAIL "GoogleTest (gpu/deps) did not build; see $RES/build-gtest*.log"; return 1; }
+  # A build-gpu/ configured for another checkout path or generator cannot be reused.
+  if [ -f $BUILD/CMakeCache.txt ]; then
+    local home gen
+    home=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' $BUILD/CMakeCache.txt)
+    gen=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' $BUILD/CMakeCache.txt)
+    if [ "$home" != "$ROOT/gpu" ] || [ "$gen" != "$GENERATOR" ]; then
+      echo "+ rm -rf $BUILD (configured for $home with $gen)"
+      [ $DRY = 1 ] || rm -rf $BUILD
     fi
   fi
-  RUNTIME_BUILT=1
-  record build-runtime FAIL "see $RES/build-runtime*.log"
-  return 1
+  local t0=$SECONDS rc=0
+  run "$RES/configure.log" "$T_BUILD" cmake -S gpu -B $BUILD "${CMAKE_ARGS[@]}" || rc=$?
+  if [ $rc = 0 ]; then
+    CONFIGURED=0
+    record configure PASS "$BUILD in $((SECONDS - t0)) s; $(grep -o 'megart: [^:]*MPI[^:]*' "$RES/configure.log" 2>/dev/null | head -n 1)"
+  elif timed_out $rc; then
+    record configure FAIL "timed out (T_BUILD=$T_BUILD s); see $RES/configure.log"
+  else
+    record configure FAIL "exit $rc; see $RES/configure.log"
+  fi
+  return $CONFIGURED
 }
 
-manifest() { grep -v '^#' gpu/programs.txt; } # NAME TARGET SPEC MICRO_BATCH DEFAULT
+# has_target NAME: whether the configured build has that target (parses `--target help`, whose
+# lines are "NAME: phony" with Ninja and "... NAME" with Makefiles).
+has_target() {
+  [ $DRY = 1 ] && return 0
+  cmake --build $BUILD --target help 2>/dev/null | grep -E "^(\.\.\. )?$1(:| |\$)" >/dev/null
+}
+
+manifest() { grep -v '^#' gpu/programs.txt; } # NAME TARGET SPEC MICRO_BATCH IN_ALL
 declare -A PROGRAM_BUILT=()
-# build_program NAME: gpu/NAME with its own CMakeLists.txt (which adds runtime/ as a subproject).
+
+# Keep going past a failure, so that one broken source does not hide the state of the rest.
+keep_going() { if [ "$GENERATOR" = Ninja ]; then echo -k0; else echo -k; fi; }
+
+phase_build() {
+  configure || return 1
+  local t0=$SECONDS rc=0 name failed=() built=()
+  run "$RES/build.log" "$T_BUILD" cmake --build $BUILD -j "$JOBS" -- "$(keep_going)" || rc=$?
+  if [ $DRY = 1 ]; then
+    for name in $(manifest | awk '$5 == "yes" {print $1}'); do PROGRAM_BUILT[$name]=0; done
+    record build DRY ""
+    return 0
+  fi
+  # Which programs of `all` failed: Ninja names each failed output ("FAILED: ... NAME.dir/...").
+  for name in $(manifest | awk '$5 == "yes" {print $1}'); do
+    if [ -x "$BUILD/bin/$name" ] && ! grep -E "^FAILED: .*(CMakeFiles/$name\.dir/|bin/$name( |\$))" "$RES/build.log" >/dev/null; then
+      built+=("$name"); [ $rc = 0 ] && PROGRAM_BUILT[$name]=0
+    else
+      failed+=("$name"); PROGRAM_BUILT[$name]=1
+    fi
+  done
+  local tests=megart-cuda-tests
+  has_target megart-cuda-tests || tests+=" NOT CONFIGURED (GoogleTest missing?)"
+  if [ $rc = 0 ]; then
+    record build PASS "${#built[@]} programs + $tests in $((SECONDS - t0)) s"
+  elif timed_out $rc; then
+    record build FAIL "timed out after $((SECONDS - t0)) s (T_BUILD=$T_BUILD); built: ${built[*]:-none}; see $RES/build.log"
+  else
+    record build FAIL "exit $rc; failed: ${failed[*]:-none of the programs (the runtime or its tests?)}; see $RES/build.log"
+  fi
+  return $rc
+}
+
+# build_target LABEL TARGET...: builds the targets (and what they need) in the one build.
+build_target() {
+  local label=$1; shift
+  configure || return 1
+  run "$RES/build-$label.log" "$T_BUILD" cmake --build $BUILD -j "$JOBS" --target "$@"
+}
+
+# build_program NAME: build-gpu/bin/NAME (a no-op when `build` made it).
 build_program() {
-  local name=$1 line target
+  local name=$1 t0=$SECONDS
   [ -n "${PROGRAM_BUILT[$name]:-}" ] && return "${PROGRAM_BUILT[$name]}"
-  probe
-  line=$(manifest | awk -v n="$name" '$1 == n')
-  [ -n "$line" ] || { record "build $name" FAIL "not in gpu/programs.txt"; PROGRAM_BUILT[$name]=1; return 1; }
-  target=$(echo "$line" | awk '{print $2}')
-  local args=("${CMAKE_ARGS[@]}" "-DMEGART_DIR=$ROOT/runtime") t0=$SECONDS
-  [ "$target" = cpu ] && args+=(-DMEGART_CUDA=OFF) # nothing of the CUDA backend to configure
-  if run "$RES/build-$name-configure.log" cmake -S "gpu/$name" -B "gpu/build-$name" "${args[@]}" &&
-     run "$RES/build-$name.log" cmake --build "gpu/build-$name" -j "$JOBS" --target train; then
+  if ! manifest | awk -v n="$name" '$1 == n {found = 1} END {exit !found}'; then
+    record "build $name" FAIL "not in gpu/programs.txt"; PROGRAM_BUILT[$name]=1; return 1
+  fi
+  if build_target "$name" "$name"; then
     PROGRAM_BUILT[$name]=0
-    record "build $name" PASS "gpu/build-$name/train ($target) in $((SECONDS - t0)) s"
+    record "build $name" PASS "$BUILD/bin/$name in $((SECONDS - t0)) s"
     return 0
   fi
   PROGRAM_BUILT[$name]=1
-  record "build $name" FAIL "see $RES/build-$name*.log"
+  record "build $name" FAIL "see $RES/build-$name.log"
   return 1
-}
-
-phase_build() {
-  build_runtime
-  local name
-  for name in $(manifest | awk '$5 == "yes" {print $1}'); do build_program "$name"; done
 }
 
 # --- Checks -------------------------------------------------------------------------------------
 phase_test() {
-  build_runtime || { record test FAIL "runtime did not build"; return; }
-  local bin=gpu/build-runtime/cuda/megart-cuda-tests rc
-  if [ $DRY = 0 ] && [ ! -x $bin ]; then
-    record test FAIL "$bin was not built (GoogleTest missing?)"
+  configure || { record test FAIL "the build did not configure"; return; }
+  local bin=$BUILD/megart/cuda/megart-cuda-tests rc=0
+  if ! has_target megart-cuda-tests; then
+    record test-cuda FAIL "megart-cuda-tests is not configured (GoogleTest missing? see $RES/configure.log)"
+  elif ! build_target megart-cuda-tests megart-cuda-tests; then
+    record test-cuda FAIL "megart-cuda-tests did not build; see $RES/build-megart-cuda-tests.log"
   else
-    run "$RES/test-cuda.log" $bin --gtest_brief=1; rc=$?
+    run "$RES/test-cuda.log" "$T_TEST" $bin --gtest_brief=1 || rc=$?
     case $rc in
-      0) record test-cuda PASS "$(grep -E '\[  PASSED  \]' "$RES/test-cuda.log" 2>/dev/null | tail -1)" ;;
-      77) record test-cuda SKIP "no usable GPU: $(tail -1 "$RES/test-cuda.log")" ;;
-      *) record test-cuda FAIL "exit $rc; see $RES/test-cuda.log" ;;
+      0) record test-cuda PASS "$(grep -E '\[  PASSED  \]' "$RES/test-cuda.log" 2>/dev/null | tail -n 1)" ;;
+      77) record test-cuda SKIP "no usable GPU: $(tail -n 1 "$RES/test-cuda.log")" ;;
+      124|137) record test-cuda FAIL "timed out (T_TEST=$T_TEST s); see $RES/test-cuda.log" ;;
+      *) record test-cuda FAIL "exit $rc; $(grep -c '^\[  FAILED  \]' "$RES/test-cuda.log" 2>/dev/null) FAILED lines; see $RES/test-cuda.log" ;;
     esac
   fi
-  bin=gpu/build-runtime/cuda/megart-cuda-mpi-tests
+  bin=$BUILD/megart/cuda/megart-cuda-mpi-tests
   if [ "$NGPU" -lt 2 ] && [ $DRY = 0 ]; then
     record test-nccl-2rank SKIP "$NGPU GPU(s): NCCL needs one GPU per rank"
-  elif [ $DRY = 0 ] && [ ! -x $bin ]; then
-    record test-nccl-2rank FAIL "$bin was not built"
-  elif run "$RES/test-nccl.log" env OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 $bin; then
+  elif ! has_target megart-cuda-mpi-tests || ! command -v mpirun >/dev/null; then
+    record test-nccl-2rank SKIP "no MPI here (runtime built without it)"
+  elif ! build_target megart-cuda-mpi-tests megart-cuda-mpi-tests; then
+    record test-nccl-2rank FAIL "megart-cuda-mpi-tests did not build"
+  elif run "$RES/test-nccl.log" "$T_TEST" env OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 $bin; then
     record test-nccl-2rank PASS "2 ranks"
   else
     record test-nccl-2rank FAIL "see $RES/test-nccl.log"
@@ -253,63 +430,72 @@ PY
 DATA=(--data-path gpu/data/license)
 # no_gpu LOG: the CUDA program refused to start because no device is usable (as cuda_parity.py: a skip).
 no_gpu() { grep -q "no CUDA device is usable" "$1" 2>/dev/null; }
+# why_failed LOG RC: "timed out ..." or "see LOG".
+why_failed() { if timed_out "$2"; then echo "timed out (T_TRAIN=$T_TRAIN s); see $1"; else echo "exit $2; see $1"; fi; }
 
 phase_parity() {
-  local model train
+  local model train t rc
   mapfile -t train < <(train_args 10)
   for model in gpt2-tiny llama-tiny; do
     build_program "cpu-$model" && build_program "cuda-$model" || { record "parity $model" FAIL "build failed"; continue; }
     [ $DRY = 1 ] || rm -f "$RES/parity-$model"-*.jsonl # OUT/train may append to an old one
-    local t
     for t in cpu cuda; do
-      run "$RES/parity-$model-$t.log" "gpu/build-$t-$model/train" "${train[@]}" "${DATA[@]}" \
-        --metrics-file "$RES/parity-$model-$t.jsonl" && continue
+      rc=0
+      run "$RES/parity-$model-$t.log" "$T_TRAIN" "$BUILD/bin/$t-$model" "${train[@]}" "${DATA[@]}" \
+        --metrics-file "$RES/parity-$model-$t.jsonl" || rc=$?
+      [ $rc = 0 ] && continue
       if no_gpu "$RES/parity-$model-$t.log"; then record "parity $model" SKIP "no usable GPU"; else
-        record "parity $model" FAIL "$t run failed; see $RES/parity-$model-$t.log"; fi
+        record "parity $model" FAIL "$t run: $(why_failed "$RES/parity-$model-$t.log" $rc)"; fi
       continue 2
     done
-    if run "$RES/parity-$model.txt" "$PYTHON" scripts/gpu_compare.py "$RES/parity-$model-cuda.jsonl" \
+    if run "$RES/parity-$model.txt" 60 "$PYTHON" scripts/gpu_compare.py "$RES/parity-$model-cuda.jsonl" \
          "$RES/parity-$model-cpu.jsonl"; then
-      record "parity $model" PASS "$(tail -1 "$RES/parity-$model.txt" 2>/dev/null)"
+      record "parity $model" PASS "$(tail -n 1 "$RES/parity-$model.txt" 2>/dev/null)"
     else
-      record "parity $model" FAIL "$(tail -1 "$RES/parity-$model.txt" 2>/dev/null)"
+      record "parity $model" FAIL "$(tail -n 1 "$RES/parity-$model.txt" 2>/dev/null)"
     fi
   done
 }
 
 phase_bf16() {
-  local model train
+  local model train bin p rc flag
   mapfile -t train < <(train_args 50)
   for model in gpt2-tiny llama-tiny; do
     build_program "cuda-$model" || { record "bf16 $model" FAIL "build failed"; continue; }
     [ $DRY = 1 ] || rm -f "$RES/bf16-$model"-*.jsonl
-    local bin=gpu/build-cuda-$model/train
-    if [ $DRY = 0 ] && ! "$bin" --help 2>&1 | grep -q -- '--bf16'; then
-      record "bf16 $model" SKIP "OUT/train has no --bf16 flag yet"
-      continue
-    fi
-    run "$RES/bf16-$model-fp32.log" "$bin" "${train[@]}" "${DATA[@]}" --metrics-file "$RES/bf16-$model-fp32.jsonl" &&
-      run "$RES/bf16-$model-bf16.log" "$bin" "${train[@]}" "${DATA[@]}" --bf16 --metrics-file "$RES/bf16-$model-bf16.jsonl" ||
-      { if no_gpu "$RES/bf16-$model-fp32.log"; then record "bf16 $model" SKIP "no usable GPU"; else
-          record "bf16 $model" FAIL "a run failed; see $RES/bf16-$model-*.log"; fi; continue; }
-    if run "$RES/bf16-$model.txt" "$PYTHON" scripts/gpu_compare.py "$RES/bf16-$model-bf16.jsonl" \
+    bin=$BUILD/bin/cuda-$model
+    for p in fp32 bf16; do
+      rc=0 flag=()
+      [ $p = bf16 ] && flag=(--bf16)
+      run "$RES/bf16-$model-$p.log" "$T_TRAIN" "$bin" "${train[@]}" "${DATA[@]}" \
+        --metrics-file "$RES/bf16-$model-$p.jsonl" "${flag[@]}" || rc=$?
+      [ $rc = 0 ] && continue
+      if no_gpu "$RES/bf16-$model-$p.log"; then record "bf16 $model" SKIP "no usable GPU"; else
+        record "bf16 $model" FAIL "$p run: $(why_failed "$RES/bf16-$model-$p.log" $rc)"; fi
+      continue 2
+    done
+    if run "$RES/bf16-$model.txt" 60 "$PYTHON" scripts/gpu_compare.py "$RES/bf16-$model-bf16.jsonl" \
          "$RES/bf16-$model-fp32.jsonl" --steps 50 --keys lm_loss --tolerance 0.02 --names bf16,fp32 \
          --what "bf16 vs fp32 lm_loss"; then
-      record "bf16 $model" PASS "$(tail -1 "$RES/bf16-$model.txt" 2>/dev/null)"
+      record "bf16 $model" PASS "$(tail -n 1 "$RES/bf16-$model.txt" 2>/dev/null)"
     else
-      record "bf16 $model" FAIL "$(tail -1 "$RES/bf16-$model.txt" 2>/dev/null)"
+      record "bf16 $model" FAIL "$(tail -n 1 "$RES/bf16-$model.txt" 2>/dev/null)"
     fi
   done
 }
 
 phase_bench() {
-  probe
+  configure || { record bench FAIL "the build did not configure"; return; }
   # The bench builds the programs it needs through `gpu_check.sh build-program` and writes its
-  # table to $OUT (or gpu/results) itself.
-  local cmd=(env PYTHONUNBUFFERED=1 "$PYTHON" bench/gpu_vs_pytorch.py "${BENCH_ARGS[@]}")
+  # table to $OUT (or gpu/results) itself, after every config; its output streams into this log.
+  local secs rc=0; secs=$(limit 100000)
+  local cmd=(timeout -k 10 "$secs" env PYTHONUNBUFFERED=1 "BUDGET=$secs" "$PYTHON" bench/gpu_vs_pytorch.py "${BENCH_ARGS[@]}")
   echo "+ ${cmd[*]}"
   [ $DRY = 1 ] && return 0
-  if "${cmd[@]}"; then record bench PASS "table in ${OUT:-$RES}/gpu_bench.md"; else record bench FAIL "exit $?"; fi
+  "${cmd[@]}" || rc=$?
+  if [ $rc = 0 ]; then record bench PASS "table in ${OUTDIR:-$RES}/gpu_bench.md"
+  elif timed_out $rc; then record bench FAIL "timed out after $secs s (the configs done are in gpu_bench.md)"
+  else record bench FAIL "exit $rc"; fi
 }
 
 for p in "${PHASES[@]}"; do
@@ -325,16 +511,14 @@ for p in "${PHASES[@]}"; do
     build-program) for n in "${PROGRAM_ARGS[@]}"; do build_program "$n"; done ;;
   esac
   say "phase $p took $((SECONDS - t0)) s"
+  [ $DRY = 1 ] || save_results
 done
 
 echo
-say "summary ($(cat gpu/PREPARED 2>/dev/null))"
+say "summary ($(head -n 1 gpu/PREPARED 2>/dev/null); $SECONDS s)"
 printf '%s\n' "${SUMMARY[@]}"
 if [ $DRY = 0 ]; then
   printf '%s\n' "${SUMMARY[@]}" >"$RES/summary.txt"
-  if [ $NESTED = 0 ] && [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
-    cp "$RES/summary.txt" "$OUT/gpu_check-summary.txt"
-    tar -czf "$OUT/gpu_results.tar.gz" --exclude='*.tar.gz' -C gpu results
-  fi
+  save_results
 fi
 exit $FAILED

@@ -1,6 +1,8 @@
 // MPI (OpenMPI) behind the Communicator interface, and the MPI process lifetime. mpi.h is
 // included only by comm_mpi.cpp: this header keeps the MPI handle opaque, so generated code and
-// the rest of the runtime compile without MPI's include paths.
+// the rest of the runtime compile without MPI's include paths. A runtime built without MPI
+// (runtime/CMakeLists.txt, MEGART_MPI) defines these in comm_mpi_stub.cpp instead: mpi_running()
+// is false, and MpiSession and MpiCommunicator::world() throw megart::Error saying so.
 #pragma once
 
 #include "megart/comm.h"
