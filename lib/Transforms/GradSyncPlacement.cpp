@@ -1,0 +1,84 @@
+#include "GradSyncPlacement.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace megac;
+
+LogicalResult megac::checkGradSyncStarts(ModuleOp module, int64_t stage, ArrayRef<func::FuncOp> fns,
+                                       ArrayRef<tx::ParamOp> table, ArrayRef<GradBucket> buckets) {
+  for (const GradBucket &bucket : buckets) {
+    func::FuncOp starter;
+    int64_t starts = 0;
+    for (func::FuncOp fn : fns)
+      for (tx::StartGradSyncOp op : fn.getOps<tx::StartGradSyncOp>())
+        if (static_cast<int64_t>(op.getFirst()) == bucket.first && static_cast<int64_t>(op.getLast()) == bucket.last)
+          starter = fn, ++starts;
+    bool complete = starts == 1;
+    for (func::FuncOp fn : fns)
+      fn.walk([&](tx::ParamGradOp g) {
+        std::optional<int64_t> i = paramIndex(table, g.getParam().getDefiningOp<tx::ParamOp>());
+        if (i && *i >= bucket.first && *i <= bucket.last && fn != starter)
+          complete = false;
+      });
+    if (!complete)
+      return module.emitError() << "megac-data-parallel: stage " << stage << "'s gradient bucket params["
+                                << bucket.first << ", " << bucket.last << "] is started " << starts
+                                << " times, or not by the one chunk backward that makes all its gradients";
+  }
+  return success();
+}
+
+std::optional<int64_t> megac::paramIndex(ArrayRef<tx::ParamOp> table, tx::ParamOp p) {
+  for (auto [i, entry] : llvm::enumerate(table)) {
+    tx::ParamOp e = entry; // ODS accessors are not const
+    if (e.getName() == p.getName() && e.getOffsets() == p.getOffsets())
+      return static_cast<int64_t>(i);
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> megac::firstParamIndex(func::FuncOp fn, ArrayRef<tx::ParamOp> table) {
+  std::optional<int64_t> first;
+  fn.walk([&](tx::ParamOp p) {
+    if (std::optional<int64_t> i = paramIndex(table, p); i && (!first || *i < *first))
+      first = i;
+  });
+  return first;
+}
+
+void megac::placeGradSyncStarts(func::FuncOp fn, ArrayRef<tx::ParamOp> table, ArrayRef<GradBucket> buckets) {
+  Block &body = fn.getBody().front();
+  // Autodiff adds the gradients into the parameters at the end of backward; each can go as
+  // soon as its value exists (nothing reads the gradients before the sync). In reverse, so
+  // that accumulations moved behind the same op keep their order (and their rounding).
+  SmallVector<tx::ParamGradOp> grads(body.getOps<tx::ParamGradOp>());
+  for (tx::ParamGradOp g : llvm::reverse(grads)) {
+    Operation *def = g.getGrad().getDefiningOp(), *param = g.getParam().getDefiningOp();
+    if (!def || def->getBlock() != &body || (param && param->getBlock() == &body && def->isBeforeInBlock(param)))
+      continue;
+    g->moveAfter(def);
+  }
+  SmallVector<Operation *> lastGrad(table.size(), nullptr);
+  for (Operation &op : body)
+    if (auto g = dyn_cast<tx::ParamGradOp>(op))
+      if (std::optional<int64_t> i = paramIndex(table, g.getParam().getDefiningOp<tx::ParamOp>()))
+        lastGrad[*i] = &op;
+  for (const GradBucket &bucket : buckets) {
+    Operation *after = nullptr;
+    for (int64_t i = bucket.first; i <= bucket.last; ++i)
+      if (lastGrad[i] && (!after || after->isBeforeInBlock(lastGrad[i])))
+        after = lastGrad[i];
+    // A chunk's backward starts only its own buckets; @train_step all of them (a bucket with
+    // no gradient in backward is final from the start).
+    bool chunk = fn->hasAttr("megac.chunk");
+    if (!after && chunk)
+      continue;
+    OpBuilder b(fn.getContext());
+    if (after)
+      b.setInsertionPointAfter(after);
+    else
+      b.setInsertionPointToStart(&body);
+    tx::StartGradSyncOp::create(b, fn.getLoc(), bucket.first, bucket.last);
+  }
+}
