@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -62,6 +63,14 @@ private:
   DeviceBuffer buffer_;
   size_t n_;
 };
+
+// Root mean square of v (0 when empty): the scale for tolerances of sums that cancel.
+inline float rms(const std::vector<float> &v) {
+  double s = 0.0;
+  for (float x : v)
+    s += double(x) * x;
+  return v.empty() ? 0.0f : static_cast<float>(std::sqrt(s / double(v.size())));
+}
 
 // Every element within atol + rtol * |expected|, with the first mismatches named.
 inline void expect_near_all(const std::vector<float> &got, const std::vector<float> &want, float rtol,

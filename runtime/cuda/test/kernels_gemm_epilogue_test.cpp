@@ -29,13 +29,6 @@
 namespace megart::cuda::test {
 namespace {
 
-float rms(const std::vector<float> &v) {
-  double s = 0.0;
-  for (float x : v)
-    s += double(x) * x;
-  return v.empty() ? 0.0f : static_cast<float>(std::sqrt(s / double(v.size())));
-}
-
 std::vector<float> abs_of(std::vector<float> v) {
   for (float &x : v)
     x = std::abs(x);

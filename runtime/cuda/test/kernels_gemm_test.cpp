@@ -18,13 +18,6 @@
 namespace megart::cuda::test {
 namespace {
 
-float rms(const std::vector<float> &v) {
-  double s = 0.0;
-  for (float x : v)
-    s += double(x) * x;
-  return v.empty() ? 0.0f : static_cast<float>(std::sqrt(s / double(v.size())));
-}
-
 void expect_matches_cpu(const std::vector<float> &got, const std::vector<float> &want, const std::string &what) {
   expect_near_all(got, want, 1e-4f, 1e-4f * rms(want), what);
 }
