@@ -4,6 +4,7 @@
 
 #include "megart/cuda/device.h"
 #include "megart/cuda/kernels.h"
+#include "megart/kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -63,6 +64,29 @@ private:
   DeviceBuffer buffer_;
   size_t n_;
 };
+
+// x rounded to the nearest value of `p` (ties to even), kept as a float: the CPU's
+// round_to_precision, checked there against a double reference for every float.
+inline float rounded(float x, Precision p) {
+  megart::cpu::round_to_precision(&x, &x, 1, p);
+  return x;
+}
+
+// n values representable in `p`, magnitudes in [0.1, 1), random signs: never zero, so no
+// product vanishes and a kernel that writes nothing cannot pass.
+inline std::vector<float> rounded_floats(size_t n, uint64_t seed, Precision p) {
+  std::vector<float> v = random_floats(n, seed, 0.1f, 1.0f);
+  const std::vector<float> sign = random_floats(n, seed + 1000);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = rounded(sign[i] < 0 ? -v[i] : v[i], p);
+  return v;
+}
+
+inline std::vector<float> abs_of(std::vector<float> v) {
+  for (float &x : v)
+    x = std::abs(x);
+  return v;
+}
 
 // Root mean square of v (0 when empty): the scale for tolerances of sums that cancel.
 inline float rms(const std::vector<float> &v) {

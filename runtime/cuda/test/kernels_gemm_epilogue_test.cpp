@@ -29,12 +29,6 @@
 namespace megart::cuda::test {
 namespace {
 
-std::vector<float> abs_of(std::vector<float> v) {
-  for (float &x : v)
-    x = std::abs(x);
-  return v;
-}
-
 // Every element within its own bound, with the first mismatches named.
 void expect_within(const std::vector<float> &got, const std::vector<float> &want, const std::vector<double> &bound,
                    const std::string &what) {
@@ -181,27 +175,6 @@ TEST_F(CudaGemmEpilogueCases, EachCallUsesItsOwnBias) {
 }
 
 // ---- bf16 / fp16 inputs ---------------------------------------------------------------------
-
-int significant_bits(Precision p) { return p == Precision::Bf16 ? 8 : 11; }
-
-// x rounded to nearest even to the precision's significant bits (normal range only).
-float round_host(float x, Precision p) {
-  if (x == 0.0f)
-    return x;
-  int e = 0;
-  std::frexp(x, &e);
-  const double spacing = std::ldexp(1.0, e - significant_bits(p));
-  return static_cast<float>(std::nearbyint(double(x) / spacing) * spacing);
-}
-
-// Values representable in `p`, magnitudes in [0.1, 1), random signs: never zero.
-std::vector<float> rounded_floats(size_t n, uint64_t seed, Precision p) {
-  std::vector<float> v = random_floats(n, seed, 0.1f, 1.0f);
-  const std::vector<float> sign = random_floats(n, seed + 1000);
-  for (size_t i = 0; i < n; ++i)
-    v[i] = round_host(sign[i] < 0 ? -v[i] : v[i], p);
-  return v;
-}
 
 // Leaves the process's GEMMs in fp32 for the other suites.
 class CudaLowpGemmEpilogue : public CudaTest,

@@ -26,33 +26,6 @@ namespace {
 
 int significant_bits(Precision p) { return p == Precision::Bf16 ? 8 : 11; }
 
-// x rounded to nearest, ties to even, to the precision's significant bits (normal range only,
-// which is all these tests use: magnitudes in [2^-14, 65504)).
-float round_host(float x, Precision p) {
-  if (x == 0.0f)
-    return x;
-  int e = 0;
-  std::frexp(x, &e); // |x| in [2^(e-1), 2^e)
-  const double spacing = std::ldexp(1.0, e - significant_bits(p));
-  return static_cast<float>(std::nearbyint(double(x) / spacing) * spacing); // default mode: ties to even
-}
-
-// n values representable in `p`, magnitudes in [0.1, 1), random signs: never zero, so no
-// product vanishes and a kernel that writes nothing cannot pass.
-std::vector<float> rounded_floats(size_t n, uint64_t seed, Precision p) {
-  std::vector<float> v = random_floats(n, seed, 0.1f, 1.0f);
-  const std::vector<float> sign = random_floats(n, seed + 1000);
-  for (size_t i = 0; i < n; ++i)
-    v[i] = round_host(sign[i] < 0 ? -v[i] : v[i], p);
-  return v;
-}
-
-std::vector<float> abs_of(std::vector<float> v) {
-  for (float &x : v)
-    x = std::abs(x);
-  return v;
-}
-
 // got against want within the bound above; `magnitude` is |alpha| |A| |B| + |beta| |C|.
 void expect_within_sum_bound(const std::vector<float> &got, const std::vector<float> &want,
                              const std::vector<float> &magnitude, int64_t k, const std::string &what) {
@@ -130,7 +103,7 @@ TEST_F(CudaLowpGemmCases, RoundsInputsToNearestEven) {
     a[3] = 1.0f + 1.5f * half_ulp;   // above the tie: up
     std::vector<float> want(a.size());
     for (size_t i = 0; i < a.size(); ++i)
-      want[i] = round_host(a[i], p);
+      want[i] = rounded(a[i], p);
     ASSERT_EQ(want[0], 1.0f);
     ASSERT_EQ(want[1], 1.0f + 4.0f * half_ulp);
     DeviceArray<float> da(a), di(identity), dc(m * k);
@@ -155,7 +128,7 @@ TEST_F(CudaLowpGemmCases, Fp16OverflowIsInf) {
   EXPECT_EQ(dc.get()[0], std::numeric_limits<float>::infinity());
   set_gemm_precision(Precision::Bf16); // bf16 has fp32's range
   gemm(dc.data(), da.data(), di.data(), k, k, k, false, false);
-  EXPECT_EQ(dc.get()[0], round_host(1e5f, Precision::Bf16));
+  EXPECT_EQ(dc.get()[0], rounded(1e5f, Precision::Bf16));
 }
 
 // Operands at 4-byte aligned addresses: their rounded copies are realigned, the result is not.
