@@ -151,15 +151,12 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
   }
   Device &device = store.device();
   DeviceBuffer arena(device, pipelined ? 0 : static_cast<size_t>(program.arena_bytes));
-  // The data loader fills host buffers; the compiled code reads the device's copies.
-  const int64_t tokens = (pipelined ? num_micro : 1) * b * s;
+  // The data loader fills host buffers with every microbatch of the iteration; the compiled code
+  // reads the device's copies, uploaded once per iteration (each upload waits for the device).
+  const int64_t tokens_per_micro = b * s, tokens = num_micro * tokens_per_micro;
   const size_t token_bytes = static_cast<size_t>(tokens) * sizeof(int32_t);
   AlignedBuffer<int32_t> ids(static_cast<size_t>(tokens)), labels(static_cast<size_t>(tokens));
   DeviceBuffer device_ids(device, token_bytes), device_labels(device, token_bytes);
-  auto upload = [&] {
-    device.copy_from_host(device_ids.data(), ids.data(), token_bytes);
-    device.copy_from_host(device_labels.data(), labels.data(), token_bytes);
-  };
   Optimizer optimizer(f, store, grid.tp(), pipelined ? &grid.pp() : nullptr,
                       pipelined ? &pipe->tied.norm_counted() : nullptr);
   const SyncFn compiled_sync = pipelined ? pipe->stage.sync_gradients : program.sync_gradients;
@@ -186,26 +183,25 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     // step returns is the forward's, unscaled.
     const double loss_scale = scaler ? scaler->scale() : 1.0;
     const float scaled_dloss = static_cast<float>(static_cast<double>(dloss) * loss_scale);
+    data.fill(first, num_micro * b, ids.data(), labels.data());
+    device.copy_from_host(device_ids.data(), ids.data(), token_bytes);
+    device.copy_from_host(device_labels.data(), labels.data(), token_bytes);
     if (pipelined) {
-      // Every microbatch of the iteration up front: the schedule interleaves them.
-      data.fill(first, num_micro * b, ids.data(), labels.data());
-      upload();
-      activity.phase("pipeline schedule");
+      activity.phase("pipeline schedule"); // it interleaves the microbatches
       const PipelineIterationResult r =
           pipe->executor.run(overlapped ? sync_ctx : ctx, store.param_table(), store.grad_table(),
-                             device_ids.as<int32_t>(),
-                             device_labels.as<int32_t>(), b * s, scaled_dloss);
+                             device_ids.as<int32_t>(), device_labels.as<int32_t>(), tokens_per_micro,
+                             scaled_dloss);
       loss_sum = r.loss_sum; // only the last stage has the losses; 0 elsewhere
       peak_stash = r.peak_stash;
     } else {
       activity.phase("forward and backward");
       for (int64_t m = 0; m < num_micro; ++m) {
-        data.fill(first + m * b, b, ids.data(), labels.data());
-        upload();
         const bool last = m == num_micro - 1;
+        const int64_t at = m * tokens_per_micro;
         loss_sum += program.step(overlapped && last ? sync_ctx : ctx, store.param_table(),
-                                 store.grad_table(), arena.as<char>(), device_ids.as<int32_t>(),
-                                 device_labels.as<int32_t>(), scaled_dloss);
+                                 store.grad_table(), arena.as<char>(), device_ids.as<int32_t>() + at,
+                                 device_labels.as<int32_t>() + at, scaled_dloss);
       }
     }
     double loss = loss_sum / static_cast<double>(num_micro);
