@@ -433,6 +433,19 @@ no_gpu() { grep -q "no CUDA device is usable" "$1" 2>/dev/null; }
 # why_failed LOG RC: "timed out ..." or "see LOG".
 why_failed() { if timed_out "$2"; then echo "timed out (T_TRAIN=$T_TRAIN s); see $1"; else echo "exit $2; see $1"; fi; }
 
+# A training run of check LABEL failed with RC: SKIP when there is no usable GPU, else FAIL.
+record_run_failure() { # LABEL LOG RC WHAT
+  if no_gpu "$2"; then record "$1" SKIP "no usable GPU"; else record "$1" FAIL "$4 run: $(why_failed "$2" "$3")"; fi
+}
+
+# Compares two metrics files with scripts/gpu_compare.py ARGS into TXT; records LABEL with its verdict.
+record_comparison() { # LABEL TXT ARGS...
+  local label=$1 txt=$2 verdict=FAIL
+  shift 2
+  run "$txt" 60 "$PYTHON" scripts/gpu_compare.py "$@" && verdict=PASS
+  record "$label" "$verdict" "$(tail -n 1 "$txt" 2>/dev/null)"
+}
+
 phase_parity() {
   local model train t rc
   mapfile -t train < <(train_args 10)
@@ -444,16 +457,11 @@ phase_parity() {
       run "$RES/parity-$model-$t.log" "$T_TRAIN" "$BUILD/bin/$t-$model" "${train[@]}" "${DATA[@]}" \
         --metrics-file "$RES/parity-$model-$t.jsonl" || rc=$?
       [ $rc = 0 ] && continue
-      if no_gpu "$RES/parity-$model-$t.log"; then record "parity $model" SKIP "no usable GPU"; else
-        record "parity $model" FAIL "$t run: $(why_failed "$RES/parity-$model-$t.log" $rc)"; fi
+      record_run_failure "parity $model" "$RES/parity-$model-$t.log" $rc $t
       continue 2
     done
-    if run "$RES/parity-$model.txt" 60 "$PYTHON" scripts/gpu_compare.py "$RES/parity-$model-cuda.jsonl" \
-         "$RES/parity-$model-cpu.jsonl"; then
-      record "parity $model" PASS "$(tail -n 1 "$RES/parity-$model.txt" 2>/dev/null)"
-    else
-      record "parity $model" FAIL "$(tail -n 1 "$RES/parity-$model.txt" 2>/dev/null)"
-    fi
+    record_comparison "parity $model" "$RES/parity-$model.txt" "$RES/parity-$model-cuda.jsonl" \
+      "$RES/parity-$model-cpu.jsonl"
   done
 }
 
@@ -470,17 +478,12 @@ phase_bf16() {
       run "$RES/bf16-$model-$p.log" "$T_TRAIN" "$bin" "${train[@]}" "${DATA[@]}" \
         --metrics-file "$RES/bf16-$model-$p.jsonl" "${flag[@]}" || rc=$?
       [ $rc = 0 ] && continue
-      if no_gpu "$RES/bf16-$model-$p.log"; then record "bf16 $model" SKIP "no usable GPU"; else
-        record "bf16 $model" FAIL "$p run: $(why_failed "$RES/bf16-$model-$p.log" $rc)"; fi
+      record_run_failure "bf16 $model" "$RES/bf16-$model-$p.log" $rc $p
       continue 2
     done
-    if run "$RES/bf16-$model.txt" 60 "$PYTHON" scripts/gpu_compare.py "$RES/bf16-$model-bf16.jsonl" \
-         "$RES/bf16-$model-fp32.jsonl" --steps 50 --keys lm_loss --tolerance 0.02 --names bf16,fp32 \
-         --what "bf16 vs fp32 lm_loss"; then
-      record "bf16 $model" PASS "$(tail -n 1 "$RES/bf16-$model.txt" 2>/dev/null)"
-    else
-      record "bf16 $model" FAIL "$(tail -n 1 "$RES/bf16-$model.txt" 2>/dev/null)"
-    fi
+    record_comparison "bf16 $model" "$RES/bf16-$model.txt" "$RES/bf16-$model-bf16.jsonl" \
+      "$RES/bf16-$model-fp32.jsonl" --steps 50 --keys lm_loss --tolerance 0.02 --names bf16,fp32 \
+      --what "bf16 vs fp32 lm_loss"
   done
 }
 
