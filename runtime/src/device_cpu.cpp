@@ -1,6 +1,6 @@
 #include "megart/device.h"
 
-#include "megart/error.h"
+#include "megart/aligned_buffer.h"
 #include "megart/kernels.h"
 
 #include <cstdlib>
@@ -16,16 +16,7 @@ public:
   std::string describe() const override { return "cpu"; }
   bool host_memory() const override { return true; }
 
-  void *allocate(std::size_t bytes) override {
-    // aligned_alloc needs a multiple of the alignment, and never 0 here, so an empty buffer
-    // still has a valid, aligned pointer.
-    std::size_t rounded = (bytes + 63) / 64 * 64;
-    void *p = std::aligned_alloc(64, rounded ? rounded : 64);
-    if (!p)
-      throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
-    std::memset(p, 0, rounded ? rounded : 64);
-    return p;
-  }
+  void *allocate(std::size_t bytes) override { return allocate_aligned_zeroed(bytes); }
   void release(void *p) noexcept override { std::free(p); }
   void zero(void *p, std::size_t bytes) override { std::memset(p, 0, bytes); }
   void copy_from_host(void *dst, const void *src, std::size_t bytes) override {

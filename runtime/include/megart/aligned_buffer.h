@@ -13,22 +13,25 @@ namespace megart {
 
 constexpr std::size_t kBufferAlignment = 64;
 
+// `bytes` of zeroed memory aligned to kBufferAlignment (a valid pointer also for 0 bytes);
+// throws std::bad_alloc. Free with std::free.
+inline void *allocate_aligned_zeroed(std::size_t bytes) {
+  // aligned_alloc needs a size that is a multiple of the alignment, and never 0 here.
+  bytes = (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  if (bytes == 0)
+    bytes = kBufferAlignment;
+  void *p = std::aligned_alloc(kBufferAlignment, bytes);
+  if (!p)
+    throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  return p;
+}
+
 template <typename T> class AlignedBuffer {
 public:
   AlignedBuffer() = default;
-  explicit AlignedBuffer(std::size_t count) : count_(count) {
-    // aligned_alloc needs a size that is a multiple of the alignment, and never 0 here, so an
-    // empty buffer still has a valid, aligned pointer.
-    std::size_t bytes = count * sizeof(T);
-    bytes = (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-    if (bytes == 0)
-      bytes = kBufferAlignment;
-    void *p = std::aligned_alloc(kBufferAlignment, bytes);
-    if (!p)
-      throw std::bad_alloc();
-    std::memset(p, 0, bytes);
-    data_.reset(static_cast<T *>(p));
-  }
+  explicit AlignedBuffer(std::size_t count)
+      : data_(static_cast<T *>(allocate_aligned_zeroed(count * sizeof(T)))), count_(count) {}
 
   T *data() { return data_.get(); }
   const T *data() const { return data_.get(); }
