@@ -36,8 +36,9 @@ void emitParamTable(StringRef name, const ParamTable &params, llvm::raw_ostream 
   os << "};\n\n";
 }
 
-/// @sync_gradients (@sync_gradients_stage<s>): each bucket (read, all-reduce over dp, write back) becomes one in-place
-/// all-reduce over the contiguous gradients of its parameters.
+/// @sync_gradients (@sync_gradients_stage<s>): each bucket (read, all-reduce over dp, write back) becomes one
+/// dp sum over the contiguous gradients of its parameters, started on the runtime's GradSync (which sums in
+/// fp32 or bf16, --grad-reduce-in-bf16) and finished by the runtime after the function returns.
 LogicalResult emitSyncGradients(func::FuncOp fn, ArrayRef<tx::ParamOp> table, llvm::raw_ostream &os) {
   os << "void " << fn.getName() << "(const megart::StepContext &ctx, float *const *grads) {\n";
   for (Operation &op : fn.getBody().front().without_terminator()) {
@@ -52,7 +53,7 @@ LogicalResult emitSyncGradients(func::FuncOp fn, ArrayRef<tx::ParamOp> table, ll
     if (auto rule = sum->getAttrOfType<StringAttr>("megac.rule"))
       os << "  // " << rule.getValue() << "\n";
     // The runtime keeps all gradients in one buffer, in table order: the bucket is contiguous.
-    os << "  ctx.dp->all_reduce_sum(grads[" << first << "], (grads[" << last << "] + "
+    os << "  ctx.grad_sync->start(grads[" << first << "], (grads[" << last << "] + "
        << tx::ParamOp(table[last]).getType().getNumElements() << ") - grads[" << first << "]);\n";
   }
   os << "}\n\n";

@@ -45,6 +45,16 @@ std::unique_ptr<Request> Communicator::iall_reduce_sum(float *data, int64_t n) {
   return std::make_unique<CompletedRequest>();
 }
 
+void Communicator::all_reduce_sum_bf16(uint16_t *, int64_t) {
+  throw Error("this communicator cannot sum bf16 values (--grad-reduce-in-bf16 needs the MPI or "
+              "NCCL communicator)");
+}
+
+std::unique_ptr<Request> Communicator::iall_reduce_sum_bf16(uint16_t *data, int64_t n) {
+  all_reduce_sum_bf16(data, n);
+  return std::make_unique<CompletedRequest>();
+}
+
 namespace {
 [[noreturn]] void no_p2p(const char *what, int peer, int size) {
   throw Error(std::string(what) + " with peer " + std::to_string(peer) +

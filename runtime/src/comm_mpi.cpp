@@ -1,6 +1,7 @@
 // The only runtime source that includes mpi.h.
 #include "megart/comm_mpi.h"
 
+#include "megart/bf16.h"
 #include "megart/error.h"
 
 // The C API only: OpenMPI's mpi.h otherwise pulls in its C++ bindings (libmpi_cxx).
@@ -90,7 +91,11 @@ void mpi_abort(int code) {
 struct MpiCommunicator::Handle {
   MPI_Comm comm = MPI_COMM_NULL;
   bool owned = false; // MPI_COMM_WORLD is not ours to free
-  std::vector<float> scratch; // the ring all-reduce's receive buffer, kept between calls
+  // The ring all-reduce's receive buffers, kept between calls.
+  std::vector<float> scratch;
+  std::vector<uint16_t> scratch_bf16;
+  std::vector<float> &ring_scratch(float *) { return scratch; }
+  std::vector<uint16_t> &ring_scratch(uint16_t *) { return scratch_bf16; }
 };
 
 namespace {
@@ -266,7 +271,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key,
 void MpiCommunicator::all_reduce_sum(float *data, int64_t n) {
   if (size_ > 1 && n >= kRingMinElements) {
     for (int64_t i = 0; i < n; i += kMaxPiece)
-      ring_all_reduce_sum(data + i, std::min(kMaxPiece, n - i));
+      ring_all_reduce_sum(data + i, std::min(kMaxPiece, n - i), "all_reduce_sum(float)");
     return;
   }
   iallreduce_pieces(*this, handle_->comm, data, n, sizeof(float), MPI_FLOAT, MPI_SUM,
@@ -281,6 +286,14 @@ void MpiCommunicator::all_reduce_max(float *data, int64_t n) {
 void MpiCommunicator::all_reduce_sum(double *data, int64_t n) {
   iallreduce_pieces(*this, handle_->comm, data, n, sizeof(double), MPI_DOUBLE, MPI_SUM,
                     "all_reduce_sum(double)");
+}
+
+// MPI has no bf16 type and no sum for one: always the ring, which adds with bf16 rounding.
+void MpiCommunicator::all_reduce_sum_bf16(uint16_t *data, int64_t n) {
+  if (size_ == 1)
+    return;
+  for (int64_t i = 0; i < n; i += kMaxPiece)
+    ring_all_reduce_sum(data + i, std::min(kMaxPiece, n - i), "all_reduce_sum(bf16)");
 }
 
 void MpiCommunicator::all_gather(float *out, const float *in, int64_t n) {
@@ -338,14 +351,30 @@ void MpiCommunicator::barrier() {
   finish_collective(r, *this, "barrier");
 }
 
+namespace {
+MPI_Datatype mpi_type(const float *) { return MPI_FLOAT; }
+MPI_Datatype mpi_type(const uint16_t *) { return MPI_UINT16_T; }
+
+void add_into(float *sum, const float *add, int n) {
+  for (int i = 0; i < n; ++i)
+    sum[i] += add[i];
+}
+// bf16: each partial sum rounded to bf16, as a bf16 all-reduce on the GPU (NCCL) adds.
+void add_into(uint16_t *sum, const uint16_t *add, int n) {
+  for (int i = 0; i < n; ++i)
+    sum[i] = float_to_bf16(bf16_to_float(sum[i]) + bf16_to_float(add[i]));
+}
+} // namespace
+
 // One step around the ring: `send` to the right neighbour while `recv` arrives from the left.
-void MpiCommunicator::ring_step(const float *send, int send_count, float *recv, int recv_count,
+template <typename T>
+void MpiCommunicator::ring_step(const T *send, int send_count, T *recv, int recv_count,
                                 const char *method) {
   const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
   MPI_Request r[2]; // the receive first, so the message finds it waiting
-  check(MPI_Irecv(recv, recv_count, MPI_FLOAT, left, p2p_tag::kRing, handle_->comm, &r[0]),
+  check(MPI_Irecv(recv, recv_count, mpi_type(recv), left, p2p_tag::kRing, handle_->comm, &r[0]),
         "MPI_Irecv", method, axis_);
-  check(MPI_Isend(send, send_count, MPI_FLOAT, right, p2p_tag::kRing, handle_->comm, &r[1]),
+  check(MPI_Isend(send, send_count, mpi_type(send), right, p2p_tag::kRing, handle_->comm, &r[1]),
         "MPI_Isend", method, axis_);
   finish_collective(r[0], *this, method);
   finish_collective(r[1], *this, method);
@@ -355,22 +384,18 @@ void MpiCommunicator::ring_step(const float *send, int send_count, float *recv, 
 // 2 (p - 1) / p of the data, what a bandwidth-optimal all-reduce moves. Each chunk is summed
 // once, by its last rank in the ring, and copied from there, so every rank ends with the same
 // bits.
-void MpiCommunicator::ring_all_reduce_sum(float *data, int64_t n) {
+template <typename T>
+void MpiCommunicator::ring_all_reduce_sum(T *data, int64_t n, const char *method) {
   const int p = size_;
-  const char *method = "all_reduce_sum(float)";
   auto begin = [&](int c) { return n * c / p; };
   auto count = [&](int c) { return static_cast<int>(begin(c + 1) - begin(c)); };
-  std::vector<float> &received = handle_->scratch;
+  std::vector<T> &received = handle_->ring_scratch(data);
   if (received.size() < static_cast<size_t>(n / p + 1))
     received.resize(static_cast<size_t>(n / p + 1));
   for (int step = 0; step < p - 1; ++step) { // rank r ends owning the sum of chunk r + 1
     const int send = (rank_ - step + p) % p, recv = (rank_ - step - 1 + 2 * p) % p;
     ring_step(data + begin(send), count(send), received.data(), count(recv), method);
-    float *sum = data + begin(recv);
-    const float *add = received.data();
-    const int m = count(recv);
-    for (int i = 0; i < m; ++i)
-      sum[i] += add[i];
+    add_into(data + begin(recv), received.data(), count(recv));
   }
   for (int step = 0; step < p - 1; ++step) { // pass the sums around
     const int send = (rank_ + 1 - step + p) % p, recv = (rank_ - step + p) % p;

@@ -49,6 +49,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int, int, const std::str
 void MpiCommunicator::all_reduce_sum(float *, int64_t) { no_mpi(); }
 void MpiCommunicator::all_reduce_max(float *, int64_t) { no_mpi(); }
 void MpiCommunicator::all_reduce_sum(double *, int64_t) { no_mpi(); }
+void MpiCommunicator::all_reduce_sum_bf16(uint16_t *, int64_t) { no_mpi(); }
 void MpiCommunicator::all_gather(float *, const float *, int64_t) { no_mpi(); }
 void MpiCommunicator::reduce_scatter_sum(float *, const float *, int64_t) { no_mpi(); }
 void MpiCommunicator::broadcast(float *, int64_t, int) { no_mpi(); }

@@ -1,6 +1,7 @@
 #include "megart/device.h"
 
 #include "megart/aligned_buffer.h"
+#include "megart/bf16.h"
 #include "megart/kernels.h"
 
 #include <cstdlib>
@@ -39,6 +40,16 @@ public:
 
   double sum_of_squares(const TensorList &tensors) override { return grad_sum_of_squares(tensors); }
   void scale(const MutableTensorList &tensors, float coeff) override { scale_grads(tensors, coeff); }
+  void to_bf16(uint16_t *out, const float *in, int64_t n) override {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = float_to_bf16(in[i]);
+  }
+  void from_bf16(float *out, const uint16_t *in, int64_t n) override {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = bf16_to_float(in[i]);
+  }
   void adamw(const std::vector<AdamWTensor> &tensors, const AdamWScalars &with_decay,
              const AdamWScalars &without_decay) override {
     for (const AdamWTensor &t : tensors)

@@ -7,24 +7,41 @@
 
 namespace megart {
 
-int64_t all_reduce_in_buckets(Communicator &dp, float *data, int64_t n, int64_t bucket_elems) {
+void GradSync::start(float *data, int64_t n) {
+  if (!bf16_) {
+    started_.push_back({dp_.iall_reduce_sum(data, n), data, n});
+    return;
+  }
+  const size_t slot = started_.size(), bytes = static_cast<size_t>(n) * sizeof(uint16_t);
+  if (scratch_.size() <= slot)
+    scratch_.resize(slot + 1);
+  if (scratch_[slot].bytes() < bytes)
+    scratch_[slot] = DeviceBuffer(device_, bytes);
+  uint16_t *bits = scratch_[slot].as<uint16_t>();
+  device_.to_bf16(bits, data, n);
+  started_.push_back({dp_.iall_reduce_sum_bf16(bits, n), data, n});
+}
+
+int64_t GradSync::start_in_buckets(float *data, int64_t n, int64_t bucket_elems) {
   if (bucket_elems < 1)
     throw Error("--ddp-bucket-size is " + std::to_string(bucket_elems) +
                 "; it must be at least 1 element");
-  int64_t calls = 0;
-  for (int64_t start = 0; start < n; start += bucket_elems, ++calls)
-    dp.all_reduce_sum(data + start, std::min(bucket_elems, n - start));
-  return calls;
+  int64_t buckets = 0;
+  for (int64_t first = 0; first < n; first += bucket_elems, ++buckets)
+    start(data + first, std::min(bucket_elems, n - first));
+  return buckets;
 }
 
-void GradSync::start(float *data, int64_t n) { pending_.push_back(dp_.iall_reduce_sum(data, n)); }
-
 int64_t GradSync::finish() {
-  const auto started = static_cast<int64_t>(pending_.size());
-  for (std::unique_ptr<Request> &r : pending_)
-    if (!r->test()) // a completed request never needs (nor, on MPI, accepts) a wait
-      dp_.wait(*r);
-  pending_.clear();
+  const auto started = static_cast<int64_t>(started_.size());
+  for (size_t i = 0; i < started_.size(); ++i) {
+    Started &s = started_[i];
+    if (!s.request->test()) // a completed request never needs (nor, on MPI, accepts) a wait
+      dp_.wait(*s.request);
+    if (bf16_)
+      device_.from_bf16(s.data, scratch_[i].as<uint16_t>(), s.n);
+  }
+  started_.clear();
   return started;
 }
 

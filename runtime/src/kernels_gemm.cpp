@@ -5,6 +5,7 @@
 // as floats) into thread-local scratch, and cblas_sgemm multiplies those. A product of two bf16
 // or fp16 values is exact in fp32, so the result is the tensor core's up to the fp32 summation
 // order. Fp32 takes the plain cblas_sgemm path, unchanged.
+#include "megart/bf16.h"
 #include "megart/error.h"
 #include "megart/kernels.h"
 
@@ -63,12 +64,7 @@ inline float non_finite(uint32_t u, int keep) {
 }
 
 // bf16: fp32's exponent range (subnormals included), 7 fraction bits.
-inline float round_bf16(float x) {
-  const uint32_t u = bits_of(x);
-  if ((u & kExponentMask) == kExponentMask)
-    return non_finite(u, 7);
-  return from_bits(round_fraction(u, 7));
-}
+inline float round_bf16(float x) { return bf16_to_float(float_to_bf16(x)); }
 
 // fp16: 10 fraction bits; normal from 2^-14 up to 65504, subnormal below 2^-14 (multiples of
 // 2^-24), inf beyond 65504 after rounding.

@@ -43,11 +43,10 @@ void require(bool ok, const std::string &message) {
 void resolve_precision_flags(const TrainFlags &f) {
   require(!(f.bf16 && f.fp16), "--bf16 and --fp16 are both given; choose one: --bf16 (trains "
                                "without loss scaling) or --fp16 (with loss scaling)");
-  if (f.grad_reduce_in_bf16)
-    throw Error(f.bf16 ? std::string("--grad-reduce-in-bf16 is not implemented yet: gradients are "
-                                     "reduced in fp32; drop the flag")
-                       : std::string("--grad-reduce-in-bf16 needs --bf16 (and is not implemented "
-                                     "yet: gradients are reduced in fp32); drop the flag"));
+  require(!f.grad_reduce_in_bf16 || f.bf16,
+          std::string("--grad-reduce-in-bf16 needs --bf16: ") +
+              (f.fp16 ? "fp16" : "fp32") +
+              " training reduces its gradients in fp32; add --bf16 or drop the flag");
   require(std::isfinite(f.loss_scale) && f.loss_scale >= 0,
           "--loss-scale is " + num(f.loss_scale) +
               "; it must be > 0 (a static scale, e.g. 65536), or 0 for dynamic loss scaling");
@@ -180,8 +179,8 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
                            ->capture_default_str()},
   };
   app.add_flag("--grad-reduce-in-bf16", f.grad_reduce_in_bf16,
-               "With --bf16: reduce gradients in bf16 (not implemented yet: refused; gradients "
-               "are reduced in fp32)");
+               "With --bf16: sum the gradients over the data-parallel ranks in bf16 (half the "
+               "bytes; default fp32)");
   app.add_flag("--overlap-grad-reduce", f.overlap_grad_reduce,
                "Accepted when the program was compiled with `megac compile --overlap-grad-reduce` "
                "(the overlap is compiled in)");

@@ -165,9 +165,10 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
   const std::unique_ptr<LossScaler> scaler = make_loss_scaler(f);
 
   const StepContext ctx = grid.step_context();
-  // --overlap-grad-reduce: the last microbatch (a chunk's last backward) starts the dp buckets.
+  // --overlap-grad-reduce: the last microbatch (a chunk's last backward) starts the dp buckets;
+  // otherwise the compiled sync_gradients starts them after the last microbatch.
   const bool overlapped = dp > 1 && program.overlap_grad_reduce;
-  GradSync grad_sync(grid.dp());
+  GradSync grad_sync(grid.dp(), device, f.grad_reduce_in_bf16);
   StepContext sync_ctx = ctx;
   sync_ctx.grad_sync = &grad_sync;
   TrainResult result;
@@ -207,16 +208,17 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     double loss = loss_sum / static_cast<double>(num_micro);
     if (dp > 1) {
       activity.phase("data-parallel gradient sync");
-      if (overlapped) {
-        if (grad_sync.finish() == 0)
-          throw Error("compiled program: built with --overlap-grad-reduce, but its step started no "
-                      "gradient bucket (regenerate the program with megac compile)");
-      } else if (compiled_sync) {
-        compiled_sync(ctx, store.grad_table());
-      } else {
-        all_reduce_in_buckets(grid.dp(), store.flat_grads(), store.flat_grads_numel(),
-                              f.ddp_bucket_size);
+      if (!overlapped) {
+        if (compiled_sync)
+          compiled_sync(sync_ctx, store.grad_table());
+        else
+          grad_sync.start_in_buckets(store.flat_grads(), store.flat_grads_numel(), f.ddp_bucket_size);
       }
+      if (grad_sync.finish() == 0)
+        throw Error(overlapped ? "compiled program: built with --overlap-grad-reduce, but its step "
+                                 "started no gradient bucket (regenerate the program with megac compile)"
+                               : "compiled program: its sync_gradients started no gradient bucket "
+                                 "(regenerate the program with megac compile)");
     }
     if (pipelined) {
       // After the dp sum, as Megatron does: the tied copies then add the same totals.

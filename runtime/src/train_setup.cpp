@@ -113,6 +113,10 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
   if (f.bf16 || f.fp16) {
     out << "  precision: " << store.device().describe_precision(compute_precision(f))
         << "; weights, gradients and optimizer in fp32";
+    if (dp > 1)
+      out << "; data-parallel gradient sum in " << (f.grad_reduce_in_bf16 ? "bf16" : "fp32");
+    else if (f.grad_reduce_in_bf16)
+      out << "; --grad-reduce-in-bf16 does nothing at dp 1 (no gradient sum)";
     if (f.fp16)
       out << "; loss scale "
           << (f.loss_scale > 0 ? fmt("%.15g", f.loss_scale) + " (static)"

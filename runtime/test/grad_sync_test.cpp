@@ -1,10 +1,12 @@
 // Data-parallel buckets and the tensor-parallel gradient norm against a communicator that
 // records what it is asked to do.
+#include "megart/bf16.h"
 #include "megart/grad_norm.h"
 #include "megart/grad_sync.h"
 #include "megart/optimizer.h"
 #include "megart/param_store.h"
 
+#include "kernels_test_util.h"
 #include "train_test_util.h"
 
 #include <gtest/gtest.h>
@@ -41,7 +43,9 @@ private:
 TEST(GradSync, OneAllReducePerBucket) {
   std::vector<float> g(100);
   RecordingComm dp(0, 2);
-  EXPECT_EQ(megart::all_reduce_in_buckets(dp, g.data(), 100, 30), 4);
+  megart::GradSync sync(dp, megart::cpu_device());
+  EXPECT_EQ(sync.start_in_buckets(g.data(), 100, 30), 4);
+  EXPECT_EQ(sync.finish(), 4);
   ASSERT_EQ(dp.float_calls.size(), 4u);
   const int64_t sizes[] = {30, 30, 30, 10};
   for (int i = 0; i < 4; ++i) {
@@ -49,8 +53,80 @@ TEST(GradSync, OneAllReducePerBucket) {
     EXPECT_EQ(dp.float_calls[i].second, sizes[i]);
   }
   RecordingComm one(0, 2);
-  EXPECT_EQ(megart::all_reduce_in_buckets(one, g.data(), 100, megart::kDefaultDdpBucketSize), 1);
-  EXPECT_THROW(megart::all_reduce_in_buckets(one, g.data(), 100, 0), megart::Error);
+  megart::GradSync whole(one, megart::cpu_device());
+  EXPECT_EQ(whole.start_in_buckets(g.data(), 100, megart::kDefaultDdpBucketSize), 1);
+  EXPECT_EQ(whole.finish(), 1);
+  EXPECT_EQ(whole.finish(), 0); // finish forgets what it waited for
+  EXPECT_THROW(whole.start_in_buckets(g.data(), 100, 0), megart::Error);
+}
+
+namespace {
+// Rank 0 of 2 whose peer holds `other`: its sums add other's values at the same offset from
+// `base`, in fp32 or (the bf16 sum) rounding the sum to bf16, as a 2-rank ring does.
+class PeerAdds final : public megart::Communicator {
+public:
+  PeerAdds(const float *base, std::vector<float> other) : base_(base), other_(std::move(other)) {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  void all_reduce_sum(float *data, int64_t n) override {
+    ++fp32_calls;
+    for (int64_t i = 0; i < n; ++i)
+      data[i] += other_[offset(data) + i];
+  }
+  void all_reduce_sum_bf16(uint16_t *data, int64_t n) override {
+    ++bf16_calls;
+    for (int64_t i = 0; i < n; ++i) // the bf16 scratch mirrors the float buffer's bucket order
+      data[i] = megart::float_to_bf16(megart::bf16_to_float(data[i]) +
+                                      megart::bf16_to_float(megart::float_to_bf16(other_[next_ + i])));
+    next_ += n;
+  }
+  void all_reduce_max(float *, int64_t) override {}
+  void all_reduce_sum(double *, int64_t) override {}
+  void all_gather(float *, const float *, int64_t) override {}
+  void reduce_scatter_sum(float *, const float *, int64_t) override {}
+  void broadcast(float *, int64_t, int) override {}
+  void barrier() override {}
+  void next_iteration() { next_ = 0; }
+  int fp32_calls = 0, bf16_calls = 0;
+
+private:
+  int64_t offset(const float *p) const { return p - base_; }
+  const float *base_;
+  std::vector<float> other_;
+  int64_t next_ = 0;
+};
+} // namespace
+
+TEST(GradSync, Bf16RoundsTheGradientsAndEveryPartialSum) {
+  const int64_t n = 1000;
+  const std::vector<float> mine = megart::test::random_vec(n, 11), other = megart::test::random_vec(n, 12);
+  auto bf16 = [](float x) { return megart::bf16_to_float(megart::float_to_bf16(x)); };
+
+  std::vector<float> fp32 = mine;
+  PeerAdds fp32_peer(fp32.data(), other);
+  megart::GradSync fp32_sync(fp32_peer, megart::cpu_device());
+  fp32_sync.start_in_buckets(fp32.data(), n, 300);
+  fp32_sync.finish();
+  EXPECT_EQ(fp32_peer.bf16_calls, 0);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(fp32[i], mine[i] + other[i]) << i;
+
+  std::vector<float> g = mine;
+  PeerAdds peer(g.data(), other);
+  megart::GradSync sync(peer, megart::cpu_device(), /*reduce_in_bf16=*/true);
+  for (int iteration = 0; iteration < 2; ++iteration) { // the second reuses the scratch buffers
+    g = mine;
+    peer.next_iteration();
+    EXPECT_EQ(sync.start_in_buckets(g.data(), n, 300), 4);
+    EXPECT_EQ(sync.finish(), 4);
+    int64_t rounded = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(g[i], bf16(bf16(mine[i]) + bf16(other[i]))) << i;
+      rounded += g[i] != fp32[i];
+    }
+    EXPECT_GT(rounded, n / 2) << "the sum was not taken in bf16";
+  }
+  EXPECT_EQ(peer.fp32_calls, 0);
 }
 
 TEST(GradSync, GradientsShareOneAlignedAllocation) {

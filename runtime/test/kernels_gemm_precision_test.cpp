@@ -3,6 +3,8 @@
 // even, fp16 overflow and subnormals), and gemm / gemm_batched / gemm_bias(_gelu) equal, bit for
 // bit, to the fp32 kernels run on operands rounded beforehand.
 #include "kernels_test_util.h"
+#include "megart/bf16.h"
+#include "megart/device.h"
 #include "megart/kernels.h"
 
 #include <cblas.h>
@@ -320,3 +322,23 @@ TEST(KernelsGemmPrecision, ConcurrentCallsKeepTheirOwnScratch) {
 }
 
 } // namespace
+
+// --grad-reduce-in-bf16's conversions on the CPU device: to bf16 bits and back is the operand
+// rounding above; NaN stays NaN.
+TEST(KernelsGemmPrecision, DeviceBf16ConversionsAreTheRounding) {
+  Vec in = rounding_inputs();
+  in.push_back(kInf);
+  in.push_back(-kInf);
+  const auto n = static_cast<int64_t>(in.size());
+  std::vector<uint16_t> bf16(in.size());
+  megart::cpu_device().to_bf16(bf16.data(), in.data(), n);
+  Vec back(in.size());
+  megart::cpu_device().from_bf16(back.data(), bf16.data(), n);
+  expect_same_bits(back, reference_round(in, Precision::Bf16), "to_bf16 then from_bf16");
+  for (size_t i = 0; i < in.size(); ++i) // the bits are the upper half of the rounded float
+    ASSERT_EQ(bf16[i], bits(back[i]) >> 16) << i;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  uint16_t nan_bits = 0;
+  megart::cpu_device().to_bf16(&nan_bits, &nan, 1);
+  EXPECT_TRUE(std::isnan(megart::bf16_to_float(nan_bits)));
+}

@@ -291,6 +291,7 @@ TEST(TrainFlags, ParsesMixedPrecisionFlags) {
   EXPECT_EQ(dynamic.hysteresis, 4);
   EXPECT_EQ(resolved({"--fp16", "--loss-scale", "1024"}).loss_scale, 1024.0);
   EXPECT_EQ(resolved({"--fp16", "--loss-scale", "0"}).loss_scale, 0.0); // 0: dynamic
+  EXPECT_TRUE(resolved({"--bf16", "--grad-reduce-in-bf16"}).grad_reduce_in_bf16);
 }
 
 TEST(TrainFlags, HelpListsMixedPrecisionFlags) {
@@ -322,11 +323,11 @@ TEST(TrainFlags, MixedPrecisionCombinationsNameTheFix) {
             "--loss-scale-window 100 only applies to dynamic loss scaling, but --loss-scale 1024 "
             "sets a static one; drop --loss-scale-window or --loss-scale");
   EXPECT_EQ(resolve_error({"--grad-reduce-in-bf16"}),
-            "--grad-reduce-in-bf16 needs --bf16 (and is not implemented yet: gradients are "
-            "reduced in fp32); drop the flag");
-  EXPECT_EQ(resolve_error({"--bf16", "--grad-reduce-in-bf16"}),
-            "--grad-reduce-in-bf16 is not implemented yet: gradients are reduced in fp32; drop "
-            "the flag");
+            "--grad-reduce-in-bf16 needs --bf16: fp32 training reduces its gradients in fp32; add "
+            "--bf16 or drop the flag");
+  EXPECT_EQ(resolve_error({"--fp16", "--grad-reduce-in-bf16"}),
+            "--grad-reduce-in-bf16 needs --bf16: fp16 training reduces its gradients in fp32; add "
+            "--bf16 or drop the flag");
 }
 
 TEST(TrainFlags, LossScaleValues) {

@@ -28,6 +28,8 @@ public:
   void synchronize() override {}
   double sum_of_squares(const megart::TensorList &t) override { return cpu().sum_of_squares(t); }
   void scale(const megart::MutableTensorList &t, float c) override { cpu().scale(t, c); }
+  void to_bf16(uint16_t *o, const float *i, int64_t n) override { cpu().to_bf16(o, i, n); }
+  void from_bf16(float *o, const uint16_t *i, int64_t n) override { cpu().from_bf16(o, i, n); }
   void adamw(const std::vector<megart::AdamWTensor> &t, const megart::AdamWScalars &with,
              const megart::AdamWScalars &without) override {
     cpu().adamw(t, with, without);

@@ -7,6 +7,11 @@ import subprocess
 import sys
 
 
+# mpirun as root (CI's containers), more ranks than cores, one OpenMP thread per rank.
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMP_NUM_THREADS": "1"}
+
+
 def run(cmd, env=None):
     """Runs cmd; exits with its output if it fails."""
     result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -334,6 +334,12 @@ void NcclCommunicator::all_reduce_sum(double *data, int64_t n) {
   all_reduce(data, n, ncclDouble, ncclSum, "all_reduce_sum(double)");
 }
 
+void NcclCommunicator::all_reduce_sum_bf16(uint16_t *data, int64_t n) {
+  if (!on_device(data))
+    return host_->all_reduce_sum_bf16(data, n);
+  all_reduce(data, n, ncclBfloat16, ncclSum, "all_reduce_sum(bf16)");
+}
+
 void NcclCommunicator::all_gather(float *out, const float *in, int64_t n) {
   if (!both_on_device(out, in, "all_gather"))
     return host_->all_gather(out, in, n);
@@ -457,6 +463,17 @@ bool CollectiveRequest::test() {
 std::unique_ptr<Request> NcclCommunicator::iall_reduce_sum(float *data, int64_t n) {
   if (size_ == 1 || n <= 0 || !on_device(data))
     return Communicator::iall_reduce_sum(data, n);
+  return start_overlapped_sum(data, n, ncclFloat);
+}
+
+std::unique_ptr<Request> NcclCommunicator::iall_reduce_sum_bf16(uint16_t *data, int64_t n) {
+  if (size_ == 1 || n <= 0 || !on_device(data))
+    return Communicator::iall_reduce_sum_bf16(data, n);
+  return start_overlapped_sum(data, n, ncclBfloat16);
+}
+
+std::unique_ptr<Request> NcclCommunicator::start_overlapped_sum(void *data, int64_t n, ncclDataType_t type) {
+  check_count(n, "all_reduce_sum (overlapped)");
   if (!side_stream_) {
     // The highest priority, as the p2p channels': the sum's few blocks start ahead of the
     // backward's queued compute blocks instead of after them.
@@ -474,7 +491,7 @@ std::unique_ptr<Request> NcclCommunicator::iall_reduce_sum(float *data, int64_t 
   // compute_stream(): comm_'s calls must not run at the same time.
   cuda::check(cudaEventRecord(side_ready_, compute_stream()), "cudaEventRecord (NCCL side stream)");
   cuda::check(cudaStreamWaitEvent(side_stream_, side_ready_, 0), "cudaStreamWaitEvent (NCCL side stream)");
-  settle(comm_, ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat, ncclSum, comm_, side_stream_),
+  settle(comm_, ncclAllReduce(data, data, static_cast<size_t>(n), type, ncclSum, comm_, side_stream_),
          "ncclAllReduce", "all_reduce_sum (overlapped)");
   cuda::check(cudaEventRecord(request->done, side_stream_), "cudaEventRecord (NCCL side stream)");
   cuda::check(cudaEventRecord(side_last_, side_stream_), "cudaEventRecord (NCCL side stream)");

@@ -133,11 +133,13 @@ public:
   void all_reduce_sum(float *data, int64_t n) override;
   void all_reduce_max(float *data, int64_t n) override;
   void all_reduce_sum(double *data, int64_t n) override;
+  void all_reduce_sum_bf16(uint16_t *data, int64_t n) override;
   void all_gather(float *out, const float *in, int64_t n) override;
   void reduce_scatter_sum(float *out, const float *in, int64_t n) override;
   void broadcast(float *data, int64_t n, int root) override;
   void barrier() override;
   std::unique_ptr<Request> iall_reduce_sum(float *data, int64_t n) override;
+  std::unique_ptr<Request> iall_reduce_sum_bf16(uint16_t *data, int64_t n) override;
   std::unique_ptr<Request> isend(const float *data, int64_t n, int peer, int tag) override;
   std::unique_ptr<Request> irecv(float *data, int64_t n, int peer, int tag) override;
   void wait(Request &request) override;
@@ -161,6 +163,8 @@ private:
   // compute_stream(), made to wait for the overlapped all-reduces issued so far: comm_'s calls
   // must run one after the other, in the same order on every rank, whichever stream they use.
   cudaStream_t collective_stream();
+  // iall_reduce_sum(_bf16) of a device buffer on side_stream_.
+  std::unique_ptr<Request> start_overlapped_sum(void *data, int64_t n, ncclDataType_t type);
   void wait_overlapped(CollectiveRequest &request);
 
   std::unique_ptr<Request> start_p2p(bool receive, float *data, int64_t n, int peer, int tag);

@@ -188,6 +188,8 @@ public:
     }
     scale_tensors(ptrs.data(), sizes.data(), static_cast<int64_t>(ptrs.size()), coeff);
   }
+  void to_bf16(uint16_t *out, const float *in, int64_t n) override { floats_to_bf16(out, in, n); }
+  void from_bf16(float *out, const uint16_t *in, int64_t n) override { bf16_to_floats(out, in, n); }
   void adamw(const std::vector<AdamWTensor> &tensors, const AdamWScalars &with_decay,
              const AdamWScalars &without_decay) override {
     adamw_tensors(tensors.data(), static_cast<int64_t>(tensors.size()), with_decay, without_decay);

@@ -72,6 +72,13 @@ public:
   // returns a completed request; NCCL's runs on a side stream while later kernels go on.
   virtual std::unique_ptr<Request> iall_reduce_sum(float *data, int64_t n);
 
+  // The same sums of n bf16 values (megart/bf16.h; --grad-reduce-in-bf16): every partial sum is
+  // rounded to bf16, as NCCL's ncclBfloat16 sum does, and every rank ends with the same bits.
+  // The base class's blocking form throws (the MPI, NCCL and self communicators have one); its
+  // iall_reduce_sum_bf16 sums at once and returns a completed request.
+  virtual void all_reduce_sum_bf16(uint16_t *data, int64_t n);
+  virtual std::unique_ptr<Request> iall_reduce_sum_bf16(uint16_t *data, int64_t n);
+
   // Non-blocking point-to-point of n floats to / from rank `peer` of this communicator. Between
   // two ranks, messages with the same tag arrive in the order they were sent. The base class
   // (and SelfCommunicator, which has no peers) throws.
@@ -101,6 +108,7 @@ public:
   void all_reduce_sum(float *, int64_t) override {}
   void all_reduce_max(float *, int64_t) override {}
   void all_reduce_sum(double *, int64_t) override {}
+  void all_reduce_sum_bf16(uint16_t *, int64_t) override {}
   void all_gather(float *out, const float *in, int64_t n) override;
   void reduce_scatter_sum(float *out, const float *in, int64_t n) override;
   void broadcast(float *, int64_t, int) override {}

@@ -57,6 +57,7 @@ public:
   void all_reduce_sum(float *data, int64_t n) override;
   void all_reduce_max(float *data, int64_t n) override;
   void all_reduce_sum(double *data, int64_t n) override;
+  void all_reduce_sum_bf16(uint16_t *data, int64_t n) override;
   void all_gather(float *out, const float *in, int64_t n) override;
   void reduce_scatter_sum(float *out, const float *in, int64_t n) override;
   void broadcast(float *data, int64_t n, int root) override;
@@ -68,9 +69,10 @@ public:
 private:
   struct Handle; // holds the MPI_Comm
   MpiCommunicator(std::unique_ptr<Handle> handle, std::string axis);
-  void ring_step(const float *send, int send_count, float *recv, int recv_count,
-                 const char *method);
-  void ring_all_reduce_sum(float *data, int64_t n);
+  // T is float or uint16_t (bf16); defined and used in comm_mpi.cpp only.
+  template <typename T>
+  void ring_step(const T *send, int send_count, T *recv, int recv_count, const char *method);
+  template <typename T> void ring_all_reduce_sum(T *data, int64_t n, const char *method);
 
   std::unique_ptr<Handle> handle_;
   std::string axis_;

@@ -53,6 +53,10 @@ public:
   virtual double sum_of_squares(const TensorList &tensors) = 0;
   // Multiplies every element by coeff.
   virtual void scale(const MutableTensorList &tensors, float coeff) = 0;
+  // n floats to bf16 bits (megart/bf16.h's float_to_bf16) and back, for gradients reduced in
+  // bf16 (--grad-reduce-in-bf16).
+  virtual void to_bf16(uint16_t *out, const float *in, int64_t n) = 0;
+  virtual void from_bf16(float *out, const uint16_t *in, int64_t n) = 0;
   // One AdamW update of every tensor (optimizer.h's adamw_update, elementwise identical).
   virtual void adamw(const std::vector<AdamWTensor> &tensors, const AdamWScalars &with_decay,
                      const AdamWScalars &without_decay) = 0;

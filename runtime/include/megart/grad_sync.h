@@ -3,6 +3,7 @@
 #pragma once
 
 #include "megart/comm.h"
+#include "megart/device.h"
 
 #include <cstdint>
 #include <memory>
@@ -13,25 +14,40 @@ namespace megart {
 // Megatron's default --ddp-bucket-size, in elements.
 constexpr int64_t kDefaultDdpBucketSize = 40'000'000;
 
-// Sums data[0, n) over `dp` in place, in consecutive buckets of at most bucket_elems elements:
-// one all-reduce per bucket (not per tensor: few large messages use the network best; a bucket
-// bounds the size of one message). Returns the number of all-reduces. Collective over `dp`.
-int64_t all_reduce_in_buckets(Communicator &dp, float *data, int64_t n, int64_t bucket_elems);
-
-// The buckets a program compiled with --overlap-grad-reduce starts during the backward of an
-// iteration's last microbatch (tx.start_grad_sync), each as soon as its gradients are final;
-// finish() waits for all of them before the optimizer reads the gradients.
+// The dp sums of one iteration's gradient buckets. The compiled program starts each bucket:
+// inside backward, as soon as its gradients are final (--overlap-grad-reduce,
+// tx.start_grad_sync), or after the last microbatch (its sync_gradients function); finish()
+// waits for all of them before the optimizer reads the gradients.
+//
+// In fp32 a bucket is summed in place. With reduce_in_bf16 (--grad-reduce-in-bf16) it is
+// rounded to bf16 into a scratch buffer, summed there in bf16 (half the bytes on the wire, each
+// partial sum rounded to bf16, as Megatron's bf16 gradient buffers are reduced), and finish()
+// writes the sum back as fp32. The microbatches' gradients still accumulate in fp32.
 class GradSync {
 public:
-  explicit GradSync(Communicator &dp) : dp_(dp) {}
-  // Starts the dp sum of n gradients from `data` (Communicator::iall_reduce_sum).
+  GradSync(Communicator &dp, Device &device, bool reduce_in_bf16 = false)
+      : dp_(dp), device_(device), bf16_(reduce_in_bf16) {}
+  // Starts the dp sum of n gradients at `data` (Communicator::iall_reduce_sum(_bf16)).
   void start(float *data, int64_t n);
-  // Waits for every started bucket; returns how many there were.
+  // Starts data[0, n) in consecutive buckets of at most bucket_elems elements (the runtime's
+  // own buckets, for programs without compiled ones); returns how many.
+  int64_t start_in_buckets(float *data, int64_t n, int64_t bucket_elems);
+  // Waits for every started bucket (and, in bf16, writes the sums back); returns how many
+  // there were.
   int64_t finish();
 
 private:
+  struct Started {
+    std::unique_ptr<Request> request;
+    float *data;
+    int64_t n;
+  };
   Communicator &dp_;
-  std::vector<std::unique_ptr<Request>> pending_;
+  Device &device_;
+  bool bf16_;
+  std::vector<Started> started_;
+  // bf16: one scratch buffer per bucket, in start order, kept for the next iterations.
+  std::vector<DeviceBuffer> scratch_;
 };
 
 } // namespace megart

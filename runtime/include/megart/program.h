@@ -40,8 +40,9 @@ struct StepContext {
   Communicator *tp;
   Communicator *dp;
   Communicator *pp;
-  // Set on the iteration's last microbatch of a program compiled with --overlap-grad-reduce:
-  // the step starts each data-parallel gradient bucket here once backward has finished it.
+  // Where the data-parallel gradient buckets start: given to sync_gradients, and to the
+  // iteration's last microbatch of a program compiled with --overlap-grad-reduce (whose step
+  // starts each bucket once backward has finished it); null otherwise.
   GradSync *grad_sync = nullptr;
 };
 
@@ -54,8 +55,9 @@ struct StepContext {
 using StepFn = float (*)(const StepContext &ctx, float *const *params, float *const *grads,
                          char *arena, const int32_t *ids, const int32_t *labels, float dloss);
 
-// Sums the gradients over the data-parallel ranks after the last microbatch of an iteration, in
-// the buckets the compiler chose (one all-reduce each).
+// Starts the sum of the gradients over the data-parallel ranks after the last microbatch of an
+// iteration, in the buckets the compiler chose: one ctx.grad_sync->start each; the runtime then
+// waits for them (GradSync::finish).
 using SyncFn = void (*)(const StepContext &ctx, float *const *grads);
 
 // Pipeline parallelism. The layers are split into chunks (pipeline_parallel_size x V of them;

@@ -51,7 +51,7 @@ struct TrainFlags {
   double min_loss_scale = 1;
   int64_t loss_scale_window = 1000; // finite iterations before the dynamic scale doubles
   int64_t hysteresis = 2;           // non-finite iterations before it halves
-  bool grad_reduce_in_bf16 = false; // accepted by the parser; resolve rejects it (fp32 reduce)
+  bool grad_reduce_in_bf16 = false; // --bf16 only: the dp gradient sum in bf16 (GradSync)
   // The dynamic-scaler flags given on the command line (not defaults), to reject them when they
   // would do nothing.
   std::vector<std::string> dynamic_scale_flags_given;

@@ -1,5 +1,6 @@
 // Every collective of MpiCommunicator against values computed by hand, on the whole world
 // (2 or 4 ranks) and on groups of 2.
+#include "megart/bf16.h"
 #include "megart/error.h"
 
 #include "mpi_test_util.h"
@@ -141,6 +142,44 @@ TEST(MpiComm, LargeAllReduceSumsOnTheRing) {
   std::vector<float> root = inexact;
   w->broadcast(root.data(), n, 0);
   EXPECT_EQ(root, inexact);
+}
+
+TEST(MpiComm, Bf16SumsRoundEveryPartialSum) {
+  auto w = mpi_test::world();
+  const int r = w->rank(), p = w->size();
+  for (const int64_t n : {int64_t{3}, int64_t{100003}}) { // fewer elements than ranks, and many
+    std::vector<uint16_t> exact(n), inexact(n);
+    auto value = [](int64_t i, int q) { return 1.0f + 1.0f / static_cast<float>(3 + (i * 7 + q * 13) % 101); };
+    for (int64_t i = 0; i < n; ++i) {
+      exact[i] = megart::float_to_bf16(static_cast<float>((i % 20) * (r + 1))); // sums <= 190: exact in bf16
+      inexact[i] = megart::float_to_bf16(value(i, r));
+    }
+    w->all_reduce_sum_bf16(exact.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(megart::bf16_to_float(exact[i]), static_cast<float>((i % 20) * p * (p + 1) / 2)) << i;
+    w->all_reduce_sum_bf16(inexact.data(), n);
+    int64_t differs_from_fp32_sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      float fp32 = 0;
+      double exact_sum = 0;
+      for (int q = 0; q < p; ++q) {
+        fp32 += megart::bf16_to_float(megart::float_to_bf16(value(i, q)));
+        exact_sum += megart::bf16_to_float(megart::float_to_bf16(value(i, q)));
+      }
+      const float got = megart::bf16_to_float(inexact[i]);
+      if (p == 2) // one addition, whatever the order: the bf16 rounding of the exact sum
+        ASSERT_EQ(got, megart::bf16_to_float(megart::float_to_bf16(fp32))) << i;
+      // p - 1 roundings of at most half a bf16 ulp (2^-8 relative) each.
+      ASSERT_NEAR(got, exact_sum, exact_sum * (p - 1) * 0x1p-8) << i;
+      differs_from_fp32_sum += got != fp32;
+    }
+    if (n > 1000)
+      EXPECT_GT(differs_from_fp32_sum, n / 4) << "the sums were not rounded to bf16";
+    // Every rank ends with the same bits.
+    std::vector<float> mine(inexact.begin(), inexact.end()), root = mine;
+    w->broadcast(root.data(), n, 0);
+    EXPECT_EQ(root, mine);
+  }
 }
 
 TEST(MpiComm, LargeAllGatherOnTheRing) {

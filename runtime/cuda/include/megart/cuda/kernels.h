@@ -27,6 +27,9 @@ cudaStream_t compute_stream();
 // ---- Buffers (what the CPU program does with memcpy / memset) -----------------------------
 void copy_buffer(void *dst, const void *src, size_t bytes); // device to device, async
 void zero_buffer(void *dst, size_t bytes);                  // async
+// n floats to bf16 bits, round to nearest even (megart/bf16.h's float_to_bf16), and back.
+void floats_to_bf16(uint16_t *out, const float *in, int64_t n);
+void bf16_to_floats(float *out, const uint16_t *in, int64_t n);
 float read_scalar(const float *value);                      // waits for the stream
 
 // ---- GEMM: cuBLASLt, fp32 (TF32 off: results match the CPU within float rounding) ----------
