@@ -24,7 +24,8 @@ so no accumulation):
      schedule; each iteration (batch copy + forward + backward + clip + step + reading loss and
      norm) is timed on the host after the GPU finishes it.
 The sides run one after the other, never at once, and alternate which goes first from round to
-round. MFU = 72 B s l h^2 (1 + s/6h + V/16lh) / iteration time / peak (the runtime's formula),
+round. MFU = 72 B s l h^2 (1 + s/6h + V/12lh) / iteration time / peak (the compiler's GEMM count
+for GPT-2, lib/Frontend/ModelFlops.cpp, which the runtime's log line uses),
 peak from --peak-tflops or the GPU's name (H100 SXM and H200: 989 TFLOP/s bf16 dense).
 Writes gpu_bench.md (a fragment for docs/benchmarks.md) and gpu_bench.json to --out-dir
 (default: $OUT when set, else gpu/results).
@@ -65,9 +66,9 @@ def millions(n):
 
 
 def model_flops(spec, batch):
-    """Model FLOPs per iteration (no recompute): runtime/src/train_loop.cpp's formula."""
+    """Model FLOPs per iteration (no recompute): lib/Frontend/ModelFlops.cpp's count for GPT-2."""
     B, s, l, h, V = batch, spec.seq_length, spec.num_layers, spec.hidden_size, spec.vocab_size
-    return 72.0 * B * s * l * h * h * (1 + s / (6.0 * h) + V / (16.0 * l * h))
+    return 72.0 * B * s * l * h * h * (1 + s / (6.0 * h) + V / (12.0 * l * h))
 
 
 class MemorySampler:

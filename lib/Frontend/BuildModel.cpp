@@ -1,6 +1,7 @@
 // Spec -> `tx` IR. Parameter names and layouts follow Hugging Face's GPT2LMHeadModel and
 // LlamaForCausalLM, so checkpoints load in `transformers` without conversion.
 #include "megac/Frontend/BuildModel.h"
+#include "megac/Frontend/ModelFlops.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -54,6 +55,7 @@ private:
         b.getNamedAttr("seq_length", i64(S)),
         b.getNamedAttr("vocab_size", i64(V)),
         b.getNamedAttr("micro_batch_size", i64(B)),
+        b.getNamedAttr("flops_per_sample", b.getF64FloatAttr(modelFlopsPerSample(s))),
     });
   }
 

@@ -111,7 +111,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
      << "    " << cString(options.summary) << ",\n"
      << "    /*micro_batch_size=*/" << dim("micro_batch_size") << ", /*seq_length=*/" << dim("seq_length")
      << ", /*vocab_size=*/" << dim("vocab_size") << ",\n"
-     << "    /*num_layers=*/" << dim("num_layers") << ", /*hidden_size=*/" << dim("hidden_size") << ",\n"
+     << "    /*model_flops_per_sample=*/"
+     << llvm::format("%.17g", cast<FloatAttr>(model.get("flops_per_sample")).getValueAsDouble()) << ",\n"
      << "    " << fields.params << ", " << fields.numParams << ", /*arena_bytes=*/" << fields.arenaBytes << ", "
      << fields.step << ",\n"
      << "    /*tensor_parallel_size=*/" << planSize("tp") << ", /*pipeline_parallel_size=*/" << planSize("pp")

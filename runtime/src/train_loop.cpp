@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -22,13 +21,9 @@
 namespace megart {
 
 double model_flops_per_iteration(const ProgramDesc &p, int64_t global_batch_size) {
-  if (!p.model_family || std::strcmp(p.model_family, "gpt2") != 0 || p.num_layers <= 0 ||
-      p.hidden_size <= 0)
+  if (!(p.model_flops_per_sample > 0))
     return -1;
-  const double B = static_cast<double>(global_batch_size), s = static_cast<double>(p.seq_length),
-               l = static_cast<double>(p.num_layers), h = static_cast<double>(p.hidden_size),
-               V = static_cast<double>(p.vocab_size);
-  return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
+  return static_cast<double>(global_batch_size) * p.model_flops_per_sample;
 }
 
 namespace {

@@ -249,7 +249,6 @@ void build(Program &p, const std::vector<std::vector<megart::PipeOp>> &schedule 
   d.micro_batch_size = kMicro;
   d.seq_length = kSeq;
   d.vocab_size = kVocab;
-  d.hidden_size = kHidden;
   d.tensor_parallel_size = tp;
   d.data_parallel_size = dp;
   if (kP == 1) {

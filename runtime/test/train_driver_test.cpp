@@ -12,6 +12,7 @@
 #include <regex>
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace train_test;
 
 namespace {
@@ -159,4 +160,25 @@ TEST_F(TrainDriver, NonFiniteGradientsSkipTheStep) {
   // No update: every iteration sees the initial weights, so the same-ish loss (~ln 16).
   for (double loss : losses(read_jsonl(dir_ / "m.jsonl")))
     EXPECT_NEAR(loss, std::log(16.0), 0.05);
+}
+
+TEST_F(TrainDriver, ThroughputAndMfuFollowTheProgramsFlops) {
+  Program p = bigram_program<2>();
+  RunResult unknown = run_training(p.desc, args(2, {"--global-batch-size", "4", "--peak-tflops", "2"}));
+  ASSERT_EQ(unknown.code, 0) << unknown.err;
+  EXPECT_THAT(unknown.out, Not(HasSubstr("MFU"))); // no FLOPs count: no figure
+  EXPECT_EQ(read_jsonl(dir_ / "m.jsonl")[0].get("mfu"), nullptr);
+
+  p.desc.model_flops_per_sample = 3e9;
+  RunResult r = run_training(p.desc, args(2, {"--global-batch-size", "4", "--peak-tflops", "2"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("| MFU: "));
+  for (const megart::JsonValue &row : read_jsonl(dir_ / "m.jsonl")) {
+    // 4 samples x 3 GFLOP in the iteration's time, on one rank; MFU against the 2 TFLOP/s peak.
+    // 1e-7: the metrics file writes 9 significant digits.
+    const double seconds = row.get("ms_per_iter")->number / 1e3;
+    const double tflops = 4 * 3e9 / seconds / 1e12;
+    EXPECT_NEAR(row.get("tflops_per_gpu")->number, tflops, 1e-7 * tflops);
+    EXPECT_NEAR(row.get("mfu")->number, tflops / 2, 1e-7 * tflops);
+  }
 }

@@ -133,7 +133,9 @@ struct ProgramDesc {
   int64_t micro_batch_size;          // compiled in: shapes are static
   int64_t seq_length;
   int64_t vocab_size;
-  int64_t num_layers, hidden_size;   // for throughput / FLOP figures
+  // Forward and backward FLOPs of one sample, no recomputation (the compiler counts the model's
+  // GEMMs, megac's ModelFlops.h): the log line's TFLOP/s and MFU. 0: unknown (none printed).
+  double model_flops_per_sample;
   const ParamDesc *params;
   int64_t num_params;
   int64_t arena_bytes;

@@ -49,8 +49,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &flags, 
                            TrainData &data, const ProcessGrid &grid, MetricsFile *metrics,
                            std::ostream &out);
 
-// Model FLOPs of one iteration by the Megatron paper's formula (GPT, no recompute), or -1 when
-// the program does not say enough (not "gpt2", or no layer/hidden sizes).
+// Model FLOPs of one iteration (global_batch_size x ProgramDesc::model_flops_per_sample), or -1
+// when the program does not know its FLOPs.
 double model_flops_per_iteration(const ProgramDesc &program, int64_t global_batch_size);
 
 } // namespace megart

@@ -1,0 +1,20 @@
+#include "megac/Frontend/ModelFlops.h"
+
+namespace megac {
+
+double modelFlopsPerSample(const ModelSpec &spec) {
+  const double s = static_cast<double>(spec.seqLength), h = static_cast<double>(spec.hiddenSize),
+               l = static_cast<double>(spec.numLayers), V = static_cast<double>(spec.vocabSize),
+               F = static_cast<double>(spec.ffnHiddenSize);
+  const double q = static_cast<double>(spec.numAttentionHeads * spec.headDim());
+  const double kv = static_cast<double>(spec.numQueryGroups * spec.headDim());
+  const double mlpGemms = spec.activation == "swiglu" ? 3 : 2; // swiglu: gate, up and down
+  // Per token of one layer, 2 FLOPs per multiply-add.
+  const double projections = 2 * h * (q + 2 * kv) + 2 * q * h;
+  const double mlp = mlpGemms * 2 * h * F;
+  const double attention = 2 * 2 * s * q; // Q K^T and the weighted sum of V
+  const double forward = s * (l * (projections + mlp + attention) + 2 * h * V);
+  return 3 * forward; // backward: the gradients of the inputs and of the weights
+}
+
+} // namespace megac
