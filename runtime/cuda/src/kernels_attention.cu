@@ -46,12 +46,13 @@ void launch_forward(float *out, float *lse, float *delta, const float *q, const 
                     const float *dout, int64_t batch, const Shape &s) {
   constexpr size_t smem = attention::forward_smem_bytes<D>();
   static_assert(smem <= kMaxSmem);
+  // The stream first: making it selects this rank's GPU, which the opt-in below applies to.
+  const cudaStream_t stream = compute_stream();
   static const bool ready =
       (allow_smem(attention::forward_kernel<D, kStats>, smem, "cudaFuncSetAttribute(attention forward)"), true);
   (void)ready;
   const dim3 grid(tiles(s.seq, attention::kForwardRows), s.q_heads, static_cast<unsigned>(batch));
-  attention::forward_kernel<D, kStats>
-      <<<grid, attention::kThreads, smem, compute_stream()>>>(out, lse, delta, q, k, v, dout, s);
+  attention::forward_kernel<D, kStats><<<grid, attention::kThreads, smem, stream>>>(out, lse, delta, q, k, v, dout, s);
   check(cudaGetLastError(), kStats ? "attention_backward statistics kernel launch" : "attention_forward kernel launch");
 }
 
@@ -60,17 +61,18 @@ void launch_backward(float *dq, float *dk, float *dv, const float *dout, const f
                      const float *lse, const float *delta, int64_t batch, const Shape &s) {
   constexpr size_t dq_smem = attention::dq_smem_bytes<D>(), dkv_smem = attention::dkv_smem_bytes<D>();
   static_assert(dq_smem <= kMaxSmem && dkv_smem <= kMaxSmem);
+  const cudaStream_t stream = compute_stream(); // selects this rank's GPU before the opt-in
   static const bool ready =
       (allow_smem(attention::dq_kernel<D>, dq_smem, "cudaFuncSetAttribute(attention dq)"),
        allow_smem(attention::dkv_kernel<D>, dkv_smem, "cudaFuncSetAttribute(attention dk dv)"), true);
   (void)ready;
   const dim3 dq_grid(tiles(s.seq, attention::kDqRows), s.q_heads, static_cast<unsigned>(batch));
   attention::dq_kernel<D>
-      <<<dq_grid, attention::kThreads, dq_smem, compute_stream()>>>(dq, q, k, v, dout, lse, delta, s);
+      <<<dq_grid, attention::kThreads, dq_smem, stream>>>(dq, q, k, v, dout, lse, delta, s);
   check(cudaGetLastError(), "attention_backward dq kernel launch");
   const dim3 dkv_grid(tiles(s.seq, attention::kDkvKeys), s.kv_heads, static_cast<unsigned>(batch));
   attention::dkv_kernel<D>
-      <<<dkv_grid, attention::kThreads, dkv_smem, compute_stream()>>>(dk, dv, q, k, v, dout, lse, delta, s);
+      <<<dkv_grid, attention::kThreads, dkv_smem, stream>>>(dk, dv, q, k, v, dout, lse, delta, s);
   check(cudaGetLastError(), "attention_backward dk/dv kernel launch");
 }
 
