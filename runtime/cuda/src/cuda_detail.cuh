@@ -110,6 +110,8 @@ struct MaxSum {
 
 // Adds one value: when it raises the max the sum so far is rescaled to the new max.
 __device__ inline void max_sum_add(MaxSum &a, float x) {
+  if (x == -INFINITY) // adds exp(-inf) = 0; while the max is -inf too, x - max would be NaN
+    return;
   if (x > a.max) {
     a.sum *= exp(static_cast<double>(a.max) - static_cast<double>(x)); // 0 when max was -inf
     a.max = x;

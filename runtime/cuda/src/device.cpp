@@ -128,11 +128,21 @@ public:
     const std::size_t rounded = bytes ? (bytes + 255) / 256 * 256 : 256;
     if (cudaMalloc(&p, rounded) != cudaSuccess) {
       cudaGetLastError(); // clear the sticky-free allocation error
-      std::size_t free_bytes = 0, total = 0;
-      cudaMemGetInfo(&free_bytes, &total);
-      throw Error("out of GPU memory on " + describe() + " allocating " + std::to_string(bytes) + " bytes (" +
-                  std::to_string(free_bytes >> 20) + " MiB free); use a smaller --micro-batch-size or more "
-                  "tensor / pipeline parallelism");
+      // The stream-ordered pool keeps what it freed (the release threshold above), which
+      // cudaMalloc cannot use: give it back once its frees have happened, then try again.
+      wait_for_stream(stream_, "allocate");
+      cudaMemPool_t pool = nullptr;
+      check(cudaDeviceGetDefaultMemPool(&pool, index_), "cudaDeviceGetDefaultMemPool");
+      check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
+      p = nullptr;
+      if (cudaMalloc(&p, rounded) != cudaSuccess) {
+        cudaGetLastError();
+        std::size_t free_bytes = 0, total = 0;
+        cudaMemGetInfo(&free_bytes, &total);
+        throw Error("out of GPU memory on " + describe() + " allocating " + std::to_string(bytes) + " bytes (" +
+                    std::to_string(free_bytes >> 20) + " MiB free); use a smaller --micro-batch-size or more "
+                    "tensor / pipeline parallelism");
+      }
     }
     check(cudaMemsetAsync(p, 0, rounded, stream_), "cudaMemsetAsync");
     return p;
