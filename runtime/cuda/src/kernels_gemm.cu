@@ -173,8 +173,10 @@ Plan make_plan(const PlanKey &key, const float *bias) {
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt().handle, plan.desc, plan.a, plan.b, plan.c, plan.c,
                                                                  pref, 1, &result, &count);
     // NOT_SUPPORTED: no algorithm for this configuration (handled by the caller). With an
-    // epilogue, any refusal is: the caller's unfused fallback computes the same thing.
-    if (status != CUBLAS_STATUS_NOT_SUPPORTED && epilogue == CUBLASLT_EPILOGUE_DEFAULT)
+    // epilogue or narrow operands, any refusal is: the caller's unfused / fp32 fallback computes
+    // the same thing (some shapes, e.g. one row, have drawn INVALID_VALUE here).
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED && epilogue == CUBLASLT_EPILOGUE_DEFAULT &&
+        static_cast<Precision>(precision) == Precision::Fp32)
       check_lt(status, "cublasLtMatmulAlgoGetHeuristic");
     plan.found = status == CUBLAS_STATUS_SUCCESS && count > 0 && result.state == CUBLAS_STATUS_SUCCESS;
     plan.algo = result.algo;
@@ -219,13 +221,17 @@ void round_into(void *out, const float *in, int64_t n, Precision p) {
 int64_t span(int64_t size, int64_t batch, int64_t stride) { return batch > 1 ? (batch - 1) * stride + size : size; }
 
 // One (strided-batched) cublasLtMatmul with inputs in `precision`, plus bias[n] on every row of C
-// (the BIAS epilogue) when `bias` is not null (batch 1 only). Returns false, having launched
-// nothing, when cuBLASLt has no algorithm for it.
+// (the BIAS epilogue) when `bias` is not null (batch 1 only). Returns false, having written
+// nothing to C, when cuBLASLt has no algorithm for it or refuses it at launch.
 bool matmul(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t batch,
             int64_t stride_a, int64_t stride_b, int64_t stride_c, float alpha, float beta, Precision precision,
             const float *bias = nullptr) {
   if (batch == 1)
     stride_a = stride_b = stride_c = 0; // unused; keeps one plan per shape
+  // The alignment preferences do not cover the bias: a kernel picked for an aligned bias may
+  // fault on a misaligned one (a sticky error that ends the context), so those go unfused.
+  if (bias && alignment(bias) < 16)
+    return false;
   const bool rounded = precision != Precision::Fp32;
   const size_t elem = rounded ? 2 : sizeof(float);
   // Rounded copies start on 256-byte boundaries of the workspace (alignment(nullptr) is 256).
@@ -251,20 +257,23 @@ bool matmul(float *c, const float *a, const float *b, int64_t m, int64_t n, int6
     in_b = copies + bytes_a;
   }
   // beta == 0: cuBLASLt does not read C (as BLAS), so garbage there cannot leak into D.
+  // NOT_SUPPORTED / INVALID_VALUE come before any launch (cuBLASLt has refused operands of
+  // unequal alignment after a successful heuristic): the caller's fallback takes over.
   const auto run = [&] {
-    check_lt(cublasLtMatmul(lt().handle, plan.desc, &alpha, in_b, plan.a, in_a, plan.b, &beta, c, plan.c, c, plan.c,
-                            &plan.algo, lt().workspace, kWorkspaceBytes, compute_stream()),
-             "cublasLtMatmul");
-  };
-  if (!bias) {
-    run();
+    const cublasStatus_t status = cublasLtMatmul(lt().handle, plan.desc, &alpha, in_b, plan.a, in_a, plan.b, &beta, c,
+                                                 plan.c, c, plan.c, &plan.algo, lt().workspace, kWorkspaceBytes,
+                                                 compute_stream());
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE)
+      return false;
+    check_lt(status, "cublasLtMatmul");
     return true;
-  }
+  };
+  if (!bias)
+    return run();
   std::lock_guard<std::mutex> lock(g_bias_mutex);
   check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
            "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
-  run();
-  return true;
+  return run();
 }
 
 // C = beta C (C = 0 when beta == 0, never reading C): the k == 0 product.
