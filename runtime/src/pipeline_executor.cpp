@@ -3,7 +3,10 @@
 #include "megart/error.h"
 
 #include <algorithm>
+#include <memory>
+#include <set>
 #include <string>
+#include <tuple>
 
 namespace megart {
 
@@ -219,6 +222,33 @@ void PipelineExecutor::reclaim_finished_sends(bool wait_all, Communicator &pp) {
   sends_.resize(kept);
 }
 
+// One float over every (direction, peer, tag) the schedule uses, before its first real message:
+// NCCL makes a point-to-point channel (a communicator, then its connection) on first use, and
+// doing that while other transfers or collectives are running on the GPU can deadlock. All
+// sends are posted before any receive, so this exchange cannot wait on itself; with MPI it is
+// one small message more per channel, once.
+void PipelineExecutor::open_channels(Communicator &pp) {
+  std::set<std::tuple<bool, int32_t, int>> channels; // (send, peer, tag)
+  for (int64_t i = 0; i < stage_.num_ops; ++i) {
+    const PipeOp &op = stage_.ops[i];
+    if (op.kind == PipeOpKind::Forward || op.kind == PipeOpKind::Backward)
+      continue;
+    const bool send = op.kind == PipeOpKind::SendActivation || op.kind == PipeOpKind::SendGrad;
+    const bool act = op.kind == PipeOpKind::SendActivation || op.kind == PipeOpKind::RecvActivation;
+    channels.insert({send, op.peer, act ? p2p_tag::kPipelineActivation : p2p_tag::kPipelineGrad});
+  }
+  DeviceBuffer floats = pool_.take(static_cast<int64_t>(std::max<size_t>(channels.size(), 1) * sizeof(float)));
+  std::vector<std::unique_ptr<Request>> requests;
+  float *slot = floats.as<float>();
+  for (bool sends : {true, false})
+    for (const auto &[send, peer, tag] : channels)
+      if (send == sends)
+        requests.push_back(send ? pp.isend(slot++, 1, peer, tag) : pp.irecv(slot++, 1, peer, tag));
+  for (std::unique_ptr<Request> &r : requests)
+    pp.wait(*r);
+  pool_.give(std::move(floats));
+}
+
 PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *const *params,
                                               float *const *grads, const int32_t *ids,
                                               const int32_t *labels,
@@ -229,6 +259,13 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
                 std::to_string(pp_size_) + " got a pp communicator of rank " +
                 std::to_string(pp.rank()) + " of " + std::to_string(pp.size()));
   CommActivity &activity = comm_activity();
+  if (!channels_open_) {
+    const char *phase = activity.phase;
+    activity.phase = "opening the pipeline's point-to-point channels";
+    open_channels(pp);
+    activity.phase = phase;
+    channels_open_ = true;
+  }
   PipelineIterationResult result;
   StepContext plain = ctx; // every op but a chunk's last backward: no bucket starts there
   plain.grad_sync = nullptr;

@@ -188,6 +188,9 @@ void NcclCommunicator::init_collectives() {
     }
   }
   host_->broadcast(message.data(), static_cast<int64_t>(message.size()), 0);
+  // Every rank has the id before any polls NCCL only: an MPI that defers the broadcast's
+  // progress to later MPI calls would otherwise leave a rank without it.
+  host_->barrier();
   if (message[0] != 1)
     throw Error(rank_ == 0 ? failure
                            : "rank 0 of the " + axis_text() +

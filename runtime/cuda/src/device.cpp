@@ -78,9 +78,10 @@ int first_env_int(std::initializer_list<const char *> vars) {
 // GPU per rank, so a node running more ranks than it has GPUs is an error, not a wrap-around.
 int local_device_index(int gpus) {
   const int local_rank = first_env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
-                                        "PALS_LOCAL_RANKID", "SLURM_LOCALID", "LOCAL_RANK"});
+                                        "MV2_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID", "SLURM_LOCALID",
+                                        "LOCAL_RANK"});
   const int local_size = first_env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
-                                        "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"});
+                                        "MV2_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"});
   const int rank = local_rank > 0 ? local_rank : 0;
   // A launcher that gives each rank its own GPU (srun --gpus-per-task=1) leaves it one to see.
   if (gpus == 1 && std::getenv("CUDA_VISIBLE_DEVICES"))

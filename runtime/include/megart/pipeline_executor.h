@@ -79,6 +79,7 @@ private:
   };
 
   void reclaim_finished_sends(bool wait_all, Communicator &pp);
+  void open_channels(Communicator &pp);
   Slots &slots(int32_t chunk, int32_t microbatch);
 
   const PipelineStageDesc &stage_;
@@ -88,6 +89,7 @@ private:
   BufferPool pool_;
   std::vector<Slots> slots_; // [local chunk * num_microbatches + microbatch]
   std::vector<PendingSend> sends_;
+  bool channels_open_ = false;
 };
 
 } // namespace megart
