@@ -107,7 +107,6 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     fields.syncGradients = syncFn ? "sync_gradients" : "nullptr";
   }
   os << "const megart::ProgramDesc kProgram = {\n"
-     << "    " << cString(cast<StringAttr>(model.get("family")).getValue()) << ",\n"
      << "    " << cString(options.summary) << ",\n"
      << "    /*micro_batch_size=*/" << dim("micro_batch_size") << ", /*seq_length=*/" << dim("seq_length")
      << ", /*vocab_size=*/" << dim("vocab_size") << ",\n"

@@ -7,17 +7,28 @@
 
 namespace megart {
 
+void GradSync::reduce_in_bf16(float *grads, int64_t n) {
+  grads_ = grads;
+  grads_numel_ = n;
+  bf16_ = DeviceBuffer(device_, static_cast<size_t>(n) * sizeof(uint16_t));
+}
+
+uint16_t *GradSync::bf16_copy(const float *data, int64_t n) const {
+  const int64_t offset = data - grads_;
+  if (offset < 0 || n < 0 || offset + n > grads_numel_)
+    throw Error("gradient bucket of " + std::to_string(n) + " elements at element " +
+                std::to_string(offset) + " lies outside the " + std::to_string(grads_numel_) +
+                " gradients being reduced in bf16 (a compiled program that does not match this "
+                "runtime: regenerate it with megac compile)");
+  return bf16_.as<uint16_t>() + offset;
+}
+
 void GradSync::start(float *data, int64_t n) {
-  if (!bf16_) {
+  if (!bf16_.data()) {
     started_.push_back({dp_.iall_reduce_sum(data, n), data, n});
     return;
   }
-  const size_t slot = started_.size(), bytes = static_cast<size_t>(n) * sizeof(uint16_t);
-  if (scratch_.size() <= slot)
-    scratch_.resize(slot + 1);
-  if (scratch_[slot].bytes() < bytes)
-    scratch_[slot] = DeviceBuffer(device_, bytes);
-  uint16_t *bits = scratch_[slot].as<uint16_t>();
+  uint16_t *bits = bf16_copy(data, n);
   device_.to_bf16(bits, data, n);
   started_.push_back({dp_.iall_reduce_sum_bf16(bits, n), data, n});
 }
@@ -34,12 +45,11 @@ int64_t GradSync::start_in_buckets(float *data, int64_t n, int64_t bucket_elems)
 
 int64_t GradSync::finish() {
   const auto started = static_cast<int64_t>(started_.size());
-  for (size_t i = 0; i < started_.size(); ++i) {
-    Started &s = started_[i];
+  for (Started &s : started_) {
     if (!s.request->test()) // a completed request never needs (nor, on MPI, accepts) a wait
       dp_.wait(*s.request);
-    if (bf16_)
-      device_.from_bf16(s.data, scratch_[i].as<uint16_t>(), s.n);
+    if (bf16_.data())
+      device_.from_bf16(s.data, bf16_copy(s.data, s.n), s.n);
   }
   started_.clear();
   return started;

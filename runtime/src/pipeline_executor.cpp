@@ -224,9 +224,9 @@ void PipelineExecutor::reclaim_finished_sends(bool wait_all, Communicator &pp) {
 
 // One float over every (direction, peer, tag) the schedule uses, before its first real message:
 // NCCL makes a point-to-point channel (a communicator, then its connection) on first use, and
-// doing that while other transfers or collectives are running on the GPU can deadlock. All
-// sends are posted before any receive, so this exchange cannot wait on itself; with MPI it is
-// one small message more per channel, once.
+// doing that while other transfers or collectives are running on the GPU can deadlock. Every
+// transfer is posted before the first wait, so this exchange cannot wait on itself; with MPI it
+// is one small message more per channel, once.
 void PipelineExecutor::open_channels(Communicator &pp) {
   std::set<std::tuple<bool, int32_t, int>> channels; // (send, peer, tag)
   for (int64_t i = 0; i < stage_.num_ops; ++i) {

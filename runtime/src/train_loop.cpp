@@ -161,9 +161,12 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
 
   const StepContext ctx = grid.step_context();
   // --overlap-grad-reduce: the last microbatch (a chunk's last backward) starts the dp buckets;
-  // otherwise the compiled sync_gradients starts them after the last microbatch.
+  // otherwise the compiled sync_gradients starts them after the last microbatch (or, for a
+  // program without compiled buckets, the runtime's --ddp-bucket-size buckets).
   const bool overlapped = dp > 1 && program.overlap_grad_reduce;
-  GradSync grad_sync(grid.dp(), device, f.grad_reduce_in_bf16);
+  GradSync grad_sync(grid.dp(), device);
+  if (dp > 1 && f.grad_reduce_in_bf16)
+    grad_sync.reduce_in_bf16(store.flat_grads(), store.flat_grads_numel());
   StepContext sync_ctx = ctx;
   sync_ctx.grad_sync = &grad_sync;
   TrainResult result;
@@ -209,7 +212,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
         else
           grad_sync.start_in_buckets(store.flat_grads(), store.flat_grads_numel(), f.ddp_bucket_size);
       }
-      if (grad_sync.finish() == 0)
+      if (grad_sync.finish() == 0 && (overlapped || compiled_sync))
         throw Error(overlapped ? "compiled program: built with --overlap-grad-reduce, but its step "
                                  "started no gradient bucket (regenerate the program with megac compile)"
                                : "compiled program: its sync_gradients started no gradient bucket "

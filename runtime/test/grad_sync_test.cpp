@@ -97,7 +97,9 @@ private:
 };
 } // namespace
 
-TEST(GradSync, Bf16RoundsTheGradientsAndEveryPartialSum) {
+// GradSync's side of the bf16 sum (the rounding of every partial sum is the communicators',
+// MpiComm.Bf16SumsRoundEveryPartialSum): buckets go to the sum as bf16 and come back as fp32.
+TEST(GradSync, Bf16SumsRoundTripThroughTheBf16Copy) {
   const int64_t n = 1000;
   const std::vector<float> mine = megart::test::random_vec(n, 11), other = megart::test::random_vec(n, 12);
   auto bf16 = [](float x) { return megart::bf16_to_float(megart::float_to_bf16(x)); };
@@ -113,8 +115,9 @@ TEST(GradSync, Bf16RoundsTheGradientsAndEveryPartialSum) {
 
   std::vector<float> g = mine;
   PeerAdds peer(g.data(), other);
-  megart::GradSync sync(peer, megart::cpu_device(), /*reduce_in_bf16=*/true);
-  for (int iteration = 0; iteration < 2; ++iteration) { // the second reuses the scratch buffers
+  megart::GradSync sync(peer, megart::cpu_device());
+  sync.reduce_in_bf16(g.data(), n);
+  for (int iteration = 0; iteration < 2; ++iteration) {
     g = mine;
     peer.next_iteration();
     EXPECT_EQ(sync.start_in_buckets(g.data(), n, 300), 4);
@@ -127,6 +130,9 @@ TEST(GradSync, Bf16RoundsTheGradientsAndEveryPartialSum) {
     EXPECT_GT(rounded, n / 2) << "the sum was not taken in bf16";
   }
   EXPECT_EQ(peer.fp32_calls, 0);
+  std::vector<float> elsewhere(4);
+  EXPECT_THROW(sync.start(elsewhere.data(), 4), megart::Error); // not in the buffer given
+  EXPECT_THROW(sync.start(g.data() + n - 2, 4), megart::Error); // runs past its end
 }
 
 TEST(GradSync, GradientsShareOneAlignedAllocation) {

@@ -244,7 +244,6 @@ template <int kP, int kC>
 void build(Program &p, const std::vector<std::vector<megart::PipeOp>> &schedule = {},
            const std::vector<int64_t> &predicted_peaks = {}, int64_t dp = 1, int64_t tp = 1) {
   megart::ProgramDesc &d = p.desc;
-  d.model_family = "toy";
   d.summary = "toy pipeline model";
   d.micro_batch_size = kMicro;
   d.seq_length = kSeq;

@@ -86,7 +86,6 @@ template <int64_t kMicro, bool kSplit = false> Program bigram_program() {
     p.params = {w_rows(0, kVocab / 2), w_rows(kVocab / 2, kVocab / 2), b_desc()};
   else
     p.params = {w_desc(), b_desc()};
-  p.desc.model_family = "bigram";
   p.desc.summary = "bigram test model";
   p.desc.micro_batch_size = kMicro;
   p.desc.seq_length = kSeq;

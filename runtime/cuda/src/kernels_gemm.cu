@@ -222,7 +222,8 @@ int64_t span(int64_t size, int64_t batch, int64_t stride) { return batch > 1 ? (
 
 // One (strided-batched) cublasLtMatmul with inputs in `precision`, plus bias[n] on every row of C
 // (the BIAS epilogue) when `bias` is not null (batch 1 only). Returns false, having written
-// nothing to C, when cuBLASLt has no algorithm for it or refuses it at launch.
+// nothing to C, for a bias under 16-byte alignment, or when cuBLASLt has no algorithm for it or
+// refuses it at launch.
 bool matmul(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t batch,
             int64_t stride_a, int64_t stride_b, int64_t stride_c, float alpha, float beta, Precision precision,
             const float *bias = nullptr) {

@@ -19,14 +19,16 @@ constexpr int64_t kDefaultDdpBucketSize = 40'000'000;
 // tx.start_grad_sync), or after the last microbatch (its sync_gradients function); finish()
 // waits for all of them before the optimizer reads the gradients.
 //
-// In fp32 a bucket is summed in place. With reduce_in_bf16 (--grad-reduce-in-bf16) it is
-// rounded to bf16 into a scratch buffer, summed there in bf16 (half the bytes on the wire, each
-// partial sum rounded to bf16, as Megatron's bf16 gradient buffers are reduced), and finish()
-// writes the sum back as fp32. The microbatches' gradients still accumulate in fp32.
+// In fp32 a bucket is summed in place. After reduce_in_bf16 (--grad-reduce-in-bf16) it is
+// rounded to bf16 into a copy, summed there in bf16 (half the bytes on the wire, each partial sum
+// rounded to bf16, as Megatron's bf16 gradient buffers are reduced), and finish() writes the sum
+// back as fp32. The microbatches' gradients still accumulate in fp32.
 class GradSync {
 public:
-  GradSync(Communicator &dp, Device &device, bool reduce_in_bf16 = false)
-      : dp_(dp), device_(device), bf16_(reduce_in_bf16) {}
+  GradSync(Communicator &dp, Device &device) : dp_(dp), device_(device) {}
+  // Sums the buckets of grads[0, n) (every bucket lies there) in bf16 from now on; allocates
+  // their bf16 copy (2n bytes) here, not while sums run.
+  void reduce_in_bf16(float *grads, int64_t n);
   // Starts the dp sum of n gradients at `data` (Communicator::iall_reduce_sum(_bf16)).
   void start(float *data, int64_t n);
   // Starts data[0, n) in consecutive buckets of at most bucket_elems elements (the runtime's
@@ -42,12 +44,15 @@ private:
     float *data;
     int64_t n;
   };
+  uint16_t *bf16_copy(const float *data, int64_t n) const;
+
   Communicator &dp_;
   Device &device_;
-  bool bf16_;
   std::vector<Started> started_;
-  // bf16: one scratch buffer per bucket, in start order, kept for the next iterations.
-  std::vector<DeviceBuffer> scratch_;
+  // reduce_in_bf16: the gradients and their bf16 copy, element i of one at element i of the other.
+  float *grads_ = nullptr;
+  int64_t grads_numel_ = 0;
+  DeviceBuffer bf16_;
 };
 
 } // namespace megart

@@ -128,7 +128,6 @@ struct PipelineStageDesc {
 };
 
 struct ProgramDesc {
-  const char *model_family;          // "gpt2" or "llama"
   const char *summary;               // one line: spec and plan, printed at start-up
   int64_t micro_batch_size;          // compiled in: shapes are static
   int64_t seq_length;
