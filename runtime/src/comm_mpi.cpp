@@ -478,7 +478,9 @@ std::unique_ptr<Request> MpiCommunicator::irecv(float *data, int64_t n, int peer
 
 void MpiCommunicator::wait(Request &request) {
   auto *r = dynamic_cast<MpiRequest *>(&request);
-  if (!r || &r->owner != this)
+  if (!r)
+    return Communicator::wait(request); // the completed request of iall_reduce_sum
+  if (&r->owner != this)
     throw Error("wait over the " + axis_ + " axis on a request of another communicator");
   if (r->request == MPI_REQUEST_NULL)
     return;

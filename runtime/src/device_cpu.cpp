@@ -15,7 +15,6 @@ namespace {
 class CpuDevice final : public Device {
 public:
   std::string describe() const override { return "cpu"; }
-  bool host_memory() const override { return true; }
 
   void *allocate(std::size_t bytes) override { return allocate_aligned_zeroed(bytes); }
   void release(void *p) noexcept override { std::free(p); }

@@ -46,8 +46,7 @@ int64_t GradSync::start_in_buckets(float *data, int64_t n, int64_t bucket_elems)
 int64_t GradSync::finish() {
   const auto started = static_cast<int64_t>(started_.size());
   for (Started &s : started_) {
-    if (!s.request->test()) // a completed request never needs (nor, on MPI, accepts) a wait
-      dp_.wait(*s.request);
+    dp_.wait(*s.request);
     if (bf16_.data())
       device_.from_bf16(s.data, bf16_copy(s.data, s.n), s.n);
   }

@@ -47,8 +47,11 @@ public:
         schedule_{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters, f.lr_decay_iters},
         config_{f.adam_beta1, f.adam_beta2, f.adam_eps, f.weight_decay},
         clip_(static_cast<float>(f.clip_grad)) {
-    for (int64_t i = 0; i < store.size(); ++i)
+    for (int64_t i = 0; i < store.size(); ++i) {
       grads_.emplace_back(store.grad(i), store.numel(i));
+      tensors_.push_back({store.param(i), store.grad(i), store.exp_avg(i), store.exp_avg_sq(i),
+                          store.numel(i), store.desc(i).weight_decay});
+    }
   }
 
   // The rate of the next update: the schedule after the updates made so far.
@@ -75,11 +78,7 @@ public:
     ++steps_;
     AdamWConfig no_decay = config_;
     no_decay.weight_decay = 0;
-    std::vector<AdamWTensor> tensors;
-    for (int64_t i = 0; i < store_.size(); ++i)
-      tensors.push_back({store_.param(i), store_.grad(i), store_.exp_avg(i), store_.exp_avg_sq(i),
-                         store_.numel(i), store_.desc(i).weight_decay});
-    device_.adamw(tensors, adamw_scalars(lr, config_, steps_), adamw_scalars(lr, no_decay, steps_));
+    device_.adamw(tensors_, adamw_scalars(lr, config_, steps_), adamw_scalars(lr, no_decay, steps_));
   }
 
   int64_t steps() const { return steps_; }
@@ -94,6 +93,7 @@ private:
   AdamWConfig config_;
   float clip_;
   std::vector<std::pair<float *, int64_t>> grads_;
+  std::vector<AdamWTensor> tensors_; // the store's arrays never move
   int64_t steps_ = 0;
 };
 

@@ -19,7 +19,6 @@ namespace {
 class AcceptsAnyPrecision final : public megart::Device {
 public:
   std::string describe() const override { return "cpu (fp32 math for every precision)"; }
-  bool host_memory() const override { return true; }
   void *allocate(std::size_t bytes) override { return cpu().allocate(bytes); }
   void release(void *p) noexcept override { cpu().release(p); }
   void zero(void *p, std::size_t bytes) override { cpu().zero(p, bytes); }

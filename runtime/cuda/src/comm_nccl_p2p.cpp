@@ -237,7 +237,9 @@ void NcclCommunicator::wait(Request &request) {
   if (auto *c = dynamic_cast<CollectiveRequest *>(&request); c && &c->owner == this)
     return wait_overlapped(*c);
   auto *r = dynamic_cast<DeviceRequest *>(&request);
-  if (!r || &r->owner != this)
+  if (!r)
+    return Communicator::wait(request); // the completed request of a summed host buffer
+  if (&r->owner != this)
     throw Error("wait over the " + axis_text() + " on a request of another communicator");
   P2pOp &op = *r->op;
   Poll poll(timeout());

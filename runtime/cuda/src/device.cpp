@@ -122,7 +122,6 @@ public:
     return "cuda:" + std::to_string(index_) + " " + props_.name + " (sm_" + std::to_string(props_.major) +
            std::to_string(props_.minor) + ", " + std::to_string(props_.totalGlobalMem >> 30) + " GiB)";
   }
-  bool host_memory() const override { return false; }
 
   void *allocate(std::size_t bytes) override {
     void *p = nullptr;

@@ -85,7 +85,7 @@ public:
   virtual std::unique_ptr<Request> isend(const float *data, int64_t n, int peer, int tag);
   virtual std::unique_ptr<Request> irecv(float *data, int64_t n, int peer, int tag);
   // Blocks until `request` (from this communicator) is complete, or throws megart::Error after
-  // timeout() seconds.
+  // timeout() seconds. A request that is already complete returns at once.
   virtual void wait(Request &request);
 
   // How long one call may wait for the other ranks before it throws megart::Error naming the

@@ -35,8 +35,6 @@ public:
   virtual ~Device() = default;
   // "cpu", "cuda:0 NVIDIA H100 80GB HBM3": the start-up summary's device line.
   virtual std::string describe() const = 0;
-  // Whether the device's memory is host memory (its pointers can be read on the host).
-  virtual bool host_memory() const = 0;
 
   // `bytes` of zeroed device memory (bytes may be 0), aligned to at least 64 bytes; throws
   // megart::Error naming the size when the device is out of memory.
