@@ -416,15 +416,13 @@ phase_test() {
   fi
 }
 
-# OUT/train flags of test/e2e/cuda_parity.py (one definition), with --train-iters set to $1.
+# OUT/train flags of the e2e tests (test/e2e/e2e_util.py, one definition), with --train-iters $1.
 train_args() {
   "$PYTHON" - "$1" <<'PY'
 import sys
 sys.path.insert(0, "test/e2e")
-import cuda_parity
-args = list(cuda_parity.TRAIN)
-args[args.index("--train-iters") + 1] = sys.argv[1]
-print("\n".join(args))
+import e2e_util
+print("\n".join(e2e_util.train_flags(sys.argv[1])))
 PY
 }
 DATA=(--data-path gpu/data/license)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compares two OUT/train --metrics-file outputs step by step, for scripts/gpu_check.sh; the
-comparison is test/e2e/cuda_parity.py's, so the ctest and the GPU session use one implementation.
+comparison is test/e2e/e2e_util.py's, so the ctest and the GPU session use one implementation.
 
     gpu_compare.py CUDA.jsonl CPU.jsonl                                   # fp32 parity: 10 steps, 1e-4
     gpu_compare.py BF16.jsonl FP32.jsonl --steps 50 --keys lm_loss --tolerance 0.02 \
@@ -12,7 +12,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "test", "e2e"))
-from cuda_parity import TOLERANCE, compare_metrics  # noqa: E402
+from cuda_parity import TOLERANCE  # noqa: E402
+from e2e_util import compare_metrics  # noqa: E402
 
 
 def main():

@@ -8,21 +8,14 @@ import os
 import subprocess
 import sys
 
-from e2e_util import make_license_corpus, metrics, run
+from e2e_util import TRAIN, compare_metrics, make_license_corpus, run
 
 TOLERANCE = 1e-4  # the issue's bar: GPU reductions and cuBLAS sum in other orders than the CPU
 SKIP = 77         # ctest's SKIP_RETURN_CODE for this test
-TRAIN = ["--train-iters", "10", "--global-batch-size", "8", "--lr", "1e-3", "--min-lr", "1e-4",
-         "--lr-decay-style", "cosine", "--lr-warmup-iters", "2", "--weight-decay", "0.1",
-         "--clip-grad", "1.0", "--no-shuffle"]
 
 
 def gpu_present():
     return os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl")
-
-
-def relative(a, b):
-    return abs(a - b) / max(abs(b), 1e-12)
 
 
 def main():
@@ -56,34 +49,11 @@ def main():
     run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "--target", "cpu", "-o", w("cpu")])
     for target in ("cpu", "cuda"):
         run([w(target, "train")] + TRAIN + data + ["--metrics-file", w(target + ".jsonl")])
-    ok, report = compare_metrics(w("cuda.jsonl"), w("cpu.jsonl"))
+    ok, report = compare_metrics(w("cuda.jsonl"), w("cpu.jsonl"), tolerance=TOLERANCE, names=("cuda", "cpu"),
+                                 what="fp32 cuda vs cpu")
     print(report)
     if not ok:
         sys.exit(1)
-
-
-def compare_metrics(test_path, ref_path, keys=("lm_loss", "grad_norm"), steps=10, tolerance=TOLERANCE,
-                    names=("cuda", "cpu"), what="fp32 cuda vs cpu"):
-    """Per-step relative difference of `keys` between two --metrics-file outputs, which must both
-    hold `steps` iterations. Returns (ok, report); scripts/gpu_check.sh uses it too."""
-    test, ref = metrics(test_path), metrics(ref_path)
-    if len(test) != steps or len(ref) != steps:
-        return False, f"expected {steps} iterations each, got {names[0]} {len(test)} {names[1]} {len(ref)}"
-    lines, worst, failed = [], 0.0, False
-    for a, b in zip(test, ref):
-        for key in keys:
-            if a[key] is None or b[key] is None:  # the metrics file writes NaN as null
-                failed = True
-                lines.append(f"iteration {b['iteration']}: {key} {names[0]} {a[key]} {names[1]} {b[key]}")
-                continue
-            err = relative(a[key], b[key])
-            worst = max(worst, err)
-            if err > tolerance:
-                failed = True
-                lines.append(f"iteration {b['iteration']}: {key} {names[0]} {a[key]:.9g} {names[1]} {b[key]:.9g} "
-                             f"(rel {err:.2e})")
-    lines.append(f"{what}, {steps} steps: worst relative difference {worst:.2e} (tolerance {tolerance:g})")
-    return not failed, "\n".join(lines)
 
 
 if __name__ == "__main__":

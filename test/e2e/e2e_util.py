@@ -1,5 +1,6 @@
-"""What the end-to-end scripts share: running a command or failing loudly, reading a metrics
-file, and the corpus every Debian machine has."""
+"""What the end-to-end scripts share: running a command or failing loudly, the training flags
+of the parity checks, reading and comparing metrics files, and the corpus every Debian machine
+has."""
 import glob
 import json
 import os
@@ -10,6 +11,26 @@ import sys
 # mpirun as root (CI's containers), more ranks than cores, one OpenMP thread per rank.
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMP_NUM_THREADS": "1"}
+
+
+# OUT/train flags of the parity and precision checks: 10 iterations of global batch 8.
+TRAIN = ["--train-iters", "10", "--global-batch-size", "8", "--lr", "1e-3", "--min-lr", "1e-4",
+         "--lr-decay-style", "cosine", "--lr-warmup-iters", "2", "--weight-decay", "0.1",
+         "--clip-grad", "1.0", "--no-shuffle"]
+
+
+def train_flags(steps, lr=None):
+    """TRAIN with --train-iters `steps` (and --lr `lr` with --min-lr 0 when given)."""
+    flags = list(TRAIN)
+    flags[flags.index("--train-iters") + 1] = str(steps)
+    if lr is not None:
+        flags[flags.index("--lr") + 1] = lr
+        flags[flags.index("--min-lr") + 1] = "0"
+    return flags
+
+
+def relative(a, b):
+    return abs(a - b) / max(abs(b), 1e-12)
 
 
 def run(cmd, env=None):
@@ -34,3 +55,27 @@ def make_license_corpus(megac, prefix):
         if os.path.isfile(path) and not os.path.islink(path):
             cmd += ["--input", path]
     run(cmd)
+
+
+def compare_metrics(test_path, ref_path, tolerance, names, what, keys=("lm_loss", "grad_norm"), steps=10):
+    """Per-step relative difference of `keys` between two --metrics-file outputs, which must both
+    hold `steps` iterations. Returns (ok, report): cuda_parity.py, mixed_precision.py and
+    scripts/gpu_compare.py (the GPU session) share it."""
+    test, ref = metrics(test_path), metrics(ref_path)
+    if len(test) != steps or len(ref) != steps:
+        return False, f"expected {steps} iterations each, got {names[0]} {len(test)} {names[1]} {len(ref)}"
+    lines, worst, failed = [], 0.0, False
+    for a, b in zip(test, ref):
+        for key in keys:
+            if a[key] is None or b[key] is None:  # the metrics file writes NaN as null
+                failed = True
+                lines.append(f"iteration {b['iteration']}: {key} {names[0]} {a[key]} {names[1]} {b[key]}")
+                continue
+            err = relative(a[key], b[key])
+            worst = max(worst, err)
+            if err > tolerance:
+                failed = True
+                lines.append(f"iteration {b['iteration']}: {key} {names[0]} {a[key]:.9g} {names[1]} {b[key]:.9g} "
+                             f"(rel {err:.2e})")
+    lines.append(f"{what}, {steps} steps: worst relative difference {worst:.2e} (tolerance {tolerance:g})")
+    return not failed, "\n".join(lines)

@@ -2,7 +2,7 @@
 backend's bf16 / fp16 GEMMs (operands rounded to nearest even, fp32 accumulation), so the
 issue's criterion "a bf16 run stays within 2% of the fp32 loss curve over 50 steps of the example
 model" is checked here on every machine. The GPU run itself is checked on a GPU
-(scripts/gpu_check.sh bf16), with the same training flags (cuda_parity.TRAIN, 50 iterations).
+(scripts/gpu_check.sh bf16), with the same training flags (e2e_util.TRAIN, 50 iterations).
 
 --precision bf16: 50 steps fp32 and 50 steps --bf16 from the same seed; every step's lm_loss
 within 2% relative of fp32, and the bf16 run not bitwise identical to fp32 (the emulation is on).
@@ -32,22 +32,12 @@ import os
 import re
 import sys
 
-from cuda_parity import TRAIN, compare_metrics
-from e2e_util import MPI_ENV, make_license_corpus, metrics, run
+from e2e_util import MPI_ENV, compare_metrics, make_license_corpus, metrics, run, train_flags
 
 STEPS = 50
 TOLERANCE = 0.02          # the issue's bar: per step, relative to fp32
 FROZEN_TOLERANCE = 1e-3   # skipped iterations vs the untrained model
 PROGRESS = 0.5            # default-scale fp16: fraction of fp32's improvement it must reach
-
-
-def train_flags(steps=STEPS, lr=None):
-    flags = list(TRAIN)
-    flags[flags.index("--train-iters") + 1] = str(steps)
-    if lr is not None:
-        flags[flags.index("--lr") + 1] = lr
-        flags[flags.index("--min-lr") + 1] = "0"
-    return flags
 
 
 def same_bits(a, b):
@@ -147,7 +137,7 @@ def main():
 
     def train(name, extra, flags=None, program="cpu", ranks=1):
         launch = ["mpirun", "-np", str(ranks), "--oversubscribe"] if ranks > 1 else []
-        out = run(launch + [w(program, "train")] + (flags or train_flags()) + data + extra +
+        out = run(launch + [w(program, "train")] + (flags or train_flags(STEPS)) + data + extra +
                   ["--metrics-file", w(name + ".jsonl")], env=MPI_ENV if ranks > 1 else None)
         with open(w(name + ".log"), "w") as f:
             f.write(out)
@@ -166,7 +156,7 @@ def main():
         train("fp16", ["--fp16", "--initial-loss-scale", "65536"])
         failures += check_curve(w, "fp16", expect_scale=True)
         train("fp16-default", ["--fp16"])
-        train("frozen", [], flags=train_flags(lr="1e-30"))
+        train("frozen", [], flags=train_flags(STEPS, lr="1e-30"))
         failures += check_default_scale(w)
     for f in failures:
         print("FAIL: " + f)

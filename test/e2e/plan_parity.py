@@ -9,15 +9,12 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference"))
 from safetensors_io import load_file  # noqa: E402
 
-from e2e_util import MPI_ENV, make_license_corpus, metrics, run  # noqa: E402
+from e2e_util import MPI_ENV, TRAIN, make_license_corpus, metrics, run  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TOLERANCE = 1e-5
-GLOBAL_BATCH = "8"
-TRAIN = ["--train-iters", "10", "--global-batch-size", GLOBAL_BATCH, "--lr", "1e-3", "--min-lr", "1e-4",
-         "--lr-decay-style", "cosine", "--lr-warmup-iters", "2", "--weight-decay", "0.1",
-         "--clip-grad", "1.0", "--no-shuffle"]
+GLOBAL_BATCH = TRAIN[TRAIN.index("--global-batch-size") + 1]
 
 
 def plan_flags(plan):
