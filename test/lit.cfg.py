@@ -12,9 +12,6 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.megac_obj_root, "test")
 
 config.substitutions.append(("%megac_src_root", config.megac_src_root))
-# megac was built with the CUDA runtime (nvcc found): --target cuda can build programs.
-if config.megac_cuda:
-    config.available_features.add("cuda-toolkit")
 config.substitutions.append(("%megac_obj_root", config.megac_obj_root))
 
 llvm_config.with_system_environment(["HOME", "TMPDIR"])

@@ -1,6 +1,8 @@
 // The orders of GPipe, 1F1B and interleaved 1F1B (Megatron's), with their messages.
 #include "megac/Pipeline/Schedule.h"
 
+#include "ScheduleRun.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/Twine.h"
 
@@ -113,11 +115,9 @@ std::vector<Compute> interleavedOrder(int P, int V, int m, int r) {
 std::vector<std::vector<Action>> placeMessages(const std::vector<std::vector<Compute>> &orders,
                                                int P, int C, int m) {
   auto rankOf = [&](int chunk) { return chunk % P; };
-  auto channel = [&](int src, int dst, bool activation) {
-    return (static_cast<size_t>(src) * P + dst) * 2 + (activation ? 0 : 1);
-  };
+  auto channel = [&](int src, int dst, bool activation) { return detail::channelIndex(P, src, dst, activation); };
   // What each channel must carry, in the order its receiver takes it: (sender chunk, mb).
-  std::vector<std::vector<ChunkMb>> expected(static_cast<size_t>(P) * P * 2);
+  std::vector<std::vector<ChunkMb>> expected(detail::channelCount(P));
   for (int r = 0; r < P; ++r)
     for (const Compute &op : orders[r]) {
       int from = op.forward ? op.chunk - 1 : op.chunk + 1;

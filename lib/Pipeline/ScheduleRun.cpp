@@ -7,23 +7,11 @@
 
 namespace megac::pipeline::detail {
 
-namespace {
-
-bool isSend(ActionKind k) { return k == ActionKind::SendActivation || k == ActionKind::SendGrad; }
-bool isRecv(ActionKind k) { return k == ActionKind::RecvActivation || k == ActionKind::RecvGrad; }
-bool isActivation(ActionKind k) {
-  return k == ActionKind::SendActivation || k == ActionKind::RecvActivation;
-}
-
-} // namespace
-
 Run runSchedule(const Schedule &s, double tf, double tb, double tcomm) {
   int P = static_cast<int>(s.ranks.size());
   // Channel (src, dst, payload) holds the arrival times of the messages sent on it.
-  auto channel = [&](int src, int dst, ActionKind k) {
-    return (static_cast<size_t>(src) * P + dst) * 2 + (isActivation(k) ? 0 : 1);
-  };
-  std::vector<std::vector<double>> arrivals(static_cast<size_t>(P) * P * 2);
+  auto channel = [&](int src, int dst, ActionKind k) { return channelIndex(P, src, dst, isActivation(k)); };
+  std::vector<std::vector<double>> arrivals(channelCount(P));
   std::vector<size_t> taken(arrivals.size(), 0);
   std::vector<long> waitingOn(P, -1);
   std::vector<std::vector<SimEvent>> perRank(P);

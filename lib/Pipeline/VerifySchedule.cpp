@@ -13,13 +13,8 @@ void ScheduleError::log(llvm::raw_ostream &os) const { os << message; }
 
 namespace {
 
+using namespace detail;
 using Site = ScheduleError::Site;
-
-bool isSend(ActionKind k) { return k == ActionKind::SendActivation || k == ActionKind::SendGrad; }
-bool isRecv(ActionKind k) { return k == ActionKind::RecvActivation || k == ActionKind::RecvGrad; }
-bool isActivation(ActionKind k) {
-  return k == ActionKind::SendActivation || k == ActionKind::RecvActivation;
-}
 
 // The chunk at the other end of a message: activations flow to c + 1, gradients to c - 1.
 int neighbourChunk(const Action &a) {
@@ -152,10 +147,8 @@ private:
   // 2. Between two ranks, the k-th send of a payload is taken by the k-th receive of it, so both
   //    sides must list the same (chunk, microbatch) messages in the same order.
   llvm::Error checkMatching() {
-    auto channel = [&](int src, int dst, ActionKind k) {
-      return (static_cast<size_t>(src) * P + dst) * 2 + (isActivation(k) ? 0 : 1);
-    };
-    std::vector<std::vector<int>> sends(size_t(P) * P * 2), recvs(size_t(P) * P * 2);
+    auto channel = [&](int src, int dst, ActionKind k) { return channelIndex(P, src, dst, isActivation(k)); };
+    std::vector<std::vector<int>> sends(channelCount(P)), recvs(channelCount(P));
     for (int r = 0; r < P; ++r)
       for (int i = 0, n = s.ranks[r].size(); i < n; ++i) {
         const Action &a = s.ranks[r][i];

@@ -45,8 +45,6 @@ std::string cString(StringRef s) {
 
 namespace {
 
-Value aliasRoot(Value v);
-
 /// Emits one MLIR function as one C++ function.
 class FunctionEmitter {
 public:
@@ -230,11 +228,8 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         if (first < 0 || last < first || last >= static_cast<int64_t>(params.entries.size()))
           return unsupported(op, "bucket params [" + std::to_string(first) + ", " + std::to_string(last) +
                                      "] is outside the parameter table");
-        int64_t lastNumel = (params.entries.begin() + last)->second.getType().getNumElements();
-        // Gradients are one flat buffer in table order: the bucket is contiguous.
-        os << "  if (ctx.grad_sync) // data parallel: the bucket's gradients are final; sum them during backward\n"
-           << "    ctx.grad_sync->start(grads[" << first << "], (grads[" << last << "] + " << lastNumel << ") - grads["
-           << first << "]);\n";
+        os << "  if (ctx.grad_sync) // data parallel: the bucket's gradients are final; sum them during backward\n";
+        emitBucketStart(os, "    ", first, last, (params.entries.begin() + last)->second.getType().getNumElements());
         return success();
       })
       .Case([&](tx::ReshapeOp r) {
@@ -491,6 +486,11 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
 }
 
 } // namespace
+
+void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t first, int64_t last, int64_t lastNumel) {
+  os << indent << "ctx.grad_sync->start(grads[" << first << "], (grads[" << last << "] + " << lastNumel
+     << ") - grads[" << first << "]);\n";
+}
 
 FailureOr<int64_t> emitFunction(func::FuncOp fn, const Signature &sig, ParamTable &params,
                                 const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os,

@@ -27,6 +27,11 @@ struct ParamTable {
   }
 };
 
+/// `ctx.grad_sync->start(...)` for the gradients of parameters [first, last], at `indent`: the
+/// runtime keeps all gradients in one buffer in table order, so a bucket is contiguous and ends
+/// lastNumel elements after grads[last].
+void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t first, int64_t last, int64_t lastNumel);
+
 /// How a step or chunk function names its dloss argument: the address of its float parameter.
 inline constexpr const char *kDlossArg = "(&dloss)";
 

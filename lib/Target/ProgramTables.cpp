@@ -52,9 +52,7 @@ LogicalResult emitSyncGradients(func::FuncOp fn, ArrayRef<tx::ParamOp> table, ll
     int64_t first = bucket.getFirst(), last = bucket.getLast();
     if (auto rule = sum->getAttrOfType<StringAttr>("megac.rule"))
       os << "  // " << rule.getValue() << "\n";
-    // The runtime keeps all gradients in one buffer, in table order: the bucket is contiguous.
-    os << "  ctx.grad_sync->start(grads[" << first << "], (grads[" << last << "] + "
-       << tx::ParamOp(table[last]).getType().getNumElements() << ") - grads[" << first << "]);\n";
+    emitBucketStart(os, "  ", first, last, tx::ParamOp(table[last]).getType().getNumElements());
   }
   os << "}\n\n";
   return success();
