@@ -125,10 +125,7 @@ private:
   float *data_ = nullptr;
 };
 
-void copy_on_device(float *dst, const float *src, int64_t n) {
-  cuda::check(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToDevice, compute_stream()),
-              "cudaMemcpyAsync (NCCL communicator)");
-}
+void copy_on_device(float *dst, const float *src, int64_t n) { copy_buffer(dst, src, sizeof(float) * n); }
 
 // memmove on the device: cudaMemcpy's ranges must not overlap.
 void move_on_device(float *dst, const float *src, int64_t n) {

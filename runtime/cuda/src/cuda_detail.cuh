@@ -26,6 +26,9 @@ inline unsigned elementwise_blocks(int64_t n) {
 // Blocks for a one-block-per-row kernel (rows beyond the cap loop by gridDim.x).
 inline unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, kMaxBlocks)); }
 
+// Whether vocabulary id `id` is in the share [start, start + local) of this tensor-parallel rank.
+__device__ inline bool in_share(int32_t id, int64_t start, int64_t local) { return id >= start && id < start + local; }
+
 // Launches are asynchronous: this reports bad configurations, not faults inside the kernel.
 inline void check_launch(const char *kernel) { check(cudaGetLastError(), kernel); }
 

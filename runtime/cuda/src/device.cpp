@@ -107,8 +107,8 @@ public:
     check(cudaSetDevice(index_), "cudaSetDevice");
     check(cudaGetDeviceProperties(&props_, index_), "cudaGetDeviceProperties");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    // Keep what cudaMallocAsync (the workspace, attention statistics) frees in the pool instead
-    // of returning it to the OS at every synchronisation.
+    // Keep what cudaMallocAsync (the kernels' workspace) frees in the pool instead of returning
+    // it to the OS at every synchronisation.
     cudaMemPool_t pool = nullptr;
     check(cudaDeviceGetDefaultMemPool(&pool, index_), "cudaDeviceGetDefaultMemPool");
     uint64_t threshold = UINT64_MAX;

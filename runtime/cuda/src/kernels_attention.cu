@@ -3,6 +3,7 @@
 // a smaller head_dim runs in the next bucket up with zero-padded columns.
 #include "attention_backward.cuh"
 #include "attention_forward.cuh"
+#include "cuda_detail.cuh"
 
 #include "megart/cuda/device.h"
 #include "megart/cuda/kernels.h"
@@ -106,27 +107,17 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
   const Shape s = make_shape("attention_backward", batch, seq, q_heads, kv_heads, head_dim, scale, causal);
   if (batch == 0 || seq == 0 || q_heads == 0 || head_dim <= 0)
     return;
-  // Per query row: lse and delta, [batch, q_heads, seq] each. Stream-ordered allocation: freed
-  // once the kernels below are done with it, without a host wait.
-  const cudaStream_t stream = compute_stream();
+  // Per query row: lse and delta, [batch, q_heads, seq] each, in the shared workspace (the
+  // kernels below are its only users until this returns).
   const size_t rows = static_cast<size_t>(batch * q_heads * seq);
-  float *stats = nullptr;
-  check(cudaMallocAsync(reinterpret_cast<void **>(&stats), 2 * rows * sizeof(float), stream),
-        "cudaMallocAsync(attention_backward statistics)");
-  float *lse = stats, *delta = stats + rows;
-  try {
-    forward_any<true>(nullptr, lse, delta, q, k, v, dout, batch, s);
-    switch (bucket(head_dim)) {
-    case 16: launch_backward<16>(dq, dk, dv, dout, q, k, v, lse, delta, batch, s); break;
-    case 32: launch_backward<32>(dq, dk, dv, dout, q, k, v, lse, delta, batch, s); break;
-    case 64: launch_backward<64>(dq, dk, dv, dout, q, k, v, lse, delta, batch, s); break;
-    default: launch_backward<128>(dq, dk, dv, dout, q, k, v, lse, delta, batch, s); break;
-    }
-  } catch (...) {
-    cudaFreeAsync(stats, stream);
-    throw;
+  float *lse = static_cast<float *>(detail::workspace(2 * rows * sizeof(float))), *delta = lse + rows;
+  forward_any<true>(nullptr, lse, delta, q, k, v, dout, batch, s);
+  switch (bucket(head_dim)) {
+  case 16: return launch_backward<16>(dq, dk, dv, dout, q, k, v, lse, delta, batch, s);
+  case 32: return launch_backward<32>(dq, dk, dv, dout, q, k, v, lse, delta, batch, s);
+  case 64: return launch_backward<64>(dq, dk, dv, dout, q, k, v, lse, delta, batch, s);
+  default: return launch_backward<128>(dq, dk, dv, dout, q, k, v, lse, delta, batch, s);
   }
-  check(cudaFreeAsync(stats, stream), "cudaFreeAsync(attention_backward statistics)");
 }
 
 } // namespace megart::cuda

@@ -45,12 +45,7 @@ void bf16_to_floats(float *out, const uint16_t *in, int64_t n) {
 
 float read_scalar(const float *value) {
   float host = 0.0f;
-  // Pageable destination: the copy would wait for the stream's earlier work without a time
-  // limit, so that wait comes first, with one.
-  wait_for_stream(compute_stream(), "read_scalar");
-  check(cudaMemcpyAsync(&host, value, sizeof(float), cudaMemcpyDeviceToHost, compute_stream()), "read_scalar");
-  // The copy may be staged, so only the stream's end guarantees it landed.
-  wait_for_stream(compute_stream(), "read_scalar");
+  device().copy_to_host(&host, value, sizeof(float)); // waits for the stream, with the time limit
   return host;
 }
 

@@ -14,14 +14,12 @@
 namespace megart::cuda {
 namespace {
 
-__device__ inline bool in_share(int32_t id, int64_t start, int64_t local) { return id >= start && id < start + local; }
-
 // One block per token row, threads over the columns; ids outside the share give a zero row.
 __global__ void embedding_forward_kernel(float *out, const float *table, const int32_t *ids, int64_t tokens,
                                          int64_t vocab_local, int64_t dim, int64_t vocab_start) {
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     const int32_t id = ids[t];
-    const bool mine = in_share(id, vocab_start, vocab_local);
+    const bool mine = detail::in_share(id, vocab_start, vocab_local);
     const float *src = mine ? table + (id - vocab_start) * dim : table;
     float *dst = out + t * dim;
     for (int64_t d = threadIdx.x; d < dim; d += blockDim.x)
@@ -35,7 +33,7 @@ __global__ void embedding_keys_kernel(int32_t *keys, int32_t *positions, const i
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < tokens;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int32_t id = ids[t];
-    keys[t] = in_share(id, vocab_start, vocab_local) ? static_cast<int32_t>(id - vocab_start)
+    keys[t] = detail::in_share(id, vocab_start, vocab_local) ? static_cast<int32_t>(id - vocab_start)
                                                      : static_cast<int32_t>(vocab_local);
     positions[t] = static_cast<int32_t>(t);
   }

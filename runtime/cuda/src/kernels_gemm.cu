@@ -22,7 +22,6 @@
 #include <climits>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 
 namespace megart::cuda {
@@ -109,11 +108,6 @@ struct Plan {
 // of the bias (0 without one).
 using PlanKey = std::array<int64_t, 15>;
 
-// The bias pointer lives in the plan's (shared) descriptor: every matmul with a bias sets it and
-// enqueues under this lock. cublasLtMatmul reads the descriptor when it is called, so the next
-// caller may change it once the call has returned.
-std::mutex g_bias_mutex;
-
 // `bias` (only with the BIAS epilogue) is a pointer with the key's bias alignment: the heuristic
 // reads its value (never what it points to) to pick an algorithm that copes with the alignment.
 Plan make_plan(const PlanKey &key, const float *bias) {
@@ -188,10 +182,9 @@ Plan make_plan(const PlanKey &key, const float *bias) {
   return plan;
 }
 
+// Not thread-safe, like detail::workspace: one host thread drives the device.
 const Plan &plan_for(const PlanKey &key, const float *bias) {
-  static std::mutex mutex;
   static std::map<PlanKey, Plan> plans;
-  std::lock_guard<std::mutex> lock(mutex);
   auto it = plans.find(key);
   if (it == plans.end())
     it = plans.emplace(key, make_plan(key, bias)).first;
@@ -199,20 +192,16 @@ const Plan &plan_for(const PlanKey &key, const float *bias) {
 }
 
 // fp32 -> bf16 / fp16, round to nearest even (inf and NaN stay so; fp16 overflows to inf).
-__device__ inline __nv_bfloat16 round_to(float x, __nv_bfloat16 *) { return __float2bfloat16_rn(x); }
-__device__ inline __half round_to(float x, __half *) { return __float2half_rn(x); }
-
-template <typename T> __global__ void round_kernel(T *out, const float *in, int64_t n) {
+__global__ void to_fp16_kernel(__half *out, const float *in, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = round_to(in[i], static_cast<T *>(nullptr));
+    out[i] = __float2half_rn(in[i]);
 }
 
 void round_into(void *out, const float *in, int64_t n, Precision p) {
-  const unsigned blocks = detail::elementwise_blocks(n);
   if (p == Precision::Bf16)
-    round_kernel<<<blocks, detail::kThreads, 0, compute_stream()>>>(static_cast<__nv_bfloat16 *>(out), in, n);
-  else
-    round_kernel<<<blocks, detail::kThreads, 0, compute_stream()>>>(static_cast<__half *>(out), in, n);
+    return floats_to_bf16(static_cast<uint16_t *>(out), in, n);
+  to_fp16_kernel<<<detail::elementwise_blocks(n), detail::kThreads, 0, compute_stream()>>>(static_cast<__half *>(out),
+                                                                                           in, n);
   detail::check_launch("gemm operand rounding kernel");
 }
 
@@ -231,7 +220,8 @@ bool matmul(float *c, const float *a, const float *b, int64_t m, int64_t n, int6
     stride_a = stride_b = stride_c = 0; // unused; keeps one plan per shape
   // The alignment preferences do not cover the bias: a kernel picked for an aligned bias may
   // fault on a misaligned one (a sticky error that ends the context), so those go unfused.
-  if (bias && alignment(bias) < 16)
+  const int64_t align_bias = bias ? alignment(bias) : 0;
+  if (bias && align_bias < 16)
     return false;
   const bool rounded = precision != Precision::Fp32;
   const size_t elem = rounded ? 2 : sizeof(float);
@@ -239,7 +229,6 @@ bool matmul(float *c, const float *a, const float *b, int64_t m, int64_t n, int6
   const int64_t align_a = alignment(rounded ? nullptr : a, stride_a, elem),
                 align_b = alignment(rounded ? nullptr : b, stride_b, elem), align_c = alignment(c, stride_c);
   const int64_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-  const int64_t align_bias = bias ? alignment(bias) : 0;
   const PlanKey key{m, n, k, ta, tb, batch, stride_a, stride_b, stride_c, align_a, align_b, align_c,
                     static_cast<int64_t>(precision), epilogue, align_bias};
   const Plan &plan = plan_for(key, bias);
@@ -260,21 +249,17 @@ bool matmul(float *c, const float *a, const float *b, int64_t m, int64_t n, int6
   // beta == 0: cuBLASLt does not read C (as BLAS), so garbage there cannot leak into D.
   // NOT_SUPPORTED / INVALID_VALUE come before any launch (cuBLASLt has refused operands of
   // unequal alignment after a successful heuristic): the caller's fallback takes over.
-  const auto run = [&] {
-    const cublasStatus_t status = cublasLtMatmul(lt().handle, plan.desc, &alpha, in_b, plan.a, in_a, plan.b, &beta, c,
-                                                 plan.c, c, plan.c, &plan.algo, lt().workspace, kWorkspaceBytes,
-                                                 compute_stream());
-    if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE)
-      return false;
-    check_lt(status, "cublasLtMatmul");
-    return true;
-  };
-  if (!bias)
-    return run();
-  std::lock_guard<std::mutex> lock(g_bias_mutex);
-  check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
-           "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
-  return run();
+  // The bias pointer lives in the plan's descriptor, which cublasLtMatmul reads when called.
+  if (bias)
+    check_lt(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+             "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  const cublasStatus_t status = cublasLtMatmul(lt().handle, plan.desc, &alpha, in_b, plan.a, in_a, plan.b, &beta, c,
+                                               plan.c, c, plan.c, &plan.algo, lt().workspace, kWorkspaceBytes,
+                                               compute_stream());
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE)
+    return false;
+  check_lt(status, "cublasLtMatmul");
+  return true;
 }
 
 // C = beta C (C = 0 when beta == 0, never reading C): the k == 0 product.
@@ -286,9 +271,8 @@ __global__ void scale_kernel(float *c, int64_t n, float beta) {
 void scale_only(float *c, int64_t count, float beta) {
   if (beta == 1.0f)
     return;
-  const int64_t blocks = (count + 255) / 256;
-  scale_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), 256, 0, compute_stream()>>>(c, count, beta);
-  check(cudaGetLastError(), "gemm (k = 0) scale kernel launch");
+  scale_kernel<<<detail::elementwise_blocks(count), detail::kThreads, 0, compute_stream()>>>(c, count, beta);
+  detail::check_launch("gemm (k = 0) scale kernel launch");
 }
 
 } // namespace

@@ -64,10 +64,7 @@ double sum_of_squares(const float *const *tensors, const int64_t *sizes, int64_t
   sum_partials_kernel<<<1, detail::kThreads, 0, stream>>>(scratch, scratch + 1, chunks);
   detail::check_launch("sum_of_squares (total)");
   double total = 0.0;
-  // Pageable destination: the stream's earlier work is waited for first, with a time limit.
-  wait_for_stream(stream, "sum_of_squares");
-  check(cudaMemcpyAsync(&total, scratch, sizeof(double), cudaMemcpyDeviceToHost, stream), "sum_of_squares (copy)");
-  wait_for_stream(stream, "sum_of_squares");
+  device().copy_to_host(&total, scratch, sizeof(double)); // waits for the stream, with the time limit
   return total;
 }
 

@@ -8,8 +8,6 @@
 namespace megart::cuda {
 namespace {
 
-__device__ inline bool in_share(int32_t id, int64_t start, int64_t local) { return id >= start && id < start + local; }
-
 // Max over the first `valid` columns; -inf when valid is 0. fmaxf skips NaN as std::fmax does.
 __global__ void logits_max_kernel(float *out, const float *logits, int64_t tokens, int64_t vocab, int64_t valid) {
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
@@ -45,7 +43,7 @@ __global__ void target_logit_kernel(float *out, const float *logits, const int32
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < tokens;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int32_t label = labels[t];
-    out[t] = in_share(label, vocab_start, vocab) ? logits[t * vocab + (label - vocab_start)] : 0.0f;
+    out[t] = detail::in_share(label, vocab_start, vocab) ? logits[t * vocab + (label - vocab_start)] : 0.0f;
   }
 }
 
@@ -73,7 +71,7 @@ __global__ void cross_entropy_backward_from_stats_kernel(float *dlogits, const f
     const float m = max[t];
     const float factor = static_cast<float>(1.0 / static_cast<double>(sum_exp[t]) * scale);
     const int32_t label = labels[t];
-    const int64_t label_column = in_share(label, vocab_start, vocab) ? label - vocab_start : -1;
+    const int64_t label_column = detail::in_share(label, vocab_start, vocab) ? label - vocab_start : -1;
     for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
       float value = j < valid ? expf(row[j] - m) * factor : 0.0f;
       if (j == label_column)
@@ -84,10 +82,6 @@ __global__ void cross_entropy_backward_from_stats_kernel(float *dlogits, const f
 }
 
 } // namespace
-
-int64_t valid_columns(int64_t vocab_size, int64_t vocab_start, int64_t vocab_local) {
-  return std::clamp<int64_t>(vocab_size - vocab_start, 0, vocab_local);
-}
 
 void logits_max(float *out, const float *logits, int64_t tokens, int64_t vocab, int64_t valid) {
   if (tokens <= 0)

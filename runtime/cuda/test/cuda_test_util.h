@@ -108,4 +108,44 @@ inline void expect_near_all(const std::vector<float> &got, const std::vector<flo
     }
 }
 
+// ---- GEMM cases (kernels_gemm*_test.cpp) ---------------------------------------------------
+
+// "64x32x16 At B alpha 1.000000 beta 0.000000": a GEMM's shape in failure messages.
+inline std::string gemm_name(int64_t m, int64_t n, int64_t k, bool ta, bool tb, float alpha, float beta) {
+  return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + (ta ? " At" : " A") +
+         (tb ? " Bt" : " B") + " alpha " + std::to_string(alpha) + " beta " + std::to_string(beta);
+}
+
+// One strided-batched GEMM; a stride of -1 stands for the packed size of that operand.
+struct BatchCase {
+  int64_t batch, m, n, k;
+  bool ta, tb;
+  int64_t stride_a, stride_b, stride_c;
+  float alpha, beta;
+
+  // The same case with every -1 stride replaced by the packed size.
+  BatchCase packed() const {
+    BatchCase t = *this;
+    if (t.stride_a < 0)
+      t.stride_a = m * k;
+    if (t.stride_b < 0)
+      t.stride_b = k * n;
+    if (t.stride_c < 0)
+      t.stride_c = m * n;
+    return t;
+  }
+  // "gemm_batched x3 <shape> strides 0/512/256", `shape` naming the GEMM.
+  std::string describe(const std::string &shape) const {
+    return "gemm_batched x" + std::to_string(batch) + " " + shape + " strides " + std::to_string(stride_a) + "/" +
+           std::to_string(stride_b) + "/" + std::to_string(stride_c);
+  }
+};
+
+// A test that may switch the GEMM precision: puts fp32 back for the other suites (the setting
+// is host state only, so this needs no GPU).
+class LowpTest : public CudaTest {
+protected:
+  void TearDown() override { set_gemm_precision(Precision::Fp32); }
+};
+
 } // namespace megart::cuda::test

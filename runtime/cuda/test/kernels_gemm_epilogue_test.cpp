@@ -176,16 +176,8 @@ TEST_F(CudaGemmEpilogueCases, EachCallUsesItsOwnBias) {
 
 // ---- bf16 / fp16 inputs ---------------------------------------------------------------------
 
-// Leaves the process's GEMMs in fp32 for the other suites.
-class CudaLowpGemmEpilogue : public CudaTest,
-                             public ::testing::WithParamInterface<std::tuple<Precision, std::tuple<int, int, int>>> {
-protected:
-  void TearDown() override {
-    std::string why;
-    if (available(&why))
-      set_gemm_precision(Precision::Fp32);
-  }
-};
+class CudaLowpGemmEpilogue : public LowpTest,
+                             public ::testing::WithParamInterface<std::tuple<Precision, std::tuple<int, int, int>>> {};
 
 TEST_P(CudaLowpGemmEpilogue, MatchesCpuOnRoundedInputs) {
   const auto [p, shape] = GetParam();

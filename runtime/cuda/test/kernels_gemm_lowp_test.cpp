@@ -41,20 +41,8 @@ void expect_within_sum_bound(const std::vector<float> &got, const std::vector<fl
 }
 
 std::string name(Precision p, int64_t m, int64_t n, int64_t k, bool ta, bool tb, float alpha, float beta) {
-  return std::string(precision_name(p)) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" +
-         std::to_string(k) + (ta ? " At" : " A") + (tb ? " Bt" : " B") + " alpha " + std::to_string(alpha) +
-         " beta " + std::to_string(beta);
+  return std::string(precision_name(p)) + " " + gemm_name(m, n, k, ta, tb, alpha, beta);
 }
-
-// Leaves the process's GEMMs in fp32 for the other suites.
-class LowpTest : public CudaTest {
-protected:
-  void TearDown() override {
-    std::string why;
-    if (available(&why))
-      set_gemm_precision(Precision::Fp32);
-  }
-};
 
 class CudaLowpGemm : public LowpTest,
                      public ::testing::WithParamInterface<std::tuple<Precision, std::tuple<int, int, int>>> {};
@@ -159,21 +147,9 @@ TEST_F(CudaLowpGemmCases, RepeatsBitForBit) {
 
 // ---- gemm_batched -----------------------------------------------------------------------------
 
-struct BatchCase {
-  int64_t batch, m, n, k;
-  bool ta, tb;
-  int64_t stride_a, stride_b, stride_c; // -1: the packed size of that operand
-  float alpha, beta;
-};
-
-void check_batched(Precision p, BatchCase t, uint64_t seed) {
+void check_batched(Precision p, BatchCase packed_or_not, uint64_t seed) {
+  const BatchCase t = packed_or_not.packed();
   const int64_t size_a = t.m * t.k, size_b = t.k * t.n, size_c = t.m * t.n;
-  if (t.stride_a < 0)
-    t.stride_a = size_a;
-  if (t.stride_b < 0)
-    t.stride_b = size_b;
-  if (t.stride_c < 0)
-    t.stride_c = size_c;
   const auto a = rounded_floats((t.batch - 1) * t.stride_a + size_a, seed, p);
   const auto b = rounded_floats((t.batch - 1) * t.stride_b + size_b, seed + 1, p);
   const auto c = random_floats((t.batch - 1) * t.stride_c + size_c, seed + 2);
@@ -189,10 +165,7 @@ void check_batched(Precision p, BatchCase t, uint64_t seed) {
   // With stride_c = 0 one C sums every product: k x batch terms.
   const int64_t terms = t.stride_c == 0 ? t.k * t.batch : t.k;
   expect_within_sum_bound(dc.get(), want, magnitude, terms,
-                          "gemm_batched x" + std::to_string(t.batch) + " " +
-                              name(p, t.m, t.n, t.k, t.ta, t.tb, t.alpha, t.beta) + " strides " +
-                              std::to_string(t.stride_a) + "/" + std::to_string(t.stride_b) + "/" +
-                              std::to_string(t.stride_c));
+                          t.describe(name(p, t.m, t.n, t.k, t.ta, t.tb, t.alpha, t.beta)));
 }
 
 TEST_F(CudaLowpGemmCases, BatchedPackedPaddedAndBroadcast) {

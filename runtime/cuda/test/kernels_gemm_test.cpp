@@ -22,11 +22,6 @@ void expect_matches_cpu(const std::vector<float> &got, const std::vector<float> 
   expect_near_all(got, want, 1e-4f, 1e-4f * rms(want), what);
 }
 
-std::string name(int64_t m, int64_t n, int64_t k, bool ta, bool tb, float alpha, float beta) {
-  return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + (ta ? " At" : " A") +
-         (tb ? " Bt" : " B") + " alpha " + std::to_string(alpha) + " beta " + std::to_string(beta);
-}
-
 class CudaGemm : public CudaTest, public ::testing::WithParamInterface<std::tuple<int, int, int>> {};
 using CudaGemmCases = CudaTest;
 
@@ -41,7 +36,7 @@ TEST_P(CudaGemm, MatchesCpuForEveryTransposeAndScale) {
         DeviceArray<float> dc(want);
         megart::cpu::gemm(want.data(), a.data(), b.data(), m, n, k, ta, tb, alpha, beta);
         gemm(dc.data(), da.data(), db.data(), m, n, k, ta, tb, alpha, beta);
-        expect_matches_cpu(dc.get(), want, name(m, n, k, ta, tb, alpha, beta));
+        expect_matches_cpu(dc.get(), want, gemm_name(m, n, k, ta, tb, alpha, beta));
       }
 }
 
@@ -100,21 +95,9 @@ TEST_F(CudaGemmCases, RejectsSizesPast32Bits) {
 
 // ---- gemm_batched -----------------------------------------------------------------------------
 
-struct BatchCase {
-  int64_t batch, m, n, k;
-  bool ta, tb;
-  int64_t stride_a, stride_b, stride_c; // -1: the packed size of that operand
-  float alpha, beta;
-};
-
-void check_batched(BatchCase t, uint64_t seed) {
+void check_batched(BatchCase packed_or_not, uint64_t seed) {
+  const BatchCase t = packed_or_not.packed();
   const int64_t size_a = t.m * t.k, size_b = t.k * t.n, size_c = t.m * t.n;
-  if (t.stride_a < 0)
-    t.stride_a = size_a;
-  if (t.stride_b < 0)
-    t.stride_b = size_b;
-  if (t.stride_c < 0)
-    t.stride_c = size_c;
   const auto a = random_floats((t.batch - 1) * t.stride_a + size_a, seed);
   const auto b = random_floats((t.batch - 1) * t.stride_b + size_b, seed + 1);
   auto want = random_floats((t.batch - 1) * t.stride_c + size_c, seed + 2);
@@ -123,10 +106,7 @@ void check_batched(BatchCase t, uint64_t seed) {
                             t.stride_c, t.alpha, t.beta);
   gemm_batched(dc.data(), da.data(), db.data(), t.batch, t.m, t.n, t.k, t.ta, t.tb, t.stride_a, t.stride_b, t.stride_c,
                t.alpha, t.beta);
-  expect_matches_cpu(dc.get(), want,
-                     "gemm_batched x" + std::to_string(t.batch) + " " +
-                         name(t.m, t.n, t.k, t.ta, t.tb, t.alpha, t.beta) + " strides " + std::to_string(t.stride_a) +
-                         "/" + std::to_string(t.stride_b) + "/" + std::to_string(t.stride_c));
+  expect_matches_cpu(dc.get(), want, t.describe(gemm_name(t.m, t.n, t.k, t.ta, t.tb, t.alpha, t.beta)));
 }
 
 TEST_F(CudaGemmCases, BatchedPackedAndPadded) {

@@ -14,6 +14,7 @@
 
 #include "megart/comm.h"
 #include "megart/device.h"
+#include "megart/parallel_kernels.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -127,7 +128,7 @@ void cross_entropy_from_stats(float *out, const float *max, const float *sum_exp
 void cross_entropy_backward_from_stats(float *dlogits, float dloss, const float *logits, const int32_t *labels,
                                        const float *max, const float *sum_exp, int64_t tokens, int64_t vocab,
                                        int64_t vocab_start, int64_t valid);
-int64_t valid_columns(int64_t vocab_size, int64_t vocab_start, int64_t vocab_local); // host arithmetic
+using cpu::valid_columns; // host arithmetic, the CPU's
 
 // Collectives along one dimension; `comm` must be the device's communicator (NCCL), whose
 // collectives run on compute_stream().
