@@ -135,18 +135,7 @@ run() {
 timed_out() { [ "$1" = 124 ] || [ "$1" = 137 ]; }
 
 # --- What gpu/ was made from: gpu_prepare.sh's hashes, recomputed on the carried tree ----------
-# Same function as in scripts/gpu_prepare.sh.
-tree_sha1() {
-  find "$@" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z |
-    xargs -0 sha1sum | sha1sum | cut -d' ' -f1
-}
-generated_files() { # as gpu_prepare.sh lists them
-  local name f
-  echo gpu/CMakeLists.txt; echo gpu/programs.txt
-  for name in $(manifest | awk '{print $1}'); do
-    for f in "gpu/$name/main.cu" "gpu/$name/main.cpp"; do [ -f "$f" ] && echo "$f"; done
-  done
-}
+source scripts/gpu_common.sh # tree_sha1, generated_files: as gpu_prepare.sh computed them
 prepared() { sed -n "s/^$1 //p" gpu/PREPARED 2>/dev/null; }
 CHECKED_PREPARED=
 check_prepared() {

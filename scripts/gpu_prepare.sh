@@ -31,11 +31,7 @@ cd "$(dirname "$0")/.."
 megac=build/bin/megac
 [ -x "$megac" ] || { echo "error: $megac not found; build megac first (scripts/build.sh)" >&2; exit 1; }
 
-# Content hash of files under the given paths; scripts/gpu_check.sh has the same function.
-tree_sha1() {
-  find "$@" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z |
-    xargs -0 sha1sum | sha1sum | cut -d' ' -f1
-}
+source scripts/gpu_common.sh # tree_sha1, generated_files
 
 rm -rf gpu
 mkdir -p gpu/data gpu/deps
@@ -120,12 +116,9 @@ EOF
   done
 } >gpu/CMakeLists.txt
 
-# The dataset, as test/e2e/e2e_util.make_license_corpus makes it.
-inputs=()
-for f in /usr/share/common-licenses/*; do
-  [ -f "$f" ] && [ ! -L "$f" ] && inputs+=(--input "$f")
-done
-"$megac" data --split-paragraphs --output-prefix gpu/data/license "${inputs[@]}" >/dev/null
+# The dataset the e2e tests use.
+PYTHONPATH=test/e2e python3 -c 'import sys, e2e_util; e2e_util.make_license_corpus(*sys.argv[1:])' \
+  "$megac" gpu/data/license
 echo "gpu/data/license: $(stat -c %s gpu/data/license.bin) bytes of tokens"
 
 # Fallbacks: the runtime needs cblas.h + an OpenBLAS, and its tests GoogleTest; the GPU image
@@ -154,12 +147,7 @@ else
 fi
 
 # What gpu/ was made from; gpu_check.sh recomputes the hashes on the carried tree.
-# The generated sources, as gpu_check.sh lists them: gpu/CMakeLists.txt, gpu/programs.txt and
-# each program's main.cu / main.cpp.
-generated=(gpu/CMakeLists.txt gpu/programs.txt)
-for name in $(awk '!/^#/ {print $1}' "$manifest"); do
-  for f in "gpu/$name/main.cu" "gpu/$name/main.cpp"; do [ -f "$f" ] && generated+=("$f"); done
-done
+mapfile -t generated < <(generated_files)
 {
   echo "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- lib include dialects tools runtime examples || echo +dirty)," \
     "prepared $(date -u +%Y-%m-%dT%H:%M:%SZ) by scripts/gpu_prepare.sh"
