@@ -1,9 +1,11 @@
-"""What the benchmark scripts share: logging, reading OUT/train's metrics, and describing the
-machine and the commit a measurement was taken on."""
+"""What the benchmark scripts share: logging, reading OUT/train's metrics, describing the
+machine and the commit a measurement was taken on, and writing results into docs."""
 import json
 import os
 import platform
+import re
 import subprocess
+import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -74,3 +76,22 @@ class CpuMeter:
         return {"wall_s": time.monotonic() - self.wall0,
                 "ours_cpu_pct": 100.0 * ours / capacity if capacity else 0.0,
                 "other_cpu_pct": 100.0 * other / capacity if capacity else 0.0}
+
+
+def replace_docs_block(docs, begin, end, markdown, append_if_missing=False):
+    """Puts `markdown` between the lines `begin` and `end` of the file `docs`, replacing what stood
+    there. A file without that block gets it appended when append_if_missing; otherwise (and
+    for a missing file) the script exits with an error naming the file and the markers."""
+    if not os.path.exists(docs):
+        sys.exit(f"error: {docs} does not exist (it holds the text around the results)")
+    text = open(docs).read()
+    block = f"{begin}\n{markdown}\n{end}"
+    pat = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    if pat.search(text):
+        text = pat.sub(lambda _: block, text, count=1)
+    elif append_if_missing:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    else:
+        sys.exit(f"error: {docs} has no {begin} ... {end} block to replace")
+    with open(docs, "w") as f:
+        f.write(text)

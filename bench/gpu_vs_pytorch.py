@@ -34,7 +34,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import shlex
 import statistics
 import subprocess
@@ -45,7 +44,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import git_rev, log, read_metrics  # noqa: E402
+from bench_util import git_rev, log, read_metrics, replace_docs_block  # noqa: E402
 
 REFERENCE = os.path.join(REPO, "test", "reference")
 DOCS = os.path.join(REPO, "docs", "benchmarks.md")
@@ -364,12 +363,7 @@ def markdown(rows, info, a, argv):
 
 
 def write_docs(md):
-    text = open(DOCS).read()
-    pat = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
-    if not pat.search(text):
-        sys.exit(f"error: {DOCS} has no {BEGIN} ... {END} block to replace")
-    with open(DOCS, "w") as f:
-        f.write(pat.sub(lambda _: f"{BEGIN}\n{md}\n{END}", text, count=1))
+    replace_docs_block(DOCS, BEGIN, END, md)
     log(f"bench: wrote the results into {DOCS}")
 
 

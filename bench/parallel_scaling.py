@@ -51,7 +51,7 @@ import tempfile
 import textwrap
 import time
 
-from bench_util import CpuMeter, cpu_model, git_rev, loadavg, log, read_metrics
+from bench_util import CpuMeter, cpu_model, git_rev, loadavg, log, read_metrics, replace_docs_block
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(REPO, "test", "reference")
@@ -394,17 +394,7 @@ def results_markdown(rows, info):
 
 
 def write_docs(markdown):
-    if not os.path.exists(DOCS):
-        sys.exit(f"error: {DOCS} does not exist")
-    text = open(DOCS).read()
-    block = f"{BEGIN}\n{markdown}\n{END}"
-    pat = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
-    if pat.search(text):
-        text = pat.sub(lambda _: block, text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    with open(DOCS, "w") as f:
-        f.write(text)
+    replace_docs_block(DOCS, BEGIN, END, markdown, append_if_missing=True)
     log(f"wrote the section into {os.path.relpath(DOCS, os.getcwd())}")
 
 

@@ -25,7 +25,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import shlex
 import statistics
 import subprocess
@@ -33,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from bench_util import CpuMeter, cpu_model, git_rev, loadavg, log, read_metrics
+from bench_util import CpuMeter, cpu_model, git_rev, loadavg, log, read_metrics, replace_docs_block
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(REPO, "test", "reference")
@@ -219,15 +218,7 @@ def results_markdown(rows, info):
 
 
 def write_docs(markdown):
-    if not os.path.exists(DOCS):
-        sys.exit(f"error: {DOCS} does not exist (it holds the text around the results table)")
-    text = open(DOCS).read()
-    pat = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
-    if not pat.search(text):
-        sys.exit(f"error: {DOCS} has no {BEGIN} ... {END} block to replace")
-    text = pat.sub(lambda _: f"{BEGIN}\n{markdown}\n{END}", text, count=1)
-    with open(DOCS, "w") as f:
-        f.write(text)
+    replace_docs_block(DOCS, BEGIN, END, markdown)
     log(f"wrote the results into {os.path.relpath(DOCS, os.getcwd())}")
 
 
