@@ -1,6 +1,7 @@
 #include "EmitPipeline.h"
 
 #include "ProgramTables.h"
+#include "megac/Target/MemoryPlan.h"
 #include "tx/TxParamTable.h"
 
 using namespace mlir;
@@ -19,7 +20,7 @@ StashLayout stashLayout(TypeRange types) {
   StashLayout layout;
   for (Type t : types) {
     layout.offsets.push_back(layout.bytes);
-    layout.bytes += (cast<RankedTensorType>(t).getNumElements() * 4 + 63) / 64 * 64;
+    layout.bytes += alignUp(cast<RankedTensorType>(t).getNumElements() * 4);
   }
   return layout;
 }

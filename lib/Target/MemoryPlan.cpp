@@ -7,7 +7,6 @@
 
 using namespace megac;
 
-static int64_t alignUp(int64_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
 /// Greedy by size: largest buffers first, each at the lowest offset that does not collide
 /// with an already placed buffer alive at the same time.

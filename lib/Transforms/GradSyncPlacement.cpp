@@ -64,14 +64,14 @@ void megac::placeGradSyncStarts(func::FuncOp fn, ArrayRef<tx::ParamOp> table, Ar
     if (auto g = dyn_cast<tx::ParamGradOp>(op))
       if (std::optional<int64_t> i = paramIndex(table, g.getParam().getDefiningOp<tx::ParamOp>()))
         lastGrad[*i] = &op;
+  // A chunk's backward starts only its own buckets; @train_step all of them (a bucket with no
+  // gradient in backward is final from the start).
+  const bool chunk = fn->hasAttr("megac.chunk");
   for (const GradBucket &bucket : buckets) {
     Operation *after = nullptr;
     for (int64_t i = bucket.first; i <= bucket.last; ++i)
       if (lastGrad[i] && (!after || after->isBeforeInBlock(lastGrad[i])))
         after = lastGrad[i];
-    // A chunk's backward starts only its own buckets; @train_step all of them (a bucket with
-    // no gradient in backward is final from the start).
-    bool chunk = fn->hasAttr("megac.chunk");
     if (!after && chunk)
       continue;
     OpBuilder b(fn.getContext());

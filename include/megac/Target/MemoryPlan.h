@@ -16,6 +16,8 @@ struct BufferLifetime {
 };
 
 constexpr int64_t kArenaAlignment = 64;
+/// `n` bytes rounded up to a multiple of kArenaAlignment.
+constexpr int64_t alignUp(int64_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
 /// Assigns each buffer an offset (a multiple of kArenaAlignment) so that buffers whose
 /// lifetimes overlap never overlap in memory. Returns the arena size needed.
