@@ -62,6 +62,9 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (isProgramFunction(fn))
       continue;
+    for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) // calleeSignature passes floats
+      if (auto tensor = dyn_cast<RankedTensorType>(t); !tensor || !tensor.getElementType().isF32())
+        return fn.emitOpError() << "argument " << i << " has type " << t << "; the C++ emitter handles f32 tensors only";
     Signature sig = calleeSignature(fn);
     sig.target = options.target;
     FailureOr<int64_t> bytes = emitFunction(fn, sig, noParams, scratch, os, plan);
