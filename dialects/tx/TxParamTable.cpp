@@ -29,7 +29,7 @@ llvm::SmallVector<func::FuncOp> megac::tx::stageFunctions(ModuleOp module, int64
   for (auto fn : module.getOps<func::FuncOp>()) {
     auto chunk = fn->getAttrOfType<IntegerAttr>("megac.chunk");
     if (chunk && chunk.getInt() % stages == stage)
-      found.push_back({{chunk.getInt(), fn.getName().ends_with("_backward")}, fn});
+      found.push_back({{chunk.getInt(), isChunkBackward(fn)}, fn});
   }
   llvm::sort(found, [](auto &a, auto &b) { return a.first < b.first; });
   llvm::SmallVector<func::FuncOp> fns;

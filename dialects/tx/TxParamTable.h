@@ -7,6 +7,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "tx/TxOps.h"
 
+#include <string>
+
 namespace megac::tx {
 
 /// The distinct parameter blocks (checkpoint name + block offsets) of `fns`, in order of first
@@ -23,5 +25,12 @@ llvm::SmallVector<mlir::func::FuncOp> stageFunctions(mlir::ModuleOp module, int6
 
 /// The number of pipeline stages megac-pipeline-split made (1 when it did not run).
 int64_t pipelineStages(mlir::ModuleOp module);
+
+/// Whether a chunk function (megac-pipeline-split's chunk<c>_forward / chunk<c>_backward) is a
+/// backward.
+inline bool isChunkBackward(mlir::func::FuncOp fn) { return fn.getName().ends_with("_backward"); }
+
+/// The data-parallel gradient buckets of pipeline stage `stage` (megac-data-parallel).
+inline std::string stageSyncName(int64_t stage) { return "sync_gradients_stage" + std::to_string(stage); }
 
 } // namespace megac::tx

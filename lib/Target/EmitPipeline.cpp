@@ -101,7 +101,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Sch
     for (func::FuncOp fn : fns) {
       int64_t c = fn->getAttrOfType<IntegerAttr>("megac.chunk").getInt();
       int64_t numStashed = fn->getAttrOfType<IntegerAttr>("megac.stash").getInt();
-      bool first = c == 0, last = c == numChunks - 1, backward = fn.getName().ends_with("_backward");
+      bool first = c == 0, last = c == numChunks - 1, backward = tx::isChunkBackward(fn);
       Signature sig = backward ? backwardSignature(fn, numStashed, first, last) : forwardSignature(fn, first, last);
       sig.target = target;
       FailureOr<int64_t> bytes = emitFunction(fn, sig, params, calleeScratch, os, plan);
@@ -119,7 +119,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Sch
     }
     std::string prefix = "kStage" + std::to_string(s);
     std::string sync = "nullptr";
-    if (auto syncFn = module.lookupSymbol<func::FuncOp>("sync_gradients_stage" + std::to_string(s))) {
+    if (auto syncFn = module.lookupSymbol<func::FuncOp>(tx::stageSyncName(s))) {
       if (failed(emitSyncGradients(syncFn, table, os)))
         return failure();
       sync = syncFn.getName().str();

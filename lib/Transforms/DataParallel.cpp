@@ -50,15 +50,15 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       SmallVector<int64_t> chunkStarts;
       if (overlapGradReduce)
         for (func::FuncOp fn : fns)
-          if (!fn.getName().ends_with("_backward"))
+          if (!tx::isChunkBackward(fn))
             if (std::optional<int64_t> first = firstParamIndex(fn, table))
               chunkStarts.push_back(*first);
       SmallVector<GradBucket> buckets =
-          addSyncFunction(module, "sync_gradients_stage" + std::to_string(s), table, chunkStarts);
+          addSyncFunction(module, tx::stageSyncName(s), table, chunkStarts);
       if (!overlapGradReduce)
         continue;
       for (func::FuncOp fn : fns)
-        if (fn.getName().ends_with("_backward"))
+        if (tx::isChunkBackward(fn))
           placeGradSyncStarts(fn, table, buckets);
       if (failed(checkGradSyncStarts(module, s, fns, table, buckets)))
         return signalPassFailure();
