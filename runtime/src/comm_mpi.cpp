@@ -3,6 +3,7 @@
 
 #include "megart/bf16.h"
 #include "megart/error.h"
+#include "megart/poll.h"
 
 // The C API only: OpenMPI's mpi.h otherwise pulls in its C++ bindings (libmpi_cxx).
 #define OMPI_SKIP_MPICXX 1
@@ -10,13 +11,9 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <sched.h>
 #include <vector>
 
 namespace megart {
@@ -129,40 +126,20 @@ int to_count(int64_t n, const char *method, const std::string &axis) {
   return static_cast<int>(n);
 }
 
-// Between polls of a request that is not complete: give the core away (sched_yield) for the
-// first milliseconds, which lets a transfer progress at full speed (each poll moves it on), and
-// sleep after that, so that a rank waiting long (a pipeline bubble, a slow peer) does not take
-// the core from the rank it waits for when ranks are oversubscribed on few cores.
-constexpr double kYieldSeconds = 5e-3;
-constexpr long kSleepNanoseconds = 50'000;
-
-// Waits until `request` completes (true) or `timeout` seconds pass (false; it stays pending).
-// describe() names the method for an error (check_lazy).
+// Waits until `request` completes (true) or `timeout` seconds pass (false; it stays pending),
+// paced by Poll. describe() names the method for an error (check_lazy).
 template <typename Describe>
 bool poll(MPI_Request &request, MPI_Status *status, double timeout, const Describe &describe,
           const std::string &axis) {
-  using Clock = std::chrono::steady_clock;
-  auto after = [](double seconds) {
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  };
-  const auto start = Clock::now();
-  // Capped at about three years: a longer wait in nanoseconds would overflow the clock.
-  const auto stop_yielding = start + after(kYieldSeconds),
-             deadline = start + after(std::min(timeout, 1e8));
+  const Poll wait(timeout);
   for (;;) {
     int done = 0;
     check_lazy(MPI_Test(&request, &done, status), "MPI_Test", describe, axis);
     if (done)
       return true;
-    const auto now = Clock::now();
-    if (now >= deadline)
+    if (wait.expired())
       return false;
-    if (now < stop_yielding) {
-      sched_yield();
-    } else {
-      timespec pause{0, kSleepNanoseconds};
-      nanosleep(&pause, nullptr);
-    }
+    wait.pause();
   }
 }
 
@@ -170,12 +147,6 @@ int world_rank() {
   int r = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
-}
-
-std::string seconds_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
 }
 
 // "rank 0 (pp rank 0) timed out after 10 s in recv from pp rank 1 during iteration 3, ...".

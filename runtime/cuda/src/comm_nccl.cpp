@@ -12,10 +12,7 @@
 #include "megart/launch_env.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
-#include <ctime>
-#include <sched.h>
 #include <vector>
 
 namespace megart::cuda {
@@ -46,31 +43,6 @@ ncclResult_t state_of(ncclComm_t comm) {
   ncclResult_t state = ncclSuccess;
   nccl_check(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
   return state;
-}
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-Clock::time_point after(double seconds) {
-  // Capped at about three years: a longer wait in nanoseconds would overflow the clock.
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::min(seconds, 1e8)));
-}
-
-} // namespace
-
-Poll::Poll(double timeout_seconds) : stop_yielding_(after(5e-3)), deadline_(after(timeout_seconds)) {}
-
-bool Poll::expired() const { return Clock::now() >= deadline_; }
-
-void Poll::pause() const {
-  if (Clock::now() < stop_yielding_) {
-    sched_yield();
-  } else {
-    timespec pause{0, 50'000};
-    nanosleep(&pause, nullptr);
-  }
 }
 
 P2pOp::~P2pOp() {
@@ -138,12 +110,6 @@ void move_on_device(float *dst, const float *src, int64_t n) {
   StreamTemp temp(n);
   copy_on_device(temp.data(), src, n);
   copy_on_device(dst, temp.data(), n);
-}
-
-std::string seconds_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
 }
 
 } // namespace

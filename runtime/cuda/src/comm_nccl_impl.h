@@ -15,9 +15,9 @@
 #pragma once
 
 #include "megart/comm.h"
+#include "megart/poll.h"
 
 #include <array>
-#include <chrono>
 #include <cstdint>
 #include <cuda_runtime.h>
 #include <deque>
@@ -40,18 +40,6 @@ ncclResult_t state_of(ncclComm_t comm);
 // Whether p is device (or managed) memory, which goes through NCCL; anything else, pointers CUDA
 // cannot classify included, is host memory, which goes to the host communicator.
 bool on_device(const void *p);
-
-// Pacing of a wait, as MpiCommunicator's: the core is yielded for the first milliseconds (each
-// poll moves a transfer on), then the waiter sleeps between polls.
-class Poll {
-public:
-  explicit Poll(double timeout_seconds);
-  bool expired() const;
-  void pause() const;
-
-private:
-  std::chrono::steady_clock::time_point stop_yielding_, deadline_;
-};
 
 // An ncclUniqueId travels as floats (the host communicator moves floats; the bytes are only
 // copied), after one float that carries a flag or a tag.

@@ -3,17 +3,15 @@
 #include "megart/cuda/comm_nccl.h"
 #include "megart/cuda/kernels.h"
 #include "megart/error.h"
+#include "megart/poll.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 namespace megart::cuda {
@@ -28,39 +26,23 @@ namespace {
 // How long wait_for_stream waits (CudaDevice::set_timeout).
 double stream_timeout_seconds = kDefaultCommTimeoutSeconds;
 
-std::string seconds_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
-}
-
 } // namespace
 
 void wait_for_stream(cudaStream_t stream, const char *what) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  // The core is yielded for the first milliseconds (short waits return quickly), then the
-  // waiter sleeps between polls.
-  const auto stop_yielding = start + std::chrono::milliseconds(5);
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(stream_timeout_seconds));
+  const Poll poll(stream_timeout_seconds);
   for (;;) {
     const cudaError_t status = cudaStreamQuery(stream);
     if (status == cudaSuccess)
       return;
     if (status != cudaErrorNotReady)
       check(status, what);
-    const auto now = Clock::now();
-    if (now >= deadline) {
+    if (poll.expired()) {
       const std::string activity = comm_activity().describe();
       throw Error(std::string(what) + ": the GPU's queued work did not finish within " +
                   seconds_text(stream_timeout_seconds) + " s (--distributed-timeout-minutes)" +
                   (activity.empty() ? "" : " during " + activity) + "; a peer rank may have stopped");
     }
-    if (now < stop_yielding)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    poll.pause();
   }
 }
 
