@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 #include <utility>
 
 namespace megart {
@@ -16,10 +17,22 @@ int env_int(const char *name) {
   const long x = std::strtol(v, &end, 10);
   return (*end == '\0' && x >= 0 && x <= 1 << 30) ? static_cast<int>(x) : -1;
 }
+
+// The first of `vars` that holds a number; -1 when none does.
+int first_env_int(std::initializer_list<const char *> vars) {
+  for (const char *name : vars)
+    if (const int v = env_int(name); v >= 0)
+      return v;
+  return -1;
+}
 } // namespace
 
 LaunchEnv detect_launch_env() {
   LaunchEnv env;
+  env.local_rank = first_env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
+                                  "MV2_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID", "SLURM_LOCALID", "LOCAL_RANK"});
+  env.local_size = first_env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
+                                  "MV2_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"});
   for (const auto &[size_var, rank_var] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
                                            std::pair{"PMI_SIZE", "PMI_RANK"}}) {
     const int size = env_int(size_var);

@@ -3,13 +3,13 @@
 #include "megart/cuda/comm_nccl.h"
 #include "megart/cuda/kernels.h"
 #include "megart/error.h"
+#include "megart/launch_env.h"
 #include "megart/poll.h"
 
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
-#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -48,23 +48,11 @@ void wait_for_stream(cudaStream_t stream, const char *what) {
 
 namespace {
 
-// The first of `vars` that is set, as an integer; -1 when none is.
-int first_env_int(std::initializer_list<const char *> vars) {
-  for (const char *var : vars)
-    if (const char *v = std::getenv(var))
-      return std::atoi(v);
-  return -1;
-}
-
 // The GPU of this process: the launcher's local rank picks it, as Megatron does. NCCL needs one
 // GPU per rank, so a node running more ranks than it has GPUs is an error, not a wrap-around.
 int local_device_index(int gpus) {
-  const int local_rank = first_env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
-                                        "MV2_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID", "SLURM_LOCALID",
-                                        "LOCAL_RANK"});
-  const int local_size = first_env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
-                                        "MV2_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"});
-  const int rank = local_rank > 0 ? local_rank : 0;
+  const LaunchEnv env = detect_launch_env();
+  const int rank = env.local_rank > 0 ? env.local_rank : 0, local_size = env.local_size;
   // A launcher that gives each rank its own GPU (srun --gpus-per-task=1) leaves it one to see.
   if (gpus == 1 && std::getenv("CUDA_VISIBLE_DEVICES"))
     return 0;
