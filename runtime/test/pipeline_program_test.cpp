@@ -29,13 +29,9 @@ std::string stage_error(int rank, const std::function<void(toy::Program &)> &edi
   edit(p);
   p.stages[rank].ops = p.ops[rank].data();
   p.stages[rank].num_ops = static_cast<int64_t>(p.ops[rank].size());
-  try {
-    megart::validate_pipeline_stage(p.stages[rank], rank, 2, p.desc.virtual_pipeline_size,
-                                     toy::kMicrobatches);
-  } catch (const megart::Error &e) {
-    return e.what();
-  }
-  return "";
+  return error_of([&] {
+    megart::validate_pipeline_stage(p.stages[rank], rank, 2, p.desc.virtual_pipeline_size, toy::kMicrobatches);
+  });
 }
 
 std::string program_error(const std::function<void(toy::Program &)> &edit) {
@@ -46,12 +42,7 @@ std::string program_error(const std::function<void(toy::Program &)> &edit) {
     p.stages[r].ops = p.ops[r].data();
     p.stages[r].num_ops = static_cast<int64_t>(p.ops[r].size());
   }
-  try {
-    megart::validate_pipeline_program(p.desc);
-  } catch (const megart::Error &e) {
-    return e.what();
-  }
-  return "";
+  return error_of([&] { megart::validate_pipeline_program(p.desc); });
 }
 
 constexpr const char *kFix = "; regenerate with megac compile";

@@ -1,6 +1,7 @@
 #include "megart/error.h"
 #include "megart/train_flags.h"
 
+#include "expect_error.h"
 #include "train_test_util.h"
 
 #include <gmock/gmock.h>
@@ -41,12 +42,7 @@ std::string resolve_error(std::vector<std::string> extra, int64_t compiled_micro
   EXPECT_FALSE(p.exit) << p.err;
   megart::ProgramDesc program{};
   program.micro_batch_size = compiled_micro;
-  try {
-    megart::resolve_train_flags(p.flags, program);
-  } catch (const megart::Error &e) {
-    return e.what();
-  }
-  return "";
+  return error_of([&] { megart::resolve_train_flags(p.flags, program); });
 }
 
 } // namespace
