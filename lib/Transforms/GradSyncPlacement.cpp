@@ -7,6 +7,13 @@ using namespace megac;
 
 LogicalResult megac::checkGradSyncStarts(ModuleOp module, int64_t stage, ArrayRef<func::FuncOp> fns,
                                        ArrayRef<tx::ParamOp> table, ArrayRef<GradBucket> buckets) {
+  // Each gradient's table index and the function that makes it, found once for all buckets.
+  SmallVector<std::pair<int64_t, func::FuncOp>> grads;
+  for (func::FuncOp fn : fns)
+    fn.walk([&](tx::ParamGradOp g) {
+      if (std::optional<int64_t> i = paramIndex(table, g.getParam().getDefiningOp<tx::ParamOp>()))
+        grads.push_back({*i, fn});
+    });
   for (const GradBucket &bucket : buckets) {
     func::FuncOp starter;
     int64_t starts = 0;
@@ -15,12 +22,9 @@ LogicalResult megac::checkGradSyncStarts(ModuleOp module, int64_t stage, ArrayRe
         if (static_cast<int64_t>(op.getFirst()) == bucket.first && static_cast<int64_t>(op.getLast()) == bucket.last)
           starter = fn, ++starts;
     bool complete = starts == 1;
-    for (func::FuncOp fn : fns)
-      fn.walk([&](tx::ParamGradOp g) {
-        std::optional<int64_t> i = paramIndex(table, g.getParam().getDefiningOp<tx::ParamOp>());
-        if (i && *i >= bucket.first && *i <= bucket.last && fn != starter)
-          complete = false;
-      });
+    for (auto [i, fn] : grads)
+      if (i >= bucket.first && i <= bucket.last && fn != starter)
+        complete = false;
     if (!complete)
       return module.emitError() << "megac-data-parallel: stage " << stage << "'s gradient bucket params["
                                 << bucket.first << ", " << bucket.last << "] is started " << starts
