@@ -92,6 +92,14 @@ template <typename T> __device__ inline T block_sum(T v) {
   return warp_sum(v);
 }
 
+// Sum of values[0, n) by one block (threads stride over them, then block_sum), to every thread.
+__device__ inline double block_sum_of(const double *values, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += values[i];
+  return block_sum(s);
+}
+
 // Max over the block (fmaxf: NaN inputs are ignored, as std::fmax does), returned to every thread.
 __device__ inline float block_max(float v) {
   __shared__ float partial[32];

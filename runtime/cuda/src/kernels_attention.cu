@@ -54,7 +54,7 @@ void launch_forward(float *out, float *lse, float *delta, const float *q, const 
   (void)ready;
   const dim3 grid(tiles(s.seq, attention::kForwardRows), s.q_heads, static_cast<unsigned>(batch));
   attention::forward_kernel<D, kStats><<<grid, attention::kThreads, smem, stream>>>(out, lse, delta, q, k, v, dout, s);
-  check(cudaGetLastError(), kStats ? "attention_backward statistics kernel launch" : "attention_forward kernel launch");
+  detail::check_launch(kStats ? "attention_backward statistics kernel launch" : "attention_forward kernel launch");
 }
 
 template <int D>
@@ -70,11 +70,11 @@ void launch_backward(float *dq, float *dk, float *dv, const float *dout, const f
   const dim3 dq_grid(tiles(s.seq, attention::kDqRows), s.q_heads, static_cast<unsigned>(batch));
   attention::dq_kernel<D>
       <<<dq_grid, attention::kThreads, dq_smem, stream>>>(dq, q, k, v, dout, lse, delta, s);
-  check(cudaGetLastError(), "attention_backward dq kernel launch");
+  detail::check_launch("attention_backward dq kernel launch");
   const dim3 dkv_grid(tiles(s.seq, attention::kDkvKeys), s.kv_heads, static_cast<unsigned>(batch));
   attention::dkv_kernel<D>
       <<<dkv_grid, attention::kThreads, dkv_smem, stream>>>(dk, dv, q, k, v, dout, lse, delta, s);
-  check(cudaGetLastError(), "attention_backward dk/dv kernel launch");
+  detail::check_launch("attention_backward dk/dv kernel launch");
 }
 
 // The smallest compiled head_dim bucket that holds head_dim (make_shape bounds it by 128).

@@ -31,10 +31,7 @@ __global__ void chunk_squares_kernel(double *partials, const __grid_constant__ N
 
 // *out = sum of the n partials; a single block.
 __global__ void sum_partials_kernel(double *out, const double *partials, int64_t n) {
-  double s = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    s += partials[i];
-  s = detail::block_sum(s);
+  const double s = detail::block_sum_of(partials, n);
   if (threadIdx.x == 0)
     *out = s;
 }

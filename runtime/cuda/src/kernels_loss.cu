@@ -29,10 +29,7 @@ __global__ void cross_entropy_rows_kernel(double *loss, const float *logits, con
 
 // *out = mean of n doubles; launched as a single block.
 __global__ void mean_kernel(float *out, const double *values, int64_t n) {
-  double s = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    s += values[i];
-  s = detail::block_sum(s);
+  const double s = detail::block_sum_of(values, n);
   if (threadIdx.x == 0)
     *out = static_cast<float>(s / static_cast<double>(n));
 }
