@@ -50,6 +50,17 @@ inline train_test::RunResult run_on(const megart::ProgramDesc &program, megart::
       });
 }
 
+// The single-rank reference of a plan: `program` on this rank alone, run with `args`, which
+// write the metrics file `metrics`; its rows.
+inline std::vector<megart::JsonValue> run_alone(const megart::ProgramDesc &program,
+                                                const std::vector<std::string> &args,
+                                                const std::string &metrics) {
+  auto grid = megart::ProcessGrid::single();
+  train_test::RunResult r = run_on(program, *grid, args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return train_test::read_jsonl(metrics);
+}
+
 inline std::vector<double> grad_norms(const std::vector<megart::JsonValue> &rows) {
   std::vector<double> out;
   for (const auto &r : rows)

@@ -40,10 +40,7 @@ protected:
   // The single-rank run every plan is compared with, on this rank alone.
   std::vector<megart::JsonValue> reference(std::vector<std::string> extra = {}) {
     const Program one = bigram_program<2>();
-    auto grid = megart::ProcessGrid::single();
-    RunResult r = run_on(one.desc, *grid, args(dir_ / "ref.jsonl", extra));
-    EXPECT_EQ(r.code, 0) << r.err;
-    return read_jsonl(dir_ / "ref.jsonl");
+    return mpi_test::run_alone(one.desc, args(dir_ / "ref.jsonl", extra), dir_ / "ref.jsonl");
   }
 
   TempDir dir_; // this rank's own

@@ -141,11 +141,8 @@ protected:
   std::vector<megart::JsonValue> reference(int64_t B, std::vector<std::string> extra = {}) {
     toy::Program one;
     toy::build<1, kC>(one);
-    auto grid = megart::ProcessGrid::single();
     extra.insert(extra.end(), {"--global-batch-size", std::to_string(B)});
-    RunResult r = mpi_test::run_on(one.desc, *grid, args(dir_ / "ref.jsonl", extra));
-    EXPECT_EQ(r.code, 0) << r.err;
-    return read_jsonl(dir_ / "ref.jsonl");
+    return mpi_test::run_alone(one.desc, args(dir_ / "ref.jsonl", extra), dir_ / "ref.jsonl");
   }
 
   TempDir dir_; // this rank's own
