@@ -1,36 +1,52 @@
-// The program's parameter table: the order in which generated code and the runtime number the
-// parameters. Passes that refer to parameters by index (data-parallel buckets) and the emitter
-// use this one definition.
+// The program's parameter table: the order in which generated code (params[i], grads[i]) and the
+// runtime number the parameters. Passes that refer to parameters by index (the data-parallel
+// buckets) and the emitters use this one definition.
 #pragma once
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "tx/TxOps.h"
 
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace megac::tx {
 
-/// The distinct parameter blocks (checkpoint name + block offsets) of `fns`, in order of first
-/// appearance.
-llvm::SmallVector<ParamOp> parameterTable(llvm::ArrayRef<mlir::func::FuncOp> fns);
-inline llvm::SmallVector<ParamOp> parameterTable(mlir::func::FuncOp entry) {
-  return parameterTable(llvm::ArrayRef<mlir::func::FuncOp>(entry));
-}
+/// The distinct parameter blocks (checkpoint name + block offsets) of some functions, numbered
+/// in order of first appearance. GPT-2's fused c_attn is three blocks of one checkpoint tensor;
+/// a parameter cloned into several functions (pipeline chunks) is one entry.
+class ParamTable {
+public:
+  ParamTable() = default;
+  explicit ParamTable(llvm::ArrayRef<mlir::func::FuncOp> fns);
+
+  /// `p`'s entry, or none when `p` is a block no function of the table declares.
+  std::optional<int64_t> find(ParamOp p) const;
+  /// The smallest entry among the parameters `fn` declares.
+  std::optional<int64_t> firstIn(mlir::func::FuncOp fn) const;
+
+  int64_t size() const { return static_cast<int64_t>(entries.size()); }
+  ParamOp operator[](int64_t i) const { return entries[i]; }
+  llvm::ArrayRef<ParamOp> all() const { return entries; }
+
+private:
+  using Key = std::pair<std::string, std::vector<int64_t>>;
+  static Key keyOf(ParamOp p);
+  std::vector<ParamOp> entries;
+  std::map<Key, int64_t> index;
+};
 
 /// With pipeline parallelism (megac-pipeline-split ran): the chunk functions pipeline rank
 /// `stage` runs, in chunk order, each chunk's forward before its backward. A stage's parameter
-/// table is parameterTable(stageFunctions(...)).
+/// table is ParamTable(stageFunctions(...)).
 llvm::SmallVector<mlir::func::FuncOp> stageFunctions(mlir::ModuleOp module, int64_t stage);
 
 /// The number of pipeline stages megac-pipeline-split made (1 when it did not run).
 int64_t pipelineStages(mlir::ModuleOp module);
 
-/// Whether a chunk function (megac-pipeline-split's chunk<c>_forward / chunk<c>_backward) is a
-/// backward.
-inline bool isChunkBackward(mlir::func::FuncOp fn) { return fn.getName().ends_with("_backward"); }
-
-/// The data-parallel gradient buckets of pipeline stage `stage` (megac-data-parallel).
-inline std::string stageSyncName(int64_t stage) { return "sync_gradients_stage" + std::to_string(stage); }
+/// Whether `fn` is a chunk function of megac-pipeline-split.
+bool isChunkFunction(mlir::func::FuncOp fn);
 
 } // namespace megac::tx

@@ -2,8 +2,11 @@
 // LlamaForCausalLM, so checkpoints load in `transformers` without conversion.
 #include "megac/Frontend/BuildModel.h"
 #include "megac/Frontend/ModelFlops.h"
+#include "megac/Frontend/PlanIR.h"
+#include "tx/TxNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/Builders.h"
 #include "tx/TxOps.h"
 
@@ -35,7 +38,7 @@ public:
 
   OwningOpRef<ModuleOp> build() {
     OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-    module->getOperation()->setAttr("megac.model", modelAttr());
+    module->getOperation()->setAttr(names::kModelAttr, modelAttr());
     b.setInsertionPointToEnd(module->getBody());
     collectLayerParams();
     func::FuncOp layer = buildLayer();
@@ -55,7 +58,8 @@ private:
         b.getNamedAttr("seq_length", i64(S)),
         b.getNamedAttr("vocab_size", i64(V)),
         b.getNamedAttr("micro_batch_size", i64(B)),
-        b.getNamedAttr("flops_per_sample", b.getF64FloatAttr(modelFlopsPerSample(s))),
+        // A count of multiply-adds: an integer, printed as one.
+        b.getNamedAttr("flops_per_sample", i64(std::llround(modelFlopsPerSample(s)))),
     });
   }
 
@@ -269,8 +273,10 @@ private:
 
 } // namespace
 
-OwningOpRef<ModuleOp> megac::buildModel(MLIRContext &context, const ModelSpec &spec, int64_t microBatchSize,
-                                        int64_t paddedVocab) {
-  context.loadDialect<tx::TxDialect, func::FuncDialect>();
-  return ModelBuilder(context, spec, microBatchSize, paddedVocab).build();
+OwningOpRef<ModuleOp> megac::buildModel(MLIRContext &context, const ModelSpec &spec, const ParallelPlan &plan,
+                                        int64_t microBatchSize) {
+  context.loadDialect<tx::TxDialect, func::FuncDialect, shard::ShardDialect>();
+  OwningOpRef<ModuleOp> module = ModelBuilder(context, spec, microBatchSize, plan.paddedVocab(spec.vocabSize)).build();
+  recordPlan(*module, plan);
+  return module;
 }

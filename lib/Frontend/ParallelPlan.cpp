@@ -1,4 +1,6 @@
 #include "megac/Frontend/ParallelPlan.h"
+#include "megac/Pipeline/Schedule.h"
+#include "megart/grid_layout.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
@@ -16,15 +18,7 @@ std::string ParallelPlan::summary() const {
   return text;
 }
 
-std::string ParallelPlan::rankLayout() const {
-  std::string text = "global rank -> (dp, pp, tp)\n";
-  for (int64_t rank = 0; rank < worldSize(); ++rank) {
-    int64_t t = rank % tp, d = (rank / tp) % dp, p = rank / (tp * dp);
-    text += "  rank " + std::to_string(rank) + " -> (" + std::to_string(d) + ", " + std::to_string(p) + ", " +
-            std::to_string(t) + ")\n";
-  }
-  return text;
-}
+std::string ParallelPlan::rankLayout() const { return megart::format_rank_layout({tp, pp, dp}); }
 
 static Error fail(const Twine &message) { return createStringError(inconvertibleErrorCode(), message); }
 
@@ -92,6 +86,14 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
     plan.numMicrobatches = plan.pp;
   if (plan.numMicrobatches < 1)
     return fail("the number of microbatches must be >= 1, got " + Twine(plan.numMicrobatches));
+  // Whether the schedule exists (megac-pipeline-schedule builds it again, into the IR).
+  std::optional<pipeline::ScheduleKind> kind = pipeline::parseScheduleKind(plan.pipelineSchedule);
+  if (!kind)
+    return fail("--pipeline-schedule " + plan.pipelineSchedule + " is not a schedule; use gpipe, 1f1b or interleaved");
+  Expected<pipeline::Schedule> schedule = pipeline::buildSchedule(
+      *kind, static_cast<int>(plan.pp), static_cast<int>(plan.vpp), static_cast<int>(plan.numMicrobatches));
+  if (!schedule)
+    return schedule.takeError();
   return Error::success();
 }
 

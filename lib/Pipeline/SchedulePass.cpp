@@ -1,7 +1,9 @@
-// megac-pipeline-schedule: the schedule of a plan, as a pipe.schedule op in the module.
+// megac-pipeline-schedule: the plan's schedule, as a pipe.schedule op in the module.
+#include "megac/Frontend/PlanIR.h"
 #include "megac/Pipeline/Passes.h"
 #include "megac/Pipeline/Schedule.h"
 #include "pipe/ScheduleIR.h"
+#include "tx/TxNames.h"
 
 namespace megac::pipeline {
 #define GEN_PASS_DEF_PIPELINESCHEDULE
@@ -14,23 +16,25 @@ using namespace megac::pipeline;
 namespace {
 
 struct PipelineSchedulePass : public megac::pipeline::impl::PipelineScheduleBase<PipelineSchedulePass> {
-  using PipelineScheduleBase::PipelineScheduleBase;
-
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::optional<ScheduleKind> kind =
-        schedule.empty() ? (vpp > 1 ? ScheduleKind::Interleaved : ScheduleKind::OneFOneB)
-                         : parseScheduleKind(schedule);
+    FailureOr<megac::ParallelPlan> plan = megac::readPlan(module, getArgument());
+    if (failed(plan))
+      return signalPassFailure();
+    if (plan->pp == 1)
+      return;
+    std::optional<ScheduleKind> kind = parseScheduleKind(plan->pipelineSchedule);
     if (!kind) {
-      module.emitError() << "megac-pipeline-schedule: schedule \"" << schedule
-                         << "\" is not a schedule: use gpipe, 1f1b or interleaved";
+      module.emitError() << getArgument() << ": --pipeline-schedule " << plan->pipelineSchedule
+                         << " is not a schedule; use gpipe, 1f1b or interleaved";
       return signalPassFailure();
     }
-    if (module.lookupSymbol("schedule")) {
-      module.emitError("megac-pipeline-schedule: the module already has a symbol @schedule");
+    if (module.lookupSymbol(megac::names::kSchedule)) {
+      module.emitError() << getArgument() << ": the module already has a symbol @" << megac::names::kSchedule;
       return signalPassFailure();
     }
-    llvm::Expected<Schedule> built = buildSchedule(*kind, pp, vpp, microbatches);
+    llvm::Expected<Schedule> built = buildSchedule(*kind, static_cast<int>(plan->pp), static_cast<int>(plan->vpp),
+                                                   static_cast<int>(plan->numMicrobatches));
     if (!built) {
       module.emitError() << llvm::toString(built.takeError());
       return signalPassFailure();

@@ -1,9 +1,11 @@
 #include "megac/Target/EmitCpp.h"
+#include "megac/Frontend/PlanIR.h"
 
 #include "EmitPipeline.h"
 #include "FunctionEmitter.h"
 #include "ProgramTables.h"
 #include "pipe/ScheduleIR.h"
+#include "tx/TxNames.h"
 #include "tx/TxParamTable.h"
 
 #include "llvm/Support/Format.h"
@@ -27,26 +29,26 @@ Signature trainStepSignature(func::FuncOp fn) {
 }
 
 bool isProgramFunction(func::FuncOp fn) {
-  return fn.getName() == "train_step" || fn.getName().starts_with("sync_gradients") || fn->hasAttr("megac.chunk");
+  return fn.getName() == names::kTrainStep || fn.getName().starts_with(names::kSyncGradients) ||
+         tx::isChunkFunction(fn);
 }
 
 } // namespace
 
 LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &options, llvm::raw_ostream &os,
                                          llvm::raw_ostream &plan) {
-  auto model = module->getAttrOfType<DictionaryAttr>("megac.model");
-  auto entryFn = module.lookupSymbol<func::FuncOp>("train_step");
+  auto model = module->getAttrOfType<DictionaryAttr>(names::kModelAttr);
+  auto entryFn = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
   bool pipelined = tx::pipelineStages(module) > 1;
   if (!model || (!entryFn && !pipelined))
     return module.emitError("emit: expected a module from the megac frontend after megac-autodiff "
-                            "(a megac.model attribute and @train_step)");
+                            "(a " + names::kModelAttr + " attribute and @" + names::kTrainStep + ")");
   if (entryFn && (entryFn.getNumArguments() != 3 || entryFn.getNumResults() != 1))
     return entryFn.emitOpError("train_step must take (ids, labels, dloss) and return the loss");
   auto dim = [&](StringRef key) { return cast<IntegerAttr>(model.get(key)).getInt(); };
-  auto parallelPlan = module->getAttrOfType<DictionaryAttr>("megac.plan");
-  auto planSize = [&](StringRef axis) -> int64_t {
-    return parallelPlan && parallelPlan.get(axis) ? cast<IntegerAttr>(parallelPlan.get(axis)).getInt() : 1;
-  };
+  FailureOr<ParallelPlan> parallelPlan = readPlan(module, "emit");
+  if (failed(parallelPlan))
+    return failure();
 
   const bool cuda = options.target == Target::Cuda;
   os << options.header;
@@ -58,7 +60,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
           "#include \"megart/program.h\"\n\n#include <cstring>\n\nnamespace {\n\nusing namespace megart::cpu;\n\n";
   // Callees first: a caller needs their workspace sizes.
   llvm::StringMap<int64_t> scratch;
-  ParamTable noParams;
+  tx::ParamTable noParams;
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (isProgramFunction(fn))
       continue;
@@ -90,35 +92,32 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
       return failure();
     fields = *stages;
   } else {
-    SmallVector<tx::ParamOp> table = tx::parameterTable(entryFn); // the numbering passes refer to
-    ParamTable params;
-    for (tx::ParamOp p : table)
-      params.indexOf(p);
+    tx::ParamTable params(entryFn); // the numbering passes refer to
     Signature sig = trainStepSignature(entryFn);
     sig.target = options.target;
     FailureOr<int64_t> bytes = emitFunction(entryFn, sig, params, scratch, os, plan);
     if (failed(bytes))
       return failure();
-    auto syncFn = module.lookupSymbol<func::FuncOp>("sync_gradients");
-    if (syncFn && failed(emitSyncGradients(syncFn, table, os)))
+    auto syncFn = module.lookupSymbol<func::FuncOp>(names::kSyncGradients);
+    if (syncFn && failed(emitSyncGradients(syncFn, params, os)))
       return failure();
     emitParamTable("kParams", params, os);
     fields.params = "kParams";
-    fields.numParams = static_cast<int64_t>(params.entries.size());
+    fields.numParams = params.size();
     fields.arenaBytes = *bytes;
-    fields.step = "train_step";
-    fields.syncGradients = syncFn ? "sync_gradients" : "nullptr";
+    fields.step = names::kTrainStep.str();
+    fields.syncGradients = syncFn ? names::kSyncGradients.str() : "nullptr";
   }
   os << "const megart::ProgramDesc kProgram = {\n"
      << "    " << cString(options.summary) << ",\n"
      << "    /*micro_batch_size=*/" << dim("micro_batch_size") << ", /*seq_length=*/" << dim("seq_length")
      << ", /*vocab_size=*/" << dim("vocab_size") << ",\n"
      << "    /*model_flops_per_sample=*/"
-     << llvm::format("%.17g", cast<FloatAttr>(model.get("flops_per_sample")).getValueAsDouble()) << ",\n"
+     << cast<IntegerAttr>(model.get("flops_per_sample")).getInt() << ".0,\n"
      << "    " << fields.params << ", " << fields.numParams << ", /*arena_bytes=*/" << fields.arenaBytes << ", "
      << fields.step << ",\n"
-     << "    /*tensor_parallel_size=*/" << planSize("tp") << ", /*pipeline_parallel_size=*/" << planSize("pp")
-     << ", /*data_parallel_size=*/" << planSize("dp") << ",\n"
+     << "    /*tensor_parallel_size=*/" << parallelPlan->tp << ", /*pipeline_parallel_size=*/" << parallelPlan->pp
+     << ", /*data_parallel_size=*/" << parallelPlan->dp << ",\n"
      << "    /*sync_gradients=*/" << fields.syncGradients << ",\n"
      << "    /*stages=*/" << fields.stages << ", /*num_microbatches=*/" << fields.numMicrobatches
      << ", /*pipeline_schedule=*/" << fields.schedule << ", /*virtual_pipeline_size=*/" << fields.virtualStages

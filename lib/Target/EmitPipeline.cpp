@@ -2,6 +2,7 @@
 
 #include "ProgramTables.h"
 #include "megac/Target/MemoryPlan.h"
+#include "tx/TxNames.h"
 #include "tx/TxParamTable.h"
 
 using namespace mlir;
@@ -81,7 +82,7 @@ Signature backwardSignature(func::FuncOp fn, int64_t numStashed, bool first, boo
 FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Schedule &schedule,
                                             const llvm::StringMap<int64_t> &calleeScratch, Target target,
                                             llvm::raw_ostream &os, llvm::raw_ostream &plan) {
-  auto pipelineAttr = module->getAttrOfType<DictionaryAttr>("megac.pipeline");
+  auto pipelineAttr = module->getAttrOfType<DictionaryAttr>(names::kPipelineAttr);
   int64_t stages = tx::pipelineStages(module);
   int64_t numChunks = cast<IntegerAttr>(pipelineAttr.get("chunks")).getInt();
   if (schedule.stages != stages || schedule.stages * schedule.virtualStages != numChunks)
@@ -92,16 +93,13 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Sch
   std::string stageTable = "const megart::PipelineStageDesc kStages[] = {\n";
   for (int64_t s = 0; s < stages; ++s) {
     SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s);
-    SmallVector<tx::ParamOp> table = tx::parameterTable(fns);
-    ParamTable params;
-    for (tx::ParamOp p : table)
-      params.indexOf(p);
+    tx::ParamTable params(fns);
     int64_t arena = 0;
     std::string chunkTable;
     for (func::FuncOp fn : fns) {
-      int64_t c = fn->getAttrOfType<IntegerAttr>("megac.chunk").getInt();
-      int64_t numStashed = fn->getAttrOfType<IntegerAttr>("megac.stash").getInt();
-      bool first = c == 0, last = c == numChunks - 1, backward = tx::isChunkBackward(fn);
+      int64_t c = fn->getAttrOfType<IntegerAttr>(names::kChunkAttr).getInt();
+      int64_t numStashed = fn->getAttrOfType<IntegerAttr>(names::kStashAttr).getInt();
+      bool first = c == 0, last = c == numChunks - 1, backward = names::isBackwardHalf(fn.getName());
       Signature sig = backward ? backwardSignature(fn, numStashed, first, last) : forwardSignature(fn, first, last);
       sig.target = target;
       FailureOr<int64_t> bytes = emitFunction(fn, sig, params, calleeScratch, os, plan);
@@ -112,15 +110,16 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Sch
         continue;
       int64_t inputNumel = first ? 0 : cast<RankedTensorType>(fn.getArgumentTypes()[2]).getNumElements();
       int64_t outputNumel = last ? 0 : cast<RankedTensorType>(fn.getResultTypes()[0]).getNumElements();
-      std::string name = "chunk" + std::to_string(c);
-      chunkTable += "    {" + std::to_string(c) + ", " + name + "_forward, " + name + "_backward, /*stash_bytes=*/" +
+      std::string name = names::chunkName(c);
+      chunkTable += "    {" + std::to_string(c) + ", " + names::forwardHalf(name) + ", " + names::backwardHalf(name) +
+                    ", /*stash_bytes=*/" +
                     std::to_string(stashLayout(fn.getResultTypes().drop_front()).bytes) + ", " +
                     std::to_string(inputNumel) + ", " + std::to_string(outputNumel) + "},\n";
     }
     std::string prefix = "kStage" + std::to_string(s);
     std::string sync = "nullptr";
-    if (auto syncFn = module.lookupSymbol<func::FuncOp>(tx::stageSyncName(s))) {
-      if (failed(emitSyncGradients(syncFn, table, os)))
+    if (auto syncFn = module.lookupSymbol<func::FuncOp>(names::stageSyncName(s))) {
+      if (failed(emitSyncGradients(syncFn, params, os)))
         return failure();
       sync = syncFn.getName().str();
     }
@@ -132,7 +131,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Sch
       os << "    {megart::PipeOpKind::" << pipeline::actionKindName(a.kind) << ", " << a.chunk << ", " << a.microbatch << ", "
          << a.peer << "},\n";
     os << "};\n\n";
-    stageTable += "    {" + prefix + "Params, " + std::to_string(params.entries.size()) + ", /*arena_bytes=*/" +
+    stageTable += "    {" + prefix + "Params, " + std::to_string(params.size()) + ", /*arena_bytes=*/" +
                   std::to_string(arena) + ", " + prefix + "Chunks, " + std::to_string(fns.size() / 2) + ", " + prefix +
                   "Ops, " + std::to_string(schedule.ranks[s].size()) + ", /*predicted_peak_stash=*/" +
                   std::to_string(peaks[s]) + ", " + sync + "},\n";

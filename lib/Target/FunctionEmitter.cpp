@@ -1,6 +1,8 @@
 #include "FunctionEmitter.h"
 
+#include "megac/Frontend/PlanIR.h"
 #include "megac/Target/MemoryPlan.h"
+#include "tx/TxNames.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -48,7 +50,7 @@ namespace {
 /// Emits one MLIR function as one C++ function.
 class FunctionEmitter {
 public:
-  FunctionEmitter(func::FuncOp fn, const Signature &sig, ParamTable &params,
+  FunctionEmitter(func::FuncOp fn, const Signature &sig, const tx::ParamTable &params,
                   const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os)
       : fn(fn), sig(sig), params(params), calleeScratch(calleeScratch), os(os) {}
 
@@ -68,14 +70,15 @@ private:
       return std::to_string(local);
     return "valid_columns(" + std::to_string(*vocabSize) + ", " + vocabStart(local) + ", " + std::to_string(local) + ")";
   }
-  /// The communicator of a grid axis (the grid is dp x pp x tp).
-  std::string communicator(ArrayRef<int16_t> axes) {
-    static const char *names[] = {"ctx.dp", "ctx.pp", "ctx.tp"};
-    return axes.size() == 1 && axes[0] >= 0 && axes[0] < 3 ? names[axes[0]] : "ctx.tp";
+  /// The communicator of one grid axis: ctx.tp, ctx.dp or ctx.pp.
+  FailureOr<std::string> communicator(Operation &op, ArrayRef<int16_t> axes) {
+    if (axes.size() != 1 || axes[0] < 0 || axes[0] > static_cast<int16_t>(GridAxis::Tp))
+      return unsupported(op, "a collective over more than one grid axis, or none");
+    return "ctx." + gridAxisName(static_cast<GridAxis>(axes[0])).str();
   }
   /// The Megatron rule a pass recorded on a collective, for the generated code's comments.
   std::string ruleNote(Operation *op) {
-    auto rule = op->getAttrOfType<StringAttr>("megac.rule");
+    auto rule = op->getAttrOfType<StringAttr>(names::kRuleAttr);
     return rule ? rule.str() : "";
   }
   bool onDevice() const { return sig.target == Target::Cuda; }
@@ -104,7 +107,7 @@ private:
 
   func::FuncOp fn;
   const Signature &sig;
-  ParamTable &params;
+  const tx::ParamTable &params;
   const llvm::StringMap<int64_t> &calleeScratch;
   llvm::raw_ostream &os;
   DenseMap<Value, std::string> names; // the C++ expression of each value's buffer
@@ -208,28 +211,31 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-      .Case([&](tx::ParamOp p) {
-        int64_t k = params.indexOf(p);
-        names[p] = "params[" + n(k) + "]";
-        if (!sig.hasParams)
+      .Case([&](tx::ParamOp p) -> LogicalResult {
+        std::optional<int64_t> k = params.find(p);
+        if (!sig.hasParams || !k)
           return unsupported(op, "tx.param must be in a function that gets the parameter table");
+        names[p] = "params[" + n(*k) + "]";
         return success();
       })
-      .Case([&](tx::ParamGradOp g) {
-        int64_t k = params.indexOf(g.getParam().getDefiningOp<tx::ParamOp>());
-        os << "  // gradient of " << g.getParam().getDefiningOp<tx::ParamOp>().getName() << "\n";
-        call("add", {"grads[" + n(k) + "]", "grads[" + n(k) + "]", ptr(g.getGrad()), "1", n(numel(g.getGrad()))});
+      .Case([&](tx::ParamGradOp g) -> LogicalResult {
+        auto param = g.getParam().getDefiningOp<tx::ParamOp>();
+        std::optional<int64_t> k = param ? params.find(param) : std::nullopt;
+        if (!k)
+          return unsupported(op, "the gradient of a value that is not a parameter of the table");
+        os << "  // gradient of " << param.getName() << "\n";
+        call("add", {"grads[" + n(*k) + "]", "grads[" + n(*k) + "]", ptr(g.getGrad()), "1", n(numel(g.getGrad()))});
         return success();
       })
       .Case([&](tx::StartGradSyncOp s) -> LogicalResult {
         if (!sig.hasParams)
           return unsupported(op, "tx.start_grad_sync must be in a function that gets the parameter table");
         int64_t first = s.getFirst(), last = s.getLast();
-        if (first < 0 || last < first || last >= static_cast<int64_t>(params.entries.size()))
+        if (first < 0 || last < first || last >= params.size())
           return unsupported(op, "bucket params [" + std::to_string(first) + ", " + std::to_string(last) +
                                      "] is outside the parameter table");
         os << "  if (ctx.grad_sync) // data parallel: the bucket's gradients are final; sum them during backward\n";
-        emitBucketStart(os, "    ", first, last, (params.entries.begin() + last)->second.getType().getNumElements());
+        emitBucketStart(os, "    ", first, last, params[last].getType().getNumElements());
         return success();
       })
       .Case([&](tx::ReshapeOp r) {
@@ -292,33 +298,44 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
               validColumns(c.getVocabSize(), v)});
         return success();
       })
-      .Case([&](shard::AllReduceOp r) {
-        std::string comm = communicator(r.getGridAxes());
+      .Case([&](shard::AllReduceOp r) -> LogicalResult {
+        FailureOr<std::string> comm = communicator(op, r.getGridAxes());
+        if (failed(comm))
+          return failure();
         bool max = r.getReduction() == shard::ReductionKind::Max;
         if (ptr(r) != ptr(r.getInput()))
           copy(ptr(r), ptr(r.getInput()), numel(r) * 4);
-        os << "  " << comm << "->" << (max ? "all_reduce_max(" : "all_reduce_sum(") << ptr(r) << ", " << numel(r)
+        os << "  " << *comm << "->" << (max ? "all_reduce_max(" : "all_reduce_sum(") << ptr(r) << ", " << numel(r)
            << "); // " << ruleNote(r) << "\n";
         return success();
       })
-      .Case([&](shard::AllGatherOp g) {
+      .Case([&](shard::AllGatherOp g) -> LogicalResult {
+        FailureOr<std::string> comm = communicator(op, g.getGridAxes());
+        if (failed(comm))
+          return failure();
         ArrayRef<int64_t> in = shapeOf(g.getInput());
         int64_t d = g.getGatherAxis().getZExtValue();
-        call("all_gather_axis", {"*" + communicator(g.getGridAxes()), ptr(g), ptr(g.getInput()),
+        call("all_gather_axis", {"*" + *comm, ptr(g), ptr(g.getInput()),
                                  n(prod(in.take_front(d))), n(in[d]), n(prod(in.drop_front(d + 1)))});
         return success();
       })
-      .Case([&](shard::ReduceScatterOp g) {
+      .Case([&](shard::ReduceScatterOp g) -> LogicalResult {
+        FailureOr<std::string> comm = communicator(op, g.getGridAxes());
+        if (failed(comm))
+          return failure();
         ArrayRef<int64_t> out = shapeOf(g.getResult());
         int64_t d = g.getScatterAxis().getZExtValue();
-        call("reduce_scatter_axis", {"*" + communicator(g.getGridAxes()), ptr(g), ptr(g.getInput()),
+        call("reduce_scatter_axis", {"*" + *comm, ptr(g), ptr(g.getInput()),
                                      n(prod(out.take_front(d))), n(out[d]), n(prod(out.drop_front(d + 1)))});
         return success();
       })
-      .Case([&](shard::AllSliceOp g) {
+      .Case([&](shard::AllSliceOp g) -> LogicalResult {
+        FailureOr<std::string> comm = communicator(op, g.getGridAxes());
+        if (failed(comm))
+          return failure();
         ArrayRef<int64_t> out = shapeOf(g.getResult());
         int64_t d = g.getSliceAxis().getZExtValue();
-        call("all_slice_axis", {"*" + communicator(g.getGridAxes()), ptr(g), ptr(g.getInput()),
+        call("all_slice_axis", {"*" + *comm, ptr(g), ptr(g.getInput()),
                                 n(prod(out.take_front(d))), n(out[d]), n(prod(out.drop_front(d + 1)))});
         return success();
       })
@@ -492,7 +509,7 @@ void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t firs
      << ") - grads[" << first << "]);\n";
 }
 
-FailureOr<int64_t> emitFunction(func::FuncOp fn, const Signature &sig, ParamTable &params,
+FailureOr<int64_t> emitFunction(func::FuncOp fn, const Signature &sig, const tx::ParamTable &params,
                                 const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os,
                                 llvm::raw_ostream &plan) {
   return FunctionEmitter(fn, sig, params, calleeScratch, os).emit(plan);

@@ -5,27 +5,15 @@
 
 #include "megac/Target/EmitCpp.h"
 #include "tx/TxOps.h"
+#include "tx/TxParamTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
 
 namespace megac::emit {
-
-/// A parameter table: one entry per distinct (checkpoint name, block offsets), numbered in
-/// insertion order (params[i] / grads[i] in the generated code).
-struct ParamTable {
-  llvm::MapVector<std::pair<llvm::StringRef, llvm::ArrayRef<int64_t>>, tx::ParamOp> entries;
-
-  int64_t indexOf(tx::ParamOp op) {
-    llvm::ArrayRef<int64_t> offsets = op.getOffsets() ? *op.getOffsets() : llvm::ArrayRef<int64_t>();
-    auto [it, inserted] = entries.insert({{op.getName(), offsets}, op});
-    return it - entries.begin();
-  }
-};
 
 /// `ctx.grad_sync->start(...)` for the gradients of parameters [first, last], at `indent`: the
 /// runtime keeps all gradients in one buffer in table order, so a bucket is contiguous and ends
@@ -49,7 +37,7 @@ struct Signature {
 
 /// Emits `fn` with `sig` to `os`, its workspace plan to `plan`; returns the workspace bytes it
 /// needs, its callees' (from `calleeScratch`) included.
-mlir::FailureOr<int64_t> emitFunction(mlir::func::FuncOp fn, const Signature &sig, ParamTable &params,
+mlir::FailureOr<int64_t> emitFunction(mlir::func::FuncOp fn, const Signature &sig, const tx::ParamTable &params,
                                       const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os,
                                       llvm::raw_ostream &plan);
 

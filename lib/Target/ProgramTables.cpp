@@ -1,15 +1,16 @@
 #include "ProgramTables.h"
 
+#include "tx/TxNames.h"
+
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 using namespace mlir;
 
 namespace megac::emit {
 
-void emitParamTable(StringRef name, const ParamTable &params, llvm::raw_ostream &os) {
+void emitParamTable(StringRef name, const tx::ParamTable &params, llvm::raw_ostream &os) {
   os << "const megart::ParamDesc " << name << "[] = {\n";
-  for (auto &entry : params.entries) {
-    tx::ParamOp op = entry.second;
+  for (tx::ParamOp op : params.all()) {
     ArrayRef<int64_t> shape = op.getType().getShape();
     SmallVector<int64_t> offsets(shape.size(), 0), full(shape);
     if (op.getOffsets()) {
@@ -39,7 +40,7 @@ void emitParamTable(StringRef name, const ParamTable &params, llvm::raw_ostream 
 /// @sync_gradients (@sync_gradients_stage<s>): each bucket (read, all-reduce over dp, write back) becomes one
 /// dp sum over the contiguous gradients of its parameters, started on the runtime's GradSync (which sums in
 /// fp32 or bf16, --grad-reduce-in-bf16) and finished by the runtime after the function returns.
-LogicalResult emitSyncGradients(func::FuncOp fn, ArrayRef<tx::ParamOp> table, llvm::raw_ostream &os) {
+LogicalResult emitSyncGradients(func::FuncOp fn, const tx::ParamTable &table, llvm::raw_ostream &os) {
   os << "void " << fn.getName() << "(const megart::StepContext &ctx, float *const *grads) {\n";
   for (Operation &op : fn.getBody().front().without_terminator()) {
     if (isa<shard::AllReduceOp, tx::SetGradBucketOp>(op))
@@ -50,9 +51,9 @@ LogicalResult emitSyncGradients(func::FuncOp fn, ArrayRef<tx::ParamOp> table, ll
     if (!store || store.getFirst() != bucket.getFirst() || store.getLast() != bucket.getLast())
       return op.emitOpError("in @sync_gradients must be a bucket read, all-reduced and written back");
     int64_t first = bucket.getFirst(), last = bucket.getLast();
-    if (auto rule = sum->getAttrOfType<StringAttr>("megac.rule"))
+    if (auto rule = sum->getAttrOfType<StringAttr>(names::kRuleAttr))
       os << "  // " << rule.getValue() << "\n";
-    emitBucketStart(os, "  ", first, last, tx::ParamOp(table[last]).getType().getNumElements());
+    emitBucketStart(os, "  ", first, last, table[last].getType().getNumElements());
   }
   os << "}\n\n";
   return success();

@@ -7,11 +7,11 @@
 namespace megac::emit {
 
 /// `const megart::ParamDesc NAME[]` in table order.
-void emitParamTable(llvm::StringRef name, const ParamTable &params, llvm::raw_ostream &os);
+void emitParamTable(llvm::StringRef name, const tx::ParamTable &params, llvm::raw_ostream &os);
 
 /// A @sync_gradients function (buckets of `table`'s gradients, each all-reduced over dp) as a
 /// C++ function of the same name.
-mlir::LogicalResult emitSyncGradients(mlir::func::FuncOp fn, llvm::ArrayRef<tx::ParamOp> table,
+mlir::LogicalResult emitSyncGradients(mlir::func::FuncOp fn, const tx::ParamTable &table,
                                       llvm::raw_ostream &os);
 
 } // namespace megac::emit

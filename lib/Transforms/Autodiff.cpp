@@ -1,6 +1,7 @@
 // megac-autodiff: forward of one microbatch -> forward + backward (see Passes.td).
 #include "ReverseSweep.h"
 #include "megac/Transforms/Passes.h"
+#include "tx/TxNames.h"
 #include "tx/TxOps.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -101,7 +102,7 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
   SmallVector<Type> fwdResults(callee.getResultTypes());
   for (Value v : saved)
     fwdResults.push_back(v.getType());
-  split.fwd = func::FuncOp::create(b, callee.getLoc(), (callee.getName() + "_fwd").str(),
+  split.fwd = func::FuncOp::create(b, callee.getLoc(), names::forwardHalf(callee.getName()),
                                    b.getFunctionType(callee.getArgumentTypes(), fwdResults));
   split.fwd.setPrivate();
   {
@@ -131,7 +132,7 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
   SmallVector<Type> bwdResults;
   for (Value c : argCotangents)
     bwdResults.push_back(c.getType());
-  split.bwd = func::FuncOp::create(b, callee.getLoc(), (callee.getName() + "_bwd").str(),
+  split.bwd = func::FuncOp::create(b, callee.getLoc(), names::backwardHalf(callee.getName()),
                                    b.getFunctionType(bwdInputs, bwdResults));
   split.bwd.setPrivate();
   {
@@ -197,7 +198,7 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
       auto fwdCall = func::CallOp::create(b, call.getLoc(), split.fwd, call.getOperands());
       for (unsigned i = 0; i < split.numResults; ++i)
         call.getResult(i).replaceAllUsesWith(fwdCall.getResult(i));
-      fwdCall->setAttr("megac.layer", call.getCalleeAttr());
+      fwdCall->setAttr(names::kLayerAttr, call.getCalleeAttr());
       call.erase();
     }
 
@@ -209,7 +210,7 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
       auto call = dyn_cast<func::CallOp>(op);
       if (!call)
         return op->emitOpError("has no vector-Jacobian product");
-      auto layer = call->getAttrOfType<FlatSymbolRefAttr>("megac.layer");
+      auto layer = call->getAttrOfType<FlatSymbolRefAttr>(names::kLayerAttr);
       const SplitFunction &split = splits[layer.getAttr()];
       SmallVector<Value> inputs;
       for (unsigned i : split.argsReadByBackward)
@@ -233,7 +234,7 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
         tx::ParamGradOp::create(b, param.getLoc(), param, grad);
 
     fn.setFunctionType(FunctionType::get(fn.getContext(), body.getArgumentTypes(), fn.getResultTypes()));
-    fn.setName("train_step");
+    fn.setName(names::kTrainStep);
     for (auto &[name, split] : splits)
       if (auto original = module.lookupSymbol<func::FuncOp>(name))
         original.erase();

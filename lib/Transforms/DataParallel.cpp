@@ -1,8 +1,9 @@
 // megac-data-parallel: the gradient all-reduce over data-parallel ranks, in flat buckets.
 #include "GradSyncPlacement.h"
+#include "megac/Frontend/PlanIR.h"
 #include "megac/Transforms/Passes.h"
+#include "tx/TxNames.h"
 #include "tx/TxOps.h"
-#include "tx/TxParamTable.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -18,60 +19,58 @@ using namespace megac;
 namespace {
 
 struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass> {
-  using DataParallelBase::DataParallelBase;
-
   void runOnOperation() override {
-    if (dp == 1)
-      return;
     ModuleOp module = getOperation();
-    auto entry = module.lookupSymbol<func::FuncOp>("train_step");
-    int64_t stages = tx::pipelineStages(module);
-    if ((!entry && stages == 1) || !module.lookupSymbol<shard::GridOp>("grid")) {
-      module.emitError("megac-data-parallel: needs @train_step (or pipeline chunk functions) and @grid (run "
-                       "megac-autodiff and megac-tensor-parallel first)");
+    FailureOr<ParallelPlan> plan = readPlan(module, getArgument());
+    if (failed(plan))
       return signalPassFailure();
-    }
-    if (bucketSize < 1) {
-      module.emitError() << "megac-data-parallel: bucket-size must be >= 1, got " << bucketSize;
+    if (plan->dp == 1)
+      return;
+    bucketSize = plan->ddpBucketSize;
+    const bool overlap = plan->overlapGradReduce;
+    auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
+    int64_t stages = tx::pipelineStages(module);
+    if (!entry && stages == 1) {
+      module.emitError() << getArgument() << ": needs @" << names::kTrainStep
+                         << " or pipeline chunk functions (run megac-autodiff first)";
       return signalPassFailure();
     }
     // With pipeline parallelism each stage syncs the gradients of its own parameter table.
     if (stages == 1) {
-      SmallVector<tx::ParamOp> table = tx::parameterTable(entry);
-      SmallVector<GradBucket> buckets = addSyncFunction(module, "sync_gradients", table, {});
-      if (overlapGradReduce)
+      tx::ParamTable table(entry);
+      SmallVector<GradBucket> buckets = addSyncFunction(module, names::kSyncGradients, table, {});
+      if (overlap)
         placeGradSyncStarts(entry, table, buckets);
       return;
     }
     for (int64_t s = 0; s < stages; ++s) {
       SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s);
-      SmallVector<tx::ParamOp> table = tx::parameterTable(fns);
+      tx::ParamTable table(fns);
       // Overlapped, a bucket is started by the backward of one chunk: none spans two.
       SmallVector<int64_t> chunkStarts;
-      if (overlapGradReduce)
+      if (overlap)
         for (func::FuncOp fn : fns)
-          if (!tx::isChunkBackward(fn))
-            if (std::optional<int64_t> first = firstParamIndex(fn, table))
+          if (!names::isBackwardHalf(fn.getName()))
+            if (std::optional<int64_t> first = table.firstIn(fn))
               chunkStarts.push_back(*first);
-      SmallVector<GradBucket> buckets =
-          addSyncFunction(module, tx::stageSyncName(s), table, chunkStarts);
-      if (!overlapGradReduce)
+      SmallVector<GradBucket> buckets = addSyncFunction(module, names::stageSyncName(s), table, chunkStarts);
+      if (!overlap)
         continue;
       for (func::FuncOp fn : fns)
-        if (tx::isChunkBackward(fn))
+        if (names::isBackwardHalf(fn.getName()))
           placeGradSyncStarts(fn, table, buckets);
       if (failed(checkGradSyncStarts(module, s, fns, table, buckets)))
         return signalPassFailure();
     }
   }
 
-  /// @`name`: the buckets over `table`, each closed where it would pass bucket-size elements or
+  /// @`name`: the buckets over `table`, each closed where it would pass bucketSize elements or
   /// reach one of `boundaries` (table indices that start a new bucket).
-  SmallVector<GradBucket> addSyncFunction(ModuleOp module, StringRef name, SmallVector<tx::ParamOp> table,
-                                      ArrayRef<int64_t> boundaries) {
+  SmallVector<GradBucket> addSyncFunction(ModuleOp module, StringRef name, const tx::ParamTable &table,
+                                          ArrayRef<int64_t> boundaries) {
     // Buckets from the last parameter back: backward finishes those gradients first.
     SmallVector<GradBucket> buckets;
-    int64_t last = static_cast<int64_t>(table.size()) - 1, elements = 0;
+    int64_t last = table.size() - 1, elements = 0;
     for (int64_t i = last; i >= 0; --i) {
       int64_t n = table[i].getType().getNumElements();
       if (elements > 0 && (elements + n > bucketSize || llvm::is_contained(boundaries, i + 1))) {
@@ -88,20 +87,24 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     Location loc = module.getLoc();
     auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType({}, {}));
     b.setInsertionPointToEnd(fn.addEntryBlock());
-    auto gridRef = FlatSymbolRefAttr::get(b.getContext(), "grid");
+    auto gridRef = FlatSymbolRefAttr::get(b.getContext(), names::kGrid);
+    auto dpAxis = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)});
     for (auto [index, bucketRange] : llvm::enumerate(buckets)) {
       auto [first, end, n] = bucketRange;
       auto type = RankedTensorType::get({n}, b.getF32Type());
       Value bucket = tx::GradBucketOp::create(b, loc, type, first, end);
-      auto sum = shard::AllReduceOp::create(b, loc, type, gridRef, b.getDenseI16ArrayAttr({0}), bucket,
+      auto sum = shard::AllReduceOp::create(b, loc, type, gridRef, dpAxis, bucket,
                                             shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum));
-      sum->setAttr("megac.rule", b.getStringAttr("data parallel: gradient bucket " + std::to_string(index) + " (" +
-                                                 table[first].getName() + " .. " + table[end].getName() + ")"));
+      sum->setAttr(names::kRuleAttr, b.getStringAttr("data parallel: gradient bucket " + std::to_string(index) +
+                                                     " (" + table[first].getName() + " .. " + table[end].getName() +
+                                                     ")"));
       tx::SetGradBucketOp::create(b, loc, sum, first, end);
     }
     func::ReturnOp::create(b, loc);
     return buckets;
   }
+
+  int64_t bucketSize = 0;
 };
 
 } // namespace

@@ -6,12 +6,12 @@ using namespace mlir;
 using namespace megac;
 
 LogicalResult megac::checkGradSyncStarts(ModuleOp module, int64_t stage, ArrayRef<func::FuncOp> fns,
-                                       ArrayRef<tx::ParamOp> table, ArrayRef<GradBucket> buckets) {
+                                       const tx::ParamTable &table, ArrayRef<GradBucket> buckets) {
   // Each gradient's table index and the function that makes it, found once for all buckets.
   SmallVector<std::pair<int64_t, func::FuncOp>> grads;
   for (func::FuncOp fn : fns)
     fn.walk([&](tx::ParamGradOp g) {
-      if (std::optional<int64_t> i = paramIndex(table, g.getParam().getDefiningOp<tx::ParamOp>()))
+      if (std::optional<int64_t> i = table.find(g.getParam().getDefiningOp<tx::ParamOp>()))
         grads.push_back({*i, fn});
     });
   for (const GradBucket &bucket : buckets) {
@@ -33,25 +33,7 @@ LogicalResult megac::checkGradSyncStarts(ModuleOp module, int64_t stage, ArrayRe
   return success();
 }
 
-std::optional<int64_t> megac::paramIndex(ArrayRef<tx::ParamOp> table, tx::ParamOp p) {
-  for (auto [i, entry] : llvm::enumerate(table)) {
-    tx::ParamOp e = entry; // ODS accessors are not const
-    if (e.getName() == p.getName() && e.getOffsets() == p.getOffsets())
-      return static_cast<int64_t>(i);
-  }
-  return std::nullopt;
-}
-
-std::optional<int64_t> megac::firstParamIndex(func::FuncOp fn, ArrayRef<tx::ParamOp> table) {
-  std::optional<int64_t> first;
-  fn.walk([&](tx::ParamOp p) {
-    if (std::optional<int64_t> i = paramIndex(table, p); i && (!first || *i < *first))
-      first = i;
-  });
-  return first;
-}
-
-void megac::placeGradSyncStarts(func::FuncOp fn, ArrayRef<tx::ParamOp> table, ArrayRef<GradBucket> buckets) {
+void megac::placeGradSyncStarts(func::FuncOp fn, const tx::ParamTable &table, ArrayRef<GradBucket> buckets) {
   Block &body = fn.getBody().front();
   // Autodiff adds the gradients into the parameters at the end of backward; each can go as
   // soon as its value exists (nothing reads the gradients before the sync). In reverse, so
@@ -66,11 +48,11 @@ void megac::placeGradSyncStarts(func::FuncOp fn, ArrayRef<tx::ParamOp> table, Ar
   SmallVector<Operation *> lastGrad(table.size(), nullptr);
   for (Operation &op : body)
     if (auto g = dyn_cast<tx::ParamGradOp>(op))
-      if (std::optional<int64_t> i = paramIndex(table, g.getParam().getDefiningOp<tx::ParamOp>()))
+      if (std::optional<int64_t> i = table.find(g.getParam().getDefiningOp<tx::ParamOp>()))
         lastGrad[*i] = &op;
   // A chunk's backward starts only its own buckets; @train_step all of them (a bucket with no
   // gradient in backward is final from the start).
-  const bool chunk = fn->hasAttr("megac.chunk");
+  const bool chunk = tx::isChunkFunction(fn);
   for (const GradBucket &bucket : buckets) {
     Operation *after = nullptr;
     for (int64_t i = bucket.first; i <= bucket.last; ++i)

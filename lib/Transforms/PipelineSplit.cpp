@@ -1,5 +1,7 @@
 // megac-pipeline-split: @train_step -> per-chunk forward and backward functions (see Passes.td).
+#include "megac/Frontend/PlanIR.h"
 #include "megac/Transforms/Passes.h"
+#include "tx/TxNames.h"
 #include "tx/TxOps.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -105,7 +107,7 @@ LogicalResult Splitter::place() {
     }
     int64_t c;
     auto call = dyn_cast<func::CallOp>(op);
-    if (!backward && call && call->hasAttr("megac.layer")) {
+    if (!backward && call && call->hasAttr(names::kLayerAttr)) {
       if (layer >= numLayers)
         return call.emitOpError() << "is transformer layer " << layer << " but layers-per-chunk places only "
                                   << numLayers << " layers";
@@ -257,7 +259,7 @@ func::FuncOp Splitter::buildForward(int64_t c) {
     inputs.push_back(chunk.input);
   SmallVector<Value> outputs = {c == numChunks - 1 ? loss : chunk.output};
   outputs.append(chunk.stash.begin(), chunk.stash.end());
-  return buildChunkFunction("chunk" + std::to_string(c) + "_forward", inputs, chunk.forwardOps, outputs);
+  return buildChunkFunction(names::forwardHalf(names::chunkName(c)), inputs, chunk.forwardOps, outputs);
 }
 
 func::FuncOp Splitter::buildBackward(int64_t c) {
@@ -268,7 +270,7 @@ func::FuncOp Splitter::buildBackward(int64_t c) {
     inputs.push_back(chunk.outputGrad);
   if (chunk.inputGrad)
     outputs.push_back(chunk.inputGrad);
-  return buildChunkFunction("chunk" + std::to_string(c) + "_backward", inputs, chunk.backwardOps, outputs);
+  return buildChunkFunction(names::backwardHalf(names::chunkName(c)), inputs, chunk.backwardOps, outputs);
 }
 
 LogicalResult Splitter::run() {
@@ -276,7 +278,7 @@ LogicalResult Splitter::run() {
     return entry.emitOpError("must take (ids, labels, dloss); run megac-autodiff first");
   ids = entry.getArgument(0), labels = entry.getArgument(1), dloss = entry.getArgument(2);
   if (numChunks < pp || numChunks % pp != 0)
-    return module.emitError() << "megac-pipeline-split: layers-per-chunk has " << numChunks
+    return module.emitError() << "megac-pipeline-split: the plan's pipeline_layout has " << numChunks
                               << " entries; it needs pp x vpp (a multiple of pp = " << pp << ")";
   for (auto [c, n] : llvm::enumerate(layersPerChunk))
     if (n < 1)
@@ -287,12 +289,12 @@ LogicalResult Splitter::run() {
   auto i64 = [&](int64_t v) { return IntegerAttr::get(IntegerType::get(module.getContext(), 64), v); };
   for (int64_t c = 0; c < numChunks; ++c) {
     for (func::FuncOp fn : {buildForward(c), buildBackward(c)}) {
-      fn->setAttr("megac.chunk", i64(c));
-      fn->setAttr("megac.stash", i64(static_cast<int64_t>(chunks[c].stash.size())));
+      fn->setAttr(names::kChunkAttr, i64(c));
+      fn->setAttr(names::kStashAttr, i64(static_cast<int64_t>(chunks[c].stash.size())));
     }
   }
   Builder b(module.getContext());
-  module->setAttr("megac.pipeline",
+  module->setAttr(names::kPipelineAttr,
                   b.getDictionaryAttr({b.getNamedAttr("stages", i64(pp)),
                                        b.getNamedAttr("virtual_stages", i64(numChunks / pp)),
                                        b.getNamedAttr("chunks", i64(numChunks))}));
@@ -301,19 +303,19 @@ LogicalResult Splitter::run() {
 }
 
 struct PipelineSplitPass : public megac::impl::PipelineSplitBase<PipelineSplitPass> {
-  using PipelineSplitBase::PipelineSplitBase;
-
   void runOnOperation() override {
-    if (pp == 1)
-      return;
     ModuleOp module = getOperation();
-    auto entry = module.lookupSymbol<func::FuncOp>("train_step");
+    FailureOr<ParallelPlan> plan = readPlan(module, getArgument());
+    if (failed(plan))
+      return signalPassFailure();
+    if (plan->pp == 1)
+      return;
+    auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     if (!entry) {
-      module.emitError("megac-pipeline-split: needs @train_step (run megac-autodiff first)");
+      module.emitError() << getArgument() << ": needs @" << names::kTrainStep << " (run megac-autodiff first)";
       return signalPassFailure();
     }
-    SmallVector<int64_t> layers(layersPerChunk.begin(), layersPerChunk.end());
-    if (failed(Splitter(module, entry, pp, layers).run()))
+    if (failed(Splitter(module, entry, plan->pp, plan->pipelineLayout).run()))
       signalPassFailure();
   }
 };

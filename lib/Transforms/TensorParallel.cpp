@@ -1,7 +1,9 @@
 // megac-tensor-parallel: Megatron's tensor parallelism derived by sharding propagation over
 // the joint forward + backward IR (see Passes.td).
 #include "MegatronPlacement.h"
+#include "megac/Frontend/PlanIR.h"
 #include "megac/Transforms/Passes.h"
+#include "tx/TxNames.h"
 #include "tx/TxOps.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -57,8 +59,7 @@ std::optional<int64_t> reshapeSplitDim(ArrayRef<int64_t> in, ArrayRef<int64_t> o
 
 class Sharder {
 public:
-  Sharder(ModuleOp module, int64_t tp, bool sequenceParallel, StringRef grid)
-      : module(module), tp(tp), sp(sequenceParallel), grid(grid.str()) {}
+  Sharder(ModuleOp module, int64_t tp, bool sequenceParallel) : module(module), tp(tp), sp(sequenceParallel) {}
 
   LogicalResult run(func::FuncOp entry) {
     SmallVector<Sharding> results;
@@ -90,7 +91,7 @@ private:
     // returned gathered: the backward half then needs no second all-gather for the weight
     // gradients. Costs the memory of the whole sequence for that activation.
     Operation *ret = body.getTerminator();
-    if (fn.getSymName() != "train_step")
+    if (fn.getSymName() != names::kTrainStep)
       for (OpOperand &operand : ret->getOpOperands()) {
         if (get(operand.get()).isSplit())
           if (auto it = converted.find(conversionKey(operand.get(), Sharding::replicated())); it != converted.end())
@@ -150,8 +151,8 @@ private:
       return it->second;
     OpBuilder b(user);
     Location loc = v.getLoc();
-    auto gridRef = FlatSymbolRefAttr::get(b.getContext(), grid);
-    auto axes = b.getDenseI16ArrayAttr({2}); // grid = dp x pp x tp
+    auto gridRef = FlatSymbolRefAttr::get(b.getContext(), names::kGrid);
+    auto axes = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Tp)});
     Value result;
     if (from.isPartial() && to.kind == Sharding::Replicated) {
       result = shard::AllReduceOp::create(b, loc, v.getType(), gridRef, axes, v,
@@ -163,14 +164,15 @@ private:
     } else if (from.isSplit() && to.kind == Sharding::Replicated) {
       result = shard::AllGatherOp::create(b, loc, v.getType(), gridRef, axes, v, b.getIndexAttr(from.dim));
     } else if (from.kind == Sharding::Replicated && to.isSplit()) {
-      result = shard::AllSliceOp::create(b, loc, v.getType(), v, grid, ArrayRef<shard::GridAxis>{2}, to.dim);
+      result = shard::AllSliceOp::create(b, loc, v.getType(), v, names::kGrid,
+                                         ArrayRef<shard::GridAxis>{static_cast<int16_t>(GridAxis::Tp)}, to.dim);
     } else if (from.isSplit() && to.isSplit()) {
       Value whole = convert(v, Sharding::replicated(), user, rule);
       result = convert(whole, to, user, rule);
     } else {
       llvm_unreachable("no collective makes partial sums");
     }
-    result.getDefiningOp()->setAttr("megac.rule", b.getStringAttr(rule));
+    result.getDefiningOp()->setAttr(names::kRuleAttr, b.getStringAttr(rule));
     set(result, to);
     converted[key] = result;
     return result;
@@ -229,7 +231,6 @@ private:
   ModuleOp module;
   int64_t tp;
   bool sp;
-  std::string grid;
   DenseMap<Value, Sharding> shardings;
   SmallVector<Value> values;
   std::map<ConversionKey, Value> converted; // one collective per value and target sharding
@@ -324,12 +325,12 @@ LogicalResult Sharder::shardBroadcastBinary(Operation *op, bool linear) {
 LogicalResult Sharder::shardCrossEntropy(tx::CrossEntropyOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
-  auto gridRef = FlatSymbolRefAttr::get(b.getContext(), grid);
-  auto axes = b.getDenseI16ArrayAttr({2});
+  auto gridRef = FlatSymbolRefAttr::get(b.getContext(), names::kGrid);
+  auto axes = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Tp)});
   auto reduce = [&](Value v, shard::ReductionKind kind, StringRef rule) -> Value {
     Value r = shard::AllReduceOp::create(b, loc, v.getType(), gridRef, axes, v,
                                          shard::ReductionKindAttr::get(b.getContext(), kind));
-    r.getDefiningOp()->setAttr("megac.rule", b.getStringAttr(rule));
+    r.getDefiningOp()->setAttr(names::kRuleAttr, b.getStringAttr(rule));
     set(r, Sharding::replicated());
     return r;
   };
@@ -514,7 +515,7 @@ LogicalResult Sharder::shardOp(Operation *op) {
       })
       .Case([&](func::CallOp c) { return shardCall(c); })
       .Case([&](func::ReturnOp r) {
-        if (r->getParentOfType<func::FuncOp>().getSymName() == "train_step")
+        if (r->getParentOfType<func::FuncOp>().getSymName() == names::kTrainStep)
           require(r, 0, Sharding::replicated(), "the loss is whole on every rank");
         return success();
       })
@@ -550,24 +551,19 @@ LogicalResult Sharder::localizeTypes() {
 }
 
 struct TensorParallelPass : public megac::impl::TensorParallelBase<TensorParallelPass> {
-  using TensorParallelBase::TensorParallelBase;
-
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    OpBuilder b(module.getBodyRegion());
-    b.setInsertionPointToStart(module.getBody());
-    shard::GridOp::create(b, module.getLoc(), b.getStringAttr("grid"), b.getDenseI64ArrayAttr({dp, pp, tp}));
-    module->setAttr("megac.plan", b.getDictionaryAttr({b.getNamedAttr("tp", b.getI64IntegerAttr(tp)),
-                                                       b.getNamedAttr("pp", b.getI64IntegerAttr(pp)),
-                                                       b.getNamedAttr("dp", b.getI64IntegerAttr(dp))}));
-    if (tp == 1)
-      return; // nothing to split; the grid still records the plan
-    auto entry = module.lookupSymbol<func::FuncOp>("train_step");
+    FailureOr<ParallelPlan> plan = readPlan(module, getArgument());
+    if (failed(plan))
+      return signalPassFailure();
+    if (plan->tp == 1)
+      return; // nothing to split
+    auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     if (!entry) {
-      module.emitError("megac-tensor-parallel: no @train_step; run megac-autodiff first");
+      module.emitError() << getArgument() << ": no @" << names::kTrainStep << "; run megac-autodiff first";
       return signalPassFailure();
     }
-    if (failed(Sharder(module, tp, sequenceParallel, "grid").run(entry)))
+    if (failed(Sharder(module, plan->tp, plan->sp).run(entry)))
       return signalPassFailure();
   }
 };

@@ -10,12 +10,6 @@
 
 namespace megart {
 
-std::string GridShape::describe() const {
-  return "tp " + std::to_string(tp) + " x pp " + std::to_string(pp) + " x dp " +
-         std::to_string(dp) + " = " + std::to_string(world()) + " rank" +
-         (world() == 1 ? "" : "s");
-}
-
 GridShape grid_shape_of(const ProgramDesc &p) {
   auto check = [](const char *field, int64_t v) {
     if (v < 1 || v > INT_MAX)
@@ -29,35 +23,6 @@ GridShape grid_shape_of(const ProgramDesc &p) {
   if (shape.world() > INT_MAX) // MPI numbers ranks with int
     throw Error("compiled program: " + shape.describe() + " is more ranks than MPI can number");
   return shape;
-}
-
-int64_t global_rank_of(const GridShape &s, const GridCoord &c) {
-  return c.tp + s.tp * (c.dp + s.dp * c.pp);
-}
-
-GridCoord grid_coord_of(const GridShape &s, int64_t g) {
-  if (g < 0 || g >= s.world())
-    throw Error("global rank " + std::to_string(g) + " is outside the grid " + s.describe());
-  GridCoord c;
-  c.tp = g % s.tp;
-  c.dp = (g / s.tp) % s.dp;
-  c.pp = g / (s.tp * s.dp);
-  return c;
-}
-
-std::string format_rank_layout(const GridShape &s) {
-  std::string text = "rank layout: " + s.describe() +
-                     " (global rank = tp_rank + tp * (dp_rank + dp * pp_rank))\n"
-                     "  global rank    dp    pp    tp\n";
-  char line[80];
-  for (int64_t g = 0; g < s.world(); ++g) {
-    const GridCoord c = grid_coord_of(s, g);
-    std::snprintf(line, sizeof line, "  %11lld %5lld %5lld %5lld\n", static_cast<long long>(g),
-                  static_cast<long long>(c.dp), static_cast<long long>(c.pp),
-                  static_cast<long long>(c.tp));
-    text += line;
-  }
-  return text;
 }
 
 ProcessGrid::~ProcessGrid() = default;

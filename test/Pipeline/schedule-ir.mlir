@@ -1,8 +1,9 @@
 // The schedule as IR: megac-pipeline-schedule's pipe.schedule, op by op, and its round trip
 // through the printer, the parser and the schedule verifier.
-// RUN: megac-opt %s --megac-pipeline-schedule="pp=2 microbatches=2" | FileCheck %s
-// RUN: megac-opt %s --megac-pipeline-schedule="pp=2 microbatches=2" | megac-opt | FileCheck %s
-// RUN: megac-opt %s --megac-pipeline-schedule="pp=2 vpp=2 microbatches=2" | FileCheck %s --check-prefix=INTERLEAVED
+// RUN: rm -rf %t && split-file %s %t
+// RUN: megac-opt %t/pp2-vpp1-m2-1f1b.mlir --megac-pipeline-schedule | FileCheck %s
+// RUN: megac-opt %t/pp2-vpp1-m2-1f1b.mlir --megac-pipeline-schedule | megac-opt | FileCheck %s
+// RUN: megac-opt %t/pp2-vpp2-m2-interleaved.mlir --megac-pipeline-schedule | FileCheck %s --check-prefix=INTERLEAVED
 
 // Rank 0 runs one warmup forward; each receive right before the op that needs it, each send
 // right after the op that produces what it sends; grad sync and optimizer step close each rank.
@@ -56,4 +57,8 @@
 // INTERLEAVED-NEXT:      pipe.backward chunk 3 microbatch 0
 // INTERLEAVED-NEXT:      pipe.send grad chunk 3 microbatch 0 to 0
 
-module {}
+//--- pp2-vpp1-m2-1f1b.mlir
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b"}}
+
+//--- pp2-vpp2-m2-interleaved.mlir
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved"}}

@@ -361,16 +361,16 @@ func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f3
 
 // -----
 
-// A layer function called twice is split once into @layer_fwd (also returning what its
-// backward needs) and @layer_bwd; the entry calls each twice, backward calls in reverse order,
+// A layer function called twice is split once into @layer_forward (also returning what its
+// backward needs) and @layer_backward; the entry calls each twice, backward calls in reverse order,
 // and each layer's parameter gets its own gradient.
 // CHECK-NOT:   func.func private @layer(
-// CHECK-LABEL: func.func private @layer_fwd(
+// CHECK-LABEL: func.func private @layer_forward(
 // CHECK-SAME:    %[[X:.*]]: tensor<2x3x4xf32>, %[[W:.*]]: tensor<4x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>)
 // CHECK:         %[[H:.*]] = tx.matmul %[[X]], %[[W]]
 // CHECK:         %[[G:.*]] = tx.gelu %[[H]] (tanh)
 // CHECK:         return %[[G]], %[[H]]
-// CHECK-LABEL: func.func private @layer_bwd(
+// CHECK-LABEL: func.func private @layer_backward(
 // CHECK-SAME:    %[[X:.*]]: tensor<2x3x4xf32>, %[[W:.*]]: tensor<4x4xf32>, %[[H:.*]]: tensor<2x3x4xf32>, %[[DG:.*]]: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4x4xf32>)
 // CHECK:         %[[DH:.*]] = tx.gelu_grad %[[DG]], %[[H]] (tanh)
 // CHECK:         %[[DX:.*]] = tx.matmul %[[DH]], %[[W]] transpose_rhs
@@ -379,12 +379,12 @@ func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f3
 // CHECK-LABEL: func.func @train_step
 // CHECK:         %[[X:.*]] = tx.param "layers.x"
 // CHECK:         %[[W0:.*]] = tx.param "layers.0.w"
-// CHECK:         %[[Y0:.*]]:2 = call @layer_fwd(%[[X]], %[[W0]]) {megac.layer = @layer}
+// CHECK:         %[[Y0:.*]]:2 = call @layer_forward(%[[X]], %[[W0]]) {megac.layer = @layer}
 // CHECK:         %[[W1:.*]] = tx.param "layers.1.w"
-// CHECK:         %[[Y1:.*]]:2 = call @layer_fwd(%[[Y0]]#0, %[[W1]]) {megac.layer = @layer}
+// CHECK:         %[[Y1:.*]]:2 = call @layer_forward(%[[Y0]]#0, %[[W1]]) {megac.layer = @layer}
 // CHECK:         %[[DY1:.*]] = tx.cross_entropy_grad %{{.*}}, %[[Y1]]#0
-// CHECK:         %[[B1:.*]]:2 = call @layer_bwd(%[[Y0]]#0, %[[W1]], %[[Y1]]#1, %[[DY1]])
-// CHECK:         %[[B0:.*]]:2 = call @layer_bwd(%[[X]], %[[W0]], %[[Y0]]#1, %[[B1]]#0)
+// CHECK:         %[[B1:.*]]:2 = call @layer_backward(%[[Y0]]#0, %[[W1]], %[[Y1]]#1, %[[DY1]])
+// CHECK:         %[[B0:.*]]:2 = call @layer_backward(%[[X]], %[[W0]], %[[Y0]]#1, %[[B1]]#0)
 // CHECK:         tx.param_grad %[[B0]]#0 to %[[X]]
 // CHECK:         tx.param_grad %[[B0]]#1 to %[[W0]]
 // CHECK:         tx.param_grad %[[B1]]#1 to %[[W1]]
@@ -408,10 +408,10 @@ func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f3
 
 // A layer result the loss does not use gets a zero cotangent in the backward call.
 // CHECK-LABEL: func.func @train_step
-// CHECK:         %[[Y:.*]]:2 = call @two_results_fwd
+// CHECK:         %[[Y:.*]]:2 = call @two_results_forward
 // CHECK:         %[[DA:.*]] = tx.cross_entropy_grad %{{.*}}, %[[Y]]#0
 // CHECK:         %[[ZERO:.*]] = tx.zeros : tensor<2x3x4xf32>
-// CHECK:         call @two_results_bwd(%{{.*}}, %[[DA]], %[[ZERO]])
+// CHECK:         call @two_results_backward(%{{.*}}, %[[DA]], %[[ZERO]])
 func.func private @two_results(%x: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
   %a = tx.gelu %x (tanh) : tensor<2x3x4xf32>
   %b = tx.gelu %x (erf) : tensor<2x3x4xf32>

@@ -1,5 +1,7 @@
-// megac compile: spec -> tx IR -> autodiff -> C++ -> OUT/train, dumping the IR after each step.
+// megac compile: spec + plan -> tx IR -> the training pipeline -> C++ -> OUT/train, dumping the IR
+// after each pass.
 #include "Commands.h"
+#include "IRDumps.h"
 #include "PipelineSchedule.h"
 #include "pipe/PipeDialect.h"
 #include "pipe/ScheduleIR.h"
@@ -8,7 +10,7 @@
 #include "megac/Frontend/BuildModel.h"
 #include "megac/Frontend/ParallelPlan.h"
 #include "megac/Target/EmitCpp.h"
-#include "megac/Transforms/Passes.h"
+#include "megac/Transforms/TrainingPipeline.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -94,7 +96,7 @@ int fail(const Twine &message) {
   return 1;
 }
 
-/// Writes `text` to PATH atomically (a temp file renamed into place).
+/// Writes `text` to PATH (removed again if writing fails).
 bool writeFile(StringRef path, StringRef text) {
   std::error_code ec;
   ToolOutputFile file(path, ec, sys::fs::OF_Text);
@@ -106,22 +108,6 @@ bool writeFile(StringRef path, StringRef text) {
   file.keep();
   return true;
 }
-
-class Dumper {
-public:
-  int step = 0;
-  bool dump(StringRef name, function_ref<void(raw_ostream &)> print) {
-    ++step;
-    if (dumpDir.empty())
-      return true;
-    std::string text;
-    raw_string_ostream os(text);
-    print(os);
-    SmallString<128> path(dumpDir);
-    sys::path::append(path, (Twine(step).concat("-") + name).str());
-    return writeFile(path, text);
-  }
-};
 
 #ifdef MEGAC_CUDA_COMPILER
 constexpr bool kHaveCuda = true;
@@ -228,6 +214,10 @@ int megac::runCompile() {
     return fail("--ddp-bucket-size must be >= 1 element, got " + Twine(ddpBucketSize));
   if (microBatch < 1)
     return fail("--micro-batch-size must be >= 1, got " + Twine(microBatch));
+  ScheduleCosts costs{forwardCost, backwardCost};
+  if (!(costs.forward > 0) || !(costs.backward > 0))
+    return fail("--pipeline-forward-cost and --pipeline-backward-cost must be > 0, got " +
+                std::to_string(costs.forward) + " and " + std::to_string(costs.backward));
   Expected<megac::Target> target = resolveTarget();
   if (!target)
     return fail(toString(target.takeError()));
@@ -244,6 +234,8 @@ int megac::runCompile() {
   plan.layersPerVirtualStage = layersPerVirtualStage;
   plan.pipelineLayout.assign(pipelineLayout.begin(), pipelineLayout.end());
   plan.pipelineSchedule = pipelineSchedule;
+  plan.ddpBucketSize = ddpBucketSize;
+  plan.overlapGradReduce = overlapGradReduce;
   if (globalBatch != 0) {
     int64_t perIteration = microBatch * std::max<int64_t>(dp, 1);
     if (globalBatch < 0 || globalBatch % perIteration != 0)
@@ -261,13 +253,6 @@ int megac::runCompile() {
     return fail(specPath + ": " + toString(std::move(e)));
   if (Error e = validatePlan(plan, *spec))
     return fail(specPath + ": " + toString(std::move(e)));
-  std::optional<pipeline::Schedule> schedule;
-  if (plan.pp > 1) {
-    Expected<pipeline::Schedule> built = buildPipelineSchedule(plan, {forwardCost, backwardCost});
-    if (!built)
-      return fail(toString(built.takeError()));
-    schedule = std::move(*built);
-  }
   if (rankLayout)
     outs() << plan.rankLayout();
 
@@ -278,70 +263,33 @@ int megac::runCompile() {
     return fail("cannot create output folder " + outDir + ": " + ec.message());
 
   mlir::MLIRContext context;
-  context.loadDialect<pipe::PipeDialect>();
   int64_t paddedVocab = plan.paddedVocab(spec->vocabSize);
   std::string padding;
   if (paddedVocab != spec->vocabSize)
     padding = "padded vocabulary " + std::to_string(spec->vocabSize) + " -> " + std::to_string(paddedVocab) +
               " (make-vocab-size-divisible-by " + std::to_string(plan.makeVocabSizeDivisibleBy) + " x tp " +
               std::to_string(plan.tp) + "; padding excluded from the softmax)";
-  mlir::OwningOpRef<mlir::ModuleOp> module = buildModel(context, *spec, microBatch, paddedVocab);
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildModel(context, *spec, plan, microBatch);
   if (failed(mlir::verify(*module)))
     return fail("internal: the frontend built invalid IR for " + specPath);
-  Dumper dumper;
-  if (!dumper.dump("frontend.mlir", [&](raw_ostream &os) { module->print(os); }))
+  IRDumps dumps(dumpDir);
+  if (!dumps.writeFrontend(*module))
     return 1;
 
   mlir::PassManager pm(&context);
-  pm.addPass(createAutodiff());
+  buildTrainingPipeline(pm);
+  dumps.instrument(pm);
   if (failed(pm.run(*module)))
-    return fail("megac-autodiff failed (see the error above)");
-  if (!dumper.dump("autodiff.mlir", [&](raw_ostream &os) { module->print(os); }))
+    return fail("the pass pipeline failed (see the error above)");
+  if (!dumps.ok())
     return 1;
-
-  mlir::PassManager shardPm(&context);
-  shardPm.addPass(createTensorParallel({plan.tp, plan.dp, plan.pp, plan.sp}));
-  if (failed(shardPm.run(*module)))
-    return fail("megac-tensor-parallel failed (see the error above)");
-  if (!dumper.dump("tensor-parallel.mlir", [&](raw_ostream &os) { module->print(os); }))
-    return 1;
-
-  if (plan.pp > 1) {
-    mlir::PassManager splitPm(&context);
-    PipelineSplitOptions split;
-    split.pp = plan.pp;
-    split.layersPerChunk.assign(plan.pipelineLayout.begin(), plan.pipelineLayout.end());
-    splitPm.addPass(createPipelineSplit(split));
-    if (failed(splitPm.run(*module)))
-      return fail("megac-pipeline-split failed (see the error above)");
-    // The schedule joins the IR: the emitter reads the stages' order from it.
-    mlir::OpBuilder builder(module->getBodyRegion());
-    builder.setInsertionPointToEnd(module->getBody());
-    pipe::buildScheduleOp(builder, module->getLoc(), *schedule);
-    if (failed(mlir::verify(*module)))
-      return fail("internal: the pipeline schedule IR does not verify");
-    if (!dumper.dump("pipeline-split.mlir", [&](raw_ostream &os) { module->print(os); }))
-      return 1;
-    if (!reportPipelineSchedule(
-            plan, *schedule,
-            [&](StringRef name, function_ref<void(raw_ostream &)> print) { return dumper.dump(name, print); },
-            {forwardCost, backwardCost}))
+  for (pipe::ScheduleOp scheduleOp : module->getOps<pipe::ScheduleOp>()) {
+    Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(scheduleOp);
+    if (!schedule)
+      return fail("internal: " + toString(schedule.takeError()));
+    if (!reportPipelineSchedule(plan, *schedule, dumps, costs))
       return 1;
   }
-
-  mlir::PassManager dpPm(&context);
-  dpPm.addPass(createDataParallel({plan.dp, ddpBucketSize, overlapGradReduce}));
-  if (failed(dpPm.run(*module)))
-    return fail("megac-data-parallel failed (see the error above)");
-  if (!dumper.dump("data-parallel.mlir", [&](raw_ostream &os) { module->print(os); }))
-    return 1;
-
-  mlir::PassManager fusePm(&context);
-  fusePm.addPass(createFuseEpilogues());
-  if (failed(fusePm.run(*module)))
-    return fail("megac-fuse-epilogues failed (see the error above)");
-  if (!dumper.dump("fuse-epilogues.mlir", [&](raw_ostream &os) { module->print(os); }))
-    return 1;
 
   std::string header = "// Generated by `megac compile " + specPath + "`; do not edit.\n"
                        "// Plan: " + plan.summary() + " (" + std::to_string(plan.worldSize()) +
@@ -350,7 +298,7 @@ int megac::runCompile() {
   std::string layout = plan.rankLayout();
   StringRef(layout).rtrim().split(layoutLines, '\n');
   for (StringRef line : layoutLines)
-    header += ("// " + line.trim() + "\n").str();
+    header += ("// " + line.rtrim() + "\n").str();
   header += "\n";
   std::string summary = spec->family + " " + std::to_string(spec->numLayers) + " layers, hidden " +
                         std::to_string(spec->hiddenSize) + ", " + std::to_string(spec->numAttentionHeads) +
@@ -361,7 +309,7 @@ int megac::runCompile() {
   raw_string_ostream codeOs(code), planOs(memoryPlan);
   if (failed(emitTrainingProgram(*module, {header, summary, *target}, codeOs, planOs)))
     return fail("emitting C++ failed (see the error above)");
-  if (!dumper.dump("memory-plan.txt", [&](raw_ostream &os) { os << memoryPlan; }))
+  if (!dumps.write("memory-plan.txt", [&](raw_ostream &os) { os << memoryPlan; }))
     return 1;
 
   SmallString<128> mainPath(outDir), cmakePath(outDir), planPath(outDir);

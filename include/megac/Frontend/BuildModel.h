@@ -2,6 +2,7 @@
 #pragma once
 
 #include "megac/Frontend/ModelSpec.h"
+#include "megac/Frontend/ParallelPlan.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -10,10 +11,10 @@ namespace megac {
 /// A module with `@transformer_layer(x, params...)` (one function for the layer kind all
 /// layers share) and `@forward(ids, labels) -> loss`, which declares every parameter with
 /// its Hugging Face checkpoint name and calls the layer function once per layer. The module's
-/// `megac.model` attribute records the sizes later stages need.
-/// `paddedVocab` >= spec.vocabSize sizes the embedding and LM head (Megatron's vocabulary
-/// padding); the padding rows are `padded` parameter blocks and stay out of the softmax.
+/// model attribute records the sizes later stages need, its @grid the (validated) plan.
+/// plan.paddedVocab sizes the embedding and LM head (Megatron's vocabulary padding); the padding
+/// rows are `padded` parameter blocks and stay out of the softmax.
 mlir::OwningOpRef<mlir::ModuleOp> buildModel(mlir::MLIRContext &context, const ModelSpec &spec,
-                                             int64_t microBatchSize, int64_t paddedVocab);
+                                             const ParallelPlan &plan, int64_t microBatchSize);
 
 } // namespace megac

@@ -21,6 +21,10 @@ struct ParallelPlan {
   std::vector<int64_t> pipelineLayout;
   std::string pipelineSchedule;
   int64_t numMicrobatches = 0;
+  // Data parallelism: elements per gradient bucket, and whether each bucket's all-reduce starts
+  // during backward (Megatron's --ddp-bucket-size and --overlap-grad-reduce).
+  int64_t ddpBucketSize = 40000000;
+  bool overlapGradReduce = false;
 
   /// The vocabulary rounded up to a multiple of makeVocabSizeDivisibleBy x tp (Megatron).
   int64_t paddedVocab(int64_t vocab) const {
@@ -30,7 +34,8 @@ struct ParallelPlan {
 
   int64_t worldSize() const { return tp * pp * dp; }
   std::string summary() const;
-  /// One line per global rank: Megatron's order, tp fastest, then dp, then pp.
+  /// One line per global rank: Megatron's order, tp fastest, then dp, then pp (the runtime's
+  /// table, megart/grid_layout.h).
   std::string rankLayout() const;
 };
 

@@ -7,21 +7,15 @@ include "mlir/Pass/PassBase.td"
 def PipelineSchedule : Pass<"megac-pipeline-schedule", "mlir::ModuleOp"> {
   let summary = "Adds pipe.schedule @schedule: the verified per-rank GPipe / 1F1B / interleaved schedule";
   let description = [{
-    Builds the schedule of `pp` pipeline ranks with `vpp` chunks each over `microbatches`
+    With pipeline parallelism in the plan (`@grid`), builds the schedule of its `pp` pipeline
+    ranks with `num_virtual_stages_per_pipeline_rank` chunks each over `num_microbatches`
     microbatches and appends it to the module as `pipe.schedule @schedule`: per rank, forwards,
     backwards and the sends / receives between them, ended by `pipe.grad_sync` and
-    `pipe.optimizer_step`. `schedule` is `gpipe`, `1f1b` or `interleaved` (Megatron's interleaved
-    1F1B); left empty it is `interleaved` when `vpp` > 1, else `1f1b`. Plans no schedule exists
-    for (say interleaved with a number of microbatches that is not a multiple of `pp`) fail with
-    a message saying what to change.
+    `pipe.optimizer_step`. `pipeline_schedule` is `gpipe`, `1f1b` or `interleaved` (Megatron's
+    interleaved 1F1B). The op's verifier proves the schedule cannot deadlock. Plans no schedule
+    exists for (say interleaved with a number of microbatches that is not a multiple of `pp`)
+    fail with a message saying what to change. Without pipeline parallelism it does nothing.
   }];
-  let options = [
-    Option<"pp", "pp", "int", "1", "pipeline parallel size P">,
-    Option<"vpp", "vpp", "int", "1", "chunks (virtual stages) per pipeline rank V">,
-    Option<"microbatches", "microbatches", "int", "1", "microbatches per iteration m">,
-    Option<"schedule", "schedule", "std::string", "\"\"",
-           "gpipe | 1f1b | interleaved (default: interleaved when vpp > 1, else 1f1b)">,
-  ];
   let dependentDialects = ["::megac::pipe::PipeDialect"];
 }
 

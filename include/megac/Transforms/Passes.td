@@ -28,39 +28,33 @@ def Autodiff : Pass<"megac-autodiff", "mlir::ModuleOp"> {
 def TensorParallel : Pass<"megac-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Shards forward + backward over the tensor-parallel ranks, Megatron's way";
   let description = [{
-    Runs after megac-autodiff. Megatron's placement annotates the parameters (query/key/value
+    Runs after megac-autodiff, with the tensor-parallel size and sequence parallelism of the
+    plan recorded in `@grid` (nothing to do at tp 1). Megatron's placement annotates the parameters (query/key/value
     and fc1 / gate / up column-split; attention output and fc2 / down row-split; embedding and
     LM head split on the vocabulary; norms and positions replicated). From there every value
     gets a sharding - replicated, split along one dimension, or a partial sum - by a rule per
     op, forward and backward ops alike. Where an op needs another sharding than its operand
     has, the pass inserts the collective on the `tp` axis of `@grid` (a `shard.grid` of shape
-    dp x pp x tp) and names the rule in the collective's location:
+    pp x dp x tp, Megatron's rank order) and names the rule in `megac.rule`:
     a partial sum that meets a norm, a residual add or a bias becomes an all-reduce (two per
     layer forward, two backward), the cross-entropy over vocabulary-split logits is built from
     three all-reduced statistics, and an embedding over a vocabulary-split table gives a
     partial sum. Types become the rank-local shapes.
 
-    With `sequence-parallel`, activations between the tensor-parallel regions stay split along
+    With `sequence_parallel` in the plan, activations between the tensor-parallel regions stay split along
     the sequence: partial sums of a row-parallel layer are reduce-scattered instead of
     all-reduced, column-parallel layers all-gather their input, norms work on the local
     sequence shard and their weights' gradients are all-reduced over tp.
   }];
-  let options = [
-    Option<"tp", "tp", "int64_t", "1", "tensor parallel size">,
-    Option<"dp", "dp", "int64_t", "1", "data parallel size (grid shape only)">,
-    Option<"pp", "pp", "int64_t", "1", "pipeline parallel size (grid shape only)">,
-    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
-           "keep the residual stream split along the sequence between layers (Megatron's --sequence-parallel)">,
-  ];
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
 }
 
 def PipelineSplit : Pass<"megac-pipeline-split", "mlir::ModuleOp"> {
   let summary = "Cuts forward + backward into per-chunk forward and backward functions";
   let description = [{
-    With pipeline parallelism the transformer layers are split into chunks (pp x vpp of them;
-    chunk c runs on pipeline rank c % pp). `layers-per-chunk` gives each chunk's number of
-    consecutive layers. The embedding goes to the first chunk; the final norm, LM head and loss
+    With pipeline parallelism in the plan (`@grid`), the transformer layers are split into chunks
+    (pp x vpp of them; chunk c runs on pipeline rank c % pp); the plan's `pipeline_layout` gives
+    each chunk's number of consecutive layers. Without it the pass does nothing. The embedding goes to the first chunk; the final norm, LM head and loss
     to the last. `@train_step` is replaced by, for every chunk c,
 
       @chunk<c>_forward(ids, labels[, input]) -> (output | loss, stash...)
@@ -73,37 +67,26 @@ def PipelineSplit : Pass<"megac-pipeline-split", "mlir::ModuleOp"> {
     one `tx.param_grad` per chunk, and the runtime sums the stages' copies. The module gets a
     `megac.pipeline` attribute {stages, virtual_stages, chunks}.
   }];
-  let options = [
-    Option<"pp", "pp", "int64_t", "1", "pipeline parallel size">,
-    ListOption<"layersPerChunk", "layers-per-chunk", "int64_t",
-               "transformer layers of each chunk, in chunk order (pp x vpp entries)">,
-  ];
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
 }
 
 def DataParallel : Pass<"megac-data-parallel", "mlir::ModuleOp"> {
   let summary = "Adds @sync_gradients: the data-parallel gradient all-reduce, in flat buckets";
   let description = [{
-    With dp > 1, each data-parallel rank runs its share of the global batch, and before the
-    optimizer step the gradients are summed over the dp axis of `@grid`. Like Megatron's
-    distributed data parallel, the gradients are grouped into flat buckets of at most
-    `bucket-size` elements, walking the parameter table from the last parameter to the first
+    With dp > 1 in the plan (`@grid`), each data-parallel rank runs its share of the global batch,
+    and before the optimizer step the gradients are summed over the dp axis of `@grid`. Like
+    Megatron's distributed data parallel, the gradients are grouped into flat buckets of at most
+    the plan's `ddp_bucket_size` elements, walking the parameter table from the last parameter to the first
     (the order in which backward produces them), and each bucket is one `shard.all_reduce`.
     After megac-pipeline-split, each pipeline stage gets its own `@sync_gradients_stage<s>` over
     its own parameter table.
 
-    With `overlap-grad-reduce`, each bucket also gets a `tx.start_grad_sync` right after the
+    With `overlap_grad_reduce` in the plan, each bucket also gets a `tx.start_grad_sync` right after the
     last `tx.param_grad` of its parameters (moved up to where their gradients are made), in
     `@train_step` or, with pipeline stages, in the chunk backward that makes them (buckets then
     end at chunk boundaries): the runtime starts the bucket's all-reduce there on the
     iteration's last microbatch (a chunk's last backward), overlapping the rest of backward.
   }];
-  let options = [
-    Option<"dp", "dp", "int64_t", "1", "data parallel size">,
-    Option<"bucketSize", "bucket-size", "int64_t", "40000000", "elements per bucket (Megatron's --ddp-bucket-size)">,
-    Option<"overlapGradReduce", "overlap-grad-reduce", "bool", "false",
-           "start each bucket's all-reduce in backward, once its gradients are final (Megatron's --overlap-grad-reduce)">,
-  ];
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
 }
 

@@ -1,12 +1,11 @@
-// The process grid of a parallel plan: tp x pp x dp ranks numbered in Megatron's order (tp
-// fastest, then dp, then pp),
-//   global rank = tp_rank + tp * (dp_rank + dp * pp_rank),
-// so the ranks of one tensor-parallel group are neighbours (one node), and one communicator per
-// axis joining the ranks that differ only in that axis's coordinate.
+// The process grid of a parallel plan: tp x pp x dp ranks numbered in Megatron's order
+// (grid_layout.h), and one communicator per axis joining the ranks that differ only in that
+// axis's coordinate.
 #pragma once
 
 #include "megart/comm.h"
 #include "megart/device.h"
+#include "megart/grid_layout.h"
 #include "megart/program.h"
 
 #include <cstdint>
@@ -19,23 +18,8 @@ namespace megart {
 class MpiCommunicator;
 class MpiSession;
 
-struct GridShape {
-  int64_t tp = 1, pp = 1, dp = 1;
-  int64_t world() const { return tp * pp * dp; }
-  // "tp 2 x pp 1 x dp 2 = 4 ranks"
-  std::string describe() const;
-};
-
-struct GridCoord {
-  int64_t tp = 0, pp = 0, dp = 0;
-};
-
 // The plan a program was compiled for; throws naming the field when a size is < 1.
 GridShape grid_shape_of(const ProgramDesc &program);
-int64_t global_rank_of(const GridShape &shape, const GridCoord &coord);
-GridCoord grid_coord_of(const GridShape &shape, int64_t global_rank);
-// What --rank-layout prints: one line per global rank with its (dp, pp, tp) coordinates.
-std::string format_rank_layout(const GridShape &shape);
 
 class ProcessGrid {
 public:

@@ -1,0 +1,57 @@
+// The names megac's passes, emitters and driver agree on: discardable attributes, the symbols
+// they look up and the function-name scheme. Each is spelled here and nowhere else.
+#pragma once
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace megac::names {
+
+// ---- attributes -------------------------------------------------------------------------------
+
+/// On the module: the model's dimensions (family, layers, hidden, seq, vocab, micro batch, FLOPs).
+inline constexpr llvm::StringLiteral kModelAttr = "megac.model";
+/// On @grid: the names of the grid's axes, in Megatron's rank order (slowest first).
+inline constexpr llvm::StringLiteral kAxesAttr = "megac.axes";
+/// On @grid: the rest of the parallel plan (sequence parallelism, pipeline schedule, buckets).
+inline constexpr llvm::StringLiteral kPlanAttr = "megac.plan";
+/// On a collective: the Megatron rule that put it there.
+inline constexpr llvm::StringLiteral kRuleAttr = "megac.rule";
+/// On an op (one per result) and on function arguments / results: how each value is spread
+/// over the grid after megac-tensor-parallel.
+inline constexpr llvm::StringLiteral kShardingAttr = "megac.sharding";
+/// On the call of a layer's forward half: the layer function it was split from.
+inline constexpr llvm::StringLiteral kLayerAttr = "megac.layer";
+/// On a pipeline chunk function: its chunk and the number of values its forward stashes.
+inline constexpr llvm::StringLiteral kChunkAttr = "megac.chunk";
+inline constexpr llvm::StringLiteral kStashAttr = "megac.stash";
+/// On the module after megac-pipeline-split: {stages, virtual_stages, chunks}.
+inline constexpr llvm::StringLiteral kPipelineAttr = "megac.pipeline";
+
+// ---- symbols ----------------------------------------------------------------------------------
+
+/// The frontend's entry, `(ids, labels) -> loss`, and what megac-autodiff makes of it.
+inline constexpr llvm::StringLiteral kForwardEntry = "forward";
+inline constexpr llvm::StringLiteral kTrainStep = "train_step";
+/// The device grid every collective refers to, and the pipeline schedule.
+inline constexpr llvm::StringLiteral kGrid = "grid";
+inline constexpr llvm::StringLiteral kSchedule = "schedule";
+/// The data-parallel gradient buckets (one function per pipeline stage with pp > 1).
+inline constexpr llvm::StringLiteral kSyncGradients = "sync_gradients";
+inline std::string stageSyncName(int64_t stage) { return kSyncGradients.str() + "_stage" + std::to_string(stage); }
+
+// ---- function names ---------------------------------------------------------------------------
+// One suffix scheme for the two halves of anything split for backward: a layer function F
+// becomes F_forward / F_backward (megac-autodiff), pipeline chunk c chunk<c>_forward /
+// chunk<c>_backward (megac-pipeline-split).
+
+inline constexpr llvm::StringLiteral kForwardSuffix = "_forward";
+inline constexpr llvm::StringLiteral kBackwardSuffix = "_backward";
+inline std::string forwardHalf(llvm::StringRef name) { return (name + kForwardSuffix).str(); }
+inline std::string backwardHalf(llvm::StringRef name) { return (name + kBackwardSuffix).str(); }
+inline bool isBackwardHalf(llvm::StringRef name) { return name.ends_with(kBackwardSuffix); }
+inline std::string chunkName(int64_t chunk) { return "chunk" + std::to_string(chunk); }
+
+} // namespace megac::names

@@ -1,0 +1,26 @@
+#include "megac/Transforms/TrainingPipeline.h"
+
+#include "megac/Pipeline/Passes.h"
+#include "megac/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+void megac::buildTrainingPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createAutodiff());
+  // The backward pass repeats a view for each of its users (the reshape of a norm output for
+  // the q, k and v weight gradients); one is enough.
+  pm.addPass(mlir::createCSEPass());
+  pm.addPass(createTensorParallel());
+  pm.addPass(createPipelineSplit());
+  pm.addPass(pipeline::createPipelineSchedule());
+  pm.addPass(createDataParallel());
+  pm.addPass(createFuseEpilogues());
+}
+
+void megac::registerTrainingPipeline() {
+  mlir::PassPipelineRegistration<>("megac-training-pipeline",
+                                   "megac compile's passes, in order: autodiff, cse, tensor-parallel, pipeline-split, "
+                                   "pipeline-schedule, data-parallel, fuse-epilogues (the plan comes from @grid)",
+                                   buildTrainingPipeline);
+}
