@@ -10,6 +10,10 @@ include "mlir/IR/EnumAttr.td"
 def Tx_Dialect : Dialect {
   let name = "tx";
   let cppNamespace = "::megac::tx";
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+  }];
   let summary = "Transformer training graphs: parameters, layers and loss on ranked tensors";
   let description = [{
     The `tx` dialect describes one microbatch of a transformer's forward pass (and, after
@@ -38,6 +42,24 @@ def Tx_ParamInit : I32EnumAttr<"ParamInit", "how a parameter is initialised with
     I32EnumAttrCase<"Normal", 0, "normal">,
     I32EnumAttrCase<"Zeros", 1, "zeros">,
     I32EnumAttrCase<"Ones", 2, "ones">,
+  ]> {
+  let cppNamespace = "::megac::tx";
+}
+
+def Tx_ParamRole : I32EnumAttr<"ParamRole", "what a parameter is in Megatron's tensor-parallel placement", [
+    // [vocab, hidden] word embedding or LM head: split on the vocabulary (VocabParallelEmbedding)
+    I32EnumAttrCase<"VocabEmbedding", 0, "vocab_embedding">,
+    // learned positions: whole on every rank
+    I32EnumAttrCase<"PositionEmbedding", 1, "position_embedding">,
+    // ColumnParallelLinear (q, k, v, fc1, gate, up): weight and bias split on the output features
+    I32EnumAttrCase<"ColumnParallelWeight", 2, "column_parallel_weight">,
+    I32EnumAttrCase<"ColumnParallelBias", 3, "column_parallel_bias">,
+    // RowParallelLinear (attention output, fc2, down): weight split on the input features, bias
+    // whole (added once, after the sum over ranks)
+    I32EnumAttrCase<"RowParallelWeight", 4, "row_parallel_weight">,
+    I32EnumAttrCase<"RowParallelBias", 5, "row_parallel_bias">,
+    // a norm's weight or bias: whole on every rank
+    I32EnumAttrCase<"Norm", 6, "norm">,
   ]> {
   let cppNamespace = "::megac::tx";
 }

@@ -12,4 +12,5 @@ void TxDialect::initialize() {
 #define GET_OP_LIST
 #include "tx/TxOps.cpp.inc"
       >();
+  registerAttributes();
 }

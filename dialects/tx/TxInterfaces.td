@@ -22,4 +22,25 @@ def Tx_VjpOpInterface : OpInterface<"VjpOpInterface"> {
   ];
 }
 
+def Tx_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::megac::tx";
+  let description = [{
+    An op that knows how Megatron's tensor parallelism shards it: from its operands' shardings
+    (replicated, split along a dimension, or partial sums) it picks its results' shardings and
+    asks for a collective where an operand must change, naming the Megatron rule that needs it.
+    `megac-tensor-parallel` calls this on every op of the joint forward + backward, in order.
+    The rules live in dialects/tx/TxSharding.cpp.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Sets the sharding of every result through `rewriter` (and may require other shardings
+        of the operands, or replace the op by a sharded equivalent).
+      }],
+      "::mlir::LogicalResult", "shard", (ins "::megac::tx::ShardingRewriter &":$rewriter)>,
+  ];
+}
+
+/// The trait of an op with a tensor-parallel sharding rule.
+defvar Tx_ShardingRule = DeclareOpInterfaceMethods<Tx_ShardingRuleOpInterface>;
+
 #endif // MEGAC_TX_INTERFACES_TD

@@ -42,6 +42,13 @@ inline constexpr llvm::StringLiteral kSchedule = "schedule";
 inline constexpr llvm::StringLiteral kSyncGradients = "sync_gradients";
 inline std::string stageSyncName(int64_t stage) { return kSyncGradients.str() + "_stage" + std::to_string(stage); }
 
+// ---- grid axes --------------------------------------------------------------------------------
+// The axes of @grid, in Megatron's rank order (slowest first): pipeline, data, tensor parallel.
+
+inline constexpr llvm::StringLiteral kPipelineAxis = "pp";
+inline constexpr llvm::StringLiteral kDataAxis = "dp";
+inline constexpr llvm::StringLiteral kTensorAxis = "tp";
+
 // ---- function names ---------------------------------------------------------------------------
 // One suffix scheme for the two halves of anything split for backward: a layer function F
 // becomes F_forward / F_backward (megac-autodiff), pipeline chunk c chunk<c>_forward /
@@ -49,8 +56,8 @@ inline std::string stageSyncName(int64_t stage) { return kSyncGradients.str() + 
 
 inline constexpr llvm::StringLiteral kForwardSuffix = "_forward";
 inline constexpr llvm::StringLiteral kBackwardSuffix = "_backward";
-inline std::string forwardHalf(llvm::StringRef name) { return (name + kForwardSuffix).str(); }
-inline std::string backwardHalf(llvm::StringRef name) { return (name + kBackwardSuffix).str(); }
+inline std::string forwardHalf(llvm::StringRef name) { return name.str() + kForwardSuffix.str(); }
+inline std::string backwardHalf(llvm::StringRef name) { return name.str() + kBackwardSuffix.str(); }
 inline bool isBackwardHalf(llvm::StringRef name) { return name.ends_with(kBackwardSuffix); }
 inline std::string chunkName(int64_t chunk) { return "chunk" + std::to_string(chunk); }
 

@@ -29,6 +29,15 @@ LogicalResult ParamOp::verify() {
   if (getStd() && getInit() != ParamInit::Normal)
     return emitOpError() << "'" << getName() << "' gives std for init '"
                          << stringifyParamInit(getInit()) << "'; only 'normal' takes one";
+  bool splits = getRole() && (*getRole() == ParamRole::VocabEmbedding || *getRole() == ParamRole::ColumnParallelWeight ||
+                              *getRole() == ParamRole::ColumnParallelBias || *getRole() == ParamRole::RowParallelWeight);
+  if (splits && (!getParallelDim() || *getParallelDim() >= shape.size()))
+    return emitOpError() << "'" << getName() << "' is a " << stringifyParamRole(*getRole())
+                         << ", which tensor parallelism splits: it needs a parallel_dim below its rank " << shape.size();
+  if (!splits && getParallelDim())
+    return emitOpError() << "'" << getName() << "' has parallel_dim " << *getParallelDim() << " but its role ("
+                         << (getRole() ? stringifyParamRole(*getRole()) : StringRef("none"))
+                         << ") keeps it whole on every tensor-parallel rank";
   if (!getOffsets())
     return success();
   ArrayRef<int64_t> offsets = *getOffsets();

@@ -8,6 +8,11 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "tx/TxDialect.h"
 #include "tx/TxEnums.h.inc"
+#include "tx/TxSharding.h"
+
+#define GET_ATTRDEF_CLASSES
+#include "tx/TxAttrs.h.inc"
+
 #include "tx/TxInterfaces.h.inc"
 
 #define GET_OP_CLASSES

@@ -11,7 +11,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // Parameters
 //===----------------------------------------------------------------------===//
 
-def Tx_ParamOp : Tx_Op<"param", [Pure]> {
+def Tx_ParamOp : Tx_Op<"param", [Tx_ShardingRule, Pure]> {
   let summary = "a trainable parameter";
   let description = [{
     Declares a parameter by its checkpoint name (Hugging Face names, so checkpoints load in
@@ -23,20 +23,26 @@ def Tx_ParamOp : Tx_Op<"param", [Pure]> {
     dimension d over the tensor-parallel ranks: `offsets` are rank 0's, rank r's block starts
     r * (its size along d) further. `padded` lets the block reach past the checkpoint tensor:
     the vocabulary padding of Megatron's --make-vocab-size-divisible-by, zero and never saved.
-    `init` says how training initialises it without a checkpoint.
+    `role` is what the parameter is in Megatron's tensor-parallel placement (the frontend knows
+    it; megac-tensor-parallel shards by it) and `parallel_dim` the dimension that placement
+    splits: the output features of a column-parallel weight or bias, the input features of a
+    row-parallel weight, the vocabulary of an embedding. Without a role the parameter stays
+    whole. `init` says how training initialises it without a checkpoint.
     Rank-1 parameters (biases, norm weights) get no weight decay.
 
     ```mlir
-    %wte = tx.param "transformer.wte.weight" init(normal, std = 2.0e-02) : tensor<257x64xf32>
-    %wq = tx.param "transformer.h.0.attn.c_attn.weight" at [0, 0] of [64, 192] init(normal, std = 2.0e-02) : tensor<64x64xf32>
+    %wte = tx.param "transformer.wte.weight" role vocab_embedding parallel_dim 0 init(normal, std = 2.0e-02) : tensor<257x64xf32>
+    %wq = tx.param "transformer.h.0.attn.c_attn.weight" at [0, 0] of [64, 192] role column_parallel_weight parallel_dim 1 init(normal, std = 2.0e-02) : tensor<64x64xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$offsets,
                        OptionalAttr<DenseI64ArrayAttr>:$full_shape, UnitAttr:$padded,
+                       OptionalAttr<Tx_ParamRole>:$role, OptionalAttr<I64Attr>:$parallel_dim,
                        OptionalAttr<I64Attr>:$tp_split, Tx_ParamInit:$init, OptionalAttr<F64Attr>:$std);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = [{
-    $name (`at` $offsets^ `of` $full_shape)? (`padded` $padded^)? (`tp_split` $tp_split^)? `init` `(` $init (`,` `std` `=` $std^)? `)`
+    $name (`at` $offsets^ `of` $full_shape)? (`padded` $padded^)? (`role` $role^)? (`parallel_dim` $parallel_dim^)?
+    (`tp_split` $tp_split^)? `init` `(` $init (`,` `std` `=` $std^)? `)`
     attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
@@ -46,7 +52,7 @@ def Tx_ParamOp : Tx_Op<"param", [Pure]> {
 // Linear algebra and elementwise
 //===----------------------------------------------------------------------===//
 
-def Tx_EmbeddingOp : Tx_Op<"embedding", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+def Tx_EmbeddingOp : Tx_Op<"embedding", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "row lookup: result[..., :] = table[ids[...], :]";
   let description = [{
     With `vocab_parallel`, `table` is this tensor-parallel rank's contiguous share of the
@@ -61,7 +67,7 @@ def Tx_EmbeddingOp : Tx_Op<"embedding", [Pure, DeclareOpInterfaceMethods<Tx_VjpO
   let hasVerifier = 1;
 }
 
-def Tx_MatmulOp : Tx_Op<"matmul", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+def Tx_MatmulOp : Tx_Op<"matmul", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "matrix product, batched over leading dimensions";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`). `rhs` is either a matrix
@@ -79,7 +85,7 @@ def Tx_MatmulOp : Tx_Op<"matmul", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInter
 }
 
 class Tx_BroadcastBinaryOp<string mnemonic, string math> :
-    Tx_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["lhs", "result"]>]> {
+    Tx_Op<mnemonic, [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["lhs", "result"]>]> {
   let summary = "elementwise " # math # ", `rhs` broadcast over leading dimensions";
   let description = [{
     `rhs` has the shape of `lhs` or of a trailing part of it (a bias `[N]` added to `[B, S, N]`).
@@ -93,7 +99,7 @@ class Tx_BroadcastBinaryOp<string mnemonic, string math> :
 def Tx_AddOp : Tx_BroadcastBinaryOp<"add", "sum">;
 def Tx_MulOp : Tx_BroadcastBinaryOp<"mul", "product">;
 
-def Tx_ReshapeOp : Tx_Op<"reshape", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+def Tx_ReshapeOp : Tx_Op<"reshape", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "same elements, new static shape (row-major order kept)";
   let arguments = (ins Tx_FloatTensor:$input);
   let results = (outs Tx_FloatTensor:$result);
@@ -101,7 +107,7 @@ def Tx_ReshapeOp : Tx_Op<"reshape", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInt
   let hasVerifier = 1;
 }
 
-def Tx_SliceOp : Tx_Op<"slice", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+def Tx_SliceOp : Tx_Op<"slice", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "contiguous slice along one dimension";
   let description = [{
     Takes `result.shape[dim]` entries of `input` along `dim`, starting at `offset`; the other
@@ -117,7 +123,7 @@ def Tx_SliceOp : Tx_Op<"slice", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterfa
 // Normalisation and activations
 //===----------------------------------------------------------------------===//
 
-def Tx_LayerNormOp : Tx_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["input", "result"]>]> {
+def Tx_LayerNormOp : Tx_Op<"layer_norm", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["input", "result"]>]> {
   let summary = "LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias";
   let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, Tx_FloatTensor:$bias, F64Attr:$epsilon);
   let results = (outs Tx_FloatTensor:$result);
@@ -127,7 +133,7 @@ def Tx_LayerNormOp : Tx_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<Tx_Vjp
   let hasVerifier = 1;
 }
 
-def Tx_RmsNormOp : Tx_Op<"rms_norm", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["input", "result"]>]> {
+def Tx_RmsNormOp : Tx_Op<"rms_norm", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["input", "result"]>]> {
   let summary = "RMSNorm over the last dimension: x / sqrt(mean(x^2) + eps) * weight";
   let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, F64Attr:$epsilon);
   let results = (outs Tx_FloatTensor:$result);
@@ -135,14 +141,14 @@ def Tx_RmsNormOp : Tx_Op<"rms_norm", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpIn
   let hasVerifier = 1;
 }
 
-def Tx_GeluOp : Tx_Op<"gelu", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
+def Tx_GeluOp : Tx_Op<"gelu", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
   let summary = "GELU, tanh approximation or exact (erf)";
   let arguments = (ins Tx_FloatTensor:$input, Tx_GeluApproximation:$approximation);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = "$input ` ` `(` $approximation `)` attr-dict `:` type($input)";
 }
 
-def Tx_SwigluOp : Tx_Op<"swiglu", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["gate", "result"]>]> {
+def Tx_SwigluOp : Tx_Op<"swiglu", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["gate", "result"]>]> {
   let summary = "SwiGLU: silu(gate) * up";
   let arguments = (ins Tx_FloatTensor:$gate, Tx_FloatTensor:$up);
   let results = (outs Tx_FloatTensor:$result);
@@ -150,7 +156,7 @@ def Tx_SwigluOp : Tx_Op<"swiglu", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInter
   let hasVerifier = 1;
 }
 
-def Tx_DropoutOp : Tx_Op<"dropout", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
+def Tx_DropoutOp : Tx_Op<"dropout", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
   let summary = "dropout: zero each element with probability `rate`, scale the rest by 1/(1-rate)";
   let description = [{
     The mask is a function of the run's seed, the iteration, the microbatch and `stream`, a
@@ -167,7 +173,7 @@ def Tx_DropoutOp : Tx_Op<"dropout", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInt
 // Attention
 //===----------------------------------------------------------------------===//
 
-def Tx_RopeOp : Tx_Op<"rope", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
+def Tx_RopeOp : Tx_Op<"rope", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
   let summary = "rotary position embedding, rotate_half convention";
   let description = [{
     `input` is `[batch, seq, heads, head_dim]` with an even `head_dim`. Position p of the
@@ -181,7 +187,7 @@ def Tx_RopeOp : Tx_Op<"rope", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface
   let hasVerifier = 1;
 }
 
-def Tx_AttentionOp : Tx_Op<"attention", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+def Tx_AttentionOp : Tx_Op<"attention", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "scaled dot-product attention with grouped query heads";
   let description = [{
     `query` is `[batch, seq, heads, head_dim]`; `key` and `value` are
@@ -203,7 +209,7 @@ def Tx_AttentionOp : Tx_Op<"attention", [Pure, DeclareOpInterfaceMethods<Tx_VjpO
 // Loss
 //===----------------------------------------------------------------------===//
 
-def Tx_CrossEntropyOp : Tx_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+def Tx_CrossEntropyOp : Tx_Op<"cross_entropy", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "softmax cross-entropy, mean over all tokens";
   let description = [{
     `logits` is `[..., vocab]`, `labels` has the leading dimensions of `logits`. The result is

@@ -20,9 +20,16 @@ namespace {
 
 /// A parameter of the layer function: its name after the layer prefix, and where it sits in
 /// its checkpoint tensor when that tensor is fused (GPT-2's c_attn holds q, k and v).
+/// A parameter's role in Megatron's tensor-parallel placement and the dimension it splits.
+struct Placement {
+  tx::ParamRole role;
+  std::optional<int64_t> dim;
+};
+
 struct LayerParam {
   std::string name;
   SmallVector<int64_t> shape;
+  Placement placement;
   tx::ParamInit init;
   std::optional<double> std;
   SmallVector<int64_t> offsets, fullShape;
@@ -65,25 +72,41 @@ private:
 
   // ---- parameters ---------------------------------------------------------------------------
 
-  void addParam(std::string name, ArrayRef<int64_t> shape, tx::ParamInit init,
+  void addParam(std::string name, ArrayRef<int64_t> shape, Placement placement, tx::ParamInit init,
                 std::optional<double> std = std::nullopt, ArrayRef<int64_t> offsets = {},
                 ArrayRef<int64_t> fullShape = {}) {
-    layerParams.push_back({std::move(name), SmallVector<int64_t>(shape), init, std,
+    layerParams.push_back({std::move(name), SmallVector<int64_t>(shape), placement, init, std,
                            SmallVector<int64_t>(offsets), SmallVector<int64_t>(fullShape)});
   }
 
   void addNorm(StringRef name) {
-    addParam((name + ".weight").str(), {H}, tx::ParamInit::Ones);
+    addParam((name + ".weight").str(), {H}, {tx::ParamRole::Norm}, tx::ParamInit::Ones);
     if (s.normalization == "LayerNorm")
-      addParam((name + ".bias").str(), {H}, tx::ParamInit::Zeros);
+      addParam((name + ".bias").str(), {H}, {tx::ParamRole::Norm}, tx::ParamInit::Zeros);
   }
 
-  /// A linear layer's weight in the family's layout: GPT-2 Conv1D [in, out], Llama [out, in].
-  void addLinear(StringRef name, int64_t in, int64_t out, double std) {
+  enum class Parallel { Column, Row };
+
+  /// Where Megatron's placement splits a linear layer's weight: column-parallel on the output
+  /// features, row-parallel on the input features, in the family's layout (GPT-2's Conv1D is
+  /// [in, out], Llama's Linear [out, in]).
+  Placement weightPlacement(Parallel parallel) {
+    bool column = parallel == Parallel::Column;
+    int64_t outDim = gpt2 ? 1 : 0, inDim = 1 - outDim;
+    return column ? Placement{tx::ParamRole::ColumnParallelWeight, outDim}
+                  : Placement{tx::ParamRole::RowParallelWeight, inDim};
+  }
+  /// A column-parallel bias is split like its outputs; a row-parallel one is added once, whole.
+  static Placement biasPlacement(Parallel parallel) {
+    return parallel == Parallel::Column ? Placement{tx::ParamRole::ColumnParallelBias, 0}
+                                        : Placement{tx::ParamRole::RowParallelBias, std::nullopt};
+  }
+
+  void addLinear(StringRef name, int64_t in, int64_t out, double std, Parallel parallel) {
     addParam((name + ".weight").str(), gpt2 ? SmallVector<int64_t>{in, out} : SmallVector<int64_t>{out, in},
-             tx::ParamInit::Normal, std);
+             weightPlacement(parallel), tx::ParamInit::Normal, std);
     if (s.addBiasLinear)
-      addParam((name + ".bias").str(), {out}, tx::ParamInit::Zeros);
+      addParam((name + ".bias").str(), {out}, biasPlacement(parallel), tx::ParamInit::Zeros);
   }
 
   void collectLayerParams() {
@@ -94,35 +117,39 @@ private:
       int64_t fused = H + 2 * kv;
       int64_t start[3] = {0, H, H + kv}, width[3] = {H, kv, kv};
       for (int i = 0; i < 3; ++i)
-        addParam("attn.c_attn.weight", {H, width[i]}, tx::ParamInit::Normal, 0.02, {0, start[i]}, {H, fused});
+        addParam("attn.c_attn.weight", {H, width[i]}, weightPlacement(Parallel::Column), tx::ParamInit::Normal, 0.02,
+                 {0, start[i]}, {H, fused});
       if (s.addBiasLinear)
         for (int i = 0; i < 3; ++i)
-          addParam("attn.c_attn.bias", {width[i]}, tx::ParamInit::Zeros, std::nullopt, {start[i]}, {fused});
-      addLinear("attn.c_proj", H, H, outputStd);
+          addParam("attn.c_attn.bias", {width[i]}, biasPlacement(Parallel::Column), tx::ParamInit::Zeros,
+                   std::nullopt, {start[i]}, {fused});
+      addLinear("attn.c_proj", H, H, outputStd, Parallel::Row);
       addNorm("ln_2");
-      addLinear("mlp.c_fc", H, F, 0.02);
-      addLinear("mlp.c_proj", F, H, outputStd);
+      addLinear("mlp.c_fc", H, F, 0.02, Parallel::Column);
+      addLinear("mlp.c_proj", F, H, outputStd, Parallel::Row);
     } else {
       addNorm("input_layernorm");
-      addLinear("self_attn.q_proj", H, H, 0.02);
-      addLinear("self_attn.k_proj", H, kv, 0.02);
-      addLinear("self_attn.v_proj", H, kv, 0.02);
-      addLinear("self_attn.o_proj", H, H, outputStd);
+      addLinear("self_attn.q_proj", H, H, 0.02, Parallel::Column);
+      addLinear("self_attn.k_proj", H, kv, 0.02, Parallel::Column);
+      addLinear("self_attn.v_proj", H, kv, 0.02, Parallel::Column);
+      addLinear("self_attn.o_proj", H, H, outputStd, Parallel::Row);
       addNorm("post_attention_layernorm");
-      addLinear("mlp.gate_proj", H, F, 0.02);
-      addLinear("mlp.up_proj", H, F, 0.02);
-      addLinear("mlp.down_proj", F, H, outputStd);
+      addLinear("mlp.gate_proj", H, F, 0.02, Parallel::Column);
+      addLinear("mlp.up_proj", H, F, 0.02, Parallel::Column);
+      addLinear("mlp.down_proj", F, H, outputStd, Parallel::Row);
     }
   }
 
   /// A [vocab, hidden] table with the padded vocabulary's rows; the checkpoint has V of them.
+  /// VocabParallelEmbedding's table: split on the vocabulary.
   Value vocabTable(const std::string &name) {
+    Placement vocab{tx::ParamRole::VocabEmbedding, 0};
     if (Vp == V)
-      return declareParam(name, {V, H}, tx::ParamInit::Normal, 0.02);
-    return declareParam(name, {Vp, H}, tx::ParamInit::Normal, 0.02, {0, 0}, {V, H}, /*padded=*/true);
+      return declareParam(name, {V, H}, vocab, tx::ParamInit::Normal, 0.02);
+    return declareParam(name, {Vp, H}, vocab, tx::ParamInit::Normal, 0.02, {0, 0}, {V, H}, /*padded=*/true);
   }
 
-  Value declareParam(const std::string &name, ArrayRef<int64_t> shape, tx::ParamInit init,
+  Value declareParam(const std::string &name, ArrayRef<int64_t> shape, Placement placement, tx::ParamInit init,
                      std::optional<double> std = std::nullopt, ArrayRef<int64_t> offsets = {},
                      ArrayRef<int64_t> fullShape = {}, bool padded = false) {
     DenseI64ArrayAttr offsetsAttr, fullAttr;
@@ -132,7 +159,9 @@ private:
     }
     FloatAttr stdAttr = std ? b.getF64FloatAttr(*std) : FloatAttr();
     return tx::ParamOp::create(b, loc, f32(shape), b.getStringAttr(name), offsetsAttr, fullAttr,
-                               padded ? b.getUnitAttr() : UnitAttr(), IntegerAttr(),
+                               padded ? b.getUnitAttr() : UnitAttr(),
+                               tx::ParamRoleAttr::get(b.getContext(), placement.role),
+                               placement.dim ? b.getI64IntegerAttr(*placement.dim) : IntegerAttr(), IntegerAttr(),
                                tx::ParamInitAttr::get(b.getContext(), init), stdAttr);
   }
 
@@ -225,10 +254,10 @@ private:
 
   Value finalNorm(Value x) {
     std::string name = gpt2 ? "transformer.ln_f" : "model.norm";
-    Value w = declareParam(name + ".weight", {H}, tx::ParamInit::Ones);
+    Value w = declareParam(name + ".weight", {H}, {tx::ParamRole::Norm}, tx::ParamInit::Ones);
     if (s.normalization == "LayerNorm")
       return tx::LayerNormOp::create(b, loc, x.getType(), x, w,
-                                     declareParam(name + ".bias", {H}, tx::ParamInit::Zeros),
+                                     declareParam(name + ".bias", {H}, {tx::ParamRole::Norm}, tx::ParamInit::Zeros),
                                      b.getF64FloatAttr(s.normEpsilon));
     return tx::RmsNormOp::create(b, loc, x.getType(), x, w, b.getF64FloatAttr(s.normEpsilon));
   }
@@ -243,7 +272,8 @@ private:
     Value x = tx::EmbeddingOp::create(b, loc, f32({B, S, H}), wte, fn.getArgument(0), UnitAttr());
     if (s.positionEmbeddingType == "learned") {
       int64_t maxPos = s.maxPositionEmbeddings;
-      Value wpe = declareParam("transformer.wpe.weight", {maxPos, H}, tx::ParamInit::Normal, 0.02);
+      Value wpe = declareParam("transformer.wpe.weight", {maxPos, H}, {tx::ParamRole::PositionEmbedding},
+                               tx::ParamInit::Normal, 0.02);
       if (maxPos != S) // positions 0 .. S-1 of the table
         wpe = tx::SliceOp::create(b, loc, f32({S, H}), wpe, 0, 0);
       x = tx::AddOp::create(b, loc, x, wpe);
@@ -251,7 +281,8 @@ private:
     for (int64_t i = 0; i < s.numLayers; ++i) {
       SmallVector<Value> operands{x};
       for (const LayerParam &p : layerParams)
-        operands.push_back(declareParam(layerPrefix(i) + p.name, p.shape, p.init, p.std, p.offsets, p.fullShape));
+        operands.push_back(
+            declareParam(layerPrefix(i) + p.name, p.shape, p.placement, p.init, p.std, p.offsets, p.fullShape));
       x = func::CallOp::create(b, loc, layer, operands).getResult(0);
     }
     x = finalNorm(x);
@@ -268,7 +299,7 @@ private:
   bool gpt2;
   int64_t B, S, H, heads, groups, D, F, V, Vp;
   double outputStd;
-  SmallVector<LayerParam> layerParams;
+  std::vector<LayerParam> layerParams;
 };
 
 } // namespace

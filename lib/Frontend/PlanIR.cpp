@@ -26,11 +26,11 @@ constexpr StringLiteral kVocabDivisibleBy = "make_vocab_size_divisible_by";
 StringRef megac::gridAxisName(GridAxis axis) {
   switch (axis) {
   case GridAxis::Pp:
-    return "pp";
+    return names::kPipelineAxis;
   case GridAxis::Dp:
-    return "dp";
+    return names::kDataAxis;
   case GridAxis::Tp:
-    return "tp";
+    return names::kTensorAxis;
   }
   llvm_unreachable("a grid axis");
 }

@@ -1,5 +1,6 @@
 // megac-fuse-epilogues: matmul + bias add (+ GELU) -> one call, the bias in the GEMM's epilogue.
 #include "megac/Transforms/Passes.h"
+#include "tx/TxNames.h"
 #include "tx/TxOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -46,16 +47,22 @@ struct FuseEpiloguesPass : public megac::impl::FuseEpiloguesBase<FuseEpiloguesPa
         continue;
       // At the add: every operand (the matmul's, the bias) is defined before it.
       OpBuilder b(add);
+      // The fused results keep the shardings megac-tensor-parallel recorded on the ops they replace.
+      Attribute addSharding = add->getAttr(names::kShardingAttr);
       if (tx::GeluOp gelu = geluOf(add)) {
         auto fused = tx::MatmulBiasGeluOp::create(b, m.getLoc(), add.getType(), gelu.getType(), m.getLhs(),
                                                   m.getRhs(), add.getRhs(), m.getTransposeRhs(),
                                                   gelu.getApproximation());
+        if (Attribute geluSharding = gelu->getAttr(names::kShardingAttr); addSharding && geluSharding)
+          fused->setAttr(names::kShardingAttr, b.getArrayAttr({addSharding, geluSharding}));
         gelu.replaceAllUsesWith(fused.getResult());
         gelu.erase();
         add.replaceAllUsesWith(fused.getPre());
       } else {
         auto fused = tx::MatmulBiasOp::create(b, m.getLoc(), add.getType(), m.getLhs(), m.getRhs(), add.getRhs(),
                                               m.getTransposeRhs());
+        if (addSharding)
+          fused->setAttr(names::kShardingAttr, addSharding);
         add.replaceAllUsesWith(fused.getResult());
       }
       add.erase();

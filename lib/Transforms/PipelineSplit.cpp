@@ -249,6 +249,13 @@ func::FuncOp Splitter::buildChunkFunction(StringRef name, ArrayRef<Value> inputs
   for (Value v : outputs)
     mapped.push_back(map.lookup(v));
   func::ReturnOp::create(b, entry.getLoc(), mapped);
+  // The boundary values keep the shardings megac-tensor-parallel recorded.
+  for (auto [i, v] : llvm::enumerate(inputs))
+    if (tx::ShardingAttr sharding = tx::recordedSharding(v))
+      fn.setArgAttr(i, names::kShardingAttr, sharding);
+  for (auto [i, v] : llvm::enumerate(outputs))
+    if (tx::ShardingAttr sharding = tx::recordedSharding(v))
+      fn.setResultAttr(i, names::kShardingAttr, sharding);
   return fn;
 }
 

@@ -1,0 +1,110 @@
+// #tx.sharding: parsing, printing, checks.
+#include "tx/TxDialect.h"
+#include "tx/TxOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace megac::tx;
+
+#define GET_ATTRDEF_CLASSES
+#include "tx/TxAttrs.cpp.inc"
+
+void TxDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "tx/TxAttrs.cpp.inc"
+      >();
+}
+
+namespace {
+
+/// `{"tp", "dp"}` or `{}`.
+ParseResult parseAxisSet(AsmParser &parser, ArrayAttr &axes) {
+  SmallVector<Attribute> names;
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Braces, [&]() -> ParseResult {
+        std::string name;
+        if (parser.parseString(&name))
+          return failure();
+        names.push_back(parser.getBuilder().getStringAttr(name));
+        return success();
+      }))
+    return failure();
+  axes = parser.getBuilder().getArrayAttr(names);
+  return success();
+}
+
+void printAxisSet(AsmPrinter &printer, ArrayAttr axes) {
+  printer << "{";
+  llvm::interleaveComma(axes, printer, [&](Attribute a) { printer << a; });
+  printer << "}";
+}
+
+} // namespace
+
+Attribute ShardingAttr::parse(AsmParser &parser, Type) {
+  SmallVector<Attribute> dims;
+  ArrayAttr partial = parser.getBuilder().getArrayAttr({});
+  if (parser.parseLess() || parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
+        ArrayAttr axes;
+        if (parseAxisSet(parser, axes))
+          return failure();
+        dims.push_back(axes);
+        return success();
+      }))
+    return {};
+  if (succeeded(parser.parseOptionalComma()) &&
+      (parser.parseKeyword("partial") || parser.parseEqual() || parseAxisSet(parser, partial)))
+    return {};
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<ShardingAttr>(parser.getContext(), parser.getBuilder().getArrayAttr(dims), partial);
+}
+
+void ShardingAttr::print(AsmPrinter &printer) const {
+  printer << "<[";
+  llvm::interleaveComma(getDims(), printer, [&](Attribute axes) { printAxisSet(printer, cast<ArrayAttr>(axes)); });
+  printer << "]";
+  if (!getPartial().empty()) {
+    printer << ", partial=";
+    printAxisSet(printer, getPartial());
+  }
+  printer << ">";
+}
+
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError, ArrayAttr dims, ArrayAttr partial) {
+  llvm::SmallDenseSet<StringRef> used;
+  auto check = [&](ArrayAttr axes) -> LogicalResult {
+    for (Attribute a : axes) {
+      auto name = dyn_cast<StringAttr>(a);
+      if (!name)
+        return emitError() << "a grid axis must be a string, got " << a;
+      if (!used.insert(name.getValue()).second)
+        return emitError() << "grid axis \"" << name.getValue() << "\" is used twice; a value is split over an axis, "
+                           << "or partial over it, at most once";
+    }
+    return success();
+  };
+  for (Attribute d : dims) {
+    auto axes = dyn_cast<ArrayAttr>(d);
+    if (!axes)
+      return emitError() << "each dimension's entry must be a list of grid axes, got " << d;
+    if (failed(check(axes)))
+      return failure();
+  }
+  return check(partial);
+}
+
+std::optional<int64_t> ShardingAttr::splitDim(StringRef axis) const {
+  for (auto [i, d] : llvm::enumerate(getDims()))
+    for (Attribute a : cast<ArrayAttr>(d))
+      if (cast<StringAttr>(a).getValue() == axis)
+        return static_cast<int64_t>(i);
+  return std::nullopt;
+}
+
+bool ShardingAttr::isPartialOver(StringRef axis) const {
+  return llvm::any_of(getPartial(), [&](Attribute a) { return cast<StringAttr>(a).getValue() == axis; });
+}

@@ -1,0 +1,36 @@
+// Attributes of the `tx` dialect.
+#ifndef MEGAC_TX_ATTRS_TD
+#define MEGAC_TX_ATTRS_TD
+
+include "tx/TxBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Tx_ShardingAttr : AttrDef<Tx_Dialect, "Sharding"> {
+  let mnemonic = "sharding";
+  let summary = "how a value is spread over the axes of @grid";
+  // (No closing brace right before a closing bracket below: TableGen ends the text there.)
+  let description = [{
+    One entry per dimension of the value, listing the grid axes that dimension is split over
+    (`{ }`: whole), and `partial` the axes over which the value is a partial sum (each rank holds
+    a part; the value is their sum). Read like Shardy's `sdy.sharding`:
+
+    ```mlir
+    #tx.sharding<[{}, {"tp"}, {} ]>              // [batch, seq, hidden] split along the sequence
+    #tx.sharding<[{}, {}, {} ], partial={"tp"}>  // partial sums of a row-parallel layer
+    #tx.sharding<[{}, {} ]>                      // whole on every rank
+    ```
+
+    megac-tensor-parallel puts one on every value it shards (`megac.sharding` on an op, one per
+    result, and on function arguments and results); the types there are the rank-local shapes.
+  }];
+  let parameters = (ins "::mlir::ArrayAttr":$dims, "::mlir::ArrayAttr":$partial);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The dimension split over `axis`, if any.
+    std::optional<int64_t> splitDim(::llvm::StringRef axis) const;
+    bool isPartialOver(::llvm::StringRef axis) const;
+  }];
+}
+
+#endif // MEGAC_TX_ATTRS_TD
