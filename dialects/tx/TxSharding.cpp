@@ -8,6 +8,7 @@
 // tp, Megatron's "f"); a RowParallelLinear splits its weight on the input features (its input
 // is split, its output a partial sum reduced over tp, Megatron's "g"). With sequence
 // parallelism "g" becomes a reduce-scatter along the sequence and "f" an all-gather.
+#include "tx/TxLocations.h"
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"
 
@@ -233,6 +234,9 @@ LogicalResult ParamGradOp::shard(ShardingRewriter &r) {
   else if (role == ParamRole::RowParallelBias)
     rule = "sequence parallel: row-parallel bias gradient summed over tp";
   r.require(*this, 1, r.get(getParam()), rule);
+  // The sum is the parameter's gradient: named after the parameter.
+  if (StringRef name = valueName(getParam()); !name.empty())
+    getGrad().getDefiningOp()->setLoc(derivedLoc(getGrad(), "d_" + name, "megac-tensor-parallel"));
   return success();
 }
 
@@ -384,20 +388,17 @@ LogicalResult CrossEntropyOp::shard(ShardingRewriter &r) {
     return success();
   }
   OpBuilder b(*this);
-  Location loc = getLoc();
+  auto at = [&](StringRef name) { return derivedLoc(getResult(), name, "megac-tensor-parallel"); };
   SmallVector<int64_t> tokenShape(shapeOf(getLogits()).drop_back());
   auto tokenType = RankedTensorType::get(tokenShape, getType().getElementType());
   IntegerAttr vocabSize = getVocabSizeAttr(); // padding columns stay out of the softmax
-  Value localMax = LogitsMaxOp::create(b, loc, tokenType, getLogits(), vocabSize);
-  Value max = r.allReduce(b, loc, localMax, shard::ReductionKind::Max,
-                          "vocab-parallel cross-entropy: max over the vocabulary");
-  Value localSum = LogitsSumExpOp::create(b, loc, tokenType, getLogits(), max, vocabSize);
-  Value sum = r.allReduce(b, loc, localSum, shard::ReductionKind::Sum,
-                          "vocab-parallel cross-entropy: sum of exponentials");
-  Value localTarget = TargetLogitOp::create(b, loc, tokenType, getLogits(), getLabels(), b.getUnitAttr());
-  Value target = r.allReduce(b, loc, localTarget, shard::ReductionKind::Sum,
-                             "vocab-parallel cross-entropy: target logit");
-  Value loss = CrossEntropyFromStatsOp::create(b, loc, getType(), max, sum, target);
+  Value localMax = LogitsMaxOp::create(b, at("logits_max"), tokenType, getLogits(), vocabSize);
+  Value max = r.allReduce(b, localMax, shard::ReductionKind::Max, "vocab-parallel cross-entropy: max over the vocabulary");
+  Value localSum = LogitsSumExpOp::create(b, at("logits_sum_exp"), tokenType, getLogits(), max, vocabSize);
+  Value sum = r.allReduce(b, localSum, shard::ReductionKind::Sum, "vocab-parallel cross-entropy: sum of exponentials");
+  Value localTarget = TargetLogitOp::create(b, at("target_logit"), tokenType, getLogits(), getLabels(), b.getUnitAttr());
+  Value target = r.allReduce(b, localTarget, shard::ReductionKind::Sum, "vocab-parallel cross-entropy: target logit");
+  Value loss = CrossEntropyFromStatsOp::create(b, getLoc(), getType(), max, sum, target);
   for (Value v : {localMax, localSum, localTarget, loss})
     r.set(v, kWhole);
   r.recordSoftmaxStats(getLogits(), max, sum);

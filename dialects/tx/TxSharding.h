@@ -49,8 +49,8 @@ public:
   virtual void require(mlir::Operation *op, unsigned i, Sharding to, llvm::StringRef rule) = 0;
   /// An all-reduce of `v` over tp at `b`'s insertion point, recorded with `rule`; its result is
   /// whole on every rank.
-  virtual mlir::Value allReduce(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
-                                mlir::shard::ReductionKind kind, llvm::StringRef rule) = 0;
+  virtual mlir::Value allReduce(mlir::OpBuilder &b, mlir::Value v, mlir::shard::ReductionKind kind,
+                                llvm::StringRef rule) = 0;
   /// Vocabulary-parallel cross-entropy: the all-reduced softmax statistics (max, sum of
   /// exponentials) of split `logits`, recorded by the forward for the backward.
   virtual void recordSoftmaxStats(mlir::Value logits, mlir::Value max, mlir::Value sumExp) = 0;

@@ -1,14 +1,16 @@
 // Spec -> `tx` IR. Parameter names and layouts follow Hugging Face's GPT2LMHeadModel and
-// LlamaForCausalLM, so checkpoints load in `transformers` without conversion.
+// LlamaForCausalLM, so checkpoints load in `transformers` without conversion. Every value is
+// named (a NameLoc: the dumps print `%ln_1 = tx.layer_norm ...`) and located at the spec key
+// that decides it.
 #include "megac/Frontend/BuildModel.h"
 #include "megac/Frontend/ModelFlops.h"
 #include "megac/Frontend/PlanIR.h"
 #include "tx/TxNames.h"
+#include "tx/TxOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/Builders.h"
-#include "tx/TxOps.h"
 
 #include <cmath>
 #include <optional>
@@ -18,16 +20,17 @@ using namespace megac;
 
 namespace {
 
-/// A parameter of the layer function: its name after the layer prefix, and where it sits in
-/// its checkpoint tensor when that tensor is fused (GPT-2's c_attn holds q, k and v).
 /// A parameter's role in Megatron's tensor-parallel placement and the dimension it splits.
 struct Placement {
   tx::ParamRole role;
   std::optional<int64_t> dim;
 };
 
+/// A parameter of the layer function: its checkpoint name after the layer prefix, and where it
+/// sits in its checkpoint tensor when that tensor is fused (GPT-2's c_attn holds the blocks q, k
+/// and v).
 struct LayerParam {
-  std::string name;
+  std::string name, block;
   SmallVector<int64_t> shape;
   Placement placement;
   tx::ParamInit init;
@@ -35,16 +38,27 @@ struct LayerParam {
   SmallVector<int64_t> offsets, fullShape;
 };
 
+/// "attn.c_attn.weight" -> "attn_c_attn_weight": the name as an identifier of the IR and the C++.
+std::string identifier(StringRef name) {
+  std::string id = name.str();
+  for (char &c : id)
+    if (c == '.')
+      c = '_';
+  return id;
+}
+
+/// A parameter block's value name: the checkpoint name, and the block of a fused tensor.
+std::string blockName(StringRef name, StringRef block) { return block.empty() ? name.str() : (name + "." + block).str(); }
+
 class ModelBuilder {
 public:
   ModelBuilder(MLIRContext &context, const ModelSpec &spec, int64_t microBatch, int64_t paddedVocab)
-      : b(&context), loc(b.getUnknownLoc()), s(spec), gpt2(spec.family == "gpt2"),
-        B(microBatch), S(spec.seqLength), H(spec.hiddenSize), heads(spec.numAttentionHeads),
-        groups(spec.numQueryGroups), D(spec.headDim()), F(spec.ffnHiddenSize), V(spec.vocabSize), Vp(paddedVocab),
-        outputStd(0.02 / std::sqrt(2.0 * spec.numLayers)) {}
+      : b(&context), s(spec), gpt2(spec.family == "gpt2"), B(microBatch), S(spec.seqLength), H(spec.hiddenSize),
+        heads(spec.numAttentionHeads), groups(spec.numQueryGroups), D(spec.headDim()), F(spec.ffnHiddenSize),
+        V(spec.vocabSize), Vp(paddedVocab), outputStd(0.02 / std::sqrt(2.0 * spec.numLayers)) {}
 
   OwningOpRef<ModuleOp> build() {
-    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+    OwningOpRef<ModuleOp> module = ModuleOp::create(keyLoc("family"));
     module->getOperation()->setAttr(names::kModelAttr, modelAttr());
     b.setInsertionPointToEnd(module->getBody());
     collectLayerParams();
@@ -55,6 +69,18 @@ public:
 
 private:
   RankedTensorType f32(ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, b.getF32Type()); }
+
+  /// Where spec key `key` stands in the file; a key the file leaves out takes the family's
+  /// default, so it points at `family`.
+  Location keyLoc(StringRef key) {
+    auto it = s.keyLines.find(key.str());
+    if (it == s.keyLines.end())
+      it = s.keyLines.find("family");
+    unsigned line = it == s.keyLines.end() ? 0 : it->second;
+    return FileLineColLoc::get(b.getStringAttr(s.path), line, 1);
+  }
+  /// The location of a value named `name` that spec key `key` decides.
+  Location at(StringRef name, StringRef key) { return NameLoc::get(b.getStringAttr(name), keyLoc(key)); }
 
   DictionaryAttr modelAttr() {
     auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
@@ -72,11 +98,15 @@ private:
 
   // ---- parameters ---------------------------------------------------------------------------
 
-  void addParam(std::string name, ArrayRef<int64_t> shape, Placement placement, tx::ParamInit init,
-                std::optional<double> std = std::nullopt, ArrayRef<int64_t> offsets = {},
+  void addParam(std::string name, std::string block, ArrayRef<int64_t> shape, Placement placement,
+                tx::ParamInit init, std::optional<double> std = std::nullopt, ArrayRef<int64_t> offsets = {},
                 ArrayRef<int64_t> fullShape = {}) {
-    layerParams.push_back({std::move(name), SmallVector<int64_t>(shape), placement, init, std,
+    layerParams.push_back({std::move(name), std::move(block), SmallVector<int64_t>(shape), placement, init, std,
                            SmallVector<int64_t>(offsets), SmallVector<int64_t>(fullShape)});
+  }
+  void addParam(const std::string &name, ArrayRef<int64_t> shape, Placement placement, tx::ParamInit init,
+                std::optional<double> std = std::nullopt) {
+    addParam(name, "", shape, placement, init, std);
   }
 
   void addNorm(StringRef name) {
@@ -116,12 +146,13 @@ private:
       // c_attn [H, H + 2 kv] holds [q | k | v] by columns: one block each.
       int64_t fused = H + 2 * kv;
       int64_t start[3] = {0, H, H + kv}, width[3] = {H, kv, kv};
+      const char *block[3] = {"q", "k", "v"};
       for (int i = 0; i < 3; ++i)
-        addParam("attn.c_attn.weight", {H, width[i]}, weightPlacement(Parallel::Column), tx::ParamInit::Normal, 0.02,
-                 {0, start[i]}, {H, fused});
+        addParam("attn.c_attn.weight", block[i], {H, width[i]}, weightPlacement(Parallel::Column),
+                 tx::ParamInit::Normal, 0.02, {0, start[i]}, {H, fused});
       if (s.addBiasLinear)
         for (int i = 0; i < 3; ++i)
-          addParam("attn.c_attn.bias", {width[i]}, biasPlacement(Parallel::Column), tx::ParamInit::Zeros,
+          addParam("attn.c_attn.bias", block[i], {width[i]}, biasPlacement(Parallel::Column), tx::ParamInit::Zeros,
                    std::nullopt, {start[i]}, {fused});
       addLinear("attn.c_proj", H, H, outputStd, Parallel::Row);
       addNorm("ln_2");
@@ -140,7 +171,6 @@ private:
     }
   }
 
-  /// A [vocab, hidden] table with the padded vocabulary's rows; the checkpoint has V of them.
   /// VocabParallelEmbedding's table: split on the vocabulary.
   Value vocabTable(const std::string &name) {
     Placement vocab{tx::ParamRole::VocabEmbedding, 0};
@@ -149,17 +179,18 @@ private:
     return declareParam(name, {Vp, H}, vocab, tx::ParamInit::Normal, 0.02, {0, 0}, {V, H}, /*padded=*/true);
   }
 
+  /// `block` names the block of a fused checkpoint tensor (GPT-2's c_attn q, k, v).
   Value declareParam(const std::string &name, ArrayRef<int64_t> shape, Placement placement, tx::ParamInit init,
                      std::optional<double> std = std::nullopt, ArrayRef<int64_t> offsets = {},
-                     ArrayRef<int64_t> fullShape = {}, bool padded = false) {
+                     ArrayRef<int64_t> fullShape = {}, bool padded = false, StringRef block = "") {
     DenseI64ArrayAttr offsetsAttr, fullAttr;
     if (!offsets.empty()) {
       offsetsAttr = b.getDenseI64ArrayAttr(offsets);
       fullAttr = b.getDenseI64ArrayAttr(fullShape);
     }
     FloatAttr stdAttr = std ? b.getF64FloatAttr(*std) : FloatAttr();
-    return tx::ParamOp::create(b, loc, f32(shape), b.getStringAttr(name), offsetsAttr, fullAttr,
-                               padded ? b.getUnitAttr() : UnitAttr(),
+    return tx::ParamOp::create(b, at(blockName(name, block), "hidden_size"), f32(shape), b.getStringAttr(name), offsetsAttr,
+                               fullAttr, padded ? b.getUnitAttr() : UnitAttr(),
                                tx::ParamRoleAttr::get(b.getContext(), placement.role),
                                placement.dim ? b.getI64IntegerAttr(*placement.dim) : IntegerAttr(), IntegerAttr(),
                                tx::ParamInitAttr::get(b.getContext(), init), stdAttr);
@@ -174,32 +205,38 @@ private:
     Value take() { return args[next++]; }
   };
 
-  Value norm(ArgCursor &p, Value x) {
+  Value norm(ArgCursor &p, Value x, StringRef name) {
+    Location loc = at(name, "normalization");
     Value w = p.take();
     if (s.normalization == "LayerNorm")
       return tx::LayerNormOp::create(b, loc, x.getType(), x, w, p.take(), b.getF64FloatAttr(s.normEpsilon));
     return tx::RmsNormOp::create(b, loc, x.getType(), x, w, b.getF64FloatAttr(s.normEpsilon));
   }
 
-  Value linear(Value x, Value w, Value bias, int64_t out) {
+  /// x @ w (+ bias): the product is `name` without a bias, `name`_gemm with one.
+  Value linear(Value x, Value w, Value bias, int64_t out, StringRef name, StringRef key) {
     SmallVector<int64_t> shape(cast<RankedTensorType>(x.getType()).getShape());
     shape.back() = out;
-    Value y = tx::MatmulOp::create(b, loc, f32(shape), x, w, UnitAttr(),
+    Value y = tx::MatmulOp::create(b, at(bias ? (name + "_gemm").str() : name, key), f32(shape), x, w, UnitAttr(),
                                    gpt2 ? UnitAttr() : b.getUnitAttr());
-    return bias ? tx::AddOp::create(b, loc, y, bias).getResult() : y;
+    return bias ? tx::AddOp::create(b, at(name, "add_bias_linear"), y, bias).getResult() : y;
   }
 
-  Value linear(ArgCursor &p, Value x, int64_t out) {
+  Value linear(ArgCursor &p, Value x, int64_t out, StringRef name, StringRef key) {
     Value w = p.take();
-    return linear(x, w, s.addBiasLinear ? p.take() : Value(), out);
+    return linear(x, w, s.addBiasLinear ? p.take() : Value(), out, name, key);
   }
 
-  Value reshape(Value x, ArrayRef<int64_t> shape) { return tx::ReshapeOp::create(b, loc, f32(shape), x); }
+  Value reshape(Value x, ArrayRef<int64_t> shape, StringRef name, StringRef key) {
+    return tx::ReshapeOp::create(b, at(name, key), f32(shape), x);
+  }
 
-  Value heads4(Value x, int64_t n) {
-    Value y = reshape(x, {B, S, n, D});
+  /// [B, S, n * D] -> [B, S, n, D], rotated by position with rope.
+  Value heads4(Value x, int64_t n, StringRef name, StringRef key) {
+    Value y = reshape(x, {B, S, n, D}, (name + "_heads").str(), key);
     if (s.positionEmbeddingType == "rope")
-      y = tx::RopeOp::create(b, loc, y.getType(), y, b.getF64FloatAttr(s.rotaryBase), UnitAttr());
+      y = tx::RopeOp::create(b, at((name + "_rope").str(), "rotary_base"), y.getType(), y,
+                             b.getF64FloatAttr(s.rotaryBase), UnitAttr());
     return y;
   }
 
@@ -207,42 +244,55 @@ private:
     SmallVector<Type> inputs{f32({B, S, H})};
     for (const LayerParam &p : layerParams)
       inputs.push_back(f32(p.shape));
-    auto fn = func::FuncOp::create(b, loc, "transformer_layer", b.getFunctionType(inputs, {f32({B, S, H})}));
+    auto fn = func::FuncOp::create(b, keyLoc("num_layers"), "transformer_layer",
+                                   b.getFunctionType(inputs, {f32({B, S, H})}));
     fn.setPrivate();
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToEnd(fn.addEntryBlock());
+    Block *body = fn.addEntryBlock();
+    body->getArgument(0).setLoc(at("x", "hidden_size"));
+    for (auto [arg, p] : llvm::zip_equal(body->getArguments().drop_front(), layerParams))
+      arg.setLoc(at(identifier(blockName(p.name, p.block)), "hidden_size"));
+    b.setInsertionPointToEnd(body);
     ArgCursor p{fn.getArguments()};
     Value x = fn.getArgument(0);
     int64_t kv = groups * D;
 
-    Value h = norm(p, x);
+    Value h = norm(p, x, gpt2 ? "ln_1" : "input_layernorm");
     Value q, k, v;
     if (gpt2) { // weights first, then biases, as in the checkpoint's fused c_attn
       Value wq = p.take(), wk = p.take(), wv = p.take();
       Value bq, bk, bv;
       if (s.addBiasLinear)
         bq = p.take(), bk = p.take(), bv = p.take();
-      q = linear(h, wq, bq, H), k = linear(h, wk, bk, kv), v = linear(h, wv, bv, kv);
+      q = linear(h, wq, bq, H, "q", "num_attention_heads");
+      k = linear(h, wk, bk, kv, "k", "num_query_groups");
+      v = linear(h, wv, bv, kv, "v", "num_query_groups");
     } else {
-      q = linear(p, h, H), k = linear(p, h, kv), v = linear(p, h, kv);
+      q = linear(p, h, H, "q", "num_attention_heads");
+      k = linear(p, h, kv, "k", "num_query_groups");
+      v = linear(p, h, kv, "v", "num_query_groups");
     }
-    Value attn = tx::AttentionOp::create(b, loc, f32({B, S, heads, D}), heads4(q, heads), heads4(k, groups),
-                                         reshape(v, {B, S, groups, D}), b.getUnitAttr(),
-                                         b.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(D))));
-    Value o = linear(p, reshape(attn, {B, S, H}), H);
-    Value r1 = tx::AddOp::create(b, loc, x, o);
+    Value attn = tx::AttentionOp::create(b, at("attn", "num_attention_heads"), f32({B, S, heads, D}),
+                                         heads4(q, heads, "q", "num_attention_heads"),
+                                         heads4(k, groups, "k", "num_query_groups"),
+                                         reshape(v, {B, S, groups, D}, "v_heads", "num_query_groups"),
+                                         b.getUnitAttr(), b.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(D))));
+    Value o = linear(p, reshape(attn, {B, S, H}, "attn_merged", "num_attention_heads"), H, "attn_proj",
+                     "hidden_size");
+    Value r1 = tx::AddOp::create(b, at("residual_1", "num_layers"), x, o);
 
-    Value h2 = norm(p, r1);
+    Value h2 = norm(p, r1, gpt2 ? "ln_2" : "post_attention_layernorm");
     Value m;
     if (s.activation == "gelu") {
-      Value u = linear(p, h2, F);
-      m = linear(p, tx::GeluOp::create(b, loc, u, tx::GeluApproximation::Tanh), H);
+      Value u = linear(p, h2, F, "fc", "ffn_hidden_size");
+      m = linear(p, tx::GeluOp::create(b, at("fc_gelu", "activation"), u, tx::GeluApproximation::Tanh), H,
+                 "fc_proj", "ffn_hidden_size");
     } else {
-      Value gate = linear(p, h2, F), up = linear(p, h2, F);
-      m = linear(p, tx::SwigluOp::create(b, loc, gate, up), H);
+      Value gate = linear(p, h2, F, "gate", "ffn_hidden_size"), up = linear(p, h2, F, "up", "ffn_hidden_size");
+      m = linear(p, tx::SwigluOp::create(b, at("swiglu", "activation"), gate, up), H, "down", "ffn_hidden_size");
     }
-    Value r2 = tx::AddOp::create(b, loc, r1, m);
-    func::ReturnOp::create(b, loc, r2);
+    Value r2 = tx::AddOp::create(b, at("residual_2", "num_layers"), r1, m);
+    func::ReturnOp::create(b, keyLoc("num_layers"), r2);
     return fn;
   }
 
@@ -254,6 +304,7 @@ private:
 
   Value finalNorm(Value x) {
     std::string name = gpt2 ? "transformer.ln_f" : "model.norm";
+    Location loc = at(gpt2 ? "ln_f" : "norm", "normalization");
     Value w = declareParam(name + ".weight", {H}, {tx::ParamRole::Norm}, tx::ParamInit::Ones);
     if (s.normalization == "LayerNorm")
       return tx::LayerNormOp::create(b, loc, x.getType(), x, w,
@@ -264,37 +315,41 @@ private:
 
   void buildForward(func::FuncOp layer) {
     auto ids = RankedTensorType::get({B, S}, b.getI32Type());
-    auto fn = func::FuncOp::create(b, loc, "forward", b.getFunctionType({ids, ids}, {f32({})}));
+    auto fn = func::FuncOp::create(b, keyLoc("family"), names::kForwardEntry, b.getFunctionType({ids, ids}, {f32({})}));
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToEnd(fn.addEntryBlock());
+    Block *body = fn.addEntryBlock();
+    body->getArgument(0).setLoc(at("ids", "seq_length"));
+    body->getArgument(1).setLoc(at("labels", "seq_length"));
+    b.setInsertionPointToEnd(body);
 
     Value wte = vocabTable(gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight");
-    Value x = tx::EmbeddingOp::create(b, loc, f32({B, S, H}), wte, fn.getArgument(0), UnitAttr());
+    Value x = tx::EmbeddingOp::create(b, at("tokens", "vocab_size"), f32({B, S, H}), wte, fn.getArgument(0),
+                                      UnitAttr());
     if (s.positionEmbeddingType == "learned") {
       int64_t maxPos = s.maxPositionEmbeddings;
       Value wpe = declareParam("transformer.wpe.weight", {maxPos, H}, {tx::ParamRole::PositionEmbedding},
                                tx::ParamInit::Normal, 0.02);
       if (maxPos != S) // positions 0 .. S-1 of the table
-        wpe = tx::SliceOp::create(b, loc, f32({S, H}), wpe, 0, 0);
-      x = tx::AddOp::create(b, loc, x, wpe);
+        wpe = tx::SliceOp::create(b, at("positions", "seq_length"), f32({S, H}), wpe, 0, 0);
+      x = tx::AddOp::create(b, at("embeddings", "position_embedding_type"), x, wpe);
     }
     for (int64_t i = 0; i < s.numLayers; ++i) {
       SmallVector<Value> operands{x};
       for (const LayerParam &p : layerParams)
-        operands.push_back(
-            declareParam(layerPrefix(i) + p.name, p.shape, p.placement, p.init, p.std, p.offsets, p.fullShape));
-      x = func::CallOp::create(b, loc, layer, operands).getResult(0);
+        operands.push_back(declareParam(layerPrefix(i) + p.name, p.shape, p.placement, p.init, p.std, p.offsets,
+                                        p.fullShape, /*padded=*/false, p.block));
+      x = func::CallOp::create(b, at("layer_" + std::to_string(i), "num_layers"), layer, operands).getResult(0);
     }
     x = finalNorm(x);
     Value head = s.tieEmbeddings ? wte : vocabTable("lm_head.weight");
-    Value logits = tx::MatmulOp::create(b, loc, f32({B, S, Vp}), x, head, UnitAttr(), b.getUnitAttr());
-    Value loss = tx::CrossEntropyOp::create(b, loc, f32({}), logits, fn.getArgument(1),
+    Value logits = tx::MatmulOp::create(b, at("logits", "vocab_size"), f32({B, S, Vp}), x, head, UnitAttr(),
+                                        b.getUnitAttr());
+    Value loss = tx::CrossEntropyOp::create(b, at("loss", "vocab_size"), f32({}), logits, fn.getArgument(1),
                                             Vp == V ? IntegerAttr() : b.getI64IntegerAttr(V));
-    func::ReturnOp::create(b, loc, loss);
+    func::ReturnOp::create(b, keyLoc("family"), loss);
   }
 
   OpBuilder b;
-  Location loc;
   const ModelSpec &s;
   bool gpt2;
   int64_t B, S, H, heads, groups, D, F, V, Vp;

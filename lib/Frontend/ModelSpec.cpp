@@ -90,6 +90,7 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
     return r.fail(yamlError.empty() ? "expected a mapping of keys to values" : "invalid YAML at " + yamlError);
 
   StringMap<std::string> raw;
+  std::map<std::string, unsigned> keyLines;
   for (yaml::KeyValueNode &kv : *map) {
     auto *key = dyn_cast_or_null<yaml::ScalarNode>(kv.getKey());
     auto *value = dyn_cast_or_null<yaml::ScalarNode>(kv.getValue());
@@ -103,6 +104,7 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
       return r.fail(k + " must be a single value, not a list or mapping");
     if (!raw.try_emplace(k, value->getValue(valueStorage).str()).second)
       return r.fail(k + " is given twice");
+    keyLines[k.str()] = sm.getLineAndColumn(key->getSourceRange().Start).first;
   }
   if (!yamlError.empty())
     return r.fail("invalid YAML at " + yamlError);
@@ -120,6 +122,8 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
       return r.fail("missing required key '" + k + "'");
 
   ModelSpec s;
+  s.path = where.str();
+  s.keyLines = std::move(keyLines);
   // A reference into the map: lookup() would return a temporary copy.
   auto get = [&](StringRef k) -> StringRef { return raw.find(k)->second; };
   auto has = [&](StringRef k) { return raw.count(k) != 0; };

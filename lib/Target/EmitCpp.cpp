@@ -108,22 +108,31 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     fields.step = names::kTrainStep.str();
     fields.syncGradients = syncFn ? names::kSyncGradients.str() : "nullptr";
   }
-  os << "const megart::ProgramDesc kProgram = {\n"
-     << "    " << cString(options.summary) << ",\n"
-     << "    /*micro_batch_size=*/" << dim("micro_batch_size") << ", /*seq_length=*/" << dim("seq_length")
-     << ", /*vocab_size=*/" << dim("vocab_size") << ",\n"
-     << "    /*model_flops_per_sample=*/"
-     << cast<IntegerAttr>(model.get("flops_per_sample")).getInt() << ".0,\n"
-     << "    " << fields.params << ", " << fields.numParams << ", /*arena_bytes=*/" << fields.arenaBytes << ", "
-     << fields.step << ",\n"
-     << "    /*tensor_parallel_size=*/" << parallelPlan->tp << ", /*pipeline_parallel_size=*/" << parallelPlan->pp
-     << ", /*data_parallel_size=*/" << parallelPlan->dp << ",\n"
-     << "    /*sync_gradients=*/" << fields.syncGradients << ",\n"
-     << "    /*stages=*/" << fields.stages << ", /*num_microbatches=*/" << fields.numMicrobatches
-     << ", /*pipeline_schedule=*/" << fields.schedule << ", /*virtual_pipeline_size=*/" << fields.virtualStages
-     << ",\n    /*device=*/" << (cuda ? "megart::cuda::device" : "nullptr")
-     << ", /*overlap_grad_reduce=*/" << (overlaps ? "true" : "false") << "};\n\n"
-     << "} // namespace\n\nint main(int argc, char **argv) { return megart::train_main(argc, argv, kProgram); }\n";
+  // The program's description, field by field (the runtime's megart/program.h says what each is).
+  auto field = [&](StringRef name, const Twine &value) { os << "  p." << name << " = " << value << ";\n"; };
+  os << "megart::ProgramDesc describe_program() {\n  megart::ProgramDesc p{};\n";
+  field("summary", cString(options.summary));
+  field("micro_batch_size", Twine(dim("micro_batch_size")));
+  field("seq_length", Twine(dim("seq_length")));
+  field("vocab_size", Twine(dim("vocab_size")));
+  field("model_flops_per_sample", Twine(cast<IntegerAttr>(model.get("flops_per_sample")).getInt()) + ".0");
+  field("params", fields.params);
+  field("num_params", Twine(fields.numParams));
+  field("arena_bytes", Twine(fields.arenaBytes));
+  field("step", fields.step);
+  field("tensor_parallel_size", Twine(parallelPlan->tp));
+  field("pipeline_parallel_size", Twine(parallelPlan->pp));
+  field("data_parallel_size", Twine(parallelPlan->dp));
+  field("sync_gradients", fields.syncGradients);
+  field("stages", fields.stages);
+  field("num_microbatches", Twine(fields.numMicrobatches));
+  field("pipeline_schedule", fields.schedule);
+  field("virtual_pipeline_size", Twine(fields.virtualStages));
+  field("device", cuda ? "megart::cuda::device" : "nullptr");
+  field("overlap_grad_reduce", overlaps ? "true" : "false");
+  os << "  return p;\n}\n\n} // namespace\n\n"
+     << "int main(int argc, char **argv) {\n  const megart::ProgramDesc program = describe_program();\n"
+     << "  return megart::train_main(argc, argv, program);\n}\n";
   plan << "arena: " << fields.arenaBytes << " bytes (" << llvm::format("%.1f", fields.arenaBytes / 1048576.0)
        << " MiB)\n";
   return success();

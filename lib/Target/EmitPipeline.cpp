@@ -26,10 +26,12 @@ StashLayout stashLayout(TypeRange types) {
   return layout;
 }
 
-std::string stashPointer(bool constant, int64_t i, int64_t offset, Type t) {
+/// `float *<name> = <where in the stash>` for stashed value `v`, named as in the IR.
+std::string stashPointer(Signature &sig, bool constant, Value v, int64_t offset, std::string &name) {
   std::string type = constant ? "const float" : "float";
-  return "  " + type + " *s" + std::to_string(i) + " = reinterpret_cast<" + type + " *>(stash + " +
-         std::to_string(offset) + "); // " + typeString(t) + "\n";
+  name = sig.names.take(v, "stashed");
+  return "  " + type + " *" + name + " = reinterpret_cast<" + type + " *>(stash + " + std::to_string(offset) +
+         "); // " + typeString(v.getType()) + "\n";
 }
 
 /// @chunk<c>_forward(ids, labels[, input]) -> (output | loss, stash...): ChunkForwardFn.
@@ -42,11 +44,12 @@ Signature forwardSignature(func::FuncOp fn, bool first, bool last) {
   if (!first)
     sig.args.push_back("input");
   sig.results.push_back(last ? "" : "output");
-  TypeRange stashed = fn.getResultTypes().drop_front();
-  StashLayout layout = stashLayout(stashed);
-  for (auto [i, t] : llvm::enumerate(stashed)) {
-    sig.results.push_back("s" + std::to_string(i));
-    sig.prologue += stashPointer(false, i, layout.offsets[i], t);
+  ValueRange stashed = fn.getBody().front().getTerminator()->getOperands().drop_front();
+  StashLayout layout = stashLayout(stashed.getTypes());
+  for (auto [i, v] : llvm::enumerate(stashed)) {
+    std::string name;
+    sig.prologue += stashPointer(sig, /*constant=*/false, v, layout.offsets[i], name);
+    sig.results.push_back(name);
   }
   sig.hasParams = true;
   sig.returnedScalar = last ? 0 : -1;
@@ -63,11 +66,12 @@ Signature backwardSignature(func::FuncOp fn, int64_t numStashed, bool first, boo
                   "    const int32_t *ids, const int32_t *labels, float dloss, const char *stash,\n"
                   "    const float *output_grad, float *input_grad) {";
   sig.args = {"ids", "labels", kDlossArg};
-  TypeRange stashed = fn.getArgumentTypes().slice(3, numStashed);
-  StashLayout layout = stashLayout(stashed);
-  for (auto [i, t] : llvm::enumerate(stashed)) {
-    sig.args.push_back("s" + std::to_string(i));
-    sig.prologue += stashPointer(true, i, layout.offsets[i], t);
+  ValueRange stashed = fn.getArguments().slice(3, numStashed);
+  StashLayout layout = stashLayout(stashed.getTypes());
+  for (auto [i, v] : llvm::enumerate(stashed)) {
+    std::string name;
+    sig.prologue += stashPointer(sig, /*constant=*/true, v, layout.offsets[i], name);
+    sig.args.push_back(name);
   }
   if (!last)
     sig.args.push_back("output_grad");
@@ -111,10 +115,10 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Sch
       int64_t inputNumel = first ? 0 : cast<RankedTensorType>(fn.getArgumentTypes()[2]).getNumElements();
       int64_t outputNumel = last ? 0 : cast<RankedTensorType>(fn.getResultTypes()[0]).getNumElements();
       std::string name = names::chunkName(c);
-      chunkTable += "    {" + std::to_string(c) + ", " + names::forwardHalf(name) + ", " + names::backwardHalf(name) +
-                    ", /*stash_bytes=*/" +
-                    std::to_string(stashLayout(fn.getResultTypes().drop_front()).bytes) + ", " +
-                    std::to_string(inputNumel) + ", " + std::to_string(outputNumel) + "},\n";
+      chunkTable += "    {/*chunk=*/" + std::to_string(c) + ", /*forward=*/" + names::forwardHalf(name) +
+                    ", /*backward=*/" + names::backwardHalf(name) + ", /*stash_bytes=*/" +
+                    std::to_string(stashLayout(fn.getResultTypes().drop_front()).bytes) + ", /*input_numel=*/" +
+                    std::to_string(inputNumel) + ", /*output_numel=*/" + std::to_string(outputNumel) + "},\n";
     }
     std::string prefix = "kStage" + std::to_string(s);
     std::string sync = "nullptr";
@@ -128,13 +132,14 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Sch
     os << "// pipeline rank " << s << ": " << schedule.ranks[s].size() << " steps\n";
     os << "const megart::PipeOp " << prefix << "Ops[] = {\n";
     for (const pipeline::Action &a : schedule.ranks[s])
-      os << "    {megart::PipeOpKind::" << pipeline::actionKindName(a.kind) << ", " << a.chunk << ", " << a.microbatch << ", "
-         << a.peer << "},\n";
+      os << "    {megart::PipeOpKind::" << pipeline::actionKindName(a.kind) << ", /*chunk=*/" << a.chunk
+         << ", /*microbatch=*/" << a.microbatch << ", /*peer=*/" << a.peer << "},\n";
     os << "};\n\n";
-    stageTable += "    {" + prefix + "Params, " + std::to_string(params.size()) + ", /*arena_bytes=*/" +
-                  std::to_string(arena) + ", " + prefix + "Chunks, " + std::to_string(fns.size() / 2) + ", " + prefix +
-                  "Ops, " + std::to_string(schedule.ranks[s].size()) + ", /*predicted_peak_stash=*/" +
-                  std::to_string(peaks[s]) + ", " + sync + "},\n";
+    stageTable += "    {/*params=*/" + prefix + "Params, /*num_params=*/" + std::to_string(params.size()) +
+                  ", /*arena_bytes=*/" + std::to_string(arena) + ",\n     /*chunks=*/" + prefix + "Chunks, /*num_chunks=*/" +
+                  std::to_string(fns.size() / 2) + ", /*ops=*/" + prefix + "Ops, /*num_ops=*/" +
+                  std::to_string(schedule.ranks[s].size()) + ", /*predicted_peak_stash=*/" + std::to_string(peaks[s]) +
+                  ", /*sync_gradients=*/" + sync + "},\n";
     plan << "stage " << s << ": arena " << arena << " bytes\n";
   }
   os << stageTable << "};\n\n";

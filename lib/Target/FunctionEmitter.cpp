@@ -2,6 +2,7 @@
 
 #include "megac/Frontend/PlanIR.h"
 #include "megac/Target/MemoryPlan.h"
+#include "tx/TxLocations.h"
 #include "tx/TxNames.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -11,7 +12,6 @@
 using namespace mlir;
 
 namespace megac::emit {
-
 
 int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
 static ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
@@ -44,13 +44,52 @@ std::string cString(StringRef s) {
   return out + "\"";
 }
 
+// ---- names --------------------------------------------------------------------------------------
+
+CppNames::CppNames() {
+  // The names of the signatures and the runtime, the kernels a body calls (a local variable
+  // would hide them) and the C++ keywords a value name could spell.
+  for (const char *reserved :
+       {"ctx", "ws", "params", "grads", "ids", "labels", "dloss", "stash", "input", "output", "input_grad",
+        "output_grad", "megart", "std", "p", "gemm", "gemm_batched", "gemm_bias", "gemm_bias_gelu", "add", "mul",
+        "scale", "reduce_sum_leading", "slice", "pad", "embedding_forward", "embedding_backward",
+        "embedding_forward_shard", "embedding_backward_shard", "layer_norm_forward", "layer_norm_backward",
+        "rms_norm_forward", "rms_norm_backward", "gelu_tanh_forward", "gelu_tanh_backward", "gelu_erf_forward",
+        "gelu_erf_backward", "swiglu_forward", "swiglu_backward", "rope_forward", "attention_forward",
+        "attention_backward", "cross_entropy_forward", "cross_entropy_backward", "cross_entropy_from_stats",
+        "cross_entropy_backward_from_stats", "logits_max", "logits_sum_exp", "target_logit", "valid_columns",
+        "all_gather_axis", "reduce_scatter_axis", "all_slice_axis", "copy_buffer", "zero_buffer", "read_scalar",
+        "float", "int", "char", "const", "return", "void", "auto", "new", "delete", "default", "register", "this",
+        "union", "class", "struct"})
+    used.insert(reserved);
+}
+
+std::string CppNames::take(StringRef irName, StringRef fallback) {
+  std::string base;
+  for (char c : irName)
+    base += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
+  if (base.empty() || std::isdigit(static_cast<unsigned char>(base[0])))
+    base = fallback.str() + std::to_string(unnamed++);
+  std::string name = base;
+  for (unsigned n = 1; !used.insert(name).second; ++n)
+    name = base + "_" + std::to_string(n);
+  return name;
+}
+
+std::string CppNames::take(Value v, StringRef fallback) {
+  auto result = dyn_cast<OpResult>(v);
+  return take(result ? tx::resultName(result) : tx::valueName(v).str(), fallback);
+}
 
 namespace {
+
+/// A kernel argument that is a number or a flag, labelled with the kernel parameter's name.
+std::string labelled(StringRef label, const std::string &value) { return "/*" + label.str() + "=*/" + value; }
 
 /// Emits one MLIR function as one C++ function.
 class FunctionEmitter {
 public:
-  FunctionEmitter(func::FuncOp fn, const Signature &sig, const tx::ParamTable &params,
+  FunctionEmitter(func::FuncOp fn, Signature &sig, const tx::ParamTable &params,
                   const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os)
       : fn(fn), sig(sig), params(params), calleeScratch(calleeScratch), os(os) {}
 
@@ -61,14 +100,14 @@ private:
   LogicalResult assignStorage(llvm::raw_ostream &plan);
   LogicalResult emitOp(Operation &op);
   std::string ptr(Value v) { return names.lookup(v); }
-  std::string newName() { return "t" + std::to_string(counter++); }
   /// Rank-dependent start of this rank's share of a vocabulary of `local` rows.
   std::string vocabStart(int64_t local) { return "ctx.tp->rank() * " + std::to_string(local); }
   /// Real (not padding) columns of this rank's share of `local` vocabulary columns.
   std::string validColumns(std::optional<uint64_t> vocabSize, int64_t local) {
     if (!vocabSize)
       return std::to_string(local);
-    return "valid_columns(" + std::to_string(*vocabSize) + ", " + vocabStart(local) + ", " + std::to_string(local) + ")";
+    return "valid_columns(" + labelled("vocab_size", std::to_string(*vocabSize)) + ", " + vocabStart(local) + ", " +
+           labelled("vocab_local", std::to_string(local)) + ")";
   }
   /// The communicator of one grid axis: ctx.tp, ctx.dp or ctx.pp.
   FailureOr<std::string> communicator(Operation &op, ArrayRef<int16_t> axes) {
@@ -76,15 +115,16 @@ private:
       return unsupported(op, "a collective over more than one grid axis, or none");
     return "ctx." + gridAxisName(static_cast<GridAxis>(axes[0])).str();
   }
-  /// The Megatron rule a pass recorded on a collective, for the generated code's comments.
-  std::string ruleNote(Operation *op) {
-    auto rule = op->getAttrOfType<StringAttr>(names::kRuleAttr);
-    return rule ? rule.str() : "";
+  /// The Megatron rule a pass recorded on a collective: a comment above its call.
+  void ruleComment(Operation *op) {
+    if (auto rule = op->getAttrOfType<StringAttr>(names::kRuleAttr))
+      os << "  // " << rule.getValue() << "\n";
   }
   bool onDevice() const { return sig.target == Target::Cuda; }
   /// Buffer copies and zeroing: the C library on the host, stream-ordered calls on the GPU.
   void copy(const std::string &dst, const std::string &src, int64_t bytes) {
-    os << "  " << (onDevice() ? "copy_buffer(" : "std::memcpy(") << dst << ", " << src << ", " << bytes << ");\n";
+    os << "  " << (onDevice() ? "copy_buffer(" : "std::memcpy(") << dst << ", " << src << ", "
+       << labelled("bytes", std::to_string(bytes)) << ");\n";
   }
   /// The loss gradient a cross-entropy backward scales by, as a host float: on the GPU only the
   /// runtime's dloss argument (passed by address) is host memory.
@@ -106,14 +146,13 @@ private:
   }
 
   func::FuncOp fn;
-  const Signature &sig;
+  Signature &sig;
   const tx::ParamTable &params;
   const llvm::StringMap<int64_t> &calleeScratch;
   llvm::raw_ostream &os;
   DenseMap<Value, std::string> names; // the C++ expression of each value's buffer
   DenseMap<Value, std::string> arenaDecl;
   int64_t frameBytes = 0, maxCallee = 0;
-  unsigned counter = 0;
 };
 
 Value aliasRoot(Value v) {
@@ -171,11 +210,11 @@ LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
   plan << "@" << fn.getName() << ": " << arena.size() << " buffers in " << frameBytes << " bytes\n";
   for (auto [i, entryPair] : llvm::enumerate(arena)) {
     Value v = entryPair.first;
-    std::string name = newName();
+    std::string name = sig.names.take(v);
     names[v] = name;
     arenaDecl[v] = "  float *" + name + " = reinterpret_cast<float *>(ws + " + std::to_string(offsets[i]) +
                    "); // " + typeString(v.getType());
-    plan << llvm::format("  %-6s offset %10lld  bytes %10lld  ops %4lld..%-4lld  ", name.c_str(),
+    plan << llvm::format("  %-24s offset %10lld  bytes %10lld  ops %4lld..%-4lld  ", name.c_str(),
                          (long long)offsets[i], (long long)lifetimes[i].bytes,
                          (long long)lifetimes[i].firstUse, (long long)lifetimes[i].lastUse)
          << typeString(v.getType()) << "\n";
@@ -209,13 +248,17 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
   };
   auto n = [](int64_t v) { return std::to_string(v); };
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  auto L = [](StringRef label, const std::string &value) { return labelled(label, value); };
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
       .Case([&](tx::ParamOp p) -> LogicalResult {
         std::optional<int64_t> k = params.find(p);
         if (!sig.hasParams || !k)
           return unsupported(op, "tx.param must be in a function that gets the parameter table");
-        names[p] = "params[" + n(*k) + "]";
+        std::string name = sig.names.take(p.getResult());
+        names[p] = name;
+        os << "  const float *" << name << " = params[" << *k << "]; // " << p.getName() << " "
+           << typeString(p.getType()) << "\n";
         return success();
       })
       .Case([&](tx::ParamGradOp g) -> LogicalResult {
@@ -223,8 +266,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         std::optional<int64_t> k = param ? params.find(param) : std::nullopt;
         if (!k)
           return unsupported(op, "the gradient of a value that is not a parameter of the table");
+        std::string grad = "grads[" + n(*k) + "]";
         os << "  // gradient of " << param.getName() << "\n";
-        call("add", {"grads[" + n(*k) + "]", "grads[" + n(*k) + "]", ptr(g.getGrad()), "1", n(numel(g.getGrad()))});
+        call("add", {grad, grad, ptr(g.getGrad()), L("outer", "1"), L("inner", n(numel(g.getGrad())))});
         return success();
       })
       .Case([&](tx::StartGradSyncOp s) -> LogicalResult {
@@ -244,47 +288,52 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::ZerosOp z) {
         os << "  " << (onDevice() ? "zero_buffer(" : "std::memset(") << ptr(z) << (onDevice() ? ", " : ", 0, ")
-           << numel(z) * 4 << ");\n";
+           << L("bytes", n(numel(z) * 4)) << ");\n";
         return success();
       })
       .Case([&](tx::EmbeddingOp e) {
         ArrayRef<int64_t> t = shapeOf(e.getTable());
         if (e.getVocabParallel())
-          call("embedding_forward_shard", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]),
-                                           n(t[1]), vocabStart(t[0])});
+          call("embedding_forward_shard", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))),
+                                           L("vocab_local", n(t[0])), L("dim", n(t[1])), vocabStart(t[0])});
         else
-          call("embedding_forward", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]), n(t[1])});
+          call("embedding_forward", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))),
+                                     L("vocab", n(t[0])), L("dim", n(t[1]))});
         return success();
       })
       .Case([&](tx::EmbeddingGradOp e) {
         ArrayRef<int64_t> t = shapeOf(e.getResult());
         if (e.getVocabParallel())
-          call("embedding_backward_shard", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]),
-                                            n(t[1]), vocabStart(t[0])});
+          call("embedding_backward_shard", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()),
+                                            L("tokens", n(numel(e.getIds()))), L("vocab_local", n(t[0])),
+                                            L("dim", n(t[1])), vocabStart(t[0])});
         else
-          call("embedding_backward", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), n(numel(e.getIds())), n(t[0]), n(t[1])});
+          call("embedding_backward", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))),
+                                      L("vocab", n(t[0])), L("dim", n(t[1]))});
         return success();
       })
       .Case([&](tx::LogitsMaxOp m) {
         int64_t v = shapeOf(m.getLogits()).back();
-        call("logits_max", {ptr(m), ptr(m.getLogits()), n(numel(m)), n(v), validColumns(m.getVocabSize(), v)});
+        call("logits_max", {ptr(m), ptr(m.getLogits()), L("tokens", n(numel(m))), L("vocab", n(v)),
+                            validColumns(m.getVocabSize(), v)});
         return success();
       })
       .Case([&](tx::LogitsSumExpOp m) {
         int64_t v = shapeOf(m.getLogits()).back();
-        call("logits_sum_exp", {ptr(m), ptr(m.getLogits()), ptr(m.getMax()), n(numel(m)), n(v),
-                                validColumns(m.getVocabSize(), v)});
+        call("logits_sum_exp", {ptr(m), ptr(m.getLogits()), ptr(m.getMax()), L("tokens", n(numel(m))),
+                                L("vocab", n(v)), validColumns(m.getVocabSize(), v)});
         return success();
       })
       .Case([&](tx::TargetLogitOp t) {
         int64_t v = shapeOf(t.getLogits()).back();
-        call("target_logit", {ptr(t), ptr(t.getLogits()), ptr(t.getLabels()), n(numel(t)), n(v),
-                              t.getVocabParallel() ? vocabStart(v) : "0"});
+        call("target_logit", {ptr(t), ptr(t.getLogits()), ptr(t.getLabels()), L("tokens", n(numel(t))),
+                              L("vocab", n(v)), t.getVocabParallel() ? vocabStart(v) : L("vocab_start", "0")});
         return success();
       })
       .Case([&](tx::CrossEntropyFromStatsOp c) {
         scalarCall(c, "cross_entropy_from_stats",
-                   ptr(c.getMax()) + ", " + ptr(c.getSumExp()) + ", " + ptr(c.getTarget()) + ", " + n(numel(c.getMax())));
+                   ptr(c.getMax()) + ", " + ptr(c.getSumExp()) + ", " + ptr(c.getTarget()) + ", " +
+                       L("tokens", n(numel(c.getMax()))));
         return success();
       })
       .Case([&](tx::CrossEntropyGradFromStatsOp c) -> LogicalResult {
@@ -293,9 +342,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         if (failed(dloss))
           return failure();
         call("cross_entropy_backward_from_stats",
-             {ptr(c), *dloss, ptr(c.getLogits()), ptr(c.getLabels()), ptr(c.getMax()),
-              ptr(c.getSumExp()), n(numel(c.getMax())), n(v), c.getVocabParallel() ? vocabStart(v) : "0",
-              validColumns(c.getVocabSize(), v)});
+             {ptr(c), *dloss, ptr(c.getLogits()), ptr(c.getLabels()), ptr(c.getMax()), ptr(c.getSumExp()),
+              L("tokens", n(numel(c.getMax()))), L("vocab", n(v)),
+              c.getVocabParallel() ? vocabStart(v) : L("vocab_start", "0"), validColumns(c.getVocabSize(), v)});
         return success();
       })
       .Case([&](shard::AllReduceOp r) -> LogicalResult {
@@ -303,10 +352,11 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         if (failed(comm))
           return failure();
         bool max = r.getReduction() == shard::ReductionKind::Max;
+        ruleComment(r);
         if (ptr(r) != ptr(r.getInput()))
           copy(ptr(r), ptr(r.getInput()), numel(r) * 4);
-        os << "  " << *comm << "->" << (max ? "all_reduce_max(" : "all_reduce_sum(") << ptr(r) << ", " << numel(r)
-           << "); // " << ruleNote(r) << "\n";
+        os << "  " << *comm << "->" << (max ? "all_reduce_max(" : "all_reduce_sum(") << ptr(r) << ", "
+           << L("count", n(numel(r))) << ");\n";
         return success();
       })
       .Case([&](shard::AllGatherOp g) -> LogicalResult {
@@ -315,8 +365,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           return failure();
         ArrayRef<int64_t> in = shapeOf(g.getInput());
         int64_t d = g.getGatherAxis().getZExtValue();
-        call("all_gather_axis", {"*" + *comm, ptr(g), ptr(g.getInput()),
-                                 n(prod(in.take_front(d))), n(in[d]), n(prod(in.drop_front(d + 1)))});
+        ruleComment(g);
+        call("all_gather_axis", {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(in.take_front(d)))),
+                                 L("dim_local", n(in[d])), L("inner", n(prod(in.drop_front(d + 1))))});
         return success();
       })
       .Case([&](shard::ReduceScatterOp g) -> LogicalResult {
@@ -325,8 +376,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           return failure();
         ArrayRef<int64_t> out = shapeOf(g.getResult());
         int64_t d = g.getScatterAxis().getZExtValue();
-        call("reduce_scatter_axis", {"*" + *comm, ptr(g), ptr(g.getInput()),
-                                     n(prod(out.take_front(d))), n(out[d]), n(prod(out.drop_front(d + 1)))});
+        ruleComment(g);
+        call("reduce_scatter_axis", {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(out.take_front(d)))),
+                                     L("dim_local", n(out[d])), L("inner", n(prod(out.drop_front(d + 1))))});
         return success();
       })
       .Case([&](shard::AllSliceOp g) -> LogicalResult {
@@ -335,8 +387,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           return failure();
         ArrayRef<int64_t> out = shapeOf(g.getResult());
         int64_t d = g.getSliceAxis().getZExtValue();
-        call("all_slice_axis", {"*" + *comm, ptr(g), ptr(g.getInput()),
-                                n(prod(out.take_front(d))), n(out[d]), n(prod(out.drop_front(d + 1)))});
+        ruleComment(g);
+        call("all_slice_axis", {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(out.take_front(d)))),
+                                L("dim_local", n(out[d])), L("inner", n(prod(out.drop_front(d + 1))))});
         return success();
       })
       .Case([&](tx::MatmulOp m) {
@@ -348,12 +401,15 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           if (ta && l.size() > 2)
             return unsupported(op, "transpose_lhs with a shared rhs and batched lhs");
           int64_t mRows = l.size() > 2 ? prod(out.drop_back()) : rows; // batch folds into rows
-          call("gemm", {ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), n(mRows), n(cols), n(k), b(ta), b(tb)});
+          call("gemm", {ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("m", n(mRows)), L("n", n(cols)), L("k", n(k)),
+                        L("transpose_a", b(ta)), L("transpose_b", b(tb))});
           return success();
         }
         int64_t batch = prod(out.drop_back(2));
-        call("gemm_batched", {ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), n(batch), n(rows), n(cols), n(k), b(ta), b(tb),
-                              n(prod(l.take_back(2))), n(prod(r.take_back(2))), n(rows * cols)});
+        call("gemm_batched", {ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("batch", n(batch)), L("m", n(rows)),
+                              L("n", n(cols)), L("k", n(k)), L("transpose_a", b(ta)), L("transpose_b", b(tb)),
+                              L("stride_a", n(prod(l.take_back(2)))), L("stride_b", n(prod(r.take_back(2)))),
+                              L("stride_c", n(rows * cols))});
         return success();
       })
       .Case<tx::MatmulBiasOp, tx::MatmulBiasGeluOp>([&](auto l) {
@@ -361,77 +417,84 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         ArrayRef<int64_t> w = shapeOf(l.getWeight());
         bool tb = l.getTransposeRhs();
         int64_t k = tb ? w[1] : w[0], cols = tb ? w[0] : w[1], rows = numel(l.getInput()) / k;
-        std::string gemm = ptr(l.getInput()) + ", " + ptr(l.getWeight()) + ", " + ptr(l.getBias()) + ", " + n(rows) +
-                           ", " + n(cols) + ", " + n(k) + ", " + b(tb);
+        std::string gemm = ptr(l.getInput()) + ", " + ptr(l.getWeight()) + ", " + ptr(l.getBias()) + ", " +
+                           L("m", n(rows)) + ", " + L("n", n(cols)) + ", " + L("k", n(k)) + ", " +
+                           L("transpose_b", b(tb));
         if constexpr (std::is_same_v<decltype(l), tx::MatmulBiasOp>)
           os << "  gemm_bias(" << ptr(l) << ", " << gemm << ");\n";
         else
           os << "  gemm_bias_gelu(" << ptr(l.getPre()) << ", " << ptr(l.getResult()) << ", " << gemm << ", "
-             << b(l.getApproximation() == tx::GeluApproximation::Tanh) << ");\n";
+             << L("tanh", b(l.getApproximation() == tx::GeluApproximation::Tanh)) << ");\n";
         return success();
       })
       .Case<tx::AddOp, tx::MulOp>([&](auto e) {
         int64_t inner = numel(e.getRhs());
-        call(isa<tx::AddOp>(op) ? "add" : "mul",
-             {ptr(e), ptr(e.getLhs()), ptr(e.getRhs()), n(numel(e.getLhs()) / inner), n(inner)});
+        call(isa<tx::AddOp>(op) ? "add" : "mul", {ptr(e), ptr(e.getLhs()), ptr(e.getRhs()),
+                                                  L("outer", n(numel(e.getLhs()) / inner)), L("inner", n(inner))});
         return success();
       })
       .Case([&](tx::ReduceSumOp r) {
         int64_t inner = numel(r.getResult());
-        call("reduce_sum_leading", {ptr(r), ptr(r.getInput()), n(numel(r.getInput()) / inner), n(inner)});
+        call("reduce_sum_leading",
+             {ptr(r), ptr(r.getInput()), L("outer", n(numel(r.getInput()) / inner)), L("inner", n(inner))});
         return success();
       })
       .Case<tx::SliceOp, tx::PadOp>([&](auto s) {
         ArrayRef<int64_t> in = shapeOf(s.getInput()), out = shapeOf(s.getResult());
         int64_t d = s.getDim();
         call(isa<tx::SliceOp>(op) ? "slice" : "pad",
-             {ptr(s), ptr(s.getInput()), n(prod(in.take_front(d))), n(in[d]), n(out[d]),
-              n(prod(in.drop_front(d + 1))), n(s.getOffset())});
+             {ptr(s), ptr(s.getInput()), L("outer", n(prod(in.take_front(d)))), L("in_dim", n(in[d])),
+              L("out_dim", n(out[d])), L("inner", n(prod(in.drop_front(d + 1)))), L("offset", n(s.getOffset()))});
         return success();
       })
       .Case([&](tx::LayerNormOp ln) {
         int64_t h = shapeOf(ln.getInput()).back();
-        call("layer_norm_forward", {ptr(ln), ptr(ln.getInput()), ptr(ln.getWeight()), ptr(ln.getBias()),
-                                    n(numel(ln.getInput()) / h), n(h), floatLiteral(ln.getEpsilon().convertToDouble())});
+        call("layer_norm_forward",
+             {ptr(ln), ptr(ln.getInput()), ptr(ln.getWeight()), ptr(ln.getBias()),
+              L("rows", n(numel(ln.getInput()) / h)), L("dim", n(h)),
+              L("eps", floatLiteral(ln.getEpsilon().convertToDouble()))});
         return success();
       })
       .Case([&](tx::LayerNormGradOp g) {
         int64_t h = shapeOf(g.getInput()).back();
         call("layer_norm_backward", {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getBiasGrad()),
                                      ptr(g.getGrad()), ptr(g.getInput()), ptr(g.getWeight()),
-                                     n(numel(g.getInput()) / h), n(h), floatLiteral(g.getEpsilon().convertToDouble())});
+                                     L("rows", n(numel(g.getInput()) / h)), L("dim", n(h)),
+                                     L("eps", floatLiteral(g.getEpsilon().convertToDouble()))});
         return success();
       })
       .Case([&](tx::RmsNormOp rn) {
         int64_t h = shapeOf(rn.getInput()).back();
-        call("rms_norm_forward", {ptr(rn), ptr(rn.getInput()), ptr(rn.getWeight()), n(numel(rn.getInput()) / h), n(h),
-                                  floatLiteral(rn.getEpsilon().convertToDouble())});
+        call("rms_norm_forward", {ptr(rn), ptr(rn.getInput()), ptr(rn.getWeight()),
+                                  L("rows", n(numel(rn.getInput()) / h)), L("dim", n(h)),
+                                  L("eps", floatLiteral(rn.getEpsilon().convertToDouble()))});
         return success();
       })
       .Case([&](tx::RmsNormGradOp g) {
         int64_t h = shapeOf(g.getInput()).back();
         call("rms_norm_backward", {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getGrad()),
-                                   ptr(g.getInput()), ptr(g.getWeight()), n(numel(g.getInput()) / h), n(h),
-                                   floatLiteral(g.getEpsilon().convertToDouble())});
+                                   ptr(g.getInput()), ptr(g.getWeight()), L("rows", n(numel(g.getInput()) / h)),
+                                   L("dim", n(h)), L("eps", floatLiteral(g.getEpsilon().convertToDouble()))});
         return success();
       })
       .Case([&](tx::GeluOp g) {
         bool tanh = g.getApproximation() == tx::GeluApproximation::Tanh;
-        call(tanh ? "gelu_tanh_forward" : "gelu_erf_forward", {ptr(g), ptr(g.getInput()), n(numel(g))});
+        call(tanh ? "gelu_tanh_forward" : "gelu_erf_forward", {ptr(g), ptr(g.getInput()), L("n", n(numel(g)))});
         return success();
       })
       .Case([&](tx::GeluGradOp g) {
         bool tanh = g.getApproximation() == tx::GeluApproximation::Tanh;
-        call(tanh ? "gelu_tanh_backward" : "gelu_erf_backward", {ptr(g), ptr(g.getGrad()), ptr(g.getInput()), n(numel(g))});
+        call(tanh ? "gelu_tanh_backward" : "gelu_erf_backward",
+             {ptr(g), ptr(g.getGrad()), ptr(g.getInput()), L("n", n(numel(g)))});
         return success();
       })
       .Case([&](tx::SwigluOp s) {
-        call("swiglu_forward", {ptr(s), ptr(s.getGate()), ptr(s.getUp()), n(numel(s))});
+        call("swiglu_forward", {ptr(s), ptr(s.getGate()), ptr(s.getUp()), L("n", n(numel(s)))});
         return success();
       })
       .Case([&](tx::SwigluGradOp s) {
         call("swiglu_backward", {ptr(s.getGateGrad()), ptr(s.getUpGrad()), ptr(s.getGrad()), ptr(s.getGate()),
-                                 ptr(s.getUp()), n(numel(s.getGrad()))});
+                                 ptr(s.getUp()), L("n", n(numel(s.getGrad())))});
         return success();
       })
       .Case([&](tx::DropoutOp d) {
@@ -443,29 +506,36 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::RopeOp r) {
         ArrayRef<int64_t> s = shapeOf(r.getInput());
-        call("rope_forward", {ptr(r), ptr(r.getInput()), n(s[0]), n(s[1]), n(s[2]), n(s[3]),
-                              floatLiteral(r.getTheta().convertToDouble()), "0", b(r.getInverse())});
+        call("rope_forward", {ptr(r), ptr(r.getInput()), L("batch", n(s[0])), L("seq", n(s[1])),
+                              L("heads", n(s[2])), L("head_dim", n(s[3])),
+                              L("theta", floatLiteral(r.getTheta().convertToDouble())), L("position_offset", "0"),
+                              L("inverse", b(r.getInverse()))});
         return success();
       })
       .Case([&](tx::AttentionOp a) {
         ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
-        call("attention_forward", {ptr(a), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()), n(q[0]), n(q[1]),
-                                   n(q[2]), n(k[2]), n(q[3]), floatLiteral(a.getScale().convertToDouble()),
-                                   b(a.getCausal())});
+        call("attention_forward", {ptr(a), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
+                                   L("batch", n(q[0])), L("seq", n(q[1])), L("heads", n(q[2])),
+                                   L("kv_heads", n(k[2])), L("head_dim", n(q[3])),
+                                   L("scale", floatLiteral(a.getScale().convertToDouble())),
+                                   L("causal", b(a.getCausal()))});
         return success();
       })
       .Case([&](tx::AttentionGradOp a) {
         ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
-        call("attention_backward", {ptr(a.getQueryGrad()), ptr(a.getKeyGrad()), ptr(a.getValueGrad()), ptr(a.getGrad()),
-                                    ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()), n(q[0]), n(q[1]), n(q[2]),
-                                    n(k[2]), n(q[3]), floatLiteral(a.getScale().convertToDouble()), b(a.getCausal())});
+        call("attention_backward", {ptr(a.getQueryGrad()), ptr(a.getKeyGrad()), ptr(a.getValueGrad()),
+                                    ptr(a.getGrad()), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
+                                    L("batch", n(q[0])), L("seq", n(q[1])), L("heads", n(q[2])),
+                                    L("kv_heads", n(k[2])), L("head_dim", n(q[3])),
+                                    L("scale", floatLiteral(a.getScale().convertToDouble())),
+                                    L("causal", b(a.getCausal()))});
         return success();
       })
       .Case([&](tx::CrossEntropyOp c) {
         int64_t v = shapeOf(c.getLogits()).back();
         scalarCall(c, "cross_entropy_forward",
-                   ptr(c.getLogits()) + ", " + ptr(c.getLabels()) + ", " + n(numel(c.getLabels())) + ", " + n(v) + ", " +
-                       n(c.getVocabSize().value_or(v)));
+                   ptr(c.getLogits()) + ", " + ptr(c.getLabels()) + ", " + L("tokens", n(numel(c.getLabels()))) +
+                       ", " + L("vocab", n(v)) + ", " + L("vocab_size", n(c.getVocabSize().value_or(v))));
         return success();
       })
       .Case([&](tx::CrossEntropyGradOp c) -> LogicalResult {
@@ -474,16 +544,17 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         if (failed(dloss))
           return failure();
         call("cross_entropy_backward", {ptr(c), *dloss, ptr(c.getLogits()), ptr(c.getLabels()),
-                                        n(numel(c.getLabels())), n(v), n(c.getVocabSize().value_or(v))});
+                                        L("tokens", n(numel(c.getLabels()))), L("vocab", n(v)),
+                                        L("vocab_size", n(c.getVocabSize().value_or(v)))});
         return success();
       })
       .Case([&](func::CallOp c) {
         maxCallee = std::max(maxCallee, calleeScratch.lookup(c.getCallee()));
         os << "  " << c.getCallee() << "(ctx, ws + " << frameBytes;
         for (Value a : c.getOperands())
-          os << ", " << ptr(a);
+          os << ",\n      " << ptr(a);
         for (Value r : c.getResults())
-          os << ", " << ptr(r);
+          os << ",\n      " << ptr(r);
         os << ");\n";
         return success();
       })
@@ -509,7 +580,7 @@ void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t firs
      << ") - grads[" << first << "]);\n";
 }
 
-FailureOr<int64_t> emitFunction(func::FuncOp fn, const Signature &sig, const tx::ParamTable &params,
+FailureOr<int64_t> emitFunction(func::FuncOp fn, Signature sig, const tx::ParamTable &params,
                                 const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os,
                                 llvm::raw_ostream &plan) {
   return FunctionEmitter(fn, sig, params, calleeScratch, os).emit(plan);
@@ -518,13 +589,16 @@ FailureOr<int64_t> emitFunction(func::FuncOp fn, const Signature &sig, const tx:
 Signature calleeSignature(func::FuncOp fn) {
   Signature sig;
   sig.prototype = "void " + fn.getName().str() + "(const megart::StepContext &ctx, char *ws";
-  for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) {
-    sig.prototype += ",\n    const float *a" + std::to_string(i) + " /* " + typeString(t) + " */";
-    sig.args.push_back("a" + std::to_string(i));
+  Block &body = fn.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    std::string name = sig.names.take(arg, "arg");
+    sig.prototype += ",\n    const float *" + name + " /* " + typeString(arg.getType()) + " */";
+    sig.args.push_back(name);
   }
-  for (auto [i, t] : llvm::enumerate(fn.getResultTypes())) {
-    sig.prototype += ",\n    float *r" + std::to_string(i) + " /* " + typeString(t) + " */";
-    sig.results.push_back("r" + std::to_string(i));
+  for (Value returned : body.getTerminator()->getOperands()) {
+    std::string name = sig.names.take(returned, "result");
+    sig.prototype += ",\n    float *" + name + " /* " + typeString(returned.getType()) + " */";
+    sig.results.push_back(name);
   }
   sig.prototype += ") {";
   return sig;

@@ -1,6 +1,8 @@
 // Emits one MLIR function as one C++ function: kernel calls on buffers in a statically planned
 // workspace. What the function's arguments and results are in C++ (caller's buffers, the
 // microbatch's ids, a pipeline chunk's stash) is the caller's choice, given as a Signature.
+// Every buffer is named after the IR value it holds (its NameLoc: ln_1, d_attn_c_proj_weight),
+// so the C++ reads like the dumps.
 #pragma once
 
 #include "megac/Target/EmitCpp.h"
@@ -9,11 +11,28 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
 
 namespace megac::emit {
+
+/// The C++ names of one generated function: each IR name made a C identifier ("transformer.h.0"
+/// -> "transformer_h_0") and unique (a second "d_ln_1" is "d_ln_1_1"); the names every
+/// signature and kernel uses are taken from the start.
+class CppNames {
+public:
+  CppNames();
+  /// A fresh identifier for a value named `irName` ("" or not an identifier: `fallback`N).
+  std::string take(llvm::StringRef irName, llvm::StringRef fallback = "t");
+  /// The identifier of value `v` (its IR name, else `fallback`N).
+  std::string take(mlir::Value v, llvm::StringRef fallback = "t");
+
+private:
+  llvm::StringSet<> used;
+  unsigned unnamed = 0;
+};
 
 /// `ctx.grad_sync->start(...)` for the gradients of parameters [first, last], at `indent`: the
 /// runtime keeps all gradients in one buffer in table order, so a bucket is contiguous and ends
@@ -29,6 +48,7 @@ struct Signature {
   /// Buffer each result is written into ("" = none: the value lives in the workspace).
   llvm::SmallVector<std::string> results;
   std::string prologue;                   // declarations before the body
+  CppNames names;                         // the names the prototype and prologue took
   bool hasParams = false;                 // tx.param / tx.param_grad allowed (params, grads)
   int returnedScalar = -1;                // result returned as `float` (the loss), or -1
   std::string returnDefault;              // returned when returnedScalar is -1 ("" = void)
@@ -37,11 +57,13 @@ struct Signature {
 
 /// Emits `fn` with `sig` to `os`, its workspace plan to `plan`; returns the workspace bytes it
 /// needs, its callees' (from `calleeScratch`) included.
-mlir::FailureOr<int64_t> emitFunction(mlir::func::FuncOp fn, const Signature &sig, const tx::ParamTable &params,
+mlir::FailureOr<int64_t> emitFunction(mlir::func::FuncOp fn, Signature sig, const tx::ParamTable &params,
                                       const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os,
                                       llvm::raw_ostream &plan);
 
-/// A callee (layer forward / backward): `void name(ctx, ws, const float *a0.., float *r0..)`.
+/// A callee (a layer's forward or backward half): `void name(ctx, ws, const float *<argument>...,
+/// float *<result>...)`, each named after the IR value (the layer's parameters by their
+/// checkpoint names: ln_1_weight).
 Signature calleeSignature(mlir::func::FuncOp fn);
 
 int64_t numel(mlir::Value v);

@@ -23,15 +23,16 @@ void emitParamTable(StringRef name, const tx::ParamTable &params, llvm::raw_ostr
       os << "}";
     };
     static const char *inits[] = {"Normal", "Zeros", "Ones"};
-    os << "    {" << cString(op.getName()) << ", " << shape.size() << ", ";
+    os << "    {/*name=*/" << cString(op.getName()) << ", /*rank=*/" << shape.size() << ", /*shape=*/";
     list(shape);
-    os << ", ";
+    os << ", /*offsets=*/";
     list(offsets);
-    os << ", ";
+    os << ", /*full_shape=*/";
     list(full);
-    os << ", megart::ParamInit::" << inits[static_cast<int>(op.getInit())] << ", "
-       << floatLiteral(op.getStd() ? op.getStd()->convertToDouble() : 0.02) << ", "
-       << (shape.size() >= 2 ? "true" : "false") << ", " << (op.getTpSplit() ? static_cast<int64_t>(*op.getTpSplit()) : int64_t(-1)) << ", "
+    os << ",\n     /*init=*/megart::ParamInit::" << inits[static_cast<int>(op.getInit())] << ", /*init_std=*/"
+       << floatLiteral(op.getStd() ? op.getStd()->convertToDouble() : 0.02) << ", /*weight_decay=*/"
+       << (shape.size() >= 2 ? "true" : "false") << ", /*tp_split_dim=*/"
+       << (op.getTpSplit() ? static_cast<int64_t>(*op.getTpSplit()) : int64_t(-1)) << ", /*padded=*/"
        << (op.getPadded() ? "true" : "false") << "},\n";
   }
   os << "};\n\n";

@@ -56,7 +56,7 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
   split.numResults = ret.getNumOperands();
   SmallVector<BlockArgument> resultCotangents;
   for (Value r : ret.getOperands())
-    resultCotangents.push_back(body.addArgument(r.getType(), r.getLoc()));
+    resultCotangents.push_back(body.addArgument(r.getType(), gradientLoc(r)));
 
   ReverseSweep sweep(body);
   for (auto [r, c] : llvm::zip_equal(ret.getOperands(), resultCotangents))
@@ -108,8 +108,10 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
   {
     Block *fwdBody = split.fwd.addEntryBlock();
     IRMapping map;
-    for (unsigned i = 0; i < callee.getNumArguments(); ++i)
+    for (unsigned i = 0; i < callee.getNumArguments(); ++i) {
+      fwdBody->getArgument(i).setLoc(body.getArgument(i).getLoc());
       map.map(body.getArgument(i), fwdBody->getArgument(i));
+    }
     OpBuilder fb = OpBuilder::atBlockEnd(fwdBody);
     for (Operation *op : forwardOps)
       fb.clone(*op, map);
@@ -139,12 +141,19 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
     Block *bwdBody = split.bwd.addEntryBlock();
     IRMapping map;
     unsigned next = 0;
+    // Each argument is named after what it brings: a forward argument, a saved activation, a
+    // result's cotangent.
+    auto bind = [&](Value from) {
+      BlockArgument arg = bwdBody->getArgument(next++);
+      arg.setLoc(from.getLoc());
+      map.map(from, arg);
+    };
     for (unsigned i : split.argsReadByBackward)
-      map.map(body.getArgument(i), bwdBody->getArgument(next++));
+      bind(body.getArgument(i));
     for (Value v : saved)
-      map.map(v, bwdBody->getArgument(next++));
+      bind(v);
     for (Value c : resultCotangents)
-      map.map(c, bwdBody->getArgument(next++));
+      bind(c);
     OpBuilder bb = OpBuilder::atBlockEnd(bwdBody);
     for (Operation *op : backwardOps)
       bb.clone(*op, map);
@@ -202,8 +211,8 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
       call.erase();
     }
 
-    Value dloss = body.addArgument(lossType, fn.getLoc());
     auto ret = cast<func::ReturnOp>(body.getTerminator());
+    Value dloss = body.addArgument(lossType, gradientLoc(ret.getOperand(0)));
     ReverseSweep sweep(body);
     sweep.seed(ret.getOperand(0), dloss);
     auto callVjp = [&](Operation *op, ReverseSweep &s) -> FailureOr<SmallVector<Value>> {

@@ -84,7 +84,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
 
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
-    Location loc = module.getLoc();
+    Location loc = FusedLoc::get(b.getContext(), {module.getLoc()}, b.getStringAttr(getArgument()));
     auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType({}, {}));
     b.setInsertionPointToEnd(fn.addEntryBlock());
     auto gridRef = FlatSymbolRefAttr::get(b.getContext(), names::kGrid);
@@ -92,8 +92,10 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     for (auto [index, bucketRange] : llvm::enumerate(buckets)) {
       auto [first, end, n] = bucketRange;
       auto type = RankedTensorType::get({n}, b.getF32Type());
-      Value bucket = tx::GradBucketOp::create(b, loc, type, first, end);
-      auto sum = shard::AllReduceOp::create(b, loc, type, gridRef, dpAxis, bucket,
+      std::string name = "bucket_" + std::to_string(index);
+      Value bucket = tx::GradBucketOp::create(b, NameLoc::get(b.getStringAttr(name), loc), type, first, end);
+      auto sum = shard::AllReduceOp::create(b, NameLoc::get(b.getStringAttr(name + "_summed"), loc), type, gridRef,
+                                            dpAxis, bucket,
                                             shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum));
       sum->setAttr(names::kRuleAttr, b.getStringAttr("data parallel: gradient bucket " + std::to_string(index) +
                                                      " (" + table[first].getName() + " .. " + table[end].getName() +

@@ -50,7 +50,7 @@ struct FuseEpiloguesPass : public megac::impl::FuseEpiloguesBase<FuseEpiloguesPa
       // The fused results keep the shardings megac-tensor-parallel recorded on the ops they replace.
       Attribute addSharding = add->getAttr(names::kShardingAttr);
       if (tx::GeluOp gelu = geluOf(add)) {
-        auto fused = tx::MatmulBiasGeluOp::create(b, m.getLoc(), add.getType(), gelu.getType(), m.getLhs(),
+        auto fused = tx::MatmulBiasGeluOp::create(b, add.getLoc(), add.getType(), gelu.getType(), m.getLhs(),
                                                   m.getRhs(), add.getRhs(), m.getTransposeRhs(),
                                                   gelu.getApproximation());
         if (Attribute geluSharding = gelu->getAttr(names::kShardingAttr); addSharding && geluSharding)
@@ -59,7 +59,7 @@ struct FuseEpiloguesPass : public megac::impl::FuseEpiloguesBase<FuseEpiloguesPa
         gelu.erase();
         add.replaceAllUsesWith(fused.getPre());
       } else {
-        auto fused = tx::MatmulBiasOp::create(b, m.getLoc(), add.getType(), m.getLhs(), m.getRhs(), add.getRhs(),
+        auto fused = tx::MatmulBiasOp::create(b, add.getLoc(), add.getType(), m.getLhs(), m.getRhs(), add.getRhs(),
                                               m.getTransposeRhs());
         if (addSharding)
           fused->setAttr(names::kShardingAttr, addSharding);

@@ -1,6 +1,7 @@
 // megac-pipeline-split: @train_step -> per-chunk forward and backward functions (see Passes.td).
 #include "megac/Frontend/PlanIR.h"
 #include "megac/Transforms/Passes.h"
+#include "tx/TxLocations.h"
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"
 
@@ -243,6 +244,14 @@ func::FuncOp Splitter::buildChunkFunction(StringRef name, ArrayRef<Value> inputs
   Block *block = fn.addEntryBlock();
   IRMapping map;
   map.map(inputs, block->getArguments());
+  // Each argument is named after the value it brings (a result of a layer call by what the
+  // layer returns there: layer_1_fc_gelu).
+  for (auto [arg, v] : llvm::zip_equal(block->getArguments(), inputs)) {
+    auto result = dyn_cast<OpResult>(v);
+    std::string name = result ? tx::resultName(result) : tx::valueName(v).str();
+    arg.setLoc(name.empty() || name == tx::valueName(v) ? v.getLoc()
+                                                        : tx::derivedLoc(v, name, "megac-pipeline-split"));
+  }
   b.setInsertionPointToEnd(block);
   cloneInto(b, ops, map);
   SmallVector<Value> mapped;

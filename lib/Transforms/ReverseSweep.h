@@ -8,6 +8,10 @@
 
 namespace megac {
 
+/// Where the gradient of `primal` comes from: named d_<primal>, made by megac-autodiff at the
+/// spec key of `primal`.
+mlir::Location gradientLoc(mlir::Value primal);
+
 class ReverseSweep {
 public:
   /// Handles ops that have no VjpOpInterface (calls): given the op, returns one cotangent per

@@ -4,6 +4,7 @@
 // localizes the types.
 #include "megac/Frontend/PlanIR.h"
 #include "megac/Transforms/Passes.h"
+#include "tx/TxLocations.h"
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"
 
@@ -53,8 +54,8 @@ public:
     if (get(v) != to)
       op->setOperand(i, convert(v, to, op, rule));
   }
-  Value allReduce(OpBuilder &b, Location loc, Value v, shard::ReductionKind kind, StringRef rule) override {
-    Value r = shard::AllReduceOp::create(b, loc, v.getType(), gridRef(), tpAxis(b), v,
+  Value allReduce(OpBuilder &b, Value v, shard::ReductionKind kind, StringRef rule) override {
+    Value r = shard::AllReduceOp::create(b, collectiveLoc(v, "reduced"), v.getType(), gridRef(), tpAxis(b), v,
                                          shard::ReductionKindAttr::get(b.getContext(), kind));
     r.getDefiningOp()->setAttr(names::kRuleAttr, b.getStringAttr(rule));
     set(r, Sharding::replicated());
@@ -69,6 +70,12 @@ public:
   bool sequenceParallel() const override { return sp; }
 
 private:
+  /// A collective's result is named after the value it moves: %ln_1_gathered.
+  static Location collectiveLoc(Value v, StringRef what) {
+    StringRef name = tx::valueName(v);
+    return tx::derivedLoc(v, name.empty() ? llvm::Twine(what) : name + "_" + what, "megac-tensor-parallel");
+  }
+
   FlatSymbolRefAttr gridRef() { return FlatSymbolRefAttr::get(module.getContext(), names::kGrid); }
   static DenseI16ArrayAttr tpAxis(OpBuilder &b) {
     return b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Tp)});
@@ -163,18 +170,18 @@ private:
     if (auto it = converted.find(key); it != converted.end())
       return it->second;
     OpBuilder b(user);
-    Location loc = v.getLoc();
     auto sum = shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum);
     Value result;
     if (from.isPartial() && to.kind == Sharding::Replicated) {
-      result = shard::AllReduceOp::create(b, loc, v.getType(), gridRef(), tpAxis(b), v, sum);
+      result = shard::AllReduceOp::create(b, collectiveLoc(v, "reduced"), v.getType(), gridRef(), tpAxis(b), v, sum);
     } else if (from.isPartial() && to.isSplit()) {
-      result = shard::ReduceScatterOp::create(b, loc, v.getType(), gridRef(), tpAxis(b), v, sum,
-                                              b.getIndexAttr(to.dim));
+      result = shard::ReduceScatterOp::create(b, collectiveLoc(v, "scattered"), v.getType(), gridRef(), tpAxis(b), v,
+                                              sum, b.getIndexAttr(to.dim));
     } else if (from.isSplit() && to.kind == Sharding::Replicated) {
-      result = shard::AllGatherOp::create(b, loc, v.getType(), gridRef(), tpAxis(b), v, b.getIndexAttr(from.dim));
+      result = shard::AllGatherOp::create(b, collectiveLoc(v, "gathered"), v.getType(), gridRef(), tpAxis(b), v,
+                                          b.getIndexAttr(from.dim));
     } else if (from.kind == Sharding::Replicated && to.isSplit()) {
-      result = shard::AllSliceOp::create(b, loc, v.getType(), v, names::kGrid,
+      result = shard::AllSliceOp::create(b, collectiveLoc(v, "sliced"), v.getType(), v, names::kGrid,
                                          ArrayRef<shard::GridAxis>{static_cast<int16_t>(GridAxis::Tp)}, to.dim);
     } else if (from.isSplit() && to.isSplit()) {
       Value whole = convert(v, Sharding::replicated(), user, rule);

@@ -29,7 +29,7 @@ public:
     std::string number = std::to_string(numbers.lookup(pass));
     std::string name = std::string(2 - std::min<size_t>(2, number.size()), '0') + number + "-" +
                        pass->getArgument().str() + ".mlir";
-    dumps.write(name, [&](raw_ostream &os) { op->print(os, getOpPrintingFlags()); });
+    dumps.write(name, [&](raw_ostream &os) { op->print(os, getOpPrintingFlags()); os << "\n"; });
   }
 
 private:
@@ -39,10 +39,12 @@ private:
 
 } // namespace
 
-mlir::OpPrintingFlags IRDumps::printingFlags() { return mlir::OpPrintingFlags(); }
+mlir::OpPrintingFlags IRDumps::printingFlags() {
+  return mlir::OpPrintingFlags().enableDebugInfo(/*enable=*/true, /*prettyForm=*/false).printNameLocAsPrefix();
+}
 
 bool IRDumps::writeFrontend(mlir::ModuleOp module) {
-  return write("00-frontend.mlir", [&](raw_ostream &os) { module->print(os, printingFlags()); });
+  return write("00-frontend.mlir", [&](raw_ostream &os) { module->print(os, printingFlags()); os << "\n"; });
 }
 
 void IRDumps::instrument(PassManager &pm) {

@@ -5,6 +5,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace megac {
@@ -28,6 +29,10 @@ struct ModelSpec {
   double rotaryBase = 10000.0;
   double hiddenDropout = 0.0;
   double attentionDropout = 0.0;
+
+  // Where each key the file gives stands (1-based line): the IR's locations point there.
+  std::string path;
+  std::map<std::string, unsigned> keyLines;
 
   int64_t headDim() const { return hiddenSize / numAttentionHeads; }
 };
