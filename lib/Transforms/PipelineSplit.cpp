@@ -110,7 +110,7 @@ LogicalResult Splitter::place() {
     auto call = dyn_cast<func::CallOp>(op);
     if (!backward && call && call->hasAttr(names::kLayerAttr)) {
       if (layer >= numLayers)
-        return call.emitOpError() << "is transformer layer " << layer << " but layers-per-chunk places only "
+        return call.emitOpError() << "is transformer layer " << layer << " but the plan's pipeline_layout places only "
                                   << numLayers << " layers";
       c = chunkOfLayer(layersPerChunk, layer++);
     } else if (maxForward >= 0) {
@@ -139,7 +139,7 @@ LogicalResult Splitter::place() {
     where.phase[&op] = backward ? Phase::Backward : Phase::Forward;
   }
   if (layer != numLayers)
-    return entry.emitOpError() << "calls " << layer << " transformer layers but layers-per-chunk places "
+    return entry.emitOpError() << "calls " << layer << " transformer layers but the plan's pipeline_layout places "
                                << numLayers;
   for (Operation *op : dead)
     op->erase();
