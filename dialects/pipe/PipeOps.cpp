@@ -1,5 +1,5 @@
 // Verifiers of the `pipe` ops. The schedule op runs the schedule verifier of
-// megac/Pipeline/Schedule.h and points notes at the steps its message is about.
+// pipe/schedule/Schedule.h and points notes at the steps its message is about.
 #include "pipe/PipeOps.h"
 #include "pipe/ScheduleIR.h"
 

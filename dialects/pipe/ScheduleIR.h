@@ -2,7 +2,7 @@
 // work on) and the `pipe.schedule` op.
 #pragma once
 
-#include "megac/Pipeline/Schedule.h"
+#include "pipe/schedule/Schedule.h"
 #include "pipe/PipeOps.h"
 
 #include "mlir/IR/Builders.h"

@@ -1,5 +1,5 @@
 #include "megac/Frontend/ParallelPlan.h"
-#include "megac/Pipeline/Schedule.h"
+#include "pipe/schedule/Schedule.h"
 #include "megart/grid_layout.h"
 
 #include "llvm/ADT/StringExtras.h"

@@ -1,6 +1,6 @@
 // megac-print-pipeline-schedule: what a schedule does, in words a user reads first.
 #include "megac/Pipeline/Passes.h"
-#include "megac/Pipeline/Schedule.h"
+#include "pipe/schedule/Schedule.h"
 #include "pipe/ScheduleIR.h"
 
 #include "llvm/Support/Format.h"

@@ -1,9 +1,13 @@
 // megac-pipeline-schedule: the plan's schedule, as a pipe.schedule op in the module.
 #include "megac/Frontend/PlanIR.h"
 #include "megac/Pipeline/Passes.h"
-#include "megac/Pipeline/Schedule.h"
+#include "pipe/schedule/Schedule.h"
 #include "pipe/ScheduleIR.h"
 #include "tx/TxNames.h"
+
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "megac-pipeline-schedule"
 
 namespace megac::pipeline {
 #define GEN_PASS_DEF_PIPELINESCHEDULE
@@ -39,6 +43,8 @@ struct PipelineSchedulePass : public megac::pipeline::impl::PipelineScheduleBase
       module.emitError() << llvm::toString(built.takeError());
       return signalPassFailure();
     }
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << plan->pipelineSchedule << " over " << plan->pp << " x "
+                            << plan->vpp << " chunks, " << plan->numMicrobatches << " microbatches\n");
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     megac::pipe::buildScheduleOp(builder, module.getLoc(), *built);
   }

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "FunctionEmitter.h"
-#include "megac/Pipeline/Schedule.h"
+#include "pipe/schedule/Schedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
 

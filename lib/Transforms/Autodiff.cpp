@@ -6,6 +6,9 @@
 
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "megac-autodiff"
 
 namespace megac {
 #define GEN_PASS_DEF_AUTODIFF
@@ -96,6 +99,8 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
   for (Value v : argCotangents)
     noteRead(v); // an argument cotangent can be a forward value only through a seed; kept general
   split.argsReadByBackward.assign(argsRead.begin(), argsRead.end());
+  LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": @" << callee.getName() << ": backward reads " << argsRead.size()
+                          << " arguments and " << saved.size() << " saved activations\n");
   llvm::sort(split.argsReadByBackward);
 
   // Forward half: the original body, also returning the saved activations.

@@ -7,6 +7,9 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "megac-data-parallel"
 
 namespace megac {
 #define GEN_PASS_DEF_DATAPARALLEL
@@ -91,6 +94,8 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     auto dpAxis = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)});
     for (auto [index, bucketRange] : llvm::enumerate(buckets)) {
       auto [first, end, n] = bucketRange;
+      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": @" << name << " bucket " << index << ": params [" << first << ", "
+                              << end << "], " << n << " elements\n");
       auto type = RankedTensorType::get({n}, b.getF32Type());
       std::string name = "bucket_" + std::to_string(index);
       Value bucket = tx::GradBucketOp::create(b, NameLoc::get(b.getStringAttr(name), loc), type, first, end);

@@ -4,6 +4,9 @@
 #include "tx/TxOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "megac-fuse-epilogues"
 
 namespace megac {
 #define GEN_PASS_DEF_FUSEEPILOGUES
@@ -45,6 +48,8 @@ struct FuseEpiloguesPass : public megac::impl::FuseEpiloguesBase<FuseEpiloguesPa
       tx::AddOp add = biasAdd(m);
       if (!add)
         continue;
+      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": bias add " << add.getLoc() << " into its GEMM"
+                              << (geluOf(add) ? ", with the GELU after it\n" : "\n"));
       // At the add: every operand (the matmul's, the bias) is defined before it.
       OpBuilder b(add);
       // The fused results keep the shardings megac-tensor-parallel recorded on the ops they replace.

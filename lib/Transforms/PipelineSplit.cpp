@@ -8,6 +8,9 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "megac-pipeline-split"
 
 namespace megac {
 #define GEN_PASS_DEF_PIPELINESPLIT
@@ -137,6 +140,8 @@ LogicalResult Splitter::place() {
     }
     where.chunk[&op] = c;
     where.phase[&op] = backward ? Phase::Backward : Phase::Forward;
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << op.getName() << " " << op.getLoc() << " -> chunk " << c
+                            << (backward ? " backward\n" : " forward\n"));
   }
   if (layer != numLayers)
     return entry.emitOpError() << "calls " << layer << " transformer layers but the plan's pipeline_layout places "
@@ -304,6 +309,9 @@ LogicalResult Splitter::run() {
     return failure();
   auto i64 = [&](int64_t v) { return IntegerAttr::get(IntegerType::get(module.getContext(), 64), v); };
   for (int64_t c = 0; c < numChunks; ++c) {
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": chunk " << c << ": " << chunks[c].forwardOps.size() << " forward ops, "
+                            << chunks[c].backwardOps.size() << " backward ops, " << chunks[c].stash.size()
+                            << " stashed values\n");
     for (func::FuncOp fn : {buildForward(c), buildBackward(c)}) {
       fn->setAttr(names::kChunkAttr, i64(c));
       fn->setAttr(names::kStashAttr, i64(static_cast<int64_t>(chunks[c].stash.size())));

@@ -10,9 +10,12 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
 
 #include <map>
 #include <tuple>
+
+#define DEBUG_TYPE "megac-tensor-parallel"
 
 namespace megac {
 #define GEN_PASS_DEF_TENSORPARALLEL
@@ -110,6 +113,7 @@ private:
   }
 
   LogicalResult shardOp(Operation *op) {
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": rule of " << op->getName() << " " << op->getLoc() << "\n");
     if (auto rule = dyn_cast<tx::ShardingRuleOpInterface>(op))
       return rule.shard(*this);
     if (auto call = dyn_cast<func::CallOp>(op))
@@ -190,6 +194,8 @@ private:
       llvm_unreachable("no collective makes partial sums");
     }
     result.getDefiningOp()->setAttr(names::kRuleAttr, b.getStringAttr(rule));
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << result.getDefiningOp()->getName() << " of " << tx::valueName(v)
+                            << " before " << user->getName() << ": " << rule << "\n");
     set(result, to);
     converted[key] = result;
     return result;

@@ -3,7 +3,7 @@
 // (P - 1) / m for GPipe and 1F1B and (P - 1) / (V m) for interleaved; activation stash peaks
 // meet the bounds where theory says they are tight, and GPipe stashes more than 1F1B.
 // Prints "ok N cases", or each failing case and exits 1.
-#include "megac/Pipeline/Schedule.h"
+#include "pipe/schedule/Schedule.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"

@@ -4,7 +4,7 @@
 
 #include "IRDumps.h"
 #include "megac/Frontend/ParallelPlan.h"
-#include "megac/Pipeline/Schedule.h"
+#include "pipe/schedule/Schedule.h"
 
 namespace megac {
 

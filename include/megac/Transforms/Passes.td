@@ -1,4 +1,6 @@
-// megac's passes, in the order `megac compile` runs them.
+// megac's passes, in the order `megac compile` runs them (buildTrainingPipeline,
+// megac-opt --megac-training-pipeline, adds a cse after megac-autodiff and
+// megac-pipeline-schedule after megac-pipeline-split).
 #ifndef MEGAC_TRANSFORMS_PASSES_TD
 #define MEGAC_TRANSFORMS_PASSES_TD
 
@@ -13,8 +15,8 @@ def Autodiff : Pass<"megac-autodiff", "mlir::ModuleOp"> {
     `dloss` seeds the backward pass (the runtime passes 1 / (microbatches x dp size)) and each
     parameter's gradient flows into a `tx.param_grad`.
 
-    A function called from the entry (one per distinct layer kind) is split into `@F_fwd`,
-    which also returns the activations its backward needs, and `@F_bwd`, which takes them
+    A function called from the entry (one per distinct layer kind) is split into `@F_forward`,
+    which also returns the activations its backward needs, and `@F_backward`, which takes them
     with the cotangents of F's results and returns the cotangents of F's arguments. So the
     program keeps one function per layer kind, and a later pass can place the halves on
     different pipeline stages.
@@ -29,22 +31,26 @@ def TensorParallel : Pass<"megac-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Shards forward + backward over the tensor-parallel ranks, Megatron's way";
   let description = [{
     Runs after megac-autodiff, with the tensor-parallel size and sequence parallelism of the
-    plan recorded in `@grid` (nothing to do at tp 1). Megatron's placement annotates the parameters (query/key/value
-    and fc1 / gate / up column-split; attention output and fc2 / down row-split; embedding and
-    LM head split on the vocabulary; norms and positions replicated). From there every value
-    gets a sharding - replicated, split along one dimension, or a partial sum - by a rule per
-    op, forward and backward ops alike. Where an op needs another sharding than its operand
-    has, the pass inserts the collective on the `tp` axis of `@grid` (a `shard.grid` of shape
-    pp x dp x tp, Megatron's rank order) and names the rule in `megac.rule`:
-    a partial sum that meets a norm, a residual add or a bias becomes an all-reduce (two per
-    layer forward, two backward), the cross-entropy over vocabulary-split logits is built from
-    three all-reduced statistics, and an embedding over a vocabulary-split table gives a
-    partial sum. Types become the rank-local shapes.
+    plan recorded in `@grid` (nothing to do at tp 1). The sharding rules are the ops' own
+    (`ShardingRuleOpInterface`, dialects/tx/TxSharding.cpp), each named after the Megatron rule
+    it implements: a parameter is split by the role the frontend gave it (query / key / value,
+    fc1, gate and up column-parallel; attention output, fc2 and down row-parallel; embedding and
+    LM head vocabulary-parallel; norms and positions whole), and every value then gets a
+    sharding - whole, split along one dimension, or a partial sum - from its operands', forward
+    and backward ops alike. Where an op needs another sharding than its operand has, the pass
+    inserts the collective on the `tp` axis of `@grid` (a `shard.grid` of shape pp x dp x tp,
+    Megatron's rank order) and names the rule in `megac.rule`: a partial sum that meets a norm,
+    a residual add or a bias becomes an all-reduce (two per layer forward, two backward), the
+    cross-entropy over vocabulary-split logits is built from three all-reduced statistics, and
+    an embedding over a vocabulary-split table gives a partial sum. Types become the rank-local
+    shapes, and every value records its sharding (`megac.sharding = #tx.sharding<...>` on each
+    op, one per result, and on function arguments and results).
 
-    With `sequence_parallel` in the plan, activations between the tensor-parallel regions stay split along
-    the sequence: partial sums of a row-parallel layer are reduce-scattered instead of
-    all-reduced, column-parallel layers all-gather their input, norms work on the local
-    sequence shard and their weights' gradients are all-reduced over tp.
+    With `sequence_parallel` in the plan, activations between the tensor-parallel regions stay
+    split along the sequence: partial sums of a row-parallel layer are reduce-scattered instead
+    of all-reduced, column-parallel layers all-gather their input, norms work on the local
+    sequence shard, and the gradients of the norms' weights and of the row-parallel biases are
+    all-reduced over tp, each under its own rule.
   }];
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
 }

@@ -1,5 +1,5 @@
 // Schedules for people: one line per rank, and a Chrome trace / Perfetto timeline.
-#include "megac/Pipeline/Schedule.h"
+#include "pipe/schedule/Schedule.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"

@@ -1,5 +1,5 @@
 // Stashed activations: what each schedule kind promises, and what a list really holds.
-#include "megac/Pipeline/Schedule.h"
+#include "pipe/schedule/Schedule.h"
 
 #include <algorithm>
 

@@ -4,7 +4,7 @@
 // the message vocabulary the schedule builder uses too.
 #pragma once
 
-#include "megac/Pipeline/Schedule.h"
+#include "pipe/schedule/Schedule.h"
 
 #include <cstddef>
 

@@ -1,5 +1,5 @@
 // The orders of GPipe, 1F1B and interleaved 1F1B (Megatron's), with their messages.
-#include "megac/Pipeline/Schedule.h"
+#include "pipe/schedule/Schedule.h"
 
 #include "ScheduleRun.h"
 

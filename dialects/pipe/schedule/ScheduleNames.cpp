@@ -1,5 +1,5 @@
 // The names schedules and actions go by in flags, messages and IR.
-#include "megac/Pipeline/Schedule.h"
+#include "pipe/schedule/Schedule.h"
 
 #include "llvm/ADT/StringSwitch.h"
 
