@@ -184,8 +184,9 @@ int buildProgram(StringRef out, megac::Target target) {
     appendSplit(link, MEGAC_CUDA_LINK);
 #endif
   } else {
-    link.append({"-std=c++17", "-O2", "-march=native", "-I" MEGAC_RUNTIME_INCLUDE_DIR, std::string(source),
-                 MEGAC_RUNTIME_LIBRARY});
+    link.append({"-std=c++17", "-O2"});
+    appendSplit(link, MEGAC_RUNTIME_ARCH); // the runtime's target: -march=native unless MEGART_PORTABLE
+    link.append({"-I" MEGAC_RUNTIME_INCLUDE_DIR, std::string(source), MEGAC_RUNTIME_LIBRARY});
     appendSplit(link, MEGAC_RUNTIME_LINK);
   }
   return run(link, "building " + binary.str());
