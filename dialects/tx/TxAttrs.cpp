@@ -4,7 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
-#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/TypeSwitch.h" // the generated attribute printer and parser use it
 
 using namespace mlir;
 using namespace megac::tx;
@@ -103,8 +103,4 @@ std::optional<int64_t> ShardingAttr::splitDim(StringRef axis) const {
       if (cast<StringAttr>(a).getValue() == axis)
         return static_cast<int64_t>(i);
   return std::nullopt;
-}
-
-bool ShardingAttr::isPartialOver(StringRef axis) const {
-  return llvm::any_of(getPartial(), [&](Attribute a) { return cast<StringAttr>(a).getValue() == axis; });
 }

@@ -29,7 +29,6 @@ def Tx_ShardingAttr : AttrDef<Tx_Dialect, "Sharding"> {
   let extraClassDeclaration = [{
     /// The dimension split over `axis`, if any.
     std::optional<int64_t> splitDim(::llvm::StringRef axis) const;
-    bool isPartialOver(::llvm::StringRef axis) const;
   }];
 }
 

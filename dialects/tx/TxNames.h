@@ -27,8 +27,6 @@ inline constexpr llvm::StringLiteral kLayerAttr = "megac.layer";
 /// On a pipeline chunk function: its chunk and the number of values its forward stashes.
 inline constexpr llvm::StringLiteral kChunkAttr = "megac.chunk";
 inline constexpr llvm::StringLiteral kStashAttr = "megac.stash";
-/// On the module after megac-pipeline-split: {stages, virtual_stages, chunks}.
-inline constexpr llvm::StringLiteral kPipelineAttr = "megac.pipeline";
 
 // ---- symbols ----------------------------------------------------------------------------------
 

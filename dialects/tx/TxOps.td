@@ -19,9 +19,9 @@ def Tx_ParamOp : Tx_Op<"param", [Tx_ShardingRule, Pure]> {
     `at [offsets] of [full shape]`, the value is the block of the checkpoint tensor of
     `full shape` that starts at `offsets` and has the result's extent; this is how a fused
     checkpoint tensor (GPT-2's `c_attn`) is split into query, key and value, and how a tensor
-    parallel rank holds its shard. `tp_split d` (after sharding) says the value is split along
-    dimension d over the tensor-parallel ranks: `offsets` are rank 0's, rank r's block starts
-    r * (its size along d) further. `padded` lets the block reach past the checkpoint tensor:
+    parallel rank holds its shard: after megac-tensor-parallel a value split along dimension d
+    (its `megac.sharding`) is rank 0's block at `offsets`, and rank r's starts r * (its size
+    along d) further. `padded` lets the block reach past the checkpoint tensor:
     the vocabulary padding of Megatron's --make-vocab-size-divisible-by, zero and never saved.
     `role` is what the parameter is in Megatron's tensor-parallel placement (the frontend knows
     it; megac-tensor-parallel shards by it) and `parallel_dim` the dimension that placement
@@ -38,11 +38,11 @@ def Tx_ParamOp : Tx_Op<"param", [Tx_ShardingRule, Pure]> {
   let arguments = (ins StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$offsets,
                        OptionalAttr<DenseI64ArrayAttr>:$full_shape, UnitAttr:$padded,
                        OptionalAttr<Tx_ParamRole>:$role, OptionalAttr<I64Attr>:$parallel_dim,
-                       OptionalAttr<I64Attr>:$tp_split, Tx_ParamInit:$init, OptionalAttr<F64Attr>:$std);
+                       Tx_ParamInit:$init, OptionalAttr<F64Attr>:$std);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = [{
     $name (`at` $offsets^ `of` $full_shape)? (`padded` $padded^)? (`role` $role^)? (`parallel_dim` $parallel_dim^)?
-    (`tp_split` $tp_split^)? `init` `(` $init (`,` `std` `=` $std^)? `)`
+    `init` `(` $init (`,` `std` `=` $std^)? `)`
     attr-dict `:` type($result)
   }];
   let hasVerifier = 1;

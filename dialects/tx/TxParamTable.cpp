@@ -1,5 +1,4 @@
 #include "tx/TxParamTable.h"
-#include "tx/TxNames.h"
 
 using namespace mlir;
 
@@ -32,28 +31,6 @@ std::optional<int64_t> ParamTable::firstIn(func::FuncOp fn) const {
       first = i;
   });
   return first;
-}
-
-int64_t pipelineStages(ModuleOp module) {
-  auto pipeline = module->getAttrOfType<DictionaryAttr>(names::kPipelineAttr);
-  return pipeline ? cast<IntegerAttr>(pipeline.get("stages")).getInt() : 1;
-}
-
-bool isChunkFunction(func::FuncOp fn) { return fn->hasAttr(names::kChunkAttr); }
-
-llvm::SmallVector<func::FuncOp> stageFunctions(ModuleOp module, int64_t stage) {
-  int64_t stages = pipelineStages(module);
-  llvm::SmallVector<std::pair<std::pair<int64_t, bool>, func::FuncOp>> found;
-  for (auto fn : module.getOps<func::FuncOp>()) {
-    auto chunk = fn->getAttrOfType<IntegerAttr>(names::kChunkAttr);
-    if (chunk && chunk.getInt() % stages == stage)
-      found.push_back({{chunk.getInt(), names::isBackwardHalf(fn.getName())}, fn});
-  }
-  llvm::sort(found, [](auto &a, auto &b) { return a.first < b.first; });
-  llvm::SmallVector<func::FuncOp> fns;
-  for (auto &entry : found)
-    fns.push_back(entry.second);
-  return fns;
 }
 
 } // namespace megac::tx

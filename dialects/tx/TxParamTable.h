@@ -38,15 +38,4 @@ private:
   std::map<Key, int64_t> index;
 };
 
-/// With pipeline parallelism (megac-pipeline-split ran): the chunk functions pipeline rank
-/// `stage` runs, in chunk order, each chunk's forward before its backward. A stage's parameter
-/// table is ParamTable(stageFunctions(...)).
-llvm::SmallVector<mlir::func::FuncOp> stageFunctions(mlir::ModuleOp module, int64_t stage);
-
-/// The number of pipeline stages megac-pipeline-split made (1 when it did not run).
-int64_t pipelineStages(mlir::ModuleOp module);
-
-/// Whether `fn` is a chunk function of megac-pipeline-split.
-bool isChunkFunction(mlir::func::FuncOp fn);
-
 } // namespace megac::tx

@@ -208,7 +208,6 @@ LogicalResult ParamOp::shard(ShardingRewriter &r) {
   if (!dim)
     return success();
   Builder b(getContext());
-  setTpSplitAttr(b.getI64IntegerAttr(*dim));
   if (!getOffsets()) { // the checkpoint tensor keeps the global shape
     ArrayRef<int64_t> shape = getType().getShape();
     setOffsetsAttr(b.getDenseI64ArrayAttr(SmallVector<int64_t>(shape.size(), 0)));

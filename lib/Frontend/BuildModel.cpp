@@ -192,7 +192,7 @@ private:
     return tx::ParamOp::create(b, at(blockName(name, block), "hidden_size"), f32(shape), b.getStringAttr(name), offsetsAttr,
                                fullAttr, padded ? b.getUnitAttr() : UnitAttr(),
                                tx::ParamRoleAttr::get(b.getContext(), placement.role),
-                               placement.dim ? b.getI64IntegerAttr(*placement.dim) : IntegerAttr(), IntegerAttr(),
+                               placement.dim ? b.getI64IntegerAttr(*placement.dim) : IntegerAttr(),
                                tx::ParamInitAttr::get(b.getContext(), init), stdAttr);
   }
 

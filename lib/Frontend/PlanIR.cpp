@@ -101,6 +101,9 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
     return fail("pp is " + Twine(result.pp) + ", so the plan needs " + kVirtualStages.str() + " >= 1 (got " +
                 Twine(result.vpp) + "), " + kMicrobatches.str() + " >= 1 (got " + Twine(result.numMicrobatches) +
                 ") and a " + kSchedule.str());
+  if (!result.pipelineLayout.empty() && result.pipelineLayout.size() != static_cast<size_t>(result.pp * result.vpp))
+    return fail(kLayout.str() + " has " + Twine(result.pipelineLayout.size()) + " entries; it needs pp x " +
+                kVirtualStages.str() + " = " + Twine(result.pp * result.vpp) + " (one per chunk)");
   if (result.ddpBucketSize < 1)
     return fail(kBucketSize.str() + " must be >= 1, got " + Twine(result.ddpBucketSize));
   return result;

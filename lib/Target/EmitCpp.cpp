@@ -5,6 +5,7 @@
 #include "FunctionEmitter.h"
 #include "ProgramTables.h"
 #include "pipe/ScheduleIR.h"
+#include "tx/TxChunks.h"
 #include "tx/TxNames.h"
 #include "tx/TxParamTable.h"
 
@@ -30,7 +31,7 @@ Signature trainStepSignature(func::FuncOp fn) {
 
 bool isProgramFunction(func::FuncOp fn) {
   return fn.getName() == names::kTrainStep || fn.getName().starts_with(names::kSyncGradients) ||
-         tx::isChunkFunction(fn);
+         tx::chunkOf(fn).has_value();
 }
 
 } // namespace
@@ -39,7 +40,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
                                          llvm::raw_ostream &plan) {
   auto model = module->getAttrOfType<DictionaryAttr>(names::kModelAttr);
   auto entryFn = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
-  bool pipelined = tx::pipelineStages(module) > 1;
+  bool pipelined = tx::hasChunkFunctions(module);
   if (!model || (!entryFn && !pipelined))
     return module.emitError("emit: expected a module from the megac frontend after megac-autodiff "
                             "(a " + names::kModelAttr + " attribute and @" + names::kTrainStep + ")");
@@ -87,7 +88,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     llvm::Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(*ops.begin());
     if (!schedule)
       return module.emitError() << "emit: " << llvm::toString(schedule.takeError());
-    FailureOr<ProgramFields> stages = emitPipelineStages(module, *schedule, scratch, options.target, os, plan);
+    FailureOr<ProgramFields> stages = emitPipelineStages(module, *parallelPlan, *schedule, scratch, options.target,
+                                                         os, plan);
     if (failed(stages))
       return failure();
     fields = *stages;

@@ -2,6 +2,7 @@
 
 #include "ProgramTables.h"
 #include "megac/Target/MemoryPlan.h"
+#include "tx/TxChunks.h"
 #include "tx/TxNames.h"
 #include "tx/TxParamTable.h"
 
@@ -83,25 +84,28 @@ Signature backwardSignature(func::FuncOp fn, int64_t numStashed, bool first, boo
 
 } // namespace
 
-FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const pipeline::Schedule &schedule,
+FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan &parallelPlan,
+                                            const pipeline::Schedule &schedule,
                                             const llvm::StringMap<int64_t> &calleeScratch, Target target,
                                             llvm::raw_ostream &os, llvm::raw_ostream &plan) {
-  auto pipelineAttr = module->getAttrOfType<DictionaryAttr>(names::kPipelineAttr);
-  int64_t stages = tx::pipelineStages(module);
-  int64_t numChunks = cast<IntegerAttr>(pipelineAttr.get("chunks")).getInt();
+  const int64_t stages = parallelPlan.pp;
+  int64_t numChunks = 0;
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (tx::chunkOf(fn) && !names::isBackwardHalf(fn.getName()))
+      ++numChunks;
   if (schedule.stages != stages || schedule.stages * schedule.virtualStages != numChunks)
     return module.emitError() << "emit: the schedule is for " << schedule.stages << " x " << schedule.virtualStages
-                              << " chunks but megac-pipeline-split made " << numChunks << " over " << stages
-                              << " stages";
+                              << " chunks but the plan has pp " << stages << " and megac-pipeline-split made "
+                              << numChunks << " chunks";
   std::vector<int64_t> peaks = pipeline::peakStash(schedule);
   std::string stageTable = "const megart::PipelineStageDesc kStages[] = {\n";
   for (int64_t s = 0; s < stages; ++s) {
-    SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s);
+    SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s, stages);
     tx::ParamTable params(fns);
     int64_t arena = 0;
     std::string chunkTable;
     for (func::FuncOp fn : fns) {
-      int64_t c = fn->getAttrOfType<IntegerAttr>(names::kChunkAttr).getInt();
+      int64_t c = *tx::chunkOf(fn);
       int64_t numStashed = fn->getAttrOfType<IntegerAttr>(names::kStashAttr).getInt();
       bool first = c == 0, last = c == numChunks - 1, backward = names::isBackwardHalf(fn.getName());
       Signature sig = backward ? backwardSignature(fn, numStashed, first, last) : forwardSignature(fn, first, last);

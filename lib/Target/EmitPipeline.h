@@ -4,6 +4,7 @@
 #pragma once
 
 #include "FunctionEmitter.h"
+#include "megac/Frontend/ParallelPlan.h"
 #include "pipe/schedule/Schedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -26,7 +27,8 @@ struct ProgramFields {
 
 /// Emits every stage's chunk functions and tables (after megac-pipeline-split and, with dp > 1,
 /// megac-data-parallel), with `schedule`'s per-rank order.
-mlir::FailureOr<ProgramFields> emitPipelineStages(mlir::ModuleOp module, const pipeline::Schedule &schedule,
+mlir::FailureOr<ProgramFields> emitPipelineStages(mlir::ModuleOp module, const ParallelPlan &parallelPlan,
+                                                  const pipeline::Schedule &schedule,
                                                   const llvm::StringMap<int64_t> &calleeScratch, Target target,
                                                   llvm::raw_ostream &os, llvm::raw_ostream &plan);
 

@@ -8,6 +8,13 @@ using namespace mlir;
 
 namespace megac::emit {
 
+/// The dimension megac-tensor-parallel split `p` along, -1 when every tp rank holds it whole.
+static int64_t tpSplitDim(tx::ParamOp p) {
+  tx::ShardingAttr sharding = tx::recordedSharding(p.getResult());
+  std::optional<int64_t> dim = sharding ? sharding.splitDim(names::kTensorAxis) : std::nullopt;
+  return dim.value_or(-1);
+}
+
 void emitParamTable(StringRef name, const tx::ParamTable &params, llvm::raw_ostream &os) {
   os << "const megart::ParamDesc " << name << "[] = {\n";
   for (tx::ParamOp op : params.all()) {
@@ -32,7 +39,7 @@ void emitParamTable(StringRef name, const tx::ParamTable &params, llvm::raw_ostr
     os << ",\n     /*init=*/megart::ParamInit::" << inits[static_cast<int>(op.getInit())] << ", /*init_std=*/"
        << floatLiteral(op.getStd() ? op.getStd()->convertToDouble() : 0.02) << ", /*weight_decay=*/"
        << (shape.size() >= 2 ? "true" : "false") << ", /*tp_split_dim=*/"
-       << (op.getTpSplit() ? static_cast<int64_t>(*op.getTpSplit()) : int64_t(-1)) << ", /*padded=*/"
+       << tpSplitDim(op) << ", /*padded=*/"
        << (op.getPadded() ? "true" : "false") << "},\n";
   }
   os << "};\n\n";

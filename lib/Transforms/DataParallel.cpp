@@ -2,6 +2,7 @@
 #include "GradSyncPlacement.h"
 #include "megac/Frontend/PlanIR.h"
 #include "megac/Transforms/Passes.h"
+#include "tx/TxChunks.h"
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"
 
@@ -29,25 +30,24 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       return signalPassFailure();
     if (plan->dp == 1)
       return;
-    bucketSize = plan->ddpBucketSize;
+    const int64_t bucketSize = plan->ddpBucketSize;
     const bool overlap = plan->overlapGradReduce;
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
-    int64_t stages = tx::pipelineStages(module);
-    if (!entry && stages == 1) {
-      module.emitError() << getArgument() << ": needs @" << names::kTrainStep
-                         << " or pipeline chunk functions (run megac-autodiff first)";
-      return signalPassFailure();
-    }
     // With pipeline parallelism each stage syncs the gradients of its own parameter table.
-    if (stages == 1) {
+    if (!tx::hasChunkFunctions(module)) {
+      if (!entry) {
+        module.emitError() << getArgument() << ": needs @" << names::kTrainStep
+                           << " or pipeline chunk functions (run megac-autodiff first)";
+        return signalPassFailure();
+      }
       tx::ParamTable table(entry);
-      SmallVector<GradBucket> buckets = addSyncFunction(module, names::kSyncGradients, table, {});
+      SmallVector<GradBucket> buckets = addSyncFunction(module, names::kSyncGradients, table, bucketSize, {});
       if (overlap)
         placeGradSyncStarts(entry, table, buckets);
       return;
     }
-    for (int64_t s = 0; s < stages; ++s) {
-      SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s);
+    for (int64_t s = 0; s < plan->pp; ++s) {
+      SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s, plan->pp);
       tx::ParamTable table(fns);
       // Overlapped, a bucket is started by the backward of one chunk: none spans two.
       SmallVector<int64_t> chunkStarts;
@@ -56,7 +56,8 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
           if (!names::isBackwardHalf(fn.getName()))
             if (std::optional<int64_t> first = table.firstIn(fn))
               chunkStarts.push_back(*first);
-      SmallVector<GradBucket> buckets = addSyncFunction(module, names::stageSyncName(s), table, chunkStarts);
+      SmallVector<GradBucket> buckets =
+          addSyncFunction(module, names::stageSyncName(s), table, bucketSize, chunkStarts);
       if (!overlap)
         continue;
       for (func::FuncOp fn : fns)
@@ -67,10 +68,10 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     }
   }
 
-  /// @`name`: the buckets over `table`, each closed where it would pass bucketSize elements or
+  /// @`fnName`: the buckets over `table`, each closed where it would pass `bucketSize` elements or
   /// reach one of `boundaries` (table indices that start a new bucket).
-  SmallVector<GradBucket> addSyncFunction(ModuleOp module, StringRef name, const tx::ParamTable &table,
-                                          ArrayRef<int64_t> boundaries) {
+  SmallVector<GradBucket> addSyncFunction(ModuleOp module, StringRef fnName, const tx::ParamTable &table,
+                                          int64_t bucketSize, ArrayRef<int64_t> boundaries) {
     // Buckets from the last parameter back: backward finishes those gradients first.
     SmallVector<GradBucket> buckets;
     int64_t last = table.size() - 1, elements = 0;
@@ -88,13 +89,13 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
     Location loc = FusedLoc::get(b.getContext(), {module.getLoc()}, b.getStringAttr(getArgument()));
-    auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType({}, {}));
+    auto fn = func::FuncOp::create(b, loc, fnName, b.getFunctionType({}, {}));
     b.setInsertionPointToEnd(fn.addEntryBlock());
     auto gridRef = FlatSymbolRefAttr::get(b.getContext(), names::kGrid);
     auto dpAxis = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)});
     for (auto [index, bucketRange] : llvm::enumerate(buckets)) {
       auto [first, end, n] = bucketRange;
-      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": @" << name << " bucket " << index << ": params [" << first << ", "
+      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": @" << fnName << " bucket " << index << ": params [" << first << ", "
                               << end << "], " << n << " elements\n");
       auto type = RankedTensorType::get({n}, b.getF32Type());
       std::string name = "bucket_" + std::to_string(index);
@@ -110,8 +111,6 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     func::ReturnOp::create(b, loc);
     return buckets;
   }
-
-  int64_t bucketSize = 0;
 };
 
 } // namespace

@@ -1,4 +1,5 @@
 #include "GradSyncPlacement.h"
+#include "tx/TxChunks.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -52,7 +53,7 @@ void megac::placeGradSyncStarts(func::FuncOp fn, const tx::ParamTable &table, Ar
         lastGrad[*i] = &op;
   // A chunk's backward starts only its own buckets; @train_step all of them (a bucket with no
   // gradient in backward is final from the start).
-  const bool chunk = tx::isChunkFunction(fn);
+  const bool chunk = tx::chunkOf(fn).has_value();
   for (const GradBucket &bucket : buckets) {
     Operation *after = nullptr;
     for (int64_t i = bucket.first; i <= bucket.last; ++i)

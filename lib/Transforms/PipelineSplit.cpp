@@ -245,7 +245,8 @@ func::FuncOp Splitter::buildChunkFunction(StringRef name, ArrayRef<Value> inputs
     results.push_back(v.getType());
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPoint(entry);
-  auto fn = func::FuncOp::create(b, entry.getLoc(), name, b.getFunctionType(args, results));
+  Location loc = FusedLoc::get(b.getContext(), {entry.getLoc()}, b.getStringAttr("megac-pipeline-split"));
+  auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType(args, results));
   Block *block = fn.addEntryBlock();
   IRMapping map;
   map.map(inputs, block->getArguments());
@@ -262,7 +263,7 @@ func::FuncOp Splitter::buildChunkFunction(StringRef name, ArrayRef<Value> inputs
   SmallVector<Value> mapped;
   for (Value v : outputs)
     mapped.push_back(map.lookup(v));
-  func::ReturnOp::create(b, entry.getLoc(), mapped);
+  func::ReturnOp::create(b, loc, mapped);
   // The boundary values keep the shardings megac-tensor-parallel recorded.
   for (auto [i, v] : llvm::enumerate(inputs))
     if (tx::ShardingAttr sharding = tx::recordedSharding(v))
@@ -317,11 +318,6 @@ LogicalResult Splitter::run() {
       fn->setAttr(names::kStashAttr, i64(static_cast<int64_t>(chunks[c].stash.size())));
     }
   }
-  Builder b(module.getContext());
-  module->setAttr(names::kPipelineAttr,
-                  b.getDictionaryAttr({b.getNamedAttr("stages", i64(pp)),
-                                       b.getNamedAttr("virtual_stages", i64(numChunks / pp)),
-                                       b.getNamedAttr("chunks", i64(numChunks))}));
   entry.erase();
   return success();
 }

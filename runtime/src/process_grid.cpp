@@ -19,7 +19,8 @@ GridShape grid_shape_of(const ProgramDesc &p) {
   check("tensor_parallel_size", p.tensor_parallel_size);
   check("pipeline_parallel_size", p.pipeline_parallel_size);
   check("data_parallel_size", p.data_parallel_size);
-  const GridShape shape{p.tensor_parallel_size, p.pipeline_parallel_size, p.data_parallel_size};
+  GridShape shape;
+  shape.pp = p.pipeline_parallel_size, shape.dp = p.data_parallel_size, shape.tp = p.tensor_parallel_size;
   if (shape.world() > INT_MAX) // MPI numbers ranks with int
     throw Error("compiled program: " + shape.describe() + " is more ranks than MPI can number");
   return shape;

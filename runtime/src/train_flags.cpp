@@ -185,7 +185,7 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
                "Accepted when the program was compiled with `megac compile --overlap-grad-reduce` "
                "(the overlap is compiled in)");
   app.add_flag("--rank-layout", f.rank_layout,
-               "Print the global rank -> (dp, pp, tp) table of the compiled plan and exit");
+               "Print the global rank -> (pp, dp, tp) table of the compiled plan and exit");
   try {
     app.parse(argc, argv);
     f.ddp_bucket_size_given = bucket->count() > 0;

@@ -21,11 +21,11 @@ using namespace train_test;
 namespace {
 
 std::vector<std::tuple<int64_t, int64_t, int64_t>> coords(const GridShape &s) {
-  std::vector<std::tuple<int64_t, int64_t, int64_t>> out; // (dp, pp, tp) by global rank
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> out; // (pp, dp, tp) by global rank
   for (int64_t g = 0; g < s.world(); ++g) {
     const GridCoord c = megart::grid_coord_of(s, g);
     EXPECT_EQ(megart::global_rank_of(s, c), g);
-    out.emplace_back(c.dp, c.pp, c.tp);
+    out.emplace_back(c.pp, c.dp, c.tp);
   }
   return out;
 }
@@ -35,23 +35,24 @@ std::vector<std::tuple<int64_t, int64_t, int64_t>> coords(const GridShape &s) {
 TEST(ProcessGrid, MegatronRankOrder) {
   using T = std::tuple<int64_t, int64_t, int64_t>;
   // tp fastest, then dp, then pp.
-  EXPECT_EQ(coords({2, 1, 2}), (std::vector<T>{{0, 0, 0}, {0, 0, 1}, {1, 0, 0}, {1, 0, 1}}));
-  EXPECT_EQ(coords({4, 1, 1}), (std::vector<T>{{0, 0, 0}, {0, 0, 1}, {0, 0, 2}, {0, 0, 3}}));
-  EXPECT_EQ(coords({1, 1, 4}), (std::vector<T>{{0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {3, 0, 0}}));
-  EXPECT_EQ(coords({2, 2, 2}), (std::vector<T>{{0, 0, 0}, {0, 0, 1}, {1, 0, 0}, {1, 0, 1},
-                                               {0, 1, 0}, {0, 1, 1}, {1, 1, 0}, {1, 1, 1}}));
+  // Shapes and coordinates (pp, dp, tp).
+  EXPECT_EQ(coords({1, 2, 2}), (std::vector<T>{{0, 0, 0}, {0, 0, 1}, {0, 1, 0}, {0, 1, 1}}));
+  EXPECT_EQ(coords({1, 1, 4}), (std::vector<T>{{0, 0, 0}, {0, 0, 1}, {0, 0, 2}, {0, 0, 3}}));
+  EXPECT_EQ(coords({1, 4, 1}), (std::vector<T>{{0, 0, 0}, {0, 1, 0}, {0, 2, 0}, {0, 3, 0}}));
+  EXPECT_EQ(coords({2, 2, 2}), (std::vector<T>{{0, 0, 0}, {0, 0, 1}, {0, 1, 0}, {0, 1, 1},
+                                               {1, 0, 0}, {1, 0, 1}, {1, 1, 0}, {1, 1, 1}}));
 }
 
 TEST(ProcessGrid, RankLayoutTable) {
-  EXPECT_EQ(megart::format_rank_layout({2, 1, 2}),
-            "rank layout: tp 2 x pp 1 x dp 2 = 4 ranks (global rank = tp_rank + tp * (dp_rank "
+  EXPECT_EQ(megart::format_rank_layout({1, 2, 2}),
+            "rank layout: pp 1 x dp 2 x tp 2 = 4 ranks (global rank = tp_rank + tp * (dp_rank "
             "+ dp * pp_rank))\n"
-            "  global rank    dp    pp    tp\n"
+            "  global rank    pp    dp    tp\n"
             "            0     0     0     0\n"
             "            1     0     0     1\n"
-            "            2     1     0     0\n"
-            "            3     1     0     1\n");
-  EXPECT_EQ(GridShape{}.describe(), "tp 1 x pp 1 x dp 1 = 1 rank");
+            "            2     0     1     0\n"
+            "            3     0     1     1\n");
+  EXPECT_EQ(GridShape{}.describe(), "pp 1 x dp 1 x tp 1 = 1 rank");
 }
 
 TEST(ProcessGrid, ShapeOfProgramRejectsZero) {
@@ -89,10 +90,10 @@ TEST_F(ProcessGridNoLauncher, OneRankPlanDoesNotStartMpi) {
 
 TEST_F(ProcessGridNoLauncher, BiggerPlanNeedsMpirun) {
   try {
-    megart::ProcessGrid::launch({2, 1, 2}, "./train");
+    megart::ProcessGrid::launch({1, 2, 2}, "./train");
     FAIL() << "a 4-rank plan started as one process";
   } catch (const megart::Error &e) {
-    EXPECT_STREQ(e.what(), "the program was compiled for tp 2 x pp 1 x dp 2 = 4 ranks, but it "
+    EXPECT_STREQ(e.what(), "the program was compiled for pp 1 x dp 2 x tp 2 = 4 ranks, but it "
                            "was started without mpirun; run mpirun -np 4 ./train ...");
   }
   EXPECT_FALSE(megart::mpi_running());
@@ -104,13 +105,13 @@ TEST_F(ProcessGridNoLauncher, TrainMainRefusesAndPrintsTheLayout) {
   RunResult r = run_training(p.desc, {"--data-path", dir / "data", "--train-iters", "1", "--lr",
                                       "0.1", "--metrics-file", dir / "m.jsonl"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "error: the program was compiled for tp 2 x pp 1 x dp 2 = 4 ranks, but it was "
+  EXPECT_EQ(r.err, "error: the program was compiled for pp 1 x dp 2 x tp 2 = 4 ranks, but it was "
                    "started without mpirun; run mpirun -np 4 train ...\n");
   EXPECT_FALSE(std::filesystem::exists(dir / "m.jsonl"));
 
   // --rank-layout needs neither mpirun nor the training flags.
   RunResult layout = run_training(p.desc, {"--rank-layout"});
   EXPECT_EQ(layout.code, 0) << layout.err;
-  EXPECT_EQ(layout.out, megart::format_rank_layout({2, 1, 2}));
+  EXPECT_EQ(layout.out, megart::format_rank_layout({1, 2, 2}));
   EXPECT_FALSE(megart::mpi_running());
 }

@@ -83,7 +83,7 @@ cl::opt<bool> overlapGradReduce("overlap-grad-reduce",
                                 cl::desc("start each data-parallel gradient bucket's all-reduce during the last "
                                          "microbatch's backward, once its gradients are final (Megatron's flag)"),
                                 cl::sub(compile));
-cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds which (dp, pp, tp) coordinate"),
+cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds which (pp, dp, tp) coordinate"),
                          cl::sub(compile));
 cl::opt<bool> noBuild("no-build", cl::desc("write OUT/main.cpp (main.cu) and OUT/CMakeLists.txt but do not build"),
                       cl::sub(compile));
@@ -230,7 +230,10 @@ int megac::runCompile() {
   if (!spec)
     return fail(toString(spec.takeError()));
 
-  ParallelPlan plan{tp, pp, dp, sp, makeVocabDivisible};
+  ParallelPlan plan;
+  plan.pp = pp, plan.dp = dp, plan.tp = tp;
+  plan.sp = sp;
+  plan.makeVocabSizeDivisibleBy = makeVocabDivisible;
   plan.vpp = vpp;
   plan.layersPerVirtualStage = layersPerVirtualStage;
   plan.pipelineLayout.assign(pipelineLayout.begin(), pipelineLayout.end());

@@ -10,7 +10,8 @@
 namespace megac {
 
 struct ParallelPlan {
-  int64_t tp = 1, pp = 1, dp = 1;
+  // The grid's sizes in Megatron's rank order, slowest first (tp varies fastest).
+  int64_t pp = 1, dp = 1, tp = 1;
   bool sp = false;
   int64_t makeVocabSizeDivisibleBy = 128; // Megatron's flag and default
   // Pipeline parallelism: vpp chunks per pipeline rank (virtual stages), their layer counts in

@@ -70,8 +70,8 @@ def PipelineSplit : Pass<"megac-pipeline-split", "mlir::ModuleOp"> {
     output_grad / input_grad its gradient), and the stash is what the backward reads of the
     forward. Parameters are cloned into every chunk that uses them; a gradient that is a sum of
     contributions from different chunks (a weight tied between the first and last chunk) becomes
-    one `tx.param_grad` per chunk, and the runtime sums the stages' copies. The module gets a
-    `megac.pipeline` attribute {stages, virtual_stages, chunks}.
+    one `tx.param_grad` per chunk, and the runtime sums the stages' copies. Each chunk function
+    carries `megac.chunk` (its chunk) and `megac.stash` (the number of values its forward stashes).
   }];
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
 }

@@ -1,4 +1,4 @@
-// The process grid of a parallel plan: tp x pp x dp ranks numbered in Megatron's order
+// The process grid of a parallel plan: pp x dp x tp ranks numbered in Megatron's order
 // (grid_layout.h), and one communicator per axis joining the ranks that differ only in that
 // axis's coordinate.
 #pragma once

@@ -41,7 +41,7 @@ struct TrainFlags {
   bool overlap_grad_reduce = false;     // --overlap-grad-reduce: compiled in; checked against it
   double distributed_timeout_minutes = 10; // how long a rank waits for the others, then stops
   double peak_tflops = 0;           // --peak-tflops: one GPU's peak for MFU; 0 = the device's
-  bool rank_layout = false;         // --rank-layout: print the rank -> (dp, pp, tp) table, exit
+  bool rank_layout = false;         // --rank-layout: print the rank -> (pp, dp, tp) table, exit
   // Mixed precision (Megatron's names and defaults). Weights, gradients and the optimizer stay
   // fp32; --bf16 / --fp16 set the GEMM input precision. fp16 also scales the loss.
   bool bf16 = false;

@@ -35,11 +35,11 @@ void check_grid(const GridShape &shape, const std::vector<GridCoord> &expected) 
   // Each axis joins the ranks that differ from this one only in that axis, in axis order.
   std::vector<int64_t> tp, dp, pp, world;
   for (int64_t t = 0; t < shape.tp; ++t)
-    tp.push_back(megart::global_rank_of(shape, {t, c.pp, c.dp}));
+    tp.push_back(megart::global_rank_of(shape, {c.pp, c.dp, t}));
   for (int64_t d = 0; d < shape.dp; ++d)
-    dp.push_back(megart::global_rank_of(shape, {c.tp, c.pp, d}));
+    dp.push_back(megart::global_rank_of(shape, {c.pp, d, c.tp}));
   for (int64_t p = 0; p < shape.pp; ++p)
-    pp.push_back(megart::global_rank_of(shape, {c.tp, p, c.dp}));
+    pp.push_back(megart::global_rank_of(shape, {p, c.dp, c.tp}));
   for (int64_t r = 0; r < shape.world(); ++r)
     world.push_back(r);
   EXPECT_EQ(members(grid->tp(), g), tp) << shape.describe();
@@ -50,38 +50,38 @@ void check_grid(const GridShape &shape, const std::vector<GridCoord> &expected) 
   EXPECT_EQ(ctx.tp, &grid->tp());
 }
 
-// {tp, pp, dp} per global rank.
-GridCoord at(int64_t tp, int64_t pp, int64_t dp) { return {tp, pp, dp}; }
+// {pp, dp, tp} per global rank.
+GridCoord at(int64_t pp, int64_t dp, int64_t tp) { return {pp, dp, tp}; }
 
 } // namespace
 
 TEST(MpiGrid, FourRanks) {
   if (mpi_test::world_size() != 4)
     GTEST_SKIP() << "needs 4 ranks";
-  check_grid({2, 1, 2}, {at(0, 0, 0), at(1, 0, 0), at(0, 0, 1), at(1, 0, 1)});
-  check_grid({4, 1, 1}, {at(0, 0, 0), at(1, 0, 0), at(2, 0, 0), at(3, 0, 0)});
-  check_grid({1, 1, 4}, {at(0, 0, 0), at(0, 0, 1), at(0, 0, 2), at(0, 0, 3)});
   check_grid({1, 2, 2}, {at(0, 0, 0), at(0, 0, 1), at(0, 1, 0), at(0, 1, 1)});
+  check_grid({1, 1, 4}, {at(0, 0, 0), at(0, 0, 1), at(0, 0, 2), at(0, 0, 3)});
+  check_grid({1, 4, 1}, {at(0, 0, 0), at(0, 1, 0), at(0, 2, 0), at(0, 3, 0)});
+  check_grid({2, 2, 1}, {at(0, 0, 0), at(0, 1, 0), at(1, 0, 0), at(1, 1, 0)});
 }
 
 TEST(MpiGrid, TwoRanks) {
   if (mpi_test::world_size() != 2)
     GTEST_SKIP() << "needs 2 ranks";
-  check_grid({2, 1, 1}, {at(0, 0, 0), at(1, 0, 0)});
   check_grid({1, 1, 2}, {at(0, 0, 0), at(0, 0, 1)});
   check_grid({1, 2, 1}, {at(0, 0, 0), at(0, 1, 0)});
+  check_grid({2, 1, 1}, {at(0, 0, 0), at(1, 0, 0)});
 }
 
 TEST(MpiGrid, WorldSizeMismatch) {
   auto w = mpi_test::world();
   const int64_t n = w->size();
-  const GridShape plan{2, 1, n}; // twice the ranks there are
+  const GridShape plan{1, n, 2}; // twice the ranks there are
   try {
     megart::ProcessGrid::on(*w, plan, "./train");
     FAIL() << "built a grid of " << plan.world() << " on " << n << " ranks";
   } catch (const megart::Error &e) {
     EXPECT_EQ(std::string(e.what()),
-              "the program was compiled for tp 2 x pp 1 x dp " + std::to_string(n) + " = " +
+              "the program was compiled for pp 1 x dp " + std::to_string(n) + " x tp 2 = " +
                   std::to_string(2 * n) + " ranks, but mpirun started " + std::to_string(n) +
                   "; run mpirun -np " + std::to_string(2 * n) + " ./train ...");
   }

@@ -15,7 +15,7 @@ TEST(TrainPaddedParallel, Tp2PaddedCheckpointIsTheTp1UnpaddedOne) {
     GTEST_SKIP() << "needs an even number of ranks";
   auto pair = mpi_test::group_of(2);
   mpi_test::SharedTempDir shared(*pair);
-  auto grid = megart::ProcessGrid::on(*pair, {2, 1, 1});
+  auto grid = megart::ProcessGrid::on(*pair, {1, 1, 2}); // tp 2
   const int64_t tp_rank = grid->coord().tp;
   const std::vector<megart::ParamDesc> unpadded = {table_desc(), table_bias()},
                                        padded = {padded_table(256, true), table_bias()};

@@ -53,7 +53,7 @@ TEST_F(TrainParallel, DataParallelMatchesOneRank) {
     GTEST_SKIP() << "needs an even number of ranks";
   const auto ref = reference();
   auto pair = mpi_test::group_of(2);
-  auto grid = megart::ProcessGrid::on(*pair, {1, 1, 2});
+  auto grid = megart::ProcessGrid::on(*pair, {1, 2, 1});
   Program dp2 = bigram_program<2>();
   dp2.desc.data_parallel_size = 2;
   // 272 gradient elements in buckets of 50: six all-reduces per iteration.
@@ -65,7 +65,7 @@ TEST_F(TrainParallel, DataParallelMatchesOneRank) {
     EXPECT_FALSE(std::filesystem::exists(dir_ / "dp2.jsonl"));
     return;
   }
-  EXPECT_THAT(r.out, HasSubstr("  parallel: tp 1 x pp 1 x dp 2 = 2 ranks"));
+  EXPECT_THAT(r.out, HasSubstr("  parallel: pp 1 x dp 2 x tp 1 = 2 ranks"));
   EXPECT_THAT(r.out, HasSubstr("global batch 8 = dp 2 x 2 x micro batch 2"));
   const auto rows = read_jsonl(dir_ / "dp2.jsonl");
   expect_near(losses(rows), losses(ref), 1e-6, "lm loss");
@@ -79,7 +79,7 @@ TEST_F(TrainParallel, TensorParallelMatchesOneRank) {
   const auto ref = reference({"--save", dir_ / "ref-ck"});
   auto pair = mpi_test::group_of(2);
   mpi_test::SharedTempDir shared(*pair);
-  auto grid = megart::ProcessGrid::on(*pair, {2, 1, 1});
+  auto grid = megart::ProcessGrid::on(*pair, {1, 1, 2});
   const Program tp2 = bigram_tp_program<2>(2);
   RunResult r = run_on(tp2.desc, *grid, args(dir_ / "tp2.jsonl", {"--save", shared / "ck"}));
   ASSERT_EQ(r.code, 0) << r.err;
@@ -119,7 +119,7 @@ TEST_F(TrainParallel, TrainMainRefusesTheWrongWorldSize) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.out, "");
   if (mpi_test::world_rank() == 0)
-    EXPECT_EQ(r.err, "error: the program was compiled for tp 2 x pp 1 x dp " + std::to_string(n) +
+    EXPECT_EQ(r.err, "error: the program was compiled for pp 1 x dp " + std::to_string(n) + " x tp 2" +
                          " = " + std::to_string(2 * n) + " ranks, but mpirun started " +
                          std::to_string(n) + "; run mpirun -np " + std::to_string(2 * n) +
                          " train ...\n");
@@ -133,7 +133,7 @@ TEST_F(TrainParallel, AFailureOnOneRankStopsAllBeforeTraining) {
   if (mpi_test::world_size() % 2 != 0)
     GTEST_SKIP() << "needs an even number of ranks";
   auto pair = mpi_test::group_of(2);
-  auto grid = megart::ProcessGrid::on(*pair, {1, 1, 2});
+  auto grid = megart::ProcessGrid::on(*pair, {1, 2, 1});
   Program dp2 = bigram_program<2>();
   dp2.desc.data_parallel_size = 2;
   std::vector<std::string> a = args(dir_ / "m.jsonl");
@@ -156,7 +156,7 @@ TEST(TrainParallelCheckpoint, SaveAtTp2LoadAtTp1AndBack) {
     GTEST_SKIP() << "needs an even number of ranks";
   auto pair = mpi_test::group_of(2);
   mpi_test::SharedTempDir shared(*pair);
-  auto grid = megart::ProcessGrid::on(*pair, {2, 1, 1});
+  auto grid = megart::ProcessGrid::on(*pair, {1, 1, 2});
   const Program tp2 = bigram_tp_program<2>(2), tp1 = bigram_program<2>();
 
   // tp 2 -> file -> tp 1: the full tensors are the ones a single rank initialises.
@@ -194,7 +194,7 @@ TEST(TrainParallelGradNorm, TensorParallelNormIsTheSingleRankNorm) {
   if (mpi_test::world_size() % 2 != 0)
     GTEST_SKIP() << "needs an even number of ranks";
   auto pair = mpi_test::group_of(2);
-  auto grid = megart::ProcessGrid::on(*pair, {2, 1, 1});
+  auto grid = megart::ProcessGrid::on(*pair, {1, 1, 2});
   const Program tp2 = bigram_tp_program<2>(2), tp1 = bigram_program<2>();
   megart::ParamStore split(tp2.params.data(), 2, grid->coord().tp, 2), whole(tp1.params.data(), 2);
   auto value = [](int64_t param, int64_t full_index) {

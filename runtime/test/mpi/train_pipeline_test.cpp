@@ -49,7 +49,7 @@ void expect_close(const std::vector<float> &a, const std::vector<float> &b, doub
 template <int kC>
 void check_one_iteration(const toy::Program &pipe, const std::vector<int64_t> &peaks) {
   auto pair = mpi_test::group_of(2);
-  auto grid = megart::ProcessGrid::on(*pair, {1, 2, 1});
+  auto grid = megart::ProcessGrid::on(*pair, {2, 1, 1});
   const int64_t rank = grid->coord().pp;
   const megart::PipelineStageDesc &stage = pipe.desc.stages[rank];
   megart::ParamStore store(stage.params, stage.num_params);
@@ -156,7 +156,7 @@ TEST_F(TrainPipeline, OneFOneBTrainsLikeOneRankAndSavesItsCheckpoint) {
   const auto ref = reference<2>(8, {"--save", dir_ / "ref-ck"});
   auto pair = mpi_test::group_of(2);
   mpi_test::SharedTempDir shared(*pair);
-  auto grid = megart::ProcessGrid::on(*pair, {1, 2, 1});
+  auto grid = megart::ProcessGrid::on(*pair, {2, 1, 1});
   toy::Program pipe;
   toy::build<2, 2>(pipe, toy::one_f_one_b(), {2, 1});
   // No --global-batch-size: the compiled 2 x 4 microbatches.
@@ -168,7 +168,7 @@ TEST_F(TrainPipeline, OneFOneBTrainsLikeOneRankAndSavesItsCheckpoint) {
     EXPECT_EQ(r.out, "");
     return;
   }
-  EXPECT_THAT(r.out, HasSubstr("  parallel: tp 1 x pp 2 x dp 1 = 2 ranks"));
+  EXPECT_THAT(r.out, HasSubstr("  parallel: pp 2 x dp 1 x tp 1 = 2 ranks"));
   EXPECT_THAT(r.out, HasSubstr("  parameters: 72 in 3 tensors;"));
   EXPECT_THAT(r.out, HasSubstr("  pipeline: pp 2 x vpp 1, 1f1b schedule, 4 microbatches; stage 0 "
                                "holds chunk 0 (68 parameters); stage 1 holds chunk 1 (68 "
@@ -199,7 +199,7 @@ TEST_F(TrainPipeline, InterleavedTrainsLikeOneRank) {
     GTEST_SKIP() << "needs an even number of ranks";
   const auto ref = reference<4>(8);
   auto pair = mpi_test::group_of(2);
-  auto grid = megart::ProcessGrid::on(*pair, {1, 2, 1});
+  auto grid = megart::ProcessGrid::on(*pair, {2, 1, 1});
   toy::Program pipe;
   toy::build<2, 4>(pipe, toy::interleaved(), {5, 4}); // rank 1's prediction is wrong
   RunResult r = mpi_test::run_on(pipe.desc, *grid, args(dir_ / "pp.jsonl"));
@@ -223,7 +223,7 @@ TEST_F(TrainPipeline, EachStageLoadsItsTensorsFromOneFile) {
   const std::string start = dir_ / "start/iter_0000001/model.safetensors";
   const auto ref = reference<2>(8, {"--load", start});
   auto pair = mpi_test::group_of(2);
-  auto grid = megart::ProcessGrid::on(*pair, {1, 2, 1});
+  auto grid = megart::ProcessGrid::on(*pair, {2, 1, 1});
   toy::Program pipe;
   toy::build<2, 2>(pipe, toy::one_f_one_b(), {2, 1});
   RunResult r = mpi_test::run_on(pipe.desc, *grid, args(dir_ / "pp.jsonl", {"--load", start}));
@@ -272,7 +272,7 @@ TEST_F(TrainPipeline, FourRanks) {
   auto w = mpi_test::world();
   {
     const auto ref = reference<2>(16);
-    auto grid = megart::ProcessGrid::on(*w, {1, 2, 2});
+    auto grid = megart::ProcessGrid::on(*w, {2, 2, 1}); // pp 2 x dp 2
     toy::Program pipe;
     toy::build<2, 2>(pipe, toy::one_f_one_b(), {2, 1}, 2);
     RunResult r = mpi_test::run_on(pipe.desc, *grid, args(dir_ / "pp.jsonl"));
@@ -287,7 +287,7 @@ TEST_F(TrainPipeline, FourRanks) {
   {
     mpi_test::SharedTempDir shared(*w);
     const auto ref = reference<4>(8, {"--save", dir_ / "ref-ck"});
-    auto grid = megart::ProcessGrid::on(*w, {2, 2, 1});
+    auto grid = megart::ProcessGrid::on(*w, {2, 1, 2}); // pp 2 x tp 2
     toy::Program pipe;
     toy::build<2, 4>(pipe, toy::interleaved(), {5, 3}, 1, 2);
     RunResult r = mpi_test::run_on(pipe.desc, *grid, args(dir_ / "pp.jsonl", {"--save", shared / "ck"}));

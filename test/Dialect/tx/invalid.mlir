@@ -295,3 +295,41 @@ func.func @matmul_bias_gelu_bias(%x: tensor<2x8x64xf32>, %w: tensor<256x64xf32>,
   %0:2 = tx.matmul_bias_gelu %x, %w, %b transpose_rhs (erf) : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<64xf32> -> tensor<2x8x256xf32>
   return
 }
+
+// -----
+
+func.func @param_split_role_without_dim() {
+  // expected-error @+1 {{'w' is a column_parallel_weight, which tensor parallelism splits: it needs a parallel_dim below its rank 2}}
+  %0 = tx.param "w" role column_parallel_weight init(normal) : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @param_split_dim_out_of_range() {
+  // expected-error @+1 {{'wte' is a vocab_embedding, which tensor parallelism splits: it needs a parallel_dim below its rank 2}}
+  %0 = tx.param "wte" role vocab_embedding parallel_dim 2 init(normal) : tensor<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @param_whole_role_with_dim() {
+  // expected-error @+1 {{'ln.weight' has parallel_dim 0 but its role (norm) keeps it whole on every tensor-parallel rank}}
+  %0 = tx.param "ln.weight" role norm parallel_dim 0 init(ones) : tensor<8xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{grid axis "tp" is used twice; a value is split over an axis, or partial over it, at most once}}
+func.func @sharding_axis_twice() attributes {s = #tx.sharding<[{"tp"}, {}], partial={"tp"}>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expected '{'}}
+func.func @sharding_not_a_list() attributes {s = #tx.sharding<[tp]>} {
+  return
+}

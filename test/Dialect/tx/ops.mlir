@@ -7,8 +7,8 @@ func.func @param() -> (tensor<257x64xf32>, tensor<64x64xf32>, tensor<64xf32>, te
   %0 = tx.param "transformer.wte.weight" init(normal, std = 2.0e-02) : tensor<257x64xf32>
   // CHECK: tx.param "transformer.h.0.attn.c_attn.weight" at [0, 64] of [64, 192] init(normal) : tensor<64x64xf32>
   %1 = tx.param "transformer.h.0.attn.c_attn.weight" at [0, 64] of [64, 192] init(normal) : tensor<64x64xf32>
-  // CHECK: tx.param "wte" at [0, 0] of [257, 64] padded tp_split 0 init(normal) : tensor<192x64xf32>
-  %4 = tx.param "wte" at [0, 0] of [257, 64] padded tp_split 0 init(normal) : tensor<192x64xf32>
+  // CHECK: tx.param "wte" at [0, 0] of [257, 64] padded role vocab_embedding parallel_dim 0 init(normal) : tensor<192x64xf32>
+  %4 = tx.param "wte" at [0, 0] of [257, 64] padded role vocab_embedding parallel_dim 0 init(normal) : tensor<192x64xf32>
   // CHECK: tx.param "ln.weight" init(ones) : tensor<64xf32>
   %2 = tx.param "ln.weight" init(ones) : tensor<64xf32>
   // CHECK: tx.param "ln.bias" init(zeros) : tensor<64xf32>
@@ -137,4 +137,18 @@ func.func @fused_linear(%x: tensor<2x8x64xf32>, %w: tensor<64x256xf32>, %wt: ten
   // CHECK: tx.matmul_bias_gelu %{{.*}}, %{{.*}}, %{{.*}} transpose_rhs (tanh) : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<256xf32> -> tensor<2x8x256xf32>
   %1:2 = tx.matmul_bias_gelu %x, %wt, %b transpose_rhs (tanh) : tensor<2x8x64xf32>, tensor<256x64xf32>, tensor<256xf32> -> tensor<2x8x256xf32>
   return %0, %1#1 : tensor<2x8x256xf32>, tensor<2x8x256xf32>
+}
+
+// -----
+
+// How megac-tensor-parallel records shardings: per dimension the grid axes it is split over,
+// and the axes of a partial sum.
+// CHECK-LABEL: func @shardings
+// CHECK-SAME: a = #tx.sharding<[{}, {"tp"}, {}]>
+// CHECK-SAME: b = #tx.sharding<[{}, {}], partial={"tp"}>
+// CHECK-SAME: c = #tx.sharding<[]>
+// CHECK-SAME: d = #tx.sharding<[{"dp", "tp"}]>
+func.func @shardings() attributes {a = #tx.sharding<[{}, {"tp"}, {}]>, b = #tx.sharding<[{}, {}], partial={"tp"}>,
+                                   c = #tx.sharding<[]>, d = #tx.sharding<[{"dp", "tp"}]>} {
+  return
 }

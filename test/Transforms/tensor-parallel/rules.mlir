@@ -8,10 +8,10 @@
 // sums, reduced once before the residual add (Megatron's "g").
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME:    (%[[X:.*]]: tensor<2x4x8xf32> {megac.sharding = #tx.sharding<[{}, {}, {}]>})
-// CHECK:         %[[W1:.*]] = tx.param "fc1" at [0, 0] of [8, 16] role column_parallel_weight parallel_dim 1 tp_split 1 init(normal) {megac.sharding = #tx.sharding<[{}, {"tp"}]>} : tensor<8x8xf32>
+// CHECK:         %[[W1:.*]] = tx.param "fc1" at [0, 0] of [8, 16] role column_parallel_weight parallel_dim 1 init(normal) {megac.sharding = #tx.sharding<[{}, {"tp"}]>} : tensor<8x8xf32>
 // CHECK:         %[[H:.*]] = tx.matmul %[[X]], %[[W1]] {megac.sharding = #tx.sharding<[{}, {}, {"tp"}]>} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
 // CHECK:         %[[G:.*]] = tx.gelu %[[H]] (tanh) {megac.sharding = #tx.sharding<[{}, {}, {"tp"}]>} : tensor<2x4x8xf32>
-// CHECK:         %[[W2:.*]] = tx.param "fc2" at [0, 0] of [16, 8] role row_parallel_weight parallel_dim 0 tp_split 0 {{.*}} : tensor<8x8xf32>
+// CHECK:         %[[W2:.*]] = tx.param "fc2" at [0, 0] of [16, 8] role row_parallel_weight parallel_dim 0 {{.*}} : tensor<8x8xf32>
 // CHECK:         %[[P:.*]] = tx.matmul %[[G]], %[[W2]] {megac.sharding = #tx.sharding<[{}, {}, {}], partial={"tp"}>}
 // CHECK-NEXT:    %[[SUM:.*]] = shard.all_reduce %[[P]] on @grid grid_axes = [2] {megac.rule = "row-parallel output (Megatron's g): partial sums over tp reduced before tx.add", megac.sharding = #tx.sharding<[{}, {}, {}]>}
 // CHECK-NEXT:    tx.add %[[X]], %[[SUM]]
@@ -32,7 +32,7 @@ func.func @train_step(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
 // A column-parallel bias is split like the outputs it is added to; a row-parallel bias is
 // whole and added once, after the partial sums are reduced.
 // CHECK-LABEL: func.func @train_step
-// CHECK:         tx.param "fc1.bias" at [0] of [16] role column_parallel_bias parallel_dim 0 tp_split 0 {{.*}} : tensor<8xf32>
+// CHECK:         tx.param "fc1.bias" at [0] of [16] role column_parallel_bias parallel_dim 0 {{.*}} : tensor<8xf32>
 // CHECK:         tx.add {{.*}} {megac.sharding = #tx.sharding<[{}, {"tp"}]>} : tensor<4x8xf32>, tensor<8xf32>
 // CHECK-NOT:     shard.
 // CHECK:         %[[P:.*]] = tx.matmul {{.*}} {megac.sharding = #tx.sharding<[{}, {}], partial={"tp"}>}
@@ -57,7 +57,7 @@ func.func @train_step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // VocabParallelEmbedding: each rank looks up its share of the vocabulary (other ids give zero
 // rows), so the lookup is a partial sum, reduced before the first non-linear use.
 // CHECK-LABEL: func.func @train_step
-// CHECK:         %[[T:.*]] = tx.param "wte" at [0, 0] of [32, 8] role vocab_embedding parallel_dim 0 tp_split 0 {{.*}} : tensor<16x8xf32>
+// CHECK:         %[[T:.*]] = tx.param "wte" at [0, 0] of [32, 8] role vocab_embedding parallel_dim 0 {{.*}} : tensor<16x8xf32>
 // CHECK-NEXT:    %[[E:.*]] = tx.embedding %[[T]][%{{.*}}] vocab_parallel {megac.sharding = #tx.sharding<[{}, {}, {}], partial={"tp"}>} : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
 // CHECK-NEXT:    shard.all_reduce %[[E]] {{.*}} {megac.rule = "vocab-parallel embedding: partial sums over tp reduced before tx.gelu"
 shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
