@@ -2,15 +2,15 @@
 // ffn 5632, RoPE), forward, for a microbatch of 2 x 2048 tokens. Hand-written to show the
 // `tx` dialect. Hugging Face stores Llama projections as [out, in], hence transpose_rhs.
 func.func @llama_layer(%x: tensor<2x2048x2048xf32>) -> tensor<2x2048x2048xf32> {
-  %n1 = tx.param "model.layers.0.input_layernorm.weight" init(ones) : tensor<2048xf32>
-  %wq = tx.param "model.layers.0.self_attn.q_proj.weight" init(normal, std = 0.02) : tensor<2048x2048xf32>
-  %wk = tx.param "model.layers.0.self_attn.k_proj.weight" init(normal, std = 0.02) : tensor<512x2048xf32>
-  %wv = tx.param "model.layers.0.self_attn.v_proj.weight" init(normal, std = 0.02) : tensor<512x2048xf32>
-  %wo = tx.param "model.layers.0.self_attn.o_proj.weight" init(normal, std = 0.0025) : tensor<2048x2048xf32>
-  %n2 = tx.param "model.layers.0.post_attention_layernorm.weight" init(ones) : tensor<2048xf32>
-  %wg = tx.param "model.layers.0.mlp.gate_proj.weight" init(normal, std = 0.02) : tensor<5632x2048xf32>
-  %wu = tx.param "model.layers.0.mlp.up_proj.weight" init(normal, std = 0.02) : tensor<5632x2048xf32>
-  %wd = tx.param "model.layers.0.mlp.down_proj.weight" init(normal, std = 0.0025) : tensor<2048x5632xf32>
+  %n1 = tx.param "model.layers.0.input_layernorm.weight" role norm init(ones) : tensor<2048xf32>
+  %wq = tx.param "model.layers.0.self_attn.q_proj.weight" role column_parallel_weight parallel_dim 0 init(normal, std = 0.02) : tensor<2048x2048xf32>
+  %wk = tx.param "model.layers.0.self_attn.k_proj.weight" role column_parallel_weight parallel_dim 0 init(normal, std = 0.02) : tensor<512x2048xf32>
+  %wv = tx.param "model.layers.0.self_attn.v_proj.weight" role column_parallel_weight parallel_dim 0 init(normal, std = 0.02) : tensor<512x2048xf32>
+  %wo = tx.param "model.layers.0.self_attn.o_proj.weight" role row_parallel_weight parallel_dim 1 init(normal, std = 0.0025) : tensor<2048x2048xf32>
+  %n2 = tx.param "model.layers.0.post_attention_layernorm.weight" role norm init(ones) : tensor<2048xf32>
+  %wg = tx.param "model.layers.0.mlp.gate_proj.weight" role column_parallel_weight parallel_dim 0 init(normal, std = 0.02) : tensor<5632x2048xf32>
+  %wu = tx.param "model.layers.0.mlp.up_proj.weight" role column_parallel_weight parallel_dim 0 init(normal, std = 0.02) : tensor<5632x2048xf32>
+  %wd = tx.param "model.layers.0.mlp.down_proj.weight" role row_parallel_weight parallel_dim 1 init(normal, std = 0.0025) : tensor<2048x5632xf32>
 
   // attention block with grouped query heads: 16 query heads share 4 key/value heads
   %h1 = tx.rms_norm %x, %n1 eps 1.0e-5 : tensor<2x2048x2048xf32>, tensor<2048xf32>

@@ -95,7 +95,9 @@ endif()
 function(megac_program name source runtime in_all)
   add_executable(${name} ${source})
   target_link_libraries(${name} PRIVATE ${runtime})
-  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+  # Generated programs initialise their tables by field name (C++20 designated initializers).
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin CXX_STANDARD 20
+                                           CUDA_STANDARD 20)
   if(NOT in_all)
     set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL TRUE)
   endif()

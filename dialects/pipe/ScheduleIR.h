@@ -4,6 +4,7 @@
 
 #include "pipe/schedule/Schedule.h"
 #include "pipe/PipeOps.h"
+#include "tx/TxNames.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -12,7 +13,7 @@ namespace megac::pipe {
 /// Builds `pipe.schedule @name` at the builder's insertion point: one `pipe.rank` per rank
 /// holding its actions, then `pipe.grad_sync` and `pipe.optimizer_step`.
 ScheduleOp buildScheduleOp(mlir::OpBuilder &builder, mlir::Location loc,
-                           const pipeline::Schedule &schedule, llvm::StringRef name = "schedule");
+                           const pipeline::Schedule &schedule, llvm::StringRef name = names::kSchedule);
 
 /// Reads a `pipe.schedule` back (no verification of the schedule itself: verifySchedule does
 /// that). Fails if the kind is unknown, a rank is missing or repeated, or a value does not fit.

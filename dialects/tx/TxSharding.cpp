@@ -62,22 +62,19 @@ LogicalResult shardBroadcastBinary(Operation *op, ShardingRewriter &r, bool line
     r.set(op->getResult(0), a); // a sum of partial sums is a partial sum
     return success();
   }
-  constexpr StringLiteral kRowParallelScatter =
-      "sequence parallel: row-parallel output reduce-scattered along the sequence (Megatron's g)";
   if (r.seqSplittable(lhs) && offset == 0 && (a.isPartial() || b.isPartial())) {
     // Sequence parallelism: the row-parallel output is reduce-scattered into the residual stream.
-    for (unsigned i = 0; i < 2; ++i)
+    for (unsigned i = 0; i < 2; ++i) {
+      Value operand = op->getOperand(i);
       r.require(op, i, Sharding::split(kSequenceDim),
-                r.get(op->getOperand(i)).isPartial() ? kRowParallelScatter
-                                                     : "sequence parallel: residual stream split along the sequence");
+                r.get(operand).isPartial() ? r.reduceRule(operand, /*scatter=*/true, op->getName().getStringRef())
+                                           : "sequence parallel: residual stream split along the sequence");
+    }
     r.set(op->getResult(0), Sharding::split(kSequenceDim));
     return success();
   }
-  if (r.seqSplittable(lhs) && a.isPartial()) { // + a bias or positions
-    bool rowParallel = isa_and_nonnull<MatmulOp>(lhs.getDefiningOp());
-    r.require(op, 0, Sharding::split(kSequenceDim),
-              rowParallel ? kRowParallelScatter : "sequence parallel: embedding reduce-scattered along the sequence");
-  }
+  if (r.seqSplittable(lhs) && a.isPartial()) // + a bias or positions
+    r.require(op, 0, Sharding::split(kSequenceDim), r.reduceRule(lhs, /*scatter=*/true, op->getName().getStringRef()));
   r.requireWhole(op, 0);
   r.requireWhole(op, 1);
   a = r.get(op->getOperand(0)), b = r.get(op->getOperand(1));
@@ -160,16 +157,27 @@ bool vocabSplit(ShardingRewriter &r, Value logits) { return r.get(logits).isSpli
 
 ShardingRewriter::~ShardingRewriter() = default;
 
+std::string ShardingRewriter::reduceRule(Value v, bool scatter, StringRef before) const {
+  Operation *made = v.getDefiningOp();
+  if (scatter) {
+    if (isa_and_nonnull<MatmulOp>(made))
+      return "sequence parallel: row-parallel output reduce-scattered along the sequence (Megatron's g)";
+    if (isa_and_nonnull<EmbeddingOp>(made))
+      return "sequence parallel: embedding reduce-scattered along the sequence";
+    return "sequence parallel: partial sums reduce-scattered along the sequence";
+  }
+  std::string rule = "partial sums over tp reduced before " + before.str();
+  if (isa_and_nonnull<MatmulOp>(made))
+    return "row-parallel output (Megatron's g): " + rule;
+  if (isa_and_nonnull<EmbeddingOp>(made))
+    return "vocab-parallel embedding: " + rule;
+  return rule;
+}
+
 void ShardingRewriter::requireWhole(Operation *op, unsigned i) {
   Value v = op->getOperand(i);
-  if (!get(v).isPartial())
-    return;
-  std::string rule = "partial sums over tp reduced before " + op->getName().getStringRef().str();
-  if (isa_and_nonnull<MatmulOp>(v.getDefiningOp()))
-    rule = "row-parallel output (Megatron's g): " + rule;
-  else if (isa_and_nonnull<EmbeddingOp>(v.getDefiningOp()))
-    rule = "vocab-parallel embedding: " + rule;
-  require(op, i, kWhole, rule);
+  if (get(v).isPartial())
+    require(op, i, kWhole, reduceRule(v, /*scatter=*/false, op->getName().getStringRef()));
 }
 
 bool ShardingRewriter::seqSplittable(Value v) const {

@@ -59,9 +59,12 @@ public:
   virtual int64_t tensorParallelSize() const = 0;
   virtual bool sequenceParallel() const = 0;
 
-  /// Partial sums of operand `i` become whole before a non-linear op; the rule is named after
-  /// what made them (a row-parallel layer, a vocabulary-parallel embedding).
+  /// Partial sums of operand `i` become whole before a non-linear op.
   void requireWhole(mlir::Operation *op, unsigned i);
+  /// The rule that reduces partial sums `v` (reduce-scattered along the sequence with `scatter`,
+  /// else all-reduced before `before`), named after what made them: a row-parallel layer
+  /// (Megatron's g), a vocabulary-parallel embedding.
+  std::string reduceRule(mlir::Value v, bool scatter, llvm::StringRef before) const;
   /// With sequence parallelism, a [batch, seq, hidden] activation outside the tensor-parallel
   /// regions is split along the sequence.
   bool seqSplittable(mlir::Value v) const;

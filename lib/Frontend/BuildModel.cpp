@@ -91,7 +91,7 @@ private:
         b.getNamedAttr("seq_length", i64(S)),
         b.getNamedAttr("vocab_size", i64(V)),
         b.getNamedAttr("micro_batch_size", i64(B)),
-        // A count of multiply-adds: an integer, printed as one.
+        // A count of FLOPs (2 per multiply-add): an integer, printed as one.
         b.getNamedAttr("flops_per_sample", i64(std::llround(modelFlopsPerSample(s)))),
     });
   }

@@ -46,7 +46,8 @@ struct PipelineSchedulePass : public megac::pipeline::impl::PipelineScheduleBase
     LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << plan->pipelineSchedule << " over " << plan->pp << " x "
                             << plan->vpp << " chunks, " << plan->numMicrobatches << " microbatches\n");
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
-    megac::pipe::buildScheduleOp(builder, module.getLoc(), *built);
+    Location loc = FusedLoc::get(module.getContext(), {module.getLoc()}, builder.getStringAttr(getArgument()));
+    megac::pipe::buildScheduleOp(builder, loc, *built);
   }
 };
 

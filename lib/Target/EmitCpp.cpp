@@ -111,8 +111,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     fields.syncGradients = syncFn ? names::kSyncGradients.str() : "nullptr";
   }
   // The program's description, field by field (the runtime's megart/program.h says what each is).
-  auto field = [&](StringRef name, const Twine &value) { os << "  p." << name << " = " << value << ";\n"; };
-  os << "megart::ProgramDesc describe_program() {\n  megart::ProgramDesc p{};\n";
+  auto field = [&](StringRef name, const Twine &value) { os << "    ." << name << " = " << value << ",\n"; };
+  os << "const megart::ProgramDesc kProgram = {\n";
   field("summary", cString(options.summary));
   field("micro_batch_size", Twine(dim("micro_batch_size")));
   field("seq_length", Twine(dim("seq_length")));
@@ -132,9 +132,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("virtual_pipeline_size", Twine(fields.virtualStages));
   field("device", cuda ? "megart::cuda::device" : "nullptr");
   field("overlap_grad_reduce", overlaps ? "true" : "false");
-  os << "  return p;\n}\n\n} // namespace\n\n"
-     << "int main(int argc, char **argv) {\n  const megart::ProgramDesc program = describe_program();\n"
-     << "  return megart::train_main(argc, argv, program);\n}\n";
+  os << "};\n\n} // namespace\n\n"
+     << "int main(int argc, char **argv) { return megart::train_main(argc, argv, kProgram); }\n";
   plan << "arena: " << fields.arenaBytes << " bytes (" << llvm::format("%.1f", fields.arenaBytes / 1048576.0)
        << " MiB)\n";
   return success();

@@ -46,22 +46,41 @@ std::string cString(StringRef s) {
 
 // ---- names --------------------------------------------------------------------------------------
 
+namespace {
+
+/// The names a generated function's own signature, the runtime and the kernels its body calls
+/// take (a local variable would hide them).
+constexpr const char *kProgramNames[] = {
+    "ctx", "ws", "params", "grads", "ids", "labels", "dloss", "stash", "input", "output", "input_grad",
+    "output_grad", "megart", "std", "p", "main", "int32_t", "int64_t", "size_t", "gemm", "gemm_batched",
+    "gemm_bias", "gemm_bias_gelu", "add", "mul", "scale", "reduce_sum_leading", "slice", "pad",
+    "embedding_forward", "embedding_backward", "embedding_forward_shard", "embedding_backward_shard",
+    "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward", "gelu_tanh_forward",
+    "gelu_tanh_backward", "gelu_erf_forward", "gelu_erf_backward", "swiglu_forward", "swiglu_backward",
+    "rope_forward", "attention_forward", "attention_backward", "cross_entropy_forward", "cross_entropy_backward",
+    "cross_entropy_from_stats", "cross_entropy_backward_from_stats", "logits_max", "logits_sum_exp",
+    "target_logit", "valid_columns", "all_gather_axis", "reduce_scatter_axis", "all_slice_axis", "copy_buffer",
+    "zero_buffer", "read_scalar"};
+
+/// C++20's keywords and alternative tokens (C++17's and the ones C++20 added).
+constexpr const char *kKeywords[] = {
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+    "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
+    "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
+    "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+    "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+    "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
+    "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+    "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq"};
+
+} // namespace
+
 CppNames::CppNames() {
-  // The names of the signatures and the runtime, the kernels a body calls (a local variable
-  // would hide them) and the C++ keywords a value name could spell.
-  for (const char *reserved :
-       {"ctx", "ws", "params", "grads", "ids", "labels", "dloss", "stash", "input", "output", "input_grad",
-        "output_grad", "megart", "std", "p", "gemm", "gemm_batched", "gemm_bias", "gemm_bias_gelu", "add", "mul",
-        "scale", "reduce_sum_leading", "slice", "pad", "embedding_forward", "embedding_backward",
-        "embedding_forward_shard", "embedding_backward_shard", "layer_norm_forward", "layer_norm_backward",
-        "rms_norm_forward", "rms_norm_backward", "gelu_tanh_forward", "gelu_tanh_backward", "gelu_erf_forward",
-        "gelu_erf_backward", "swiglu_forward", "swiglu_backward", "rope_forward", "attention_forward",
-        "attention_backward", "cross_entropy_forward", "cross_entropy_backward", "cross_entropy_from_stats",
-        "cross_entropy_backward_from_stats", "logits_max", "logits_sum_exp", "target_logit", "valid_columns",
-        "all_gather_axis", "reduce_scatter_axis", "all_slice_axis", "copy_buffer", "zero_buffer", "read_scalar",
-        "float", "int", "char", "const", "return", "void", "auto", "new", "delete", "default", "register", "this",
-        "union", "class", "struct"})
-    used.insert(reserved);
+  for (const char *name : kProgramNames)
+    used.insert(name);
+  for (const char *keyword : kKeywords)
+    used.insert(keyword);
 }
 
 std::string CppNames::take(StringRef irName, StringRef fallback) {
@@ -252,9 +271,11 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
       .Case([&](tx::ParamOp p) -> LogicalResult {
-        std::optional<int64_t> k = params.find(p);
-        if (!sig.hasParams || !k)
+        if (!sig.hasParams)
           return unsupported(op, "tx.param must be in a function that gets the parameter table");
+        std::optional<int64_t> k = params.find(p);
+        if (!k)
+          return unsupported(op, "internal: the parameter is not in its function's parameter table");
         std::string name = sig.names.take(p.getResult());
         names[p] = name;
         os << "  const float *" << name << " = params[" << *k << "]; // " << p.getName() << " "
@@ -265,7 +286,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         auto param = g.getParam().getDefiningOp<tx::ParamOp>();
         std::optional<int64_t> k = param ? params.find(param) : std::nullopt;
         if (!k)
-          return unsupported(op, "the gradient of a value that is not a parameter of the table");
+          return unsupported(op, "the gradient of a value that is not a parameter of the function's table");
         std::string grad = "grads[" + n(*k) + "]";
         os << "  // gradient of " << param.getName() << "\n";
         call("add", {grad, grad, ptr(g.getGrad()), L("outer", "1"), L("inner", n(numel(g.getGrad())))});

@@ -30,17 +30,16 @@ void emitParamTable(StringRef name, const tx::ParamTable &params, llvm::raw_ostr
       os << "}";
     };
     static const char *inits[] = {"Normal", "Zeros", "Ones"};
-    os << "    {/*name=*/" << cString(op.getName()) << ", /*rank=*/" << shape.size() << ", /*shape=*/";
+    os << "    {.name = " << cString(op.getName()) << ", .rank = " << shape.size() << ", .shape = ";
     list(shape);
-    os << ", /*offsets=*/";
+    os << ", .offsets = ";
     list(offsets);
-    os << ", /*full_shape=*/";
+    os << ", .full_shape = ";
     list(full);
-    os << ",\n     /*init=*/megart::ParamInit::" << inits[static_cast<int>(op.getInit())] << ", /*init_std=*/"
-       << floatLiteral(op.getStd() ? op.getStd()->convertToDouble() : 0.02) << ", /*weight_decay=*/"
-       << (shape.size() >= 2 ? "true" : "false") << ", /*tp_split_dim=*/"
-       << tpSplitDim(op) << ", /*padded=*/"
-       << (op.getPadded() ? "true" : "false") << "},\n";
+    os << ",\n     .init = megart::ParamInit::" << inits[static_cast<int>(op.getInit())]
+       << ", .init_std = " << floatLiteral(op.getStd() ? op.getStd()->convertToDouble() : 0.02)
+       << ", .weight_decay = " << (shape.size() >= 2 ? "true" : "false") << ", .tp_split_dim = " << tpSplitDim(op)
+       << ", .padded = " << (op.getPadded() ? "true" : "false") << "},\n";
   }
   os << "};\n\n";
 }

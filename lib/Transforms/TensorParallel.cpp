@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
 
 #include <map>
@@ -50,7 +51,7 @@ public:
   Sharding get(Value v) const override { return shardings.lookup(v); }
   void set(Value v, Sharding s) override {
     shardings[v] = s;
-    values.push_back(v);
+    values.insert(v);
   }
   void require(Operation *op, unsigned i, Sharding to, StringRef rule) override {
     Value v = op->getOperand(i);
@@ -133,9 +134,7 @@ private:
       Sharding s = get(operand.get());
       if (s.isPartial()) {
         Sharding to = seqSplittable(operand.get()) ? Sharding::split(tx::kSequenceDim) : Sharding::replicated();
-        operand.set(convert(operand.get(), to, call,
-                            to.isSplit() ? "sequence parallel: partial sums reduce-scattered along the sequence"
-                                         : "partial sums reduced before the layer call"));
+        operand.set(convert(operand.get(), to, call, reduceRule(operand.get(), to.isSplit(), "the layer call")));
         s = to;
       }
       args.push_back(s);
@@ -210,7 +209,7 @@ private:
   int64_t tp;
   bool sp;
   DenseMap<Value, Sharding> shardings;
-  SmallVector<Value> values;
+  llvm::SetVector<Value> values;             // each once, in the order they got a sharding
   SmallVector<func::FuncOp> functions;       // in the order they were sharded
   std::map<ConversionKey, Value> converted; // one collective per value and target sharding
   llvm::StringMap<SmallVector<Sharding>> calleeArgs, calleeResults;
@@ -230,10 +229,8 @@ LogicalResult Sharder::localizeTypes() {
       return where->emitOpError() << "tensor parallel size " << tp << " does not divide dimension " << s.dim
                                   << " (size " << shape[s.dim] << ") of " << type;
     }
-    if (type.getShape()[s.dim] == shape[s.dim]) { // not localized yet (values can repeat)
-      shape[s.dim] /= tp;
-      v.setType(RankedTensorType::get(shape, type.getElementType()));
-    }
+    shape[s.dim] /= tp;
+    v.setType(RankedTensorType::get(shape, type.getElementType()));
   }
   for (auto fn : module.getOps<func::FuncOp>()) {
     Block &body = fn.getBody().front();

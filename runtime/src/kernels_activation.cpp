@@ -4,7 +4,9 @@
 //
 // Built with IEEE arithmetic (no -ffast-math, see CMakeLists.txt): an inf in an intermediate
 // (exp overflowing) must give the limit, and -ffast-math's reciprocal approximation turns
-// g / inf into inf * 0 = NaN.
+// g / inf into inf * 0 = NaN. Whether a result is finite does not depend on the CPU; its last
+// bits may (an FMA contraction, or glibc's vector math for SSE, AVX2 or AVX-512, can round an ulp
+// apart), which is why the tests compare to tolerances.
 #include "megart/kernels.h"
 
 #include <algorithm>

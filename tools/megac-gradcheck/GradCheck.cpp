@@ -1,3 +1,4 @@
+#include "tx/TxNames.h"
 #include "GradCheck.h"
 
 #include "RandomInputs.h"
@@ -16,7 +17,7 @@ using namespace megac::eval;
 namespace megac::gradcheck {
 
 namespace {
-constexpr llvm::StringLiteral kEntry = "forward";
+constexpr llvm::StringLiteral kEntry = megac::names::kForwardEntry;
 
 /// The largest difference between the two gradients, absolute and relative to the
 /// gradient's scale (so tiny entries of a large gradient do not dominate).
@@ -116,7 +117,7 @@ LogicalResult checkGradients(ModuleOp module, const Options &options, llvm::raw_
   std::vector<Tensor> args = *inputs;
   args.push_back(Tensor::zeros({}));
   args.back().data[0] = 1.0;
-  FailureOr<std::vector<Tensor>> stepOut = trainStep.run("train_step", args);
+  FailureOr<std::vector<Tensor>> stepOut = trainStep.run(megac::names::kTrainStep, args);
   if (failed(stepOut))
     return failure();
 

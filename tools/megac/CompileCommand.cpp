@@ -3,7 +3,7 @@
 #include "Commands.h"
 #include "IRDumps.h"
 #include "PipelineSchedule.h"
-#include "pipe/PipeDialect.h"
+#include "TextFile.h"
 #include "pipe/ScheduleIR.h"
 
 #include "megac/Config.h"
@@ -20,7 +20,6 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 #include <chrono>
 
@@ -96,17 +95,8 @@ int fail(const Twine &message) {
   return 1;
 }
 
-/// Writes `text` to PATH (removed again if writing fails).
 bool writeFile(StringRef path, StringRef text) {
-  std::error_code ec;
-  ToolOutputFile file(path, ec, sys::fs::OF_Text);
-  if (ec) {
-    errs() << "megac compile: error: cannot write " << path << ": " << ec.message() << "\n";
-    return false;
-  }
-  file.os() << text;
-  file.keep();
-  return true;
+  return megac::writeTextFile(path, [&](raw_ostream &os) { os << text; });
 }
 
 #ifdef MEGAC_CUDA_COMPILER
@@ -136,6 +126,9 @@ std::string outputCMake(megac::Target target) {
           "add_subdirectory(${MEGART_DIR} megart EXCLUDE_FROM_ALL)\n";
   text += cuda ? "add_executable(train main.cu)\ntarget_link_libraries(train PRIVATE megart-cuda)\n"
                : "add_executable(train main.cpp)\ntarget_link_libraries(train PRIVATE megart)\n";
+  // The generated tables initialise their fields by name (C++20 designated initializers).
+  text += std::string("set_target_properties(train PROPERTIES CXX_STANDARD 20") + (cuda ? " CUDA_STANDARD 20" : "") +
+          ")\n";
   return text;
 }
 
@@ -171,7 +164,7 @@ int buildProgram(StringRef out, megac::Target target) {
   if (target == megac::Target::Cuda) {
 #ifdef MEGAC_CUDA_COMPILER
     // sm_80 (A100) and sm_90 (H100/H200) machine code, and sm_90 PTX for newer GPUs.
-    SmallVector<std::string> compile = {MEGAC_CUDA_COMPILER, "-std=c++17", "-O2", "-x", "cu", "-c",
+    SmallVector<std::string> compile = {MEGAC_CUDA_COMPILER, "-std=c++20", "-O2", "-x", "cu", "-c",
                                         "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90",
                                         "-gencode=arch=compute_90,code=compute_90", "-Xcompiler=-fopenmp",
                                         "-I" MEGAC_RUNTIME_INCLUDE_DIR};
@@ -184,7 +177,7 @@ int buildProgram(StringRef out, megac::Target target) {
     appendSplit(link, MEGAC_CUDA_LINK);
 #endif
   } else {
-    link.append({"-std=c++17", "-O2"});
+    link.append({"-std=c++20", "-O2"}); // the tables' designated initializers
     appendSplit(link, MEGAC_RUNTIME_ARCH); // the runtime's target: -march=native unless MEGART_PORTABLE
     link.append({"-I" MEGAC_RUNTIME_INCLUDE_DIR, std::string(source), MEGAC_RUNTIME_LIBRARY});
     appendSplit(link, MEGAC_RUNTIME_LINK);
@@ -277,7 +270,7 @@ int megac::runCompile() {
   if (failed(mlir::verify(*module)))
     return fail("internal: the frontend built invalid IR for " + specPath);
   IRDumps dumps(dumpDir);
-  if (!dumps.writeFrontend(*module))
+  if (!dumps.removeStale() || !dumps.writeFrontend(*module))
     return 1;
 
   mlir::PassManager pm(&context);

@@ -1,11 +1,12 @@
 #include "IRDumps.h"
+#include "TextFile.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/Pass.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/Regex.h"
 
 using llvm::raw_ostream;
 using llvm::StringRef;
@@ -51,10 +52,34 @@ void IRDumps::instrument(PassManager &pm) {
   if (!enabled())
     return;
   llvm::DenseMap<Pass *, unsigned> numbers;
+  unsigned next = 1;
   for (Pass &pass : pm.getPasses())
-    numbers[&pass] = numbers.size() + 1;
+    numbers[&pass] = next++;
   pm.getContext()->disableMultithreading(); // printing whole modules needs it (every pass is a module pass)
   pm.enableIRPrinting(std::make_unique<PerPassFiles>(*this, std::move(numbers)));
+}
+
+bool IRDumps::removeStale() {
+  if (!enabled())
+    return true;
+  // What an earlier compile into the same folder wrote: a pass with nothing to do now writes no
+  // file, so an old one would pass for this plan's.
+  llvm::Regex ours("^([0-9][0-9]-.*\\.mlir|memory-plan\\.txt|pipeline-schedule\\.txt|pipeline-trace\\.json)$");
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec)) {
+    if (!ours.match(llvm::sys::path::filename(it->path())))
+      continue;
+    if (std::error_code removed = llvm::sys::fs::remove(it->path())) {
+      llvm::errs() << "megac compile: error: cannot remove the old dump " << it->path() << ": " << removed.message()
+                   << "\n";
+      return false;
+    }
+  }
+  if (ec) {
+    llvm::errs() << "megac compile: error: cannot list --dump-ir folder " << dir << ": " << ec.message() << "\n";
+    return false;
+  }
+  return true;
 }
 
 bool IRDumps::write(StringRef name, llvm::function_ref<void(raw_ostream &)> print) {
@@ -62,16 +87,10 @@ bool IRDumps::write(StringRef name, llvm::function_ref<void(raw_ostream &)> prin
     return true;
   llvm::SmallString<128> path(dir);
   llvm::sys::path::append(path, name);
-  std::error_code ec;
-  llvm::ToolOutputFile file(path, ec, llvm::sys::fs::OF_Text); // removed again unless kept
-  if (ec) {
-    llvm::errs() << "megac compile: error: cannot write " << path << ": " << ec.message() << "\n";
-    failed = true;
-    return false;
-  }
-  print(file.os());
-  file.keep();
-  return true;
+  if (writeTextFile(path, print))
+    return true;
+  failed = true;
+  return false;
 }
 
 } // namespace megac

@@ -22,6 +22,8 @@ public:
   /// named after what they hold.
   static mlir::OpPrintingFlags printingFlags();
 
+  /// Removes the dumps an earlier compile left in DIR (false, having said why, if it cannot).
+  bool removeStale();
   /// DIR/00-frontend.mlir.
   bool writeFrontend(mlir::ModuleOp module);
   /// After each pass of `pm` that changes the module: DIR/NN-<pass argument>.mlir, NN its place

@@ -5,6 +5,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "tx/TxDialect.h"
+#include "tx/TxNames.h"
 
 namespace megac {
 

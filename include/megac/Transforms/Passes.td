@@ -22,7 +22,8 @@ def Autodiff : Pass<"megac-autodiff", "mlir::ModuleOp"> {
     different pipeline stages.
   }];
   let options = [
-    Option<"entry", "entry", "std::string", "\"forward\"", "name of the function to differentiate">,
+    Option<"entry", "entry", "std::string", "::megac::names::kForwardEntry.str()",
+           "name of the function to differentiate">,
   ];
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
 }
