@@ -36,8 +36,7 @@ std::string megac::tx::resultName(OpResult r) {
     if (i == 0)
       return base;
     auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
-    Value returned =
-        callee && !callee.isExternal() ? callee.getBody().front().getTerminator()->getOperand(i) : Value();
+    Value returned = callee && !callee.isExternal() ? callee.getBody().front().getTerminator()->getOperand(i) : Value();
     auto inner = dyn_cast_or_null<OpResult>(returned);
     std::string name = inner ? resultName(inner) : returned ? valueName(returned).str() : "";
     llvm::StringRef suffix = name;

@@ -31,8 +31,10 @@ def Tx_ParamOp : Tx_Op<"param", [Tx_ShardingRule, Pure]> {
     Rank-1 parameters (biases, norm weights) get no weight decay.
 
     ```mlir
-    %wte = tx.param "transformer.wte.weight" role vocab_embedding parallel_dim 0 init(normal, std = 2.0e-02) : tensor<257x64xf32>
-    %wq = tx.param "transformer.h.0.attn.c_attn.weight" at [0, 0] of [64, 192] role column_parallel_weight parallel_dim 1 init(normal, std = 2.0e-02) : tensor<64x64xf32>
+    %wte = tx.param "transformer.wte.weight" role vocab_embedding parallel_dim 0
+             init(normal, std = 2.0e-02) : tensor<257x64xf32>
+    %wq = tx.param "transformer.h.0.attn.c_attn.weight" at [0, 0] of [64, 192]
+            role column_parallel_weight parallel_dim 1 init(normal, std = 2.0e-02) : tensor<64x64xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$offsets,

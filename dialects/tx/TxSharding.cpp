@@ -93,8 +93,7 @@ LogicalResult shardBroadcastBinary(Operation *op, ShardingRewriter &r, bool line
 }
 
 /// Slice and pad keep the sharding of the dimensions they do not cut.
-template <typename Op>
-LogicalResult shardSliceOrPad(Op op, ShardingRewriter &r) {
+template <typename Op> LogicalResult shardSliceOrPad(Op op, ShardingRewriter &r) {
   Sharding in = r.get(op.getInput());
   if (in.isSplitAlong(static_cast<int64_t>(op.getDim()))) {
     r.require(op, 0, kWhole, "sliced dimension whole");
@@ -287,7 +286,7 @@ LogicalResult MatmulOp::shard(ShardingRewriter &r) {
     result = Sharding::split(a.isSplitAlong(mDim) ? outRank - 2 : a.dim);
   } else if (!sharedRhs && a.isSplit() && a == w && a.dim < lr - 2) {
     result = a; // same batch entries on each rank
-  } else { // no single split fits: make the operands whole
+  } else {      // no single split fits: make the operands whole
     r.require(*this, 0, kWhole, "matmul operands gathered: no split fits both");
     r.require(*this, 1, kWhole, "matmul operands gathered: no split fits both");
   }
@@ -312,8 +311,8 @@ LogicalResult ReduceSumOp::shard(ShardingRewriter &r) {
 LogicalResult ReshapeOp::shard(ShardingRewriter &r) {
   Sharding s = r.get(getInput());
   if (s.isSplit()) {
-    std::optional<int64_t> d = reshapeSplitDim(shapeOf(getInput()), shapeOf(getResult()), s.dim,
-                                               r.tensorParallelSize());
+    std::optional<int64_t> d =
+        reshapeSplitDim(shapeOf(getInput()), shapeOf(getResult()), s.dim, r.tensorParallelSize());
     if (!d) {
       r.require(*this, 0, kWhole, "reshape cannot keep this split");
       s = kWhole;
@@ -400,10 +399,12 @@ LogicalResult CrossEntropyOp::shard(ShardingRewriter &r) {
   auto tokenType = RankedTensorType::get(tokenShape, getType().getElementType());
   IntegerAttr vocabSize = getVocabSizeAttr(); // padding columns stay out of the softmax
   Value localMax = LogitsMaxOp::create(b, at("logits_max"), tokenType, getLogits(), vocabSize);
-  Value max = r.allReduce(b, localMax, shard::ReductionKind::Max, "vocab-parallel cross-entropy: max over the vocabulary");
+  Value max =
+      r.allReduce(b, localMax, shard::ReductionKind::Max, "vocab-parallel cross-entropy: max over the vocabulary");
   Value localSum = LogitsSumExpOp::create(b, at("logits_sum_exp"), tokenType, getLogits(), max, vocabSize);
   Value sum = r.allReduce(b, localSum, shard::ReductionKind::Sum, "vocab-parallel cross-entropy: sum of exponentials");
-  Value localTarget = TargetLogitOp::create(b, at("target_logit"), tokenType, getLogits(), getLabels(), b.getUnitAttr());
+  Value localTarget =
+      TargetLogitOp::create(b, at("target_logit"), tokenType, getLogits(), getLabels(), b.getUnitAttr());
   Value target = r.allReduce(b, localTarget, shard::ReductionKind::Sum, "vocab-parallel cross-entropy: target logit");
   Value loss = CrossEntropyFromStatsOp::create(b, getLoc(), getType(), max, sum, target);
   for (Value v : {localMax, localSum, localTarget, loss})

@@ -4,7 +4,7 @@
 // that decides it.
 #include "megac/Frontend/BuildModel.h"
 #include "megac/Frontend/ModelFlops.h"
-#include "megac/Frontend/PlanIR.h"
+#include "megac/Plan/PlanIR.h"
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"
 
@@ -48,7 +48,9 @@ std::string identifier(StringRef name) {
 }
 
 /// A parameter block's value name: the checkpoint name, and the block of a fused tensor.
-std::string blockName(StringRef name, StringRef block) { return block.empty() ? name.str() : (name + "." + block).str(); }
+std::string blockName(StringRef name, StringRef block) {
+  return block.empty() ? name.str() : (name + "." + block).str();
+}
 
 class ModelBuilder {
 public:
@@ -98,8 +100,8 @@ private:
 
   // ---- parameters ---------------------------------------------------------------------------
 
-  void addParam(std::string name, std::string block, ArrayRef<int64_t> shape, Placement placement,
-                tx::ParamInit init, std::optional<double> std = std::nullopt, ArrayRef<int64_t> offsets = {},
+  void addParam(std::string name, std::string block, ArrayRef<int64_t> shape, Placement placement, tx::ParamInit init,
+                std::optional<double> std = std::nullopt, ArrayRef<int64_t> offsets = {},
                 ArrayRef<int64_t> fullShape = {}) {
     layerParams.push_back({std::move(name), std::move(block), SmallVector<int64_t>(shape), placement, init, std,
                            SmallVector<int64_t>(offsets), SmallVector<int64_t>(fullShape)});
@@ -189,8 +191,8 @@ private:
       fullAttr = b.getDenseI64ArrayAttr(fullShape);
     }
     FloatAttr stdAttr = std ? b.getF64FloatAttr(*std) : FloatAttr();
-    return tx::ParamOp::create(b, at(blockName(name, block), "hidden_size"), f32(shape), b.getStringAttr(name), offsetsAttr,
-                               fullAttr, padded ? b.getUnitAttr() : UnitAttr(),
+    return tx::ParamOp::create(b, at(blockName(name, block), "hidden_size"), f32(shape), b.getStringAttr(name),
+                               offsetsAttr, fullAttr, padded ? b.getUnitAttr() : UnitAttr(),
                                tx::ParamRoleAttr::get(b.getContext(), placement.role),
                                placement.dim ? b.getI64IntegerAttr(*placement.dim) : IntegerAttr(),
                                tx::ParamInitAttr::get(b.getContext(), init), stdAttr);
@@ -244,8 +246,8 @@ private:
     SmallVector<Type> inputs{f32({B, S, H})};
     for (const LayerParam &p : layerParams)
       inputs.push_back(f32(p.shape));
-    auto fn = func::FuncOp::create(b, keyLoc("num_layers"), "transformer_layer",
-                                   b.getFunctionType(inputs, {f32({B, S, H})}));
+    auto fn =
+        func::FuncOp::create(b, keyLoc("num_layers"), "transformer_layer", b.getFunctionType(inputs, {f32({B, S, H})}));
     fn.setPrivate();
     OpBuilder::InsertionGuard guard(b);
     Block *body = fn.addEntryBlock();
@@ -272,21 +274,19 @@ private:
       k = linear(p, h, kv, "k", "num_query_groups");
       v = linear(p, h, kv, "v", "num_query_groups");
     }
-    Value attn = tx::AttentionOp::create(b, at("attn", "num_attention_heads"), f32({B, S, heads, D}),
-                                         heads4(q, heads, "q", "num_attention_heads"),
-                                         heads4(k, groups, "k", "num_query_groups"),
-                                         reshape(v, {B, S, groups, D}, "v_heads", "num_query_groups"),
-                                         b.getUnitAttr(), b.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(D))));
-    Value o = linear(p, reshape(attn, {B, S, H}, "attn_merged", "num_attention_heads"), H, "attn_proj",
-                     "hidden_size");
+    Value attn = tx::AttentionOp::create(
+        b, at("attn", "num_attention_heads"), f32({B, S, heads, D}), heads4(q, heads, "q", "num_attention_heads"),
+        heads4(k, groups, "k", "num_query_groups"), reshape(v, {B, S, groups, D}, "v_heads", "num_query_groups"),
+        b.getUnitAttr(), b.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(D))));
+    Value o = linear(p, reshape(attn, {B, S, H}, "attn_merged", "num_attention_heads"), H, "attn_proj", "hidden_size");
     Value r1 = tx::AddOp::create(b, at("residual_1", "num_layers"), x, o);
 
     Value h2 = norm(p, r1, gpt2 ? "ln_2" : "post_attention_layernorm");
     Value m;
     if (s.activation == "gelu") {
       Value u = linear(p, h2, F, "fc", "ffn_hidden_size");
-      m = linear(p, tx::GeluOp::create(b, at("fc_gelu", "activation"), u, tx::GeluApproximation::Tanh), H,
-                 "fc_proj", "ffn_hidden_size");
+      m = linear(p, tx::GeluOp::create(b, at("fc_gelu", "activation"), u, tx::GeluApproximation::Tanh), H, "fc_proj",
+                 "ffn_hidden_size");
     } else {
       Value gate = linear(p, h2, F, "gate", "ffn_hidden_size"), up = linear(p, h2, F, "up", "ffn_hidden_size");
       m = linear(p, tx::SwigluOp::create(b, at("swiglu", "activation"), gate, up), H, "down", "ffn_hidden_size");
@@ -298,9 +298,7 @@ private:
 
   // ---- whole model --------------------------------------------------------------------------
 
-  std::string layerPrefix(int64_t i) {
-    return (gpt2 ? "transformer.h." : "model.layers.") + std::to_string(i) + ".";
-  }
+  std::string layerPrefix(int64_t i) { return (gpt2 ? "transformer.h." : "model.layers.") + std::to_string(i) + "."; }
 
   Value finalNorm(Value x) {
     std::string name = gpt2 ? "transformer.ln_f" : "model.norm";
@@ -323,8 +321,8 @@ private:
     b.setInsertionPointToEnd(body);
 
     Value wte = vocabTable(gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight");
-    Value x = tx::EmbeddingOp::create(b, at("tokens", "vocab_size"), f32({B, S, H}), wte, fn.getArgument(0),
-                                      UnitAttr());
+    Value x =
+        tx::EmbeddingOp::create(b, at("tokens", "vocab_size"), f32({B, S, H}), wte, fn.getArgument(0), UnitAttr());
     if (s.positionEmbeddingType == "learned") {
       int64_t maxPos = s.maxPositionEmbeddings;
       Value wpe = declareParam("transformer.wpe.weight", {maxPos, H}, {tx::ParamRole::PositionEmbedding},
@@ -342,8 +340,8 @@ private:
     }
     x = finalNorm(x);
     Value head = s.tieEmbeddings ? wte : vocabTable("lm_head.weight");
-    Value logits = tx::MatmulOp::create(b, at("logits", "vocab_size"), f32({B, S, Vp}), x, head, UnitAttr(),
-                                        b.getUnitAttr());
+    Value logits =
+        tx::MatmulOp::create(b, at("logits", "vocab_size"), f32({B, S, Vp}), x, head, UnitAttr(), b.getUnitAttr());
     Value loss = tx::CrossEntropyOp::create(b, at("loss", "vocab_size"), f32({}), logits, fn.getArgument(1),
                                             Vp == V ? IntegerAttr() : b.getI64IntegerAttr(V));
     func::ReturnOp::create(b, keyLoc("family"), loss);

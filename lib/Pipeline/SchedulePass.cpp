@@ -1,8 +1,8 @@
 // megac-pipeline-schedule: the plan's schedule, as a pipe.schedule op in the module.
-#include "megac/Frontend/PlanIR.h"
 #include "megac/Pipeline/Passes.h"
-#include "pipe/schedule/Schedule.h"
+#include "megac/Plan/PlanIR.h"
 #include "pipe/ScheduleIR.h"
+#include "pipe/schedule/Schedule.h"
 #include "tx/TxNames.h"
 
 #include "llvm/Support/Debug.h"
@@ -43,8 +43,8 @@ struct PipelineSchedulePass : public megac::pipeline::impl::PipelineScheduleBase
       module.emitError() << llvm::toString(built.takeError());
       return signalPassFailure();
     }
-    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << plan->pipelineSchedule << " over " << plan->pp << " x "
-                            << plan->vpp << " chunks, " << plan->numMicrobatches << " microbatches\n");
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << plan->pipelineSchedule << " over " << plan->pp << " x " << plan->vpp
+                            << " chunks, " << plan->numMicrobatches << " microbatches\n");
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     Location loc = FusedLoc::get(module.getContext(), {module.getLoc()}, builder.getStringAttr(getArgument()));
     megac::pipe::buildScheduleOp(builder, loc, *built);

@@ -1,5 +1,5 @@
 #include "megac/Target/EmitCpp.h"
-#include "megac/Frontend/PlanIR.h"
+#include "megac/Plan/PlanIR.h"
 
 #include "EmitPipeline.h"
 #include "FunctionEmitter.h"
@@ -43,7 +43,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   bool pipelined = tx::hasChunkFunctions(module);
   if (!model || (!entryFn && !pipelined))
     return module.emitError("emit: expected a module from the megac frontend after megac-autodiff "
-                            "(a " + names::kModelAttr + " attribute and @" + names::kTrainStep + ")");
+                            "(a " +
+                            names::kModelAttr + " attribute and @" + names::kTrainStep + ")");
   if (entryFn && (entryFn.getNumArguments() != 3 || entryFn.getNumResults() != 1))
     return entryFn.emitOpError("train_step must take (ids, labels, dloss) and return the loss");
   auto dim = [&](StringRef key) { return cast<IntegerAttr>(model.get(key)).getInt(); };
@@ -57,7 +58,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     os << "#include \"megart/cuda/device.h\"\n#include \"megart/cuda/kernels.h\"\n#include \"megart/program.h\"\n\n"
           "namespace {\n\nusing namespace megart::cuda;\n\n";
   else
-    os << "#include \"megart/kernels.h\"\n#include \"megart/layout_kernels.h\"\n#include \"megart/parallel_kernels.h\"\n"
+    os << "#include \"megart/kernels.h\"\n#include \"megart/layout_kernels.h\"\n#include "
+          "\"megart/parallel_kernels.h\"\n"
           "#include \"megart/program.h\"\n\n#include <cstring>\n\nnamespace {\n\nusing namespace megart::cpu;\n\n";
   // Callees first: a caller needs their workspace sizes.
   llvm::StringMap<int64_t> scratch;
@@ -67,7 +69,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
       continue;
     for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) // calleeSignature passes floats
       if (auto tensor = dyn_cast<RankedTensorType>(t); !tensor || !tensor.getElementType().isF32())
-        return fn.emitOpError() << "argument " << i << " has type " << t << "; the C++ emitter handles f32 tensors only";
+        return fn.emitOpError() << "argument " << i << " has type " << t
+                                << "; the C++ emitter handles f32 tensors only";
     Signature sig = calleeSignature(fn);
     sig.target = options.target;
     FailureOr<int64_t> bytes = emitFunction(fn, sig, noParams, scratch, os, plan);
@@ -88,8 +91,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     llvm::Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(*ops.begin());
     if (!schedule)
       return module.emitError() << "emit: " << llvm::toString(schedule.takeError());
-    FailureOr<ProgramFields> stages = emitPipelineStages(module, *parallelPlan, *schedule, scratch, options.target,
-                                                         os, plan);
+    FailureOr<ProgramFields> stages =
+        emitPipelineStages(module, *parallelPlan, *schedule, scratch, options.target, os, plan);
     if (failed(stages))
       return failure();
     fields = *stages;

@@ -120,9 +120,10 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
       int64_t outputNumel = last ? 0 : cast<RankedTensorType>(fn.getResultTypes()[0]).getNumElements();
       std::string name = names::chunkName(c);
       chunkTable += "    {.chunk = " + std::to_string(c) + ", .forward = " + names::forwardHalf(name) +
-                    ", .backward = " + names::backwardHalf(name) + ", .stash_bytes = " +
-                    std::to_string(stashLayout(fn.getResultTypes().drop_front()).bytes) + ", .input_numel = " +
-                    std::to_string(inputNumel) + ", .output_numel = " + std::to_string(outputNumel) + "},\n";
+                    ", .backward = " + names::backwardHalf(name) +
+                    ", .stash_bytes = " + std::to_string(stashLayout(fn.getResultTypes().drop_front()).bytes) +
+                    ", .input_numel = " + std::to_string(inputNumel) +
+                    ", .output_numel = " + std::to_string(outputNumel) + "},\n";
     }
     std::string prefix = "kStage" + std::to_string(s);
     std::string sync = "nullptr";
@@ -140,10 +141,10 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
          << ", .microbatch = " << a.microbatch << ", .peer = " << a.peer << "},\n";
     os << "};\n\n";
     stageTable += "    {.params = " + prefix + "Params, .num_params = " + std::to_string(params.size()) +
-                  ", .arena_bytes = " + std::to_string(arena) + ",\n     .chunks = " + prefix + "Chunks, .num_chunks = " +
-                  std::to_string(fns.size() / 2) + ", .ops = " + prefix + "Ops, .num_ops = " +
-                  std::to_string(schedule.ranks[s].size()) + ", .predicted_peak_stash = " + std::to_string(peaks[s]) +
-                  ", .sync_gradients = " + sync + "},\n";
+                  ", .arena_bytes = " + std::to_string(arena) + ",\n     .chunks = " + prefix +
+                  "Chunks, .num_chunks = " + std::to_string(fns.size() / 2) + ", .ops = " + prefix +
+                  "Ops, .num_ops = " + std::to_string(schedule.ranks[s].size()) +
+                  ", .predicted_peak_stash = " + std::to_string(peaks[s]) + ", .sync_gradients = " + sync + "},\n";
     plan << "stage " << s << ": arena " << arena << " bytes\n";
   }
   os << stageTable << "};\n\n";

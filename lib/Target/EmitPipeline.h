@@ -4,7 +4,7 @@
 #pragma once
 
 #include "FunctionEmitter.h"
-#include "megac/Frontend/ParallelPlan.h"
+#include "megac/Plan/ParallelPlan.h"
 #include "pipe/schedule/Schedule.h"
 
 #include "mlir/IR/BuiltinOps.h"

@@ -1,6 +1,6 @@
 #include "FunctionEmitter.h"
 
-#include "megac/Frontend/PlanIR.h"
+#include "megac/Plan/PlanIR.h"
 #include "megac/Target/MemoryPlan.h"
 #include "tx/TxLocations.h"
 #include "tx/TxNames.h"
@@ -50,6 +50,7 @@ namespace {
 
 /// The names a generated function's own signature, the runtime and the kernels its body calls
 /// take (a local variable would hide them).
+// clang-format off
 constexpr const char *kProgramNames[] = {
     "ctx", "ws", "params", "grads", "ids", "labels", "dloss", "stash", "input", "output", "input_grad",
     "output_grad", "megart", "std", "p", "main", "int32_t", "int64_t", "size_t", "gemm", "gemm_batched",
@@ -61,18 +62,24 @@ constexpr const char *kProgramNames[] = {
     "cross_entropy_from_stats", "cross_entropy_backward_from_stats", "logits_max", "logits_sum_exp",
     "target_logit", "valid_columns", "all_gather_axis", "reduce_scatter_axis", "all_slice_axis", "copy_buffer",
     "zero_buffer", "read_scalar"};
+// clang-format on
 
 /// C++20's keywords and alternative tokens (C++17's and the ones C++20 added).
 constexpr const char *kKeywords[] = {
-    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
-    "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
-    "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
-    "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
-    "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
-    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
-    "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
-    "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
-    "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq"};
+    "alignas",     "alignof",   "and",        "and_eq",    "asm",      "auto",         "bitand",
+    "bitor",       "bool",      "break",      "case",      "catch",    "char",         "char8_t",
+    "char16_t",    "char32_t",  "class",      "compl",     "concept",  "const",        "consteval",
+    "constexpr",   "constinit", "const_cast", "continue",  "co_await", "co_return",    "co_yield",
+    "decltype",    "default",   "delete",     "do",        "double",   "dynamic_cast", "else",
+    "enum",        "explicit",  "export",     "extern",    "false",    "float",        "for",
+    "friend",      "goto",      "if",         "inline",    "int",      "long",         "mutable",
+    "namespace",   "new",       "noexcept",   "not",       "not_eq",   "nullptr",      "operator",
+    "or",          "or_eq",     "private",    "protected", "public",   "register",     "reinterpret_cast",
+    "requires",    "return",    "short",      "signed",    "sizeof",   "static",       "static_assert",
+    "static_cast", "struct",    "switch",     "template",  "this",     "thread_local", "throw",
+    "true",        "try",       "typedef",    "typeid",    "typename", "union",        "unsigned",
+    "using",       "virtual",   "void",       "volatile",  "wchar_t",  "while",        "xor",
+    "xor_eq"};
 
 } // namespace
 
@@ -231,11 +238,11 @@ LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
     Value v = entryPair.first;
     std::string name = sig.names.take(v);
     names[v] = name;
-    arenaDecl[v] = "  float *" + name + " = reinterpret_cast<float *>(ws + " + std::to_string(offsets[i]) +
-                   "); // " + typeString(v.getType());
+    arenaDecl[v] = "  float *" + name + " = reinterpret_cast<float *>(ws + " + std::to_string(offsets[i]) + "); // " +
+                   typeString(v.getType());
     plan << llvm::format("  %-24s offset %10lld  bytes %10lld  ops %4lld..%-4lld  ", name.c_str(),
-                         (long long)offsets[i], (long long)lifetimes[i].bytes,
-                         (long long)lifetimes[i].firstUse, (long long)lifetimes[i].lastUse)
+                         (long long)offsets[i], (long long)lifetimes[i].bytes, (long long)lifetimes[i].firstUse,
+                         (long long)lifetimes[i].lastUse)
          << typeString(v.getType()) << "\n";
   }
   return success();
@@ -315,8 +322,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       .Case([&](tx::EmbeddingOp e) {
         ArrayRef<int64_t> t = shapeOf(e.getTable());
         if (e.getVocabParallel())
-          call("embedding_forward_shard", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))),
-                                           L("vocab_local", n(t[0])), L("dim", n(t[1])), vocabStart(t[0])});
+          call("embedding_forward_shard",
+               {ptr(e), ptr(e.getTable()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))),
+                L("vocab_local", n(t[0])), L("dim", n(t[1])), vocabStart(t[0])});
         else
           call("embedding_forward", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))),
                                      L("vocab", n(t[0])), L("dim", n(t[1]))});
@@ -325,9 +333,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       .Case([&](tx::EmbeddingGradOp e) {
         ArrayRef<int64_t> t = shapeOf(e.getResult());
         if (e.getVocabParallel())
-          call("embedding_backward_shard", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()),
-                                            L("tokens", n(numel(e.getIds()))), L("vocab_local", n(t[0])),
-                                            L("dim", n(t[1])), vocabStart(t[0])});
+          call("embedding_backward_shard",
+               {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))), L("vocab_local", n(t[0])),
+                L("dim", n(t[1])), vocabStart(t[0])});
         else
           call("embedding_backward", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))),
                                       L("vocab", n(t[0])), L("dim", n(t[1]))});
@@ -341,8 +349,8 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::LogitsSumExpOp m) {
         int64_t v = shapeOf(m.getLogits()).back();
-        call("logits_sum_exp", {ptr(m), ptr(m.getLogits()), ptr(m.getMax()), L("tokens", n(numel(m))),
-                                L("vocab", n(v)), validColumns(m.getVocabSize(), v)});
+        call("logits_sum_exp", {ptr(m), ptr(m.getLogits()), ptr(m.getMax()), L("tokens", n(numel(m))), L("vocab", n(v)),
+                                validColumns(m.getVocabSize(), v)});
         return success();
       })
       .Case([&](tx::TargetLogitOp t) {
@@ -427,10 +435,10 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           return success();
         }
         int64_t batch = prod(out.drop_back(2));
-        call("gemm_batched", {ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("batch", n(batch)), L("m", n(rows)),
-                              L("n", n(cols)), L("k", n(k)), L("transpose_a", b(ta)), L("transpose_b", b(tb)),
-                              L("stride_a", n(prod(l.take_back(2)))), L("stride_b", n(prod(r.take_back(2)))),
-                              L("stride_c", n(rows * cols))});
+        call("gemm_batched",
+             {ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("batch", n(batch)), L("m", n(rows)), L("n", n(cols)),
+              L("k", n(k)), L("transpose_a", b(ta)), L("transpose_b", b(tb)), L("stride_a", n(prod(l.take_back(2)))),
+              L("stride_b", n(prod(r.take_back(2)))), L("stride_c", n(rows * cols))});
         return success();
       })
       .Case<tx::MatmulBiasOp, tx::MatmulBiasGeluOp>([&](auto l) {
@@ -470,32 +478,31 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::LayerNormOp ln) {
         int64_t h = shapeOf(ln.getInput()).back();
-        call("layer_norm_forward",
-             {ptr(ln), ptr(ln.getInput()), ptr(ln.getWeight()), ptr(ln.getBias()),
-              L("rows", n(numel(ln.getInput()) / h)), L("dim", n(h)),
-              L("eps", floatLiteral(ln.getEpsilon().convertToDouble()))});
+        call("layer_norm_forward", {ptr(ln), ptr(ln.getInput()), ptr(ln.getWeight()), ptr(ln.getBias()),
+                                    L("rows", n(numel(ln.getInput()) / h)), L("dim", n(h)),
+                                    L("eps", floatLiteral(ln.getEpsilon().convertToDouble()))});
         return success();
       })
       .Case([&](tx::LayerNormGradOp g) {
         int64_t h = shapeOf(g.getInput()).back();
-        call("layer_norm_backward", {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getBiasGrad()),
-                                     ptr(g.getGrad()), ptr(g.getInput()), ptr(g.getWeight()),
-                                     L("rows", n(numel(g.getInput()) / h)), L("dim", n(h)),
-                                     L("eps", floatLiteral(g.getEpsilon().convertToDouble()))});
+        call("layer_norm_backward",
+             {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getBiasGrad()), ptr(g.getGrad()), ptr(g.getInput()),
+              ptr(g.getWeight()), L("rows", n(numel(g.getInput()) / h)), L("dim", n(h)),
+              L("eps", floatLiteral(g.getEpsilon().convertToDouble()))});
         return success();
       })
       .Case([&](tx::RmsNormOp rn) {
         int64_t h = shapeOf(rn.getInput()).back();
-        call("rms_norm_forward", {ptr(rn), ptr(rn.getInput()), ptr(rn.getWeight()),
-                                  L("rows", n(numel(rn.getInput()) / h)), L("dim", n(h)),
-                                  L("eps", floatLiteral(rn.getEpsilon().convertToDouble()))});
+        call("rms_norm_forward",
+             {ptr(rn), ptr(rn.getInput()), ptr(rn.getWeight()), L("rows", n(numel(rn.getInput()) / h)), L("dim", n(h)),
+              L("eps", floatLiteral(rn.getEpsilon().convertToDouble()))});
         return success();
       })
       .Case([&](tx::RmsNormGradOp g) {
         int64_t h = shapeOf(g.getInput()).back();
-        call("rms_norm_backward", {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getGrad()),
-                                   ptr(g.getInput()), ptr(g.getWeight()), L("rows", n(numel(g.getInput()) / h)),
-                                   L("dim", n(h)), L("eps", floatLiteral(g.getEpsilon().convertToDouble()))});
+        call("rms_norm_backward", {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getGrad()), ptr(g.getInput()),
+                                   ptr(g.getWeight()), L("rows", n(numel(g.getInput()) / h)), L("dim", n(h)),
+                                   L("eps", floatLiteral(g.getEpsilon().convertToDouble()))});
         return success();
       })
       .Case([&](tx::GeluOp g) {
@@ -527,36 +534,33 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::RopeOp r) {
         ArrayRef<int64_t> s = shapeOf(r.getInput());
-        call("rope_forward", {ptr(r), ptr(r.getInput()), L("batch", n(s[0])), L("seq", n(s[1])),
-                              L("heads", n(s[2])), L("head_dim", n(s[3])),
-                              L("theta", floatLiteral(r.getTheta().convertToDouble())), L("position_offset", "0"),
-                              L("inverse", b(r.getInverse()))});
+        call("rope_forward", {ptr(r), ptr(r.getInput()), L("batch", n(s[0])), L("seq", n(s[1])), L("heads", n(s[2])),
+                              L("head_dim", n(s[3])), L("theta", floatLiteral(r.getTheta().convertToDouble())),
+                              L("position_offset", "0"), L("inverse", b(r.getInverse()))});
         return success();
       })
       .Case([&](tx::AttentionOp a) {
         ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
-        call("attention_forward", {ptr(a), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
-                                   L("batch", n(q[0])), L("seq", n(q[1])), L("heads", n(q[2])),
-                                   L("kv_heads", n(k[2])), L("head_dim", n(q[3])),
-                                   L("scale", floatLiteral(a.getScale().convertToDouble())),
-                                   L("causal", b(a.getCausal()))});
+        call("attention_forward",
+             {ptr(a), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()), L("batch", n(q[0])), L("seq", n(q[1])),
+              L("heads", n(q[2])), L("kv_heads", n(k[2])), L("head_dim", n(q[3])),
+              L("scale", floatLiteral(a.getScale().convertToDouble())), L("causal", b(a.getCausal()))});
         return success();
       })
       .Case([&](tx::AttentionGradOp a) {
         ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
-        call("attention_backward", {ptr(a.getQueryGrad()), ptr(a.getKeyGrad()), ptr(a.getValueGrad()),
-                                    ptr(a.getGrad()), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
-                                    L("batch", n(q[0])), L("seq", n(q[1])), L("heads", n(q[2])),
-                                    L("kv_heads", n(k[2])), L("head_dim", n(q[3])),
-                                    L("scale", floatLiteral(a.getScale().convertToDouble())),
-                                    L("causal", b(a.getCausal()))});
+        call("attention_backward",
+             {ptr(a.getQueryGrad()), ptr(a.getKeyGrad()), ptr(a.getValueGrad()), ptr(a.getGrad()), ptr(a.getQuery()),
+              ptr(a.getKey()), ptr(a.getValue()), L("batch", n(q[0])), L("seq", n(q[1])), L("heads", n(q[2])),
+              L("kv_heads", n(k[2])), L("head_dim", n(q[3])), L("scale", floatLiteral(a.getScale().convertToDouble())),
+              L("causal", b(a.getCausal()))});
         return success();
       })
       .Case([&](tx::CrossEntropyOp c) {
         int64_t v = shapeOf(c.getLogits()).back();
         scalarCall(c, "cross_entropy_forward",
-                   ptr(c.getLogits()) + ", " + ptr(c.getLabels()) + ", " + L("tokens", n(numel(c.getLabels()))) +
-                       ", " + L("vocab", n(v)) + ", " + L("vocab_size", n(c.getVocabSize().value_or(v))));
+                   ptr(c.getLogits()) + ", " + ptr(c.getLabels()) + ", " + L("tokens", n(numel(c.getLabels()))) + ", " +
+                       L("vocab", n(v)) + ", " + L("vocab_size", n(c.getVocabSize().value_or(v))));
         return success();
       })
       .Case([&](tx::CrossEntropyGradOp c) -> LogicalResult {
@@ -564,9 +568,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         FailureOr<std::string> dloss = hostScalar(op, c.getGrad());
         if (failed(dloss))
           return failure();
-        call("cross_entropy_backward", {ptr(c), *dloss, ptr(c.getLogits()), ptr(c.getLabels()),
-                                        L("tokens", n(numel(c.getLabels()))), L("vocab", n(v)),
-                                        L("vocab_size", n(c.getVocabSize().value_or(v)))});
+        call("cross_entropy_backward",
+             {ptr(c), *dloss, ptr(c.getLogits()), ptr(c.getLabels()), L("tokens", n(numel(c.getLabels()))),
+              L("vocab", n(v)), L("vocab_size", n(c.getVocabSize().value_or(v)))});
         return success();
       })
       .Case([&](func::CallOp c) {
@@ -584,8 +588,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           if (!sig.results[i].empty() && ptr(v) != sig.results[i])
             copy(sig.results[i], ptr(v), numel(v) * 4);
         if (sig.returnedScalar >= 0)
-          os << "  return " << (onDevice() ? "read_scalar(" + ptr(r.getOperand(sig.returnedScalar)) + ")"
-                                           : "*" + ptr(r.getOperand(sig.returnedScalar)))
+          os << "  return "
+             << (onDevice() ? "read_scalar(" + ptr(r.getOperand(sig.returnedScalar)) + ")"
+                            : "*" + ptr(r.getOperand(sig.returnedScalar)))
              << ";\n";
         else if (!sig.returnDefault.empty())
           os << "  return " << sig.returnDefault << ";\n";
@@ -597,8 +602,8 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
 } // namespace
 
 void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t first, int64_t last, int64_t lastNumel) {
-  os << indent << "ctx.grad_sync->start(grads[" << first << "], (grads[" << last << "] + " << lastNumel
-     << ") - grads[" << first << "]);\n";
+  os << indent << "ctx.grad_sync->start(grads[" << first << "], (grads[" << last << "] + " << lastNumel << ") - grads["
+     << first << "]);\n";
 }
 
 FailureOr<int64_t> emitFunction(func::FuncOp fn, Signature sig, const tx::ParamTable &params,

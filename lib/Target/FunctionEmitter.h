@@ -43,16 +43,16 @@ void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t firs
 inline constexpr const char *kDlossArg = "(&dloss)";
 
 struct Signature {
-  std::string prototype;                  // "void f(...) {" with the workspace named `ws`
-  llvm::SmallVector<std::string> args;    // C++ expression of each block argument
+  std::string prototype;               // "void f(...) {" with the workspace named `ws`
+  llvm::SmallVector<std::string> args; // C++ expression of each block argument
   /// Buffer each result is written into ("" = none: the value lives in the workspace).
   llvm::SmallVector<std::string> results;
-  std::string prologue;                   // declarations before the body
-  CppNames names;                         // the names the prototype and prologue took
-  bool hasParams = false;                 // tx.param / tx.param_grad allowed (params, grads)
-  int returnedScalar = -1;                // result returned as `float` (the loss), or -1
-  std::string returnDefault;              // returned when returnedScalar is -1 ("" = void)
-  Target target = Target::Cpu;            // whose kernels the body calls, on whose memory
+  std::string prologue;        // declarations before the body
+  CppNames names;              // the names the prototype and prologue took
+  bool hasParams = false;      // tx.param / tx.param_grad allowed (params, grads)
+  int returnedScalar = -1;     // result returned as `float` (the loss), or -1
+  std::string returnDefault;   // returned when returnedScalar is -1 ("" = void)
+  Target target = Target::Cpu; // whose kernels the body calls, on whose memory
 };
 
 /// Emits `fn` with `sig` to `os`, its workspace plan to `plan`; returns the workspace bytes it

@@ -1,6 +1,6 @@
 // megac-data-parallel: the gradient all-reduce over data-parallel ranks, in flat buckets.
 #include "GradSyncPlacement.h"
-#include "megac/Frontend/PlanIR.h"
+#include "megac/Plan/PlanIR.h"
 #include "megac/Transforms/Passes.h"
 #include "tx/TxChunks.h"
 #include "tx/TxNames.h"
@@ -100,12 +100,11 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       auto type = RankedTensorType::get({n}, b.getF32Type());
       std::string name = "bucket_" + std::to_string(index);
       Value bucket = tx::GradBucketOp::create(b, NameLoc::get(b.getStringAttr(name), loc), type, first, end);
-      auto sum = shard::AllReduceOp::create(b, NameLoc::get(b.getStringAttr(name + "_summed"), loc), type, gridRef,
-                                            dpAxis, bucket,
-                                            shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum));
-      sum->setAttr(names::kRuleAttr, b.getStringAttr("data parallel: gradient bucket " + std::to_string(index) +
-                                                     " (" + table[first].getName() + " .. " + table[end].getName() +
-                                                     ")"));
+      auto sum =
+          shard::AllReduceOp::create(b, NameLoc::get(b.getStringAttr(name + "_summed"), loc), type, gridRef, dpAxis,
+                                     bucket, shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum));
+      sum->setAttr(names::kRuleAttr, b.getStringAttr("data parallel: gradient bucket " + std::to_string(index) + " (" +
+                                                     table[first].getName() + " .. " + table[end].getName() + ")"));
       tx::SetGradBucketOp::create(b, loc, sum, first, end);
     }
     func::ReturnOp::create(b, loc);

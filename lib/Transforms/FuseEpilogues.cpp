@@ -55,9 +55,9 @@ struct FuseEpiloguesPass : public megac::impl::FuseEpiloguesBase<FuseEpiloguesPa
       // The fused results keep the shardings megac-tensor-parallel recorded on the ops they replace.
       Attribute addSharding = add->getAttr(names::kShardingAttr);
       if (tx::GeluOp gelu = geluOf(add)) {
-        auto fused = tx::MatmulBiasGeluOp::create(b, add.getLoc(), add.getType(), gelu.getType(), m.getLhs(),
-                                                  m.getRhs(), add.getRhs(), m.getTransposeRhs(),
-                                                  gelu.getApproximation());
+        auto fused =
+            tx::MatmulBiasGeluOp::create(b, add.getLoc(), add.getType(), gelu.getType(), m.getLhs(), m.getRhs(),
+                                         add.getRhs(), m.getTransposeRhs(), gelu.getApproximation());
         if (Attribute geluSharding = gelu->getAttr(names::kShardingAttr); addSharding && geluSharding)
           fused->setAttr(names::kShardingAttr, b.getArrayAttr({addSharding, geluSharding}));
         gelu.replaceAllUsesWith(fused.getResult());

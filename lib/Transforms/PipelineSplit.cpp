@@ -1,5 +1,5 @@
 // megac-pipeline-split: @train_step -> per-chunk forward and backward functions (see Passes.td).
-#include "megac/Frontend/PlanIR.h"
+#include "megac/Plan/PlanIR.h"
 #include "megac/Transforms/Passes.h"
 #include "tx/TxLocations.h"
 #include "tx/TxNames.h"
@@ -36,7 +36,7 @@ struct Placement {
 /// The ops and boundary values of one chunk.
 struct ChunkPlan {
   SmallVector<Operation *> forwardOps, backwardOps;
-  Value input, output;        // residual stream in / out (null at the ends)
+  Value input, output;         // residual stream in / out (null at the ends)
   Value outputGrad, inputGrad; // its gradient in (from chunk + 1) / out (to chunk - 1)
   llvm::SetVector<Value> stash;
 };
@@ -92,8 +92,8 @@ LogicalResult Splitter::place() {
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     if (where.isFree(&op) || llvm::is_contained(dead, &op))
       continue;
-    bool backward = isa<tx::ParamGradOp>(op) ||
-                    llvm::any_of(op.getOperands(), [&](Value v) { return backwardValues.contains(v); });
+    bool backward =
+        isa<tx::ParamGradOp>(op) || llvm::any_of(op.getOperands(), [&](Value v) { return backwardValues.contains(v); });
     for (Value r : op.getResults())
       if (backward)
         backwardValues.insert(r);
@@ -125,8 +125,8 @@ LogicalResult Splitter::place() {
         auto grad = op.hasOneUse() ? dyn_cast<tx::ParamGradOp>(*op.getUsers().begin()) : nullptr;
         auto sum = dyn_cast<tx::AddOp>(op);
         if (!grad || !sum)
-          return op.emitOpError() << "combines backward values of chunks " << minBackward << " and "
-                                  << maxBackward << "; megac-pipeline-split can only split a parameter "
+          return op.emitOpError() << "combines backward values of chunks " << minBackward << " and " << maxBackward
+                                  << "; megac-pipeline-split can only split a parameter "
                                   << "gradient summed over chunks (a tied weight)";
         if (failed(splitTiedGradient(grad, sum)))
           return failure();
@@ -237,7 +237,7 @@ void Splitter::cloneInto(OpBuilder &b, ArrayRef<Operation *> ops, IRMapping &map
 }
 
 func::FuncOp Splitter::buildChunkFunction(StringRef name, ArrayRef<Value> inputs, ArrayRef<Operation *> ops,
-                                           ArrayRef<Value> outputs) {
+                                          ArrayRef<Value> outputs) {
   SmallVector<Type> args, results;
   for (Value v : inputs)
     args.push_back(v.getType());
@@ -255,8 +255,7 @@ func::FuncOp Splitter::buildChunkFunction(StringRef name, ArrayRef<Value> inputs
   for (auto [arg, v] : llvm::zip_equal(block->getArguments(), inputs)) {
     auto result = dyn_cast<OpResult>(v);
     std::string name = result ? tx::resultName(result) : tx::valueName(v).str();
-    arg.setLoc(name.empty() || name == tx::valueName(v) ? v.getLoc()
-                                                        : tx::derivedLoc(v, name, "megac-pipeline-split"));
+    arg.setLoc(name.empty() || name == tx::valueName(v) ? v.getLoc() : tx::derivedLoc(v, name, "megac-pipeline-split"));
   }
   b.setInsertionPointToEnd(block);
   cloneInto(b, ops, map);

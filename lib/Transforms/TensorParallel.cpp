@@ -2,7 +2,7 @@
 // joint forward + backward IR (see Passes.td). The rules are the ops' own (dialects/tx/
 // TxSharding.cpp); this pass drives them through the functions, inserts the collectives and
 // localizes the types.
-#include "megac/Frontend/PlanIR.h"
+#include "megac/Plan/PlanIR.h"
 #include "megac/Transforms/Passes.h"
 #include "tx/TxLocations.h"
 #include "tx/TxNames.h"
@@ -81,9 +81,7 @@ private:
   }
 
   FlatSymbolRefAttr gridRef() { return FlatSymbolRefAttr::get(module.getContext(), names::kGrid); }
-  static DenseI16ArrayAttr tpAxis(OpBuilder &b) {
-    return b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Tp)});
-  }
+  static DenseI16ArrayAttr tpAxis(OpBuilder &b) { return b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Tp)}); }
 
   // ---- functions ----------------------------------------------------------------------------
 
@@ -148,7 +146,8 @@ private:
         return failure();
       calleeResults[callee] = results;
     } else if (it->second != args) {
-      return call.emitOpError() << "calls @" << callee << " with other argument shardings than an earlier call; "
+      return call.emitOpError() << "calls @" << callee
+                                << " with other argument shardings than an earlier call; "
                                    "every layer must be sharded alike";
     }
     for (auto [r, s] : llvm::zip_equal(call.getResults(), calleeResults[callee]))
@@ -209,8 +208,8 @@ private:
   int64_t tp;
   bool sp;
   DenseMap<Value, Sharding> shardings;
-  llvm::SetVector<Value> values;             // each once, in the order they got a sharding
-  SmallVector<func::FuncOp> functions;       // in the order they were sharded
+  llvm::SetVector<Value> values;            // each once, in the order they got a sharding
+  SmallVector<func::FuncOp> functions;      // in the order they were sharded
   std::map<ConversionKey, Value> converted; // one collective per value and target sharding
   llvm::StringMap<SmallVector<Sharding>> calleeArgs, calleeResults;
   DenseMap<Value, std::pair<Value, Value>> softmax; // split logits -> (max, sum_exp), all-reduced
@@ -234,8 +233,8 @@ LogicalResult Sharder::localizeTypes() {
   }
   for (auto fn : module.getOps<func::FuncOp>()) {
     Block &body = fn.getBody().front();
-    fn.setFunctionType(FunctionType::get(fn.getContext(), body.getArgumentTypes(),
-                                         body.getTerminator()->getOperandTypes()));
+    fn.setFunctionType(
+        FunctionType::get(fn.getContext(), body.getArgumentTypes(), body.getTerminator()->getOperandTypes()));
   }
   return success();
 }
@@ -264,8 +263,7 @@ void Sharder::annotate() {
         perResult.push_back(attrOf(r));
       if (llvm::is_contained(perResult, Attribute()))
         continue;
-      op.setAttr(names::kShardingAttr,
-                 perResult.size() == 1 ? perResult.front() : ArrayAttr::get(context, perResult));
+      op.setAttr(names::kShardingAttr, perResult.size() == 1 ? perResult.front() : ArrayAttr::get(context, perResult));
     }
   }
 }

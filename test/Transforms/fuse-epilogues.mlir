@@ -44,3 +44,19 @@ func.func @not_linear(%x: tensor<8x4xf32>, %w: tensor<8x16xf32>, %r: tensor<4x16
   %1 = tx.add %0, %r : tensor<4x16xf32>, tensor<4x16xf32>
   return %1 : tensor<4x16xf32>
 }
+
+// -----
+
+// A fused op keeps the shardings megac-tensor-parallel recorded on the ops it replaces: the
+// biased sum's, and the GELU's for the second result.
+// CHECK-LABEL: func @keeps_shardings
+// CHECK-NEXT: tx.matmul_bias_gelu {{.*}} {megac.sharding = [#tx.sharding<[{}, {"tp"}]>, #tx.sharding<[{}, {"tp"}]>]}
+// CHECK-NEXT: tx.matmul_bias {{.*}} {megac.sharding = #tx.sharding<[{}, {}], partial={"tp"}>}
+func.func @keeps_shardings(%x: tensor<4x8xf32>, %w1: tensor<8x16xf32>, %b1: tensor<16xf32>, %w2: tensor<16x8xf32>, %b2: tensor<8xf32>) -> (tensor<4x16xf32>, tensor<4x8xf32>) {
+  %0 = tx.matmul %x, %w1 {megac.sharding = #tx.sharding<[{}, {"tp"}]>} : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %1 = tx.add %0, %b1 {megac.sharding = #tx.sharding<[{}, {"tp"}]>} : tensor<4x16xf32>, tensor<16xf32>
+  %2 = tx.gelu %1 (tanh) {megac.sharding = #tx.sharding<[{}, {"tp"}]>} : tensor<4x16xf32>
+  %3 = tx.matmul %2, %w2 {megac.sharding = #tx.sharding<[{}, {}], partial={"tp"}>} : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %4 = tx.add %3, %b2 {megac.sharding = #tx.sharding<[{}, {}], partial={"tp"}>} : tensor<4x8xf32>, tensor<8xf32>
+  return %1, %4 : tensor<4x16xf32>, tensor<4x8xf32>
+}

@@ -8,7 +8,7 @@
 
 #include "megac/Config.h"
 #include "megac/Frontend/BuildModel.h"
-#include "megac/Frontend/ParallelPlan.h"
+#include "megac/Frontend/PlanChecks.h"
 #include "megac/Target/EmitCpp.h"
 #include "megac/Transforms/TrainingPipeline.h"
 
@@ -36,11 +36,10 @@ using megac::cli::compile;
 cl::opt<std::string> specPath(cl::Positional, cl::Required, cl::desc("SPEC.yaml"), cl::sub(compile));
 cl::opt<std::string> outDir("o", cl::Required, cl::desc("output folder; OUT/train is the program"),
                             cl::value_desc("OUT"), cl::sub(compile));
-cl::opt<std::string> dumpDir("dump-ir", cl::desc("write the IR after every step into DIR"),
-                             cl::value_desc("DIR"), cl::sub(compile));
+cl::opt<std::string> dumpDir("dump-ir", cl::desc("write the IR after every step into DIR"), cl::value_desc("DIR"),
+                             cl::sub(compile));
 cl::opt<int64_t> microBatch("micro-batch-size", cl::init(1),
-                            cl::desc("microbatch size (shapes are static; OUT/train checks it)"),
-                            cl::sub(compile));
+                            cl::desc("microbatch size (shapes are static; OUT/train checks it)"), cl::sub(compile));
 cl::opt<int64_t> tp("tensor-model-parallel-size", cl::init(1), cl::desc("tensor parallel size"), cl::sub(compile));
 cl::alias tpAlias("tp", cl::aliasopt(tp), cl::desc("alias for --tensor-model-parallel-size"));
 cl::opt<int64_t> pp("pipeline-model-parallel-size", cl::init(1), cl::desc("pipeline parallel size"), cl::sub(compile));
@@ -127,8 +126,8 @@ std::string outputCMake(megac::Target target) {
   text += cuda ? "add_executable(train main.cu)\ntarget_link_libraries(train PRIVATE megart-cuda)\n"
                : "add_executable(train main.cpp)\ntarget_link_libraries(train PRIVATE megart)\n";
   // The generated tables initialise their fields by name (C++20 designated initializers).
-  text += std::string("set_target_properties(train PROPERTIES CXX_STANDARD 20") + (cuda ? " CUDA_STANDARD 20" : "") +
-          ")\n";
+  text +=
+      std::string("set_target_properties(train PROPERTIES CXX_STANDARD 20") + (cuda ? " CUDA_STANDARD 20" : "") + ")\n";
   return text;
 }
 
@@ -164,9 +163,16 @@ int buildProgram(StringRef out, megac::Target target) {
   if (target == megac::Target::Cuda) {
 #ifdef MEGAC_CUDA_COMPILER
     // sm_80 (A100) and sm_90 (H100/H200) machine code, and sm_90 PTX for newer GPUs.
-    SmallVector<std::string> compile = {MEGAC_CUDA_COMPILER, "-std=c++20", "-O2", "-x", "cu", "-c",
-                                        "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90",
-                                        "-gencode=arch=compute_90,code=compute_90", "-Xcompiler=-fopenmp",
+    SmallVector<std::string> compile = {MEGAC_CUDA_COMPILER,
+                                        "-std=c++20",
+                                        "-O2",
+                                        "-x",
+                                        "cu",
+                                        "-c",
+                                        "-gencode=arch=compute_80,code=sm_80",
+                                        "-gencode=arch=compute_90,code=sm_90",
+                                        "-gencode=arch=compute_90,code=compute_90",
+                                        "-Xcompiler=-fopenmp",
                                         "-I" MEGAC_RUNTIME_INCLUDE_DIR};
     appendSplit(compile, MEGAC_CUDA_INCLUDE_DIRS, "-I");
     compile.append({std::string(source), "-o", std::string(object)});
@@ -177,7 +183,7 @@ int buildProgram(StringRef out, megac::Target target) {
     appendSplit(link, MEGAC_CUDA_LINK);
 #endif
   } else {
-    link.append({"-std=c++20", "-O2"}); // the tables' designated initializers
+    link.append({"-std=c++20", "-O2"});    // the tables' designated initializers
     appendSplit(link, MEGAC_RUNTIME_ARCH); // the runtime's target: -march=native unless MEGART_PORTABLE
     link.append({"-I" MEGAC_RUNTIME_INCLUDE_DIR, std::string(source), MEGAC_RUNTIME_LIBRARY});
     appendSplit(link, MEGAC_RUNTIME_LINK);
@@ -236,8 +242,9 @@ int megac::runCompile() {
   if (globalBatch != 0) {
     int64_t perIteration = microBatch * std::max<int64_t>(dp, 1);
     if (globalBatch < 0 || globalBatch % perIteration != 0)
-      return fail("--global-batch-size " + Twine(globalBatch) + " is not a positive multiple of micro batch x dp = " +
-                  Twine(perIteration) + "; use " + Twine(std::max<int64_t>(1, globalBatch / perIteration) * perIteration));
+      return fail("--global-batch-size " + Twine(globalBatch) +
+                  " is not a positive multiple of micro batch x dp = " + Twine(perIteration) + "; use " +
+                  Twine(std::max<int64_t>(1, globalBatch / perIteration) * perIteration));
     if (pp == 1)
       return fail("--global-batch-size is compiled in only with pipeline parallelism; without it pass it to "
                   "OUT/train instead");
@@ -288,9 +295,11 @@ int megac::runCompile() {
       return 1;
   }
 
-  std::string header = "// Generated by `megac compile " + specPath + "`; do not edit.\n"
-                       "// Plan: " + plan.summary() + " (" + std::to_string(plan.worldSize()) +
-                       " ranks); micro batch " + std::to_string(microBatch) + ".\n";
+  std::string header = "// Generated by `megac compile " + specPath +
+                       "`; do not edit.\n"
+                       "// Plan: " +
+                       plan.summary() + " (" + std::to_string(plan.worldSize()) + " ranks); micro batch " +
+                       std::to_string(microBatch) + ".\n";
   SmallVector<StringRef> layoutLines;
   std::string layout = plan.rankLayout();
   StringRef(layout).rtrim().split(layoutLines, '\n');

@@ -28,9 +28,12 @@ public:
 
   void printAfterIfEnabled(Pass *pass, Operation *op, PrintCallbackFn) override {
     std::string number = std::to_string(numbers.lookup(pass));
-    std::string name = std::string(2 - std::min<size_t>(2, number.size()), '0') + number + "-" +
-                       pass->getArgument().str() + ".mlir";
-    dumps.write(name, [&](raw_ostream &os) { op->print(os, getOpPrintingFlags()); os << "\n"; });
+    std::string name =
+        std::string(2 - std::min<size_t>(2, number.size()), '0') + number + "-" + pass->getArgument().str() + ".mlir";
+    dumps.write(name, [&](raw_ostream &os) {
+      op->print(os, getOpPrintingFlags());
+      os << "\n";
+    });
   }
 
 private:
@@ -45,7 +48,10 @@ mlir::OpPrintingFlags IRDumps::printingFlags() {
 }
 
 bool IRDumps::writeFrontend(mlir::ModuleOp module) {
-  return write("00-frontend.mlir", [&](raw_ostream &os) { module->print(os, printingFlags()); os << "\n"; });
+  return write("00-frontend.mlir", [&](raw_ostream &os) {
+    module->print(os, printingFlags());
+    os << "\n";
+  });
 }
 
 void IRDumps::instrument(PassManager &pm) {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "IRDumps.h"
-#include "megac/Frontend/ParallelPlan.h"
+#include "megac/Plan/ParallelPlan.h"
 #include "pipe/schedule/Schedule.h"
 
 namespace megac {

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "megac/Frontend/ModelSpec.h"
-#include "megac/Frontend/ParallelPlan.h"
+#include "megac/Plan/ParallelPlan.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 

@@ -61,8 +61,9 @@ def PipelineSplit : Pass<"megac-pipeline-split", "mlir::ModuleOp"> {
   let description = [{
     With pipeline parallelism in the plan (`@grid`), the transformer layers are split into chunks
     (pp x vpp of them; chunk c runs on pipeline rank c % pp); the plan's `pipeline_layout` gives
-    each chunk's number of consecutive layers. Without it the pass does nothing. The embedding goes to the first chunk; the final norm, LM head and loss
-    to the last. `@train_step` is replaced by, for every chunk c,
+    each chunk's number of consecutive layers. Without it the pass does nothing. The embedding
+    goes to the first chunk; the final norm, LM head and loss to the last. `@train_step` is
+    replaced by, for every chunk c,
 
       @chunk<c>_forward(ids, labels[, input]) -> (output | loss, stash...)
       @chunk<c>_backward(ids, labels, dloss, stash...[, output_grad]) -> ([input_grad])

@@ -199,6 +199,55 @@ func.func @train_step(%x: tensor<2x4x8xf32>, %dy: tensor<2x4x8xf32>) -> tensor<2
 
 // -----
 
+// Rotary embeddings rotate each head by position: a head split stays; the elementwise SwiGLU
+// and a product keep their operands' split; slicing along the split dimension makes it whole.
+// CHECK-LABEL: func.func @train_step
+// CHECK:         tx.rope {{.*}} {megac.sharding = #tx.sharding<[{}, {}, {"tp"}, {}]>} : tensor<1x4x2x4xf32>
+// CHECK:         tx.swiglu {{.*}} {megac.sharding = #tx.sharding<[{}, {"tp"}]>} : tensor<4x8xf32>, tensor<4x8xf32>
+// CHECK:         tx.mul {{.*}} {megac.sharding = #tx.sharding<[{}, {"tp"}]>} : tensor<4x8xf32>, tensor<4x8xf32>
+// CHECK:         %[[G:.*]] = shard.all_gather {{.*}} gather_axis = 1 {megac.rule = "sliced dimension whole"
+// CHECK-NEXT:    tx.slice %[[G]] dim 1 offset 4 {megac.sharding = #tx.sharding<[{}, {}]>} : tensor<4x16xf32> -> tensor<4x8xf32>
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+func.func @train_step(%x: tensor<4x8xf32>, %h: tensor<1x4x8xf32>) -> tensor<4x8xf32> {
+  %wq = tx.param "q" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
+  %q = tx.matmul %h, %wq : tensor<1x4x8xf32>, tensor<8x16xf32> -> tensor<1x4x16xf32>
+  %qh = tx.reshape %q : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %qr = tx.rope %qh theta 10000.0 : tensor<1x4x4x4xf32>
+  %wg = tx.param "gate" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
+  %wu = tx.param "up" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
+  %g = tx.matmul %x, %wg : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %u = tx.matmul %x, %wu : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %s = tx.swiglu %g, %u : tensor<4x16xf32>, tensor<4x16xf32>
+  %m = tx.mul %s, %u : tensor<4x16xf32>, tensor<4x16xf32>
+  %half = tx.slice %m dim 1 offset 4 : tensor<4x16xf32> -> tensor<4x8xf32>
+  return %half : tensor<4x8xf32>
+}
+
+// -----
+
+// Backward of a VocabParallelEmbedding: each rank scatters the rows of its share of the
+// vocabulary; summing a split gradient over the split dimension (a bias gradient of
+// column-parallel outputs) keeps the split, over a leading dimension the other gives partial
+// sums.
+// CHECK-LABEL: func.func @train_step
+// CHECK:         tx.embedding_grad {{.*}} vocab_parallel {megac.sharding = #tx.sharding<[{"tp"}, {}]>} : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<16x8xf32>
+// CHECK:         tx.reduce_sum {{.*}} {megac.sharding = #tx.sharding<[{"tp"}]>} : tensor<2x4x8xf32> -> tensor<8xf32>
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+func.func @train_step(%ids: tensor<2x4xi32>, %dy: tensor<2x4x8xf32>) -> tensor<8xf32> {
+  %t = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<32x8xf32>
+  %e = tx.embedding %t[%ids] : tensor<32x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  %g = tx.gelu %e (tanh) : tensor<2x4x8xf32>
+  %dt = tx.embedding_grad %dy, %ids : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<32x8xf32>
+  tx.param_grad %dt to %t : tensor<32x8xf32>
+  %w = tx.param "fc" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
+  %h = tx.matmul %g, %w : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
+  %db = tx.reduce_sum %h : tensor<2x4x16xf32> -> tensor<16xf32>
+  %whole = tx.slice %db dim 0 offset 0 : tensor<16xf32> -> tensor<8xf32>
+  return %whole : tensor<8xf32>
+}
+
+// -----
+
 // A layer function is sharded once for all its calls; its arguments and results record their
 // shardings. Calls with other argument shardings are refused (next case).
 // CHECK-LABEL: func.func private @layer

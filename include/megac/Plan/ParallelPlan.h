@@ -1,8 +1,9 @@
-// A parallel plan (Megatron's names: tensor, pipeline, data parallel sizes, sequence
-// parallelism) and the checks that tie it to a model spec.
+// A parallel plan (Megatron's names: pipeline, data and tensor parallel sizes, sequence
+// parallelism, the pipeline schedule, the gradient buckets). The frontend checks it against the
+// spec (megac/Frontend/PlanChecks.h) and records it in the IR (megac/Plan/PlanIR.h).
 #pragma once
 
-#include "megac/Frontend/ModelSpec.h"
+#include <cstdint>
 
 #include <string>
 #include <vector>
@@ -39,14 +40,5 @@ struct ParallelPlan {
   /// table, megart/grid_layout.h).
   std::string rankLayout() const;
 };
-
-/// Fills in what the pipeline flags leave implicit (vpp from layersPerVirtualStage, the even
-/// layout, the default schedule and microbatch count) and rejects what cannot be split, naming
-/// the flag, the value and the fix. Call before validatePlan.
-llvm::Error resolvePipeline(ParallelPlan &plan, const ModelSpec &spec);
-
-/// Rejects plans the spec cannot be split by, or that this megac cannot run yet, naming the
-/// spec key, the flag and the fix.
-llvm::Error validatePlan(const ParallelPlan &plan, const ModelSpec &spec);
 
 } // namespace megac

@@ -1,4 +1,4 @@
-#include "megac/Frontend/PlanIR.h"
+#include "megac/Plan/PlanIR.h"
 #include "tx/TxNames.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -69,8 +69,8 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
   auto axes = grid->getAttrOfType<ArrayAttr>(names::kAxesAttr);
   auto plan = grid->getAttrOfType<DictionaryAttr>(names::kPlanAttr);
   if (!axes || !plan || shape.size() != std::size(kAxes) || axes.size() != shape.size())
-    return fail("@" + names::kGrid.str() + " must have 3 axes and the attributes " + names::kAxesAttr.str() +
-                " and " + names::kPlanAttr.str());
+    return fail("@" + names::kGrid.str() + " must have 3 axes and the attributes " + names::kAxesAttr.str() + " and " +
+                names::kPlanAttr.str());
   for (auto [i, axis] : llvm::enumerate(kAxes)) {
     auto name = dyn_cast<StringAttr>(axes[i]);
     if (!name || name.getValue() != gridAxisName(axis) || shape[i] < 1)

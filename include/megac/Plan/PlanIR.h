@@ -4,7 +4,7 @@
 // once; every pass and emitter reads it from there.
 #pragma once
 
-#include "megac/Frontend/ParallelPlan.h"
+#include "megac/Plan/ParallelPlan.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"

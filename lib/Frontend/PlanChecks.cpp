@@ -1,28 +1,12 @@
-#include "megac/Frontend/ParallelPlan.h"
+// The checks that tie a parallel plan to a model spec, and the defaults the pipeline flags leave.
+#include "megac/Frontend/PlanChecks.h"
 #include "pipe/schedule/Schedule.h"
-#include "megart/grid_layout.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 
 using namespace llvm;
 using namespace megac;
-
-std::string ParallelPlan::summary() const {
-  std::string text = "pp " + std::to_string(pp);
-  if (vpp > 1)
-    text += " vpp " + std::to_string(vpp);
-  text += " dp " + std::to_string(dp) + " tp " + std::to_string(tp) + (sp ? " sp" : "");
-  if (pp > 1)
-    text += " (" + pipelineSchedule + ", " + std::to_string(numMicrobatches) + " microbatches)";
-  return text;
-}
-
-std::string ParallelPlan::rankLayout() const {
-  megart::GridShape shape;
-  shape.pp = pp, shape.dp = dp, shape.tp = tp;
-  return megart::format_rank_layout(shape);
-}
 
 static Error fail(const Twine &message) { return createStringError(inconvertibleErrorCode(), message); }
 
@@ -63,13 +47,16 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
   const int64_t chunks = plan.pp * plan.vpp;
   if (chunks > layers)
     return fail("pipeline size x vpp = " + Twine(plan.pp) + " x " + Twine(plan.vpp) + " = " + Twine(chunks) +
-                " chunks, but num_layers is " + Twine(layers) + "; every chunk needs at least one layer: "
+                " chunks, but num_layers is " + Twine(layers) +
+                "; every chunk needs at least one layer: "
                 "lower --pp or --vpp");
   if (plan.pipelineLayout.empty()) {
     if (layers % chunks != 0)
       return fail("num_layers (" + Twine(layers) + ") is not divisible by pipeline size x vpp (" + Twine(chunks) +
-                  "); give --pipeline-layout with " + Twine(chunks) + " comma-separated layer counts (chunk order) "
-                  "that sum to " + Twine(layers));
+                  "); give --pipeline-layout with " + Twine(chunks) +
+                  " comma-separated layer counts (chunk order) "
+                  "that sum to " +
+                  Twine(layers));
     plan.pipelineLayout.assign(chunks, layers / chunks);
   } else {
     int64_t sum = 0;
@@ -81,8 +68,8 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
     if (static_cast<int64_t>(plan.pipelineLayout.size()) != chunks || sum != layers)
       return fail("--pipeline-layout " + joined(plan.pipelineLayout) + " gives " + Twine(plan.pipelineLayout.size()) +
                   " chunks with " + Twine(sum) + " layers; it needs pipeline size x vpp = " + Twine(chunks) +
-                  " counts (chunk c runs on pipeline rank c % " + Twine(plan.pp) + ") that sum to num_layers = " +
-                  Twine(layers));
+                  " counts (chunk c runs on pipeline rank c % " + Twine(plan.pp) +
+                  ") that sum to num_layers = " + Twine(layers));
   }
   if (plan.pipelineSchedule.empty())
     plan.pipelineSchedule = plan.vpp > 1 ? "interleaved" : "1f1b";
@@ -103,7 +90,8 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
 
 Error megac::validatePlan(const ParallelPlan &plan, const ModelSpec &spec) {
   for (auto [flag, size] : {std::pair<StringRef, int64_t>{"--tensor-model-parallel-size", plan.tp},
-                            {"--pipeline-model-parallel-size", plan.pp}, {"--data-parallel-size", plan.dp}})
+                            {"--pipeline-model-parallel-size", plan.pp},
+                            {"--data-parallel-size", plan.dp}})
     if (size < 1)
       return fail(flag + " must be >= 1, got " + Twine(size));
   auto divisible = [&](StringRef key, int64_t value) -> Error {
