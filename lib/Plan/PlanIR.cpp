@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
 using namespace megac;
@@ -58,13 +59,13 @@ void megac::recordPlan(ModuleOp module, const ParallelPlan &plan) {
 
 FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
   auto fail = [&](const Twine &what) {
-    module.emitError() << pass << ": " << what
-                       << "; the frontend records the plan there (megac compile --dump-ir's first file has it)";
+    module.emitError() << pass << ": " << what;
     return failure();
   };
   auto grid = module.lookupSymbol<shard::GridOp>(names::kGrid);
   if (!grid)
-    return fail("the module has no shard.grid @" + names::kGrid.str());
+    return fail("the module has no shard.grid @" + names::kGrid.str() +
+                "; the frontend records the plan there (megac compile --dump-ir's first file has it)");
   ArrayRef<int64_t> shape = grid.getShape();
   auto axes = grid->getAttrOfType<ArrayAttr>(names::kAxesAttr);
   auto plan = grid->getAttrOfType<DictionaryAttr>(names::kPlanAttr);
@@ -101,9 +102,13 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
     return fail("pp is " + Twine(result.pp) + ", so the plan needs " + kVirtualStages.str() + " >= 1 (got " +
                 Twine(result.vpp) + "), " + kMicrobatches.str() + " >= 1 (got " + Twine(result.numMicrobatches) +
                 ") and a " + kSchedule.str());
-  if (!result.pipelineLayout.empty() && result.pipelineLayout.size() != static_cast<size_t>(result.pp * result.vpp))
+  std::optional<int64_t> chunks = llvm::checkedMul(result.pp, result.vpp);
+  if (!chunks)
+    return fail("pp x " + kVirtualStages.str() + " = " + Twine(result.pp) + " x " + Twine(result.vpp) +
+                " overflows; give sizes a machine can run");
+  if (!result.pipelineLayout.empty() && static_cast<int64_t>(result.pipelineLayout.size()) != *chunks)
     return fail(kLayout.str() + " has " + Twine(result.pipelineLayout.size()) + " entries; it needs pp x " +
-                kVirtualStages.str() + " = " + Twine(result.pp * result.vpp) + " (one per chunk)");
+                kVirtualStages.str() + " = " + Twine(*chunks) + " (one per chunk)");
   if (result.ddpBucketSize < 1)
     return fail(kBucketSize.str() + " must be >= 1, got " + Twine(result.ddpBucketSize));
   return result;
