@@ -7,6 +7,10 @@
 // g / inf into inf * 0 = NaN. Whether a result is finite does not depend on the CPU; its last
 // bits may (an FMA contraction, or glibc's vector math for SSE, AVX2 or AVX-512, can round an ulp
 // apart), which is why the tests compare to tolerances.
+//
+// The GELU expressions are parenthesised in the order the earlier -ffast-math build evaluated
+// them (x^2 (c x), v (0.5 (1 + t))), so GELU results, and the demo's losses, stayed bit for bit
+// what they were on CPUs with FMA. SwiGLU's could not: that build's division was the bug.
 #include "megart/kernels.h"
 
 #include <algorithm>
@@ -47,8 +51,8 @@ void gelu_tanh_forward(float* y, const float* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    const float t = std::tanh(kSqrt2OverPi * (v + kGeluCoef * (v * v * v)));
-    y[i] = 0.5f * v * (1.0f + t);
+    const float t = std::tanh(kSqrt2OverPi * (v + (v * v) * (kGeluCoef * v)));
+    y[i] = v * (0.5f * (1.0f + t));
   }
 }
 
@@ -58,9 +62,9 @@ void gelu_tanh_backward(float* dx, const float* dy, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = std::clamp(x[i], -kGeluTanhSaturated, kGeluTanhSaturated);
     const float v2 = v * v;
-    const float t = std::tanh(kSqrt2OverPi * (v + kGeluCoef * v2 * v));
-    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoef * v2);
-    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    const float t = std::tanh(kSqrt2OverPi * (v + v2 * (kGeluCoef * v)));
+    const float dtanh = (1.0f + 3.0f * kGeluCoef * v2) * (1.0f - t * t);
+    dx[i] = (0.5f * dy[i]) * ((1.0f + t) + (kSqrt2OverPi * v) * dtanh);
   }
 }
 
@@ -68,7 +72,7 @@ void gelu_erf_forward(float* y, const float* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + std::erf(v * kInvSqrt2));
+    y[i] = v * (0.5f * (1.0f + std::erf(v * kInvSqrt2)));
   }
 }
 
