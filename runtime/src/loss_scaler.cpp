@@ -24,6 +24,27 @@ DynamicLossScaler::DynamicLossScaler(const DynamicLossScaleConfig &c)
                 ", hysteresis " + std::to_string(c.hysteresis) + ")");
 }
 
+void LossScaler::restore(const LossScalerState &state) {
+  if (!(std::isfinite(state.scale) && state.scale > 0))
+    throw Error("loss scaler state: scale " + std::to_string(state.scale) +
+                " is not finite and positive");
+  scale_ = state.scale;
+}
+
+void DynamicLossScaler::restore(const LossScalerState &state) {
+  if (state.scale < config_.min_scale || state.growth_tracker < 0 ||
+      state.growth_tracker >= config_.window || state.hysteresis_tracker > config_.hysteresis)
+    throw Error("loss scaler state (scale " + std::to_string(state.scale) + ", growth tracker " +
+                std::to_string(state.growth_tracker) + ", hysteresis tracker " +
+                std::to_string(state.hysteresis_tracker) + ") does not fit the dynamic scaler's "
+                "config (min scale " + std::to_string(config_.min_scale) + ", window " +
+                std::to_string(config_.window) + ", hysteresis " +
+                std::to_string(config_.hysteresis) + ")");
+  LossScaler::restore(state);
+  growth_tracker_ = state.growth_tracker;
+  hysteresis_tracker_ = state.hysteresis_tracker;
+}
+
 void DynamicLossScaler::update(bool finite) {
   if (!finite) {
     growth_tracker_ = 0;

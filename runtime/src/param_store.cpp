@@ -57,9 +57,28 @@ void ParamStore::reset_optimizer_state() {
   }
 }
 
-std::vector<float> ParamStore::host_param(int64_t i) const {
+std::string state_tensor_name(const std::string &name, StateArray which) {
+  switch (which) {
+  case StateArray::Param: return name;
+  case StateArray::ExpAvg: return name + ".exp_avg";
+  case StateArray::ExpAvgSq: return name + ".exp_avg_sq";
+  }
+  return name;
+}
+
+const DeviceBuffer &ParamStore::array(int64_t i, StateArray which) const {
+  switch (which) {
+  case StateArray::ExpAvg: return exp_avg_[i];
+  case StateArray::ExpAvgSq: return exp_avg_sq_[i];
+  case StateArray::Param: break;
+  }
+  return params_[i];
+}
+
+std::vector<float> ParamStore::host_array(int64_t i, StateArray which) const {
+  const DeviceBuffer &buffer = array(i, which);
   std::vector<float> host(static_cast<size_t>(numel_[i]));
-  device_->copy_to_host(host.data(), params_[i].data(), params_[i].bytes());
+  device_->copy_to_host(host.data(), buffer.data(), buffer.bytes());
   return host;
 }
 
@@ -73,58 +92,97 @@ void ParamStore::init(uint64_t seed) {
   reset_optimizer_state();
 }
 
-void ParamStore::load(const std::string &path, const std::set<std::string> &elsewhere) {
-  const SafetensorsFile file = SafetensorsFile::open(path);
+void ParamStore::load(const std::vector<std::string> &files, const std::set<std::string> &elsewhere) {
+  read_arrays(files, elsewhere, {StateArray::Param}, {"F32", "BF16", "F16"});
+  reset_optimizer_state();
+}
+
+void ParamStore::load_optimizer_state(const std::string &path,
+                                      const std::set<std::string> &elsewhere) {
+  // F32 only: a resumed run continues bit for bit from exactly what was saved.
+  read_arrays({path}, elsewhere, {StateArray::ExpAvg, StateArray::ExpAvgSq}, {"F32"});
+}
+
+void ParamStore::read_arrays(const std::vector<std::string> &paths,
+                             const std::set<std::string> &elsewhere,
+                             const std::vector<StateArray> &which,
+                             const std::set<std::string> &dtypes) {
+  std::vector<SafetensorsFile> files;
+  for (const std::string &p : paths)
+    files.push_back(SafetensorsFile::open(p));
+  const std::string path = paths.size() == 1 ? paths[0] : paths[0] + " (and " +
+                           std::to_string(paths.size() - 1) + " more shards)";
+  auto find = [&](const std::string &name) -> std::pair<const SafetensorsFile *, const TensorInfo *> {
+    for (const SafetensorsFile &f : files)
+      if (const TensorInfo *info = f.find(name))
+        return {&f, info};
+    return {nullptr, nullptr};
+  };
   // Check the whole file against the program first: a wrong-model checkpoint must fail with
   // every mismatch named, and before any parameter changes.
   std::vector<std::string> problems;
-  std::set<std::string> used = elsewhere;
-  for (const CheckpointTensor &t : tensors_) {
-    used.insert(t.name);
-    const TensorInfo *info = file.find(t.name);
-    if (!info)
-      problems.push_back("missing tensor '" + t.name + "' " + shape_string(t.shape));
-    else if (info->shape != t.shape)
-      problems.push_back("tensor '" + t.name + "' has shape " + shape_string(info->shape) +
-                         ", the program needs " + shape_string(t.shape));
-    else if (info->dtype != "F32" && info->dtype != "BF16" && info->dtype != "F16")
-      problems.push_back("tensor '" + t.name + "' has dtype " + info->dtype +
-                         "; only F32, BF16 and F16 can be loaded");
-  }
+  std::set<std::string> used;
+  for (const std::string &name : elsewhere)
+    for (StateArray w : which)
+      used.insert(state_tensor_name(name, w));
+  std::string dtype_list;
+  for (const std::string &d : dtypes)
+    dtype_list += (dtype_list.empty() ? "" : ", ") + d;
+  for (const CheckpointTensor &t : tensors_)
+    for (StateArray w : which) {
+      const std::string name = state_tensor_name(t.name, w);
+      used.insert(name);
+      const TensorInfo *info = find(name).second;
+      if (!info)
+        problems.push_back("missing tensor '" + name + "' " + shape_string(t.shape));
+      else if (info->shape != t.shape)
+        problems.push_back("tensor '" + name + "' has shape " + shape_string(info->shape) +
+                           ", the program needs " + shape_string(t.shape));
+      else if (!dtypes.count(info->dtype))
+        problems.push_back("tensor '" + name + "' has dtype " + info->dtype + "; only " +
+                           dtype_list + " can be loaded");
+    }
   std::vector<std::string> extra;
-  for (const std::string &name : file.names())
-    if (!used.count(name))
-      extra.push_back(name);
+  for (const SafetensorsFile &f : files)
+    for (const std::string &name : f.names())
+      if (!used.count(name))
+        extra.push_back(name);
   if (!extra.empty()) {
     std::string list;
-    for (size_t i = 0; i < extra.size(); ++i)
+    for (size_t i = 0; i < extra.size() && i < 8; ++i)
       list += (i ? ", '" : "'") + extra[i] + "'";
+    if (extra.size() > 8)
+      list += ", ...";
     problems.push_back(std::to_string(extra.size()) + " tensor" + (extra.size() > 1 ? "s" : "") +
                        " not used by the program: " + list);
   }
   if (!problems.empty()) {
     std::string message = path + ": checkpoint does not match the compiled program:";
-    for (const std::string &p : problems)
-      message += "\n  " + p;
+    for (size_t i = 0; i < problems.size() && i < 20; ++i)
+      message += "\n  " + problems[i];
+    if (problems.size() > 20)
+      message += "\n  ... and " + std::to_string(problems.size() - 20) + " more";
     throw Error(message + "\n  (was it saved from a different model spec?)");
   }
   std::vector<float> full, block;
-  for (const CheckpointTensor &t : tensors_) {
-    full.resize(static_cast<size_t>(full_numel(descs_[t.blocks[0]])));
-    file.read_f32(t.name, t.shape, full.data());
-    for (int64_t b : t.blocks) {
-      block.assign(static_cast<size_t>(numel_[b]), 0.0f); // vocabulary padding stays 0
-      copy_block_from_full(descs_[b], full.data(), block.data());
-      device_->copy_from_host(params_[b].data(), block.data(), params_[b].bytes());
+  for (const CheckpointTensor &t : tensors_)
+    for (StateArray w : which) {
+      full.resize(static_cast<size_t>(full_numel(descs_[t.blocks[0]])));
+      const std::string name = state_tensor_name(t.name, w);
+      find(name).first->read_f32(name, t.shape, full.data());
+      for (int64_t b : t.blocks) {
+        block.assign(static_cast<size_t>(numel_[b]), 0.0f); // vocabulary padding stays 0
+        copy_block_from_full(descs_[b], full.data(), block.data());
+        const DeviceBuffer &target = array(b, w);
+        device_->copy_from_host(target.data(), block.data(), target.bytes());
+      }
     }
-  }
-  reset_optimizer_state();
 }
 
 std::vector<float> ParamStore::assemble(const CheckpointTensor &t) const {
   std::vector<float> full(static_cast<size_t>(full_numel(descs_[t.blocks[0]])));
   for (int64_t b : t.blocks)
-    copy_block_to_full(descs_[b], host_param(b).data(), full.data());
+    copy_block_to_full(descs_[b], host_array(b).data(), full.data());
   return full;
 }
 
@@ -147,7 +205,7 @@ void ParamStore::save(const std::string &path, Communicator &tp) const {
   write_safetensors(path, named, {{"format", "pt"}});
 }
 
-std::vector<std::vector<float>> ParamStore::gather_tensors(Communicator &tp) const {
+std::vector<std::vector<float>> ParamStore::gather_tensors(Communicator &tp, StateArray which) const {
   if (tp.size() != tp_size_ || tp.rank() != tp_rank_)
     throw Error("gathering the tensors: the tp communicator is rank " + std::to_string(tp.rank()) +
                 " of " + std::to_string(tp.size()) + ", but the store holds tp rank " +
@@ -162,14 +220,14 @@ std::vector<std::vector<float>> ParamStore::gather_tensors(Communicator &tp) con
     for (int64_t b : t.blocks) {
       if (!tp_split(b)) { // the same on every tp rank: tp rank 0's copy is the tensor's
         if (writer)
-          copy_block_to_full(descs_[b], host_param(b).data(), full.data());
+          copy_block_to_full(descs_[b], host_array(b, which).data(), full.data());
         continue;
       }
       // Every tp rank's block has this rank's shape, so one all-gather collects them in rank
       // order, and tp_block says where each goes.
       const int64_t n = numel(b);
       gathered.resize(static_cast<size_t>(n * tp_size_));
-      tp.all_gather(gathered.data(), host_param(b).data(), n);
+      tp.all_gather(gathered.data(), host_array(b, which).data(), n);
       if (writer)
         for (int64_t r = 0; r < tp_size_; ++r)
           copy_block_to_full(tp_block(program_descs_[b], r), gathered.data() + r * n,

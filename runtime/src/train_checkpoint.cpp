@@ -2,81 +2,111 @@
 
 #include "megart/atomic_file.h"
 #include "megart/error.h"
+#include "megart/json.h"
 #include "megart/param_layout.h"
 #include "megart/pipeline_program.h"
 #include "megart/safetensors.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
 #include <system_error>
+#include <unistd.h>
 
 namespace megart {
 
 namespace fs = std::filesystem;
 
 namespace {
-std::string iteration_folder(const std::string &dir, int64_t iteration) {
-  char name[32];
-  std::snprintf(name, sizeof name, "iter_%07lld", static_cast<long long>(iteration));
-  return (fs::path(dir) / name).string();
-}
-} // namespace
 
-std::string checkpoint_path(const std::string &dir, int64_t iteration) {
-  return (fs::path(iteration_folder(dir, iteration)) / "model.safetensors").string();
-}
+constexpr const char *kTracker = "latest_checkpointed_iteration.txt";
+constexpr const char *kModelFile = "model.safetensors";
+constexpr const char *kShardIndex = "model.safetensors.index.json";
+constexpr const char *kOptimizerFile = "optimizer.safetensors";
+constexpr const char *kStateFile = "train_state.json";
+constexpr const char *kConfigFile = "config.json";
 
-void check_checkpoint_dir(const std::string &dir) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(dir, ec);
-  if (fs::exists(st) && !fs::is_directory(st))
-    throw Error("--save " + dir + " exists and is not a folder; give a folder for checkpoints");
-}
-
-std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store) {
-  SelfCommunicator self;
-  return save_checkpoint(dir, iteration, store, self);
-}
-
-namespace {
-
-void create_folder(const std::string &dir, int64_t iteration) {
-  const std::string folder = iteration_folder(dir, iteration);
-  std::error_code ec;
-  fs::create_directories(folder, ec);
-  if (ec)
-    throw Error(folder + ": cannot create checkpoint folder: " + ec.message());
+std::string read_text(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(path + ": cannot open: " + std::strerror(errno));
+  // Every file read here is small (a tracker, a JSON state or index): refuse a huge one rather
+  // than read it into memory.
+  constexpr std::streamoff kMaxBytes = 64 << 20;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size > kMaxBytes)
+    throw Error(path + ": " + std::to_string(size) + " bytes; a checkpoint's text files are "
+                "far smaller (the limit is 64 MiB): is this the right file?");
+  in.seekg(0);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
-// Written last: it only ever names a complete checkpoint.
-void write_tracker(const std::string &dir, int64_t iteration) {
-  AtomicFile tracker((fs::path(dir) / "latest_checkpointed_iteration.txt").string());
-  const std::string text = std::to_string(iteration); // no newline, as Megatron writes it
-  tracker.write(text.data(), text.size());
-  tracker.commit();
+void write_text(const std::string &path, const std::string &text) {
+  AtomicFile file(path);
+  file.write(text.data(), text.size());
+  file.commit();
 }
 
-} // namespace
-
-std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store,
-                            Communicator &tp) {
-  const bool writer = tp.rank() == 0;
-  const std::string path = checkpoint_path(dir, iteration);
-  if (writer)
-    create_folder(dir, iteration);
-  store.save(path, tp);
-  if (writer)
-    write_tracker(dir, iteration);
-  return path;
+// A folder's entries reach the disk only when the folder itself is synced.
+void sync_folder(const std::string &dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error(dir + ": cannot open the folder to sync it: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0)
+    throw Error(dir + ": fsync failed: " + std::strerror(err));
 }
 
-std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store,
-                            Communicator &tp, Communicator &pp, const ProgramDesc &program) {
-  const std::string path = checkpoint_path(dir, iteration);
-  std::vector<std::vector<float>> data = store.gather_tensors(tp);
-  if (tp.rank() != 0)
-    return path;
-  // A tensor several stages hold (tied) comes from the first of them.
+bool starts_with(const std::string &s, const char *prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// "iter_0000010" -> 10; -1 for any other name.
+int64_t iteration_of(const std::string &name) {
+  if (!starts_with(name, "iter_") || name.size() != 12)
+    return -1;
+  int64_t v = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9')
+      return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+// The whole model's full tensors of one array, on the writer (tp rank 0 of pp rank 0); other
+// ranks get nothing back. A tensor several stages hold (tied) comes from the first of them.
+std::vector<NamedTensor> gather_model(const ParamStore &store, StateArray which,
+                                      const CheckpointGroup &g,
+                                      std::vector<std::vector<float>> &storage) {
+  storage = store.gather_tensors(g.tp, which);
+  std::vector<NamedTensor> named;
+  if (g.tp.rank() != 0)
+    return named;
+  const bool pipelined = g.pp && g.pp->size() > 1;
+  if (!pipelined) {
+    for (size_t i = 0; i < store.tensors().size(); ++i)
+      named.push_back({state_tensor_name(store.tensors()[i].name, which), store.tensors()[i].shape,
+                       storage[i].data()});
+    return named;
+  }
+  if (!g.program)
+    throw Error("saving a pipeline-parallel checkpoint needs the program's stage tables");
+  Communicator &pp = *g.pp;
+  const ProgramDesc &program = *g.program;
   const std::map<std::string, std::vector<int64_t>> owners = tensor_stages(program);
   auto owned_by = [&](const std::string &name, int64_t stage) {
     return owners.at(name).front() == stage;
@@ -86,37 +116,311 @@ std::string save_checkpoint(const std::string &dir, int64_t iteration, const Par
     std::vector<std::unique_ptr<Request>> sends;
     for (size_t i = 0; i < store.tensors().size(); ++i)
       if (owned_by(store.tensors()[i].name, here))
-        sends.push_back(pp.isend(data[i].data(), static_cast<int64_t>(data[i].size()), 0,
+        sends.push_back(pp.isend(storage[i].data(), static_cast<int64_t>(storage[i].size()), 0,
                                  p2p_tag::kCheckpointTensor));
     for (auto &r : sends)
       pp.wait(*r);
-    return path;
+    return named;
   }
-  std::vector<NamedTensor> named;
   for (size_t i = 0; i < store.tensors().size(); ++i)
-    named.push_back({store.tensors()[i].name, store.tensors()[i].shape, data[i].data()});
-  // Every receive is posted first, so the stages send at once; the writer holds the whole model,
-  // as with pp 1.
-  std::vector<std::vector<float>> received;
-  std::vector<std::unique_ptr<Request>> recvs;
-  received.reserve(owners.size());
+    named.push_back({state_tensor_name(store.tensors()[i].name, which), store.tensors()[i].shape,
+                     storage[i].data()});
+  // Every receive is posted first, so the stages send at once; the writer holds the whole
+  // array, as with pp 1. `storage` is sized before any pointer into it is taken.
+  struct Incoming {
+    CheckpointTensor tensor;
+    int64_t stage;
+    size_t slot;
+  };
+  std::vector<Incoming> incoming;
   for (int64_t r = 1; r < pp.size(); ++r) {
     const PipelineStageDesc &stage = program.stages[r];
-    for (const CheckpointTensor &t : group_by_tensor(stage.params, stage.num_params)) {
-      if (!owned_by(t.name, r))
-        continue;
-      received.emplace_back(static_cast<size_t>(full_numel(stage.params[t.blocks[0]])));
-      recvs.push_back(pp.irecv(received.back().data(), static_cast<int64_t>(received.back().size()),
-                               static_cast<int>(r), p2p_tag::kCheckpointTensor));
-      named.push_back({t.name, t.shape, received.back().data()});
-    }
+    for (const CheckpointTensor &t : group_by_tensor(stage.params, stage.num_params))
+      if (owned_by(t.name, r)) {
+        incoming.push_back({t, r, storage.size()});
+        storage.emplace_back(static_cast<size_t>(full_numel(stage.params[t.blocks[0]])));
+      }
+  }
+  std::vector<std::unique_ptr<Request>> recvs;
+  for (const Incoming &in : incoming) {
+    std::vector<float> &buf = storage[in.slot];
+    recvs.push_back(pp.irecv(buf.data(), static_cast<int64_t>(buf.size()),
+                             static_cast<int>(in.stage), p2p_tag::kCheckpointTensor));
+    named.push_back({state_tensor_name(in.tensor.name, which), in.tensor.shape, buf.data()});
   }
   for (auto &r : recvs)
     pp.wait(*r);
-  create_folder(dir, iteration);
-  write_safetensors(path, named, {{"format", "pt"}});
-  write_tracker(dir, iteration);
-  return path;
+  return named;
+}
+
+// Keeps the newest `keep` iteration folders of DIR (the tracker's among them).
+void remove_old_checkpoints(const std::string &dir, int64_t keep) {
+  std::vector<int64_t> iterations;
+  for (const auto &e : fs::directory_iterator(dir))
+    if (e.is_directory()) {
+      const int64_t it = iteration_of(e.path().filename().string());
+      if (it >= 0)
+        iterations.push_back(it);
+    }
+  std::sort(iterations.rbegin(), iterations.rend());
+  for (size_t i = static_cast<size_t>(keep); i < iterations.size(); ++i) {
+    std::error_code ec;
+    fs::remove_all(iteration_folder(dir, iterations[i]), ec);
+    if (ec)
+      throw Error(iteration_folder(dir, iterations[i]) + ": cannot remove an old checkpoint "
+                  "(--keep-latest-k): " + ec.message());
+  }
+}
+
+// Moves the complete staging folder to `final`, replacing an older folder of that name.
+void publish_folder(const std::string &staging, const std::string &final, const std::string &dir) {
+  std::error_code ec;
+  std::string displaced;
+  if (fs::exists(final, ec)) {
+    displaced = final + ".old." + std::to_string(::getpid());
+    fs::rename(final, displaced, ec);
+    if (ec)
+      throw Error(final + ": cannot move the older checkpoint aside: " + ec.message());
+  }
+  fs::rename(staging, final, ec);
+  if (ec)
+    throw Error(final + ": cannot rename " + staging + " into place: " + ec.message());
+  sync_folder(dir);
+  if (!displaced.empty())
+    fs::remove_all(displaced, ec); // a leftover is removed at the next start
+}
+
+} // namespace
+
+std::string iteration_folder(const std::string &dir, int64_t iteration) {
+  char name[32];
+  std::snprintf(name, sizeof name, "iter_%07lld", static_cast<long long>(iteration));
+  return (fs::path(dir) / name).string();
+}
+
+std::string tracker_path(const std::string &dir) { return (fs::path(dir) / kTracker).string(); }
+
+int64_t read_tracker(const std::string &dir) {
+  const std::string path = tracker_path(dir);
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    return -1;
+  std::string text = read_text(path);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.pop_back();
+  const bool digits = !text.empty() && text.size() <= 12 &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits)
+    throw Error(path + ": holds \"" + text.substr(0, 40) + "\", not an iteration number; "
+                "write the iteration of the checkpoint to resume (e.g. 1000), or name the "
+                "iteration folder in --load");
+  return std::stoll(text);
+}
+
+void check_save_dir(const std::string &dir) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (fs::exists(st) && !fs::is_directory(st))
+    throw Error("--save " + dir + " exists and is not a folder; give a folder for checkpoints");
+  // Nothing is created before training (a run that stops early leaves no empty folder): the
+  // folder, or the nearest folder above it that exists, must be writable.
+  fs::path probe_in = fs::absolute(dir, ec);
+  while (!fs::exists(probe_in, ec) && probe_in.has_parent_path() && probe_in != probe_in.parent_path())
+    probe_in = probe_in.parent_path();
+  if (!fs::is_directory(probe_in, ec))
+    throw Error("--save " + dir + ": " + probe_in.string() + " is not a folder, so the "
+                "checkpoint folder cannot be created there; give another path");
+  const std::string probe = (probe_in / (".megac-write-test." + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw Error("--save " + dir + ": cannot write in " + probe_in.string() + ": " +
+                std::strerror(errno) + "; give a folder you can write");
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+std::vector<std::string> remove_stale_checkpoint_temps(const std::string &dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return removed;
+  std::vector<fs::path> stale;
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!starts_with(name, "iter_"))
+      continue;
+    if (name.find(".tmp.") != std::string::npos || name.find(".old.") != std::string::npos) {
+      stale.push_back(e.path());
+      continue;
+    }
+    // A save of an older megac, or a file write that died: temporaries inside the folder.
+    if (e.is_directory())
+      for (const auto &f : fs::directory_iterator(e.path(), ec))
+        if (f.path().filename().string().find(".tmp.") != std::string::npos)
+          stale.push_back(f.path());
+  }
+  for (const fs::path &p : stale) {
+    fs::remove_all(p, ec);
+    if (!ec)
+      removed.push_back(p.string());
+  }
+  // An iteration folder the temporaries were all of is gone too.
+  for (const auto &e : fs::directory_iterator(dir, ec))
+    if (e.is_directory() && iteration_of(e.path().filename().string()) >= 0 &&
+        fs::is_empty(e.path(), ec)) {
+      fs::remove(e.path(), ec);
+      removed.push_back(e.path().string());
+    }
+  return removed;
+}
+
+std::string save_checkpoint(const std::string &dir, const TrainState &state,
+                            const ParamStore &store, const CheckpointGroup &group,
+                            const CheckpointOptions &options) {
+  const std::string final = iteration_folder(dir, state.iteration);
+  const bool writer = group.tp.rank() == 0 && (!group.pp || group.pp->rank() == 0);
+  const std::string staging = final + ".tmp." + std::to_string(::getpid());
+  if (writer) {
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    fs::create_directories(staging, ec);
+    if (ec)
+      throw Error(staging + ": cannot create the checkpoint folder: " + ec.message());
+  }
+  // One array at a time: the writer holds at most one full copy of the model besides its own.
+  {
+    std::vector<std::vector<float>> storage;
+    const std::vector<NamedTensor> weights = gather_model(store, StateArray::Param, group, storage);
+    if (writer)
+      write_safetensors((fs::path(staging) / kModelFile).string(), weights, {{"format", "pt"}});
+  }
+  {
+    std::vector<std::vector<float>> first, second;
+    std::vector<NamedTensor> moments = gather_model(store, StateArray::ExpAvg, group, first);
+    const std::vector<NamedTensor> sq = gather_model(store, StateArray::ExpAvgSq, group, second);
+    moments.insert(moments.end(), sq.begin(), sq.end());
+    if (writer)
+      write_safetensors((fs::path(staging) / kOptimizerFile).string(), moments,
+                        {{"format", "megac-adamw"}, {"optimizer_steps", std::to_string(state.optimizer_steps)}});
+  }
+  if (!writer)
+    return final;
+  write_text((fs::path(staging) / kStateFile).string(), format_train_state(state));
+  if (!options.hf_config_json.empty())
+    write_text((fs::path(staging) / kConfigFile).string(), options.hf_config_json);
+  sync_folder(staging);
+  publish_folder(staging, final, dir);
+  // Last: the tracker only ever names a complete checkpoint.
+  write_text(tracker_path(dir), std::to_string(state.iteration)); // no newline, as Megatron
+  sync_folder(dir);
+  if (options.keep_latest > 0)
+    remove_old_checkpoints(dir, options.keep_latest);
+  return final;
+}
+
+std::vector<std::string> sharded_weight_files(const std::string &index_path) {
+  const JsonValue index = parse_json(read_text(index_path), index_path);
+  const JsonValue *map = index.is_object() ? index.get("weight_map") : nullptr;
+  if (!map || !map->is_object() || map->object.empty())
+    throw Error(index_path + ": no \"weight_map\" object naming each tensor's file; is this a "
+                "Hugging Face model.safetensors.index.json?");
+  std::vector<std::string> files;
+  std::set<std::string> seen;
+  const fs::path folder = fs::path(index_path).parent_path();
+  for (const auto &[tensor, file] : map->object) {
+    if (!file.is_string() || file.string.empty() || file.string.find('/') != std::string::npos)
+      throw Error(index_path + ": weight_map[\"" + tensor + "\"] is " + file.brief() +
+                  "; it must name a .safetensors file beside the index");
+    if (!seen.insert(file.string).second)
+      continue;
+    const std::string path = (folder / file.string).string();
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+      throw Error(index_path + ": names " + file.string + " (for tensor '" + tensor +
+                  "'), which is not beside it; copy every shard into " + folder.string());
+    files.push_back(path);
+  }
+  return files;
+}
+
+TrainState read_train_state(const std::string &path) { return parse_train_state(read_text(path), path); }
+
+namespace {
+
+LoadSource resume_from(const std::string &folder, int64_t iteration, const std::string &asked) {
+  LoadSource s;
+  s.resume = true;
+  s.folder = folder;
+  s.iteration = iteration;
+  s.weight_files = {(fs::path(folder) / kModelFile).string()};
+  s.optimizer_file = (fs::path(folder) / kOptimizerFile).string();
+  s.state_file = (fs::path(folder) / kStateFile).string();
+  std::error_code ec;
+  std::vector<std::string> missing;
+  for (const std::string &f : {s.weight_files[0], s.optimizer_file, s.state_file})
+    if (!fs::is_regular_file(f, ec))
+      missing.push_back(fs::path(f).filename().string());
+  if (!missing.empty()) {
+    std::string list;
+    for (const std::string &m : missing)
+      list += (list.empty() ? "" : ", ") + m;
+    throw Error("--load " + asked + ": " + folder + " has no " + list +
+                "; it is not a complete megac checkpoint (resume from another iteration with "
+                "--ckpt-step N, or load only its weights by naming " + kModelFile + ")");
+  }
+  return s;
+}
+
+LoadSource weights_from(std::vector<std::string> files) {
+  LoadSource s;
+  s.folder = fs::path(files.front()).parent_path().string();
+  s.weight_files = std::move(files);
+  return s;
+}
+
+} // namespace
+
+LoadSource resolve_load(const std::string &path, int64_t step) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st))
+    throw Error("--load " + path + ": no such file or folder");
+  if (fs::is_regular_file(st)) {
+    if (step >= 0)
+      throw Error("--ckpt-step " + std::to_string(step) + " needs --load to name a checkpoint "
+                  "folder (one with " + kTracker + "), not the file " + path);
+    const std::string name = fs::path(path).filename().string();
+    if (name.size() > 11 && name.compare(name.size() - 11, 11, ".index.json") == 0)
+      return weights_from(sharded_weight_files(path));
+    return weights_from({path});
+  }
+  if (!fs::is_directory(st))
+    throw Error("--load " + path + " is neither a file nor a folder");
+  const fs::path dir(path);
+  const int64_t latest = read_tracker(path);
+  if (latest >= 0 || step >= 0) {
+    const int64_t it = step >= 0 ? step : latest;
+    const std::string folder = iteration_folder(path, it);
+    if (!fs::is_directory(folder, ec))
+      throw Error("--load " + path + ": " + (step >= 0 ? "--ckpt-step " + std::to_string(step)
+                                                       : std::string(kTracker) + " says " +
+                                                             std::to_string(latest)) +
+                  ", but there is no folder " + folder);
+    return resume_from(folder, it, path);
+  }
+  if (fs::is_regular_file(dir / kStateFile, ec)) {
+    // An iteration folder named directly.
+    const int64_t it = iteration_of(dir.filename().string());
+    return resume_from(path, it >= 0 ? it : read_train_state((dir / kStateFile).string()).iteration,
+                       path);
+  }
+  if (fs::is_regular_file(dir / kShardIndex, ec))
+    return weights_from(sharded_weight_files((dir / kShardIndex).string()));
+  if (fs::is_regular_file(dir / kModelFile, ec))
+    return weights_from({(dir / kModelFile).string()});
+  throw Error("--load " + path + ": the folder has no " + kTracker + ", " + kStateFile + ", " +
+              kShardIndex + " or " + kModelFile + "; give a checkpoint folder (--save of an "
+              "earlier run), one of its iter_NNNNNNN folders, or a Hugging Face model folder");
 }
 
 } // namespace megart

@@ -1,5 +1,6 @@
 #include "megart/train_data.h"
 
+#include "megart/checked_math.h"
 #include "megart/error.h"
 
 #include <algorithm>
@@ -34,17 +35,22 @@ TrainData::TrainData(const std::string &prefix, int64_t seq_length, int64_t voca
   check_vocab(dataset_, vocab_size);
 }
 
-void TrainData::require_samples(int64_t train_iters, int64_t global_batch_size) const {
-  const int64_t need = train_iters * global_batch_size;
-  if (need <= num_samples_)
+void TrainData::require_samples(int64_t first, int64_t iterations, int64_t global_batch_size) const {
+  const std::optional<int64_t> used = checked_mul(iterations, global_batch_size);
+  const std::optional<int64_t> need = used ? checked_add(first, *used) : std::nullopt;
+  if (need && *need <= num_samples_)
     return;
-  const int64_t max_iters = num_samples_ / global_batch_size;
-  throw Error("--train-iters (" + std::to_string(train_iters) + ") x --global-batch-size (" +
-              std::to_string(global_batch_size) + ") needs " + std::to_string(need) +
-              " samples of " + std::to_string(seq_length_) + "+1 tokens, but " +
-              dataset_.prefix() + " has " + std::to_string(num_samples_) + " (" +
-              std::to_string(dataset_.num_tokens()) + " tokens); " +
-              (max_iters > 0 ? "use --train-iters " + std::to_string(max_iters) + " or fewer"
+  const int64_t left = std::max<int64_t>(num_samples_ - first, 0);
+  const int64_t max_iters = left / global_batch_size;
+  const std::string after = first > 0 ? " after the " + std::to_string(first) + " already used" : "";
+  throw Error(std::string(first > 0 ? "the remaining iterations (" : "--train-iters (") +
+              std::to_string(iterations) + ") x --global-batch-size (" +
+              std::to_string(global_batch_size) + ") needs " +
+              (used ? std::to_string(*used) : std::string("more than 2^63")) + " samples of " +
+              std::to_string(seq_length_) + "+1 tokens" + after + ", but " + dataset_.prefix() +
+              " has " + std::to_string(num_samples_) + " (" + std::to_string(dataset_.num_tokens()) +
+              " tokens); " +
+              (max_iters > 0 ? "use --train-iters " + std::to_string(max_iters + (first > 0 ? first / global_batch_size : 0)) + " or fewer"
                              : "use a smaller --global-batch-size") +
               ", or more data (samples are not reused)");
 }

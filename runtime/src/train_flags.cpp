@@ -126,15 +126,37 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   app.add_option("--adam-eps", f.adam_eps, "AdamW epsilon")->capture_default_str();
   app.add_option("--clip-grad", f.clip_grad, "Global gradient-norm clip; 0 disables")
       ->capture_default_str();
-  app.add_option("--seed", f.seed, "Seed for initialisation and data shuffling")
-      ->capture_default_str();
+  CLI::Option *seed = app.add_option("--seed", f.seed, "Seed for initialisation and data shuffling")
+                          ->capture_default_str();
   bool no_shuffle = false;
   app.add_flag("--no-shuffle", no_shuffle, "Use samples in dataset order");
-  app.add_option("--load", f.load, "Initial weights (.safetensors, Hugging Face names)");
-  app.add_option("--save", f.save, "Checkpoint folder: DIR/iter_NNNNNNN/model.safetensors");
+  app.add_option("--load", f.load,
+                 "Resume from a checkpoint folder (--save of an earlier run: its latest "
+                 "iteration), or start from weights: a .safetensors file, a sharded "
+                 "*.index.json, or a Hugging Face model folder");
+  app.add_option("--ckpt-step", f.ckpt_step,
+                 "Resume from this iteration of the --load folder instead of its latest")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--finetune", f.finetune,
+               "Take only the weights of the --load checkpoint: iteration, optimizer, lr "
+               "schedule and data start over");
+  app.add_flag("--no-load-optim", f.no_load_optim,
+               "Resume without the optimizer state: AdamW moments, lr schedule and loss scale "
+               "start over");
+  app.add_flag("--no-load-rng", f.no_load_rng,
+               "Resume with this run's --seed / --no-shuffle data order instead of the checkpoint's");
+  app.add_option("--save", f.save,
+                 "Checkpoint folder: DIR/iter_NNNNNNN/ (weights, optimizer, training state)");
   app.add_option("--save-interval", f.save_interval,
                  "Save every K iterations; 0 = only at the end")
       ->capture_default_str();
+  app.add_option("--keep-latest-k", f.keep_latest_k,
+                 "Keep only the newest K checkpoints in --save; 0 keeps all")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_flag("--overwrite-checkpoints", f.overwrite_checkpoints,
+               "Allow --save to hold checkpoints newer than this run's start (they are replaced "
+               "as the run reaches them)");
   app.add_option("--log-interval", f.log_interval, "Print the log line every K iterations")
       ->capture_default_str();
   app.add_option("--metrics-file", f.metrics_file, "JSONL file: one object per iteration");
@@ -189,6 +211,7 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   try {
     app.parse(argc, argv);
     f.ddp_bucket_size_given = bucket->count() > 0;
+    f.seed_given = seed->count() > 0;
     for (const auto &[name, option] : dynamic)
       if (option->count() > 0)
         f.dynamic_scale_flags_given.push_back(name);
@@ -295,6 +318,18 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
   if (f.save_interval > 0 && f.save.empty())
     throw Error("--save-interval " + std::to_string(f.save_interval) +
                 " needs --save DIR to say where checkpoints go");
+  for (const auto &[given, flag] : {std::pair{f.ckpt_step >= 0, "--ckpt-step"},
+                                    std::pair{f.finetune, "--finetune"},
+                                    std::pair{f.no_load_optim, "--no-load-optim"},
+                                    std::pair{f.no_load_rng, "--no-load-rng"}})
+    if (given && f.load.empty())
+      throw Error(std::string(flag) + " says how to load a checkpoint, but no --load is given; "
+                  "add --load DIR or drop " + flag);
+  if (f.keep_latest_k > 0 && f.save.empty())
+    throw Error("--keep-latest-k " + std::to_string(f.keep_latest_k) +
+                " needs --save DIR to say which checkpoints to keep");
+  if (f.overwrite_checkpoints && f.save.empty())
+    throw Error("--overwrite-checkpoints needs --save DIR");
   resolve_precision_flags(f);
   // The schedule's own checks (same rules; keeps the two from drifting apart).
   LrSchedule schedule{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters, f.lr_decay_iters};

@@ -41,12 +41,12 @@ struct LogWindow {
 class Optimizer {
 public:
   // `pp` and `counted` (model_grad_norm's) are given with pipeline parallelism only.
-  Optimizer(const TrainFlags &f, ParamStore &store, Communicator &tp, Communicator *pp = nullptr,
-            const std::vector<char> *counted = nullptr)
+  Optimizer(const TrainFlags &f, int64_t steps_taken, ParamStore &store, Communicator &tp,
+            Communicator *pp = nullptr, const std::vector<char> *counted = nullptr)
       : store_(store), device_(store.device()), tp_(tp), pp_(pp), counted_(counted),
         schedule_{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters, f.lr_decay_iters},
         config_{f.adam_beta1, f.adam_beta2, f.adam_eps, f.weight_decay},
-        clip_(static_cast<float>(f.clip_grad)) {
+        clip_(static_cast<float>(f.clip_grad)), steps_(steps_taken) {
     for (int64_t i = 0; i < store.size(); ++i) {
       grads_.emplace_back(store.grad(i), store.numel(i));
       tensors_.push_back({store.param(i), store.grad(i), store.exp_avg(i), store.exp_avg_sq(i),
@@ -92,9 +92,9 @@ private:
   LrSchedule schedule_;
   AdamWConfig config_;
   float clip_;
+  int64_t steps_; // updates made, by earlier runs too: AdamW's step and the schedule's
   std::vector<std::pair<float *, int64_t>> grads_;
   std::vector<AdamWTensor> tensors_; // the store's arrays never move
-  int64_t steps_ = 0;
 };
 
 // Pipeline parallelism: this rank's stage, its executor and its tied weights.
@@ -118,9 +118,9 @@ struct ActivityScope {
 
 } // namespace
 
-TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, ParamStore &store,
-                           TrainData &data, const ProcessGrid &grid, MetricsFile *metrics,
-                           std::ostream &out) {
+TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, const TrainState &start,
+                           ParamStore &store, TrainData &data, const ProcessGrid &grid,
+                           MetricsFile *metrics, std::ostream &out) {
   using Clock = std::chrono::steady_clock;
   const int64_t b = program.micro_batch_size, s = program.seq_length;
   const int64_t B = f.global_batch_size, dp = grid.shape().dp;
@@ -152,12 +152,19 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
   const size_t token_bytes = static_cast<size_t>(tokens) * sizeof(int32_t);
   AlignedBuffer<int32_t> ids(static_cast<size_t>(tokens)), labels(static_cast<size_t>(tokens));
   DeviceBuffer device_ids(device, token_bytes), device_labels(device, token_bytes);
-  Optimizer optimizer(f, store, grid.tp(), pipelined ? &grid.pp() : nullptr,
+  Optimizer optimizer(f, start.optimizer_steps, store, grid.tp(), pipelined ? &grid.pp() : nullptr,
                       pipelined ? &pipe->tied.norm_counted() : nullptr);
   const SyncFn compiled_sync = pipelined ? pipe->stage.sync_gradients : program.sync_gradients;
-  data.set_order(f.shuffle, static_cast<uint64_t>(f.seed)); // the same order on every rank
+  data.set_order(start.shuffle, start.seed); // the same order on every rank
   // fp16 only. Every rank sees the same norm, so every rank's scaler takes the same path.
   const std::unique_ptr<LossScaler> scaler = make_loss_scaler(f);
+  if (scaler && start.loss_scaler)
+    scaler->restore(*start.loss_scaler);
+  const CheckpointGroup checkpoint_group{grid.tp(), pipelined ? &grid.pp() : nullptr, &program};
+  CheckpointOptions checkpoint_options;
+  checkpoint_options.hf_config_json = program.hf_config_json ? program.hf_config_json : "";
+  checkpoint_options.keep_latest = f.keep_latest_k;
+  const std::string args_json = format_train_args(f);
 
   const StepContext ctx = grid.step_context();
   // --overlap-grad-reduce: the last microbatch (a chunk's last backward) starts the dp buckets;
@@ -171,11 +178,14 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
   sync_ctx.grad_sync = &grad_sync;
   TrainResult result;
   LogWindow window;
-  for (int64_t k = 1; k <= f.train_iters; ++k) {
-    const auto start = Clock::now();
+  const int64_t skipped_before = start.skipped_iterations;
+  for (int64_t k = start.iteration + 1; k <= f.train_iters; ++k) {
+    const auto started = Clock::now();
     comm_activity().iteration = k;
     store.zero_grads();
-    const int64_t first = (k - 1) * B + grid.coord().dp * per_rank;
+    // resolve_train_flags and require_samples bounded every sample index.
+    const int64_t consumed_before = start.consumed_samples + (k - start.iteration - 1) * B;
+    const int64_t first = consumed_before + grid.coord().dp * per_rank;
     double loss_sum = 0; // double: many microbatches add up without drift
     int64_t peak_stash = 0;
     // The backward pass starts from dloss x scale (exact for a power-of-2 scale); the loss the
@@ -232,7 +242,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     }
     // The schedule is the same every iteration: the first one reports its stash peaks.
     StashPeaks peaks;
-    if (pipelined && k == 1) {
+    if (pipelined && k == start.iteration + 1) {
       activity.phase("stash peak report");
       peaks = gather_stash_peaks(program, peak_stash, grid.pp());
     }
@@ -251,11 +261,11 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
     device.synchronize(); // the iteration's time includes its queued device work
     // Floor: a clock tick of 0 would make the throughput infinite.
     const double seconds =
-        std::max(std::chrono::duration<double>(Clock::now() - start).count(), 1e-9);
+        std::max(std::chrono::duration<double>(Clock::now() - started).count(), 1e-9);
 
     IterationMetrics it;
     it.iteration = k;
-    it.consumed_samples = k * B;
+    it.consumed_samples = consumed_before + B;
     it.global_batch_size = B;
     it.ms_per_iter = seconds * 1e3;
     it.tokens_per_s = static_cast<double>(B * s) / seconds;
@@ -304,17 +314,34 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, Para
             << std::endl;
     }
 
-    if (saves && !f.save.empty() &&
-        ((f.save_interval > 0 && k % f.save_interval == 0) || k == f.train_iters)) {
-      activity.phase("checkpoint save");
-      const std::string path = pipelined
-                                   ? save_checkpoint(f.save, k, store, grid.tp(), grid.pp(), program)
-                                   : save_checkpoint(f.save, k, store, grid.tp());
-      out << "saved checkpoint at iteration " << k << ": " << path << std::endl;
-    }
     result.iterations = k;
     result.skipped_iterations += it.skipped_iterations;
     result.final_loss = loss;
+    if (!f.save.empty() && ((f.save_interval > 0 && k % f.save_interval == 0) || k == f.train_iters)) {
+      // A run that has not updated the weights once has nothing worth saving (every step was
+      // skipped: non-finite gradients); the end of the run reports it as a failure.
+      if (optimizer.steps() == start.optimizer_steps) {
+        out << "not saving at iteration " << k
+            << ": no iteration of this run has updated the weights yet" << std::endl;
+      } else if (saves) {
+        activity.phase("checkpoint save");
+        TrainState state;
+        state.iteration = k;
+        state.consumed_samples = it.consumed_samples;
+        state.optimizer_steps = optimizer.steps();
+        state.skipped_iterations = skipped_before + result.skipped_iterations;
+        state.seed = start.seed;
+        state.shuffle = start.shuffle;
+        state.data_num_samples = data.num_samples();
+        if (scaler)
+          state.loss_scaler = scaler->state();
+        state.args_json = args_json;
+        state.program_summary = program.summary ? program.summary : "";
+        const std::string folder =
+            save_checkpoint(f.save, state, store, checkpoint_group, checkpoint_options);
+        out << "saved checkpoint at iteration " << k << ": " << folder << std::endl;
+      }
+    }
   }
   result.optimizer_steps = optimizer.steps();
   return result;

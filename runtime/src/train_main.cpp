@@ -107,13 +107,19 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
   const std::string failure = failure_of(
       [&] {
         print_header(log, program, flags, grid, setup);
-        const TrainResult r = run_train_loop(program, flags, *setup.store, *setup.data, grid,
-                                             setup.metrics.get(), log);
+        const TrainResult r = run_train_loop(program, flags, setup.start, *setup.store,
+                                             *setup.data, grid, setup.metrics.get(), log);
         log << "training done: " << r.iterations << " iterations, final lm loss "
             << fmt("%.6f", r.final_loss);
         if (r.skipped_iterations > 0)
           log << ", " << r.skipped_iterations << " skipped (non-finite gradient norm)";
         log << std::endl;
+        if (r.optimizer_steps == setup.start.optimizer_steps)
+          throw Error("every iteration of this run was skipped (" +
+                      std::to_string(r.skipped_iterations) +
+                      " with a non-finite gradient norm): the weights never changed, and nothing "
+                      "was saved. Check the data, the loaded weights and --lr; with --fp16 lower "
+                      "--initial-loss-scale");
       },
       program);
   if (failure.empty())

@@ -36,6 +36,33 @@ void validate_program(const ProgramDesc &p) {
     throw Error("compiled program: no step function");
 }
 
+// A resumed run continues from `saved`: its position always; its optimizer count and loss
+// scaler unless --no-load-optim; its data order unless --no-load-rng.
+void restore_state(TrainState &start, const TrainState &saved, const TrainFlags &flags) {
+  if (saved.iteration >= flags.train_iters)
+    throw Error("--load " + flags.load + ": the checkpoint is at iteration " +
+                std::to_string(saved.iteration) + ", so --train-iters " +
+                std::to_string(flags.train_iters) + " leaves nothing to train; --train-iters is "
+                "the total count: raise it above " + std::to_string(saved.iteration));
+  start.iteration = saved.iteration;
+  start.consumed_samples = saved.consumed_samples;
+  start.skipped_iterations = saved.skipped_iterations;
+  start.data_num_samples = saved.data_num_samples;
+  if (!flags.no_load_optim) {
+    start.optimizer_steps = saved.optimizer_steps;
+    if (flags.fp16 && flags.loss_scale == 0) // only a dynamic scale moves
+      start.loss_scaler = saved.loss_scaler;
+  }
+  if (!flags.no_load_rng) {
+    if (flags.seed_given && static_cast<uint64_t>(flags.seed) != saved.seed)
+      throw Error("--seed " + std::to_string(flags.seed) + " differs from the checkpoint's (" +
+                  std::to_string(saved.seed) + "), whose data order the run resumes; drop "
+                  "--seed, or add --no-load-rng to use the new seed's order");
+    start.seed = saved.seed;
+    start.shuffle = saved.shuffle;
+  }
+}
+
 std::string fmt(const char *format, double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, x);
@@ -58,24 +85,59 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
       pipelined ? program.stages[grid.coord().pp].num_params : program.num_params;
   validate_param_layout(params, num_params, grid.shape().tp);
   TrainSetup s;
+  s.start.seed = static_cast<uint64_t>(flags.seed);
+  s.start.shuffle = flags.shuffle;
+  LoadSource source;
+  if (!flags.load.empty())
+    source = resolve_load(flags.load, flags.ckpt_step);
+  const bool resume = source.resume && !flags.finetune;
+  if (resume)
+    restore_state(s.start, read_train_state(source.state_file), flags);
   s.data = std::make_unique<TrainData>(flags.data_path, program.seq_length, program.vocab_size);
-  s.data->require_samples(flags.train_iters, flags.global_batch_size);
-  if (!flags.save.empty() && grid.global_rank() == 0) // the only rank that writes checkpoints
-    check_checkpoint_dir(flags.save);
+  if (resume && !flags.no_load_rng && s.start.data_num_samples != s.data->num_samples())
+    throw Error("--load " + flags.load + ": the checkpoint's data order is over " +
+                std::to_string(s.start.data_num_samples) + " samples, but " + flags.data_path +
+                " has " + std::to_string(s.data->num_samples()) +
+                "; resume with the data it was trained on, or add --no-load-rng to draw a new "
+                "order over this data (or --finetune to start a new run from its weights)");
+  s.start.data_num_samples = s.data->num_samples();
+  s.data->require_samples(s.start.consumed_samples, flags.train_iters - s.start.iteration,
+                          flags.global_batch_size);
+  if (!flags.save.empty() && grid.global_rank() == 0) { // the only rank that writes checkpoints
+    check_save_dir(flags.save);
+    s.removed_temps = remove_stale_checkpoint_temps(flags.save);
+    const int64_t latest = read_tracker(flags.save);
+    if (latest > s.start.iteration && !flags.overwrite_checkpoints)
+      throw Error("--save " + flags.save + " already holds a checkpoint at iteration " +
+                  std::to_string(latest) + ", and this run starts at iteration " +
+                  std::to_string(s.start.iteration) + ": its saves would replace newer ones. "
+                  "Resume with --load " + flags.save + ", save elsewhere, or add "
+                  "--overwrite-checkpoints");
+  }
   // Allocated only now: the model's state is the big allocation, the checks above are cheap.
   s.store = std::make_unique<ParamStore>(params, num_params, grid.coord().tp, grid.shape().tp,
                                          program_device(program));
   if (flags.load.empty()) {
     s.store->init(static_cast<uint64_t>(flags.seed)); // a tied weight starts the same everywhere
-  } else {
-    // Each tp rank reads its own blocks of the full tensors; each stage only its tensors (both
-    // stages of a tied weight read it), the others' are expected in the file.
-    std::set<std::string> elsewhere;
-    if (pipelined)
-      for (const auto &entry : tensor_stages(program))
-        elsewhere.insert(entry.first);
-    s.store->load(flags.load, elsewhere);
+    s.weights_from = "initialised with seed " + std::to_string(flags.seed);
+    return s;
   }
+  // Each tp rank reads its own blocks of the full tensors; each stage only its tensors (both
+  // stages of a tied weight read it), the others' are expected in the file.
+  std::set<std::string> elsewhere;
+  if (pipelined)
+    for (const auto &entry : tensor_stages(program))
+      elsewhere.insert(entry.first);
+  s.store->load(source.weight_files, elsewhere);
+  if (resume && !flags.no_load_optim)
+    s.store->load_optimizer_state(source.optimizer_file, elsewhere);
+  s.weights_from = resume ? "resumed from " + source.folder + " at iteration " +
+                                std::to_string(s.start.iteration)
+                          : "loaded from " + (source.weight_files.size() == 1
+                                                  ? source.weight_files[0]
+                                                  : source.folder + " (" +
+                                                        std::to_string(source.weight_files.size()) +
+                                                        " shards)");
   return s;
 }
 
@@ -97,15 +159,22 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
   const bool pipelined = p.pipeline_parallel_size > 1;
   out << "  parameters: " << (pipelined ? model_tensor_elements(p) : store.num_tensor_elements())
       << " in " << (pipelined ? model_tensor_count(p) : static_cast<int64_t>(store.tensors().size()))
-      << " tensors; " << (f.load.empty() ? "initialised with seed " + std::to_string(f.seed)
-                                         : "loaded from " + f.load)
-      << "\n";
+      << " tensors; " << setup.weights_from << "\n";
   if (pipelined)
     out << "  pipeline: " << describe_pipeline(p) << "\n";
   out << "  data: " << f.data_path << ": " << data.dataset().num_tokens() << " tokens, "
       << data.num_samples() << " samples of " << p.seq_length << "+1 tokens; using "
-      << f.train_iters * B << (f.shuffle ? " in shuffled order" : " in dataset order") << "\n"
-      << "  training: " << f.train_iters << " iterations, global batch " << B << " = "
+      << (f.train_iters - setup.start.iteration) * B
+      << (setup.start.shuffle ? " in shuffled order" : " in dataset order")
+      << (setup.start.consumed_samples > 0
+              ? " from sample " + std::to_string(setup.start.consumed_samples)
+              : std::string())
+      << "\n"
+      << "  training: "
+      << (setup.start.iteration > 0 ? "iterations " + std::to_string(setup.start.iteration + 1) +
+                                          " to " + std::to_string(f.train_iters)
+                                    : std::to_string(f.train_iters) + " iterations")
+      << ", global batch " << B << " = "
       << (dp > 1 ? "dp " + std::to_string(dp) + " x " : std::string()) << B / (b * dp)
       << " x micro batch " << b << ", lr " << fmt("%g", f.lr) << " (" << f.lr_decay_style
       << " to " << fmt("%g", f.min_lr) << ", warmup " << f.lr_warmup_iters << "), clip-grad "

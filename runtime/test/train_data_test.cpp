@@ -59,9 +59,9 @@ TEST(TrainData, NamesMissingSamples) {
   TempDir dir;
   train_test::write_dataset(dir / "d", {std::vector<int32_t>(33, 1)});
   megart::TrainData data(dir / "d", 8, 16); // 4 samples
-  EXPECT_NO_THROW(data.require_samples(2, 2));
+  EXPECT_NO_THROW(data.require_samples(0, 2, 2));
   try {
-    data.require_samples(3, 2);
+    data.require_samples(0, 3, 2);
     FAIL();
   } catch (const megart::Error &e) {
     EXPECT_THAT(e.what(), HasSubstr("--train-iters (3) x --global-batch-size (2) needs 6 samples "

@@ -114,8 +114,7 @@ TEST_F(TrainDriver, SavesAtIntervalsAndAtTheEnd) {
   std::string latest;
   tracker >> latest;
   EXPECT_EQ(latest, "5");
-  EXPECT_THAT(r.out, HasSubstr("saved checkpoint at iteration 4: " +
-                               (dir_ / "ck/iter_0000004/model.safetensors")));
+  EXPECT_THAT(r.out, HasSubstr("saved checkpoint at iteration 4: " + (dir_ / "ck/iter_0000004")));
   // Log lines at iterations 2, 4 and the last one; metrics for every iteration.
   EXPECT_THAT(r.out, HasSubstr("iteration        2/       5 |"));
   EXPECT_THAT(r.out, HasSubstr("iteration        5/       5 |"));
@@ -148,8 +147,14 @@ float nan_step(const megart::StepContext &ctx, float *const *params, float *cons
 TEST_F(TrainDriver, NonFiniteGradientsSkipTheStep) {
   Program p = bigram_program<2>();
   p.desc.step = &nan_step;
-  RunResult r = run_training(p.desc, args(3, {"--log-interval", "3"}));
-  ASSERT_EQ(r.code, 0) << r.err;
+  RunResult r = run_training(p.desc, args(3, {"--log-interval", "3", "--save", dir_ / "ck",
+                                              "--save-interval", "1"}));
+  // A run that never updated the weights failed, and saved nothing.
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("every iteration of this run was skipped (3 with a non-finite "
+                               "gradient norm)"));
+  EXPECT_THAT(r.out, HasSubstr("not saving at iteration 2"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "ck"));
   EXPECT_THAT(r.out, HasSubstr("number of skipped iterations:   3 |"));
   // Megatron's nan count is of skipped iterations whose loss is not finite; these losses are.
   EXPECT_THAT(r.out, HasSubstr("number of nan iterations:   0 |"));

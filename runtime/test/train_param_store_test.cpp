@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <vector>
 
 using megart::ParamDesc;
@@ -128,17 +129,24 @@ TEST(TrainParamStore, CheckpointFolderLayout) {
   const auto layout = fused_layout();
   ParamStore s(layout.data(), 4);
   s.init(3);
-  const std::string path = megart::save_checkpoint(dir / "ckpt", 12, s);
-  EXPECT_EQ(path, dir / "ckpt/iter_0000012/model.safetensors");
-  EXPECT_TRUE(std::filesystem::exists(path));
+  megart::SelfCommunicator self;
+  megart::TrainState state;
+  state.iteration = 12;
+  const std::string folder = megart::save_checkpoint(dir / "ckpt", state, s, {self});
+  EXPECT_EQ(folder, dir / "ckpt/iter_0000012");
   std::ifstream tracker(dir / "ckpt/latest_checkpointed_iteration.txt");
   std::string text((std::istreambuf_iterator<char>(tracker)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "12");
-  // Nothing else is left in the folder (no temporaries).
-  int entries = 0;
-  for (const auto &e : std::filesystem::directory_iterator(dir / "ckpt/iter_0000012"))
-    entries += e.is_regular_file();
-  EXPECT_EQ(entries, 1);
+  // The three files and nothing else (no temporaries, no staging folder).
+  std::set<std::string> files;
+  for (const auto &e : std::filesystem::directory_iterator(folder))
+    files.insert(e.path().filename().string());
+  EXPECT_EQ(files, (std::set<std::string>{"model.safetensors", "optimizer.safetensors",
+                                          "train_state.json"}));
+  std::set<std::string> top;
+  for (const auto &e : std::filesystem::directory_iterator(dir / "ckpt"))
+    top.insert(e.path().filename().string());
+  EXPECT_EQ(top, (std::set<std::string>{"iter_0000012", "latest_checkpointed_iteration.txt"}));
 }
 
 namespace {

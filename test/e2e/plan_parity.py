@@ -4,6 +4,7 @@ single-rank run within 1e-5 relative (fp32, CPU, mpirun). Run with /usr/bin/pyth
 import argparse
 import os
 import re
+import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference"))
@@ -80,6 +81,9 @@ def main():
     common = TRAIN + ["--data-path", w("corpus"), "--load", w("init.safetensors")]
 
     run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w("single")])
+    # Each run saves into a fresh folder (a folder holding a later run's checkpoints is refused).
+    for old in [w("single-ckpt")] + [w(p + "-ckpt") for p in args.plans.split(",")]:
+        shutil.rmtree(old, ignore_errors=True)
     run([w("single", "train")] + common + ["--metrics-file", w("single.jsonl"), "--save", w("single-ckpt")],
         env={"OMP_NUM_THREADS": "1"})
     reference = metrics(w("single.jsonl"))

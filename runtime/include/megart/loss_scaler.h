@@ -11,6 +11,13 @@
 
 namespace megart {
 
+// What a checkpoint keeps of a scaler, so a resumed run scales exactly as an uninterrupted one.
+struct LossScalerState {
+  double scale = 1;
+  int64_t growth_tracker = 0;     // dynamic only: finite iterations since the last change
+  int64_t hysteresis_tracker = 0; // dynamic only: non-finite iterations left before a back-off
+};
+
 class LossScaler {
 public:
   virtual ~LossScaler() = default;
@@ -18,6 +25,10 @@ public:
   double scale() const { return scale_; }
   // After each iteration: whether all of its gradients were finite (the step was taken).
   virtual void update(bool finite) = 0;
+  virtual LossScalerState state() const { return {scale_, 0, 0}; }
+  // Continues from a saved state. Throws megart::Error when the state cannot come from this
+  // scaler's config (a scale that is not finite and positive, or below the minimum).
+  virtual void restore(const LossScalerState &state);
 
 protected:
   explicit LossScaler(double scale) : scale_(scale) {}
@@ -52,6 +63,8 @@ public:
   // initial scale, window or hysteresis < 1, growth <= 1, backoff outside (0, 1)).
   explicit DynamicLossScaler(const DynamicLossScaleConfig &config);
   void update(bool finite) override;
+  LossScalerState state() const override { return {scale_, growth_tracker_, hysteresis_tracker_}; }
+  void restore(const LossScalerState &state) override;
 
   int64_t growth_tracker() const { return growth_tracker_; }
   int64_t hysteresis_tracker() const { return hysteresis_tracker_; }

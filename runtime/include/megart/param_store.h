@@ -19,6 +19,13 @@
 
 namespace megart {
 
+// The per-parameter arrays a store holds besides the gradients: the weights and AdamW's moments.
+enum class StateArray { Param, ExpAvg, ExpAvgSq };
+
+// How a checkpoint names array `which` of tensor `name`: the name itself for weights (in
+// model.safetensors), "NAME.exp_avg" / "NAME.exp_avg_sq" for the moments (optimizer.safetensors).
+std::string state_tensor_name(const std::string &name, StateArray which);
+
 class ParamStore {
 public:
   // Validates the layout over tp_size ranks (validate_param_layout) and allocates zeroed
@@ -61,7 +68,14 @@ public:
   // megart::Error listing every tensor that is missing, has the wrong shape (not the
   // checkpoint tensor's), or is in the file but not in the program. `elsewhere` names tensors
   // the program holds in other pipeline stages: the file may have them, and they are skipped.
-  void load(const std::string &path, const std::set<std::string> &elsewhere = {});
+  void load(const std::string &path, const std::set<std::string> &elsewhere = {}) {
+    load(std::vector<std::string>{path}, elsewhere);
+  }
+  // The same over the files of a sharded checkpoint: each tensor from the file that holds it.
+  void load(const std::vector<std::string> &files, const std::set<std::string> &elsewhere = {});
+  // Reads AdamW's moments (F32 "NAME.exp_avg" and "NAME.exp_avg_sq" for every tensor) from
+  // optimizer.safetensors, checked like load(); the weights stay as they are.
+  void load_optimizer_state(const std::string &path, const std::set<std::string> &elsewhere = {});
   // Assembles the full tensors (no padding) and writes them atomically, metadata
   // {"format": "pt"}. Needs tp_size == 1; with tensor parallelism use the overload below.
   void save(const std::string &path) const;
@@ -71,15 +85,21 @@ public:
   void save(const std::string &path, Communicator &tp) const;
   // The full tensors (no padding) in tensors() order, assembled over `tp` on tp rank 0; the
   // other ranks get an empty list. Collective over `tp`, as save is.
-  std::vector<std::vector<float>> gather_tensors(Communicator &tp) const;
+  std::vector<std::vector<float>> gather_tensors(Communicator &tp,
+                                                 StateArray which = StateArray::Param) const;
   // Full tensor `t` of tensors(), assembled from this rank's blocks (complete when
   // tp_size == 1).
   std::vector<float> assemble(const CheckpointTensor &t) const;
 
 private:
   void reset_optimizer_state();
-  // Parameter i copied to host memory.
-  std::vector<float> host_param(int64_t i) const;
+  const DeviceBuffer &array(int64_t i, StateArray which) const;
+  // Array `which` of parameter i copied to host memory.
+  std::vector<float> host_array(int64_t i, StateArray which = StateArray::Param) const;
+  // Checks a file against the program (see load) and copies each tensor's blocks into `which`,
+  // `dtypes` naming the dtypes accepted.
+  void read_arrays(const std::vector<std::string> &files, const std::set<std::string> &elsewhere,
+                   const std::vector<StateArray> &which, const std::set<std::string> &dtypes);
 
   int64_t tp_rank_ = 0, tp_size_ = 1;
   std::vector<ParamDesc> program_descs_; // as compiled: tp rank 0's blocks

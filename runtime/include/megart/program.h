@@ -160,6 +160,10 @@ struct ProgramDesc {
   // The step starts the dp gradient buckets itself (StepContext::grad_sync) instead of the
   // runtime calling sync_gradients after the last microbatch.
   bool overlap_grad_reduce = false;
+  // The model's Hugging Face config.json (architectures, sizes, eps, rope theta, tie flag),
+  // written beside every checkpoint so transformers' from_pretrained(folder) needs nothing else.
+  // Null: none (a hand-written program).
+  const char *hf_config_json = nullptr;
 };
 
 // The device `program` runs on (cpu_device() when it names none).

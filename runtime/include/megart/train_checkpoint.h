@@ -1,37 +1,82 @@
-// Checkpoint folders in Megatron's layout: DIR/iter_0000010/model.safetensors (Hugging Face
-// names, full tensors) and DIR/latest_checkpointed_iteration.txt holding "10".
+// Checkpoint folders in Megatron's layout, holding the whole training state:
+//   DIR/latest_checkpointed_iteration.txt     "10": the newest complete checkpoint
+//   DIR/iter_0000010/model.safetensors        weights: Hugging Face names, full tensors
+//   DIR/iter_0000010/optimizer.safetensors    AdamW moments: NAME.exp_avg, NAME.exp_avg_sq (F32)
+//   DIR/iter_0000010/train_state.json         iteration, samples, schedule, data, loss scaler
+//   DIR/iter_0000010/config.json              the Hugging Face config (when the program has one)
+// Every tensor is whole, whatever the plan, so any plan can resume from any other's checkpoint.
+//
+// A save is atomic per folder: everything is written into DIR/iter_0000010.tmp.<pid>, synced,
+// then renamed into place, and only then is the tracker updated. A save that dies leaves the
+// previous checkpoint the latest and a .tmp folder that the next run removes.
 #pragma once
 
+#include "megart/comm.h"
 #include "megart/param_store.h"
+#include "megart/program.h"
+#include "megart/train_state.h"
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace megart {
 
-// DIR/iter_{iteration:07d}/model.safetensors
-std::string checkpoint_path(const std::string &dir, int64_t iteration);
+std::string iteration_folder(const std::string &dir, int64_t iteration); // DIR/iter_{:07d}
+std::string tracker_path(const std::string &dir);
 
-// Throws if `dir` exists and is not a folder (checked before training, so a bad --save fails
-// before any work is done).
-void check_checkpoint_dir(const std::string &dir);
+// The iteration DIR's tracker names, or -1 when DIR has no tracker. Throws when the tracker
+// holds anything but a non-negative integer.
+int64_t read_tracker(const std::string &dir);
 
-// Creates the folders, writes the model file, then the tracker file; each write is atomic and
-// the tracker only names a checkpoint that is complete. Returns the model file's path.
-std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store);
+// Before training: --save must be a folder that can be written, or one that can be created
+// (the nearest existing folder above it is writable; nothing is created yet). Throws naming the
+// folder and why not.
+void check_save_dir(const std::string &dir);
 
-// The same for a tensor-parallel store: collective over `tp` (every tp rank of one data-parallel
-// replica calls it; other replicas hold the same weights and do not). tp rank 0 creates the
-// folders and writes both files; the others only contribute their blocks.
-std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store,
-                            Communicator &tp);
+// Removes what a killed save left in DIR (iter_*.tmp.* and iter_*.old.* folders, temporary
+// files inside iteration folders). Returns the paths it removed.
+std::vector<std::string> remove_stale_checkpoint_temps(const std::string &dir);
 
-// Pipeline parallelism (program.stages; `store` holds stage pp.rank()'s tensors): one file with
-// every tensor of the model, the file a pp 1 program of the same model saves. Collective over
-// `tp` and `pp` of one data-parallel replica: each stage assembles its tensors over tp, each
-// stage's tp rank 0 sends the tensors no earlier stage holds to pp rank 0, and pp rank 0's tp
-// rank 0 writes both files.
-std::string save_checkpoint(const std::string &dir, int64_t iteration, const ParamStore &store,
-                            Communicator &tp, Communicator &pp, const ProgramDesc &program);
+// Who takes part in a save: one data-parallel replica (the others hold the same state).
+struct CheckpointGroup {
+  Communicator &tp;
+  Communicator *pp = nullptr;           // pipeline parallelism: every stage of the replica
+  const ProgramDesc *program = nullptr; // with pp: which stage holds which tensor
+};
+
+struct CheckpointOptions {
+  std::string hf_config_json;  // written as config.json when not empty
+  int64_t keep_latest = 0;     // > 0: remove older iteration folders beyond the newest K
+};
+
+// Collective over the group: every stage assembles its tensors over tp, and the writer (tp
+// rank 0 of pp rank 0) receives the other stages' and writes the folder. Returns the folder.
+std::string save_checkpoint(const std::string &dir, const TrainState &state,
+                            const ParamStore &store, const CheckpointGroup &group,
+                            const CheckpointOptions &options = {});
+
+// What --load names, resolved before anything is read.
+struct LoadSource {
+  bool resume = false;                   // a megac checkpoint folder: the whole state
+  std::string folder;                    // the iteration folder (resume), or the weights' folder
+  int64_t iteration = -1;                // resume: the folder's iteration
+  std::vector<std::string> weight_files; // safetensors files holding the weights
+  std::string optimizer_file;            // resume only
+  std::string state_file;                // resume only
+};
+
+// --load PATH: a checkpoint folder with a tracker (its latest iteration, or `step` when >= 0),
+// an iteration folder, a Hugging Face folder (model.safetensors or a sharded
+// model.safetensors.index.json), or one .safetensors / .index.json file (weights only). Throws
+// naming the path, what it holds and what was expected.
+LoadSource resolve_load(const std::string &path, int64_t step = -1);
+
+// The tensor files a sharded checkpoint's index names (weight_map values, in order, unique),
+// checked to exist beside the index.
+std::vector<std::string> sharded_weight_files(const std::string &index_path);
+
+// Reads and checks train_state.json.
+TrainState read_train_state(const std::string &path);
 
 } // namespace megart

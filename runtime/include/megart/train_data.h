@@ -21,8 +21,10 @@ public:
   int64_t seq_length() const { return seq_length_; }
   int64_t num_samples() const { return num_samples_; }
 
-  // Throws unless train_iters * global_batch_size samples exist, naming the numbers and fixes.
-  void require_samples(int64_t train_iters, int64_t global_batch_size) const;
+  // Throws unless samples first .. first + iterations * global_batch_size - 1 exist (a resumed
+  // run starts past the samples it consumed), naming the numbers and fixes. The product is
+  // checked: flags from users never wrap.
+  void require_samples(int64_t first, int64_t iterations, int64_t global_batch_size) const;
 
   // Sample order: dataset order, or shuffled_sample_order(num_samples, seed).
   void set_order(bool shuffle, uint64_t seed);

@@ -31,9 +31,18 @@ struct TrainFlags {
   double clip_grad = 1.0;           // 0 = no clipping
   int64_t seed = 1234;
   bool shuffle = true;              // false with --no-shuffle
-  std::string load;                 // --load FILE.safetensors
+  bool seed_given = false;          // --seed on the command line (a resume checks it)
+  // --load: a checkpoint folder resumes the whole state; a .safetensors file, a sharded
+  // *.index.json or a Hugging Face folder gives the initial weights of a new run.
+  std::string load;
+  int64_t ckpt_step = -1;           // --ckpt-step N: resume from iter_N instead of the latest
+  bool finetune = false;            // --finetune: weights only; iteration, optimizer, data restart
+  bool no_load_optim = false;       // --no-load-optim: moments, lr schedule and loss scaler restart
+  bool no_load_rng = false;         // --no-load-rng: the data order from this run's --seed
   std::string save;                 // --save DIR
   int64_t save_interval = 0;        // 0 = save only at the end (when --save is given)
+  int64_t keep_latest_k = 0;        // --keep-latest-k K: keep the newest K checkpoints; 0 = all
+  bool overwrite_checkpoints = false; // --overwrite-checkpoints: --save may hold newer ones
   int64_t log_interval = 1;
   std::string metrics_file;         // --metrics-file FILE.jsonl
   int64_t ddp_bucket_size = 40'000'000; // --ddp-bucket-size: elements per dp all-reduce

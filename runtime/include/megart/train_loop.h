@@ -9,6 +9,7 @@
 #include "megart/program.h"
 #include "megart/train_data.h"
 #include "megart/train_flags.h"
+#include "megart/train_state.h"
 
 #include <cstdint>
 #include <ostream>
@@ -16,7 +17,7 @@
 namespace megart {
 
 struct TrainResult {
-  int64_t iterations = 0;
+  int64_t iterations = 0;          // the last iteration run
   int64_t optimizer_steps = 0;      // iterations whose gradients were finite
   int64_t skipped_iterations = 0;   // non-finite gradient norm: no update
   double final_loss = 0;            // lm loss of the last iteration
@@ -45,9 +46,14 @@ struct TrainResult {
 // compiler's prediction (a warning when they differ) and adds both to the first metrics record
 // (pipeline_stash_peak_measured / _predicted). Checkpoints gather every stage's tensors into
 // one file on global rank 0.
-TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &flags, ParamStore &store,
-                           TrainData &data, const ProcessGrid &grid, MetricsFile *metrics,
-                           std::ostream &out);
+//
+// `start` is where the run begins (train_state.h): iteration start.iteration + 1 reads the data
+// order from sample start.consumed_samples on, AdamW and the lr schedule continue from
+// start.optimizer_steps, the loss scaler from start.loss_scaler. Each save writes the whole
+// state (train_checkpoint.h), so a run resumed from it continues bit for bit.
+TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &flags,
+                           const TrainState &start, ParamStore &store, TrainData &data,
+                           const ProcessGrid &grid, MetricsFile *metrics, std::ostream &out);
 
 // Model FLOPs of one iteration (global_batch_size x ProgramDesc::model_flops_per_sample), or -1
 // when the program does not know its FLOPs.

@@ -10,9 +10,12 @@
 #include "megart/program.h"
 #include "megart/train_data.h"
 #include "megart/train_flags.h"
+#include "megart/train_state.h"
 
 #include <memory>
 #include <ostream>
+#include <string>
+#include <vector>
 
 namespace megart {
 
@@ -20,6 +23,10 @@ struct TrainSetup {
   std::unique_ptr<TrainData> data;
   std::unique_ptr<ParamStore> store; // this rank's blocks (of its stage's tensors with pp > 1)
   std::unique_ptr<MetricsFile> metrics; // global rank 0 only, opened by open_metrics
+  // Where the run starts: iteration 0 with this run's seed, or a resumed checkpoint's state.
+  TrainState start;
+  std::string weights_from;   // "initialised with seed 1234", "loaded from ...", "resumed from ..."
+  std::vector<std::string> removed_temps; // what a killed save had left in --save (rank 0)
 };
 
 // The checks (throwing megart::Error naming the thing, the value and the fix) and the

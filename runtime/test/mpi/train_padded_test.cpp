@@ -44,7 +44,10 @@ TEST(TrainPaddedParallel, Tp2PaddedCheckpointIsTheTp1UnpaddedOne) {
   expect_table_rows(loaded.param(0), 256,
                     std::vector<float>(whole.param(0), whole.param(0) + whole.numel(0)),
                     256 * tp_rank);
-  const std::string path = megart::save_checkpoint(shared / "ck", 2, loaded, grid->tp());
+  megart::TrainState state;
+  state.iteration = 2;
+  const std::string path =
+      megart::save_checkpoint(shared / "ck", state, loaded, {grid->tp()}) + "/model.safetensors";
   pair->barrier();
   if (pair->rank() == 0)
     EXPECT_EQ(file_bytes(path), file_bytes(shared / "trained.safetensors"));

@@ -1,0 +1,44 @@
+// The training state beside a checkpoint's tensors: where the run stands (iteration, samples
+// consumed, optimizer updates), how it reads its data, the loss scaler, and the arguments and
+// program that produced it. Written as iter_NNNNNNN/train_state.json; with the weights and the
+// AdamW moments it is everything a resumed run needs to continue bit for bit.
+//
+// Randomness needs no state of its own: initialisation, the data order (and dropout, once
+// compiled) are counter-based functions of --seed, so the seed is the RNG state.
+#pragma once
+
+#include "megart/loss_scaler.h"
+#include "megart/train_flags.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace megart {
+
+struct TrainState {
+  int64_t iteration = 0;          // iterations completed
+  int64_t consumed_samples = 0;   // samples of the data order used so far
+  int64_t optimizer_steps = 0;    // updates made; the lr schedule's step count
+  int64_t skipped_iterations = 0; // iterations without an update (non-finite gradients)
+  // The data order: shuffled_sample_order(num_samples, seed), or dataset order.
+  uint64_t seed = 0;
+  bool shuffle = true;
+  int64_t data_num_samples = 0;   // samples the order was drawn over (the data's size then)
+  std::optional<LossScalerState> loss_scaler; // --fp16 runs only
+  // For people and for checks on resume: the flags (an object) and the program's summary.
+  std::string args_json = "{}";
+  std::string program_summary;
+};
+
+// The JSON text, one key per line. Doubles are written so they read back bit for bit.
+std::string format_train_state(const TrainState &state);
+
+// Parses what format_train_state wrote. Throws megart::Error naming `path`, the key and what
+// was wrong (missing, wrong type, out of range).
+TrainState parse_train_state(const std::string &text, const std::string &path);
+
+// The training flags as a JSON object (every value, defaults included).
+std::string format_train_args(const TrainFlags &flags);
+
+} // namespace megart

@@ -1,0 +1,198 @@
+#include "megart/train_state.h"
+
+#include "megart/error.h"
+#include "megart/json.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace megart {
+
+namespace {
+
+// %.17g reads back as the same double; "inf"/"nan" never reach here (the flags are checked).
+std::string number(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+// Writes `"key": value` lines of one JSON object, comma-separated, at one indent.
+class ObjectWriter {
+public:
+  explicit ObjectWriter(std::string indent) : indent_(std::move(indent)) {}
+  ObjectWriter &raw(const std::string &key, const std::string &value) {
+    text_ += (text_.empty() ? "" : ",\n") + indent_ + json_quote(key) + ": " + value;
+    return *this;
+  }
+  ObjectWriter &integer(const std::string &key, int64_t v) { return raw(key, std::to_string(v)); }
+  ObjectWriter &real(const std::string &key, double v) { return raw(key, number(v)); }
+  ObjectWriter &boolean(const std::string &key, bool v) { return raw(key, v ? "true" : "false"); }
+  ObjectWriter &string(const std::string &key, const std::string &v) {
+    return raw(key, json_quote(v));
+  }
+  std::string close(const std::string &outer_indent) const {
+    return "{\n" + text_ + "\n" + outer_indent + "}";
+  }
+
+private:
+  std::string indent_;
+  std::string text_;
+};
+
+// Reads typed members of one object, naming the file and the key path in every error.
+class ObjectReader {
+public:
+  ObjectReader(const JsonValue &object, std::string path, std::string where)
+      : object_(object), path_(std::move(path)), where_(std::move(where)) {
+    if (!object.is_object())
+      fail(where_.empty() ? "the file" : where_, "is not an object");
+  }
+  const JsonValue &member(const std::string &key) const {
+    const JsonValue *v = object_.get(key);
+    if (!v)
+      fail(name(key), "is missing");
+    return *v;
+  }
+  int64_t integer(const std::string &key, int64_t min) const {
+    const JsonValue &v = member(key);
+    if (!v.is_integer())
+      fail(name(key), "is " + v.brief() + ", not an integer");
+    if (v.integer < min)
+      fail(name(key), "is " + std::to_string(v.integer) + "; it must be >= " + std::to_string(min));
+    return v.integer;
+  }
+  double real(const std::string &key) const {
+    const JsonValue &v = member(key);
+    if (v.kind != JsonValue::Kind::Number && v.kind != JsonValue::Kind::Integer)
+      fail(name(key), "is " + v.brief() + ", not a number");
+    return v.number;
+  }
+  bool boolean(const std::string &key) const {
+    const JsonValue &v = member(key);
+    if (v.kind != JsonValue::Kind::Bool)
+      fail(name(key), "is " + v.brief() + ", not true or false");
+    return v.boolean;
+  }
+  std::string string(const std::string &key) const {
+    const JsonValue &v = member(key);
+    if (!v.is_string())
+      fail(name(key), "is " + v.brief() + ", not a string");
+    return v.string;
+  }
+  ObjectReader object(const std::string &key) const {
+    return ObjectReader(member(key), path_, name(key));
+  }
+
+private:
+  std::string name(const std::string &key) const { return where_.empty() ? key : where_ + "." + key; }
+  [[noreturn]] void fail(const std::string &what, const std::string &why) const {
+    throw Error(path_ + ": " + what + " " + why +
+                "; the file is not a training state megac wrote (resume from a complete "
+                "checkpoint folder, or load weights only with --finetune)");
+  }
+
+  const JsonValue &object_;
+  std::string path_;
+  std::string where_;
+};
+
+constexpr const char *kFormat = "megac-train-state";
+constexpr int64_t kVersion = 1;
+
+} // namespace
+
+std::string format_train_state(const TrainState &s) {
+  ObjectWriter data("    ");
+  data.integer("seed", static_cast<int64_t>(s.seed))
+      .boolean("shuffle", s.shuffle)
+      .integer("num_samples", s.data_num_samples);
+  ObjectWriter top("  ");
+  top.string("format", kFormat)
+      .integer("version", kVersion)
+      .integer("iteration", s.iteration)
+      .integer("consumed_samples", s.consumed_samples)
+      .integer("optimizer_steps", s.optimizer_steps)
+      .integer("skipped_iterations", s.skipped_iterations)
+      .raw("data", data.close("  "));
+  if (s.loss_scaler) {
+    ObjectWriter scaler("    ");
+    scaler.real("scale", s.loss_scaler->scale)
+        .integer("growth_tracker", s.loss_scaler->growth_tracker)
+        .integer("hysteresis_tracker", s.loss_scaler->hysteresis_tracker);
+    top.raw("loss_scaler", scaler.close("  "));
+  } else {
+    top.raw("loss_scaler", "null");
+  }
+  top.string("program", s.program_summary).raw("args", s.args_json);
+  return top.close("") + "\n";
+}
+
+TrainState parse_train_state(const std::string &text, const std::string &path) {
+  const JsonValue root = parse_json(text, path);
+  const ObjectReader top(root, path, "");
+  if (top.string("format") != kFormat)
+    throw Error(path + ": format is \"" + top.string("format") + "\", not \"" + kFormat + "\"");
+  const int64_t version = top.integer("version", 1);
+  if (version != kVersion)
+    throw Error(path + ": version " + std::to_string(version) + " is newer than this program reads (" +
+                std::to_string(kVersion) + "); train with the megac that wrote it");
+  TrainState s;
+  s.iteration = top.integer("iteration", 0);
+  s.consumed_samples = top.integer("consumed_samples", 0);
+  s.optimizer_steps = top.integer("optimizer_steps", 0);
+  s.skipped_iterations = top.integer("skipped_iterations", 0);
+  if (s.optimizer_steps + s.skipped_iterations != s.iteration)
+    throw Error(path + ": optimizer_steps (" + std::to_string(s.optimizer_steps) +
+                ") + skipped_iterations (" + std::to_string(s.skipped_iterations) +
+                ") is not iteration (" + std::to_string(s.iteration) + "); the file is damaged");
+  const ObjectReader data = top.object("data");
+  s.seed = static_cast<uint64_t>(data.integer("seed", 0));
+  s.shuffle = data.boolean("shuffle");
+  s.data_num_samples = data.integer("num_samples", 0);
+  if (top.member("loss_scaler").kind != JsonValue::Kind::Null) {
+    const ObjectReader scaler = top.object("loss_scaler");
+    LossScalerState ls;
+    ls.scale = scaler.real("scale");
+    ls.growth_tracker = scaler.integer("growth_tracker", 0);
+    ls.hysteresis_tracker = scaler.integer("hysteresis_tracker", INT64_MIN);
+    s.loss_scaler = ls;
+  }
+  s.program_summary = top.string("program");
+  return s;
+}
+
+std::string format_train_args(const TrainFlags &f) {
+  ObjectWriter w("    ");
+  w.string("data_path", f.data_path)
+      .integer("train_iters", f.train_iters)
+      .integer("micro_batch_size", f.micro_batch_size)
+      .integer("global_batch_size", f.global_batch_size)
+      .real("lr", f.lr)
+      .real("min_lr", f.min_lr)
+      .string("lr_decay_style", f.lr_decay_style)
+      .integer("lr_warmup_iters", f.lr_warmup_iters)
+      .integer("lr_decay_iters", f.lr_decay_iters)
+      .real("weight_decay", f.weight_decay)
+      .real("adam_beta1", f.adam_beta1)
+      .real("adam_beta2", f.adam_beta2)
+      .real("adam_eps", f.adam_eps)
+      .real("clip_grad", f.clip_grad)
+      .integer("seed", f.seed)
+      .boolean("shuffle", f.shuffle)
+      .string("load", f.load)
+      .string("save", f.save)
+      .integer("save_interval", f.save_interval)
+      .boolean("bf16", f.bf16)
+      .boolean("fp16", f.fp16)
+      .real("loss_scale", f.loss_scale)
+      .real("initial_loss_scale", f.initial_loss_scale)
+      .real("min_loss_scale", f.min_loss_scale)
+      .integer("loss_scale_window", f.loss_scale_window)
+      .integer("hysteresis", f.hysteresis)
+      .boolean("grad_reduce_in_bf16", f.grad_reduce_in_bf16);
+  return w.close("  ");
+}
+
+} // namespace megart
