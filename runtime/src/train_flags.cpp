@@ -154,6 +154,13 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
                  "Keep only the newest K checkpoints in --save; 0 keeps all")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--exit-interval", f.exit_interval,
+                 "Save (with --save) and exit after the iteration that is a multiple of this")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--exit-duration-in-mins", f.exit_duration_in_mins,
+                 "Save (with --save) and exit after training this many minutes");
+  app.add_flag("--exit-signal-handler", f.exit_signal_handler,
+               "On SIGTERM, finish the iteration, save (with --save) and exit 0");
   app.add_flag("--overwrite-checkpoints", f.overwrite_checkpoints,
                "Allow --save to hold checkpoints newer than this run's start (they are replaced "
                "as the run reaches them)");
@@ -330,6 +337,9 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
                 " needs --save DIR to say which checkpoints to keep");
   if (f.overwrite_checkpoints && f.save.empty())
     throw Error("--overwrite-checkpoints needs --save DIR");
+  require(std::isfinite(f.exit_duration_in_mins) && f.exit_duration_in_mins >= 0,
+          "--exit-duration-in-mins is " + num(f.exit_duration_in_mins) +
+              "; it must be >= 0 (0: no limit)");
   resolve_precision_flags(f);
   // The schedule's own checks (same rules; keeps the two from drifting apart).
   LrSchedule schedule{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters, f.lr_decay_iters};

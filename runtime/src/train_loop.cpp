@@ -2,6 +2,7 @@
 
 #include "megart/aligned_buffer.h"
 #include "megart/error.h"
+#include "megart/exit_signal.h"
 #include "megart/grad_norm.h"
 #include "megart/grad_sync.h"
 #include "megart/loss_scaler.h"
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -97,6 +99,36 @@ private:
   std::vector<AdamWTensor> tensors_; // the store's arrays never move
 };
 
+std::string format_number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+// Why the run stops after iteration k before --train-iters, or "" to go on. Every rank gets the
+// same answer: a signal or the clock seen by one rank is shared with all (one small all-reduce
+// per iteration, only when those flags are given).
+std::string stop_early(const TrainFlags &f, int64_t k, std::chrono::steady_clock::time_point since,
+                       const ProcessGrid &grid) {
+  if (f.exit_interval > 0 && k % f.exit_interval == 0)
+    return "--exit-interval " + std::to_string(f.exit_interval);
+  if (!f.exit_signal_handler && f.exit_duration_in_mins <= 0)
+    return "";
+  const double minutes =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count() / 60;
+  // 2: a signal (said first), 1: the duration.
+  float why = f.exit_signal_handler && exit_signal_received() ? 2.0f
+              : f.exit_duration_in_mins > 0 && minutes >= f.exit_duration_in_mins ? 1.0f
+                                                                                 : 0.0f;
+  if (grid.world_size() > 1)
+    grid.world().all_reduce_max(&why, 1);
+  if (why == 2.0f)
+    return "SIGTERM received (--exit-signal-handler)";
+  if (why == 1.0f)
+    return "--exit-duration-in-mins " + format_number(f.exit_duration_in_mins) + " reached";
+  return "";
+}
+
 // Pipeline parallelism: this rank's stage, its executor and its tied weights.
 struct Pipeline {
   Pipeline(const ProgramDesc &program, const ParamStore &store, const ProcessGrid &grid)
@@ -179,6 +211,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   TrainResult result;
   LogWindow window;
   const int64_t skipped_before = start.skipped_iterations;
+  if (f.exit_signal_handler)
+    install_exit_signal_handler();
+  const Clock::time_point trained_since = Clock::now();
   for (int64_t k = start.iteration + 1; k <= f.train_iters; ++k) {
     const auto started = Clock::now();
     comm_activity().iteration = k;
@@ -317,7 +352,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     result.iterations = k;
     result.skipped_iterations += it.skipped_iterations;
     result.final_loss = loss;
-    if (!f.save.empty() && ((f.save_interval > 0 && k % f.save_interval == 0) || k == f.train_iters)) {
+    const std::string exit_reason = k < f.train_iters ? stop_early(f, k, trained_since, grid) : "";
+    if (!f.save.empty() && ((f.save_interval > 0 && k % f.save_interval == 0) ||
+                            k == f.train_iters || !exit_reason.empty())) {
       // A run that has not updated the weights once has nothing worth saving (every step was
       // skipped: non-finite gradients); the end of the run reports it as a failure.
       if (optimizer.steps() == start.optimizer_steps) {
@@ -341,6 +378,11 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
             save_checkpoint(f.save, state, store, checkpoint_group, checkpoint_options);
         out << "saved checkpoint at iteration " << k << ": " << folder << std::endl;
       }
+    }
+    if (!exit_reason.empty()) {
+      out << "exiting at iteration " << k << " of " << f.train_iters << ": " << exit_reason
+          << std::endl;
+      break;
     }
   }
   result.optimizer_steps = optimizer.steps();

@@ -43,6 +43,12 @@ struct TrainFlags {
   int64_t save_interval = 0;        // 0 = save only at the end (when --save is given)
   int64_t keep_latest_k = 0;        // --keep-latest-k K: keep the newest K checkpoints; 0 = all
   bool overwrite_checkpoints = false; // --overwrite-checkpoints: --save may hold newer ones
+  // Stopping early, saving first (Megatron's): after an iteration divisible by
+  // --exit-interval, after --exit-duration-in-mins of training, or at the end of the iteration
+  // during which SIGTERM arrived (--exit-signal-handler; Slurm sends it before a time limit).
+  int64_t exit_interval = 0;
+  double exit_duration_in_mins = 0;
+  bool exit_signal_handler = false;
   int64_t log_interval = 1;
   std::string metrics_file;         // --metrics-file FILE.jsonl
   int64_t ddp_bucket_size = 40'000'000; // --ddp-bucket-size: elements per dp all-reduce
