@@ -28,6 +28,8 @@ std::string format(const char *fmt, ...) {
 
 // JSON has no NaN or infinity; null keeps the line parseable by strict readers.
 std::string json_number(double x) { return std::isfinite(x) ? format("%.9g", x) : "null"; }
+// Reads back as the same double: losses, norms and rates are compared bit for bit (resume).
+std::string json_exact(double x) { return std::isfinite(x) ? format("%.17g", x) : "null"; }
 
 } // namespace
 
@@ -72,10 +74,10 @@ std::string format_log_line(const IterationMetrics &m, int64_t train_iters,
 std::string format_metrics_json(const IterationMetrics &m) {
   std::string s = "{";
   s += "\"iteration\":" + std::to_string(m.iteration);
-  s += ",\"lm_loss\":" + json_number(m.lm_loss);
+  s += ",\"lm_loss\":" + json_exact(m.lm_loss);
   s += ",\"grad_norm\":" +
-       (m.grad_norm >= 0 || std::isnan(m.grad_norm) ? json_number(m.grad_norm) : "null");
-  s += ",\"lr\":" + json_number(m.lr);
+       (m.grad_norm >= 0 || std::isnan(m.grad_norm) ? json_exact(m.grad_norm) : "null");
+  s += ",\"lr\":" + json_exact(m.lr);
   s += ",\"tokens_per_s\":" + json_number(m.tokens_per_s);
   s += ",\"ms_per_iter\":" + json_number(m.ms_per_iter);
   s += ",\"consumed_samples\":" + std::to_string(m.consumed_samples);

@@ -40,8 +40,8 @@ std::string current_timestamp();
 // One JSON object (no newline) with iteration, lm_loss, grad_norm, lr, tokens_per_s,
 // ms_per_iter, consumed_samples, global_batch_size (+ loss_scale / tflops_per_gpu / mfu when set,
 // + pipeline_stash_peak_measured / _predicted as integer arrays when set).
-// Floats use %.9g (enough to round-trip a float32 loss), loss_scale %.17g (exact); NaN and
-// infinities become null.
+// lm_loss, grad_norm, lr and loss_scale use %.17g (they read back bit for bit, so a resumed run
+// can be compared exactly), the timings %.9g; NaN and infinities become null.
 std::string format_metrics_json(const IterationMetrics &m);
 
 // Appends one JSON line per append(), each written with a single write() and no buffering,
