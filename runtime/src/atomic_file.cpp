@@ -1,5 +1,6 @@
 #include "megart/atomic_file.h"
 
+#include "megart/crash_point.h"
 #include "megart/error.h"
 
 #include <atomic>
@@ -63,6 +64,7 @@ void AtomicFile::commit() {
   // fsync before rename: otherwise a crash can leave the new name pointing at missing data.
   if (::fsync(fd_) != 0)
     throw Error(path_ + ": fsync of " + temp_path_ + " failed: " + errno_text());
+  crash_point("atomic-file:synced");
   int rc = ::close(fd_);
   fd_ = -1;
   if (rc != 0) {

@@ -1,6 +1,7 @@
 #include "megart/train_checkpoint.h"
 
 #include "megart/atomic_file.h"
+#include "megart/crash_point.h"
 #include "megart/error.h"
 #include "megart/json.h"
 #include "megart/param_layout.h"
@@ -247,6 +248,10 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string &dir) {
   std::vector<fs::path> stale;
   for (const auto &e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
+    if (starts_with(name, kTracker) && name.find(".tmp.") != std::string::npos) {
+      stale.push_back(e.path()); // a tracker write that died
+      continue;
+    }
     if (!starts_with(name, "iter_"))
       continue;
     if (name.find(".tmp.") != std::string::npos || name.find(".old.") != std::string::npos) {
@@ -294,6 +299,7 @@ std::string save_checkpoint(const std::string &dir, const TrainState &state,
     if (writer)
       write_safetensors((fs::path(staging) / kModelFile).string(), weights, {{"format", "pt"}});
   }
+  crash_point("save:model-written");
   {
     std::vector<std::vector<float>> first, second;
     std::vector<NamedTensor> moments = gather_model(store, StateArray::ExpAvg, group, first);
@@ -309,10 +315,13 @@ std::string save_checkpoint(const std::string &dir, const TrainState &state,
   if (!options.hf_config_json.empty())
     write_text((fs::path(staging) / kConfigFile).string(), options.hf_config_json);
   sync_folder(staging);
+  crash_point("save:staged");
   publish_folder(staging, final, dir);
+  crash_point("save:published");
   // Last: the tracker only ever names a complete checkpoint.
   write_text(tracker_path(dir), std::to_string(state.iteration)); // no newline, as Megatron
   sync_folder(dir);
+  crash_point("save:tracked");
   if (options.keep_latest > 0)
     remove_old_checkpoints(dir, options.keep_latest);
   return final;

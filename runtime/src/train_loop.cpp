@@ -211,8 +211,6 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   TrainResult result;
   LogWindow window;
   const int64_t skipped_before = start.skipped_iterations;
-  if (f.exit_signal_handler)
-    install_exit_signal_handler();
   const Clock::time_point trained_since = Clock::now();
   for (int64_t k = start.iteration + 1; k <= f.train_iters; ++k) {
     const auto started = Clock::now();

@@ -5,6 +5,7 @@
 
 #include "megart/comm_mpi.h"
 #include "megart/error.h"
+#include "megart/exit_signal.h"
 #include "megart/launch_env.h"
 #include "megart/process_grid.h"
 #include "megart/train_flags.h"
@@ -79,6 +80,9 @@ bool all_ranks_ready(const ProcessGrid &grid, const std::string &failure, std::o
 // Flags parsed; the grid is built. Everything that can fail is checked on every rank first.
 int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid, std::ostream &out,
                std::ostream &err) {
+  // From the start: a SIGTERM while the run sets up stops it after its first iteration, saved.
+  if (flags.exit_signal_handler)
+    install_exit_signal_handler();
   std::ostream silent(nullptr); // what the ranks other than global rank 0 print to
   std::ostream &log = grid.global_rank() == 0 ? out : silent;
   if (flags.rank_layout) {

@@ -179,6 +179,18 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
       << " x micro batch " << b << ", lr " << fmt("%g", f.lr) << " (" << f.lr_decay_style
       << " to " << fmt("%g", f.min_lr) << ", warmup " << f.lr_warmup_iters << "), clip-grad "
       << fmt("%g", f.clip_grad) << std::endl;
+  if (!f.save.empty()) {
+    out << "  checkpoints: " << f.save << ", "
+        << (f.save_interval > 0 ? "every " + std::to_string(f.save_interval) + " iterations and "
+                                : std::string())
+        << "at the end";
+    if (f.keep_latest_k > 0)
+      out << ", keeping the newest " << f.keep_latest_k;
+    if (!setup.removed_temps.empty())
+      out << "; removed " << setup.removed_temps.size() << " leftover"
+          << (setup.removed_temps.size() > 1 ? "s" : "") << " of an interrupted save";
+    out << "\n";
+  }
   if (f.bf16 || f.fp16) {
     out << "  precision: " << store.device().describe_precision(compute_precision(f))
         << "; weights, gradients and optimizer in fp32";

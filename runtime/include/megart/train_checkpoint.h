@@ -35,7 +35,7 @@ int64_t read_tracker(const std::string &dir);
 void check_save_dir(const std::string &dir);
 
 // Removes what a killed save left in DIR (iter_*.tmp.* and iter_*.old.* folders, temporary
-// files inside iteration folders). Returns the paths it removed.
+// files inside iteration folders, a tracker's temporary). Returns the paths it removed.
 std::vector<std::string> remove_stale_checkpoint_temps(const std::string &dir);
 
 // Who takes part in a save: one data-parallel replica (the others hold the same state).
