@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 ./scripts/build.sh
+./scripts/python_env.sh # transformers & co. for the format tests (pinned, over Debian's torch)
 cd build
 ctest --output-on-failure --timeout 1800
 echo "test.sh: all suites passed in $(( $(date +%s) - start ))s"

@@ -135,6 +135,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("virtual_pipeline_size", Twine(fields.virtualStages));
   field("device", cuda ? "megart::cuda::device" : "nullptr");
   field("overlap_grad_reduce", overlaps ? "true" : "false");
+  field("hf_config_json", options.hfConfigJson.empty() ? "nullptr" : cString(options.hfConfigJson));
   os << "};\n\n} // namespace\n\n"
      << "int main(int argc, char **argv) { return megart::train_main(argc, argv, kProgram); }\n";
   plan << "arena: " << fields.arenaBytes << " bytes (" << llvm::format("%.1f", fields.arenaBytes / 1048576.0)

@@ -40,7 +40,7 @@ std::string floatLiteral(double v) {
 std::string cString(StringRef s) {
   std::string out = "\"";
   for (char c : s)
-    out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    out += c == '\n' ? std::string("\\n") : (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
   return out + "\"";
 }
 

@@ -8,6 +8,7 @@
 
 #include "megac/Config.h"
 #include "megac/Frontend/BuildModel.h"
+#include "megac/Frontend/HuggingFaceConfig.h"
 #include "megac/Frontend/PlanChecks.h"
 #include "megac/Target/EmitCpp.h"
 #include "megac/Transforms/TrainingPipeline.h"
@@ -313,7 +314,8 @@ int megac::runCompile() {
                         std::to_string(microBatch) + (padding.empty() ? "" : "; " + padding);
   std::string code, memoryPlan;
   raw_string_ostream codeOs(code), planOs(memoryPlan);
-  if (failed(emitTrainingProgram(*module, {header, summary, *target}, codeOs, planOs)))
+  const HuggingFaceConfig hfConfig = huggingFaceConfig(*spec);
+  if (failed(emitTrainingProgram(*module, {header, summary, hfConfig.json, *target}, codeOs, planOs)))
     return fail("emitting C++ failed (see the error above)");
   if (!dumps.write("memory-plan.txt", [&](raw_ostream &os) { os << memoryPlan; }))
     return 1;
@@ -330,6 +332,8 @@ int megac::runCompile() {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   outs() << "megac: " << summary << "\n"
          << "megac: target " << (*target == megac::Target::Cuda ? "cuda" : "cpu") << "\n"
+         << (hfConfig.json.empty() ? "megac: checkpoints get no Hugging Face config.json: " + hfConfig.whyNone + "\n"
+                                   : std::string())
          << "megac: wrote " << outDir << "/" << (noBuild ? sourceName(*target) : StringRef("train")) << " in "
          << format("%.1f", seconds) << " s\n";
   return 0;

@@ -18,6 +18,7 @@ enum class Target { Cpu, Cuda };
 struct EmitOptions {
   std::string header;  // comment lines at the top: spec, plan, rank layout
   std::string summary; // one line printed by the program at start-up
+  std::string hfConfigJson; // config.json written beside each checkpoint; empty: none
   Target target = Target::Cpu;
 };
 

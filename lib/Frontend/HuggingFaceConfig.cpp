@@ -1,0 +1,84 @@
+#include "megac/Frontend/HuggingFaceConfig.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace megac {
+
+namespace {
+
+std::string pretty(llvm::json::Object object) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(object))) << "\n";
+  return text;
+}
+
+HuggingFaceConfig none(std::string why) { return {"", std::move(why)}; }
+
+HuggingFaceConfig gpt2(const ModelSpec &s) {
+  if (s.normalization != "LayerNorm")
+    return none("normalization " + s.normalization + " (GPT2LMHeadModel has LayerNorm)");
+  if (s.positionEmbeddingType != "learned")
+    return none("position_embedding_type " + s.positionEmbeddingType +
+                " (GPT2LMHeadModel has learned positions)");
+  if (!s.addBiasLinear)
+    return none("add_bias_linear false (GPT2LMHeadModel's linear layers have biases)");
+  if (s.numQueryGroups != s.numAttentionHeads)
+    return none("num_query_groups " + std::to_string(s.numQueryGroups) +
+                " (GPT2LMHeadModel has no grouped-query attention)");
+  return {pretty(llvm::json::Object{{"architectures", llvm::json::Array{"GPT2LMHeadModel"}},
+                  {"model_type", "gpt2"},
+                  {"vocab_size", s.vocabSize},
+                  {"n_positions", s.maxPositionEmbeddings},
+                  {"n_embd", s.hiddenSize},
+                  {"n_layer", s.numLayers},
+                  {"n_head", s.numAttentionHeads},
+                  {"n_inner", s.ffnHiddenSize},
+                  {"activation_function", "gelu_new"}, // the tanh approximation megac computes
+                  {"layer_norm_epsilon", s.normEpsilon},
+                  {"resid_pdrop", 0.0},
+                  {"embd_pdrop", 0.0},
+                  {"attn_pdrop", 0.0},
+                  {"scale_attn_weights", true},
+                  {"tie_word_embeddings", s.tieEmbeddings},
+                  {"torch_dtype", "float32"}}),
+          ""};
+}
+
+HuggingFaceConfig llama(const ModelSpec &s) {
+  if (s.normalization != "RMSNorm")
+    return none("normalization " + s.normalization + " (LlamaForCausalLM has RMSNorm)");
+  if (s.addBiasLinear)
+    return none("add_bias_linear true (LlamaForCausalLM's MLP has no biases)");
+  return {pretty(llvm::json::Object{{"architectures", llvm::json::Array{"LlamaForCausalLM"}},
+                  {"model_type", "llama"},
+                  {"vocab_size", s.vocabSize},
+                  {"hidden_size", s.hiddenSize},
+                  {"intermediate_size", s.ffnHiddenSize},
+                  {"num_hidden_layers", s.numLayers},
+                  {"num_attention_heads", s.numAttentionHeads},
+                  {"num_key_value_heads", s.numQueryGroups},
+                  {"hidden_act", "silu"},
+                  {"max_position_embeddings", s.maxPositionEmbeddings},
+                  {"rms_norm_eps", s.normEpsilon},
+                  {"rope_theta", s.rotaryBase},
+                  {"attention_bias", false},
+                  {"attention_dropout", 0.0},
+                  {"tie_word_embeddings", s.tieEmbeddings},
+                  {"torch_dtype", "float32"}}),
+          ""};
+}
+
+} // namespace
+
+HuggingFaceConfig huggingFaceConfig(const ModelSpec &spec) {
+  if (spec.family == "gpt2")
+    return gpt2(spec);
+  if (spec.family == "llama")
+    return llama(spec);
+  return none("family " + spec.family);
+}
+
+} // namespace megac

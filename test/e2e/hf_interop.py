@@ -1,0 +1,102 @@
+"""Checkpoints interchange with Hugging Face transformers (the real library, pinned in
+scripts/requirements-test.txt), run with build/pyenv's python:
+
+1. megac trains a few iterations and saves; AutoModelForCausalLM.from_pretrained(iteration
+   folder) loads it with no missing or unexpected tensors, and its loss on the first global
+   batch of the data equals the loss megac reports for that batch from the same folder
+   (--finetune: forward before any update) within 1e-5 relative.
+2. transformers saves that model as a sharded checkpoint (model.safetensors.index.json + shards)
+   and megac loads the folder: the same first loss, bit for bit (the same float32 values)."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+from e2e_util import make_license_corpus, metrics, relative, run  # noqa: E402
+
+TOLERANCE = 1e-5
+FIRST_BATCH = ["--train-iters", "1", "--global-batch-size", "8", "--lr", "1e-3", "--no-shuffle"]
+
+# Runs in build/pyenv (transformers over Debian's torch): loss of the first 8 samples.
+HF_LOSS = r"""
+import json, sys
+import numpy as np, torch, transformers
+sys.path.insert(0, sys.argv[4])
+from indexed_dataset import GPTSamples, IndexedDataset
+folder, prefix, seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
+model, info = transformers.AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True)
+model.eval()
+samples = GPTSamples(IndexedDataset(prefix).token_stream(), seq)
+ids = torch.tensor(np.stack([samples[i][0] for i in range(8)]))
+labels = torch.tensor(np.stack([samples[i][1] for i in range(8)]))
+with torch.no_grad():
+    logits = model(input_ids=ids).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(), labels.reshape(-1))
+out = {"loss": float(loss), "class": type(model).__name__, "transformers": transformers.__version__,
+       "missing": info["missing_keys"], "unexpected": info["unexpected_keys"]}
+if len(sys.argv) > 5:  # also save it sharded, as transformers does for big models
+    model.save_pretrained(sys.argv[5], max_shard_size="40KB", safe_serialization=True)
+print(json.dumps(out))
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--megac", required=True)
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--python", required=True, help="build/pyenv/bin/python (scripts/python_env.sh)")
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    if not os.path.exists(args.python):
+        sys.exit(f"{args.python} is missing: run scripts/python_env.sh (scripts/test.sh does) to install "
+                 "the pinned transformers")
+    os.makedirs(args.workdir, exist_ok=True)
+    w = lambda *p: os.path.join(args.workdir, *p)
+    make_license_corpus(args.megac, w("corpus"))
+    run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w("prog")])
+    seq = next(int(l.split(":")[1]) for l in open(args.spec) if l.startswith("seq_length:"))
+    train = w("prog", "train")
+    for d in ("ckpt", "sharded"):
+        shutil.rmtree(w(d), ignore_errors=True)
+    run([train, "--train-iters", "5", "--global-batch-size", "8", "--lr", "3e-3", "--data-path", w("corpus"),
+         "--save", w("ckpt")])
+    folder = w("ckpt", "iter_0000005")
+
+    def megac_first_loss(load, name):
+        run([train] + FIRST_BATCH + ["--data-path", w("corpus"), "--load", load, "--metrics-file", w(name)] +
+            (["--finetune"] if load == folder else []))
+        return metrics(w(name))[0]["lm_loss"]
+
+    ours = megac_first_loss(folder, "megac.jsonl")
+    hf = json.loads(run([args.python, "-c", HF_LOSS, folder, w("corpus"), str(seq),
+                         os.path.join(HERE, "..", "reference"), w("sharded")]).strip().splitlines()[-1])
+    err = relative(hf["loss"], ours)
+    failures = []
+    ok = err <= TOLERANCE and not hf["missing"] and not hf["unexpected"]
+    print(f"{os.path.basename(args.spec)}: transformers {hf['transformers']} from_pretrained({os.path.basename(folder)}) "
+          f"-> {hf['class']}, missing {hf['missing']}, unexpected {hf['unexpected']}; first-batch loss "
+          f"transformers {hf['loss']:.9f} megac {ours:.9f}: relative difference {err:.2e} (bound {TOLERANCE:g}) "
+          f"{'ok' if ok else 'FAIL'}")
+    if not ok:
+        failures.append("from_pretrained")
+    shards = sorted(f for f in os.listdir(w("sharded")) if f.endswith(".safetensors"))
+    index = os.path.exists(w("sharded", "model.safetensors.index.json"))
+    sharded = megac_first_loss(w("sharded"), "sharded.jsonl")
+    ok = index and len(shards) > 1 and sharded == ours
+    print(f"{os.path.basename(args.spec)}: transformers' sharded save ({len(shards)} shards + index) loaded by megac: "
+          f"first-batch loss {sharded:.9f}, {'bit-identical' if sharded == ours else 'DIFFERENT'} "
+          f"{'ok' if ok else 'FAIL'}")
+    if not ok:
+        failures.append("sharded load")
+    for f in failures:
+        print("FAIL: " + f)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
