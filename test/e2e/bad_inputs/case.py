@@ -1,0 +1,19 @@
+"""One bad input of the catalogue (test/e2e/bad_inputs.py): the command, the message it must
+print (a regex naming what to change), and the paths it must not leave behind.
+
+argv, env values and paths may use {placeholders} from Context: {megac}, {megac_opt}, {train}
+(a compiled single-rank GPT-2), {train_dp2} (dp 2), {data} (a dataset prefix), {ckpt} (a
+complete checkpoint folder of {train}), {spec} (a good GPT-2 spec), {scratch} (this case's own
+empty folder, its working directory)."""
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Case:
+    area: str                 # spec | plan flags | train flags | data files | checkpoints | pass options | megac data | launcher
+    name: str
+    argv: list
+    expect: str               # regex the output must match
+    absent: list = field(default_factory=list)   # paths that must not exist afterwards
+    env: dict = field(default_factory=dict)
+    files: dict = field(default_factory=dict)    # scratch-relative path -> bytes or str, written first
