@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
+#include <tuple>
 #include <utility>
 
 namespace megart {
@@ -39,6 +40,25 @@ LaunchEnv detect_launch_env() {
     if (size < 1)
       continue;
     env.under_launcher = true;
+    env.size = size;
+    env.rank = std::max(env_int(rank_var), 0);
+    return env;
+  }
+  // srun --mpi=pmix (and other PMIx launchers): MPI connects the ranks; the size comes later.
+  if (const int rank = env_int("PMIX_RANK"); rank >= 0) {
+    env.under_launcher = true;
+    env.rank = rank;
+    env.size = std::max(first_env_int({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}), 1);
+    return env;
+  }
+  // Launchers that start processes MPI does not connect: they only say how many there are.
+  for (const auto &[name, size_var, rank_var] :
+       {std::tuple{"torchrun", "WORLD_SIZE", "RANK"},
+        std::tuple{"srun", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID"}}) {
+    const int size = env_int(size_var);
+    if (size < 1)
+      continue;
+    env.foreign_launcher = name;
     env.size = size;
     env.rank = std::max(env_int(rank_var), 0);
     return env;

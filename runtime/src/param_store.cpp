@@ -5,6 +5,7 @@
 #include "megart/safetensors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -170,6 +171,13 @@ void ParamStore::read_arrays(const std::vector<std::string> &paths,
       full.resize(static_cast<size_t>(full_numel(descs_[t.blocks[0]])));
       const std::string name = state_tensor_name(t.name, w);
       find(name).first->read_f32(name, t.shape, full.data());
+      // Training from a NaN or inf would skip every step (or spread it): refuse it here, before
+      // anything runs, with the place to look.
+      const auto bad = std::find_if(full.begin(), full.end(), [](float v) { return !std::isfinite(v); });
+      if (bad != full.end())
+        throw Error(path + ": tensor '" + name + "' holds " + (std::isnan(*bad) ? "NaN" : "an infinity") +
+                    " at element " + std::to_string(bad - full.begin()) + " of " +
+                    std::to_string(full.size()) + "; the checkpoint is damaged (load an earlier one)");
       for (int64_t b : t.blocks) {
         block.assign(static_cast<size_t>(numel_[b]), 0.0f); // vocabulary padding stays 0
         copy_block_from_full(descs_[b], full.data(), block.data());

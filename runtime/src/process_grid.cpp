@@ -45,7 +45,18 @@ std::string run_with(const GridShape &shape, const std::string &program) {
 
 std::unique_ptr<ProcessGrid> ProcessGrid::launch(const GridShape &shape,
                                                  const std::string &program) {
-  if (!detect_launch_env().under_launcher) {
+  const LaunchEnv env = detect_launch_env();
+  if (!env.under_launcher && !env.foreign_launcher.empty() && env.size > 1)
+    // Each process would run alone, as a copy of the whole job writing the same files.
+    throw Error("started by " + env.foreign_launcher + " as " + std::to_string(env.size) +
+                " processes, which MPI cannot connect: megac programs communicate over MPI. " +
+                (shape.world() == env.size ? "R" : "The program was compiled for " + shape.describe() +
+                                                       "; r") +
+                "un mpirun -np " + std::to_string(shape.world()) + " " + program + " ..." +
+                (env.foreign_launcher == "srun" ? " (or srun --mpi=pmix -n " +
+                                                      std::to_string(shape.world()) + ")"
+                                                : std::string()));
+  if (!env.under_launcher) {
     if (shape.world() == 1)
       return single();
     throw Error("the program was compiled for " + shape.describe() +

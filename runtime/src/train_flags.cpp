@@ -6,7 +6,10 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -33,6 +36,33 @@ std::string num(double x) {
   }
   return s.str();
 }
+
+// CLI11 clamps a whole number past int64's range and reads "nan" and "inf" as numbers; these
+// check the text first, so a value that is not what it says never gets in.
+const CLI::Validator kWholeNumber(
+    [](std::string &text) -> std::string {
+      int64_t value = 0;
+      const char *end = text.data() + text.size();
+      const auto [stop, ec] = std::from_chars(text.data(), end, value);
+      if (ec == std::errc::result_out_of_range)
+        return "value " + text + " is out of range (at most 9223372036854775807)";
+      if (ec != std::errc() || stop != end)
+        return "value " + text + " is not a whole number";
+      return "";
+    },
+    "INT");
+const CLI::Validator kFiniteNumber(
+    [](std::string &text) -> std::string {
+      char *stop = nullptr;
+      errno = 0;
+      const double value = std::strtod(text.c_str(), &stop);
+      if (text.empty() || stop != text.c_str() + text.size())
+        return "value " + text + " is not a number";
+      if (!std::isfinite(value) || (errno == ERANGE && std::abs(value) > 1))
+        return "value " + text + " is not a finite number";
+      return "";
+    },
+    "NUMBER");
 
 void require(bool ok, const std::string &message) {
   if (!ok)
@@ -215,6 +245,16 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
                "(the overlap is compiled in)");
   app.add_flag("--rank-layout", f.rank_layout,
                "Print the global rank -> (pp, dp, tp) table of the compiled plan and exit");
+  for (const char *name : {"--train-iters", "--micro-batch-size", "--global-batch-size",
+                           "--lr-warmup-iters", "--lr-decay-iters", "--seed", "--ckpt-step",
+                           "--save-interval", "--keep-latest-k", "--exit-interval", "--log-interval",
+                           "--ddp-bucket-size", "--loss-scale-window", "--hysteresis"})
+    app.get_option(name)->check(kWholeNumber);
+  for (const char *name : {"--lr", "--min-lr", "--weight-decay", "--adam-beta1", "--adam-beta2",
+                           "--adam-eps", "--clip-grad", "--exit-duration-in-mins",
+                           "--distributed-timeout-minutes", "--peak-tflops", "--loss-scale",
+                           "--initial-loss-scale", "--min-loss-scale"})
+    app.get_option(name)->check(kFiniteNumber);
   try {
     app.parse(argc, argv);
     f.ddp_bucket_size_given = bucket->count() > 0;

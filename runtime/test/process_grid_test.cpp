@@ -10,6 +10,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -114,4 +117,58 @@ TEST_F(ProcessGridNoLauncher, TrainMainRefusesAndPrintsTheLayout) {
   EXPECT_EQ(layout.code, 0) << layout.err;
   EXPECT_EQ(layout.out, megart::format_rank_layout({1, 2, 2}));
   EXPECT_FALSE(megart::mpi_running());
+}
+
+namespace {
+// Sets environment variables for one test and restores them after.
+class ScopedEnv {
+public:
+  ScopedEnv(std::initializer_list<std::pair<const char *, const char *>> vars) {
+    for (const auto &[name, value] : vars) {
+      const char *old = std::getenv(name);
+      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto &[name, old] : saved_)
+      old ? setenv(name.c_str(), old->c_str(), 1) : unsetenv(name.c_str());
+  }
+
+private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+} // namespace
+
+TEST_F(ProcessGridNoLauncher, TorchrunWithSeveralProcessesIsRefused) {
+  ScopedEnv env{{"WORLD_SIZE", "2"}, {"RANK", "1"}};
+  const megart::LaunchEnv launch = megart::detect_launch_env();
+  EXPECT_EQ(launch.foreign_launcher, "torchrun");
+  EXPECT_EQ(launch.size, 2);
+  EXPECT_EQ(launch.rank, 1);
+  // A one-rank program would run twice, writing the same files: it stops, saying what works.
+  try {
+    megart::ProcessGrid::launch({1, 1, 1}, "./train");
+    FAIL() << "two copies of a one-rank program were allowed";
+  } catch (const megart::Error &e) {
+    EXPECT_STREQ(e.what(), "started by torchrun as 2 processes, which MPI cannot connect: megac "
+                           "programs communicate over MPI. The program was compiled for pp 1 x dp 1 "
+                           "x tp 1 = 1 rank; run mpirun -np 1 ./train ...");
+  }
+  EXPECT_FALSE(megart::mpi_running());
+}
+
+TEST_F(ProcessGridNoLauncher, SrunWithoutPmiIsRefusedAndOneProcessIsFine) {
+  {
+    ScopedEnv env{{"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_PROCID", "0"}};
+    try {
+      megart::ProcessGrid::launch({1, 2, 2}, "./train");
+      FAIL() << "srun's processes were not refused";
+    } catch (const megart::Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr("started by srun as 4 processes, which MPI cannot connect"));
+      EXPECT_THAT(e.what(), HasSubstr("Run mpirun -np 4 ./train ... (or srun --mpi=pmix -n 4)"));
+    }
+  }
+  ScopedEnv one{{"WORLD_SIZE", "1"}, {"RANK", "0"}};
+  EXPECT_EQ(megart::ProcessGrid::launch({1, 1, 1}, "./train")->world_size(), 1);
 }
