@@ -27,7 +27,9 @@ class Context(dict):
 
 
 def prepare(args):
-    w = lambda *p: os.path.join(args.workdir, *p)
+    w = lambda *p: os.path.join(os.path.abspath(args.workdir), *p)
+    args.megac, args.megac_opt = os.path.abspath(args.megac), os.path.abspath(args.megac_opt)
+    args.spec, args.workdir = os.path.abspath(args.spec), os.path.abspath(args.workdir)
     ctx = Context(megac=args.megac, megac_opt=args.megac_opt, spec=args.spec, data=w("corpus"),
                   train=w("gpt2", "train"), train_dp2=w("gpt2-dp2", "train"), ckpt=w("ckpt"),
                   source=os.path.dirname(os.path.dirname(HERE)))
@@ -45,7 +47,7 @@ def check(case, ctx, scratch):
     for rel, content in case.files.items():
         path = os.path.join(scratch, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        content = ctx.fill(content, scratch)
+        content = content(ctx) if callable(content) else content
         with open(path, "wb") as f:
             f.write(content if isinstance(content, bytes) else content.encode())
     argv = [ctx.fill(a, scratch) for a in case.argv]

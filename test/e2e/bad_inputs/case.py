@@ -16,4 +16,6 @@ class Case:
     expect: str               # regex the output must match
     absent: list = field(default_factory=list)   # paths that must not exist afterwards
     env: dict = field(default_factory=dict)
-    files: dict = field(default_factory=dict)    # scratch-relative path -> bytes or str, written first
+    # scratch-relative path -> bytes, str (as is) or a function of the Context
+    # returning bytes: written before the command runs
+    files: dict = field(default_factory=dict)

@@ -1,0 +1,42 @@
+"""Datasets (--data-path PREFIX: PREFIX.bin + PREFIX.idx, Megatron's format)."""
+from bad_inputs import files
+from bad_inputs.case import Case
+
+AREA = "data files"
+
+
+def data_case(name, expect, idx=None, bin_=None, flags=()):
+    content = {}
+    if idx is not None:
+        content["d.idx"] = idx
+    if bin_ is not None:
+        content["d.bin"] = bin_
+    return Case(AREA, name, ["{train}", "--data-path", "{scratch}/d", "--lr", "1e-3", "--train-iters", "2",
+                             "--save", "{scratch}/ck", "--metrics-file", "{scratch}/m.jsonl"] + list(flags),
+                expect, absent=["{scratch}/ck", "{scratch}/m.jsonl"], files=content)
+
+
+GOOD_TOKENS = list(range(200)) * 2
+
+
+def cases():
+    good_idx = files.dataset_idx([400])
+    return [
+        data_case("no dataset", r"d\.idx: not found"),
+        data_case("idx but no bin", r"d\.bin", idx=good_idx),
+        data_case("idx truncated", r"d\.idx: truncated", idx=good_idx[:40], bin_=files.dataset_bin(GOOD_TOKENS)),
+        data_case("idx bad magic", r"d\.idx", idx=files.dataset_idx([400], magic=b"NOTANIDX\x00"),
+                  bin_=files.dataset_bin(GOOD_TOKENS)),
+        data_case("idx version 2", r"d\.idx.*version", idx=files.dataset_idx([400], version=2),
+                  bin_=files.dataset_bin(GOOD_TOKENS)),
+        data_case("idx unknown dtype", r"d\.idx.*dtype", idx=files.dataset_idx([400], dtype_code=42),
+                  bin_=files.dataset_bin(GOOD_TOKENS)),
+        data_case("bin shorter than the idx says", r"d\.bin", idx=good_idx, bin_=files.dataset_bin(GOOD_TOKENS[:100])),
+        data_case("token outside the vocabulary", r"token id 1000 at position 5 is outside the compiled vocabulary",
+                  idx=good_idx, bin_=files.dataset_bin(GOOD_TOKENS[:5] + [1000] + GOOD_TOKENS[6:])),
+        data_case("empty dataset", r"has 0", idx=files.dataset_idx([]), bin_=b""),
+        data_case("too few samples", r"--train-iters \(2000\) x --global-batch-size", idx=good_idx,
+                  bin_=files.dataset_bin(GOOD_TOKENS), flags=["--train-iters", "2000"]),
+        data_case("a sequence of 2^31 tokens", r"d\.idx", idx=files.dataset_idx([2147483647]),
+                  bin_=files.dataset_bin(GOOD_TOKENS)),
+    ]

@@ -1,0 +1,92 @@
+"""Bad files made from good ones: safetensors checkpoints with one thing broken, Megatron
+.bin/.idx datasets with one thing broken."""
+import json
+import os
+import struct
+
+
+def read_safetensors(path):
+    """(header dict, data bytes) of a safetensors file."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack_from("<Q", blob, 0)
+    return json.loads(blob[8:8 + n]), blob[8 + n:]
+
+
+def write_safetensors(header, data):
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def model_file(ctx):
+    return os.path.join(ctx["ckpt"], "iter_0000002", "model.safetensors")
+
+
+def without_tensor(name):
+    def make(ctx):
+        header, data = read_safetensors(model_file(ctx))
+        header.pop(name)
+        return write_safetensors(header, data)
+    return make
+
+
+def with_dtype(name, dtype):
+    def make(ctx):
+        header, data = read_safetensors(model_file(ctx))
+        header[name]["dtype"] = dtype
+        return write_safetensors(header, data)
+    return make
+
+
+def with_nan(name, index=3):
+    def make(ctx):
+        header, data = read_safetensors(model_file(ctx))
+        begin = header[name]["data_offsets"][0] + 4 * index
+        data = data[:begin] + struct.pack("<f", float("nan")) + data[begin + 4:]
+        return write_safetensors(header, data)
+    return make
+
+
+def truncated_model(ctx):
+    with open(model_file(ctx), "rb") as f:
+        blob = f.read()
+    return blob[:len(blob) // 2]
+
+
+def huge_header_length(ctx):
+    return struct.pack("<Q", 1 << 60) + b"{}"
+
+
+def copy_of(relative):
+    """A file of the good checkpoint, unchanged."""
+    def make(ctx):
+        with open(os.path.join(ctx["ckpt"], relative), "rb") as f:
+            return f.read()
+    return make
+
+
+def train_state(change):
+    """The good checkpoint's train_state.json with change(dict) applied."""
+    def make(ctx):
+        with open(os.path.join(ctx["ckpt"], "iter_0000002", "train_state.json")) as f:
+            state = json.load(f)
+        change(state)
+        return json.dumps(state).encode()
+    return make
+
+
+# Megatron indexed dataset: header, sizes, pointers, document index.
+def dataset_idx(sizes, version=1, magic=b"MMIDIDX\x00\x00", dtype_code=8):
+    docs = list(range(len(sizes) + 1))
+    pointers, at = [], 0
+    for s in sizes:
+        pointers.append(at)
+        at += 2 * s
+    return (struct.pack("<9sQBQQ", magic, version, dtype_code, len(sizes), len(docs)) +
+            struct.pack(f"<{len(sizes)}i", *sizes) + struct.pack(f"<{len(sizes)}q", *pointers) +
+            struct.pack(f"<{len(docs)}q", *docs))
+
+
+def dataset_bin(tokens):
+    return struct.pack(f"<{len(tokens)}H", *tokens)

@@ -1,0 +1,56 @@
+"""OUT/train: its flags, and where it writes."""
+from bad_inputs.case import Case
+
+AREA = "train flags"
+SAVE, METRICS = "{scratch}/ck", "{scratch}/m.jsonl"
+
+
+def train_case(name, flags, expect, area=AREA, program="{train}", env=None, files=None):
+    base = ["--data-path", "{data}", "--lr", "1e-3", "--train-iters", "2"]
+    out = [] if "--save" in flags else ["--save", SAVE]
+    return Case(area, name, [program] + base + out + ["--metrics-file", METRICS] + flags, expect,
+                absent=[SAVE, METRICS], env=env or {}, files=files or {})
+
+
+def cases():
+    return [
+        train_case("global batch 2^62", ["--global-batch-size", "4611686018427387904"], r"--global-batch-size"),
+        train_case("train iters 2^62", ["--train-iters", "4611686018427387904"], r"--train-iters"),
+        train_case("train iters past int64", ["--train-iters", "9223372036854775808"],
+                   r"--train-iters: value 9223372036854775808 is out of range"),
+        train_case("lr nan", ["--lr", "nan"], r"--lr: value nan is not a finite number"),
+        train_case("lr 1e999", ["--lr", "1e999"], r"--lr: value 1e999 is not a finite number"),
+        train_case("lr 0", ["--lr", "0"], r"--lr is 0; it must be > 0"),
+        train_case("min lr above lr", ["--min-lr", "1"], r"--min-lr is 1; it must be between 0 and --lr"),
+        train_case("warmup past decay", ["--lr-warmup-iters", "5", "--lr-decay-iters", "3"],
+                   r"--lr-warmup-iters \(5\) is greater than --lr-decay-iters \(3\)"),
+        train_case("adam beta1 1", ["--adam-beta1", "1"], r"--adam-beta1 is 1; it must be in \[0, 1\)"),
+        train_case("adam eps 0", ["--adam-eps", "0"], r"--adam-eps is 0; it must be > 0"),
+        train_case("clip grad negative", ["--clip-grad", "-1"], r"--clip-grad is -1"),
+        train_case("weight decay inf", ["--weight-decay", "inf"], r"--weight-decay: value inf is not a finite"),
+        train_case("seed in hex", ["--seed", "0x10"], r"--seed: value 0x10 is not a whole number"),
+        train_case("log interval 0", ["--log-interval", "0"], r"--log-interval is 0; it must be at least 1"),
+        train_case("train: stray positional argument", ["extra"], r"not expected: extra"),
+        train_case("unknown flag", ["--hidden-size", "128"], r"--hidden-size"),
+        train_case("micro batch not the compiled one", ["--micro-batch-size", "8"],
+                   r"--micro-batch-size 8 does not match the compiled program \(2\)"),
+        train_case("global batch not a multiple", ["--global-batch-size", "5"],
+                   r"--global-batch-size \(5\) is not a multiple of the micro batch size \(2\)"),
+        train_case("bf16 and fp16", ["--bf16", "--fp16"], r"--bf16 and --fp16 are both given"),
+        train_case("loss scale without fp16", ["--loss-scale", "1024"], r"--loss-scale 1024 needs --fp16"),
+        train_case("grad reduce in bf16 without bf16", ["--grad-reduce-in-bf16"], r"--grad-reduce-in-bf16 needs --bf16"),
+        train_case("save interval without save", ["--save-interval", "2", "--save", ""],
+                   r"--save-interval 2 needs --save DIR"),
+        train_case("keep latest without save", ["--keep-latest-k", "2", "--save", ""], r"--keep-latest-k 2 needs --save"),
+        train_case("ckpt step without load", ["--ckpt-step", "2"], r"--ckpt-step says how to load a checkpoint, but no --load"),
+        train_case("finetune without load", ["--finetune"], r"--finetune says how to load a checkpoint, but no --load"),
+        train_case("timeout 0", ["--distributed-timeout-minutes", "0"], r"--distributed-timeout-minutes is 0"),
+        train_case("exit duration nan", ["--exit-duration-in-mins", "nan"], r"--exit-duration-in-mins: value nan"),
+        train_case("save is a file", ["--save", "{scratch}/file"], r"--save .*file exists and is not a folder",
+                   files={"file": "x"}),
+        train_case("save below a file", ["--save", "{scratch}/file/ck"], r"--save .*is not a folder",
+                   files={"file": "x"}),
+        train_case("save where nothing can be written", ["--save", "/proc/megac-ckpt"], r"--save /proc/megac-ckpt"),
+        train_case("metrics file in a missing folder", ["--metrics-file", "{scratch}/no/such/m.jsonl"],
+                   r"no/such/m\.jsonl"),
+    ]
