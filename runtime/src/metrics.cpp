@@ -1,5 +1,6 @@
 #include "megart/metrics.h"
 
+#include "megart/atomic_file.h"
 #include "megart/error.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -109,6 +111,26 @@ MetricsFile MetricsFile::open(const std::string &path, bool append_existing) {
     throw Error(path + ": cannot open metrics file for writing: " + std::strerror(errno) +
                 "; check that the folder exists and is writable");
   return MetricsFile(path, fd);
+}
+
+MetricsFile MetricsFile::open_resumed(const std::string &path, int64_t kept) {
+  std::ifstream in(path);
+  if (in) {
+    AtomicFile rewritten(path);
+    std::string line;
+    const std::string key = "{\"iteration\":";
+    while (std::getline(in, line)) {
+      if (in.eof() || line.rfind(key, 0) != 0) // the last line without its newline was cut off
+        continue;
+      const int64_t iteration = std::strtoll(line.c_str() + key.size(), nullptr, 10);
+      if (iteration >= 1 && iteration <= kept) {
+        line += "\n";
+        rewritten.write(line.data(), line.size());
+      }
+    }
+    rewritten.commit();
+  }
+  return open(path, true);
 }
 
 MetricsFile::~MetricsFile() {

@@ -143,7 +143,9 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
 
 void open_metrics(TrainSetup &setup, const TrainFlags &flags, const ProcessGrid &grid) {
   if (!flags.metrics_file.empty() && grid.global_rank() == 0)
-    setup.metrics = std::make_unique<MetricsFile>(MetricsFile::open(flags.metrics_file));
+    setup.metrics = std::make_unique<MetricsFile>(
+        setup.start.iteration > 0 ? MetricsFile::open_resumed(flags.metrics_file, setup.start.iteration)
+                                  : MetricsFile::open(flags.metrics_file));
 }
 
 void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,

@@ -112,6 +112,31 @@ TEST(MetricsJson, OneObjectPerLineWithFullPrecision) {
   fs::remove_all(tmpl);
 }
 
+TEST(MetricsJson, ResumedRunKeepsTheRecordsUpToItsCheckpoint) {
+  char tmpl[] = "/tmp/megart-metrics-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/m.jsonl";
+  {
+    megart::MetricsFile f = megart::MetricsFile::open(path);
+    for (int64_t k = 1; k <= 7; ++k) {
+      megart::IterationMetrics m = sample_metrics();
+      m.iteration = k;
+      f.append(m);
+    }
+  }
+  // A run killed while writing iteration 8's line, resumed from the checkpoint at iteration 5.
+  std::ofstream(path, std::ios::app) << "{\"iteration\":8,\"lm_lo";
+  megart::IterationMetrics m = sample_metrics();
+  m.iteration = 6;
+  megart::MetricsFile::open_resumed(path, 5).append(m);
+  const std::vector<std::string> lines = read_lines(path);
+  std::vector<int64_t> iterations;
+  for (const std::string &line : lines)
+    iterations.push_back(megart::parse_json(line, "line").get("iteration")->integer);
+  EXPECT_EQ(iterations, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  fs::remove_all(tmpl);
+}
+
 TEST(MetricsJson, UnwritablePathIsNamed) {
   try {
     megart::MetricsFile::open("/nonexistent-folder/metrics.jsonl");

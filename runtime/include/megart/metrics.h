@@ -48,8 +48,11 @@ std::string format_metrics_json(const IterationMetrics &m);
 // so a crash loses at most the line being written and readers can follow the file live.
 class MetricsFile {
 public:
-  // Truncates an existing file unless `append_existing` (for resumed runs).
+  // Truncates an existing file unless `append_existing`.
   static MetricsFile open(const std::string &path, bool append_existing = false);
+  // For a run resumed after iteration `kept`: the records up to it stay, later ones (of a run
+  // that went on past the checkpoint it resumes) and a half-written last line go; then appends.
+  static MetricsFile open_resumed(const std::string &path, int64_t kept);
   ~MetricsFile();
   MetricsFile(MetricsFile &&other) noexcept;
   MetricsFile &operator=(MetricsFile &&other) noexcept;
