@@ -22,6 +22,13 @@ namespace megart {
 
 namespace {
 
+// memcpy with an empty vector's data() (null) is undefined even for 0 bytes: an empty dataset
+// has empty tables.
+void copy_bytes(void *to, const void *from, size_t bytes) {
+  if (bytes > 0)
+    std::memcpy(to, from, bytes);
+}
+
 constexpr char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
 constexpr uint64_t kVersion = 1;
 constexpr size_t kHeaderBytes = 9 + 8 + 1 + 8 + 8;
@@ -213,9 +220,9 @@ IndexedDataset IndexedDataset::open(const std::string &prefix) {
   ds.sizes_.resize(n);
   ds.pointers_.resize(n);
   ds.doc_idx_.resize(d);
-  std::memcpy(ds.sizes_.data(), p + kHeaderBytes, n * 4);
-  std::memcpy(ds.pointers_.data(), p + kHeaderBytes + n * 4, n * 8);
-  std::memcpy(ds.doc_idx_.data(), p + kHeaderBytes + n * 12, d * 8);
+  copy_bytes(ds.sizes_.data(), p + kHeaderBytes, n * 4);
+  copy_bytes(ds.pointers_.data(), p + kHeaderBytes + n * 4, n * 8);
+  copy_bytes(ds.doc_idx_.data(), p + kHeaderBytes + n * 12, d * 8);
 
   // Map the tokens.
   auto mapping = std::make_shared<Mapping>();
@@ -484,7 +491,7 @@ void IndexedDatasetWriter::finalize() {
   p[17] = static_cast<char>(w.dtype);
   std::memcpy(p + 18, &n, 8);
   std::memcpy(p + 26, &d, 8);
-  std::memcpy(p + kHeaderBytes, w.sizes.data(), n * 4);
+  copy_bytes(p + kHeaderBytes, w.sizes.data(), n * 4);
   int64_t offset = 0; // sequences are laid out back to back
   for (uint64_t i = 0; i < n; ++i) {
     std::memcpy(p + kHeaderBytes + n * 4 + i * 8, &offset, 8);
