@@ -136,6 +136,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("device", cuda ? "megart::cuda::device" : "nullptr");
   field("overlap_grad_reduce", overlaps ? "true" : "false");
   field("hf_config_json", options.hfConfigJson.empty() ? "nullptr" : cString(options.hfConfigJson));
+  field("spec_yaml", options.specYaml.empty() ? "nullptr" : cString(options.specYaml));
   os << "};\n\n} // namespace\n\n"
      << "int main(int argc, char **argv) { return megart::train_main(argc, argv, kProgram); }\n";
   plan << "arena: " << fields.arenaBytes << " bytes (" << llvm::format("%.1f", fields.arenaBytes / 1048576.0)

@@ -196,7 +196,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   CheckpointOptions checkpoint_options;
   checkpoint_options.hf_config_json = program.hf_config_json ? program.hf_config_json : "";
   checkpoint_options.keep_latest = f.keep_latest_k;
-  const std::string args_json = format_train_args(f);
+  const std::string args_json = format_train_args(f), plan_json = format_program_plan(program);
 
   const StepContext ctx = grid.step_context();
   // --overlap-grad-reduce: the last microbatch (a chunk's last backward) starts the dp buckets;
@@ -371,7 +371,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
         if (scaler)
           state.loss_scaler = scaler->state();
         state.args_json = args_json;
+        state.plan_json = plan_json;
         state.program_summary = program.summary ? program.summary : "";
+        state.spec_yaml = program.spec_yaml ? program.spec_yaml : "";
         const std::string folder =
             save_checkpoint(f.save, state, store, checkpoint_group, checkpoint_options);
         out << "saved checkpoint at iteration " << k << ": " << folder << std::endl;

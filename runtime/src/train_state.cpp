@@ -125,7 +125,10 @@ std::string format_train_state(const TrainState &s) {
   } else {
     top.raw("loss_scaler", "null");
   }
-  top.string("program", s.program_summary).raw("args", s.args_json);
+  top.string("program", s.program_summary)
+      .raw("plan", s.plan_json)
+      .string("spec", s.spec_yaml)
+      .raw("args", s.args_json);
   return top.close("") + "\n";
 }
 
@@ -192,6 +195,18 @@ std::string format_train_args(const TrainFlags &f) {
       .integer("loss_scale_window", f.loss_scale_window)
       .integer("hysteresis", f.hysteresis)
       .boolean("grad_reduce_in_bf16", f.grad_reduce_in_bf16);
+  return w.close("  ");
+}
+
+std::string format_program_plan(const ProgramDesc &p) {
+  ObjectWriter w("    ");
+  w.integer("tensor_model_parallel_size", p.tensor_parallel_size)
+      .integer("pipeline_model_parallel_size", p.pipeline_parallel_size)
+      .integer("data_parallel_size", p.data_parallel_size)
+      .integer("virtual_pipeline_model_parallel_size", p.virtual_pipeline_size)
+      .string("pipeline_schedule", p.pipeline_schedule ? p.pipeline_schedule : "")
+      .integer("micro_batch_size", p.micro_batch_size)
+      .boolean("overlap_grad_reduce", p.overlap_grad_reduce);
   return w.close("  ");
 }
 

@@ -315,7 +315,8 @@ int megac::runCompile() {
   std::string code, memoryPlan;
   raw_string_ostream codeOs(code), planOs(memoryPlan);
   const HuggingFaceConfig hfConfig = huggingFaceConfig(*spec);
-  if (failed(emitTrainingProgram(*module, {header, summary, hfConfig.json, *target}, codeOs, planOs)))
+  const EmitOptions emitOptions{header, summary, hfConfig.json, (*file)->getBuffer().str(), *target};
+  if (failed(emitTrainingProgram(*module, emitOptions, codeOs, planOs)))
     return fail("emitting C++ failed (see the error above)");
   if (!dumps.write("memory-plan.txt", [&](raw_ostream &os) { os << memoryPlan; }))
     return 1;

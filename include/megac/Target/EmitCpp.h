@@ -19,6 +19,7 @@ struct EmitOptions {
   std::string header;  // comment lines at the top: spec, plan, rank layout
   std::string summary; // one line printed by the program at start-up
   std::string hfConfigJson; // config.json written beside each checkpoint; empty: none
+  std::string specYaml;     // the spec's text, recorded in each checkpoint's train_state.json
   Target target = Target::Cpu;
 };
 

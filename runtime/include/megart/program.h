@@ -164,6 +164,9 @@ struct ProgramDesc {
   // written beside every checkpoint so transformers' from_pretrained(folder) needs nothing else.
   // Null: none (a hand-written program).
   const char *hf_config_json = nullptr;
+  // The model spec the program was compiled from (YAML text), kept in every checkpoint's
+  // train_state.json so a checkpoint says what it is. Null: none.
+  const char *spec_yaml = nullptr;
 };
 
 // The device `program` runs on (cpu_device() when it names none).

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "megart/loss_scaler.h"
+#include "megart/program.h"
 #include "megart/train_flags.h"
 
 #include <cstdint>
@@ -26,9 +27,12 @@ struct TrainState {
   bool shuffle = true;
   int64_t data_num_samples = 0;   // samples the order was drawn over (the data's size then)
   std::optional<LossScalerState> loss_scaler; // --fp16 runs only
-  // For people and for checks on resume: the flags (an object) and the program's summary.
+  // For people and for checks on resume: the flags and the plan (JSON objects), the program's
+  // summary and the spec it was compiled from.
   std::string args_json = "{}";
+  std::string plan_json = "{}";
   std::string program_summary;
+  std::string spec_yaml;
 };
 
 // The JSON text, one key per line. Doubles are written so they read back bit for bit.
@@ -40,5 +44,8 @@ TrainState parse_train_state(const std::string &text, const std::string &path);
 
 // The training flags as a JSON object (every value, defaults included).
 std::string format_train_args(const TrainFlags &flags);
+
+// The program's parallel plan as a JSON object (sizes, schedule, micro batch).
+std::string format_program_plan(const ProgramDesc &program);
 
 } // namespace megart

@@ -1,0 +1,77 @@
+#include "megart/error.h"
+#include "megart/train_state.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+using ::testing::HasSubstr;
+
+namespace {
+
+megart::TrainState sample_state() {
+  megart::TrainState s;
+  s.iteration = 20;
+  s.consumed_samples = 160;
+  s.optimizer_steps = 17;
+  s.skipped_iterations = 3;
+  s.seed = 1234;
+  s.shuffle = false;
+  s.data_num_samples = 7414;
+  s.loss_scaler = megart::LossScalerState{0.1 * 3, 2, -1}; // not a power of 2: read back exactly
+  s.program_summary = "gpt2 2 layers \"quoted\"";
+  s.spec_yaml = "family: gpt2\nnum_layers: 2\n";
+  return s;
+}
+
+std::string replace(std::string text, const std::string &from, const std::string &to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? text : text.replace(at, from.size(), to);
+}
+
+void expect_refused(const std::string &text, const std::string &message) {
+  try {
+    megart::parse_train_state(text, "ck/train_state.json");
+    ADD_FAILURE() << "accepted; expected: " << message;
+  } catch (const megart::Error &e) {
+    EXPECT_THAT(e.what(), HasSubstr("ck/train_state.json: " + message));
+  }
+}
+
+} // namespace
+
+TEST(TrainState, ReadsBackWhatWasWritten) {
+  const megart::TrainState s = sample_state();
+  const megart::TrainState back = megart::parse_train_state(megart::format_train_state(s), "x");
+  EXPECT_EQ(back.iteration, 20);
+  EXPECT_EQ(back.consumed_samples, 160);
+  EXPECT_EQ(back.optimizer_steps, 17);
+  EXPECT_EQ(back.skipped_iterations, 3);
+  EXPECT_EQ(back.seed, 1234u);
+  EXPECT_FALSE(back.shuffle);
+  EXPECT_EQ(back.data_num_samples, 7414);
+  ASSERT_TRUE(back.loss_scaler.has_value());
+  EXPECT_EQ(back.loss_scaler->scale, 0.1 * 3); // bit for bit
+  EXPECT_EQ(back.loss_scaler->growth_tracker, 2);
+  EXPECT_EQ(back.loss_scaler->hysteresis_tracker, -1);
+  EXPECT_EQ(back.program_summary, s.program_summary);
+
+  megart::TrainState no_scaler = s;
+  no_scaler.loss_scaler.reset();
+  EXPECT_FALSE(megart::parse_train_state(megart::format_train_state(no_scaler), "x").loss_scaler);
+}
+
+TEST(TrainState, DamagedFieldsAreNamed) {
+  const std::string good = megart::format_train_state(sample_state());
+  expect_refused(replace(good, "\"iteration\": 20", "\"iteration\": -1"), "iteration is -1; it must be >= 0");
+  expect_refused(replace(good, "\"consumed_samples\": 160", "\"consumed_samples\": \"160\""),
+                 "consumed_samples is \"160\", not an integer");
+  expect_refused(replace(good, "\"shuffle\": false", "\"shuffle\": 0"), "data.shuffle is 0, not true or false");
+  expect_refused(replace(good, "\"optimizer_steps\": 17", "\"optimizer_steps\": 18"),
+                 "optimizer_steps (18) + skipped_iterations (3) is not iteration (20)");
+  expect_refused(replace(good, "\"version\": 1", "\"version\": 2"), "version 2 is newer than this program reads");
+  expect_refused(replace(good, "\"format\": \"megac-train-state\"", "\"format\": \"x\""), "format is \"x\"");
+  expect_refused(replace(good, "\"growth_tracker\": 2,", ""), "loss_scaler.growth_tracker is missing");
+}
