@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <stdio.h> // renameat2, RENAME_EXCHANGE (glibc)
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -75,9 +76,9 @@ bool starts_with(const std::string &s, const char *prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
-// "iter_0000010" -> 10; -1 for any other name.
+// "iter_0000010" -> 10 (at least 7 digits, more past 9,999,999); -1 for any other name.
 int64_t iteration_of(const std::string &name) {
-  if (!starts_with(name, "iter_") || name.size() != 12)
+  if (!starts_with(name, "iter_") || name.size() < 12 || name.size() > 5 + 18)
     return -1;
   int64_t v = 0;
   for (size_t i = 5; i < name.size(); ++i) {
@@ -154,41 +155,43 @@ std::vector<NamedTensor> gather_model(const ParamStore &store, StateArray which,
   return named;
 }
 
-// Keeps the newest `keep` iteration folders of DIR (the tracker's among them).
-void remove_old_checkpoints(const std::string &dir, int64_t keep) {
+// --keep-latest-k: of the iteration folders up to `newest` (the one just saved, which the
+// tracker now names), keeps the newest `keep`. Folders past it belong to a run this one went
+// back from; they are left alone. A folder that cannot be removed is reported, not fatal: the
+// checkpoint just saved is complete.
+void remove_old_checkpoints(const std::string &dir, int64_t newest, int64_t keep) {
   std::vector<int64_t> iterations;
-  for (const auto &e : fs::directory_iterator(dir))
+  std::error_code ec;
+  for (const auto &e : fs::directory_iterator(dir, ec))
     if (e.is_directory()) {
       const int64_t it = iteration_of(e.path().filename().string());
-      if (it >= 0)
+      if (it >= 0 && it <= newest)
         iterations.push_back(it);
     }
   std::sort(iterations.rbegin(), iterations.rend());
   for (size_t i = static_cast<size_t>(keep); i < iterations.size(); ++i) {
-    std::error_code ec;
     fs::remove_all(iteration_folder(dir, iterations[i]), ec);
     if (ec)
-      throw Error(iteration_folder(dir, iterations[i]) + ": cannot remove an old checkpoint "
-                  "(--keep-latest-k): " + ec.message());
+      std::fprintf(stderr, "warning: %s: cannot remove an old checkpoint (--keep-latest-k): %s\n",
+                   iteration_folder(dir, iterations[i]).c_str(), ec.message().c_str());
   }
 }
 
-// Moves the complete staging folder to `final`, replacing an older folder of that name.
+// Moves the complete staging folder to `final`. When `final` exists (a save repeated at the
+// same iteration) the two are exchanged in one step, so `final` is never missing; the old
+// contents then sit under the staging name, which the next start removes if this one dies.
 void publish_folder(const std::string &staging, const std::string &final, const std::string &dir) {
   std::error_code ec;
-  std::string displaced;
-  if (fs::exists(final, ec)) {
-    displaced = final + ".old." + std::to_string(::getpid());
-    fs::rename(final, displaced, ec);
-    if (ec)
-      throw Error(final + ": cannot move the older checkpoint aside: " + ec.message());
+  if (!fs::exists(final, ec)) {
+    if (::rename(staging.c_str(), final.c_str()) != 0)
+      throw Error(final + ": cannot rename " + staging + " into place: " + std::strerror(errno));
+  } else if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final.c_str(), RENAME_EXCHANGE) != 0) {
+    throw Error(final + ": cannot replace the older checkpoint with " + staging + ": " +
+                std::strerror(errno) + " (the filesystem must support an atomic exchange; save "
+                "into a new folder instead)");
   }
-  fs::rename(staging, final, ec);
-  if (ec)
-    throw Error(final + ": cannot rename " + staging + " into place: " + ec.message());
   sync_folder(dir);
-  if (!displaced.empty())
-    fs::remove_all(displaced, ec); // a leftover is removed at the next start
+  fs::remove_all(staging, ec); // the older contents, if any
 }
 
 } // namespace
@@ -254,7 +257,7 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string &dir) {
     }
     if (!starts_with(name, "iter_"))
       continue;
-    if (name.find(".tmp.") != std::string::npos || name.find(".old.") != std::string::npos) {
+    if (name.find(".tmp.") != std::string::npos) {
       stale.push_back(e.path());
       continue;
     }
@@ -270,12 +273,13 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string &dir) {
       removed.push_back(p.string());
   }
   // An iteration folder the temporaries were all of is gone too.
+  std::vector<fs::path> empty;
   for (const auto &e : fs::directory_iterator(dir, ec))
-    if (e.is_directory() && iteration_of(e.path().filename().string()) >= 0 &&
-        fs::is_empty(e.path(), ec)) {
-      fs::remove(e.path(), ec);
-      removed.push_back(e.path().string());
-    }
+    if (e.is_directory() && iteration_of(e.path().filename().string()) >= 0 && fs::is_empty(e.path(), ec))
+      empty.push_back(e.path());
+  for (const fs::path &p : empty)
+    if (fs::remove(p, ec) && !ec)
+      removed.push_back(p.string());
   return removed;
 }
 
@@ -287,12 +291,16 @@ std::string save_checkpoint(const std::string &dir, const TrainState &state,
   const std::string staging = final + ".tmp." + std::to_string(::getpid());
   if (writer) {
     std::error_code ec;
+    const bool new_dir = !fs::exists(dir, ec);
     fs::remove_all(staging, ec);
     fs::create_directories(staging, ec);
     if (ec)
       throw Error(staging + ": cannot create the checkpoint folder: " + ec.message());
+    if (new_dir) // the first save made --save: its entry in the parent must reach the disk too
+      sync_folder(fs::absolute(dir).parent_path().string());
   }
-  // One array at a time: the writer holds at most one full copy of the model besides its own.
+  // One file at a time: the writer holds the full weights, then both full moments, besides its
+  // own blocks.
   {
     std::vector<std::vector<float>> storage;
     const std::vector<NamedTensor> weights = gather_model(store, StateArray::Param, group, storage);
@@ -323,7 +331,7 @@ std::string save_checkpoint(const std::string &dir, const TrainState &state,
   sync_folder(dir);
   crash_point("save:tracked");
   if (options.keep_latest > 0)
-    remove_old_checkpoints(dir, options.keep_latest);
+    remove_old_checkpoints(dir, state.iteration, options.keep_latest);
   return final;
 }
 
@@ -356,7 +364,8 @@ TrainState read_train_state(const std::string &path) { return parse_train_state(
 
 namespace {
 
-LoadSource resume_from(const std::string &folder, int64_t iteration, const std::string &asked) {
+LoadSource resume_from(const std::string &folder, int64_t iteration, const std::string &asked,
+                       bool with_optimizer) {
   LoadSource s;
   s.resume = true;
   s.folder = folder;
@@ -367,7 +376,7 @@ LoadSource resume_from(const std::string &folder, int64_t iteration, const std::
   std::error_code ec;
   std::vector<std::string> missing;
   for (const std::string &f : {s.weight_files[0], s.optimizer_file, s.state_file})
-    if (!fs::is_regular_file(f, ec))
+    if (!fs::is_regular_file(f, ec) && (with_optimizer || f != s.optimizer_file))
       missing.push_back(fs::path(f).filename().string());
   if (!missing.empty()) {
     std::string list;
@@ -389,7 +398,7 @@ LoadSource weights_from(std::vector<std::string> files) {
 
 } // namespace
 
-LoadSource resolve_load(const std::string &path, int64_t step) {
+LoadSource resolve_load(const std::string &path, int64_t step, bool with_optimizer) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st))
@@ -415,13 +424,13 @@ LoadSource resolve_load(const std::string &path, int64_t step) {
                                                        : std::string(kTracker) + " says " +
                                                              std::to_string(latest)) +
                   ", but there is no folder " + folder);
-    return resume_from(folder, it, path);
+    return resume_from(folder, it, path, with_optimizer);
   }
   if (fs::is_regular_file(dir / kStateFile, ec)) {
     // An iteration folder named directly.
     const int64_t it = iteration_of(dir.filename().string());
     return resume_from(path, it >= 0 ? it : read_train_state((dir / kStateFile).string()).iteration,
-                       path);
+                       path, with_optimizer);
   }
   if (fs::is_regular_file(dir / kShardIndex, ec))
     return weights_from(sharded_weight_files((dir / kShardIndex).string()));

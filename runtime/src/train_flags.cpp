@@ -173,6 +173,9 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   app.add_flag("--no-load-optim", f.no_load_optim,
                "Resume without the optimizer state: AdamW moments, lr schedule and loss scale "
                "start over");
+  app.add_flag("--override-opt_param-scheduler", f.override_opt_param_scheduler,
+               "Resume with this run's --lr / --min-lr / --lr-decay-style / --lr-warmup-iters / "
+               "--lr-decay-iters / --weight-decay where they differ from the checkpoint's");
   app.add_flag("--no-load-rng", f.no_load_rng,
                "Resume with this run's --seed / --no-shuffle data order instead of the checkpoint's");
   app.add_option("--save", f.save,
@@ -368,7 +371,9 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
   for (const auto &[given, flag] : {std::pair{f.ckpt_step >= 0, "--ckpt-step"},
                                     std::pair{f.finetune, "--finetune"},
                                     std::pair{f.no_load_optim, "--no-load-optim"},
-                                    std::pair{f.no_load_rng, "--no-load-rng"}})
+                                    std::pair{f.no_load_rng, "--no-load-rng"},
+                                    std::pair{f.override_opt_param_scheduler,
+                                              "--override-opt_param-scheduler"}})
     if (given && f.load.empty())
       throw Error(std::string(flag) + " says how to load a checkpoint, but no --load is given; "
                   "add --load DIR or drop " + flag);

@@ -129,6 +129,10 @@ std::string stop_early(const TrainFlags &f, int64_t k, std::chrono::steady_clock
   return "";
 }
 
+// How long ranks wait for a checkpoint save before giving up: a week (a save never takes that
+// long; a dead writer ends the job through MPI long before).
+constexpr double kSaveWaitSeconds = 7 * 24 * 3600.0;
+
 // Pipeline parallelism: this rank's stage, its executor and its tied weights.
 struct Pipeline {
   Pipeline(const ProgramDesc &program, const ParamStore &store, const ProcessGrid &grid)
@@ -151,7 +155,7 @@ struct ActivityScope {
 } // namespace
 
 TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, const TrainState &start,
-                           ParamStore &store, TrainData &data, const ProcessGrid &grid,
+                           ParamStore &store, TrainData &data, ProcessGrid &grid,
                            MetricsFile *metrics, std::ostream &out) {
   using Clock = std::chrono::steady_clock;
   const int64_t b = program.micro_batch_size, s = program.seq_length;
@@ -377,6 +381,14 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
         const std::string folder =
             save_checkpoint(f.save, state, store, checkpoint_group, checkpoint_options);
         out << "saved checkpoint at iteration " << k << ": " << folder << std::endl;
+      }
+      // However long the one writer takes, the ranks waiting for it (in the save's gathers and
+      // in the next iteration's collectives) must not time out: they wait here, untimed.
+      if (grid.world_size() > 1) {
+        activity.phase("waiting for the checkpoint save");
+        grid.set_timeout(kSaveWaitSeconds);
+        grid.world().barrier();
+        grid.set_timeout(f.distributed_timeout_minutes * 60);
       }
     }
     if (!exit_reason.empty()) {

@@ -1,11 +1,14 @@
 #include "megart/train_setup.h"
 
 #include "megart/error.h"
+#include "megart/loss_scaler.h"
 #include "megart/param_layout.h"
 #include "megart/pipeline_program.h"
 #include "megart/train_checkpoint.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <string>
 
@@ -36,9 +39,61 @@ void validate_program(const ProgramDesc &p) {
     throw Error("compiled program: no step function");
 }
 
-// A resumed run continues from `saved`: its position always; its optimizer count and loss
-// scaler unless --no-load-optim; its data order unless --no-load-rng.
-void restore_state(TrainState &start, const TrainState &saved, const TrainFlags &flags) {
+// Shortest text that reads back as the same double.
+std::string exact(double x) {
+  char buf[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
+    if (std::strtod(buf, nullptr) == x)
+      break;
+  }
+  return buf;
+}
+
+// Megatron's OptimizerParamScheduler check: a resumed run continues the checkpoint's lr and
+// weight-decay schedule; values that differ are refused unless overridden.
+void check_schedule(const ScheduleArgs &saved, const TrainFlags &f) {
+  std::string differs;
+  auto compare = [&](const char *flag, const std::string &then, const std::string &now) {
+    if (then != now)
+      differs += std::string(differs.empty() ? "" : ", ") + flag + " " + now + " (checkpoint: " + then + ")";
+  };
+  compare("--lr", exact(saved.lr), exact(f.lr));
+  compare("--min-lr", exact(saved.min_lr), exact(f.min_lr));
+  compare("--lr-decay-style", saved.lr_decay_style, f.lr_decay_style);
+  compare("--lr-warmup-iters", std::to_string(saved.lr_warmup_iters), std::to_string(f.lr_warmup_iters));
+  compare("--lr-decay-iters", std::to_string(saved.lr_decay_iters), std::to_string(f.lr_decay_iters));
+  compare("--weight-decay", exact(saved.weight_decay), exact(f.weight_decay));
+  if (!differs.empty())
+    throw Error("--load " + f.load + ": this run's schedule differs from the checkpoint's: " + differs +
+                ". A resumed run continues the checkpoint's schedule (--lr-decay-iters defaults to "
+                "--train-iters): give the checkpoint's values, or add --override-opt_param-scheduler "
+                "to use this run's");
+}
+
+// The checkpoint's loss-scaler state must fit this run's dynamic scaler flags.
+void check_loss_scaler(const LossScalerState &saved, const TrainFlags &f) {
+  try {
+    make_loss_scaler(f)->restore(saved);
+  } catch (const Error &) {
+    throw Error("--load " + f.load + ": the checkpoint's loss scale " + exact(saved.scale) +
+                " (growth count " + std::to_string(saved.growth_tracker) + ", hysteresis left " +
+                std::to_string(saved.hysteresis_tracker) + ") does not fit --min-loss-scale " +
+                exact(f.min_loss_scale) + " / --loss-scale-window " + std::to_string(f.loss_scale_window) +
+                " / --hysteresis " + std::to_string(f.hysteresis) + "; resume with the values it was "
+                "saved with, or add --no-load-optim to start the loss scale over");
+  }
+}
+
+// A resumed run continues from `saved`: its position always; its optimizer count, schedule and
+// loss scaler unless --no-load-optim; its data order unless --no-load-rng.
+void restore_state(TrainState &start, const TrainState &saved, const TrainFlags &flags,
+                   const LoadSource &source) {
+  if (source.iteration >= 0 && saved.iteration != source.iteration)
+    throw Error("--load " + flags.load + ": " + source.state_file + " says iteration " +
+                std::to_string(saved.iteration) + ", but its folder is iteration " +
+                std::to_string(source.iteration) + "; the checkpoint is damaged (load another iteration "
+                "with --ckpt-step N)");
   if (saved.iteration >= flags.train_iters)
     throw Error("--load " + flags.load + ": the checkpoint is at iteration " +
                 std::to_string(saved.iteration) + ", so --train-iters " +
@@ -49,18 +104,37 @@ void restore_state(TrainState &start, const TrainState &saved, const TrainFlags 
   start.skipped_iterations = saved.skipped_iterations;
   start.data_num_samples = saved.data_num_samples;
   if (!flags.no_load_optim) {
+    if (!flags.override_opt_param_scheduler)
+      check_schedule(saved.schedule, flags);
     start.optimizer_steps = saved.optimizer_steps;
-    if (flags.fp16 && flags.loss_scale == 0) // only a dynamic scale moves
+    if (flags.fp16 && flags.loss_scale == 0 && saved.loss_scaler) { // only a dynamic scale moves
+      check_loss_scaler(*saved.loss_scaler, flags);
       start.loss_scaler = saved.loss_scaler;
+    }
   }
   if (!flags.no_load_rng) {
     if (flags.seed_given && static_cast<uint64_t>(flags.seed) != saved.seed)
       throw Error("--seed " + std::to_string(flags.seed) + " differs from the checkpoint's (" +
                   std::to_string(saved.seed) + "), whose data order the run resumes; drop "
                   "--seed, or add --no-load-rng to use the new seed's order");
+    if (!flags.shuffle && saved.shuffle)
+      throw Error("--no-shuffle: the checkpoint's run read its data shuffled, and the run resumes "
+                  "that order; drop --no-shuffle, or add --no-load-rng to read in dataset order");
     start.seed = saved.seed;
     start.shuffle = saved.shuffle;
   }
+}
+
+// Megatron's way for jobs requeued with the same command: --load naming the --save folder
+// before anything was saved there starts a new run.
+bool nothing_saved_yet(const TrainFlags &flags) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (flags.load.empty() || flags.save.empty() || flags.ckpt_step >= 0 ||
+      fs::weakly_canonical(flags.load, ec) != fs::weakly_canonical(flags.save, ec))
+    return false;
+  return !fs::exists(flags.load, ec) || (fs::is_directory(flags.load, ec) && read_tracker(flags.load) < 0 &&
+                                         !fs::exists(fs::path(flags.load) / "train_state.json", ec));
 }
 
 std::string fmt(const char *format, double x) {
@@ -88,11 +162,12 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   s.start.seed = static_cast<uint64_t>(flags.seed);
   s.start.shuffle = flags.shuffle;
   LoadSource source;
-  if (!flags.load.empty())
-    source = resolve_load(flags.load, flags.ckpt_step);
+  const bool fresh = nothing_saved_yet(flags);
+  if (!flags.load.empty() && !fresh)
+    source = resolve_load(flags.load, flags.ckpt_step, !flags.no_load_optim && !flags.finetune);
   const bool resume = source.resume && !flags.finetune;
   if (resume)
-    restore_state(s.start, read_train_state(source.state_file), flags);
+    restore_state(s.start, read_train_state(source.state_file), flags, source);
   s.data = std::make_unique<TrainData>(flags.data_path, program.seq_length, program.vocab_size);
   if (resume && !flags.no_load_rng && s.start.data_num_samples != s.data->num_samples())
     throw Error("--load " + flags.load + ": the checkpoint's data order is over " +
@@ -117,9 +192,10 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   // Allocated only now: the model's state is the big allocation, the checks above are cheap.
   s.store = std::make_unique<ParamStore>(params, num_params, grid.coord().tp, grid.shape().tp,
                                          program_device(program));
-  if (flags.load.empty()) {
+  if (flags.load.empty() || fresh) {
     s.store->init(static_cast<uint64_t>(flags.seed)); // a tied weight starts the same everywhere
-    s.weights_from = "initialised with seed " + std::to_string(flags.seed);
+    s.weights_from = "initialised with seed " + std::to_string(flags.seed) +
+                     (fresh ? " (no checkpoint in --load " + flags.load + " yet: a new run)" : "");
     return s;
   }
   // Each tp rank reads its own blocks of the full tensors; each stage only its tensors (both

@@ -1,5 +1,6 @@
 #include "megart/train_state.h"
 
+#include "megart/checked_math.h"
 #include "megart/error.h"
 #include "megart/json.h"
 
@@ -146,10 +147,13 @@ TrainState parse_train_state(const std::string &text, const std::string &path) {
   s.consumed_samples = top.integer("consumed_samples", 0);
   s.optimizer_steps = top.integer("optimizer_steps", 0);
   s.skipped_iterations = top.integer("skipped_iterations", 0);
-  if (s.optimizer_steps + s.skipped_iterations != s.iteration)
+  // Fewer updates than iterations when some were skipped, or when a run resumed with
+  // --no-load-optim restarted the count; never more.
+  const std::optional<int64_t> counted = checked_add(s.optimizer_steps, s.skipped_iterations);
+  if (!counted || *counted > s.iteration)
     throw Error(path + ": optimizer_steps (" + std::to_string(s.optimizer_steps) +
                 ") + skipped_iterations (" + std::to_string(s.skipped_iterations) +
-                ") is not iteration (" + std::to_string(s.iteration) + "); the file is damaged");
+                ") is more than iteration (" + std::to_string(s.iteration) + "); the file is damaged");
   const ObjectReader data = top.object("data");
   s.seed = static_cast<uint64_t>(data.integer("seed", 0));
   s.shuffle = data.boolean("shuffle");
@@ -163,6 +167,13 @@ TrainState parse_train_state(const std::string &text, const std::string &path) {
     s.loss_scaler = ls;
   }
   s.program_summary = top.string("program");
+  const ObjectReader args = top.object("args");
+  s.schedule.lr = args.real("lr");
+  s.schedule.min_lr = args.real("min_lr");
+  s.schedule.lr_decay_style = args.string("lr_decay_style");
+  s.schedule.lr_warmup_iters = args.integer("lr_warmup_iters", 0);
+  s.schedule.lr_decay_iters = args.integer("lr_decay_iters", 1);
+  s.schedule.weight_decay = args.real("weight_decay");
   return s;
 }
 

@@ -22,6 +22,11 @@ megart::TrainState sample_state() {
   s.loss_scaler = megart::LossScalerState{0.1 * 3, 2, -1}; // not a power of 2: read back exactly
   s.program_summary = "gpt2 2 layers \"quoted\"";
   s.spec_yaml = "family: gpt2\nnum_layers: 2\n";
+  megart::TrainFlags flags;
+  flags.lr = 3e-3;
+  flags.lr_decay_style = "cosine";
+  flags.lr_decay_iters = 40;
+  s.args_json = megart::format_train_args(flags);
   return s;
 }
 
@@ -57,6 +62,10 @@ TEST(TrainState, ReadsBackWhatWasWritten) {
   EXPECT_EQ(back.loss_scaler->growth_tracker, 2);
   EXPECT_EQ(back.loss_scaler->hysteresis_tracker, -1);
   EXPECT_EQ(back.program_summary, s.program_summary);
+  EXPECT_EQ(back.schedule.lr, 3e-3);
+  EXPECT_EQ(back.schedule.lr_decay_style, "cosine");
+  EXPECT_EQ(back.schedule.lr_decay_iters, 40);
+  EXPECT_EQ(back.schedule.weight_decay, 0.01);
 
   megart::TrainState no_scaler = s;
   no_scaler.loss_scaler.reset();
@@ -70,8 +79,10 @@ TEST(TrainState, DamagedFieldsAreNamed) {
                  "consumed_samples is \"160\", not an integer");
   expect_refused(replace(good, "\"shuffle\": false", "\"shuffle\": 0"), "data.shuffle is 0, not true or false");
   expect_refused(replace(good, "\"optimizer_steps\": 17", "\"optimizer_steps\": 18"),
-                 "optimizer_steps (18) + skipped_iterations (3) is not iteration (20)");
+                 "optimizer_steps (18) + skipped_iterations (3) is more than iteration (20)");
   expect_refused(replace(good, "\"version\": 1", "\"version\": 2"), "version 2 is newer than this program reads");
   expect_refused(replace(good, "\"format\": \"megac-train-state\"", "\"format\": \"x\""), "format is \"x\"");
   expect_refused(replace(good, "\"growth_tracker\": 2,", ""), "loss_scaler.growth_tracker is missing");
+  expect_refused(replace(good, "\"lr_decay_style\": \"cosine\"", "\"lr_decay_style\": 3"),
+                 "args.lr_decay_style is 3, not a string");
 }

@@ -104,17 +104,20 @@ def sigkill(train, data, w):
         time.sleep(rng.uniform(0.0, 0.15))
         proc.kill()
         out, _ = proc.communicate()
-        staging = [n for n in os.listdir(ckpt) if ".tmp." in n or ".old." in n] if os.path.isdir(ckpt) else []
+        staging = [n for n in os.listdir(ckpt) if ".tmp." in n] if os.path.isdir(ckpt) else []
         mid_save += bool(staging)
         latest = check_latest(ckpt)
         if isinstance(latest, str):
             failures.append(f"SIGKILL attempt {attempt}: {latest}")
             break
-        iterations.append(latest)
+        if latest is not None:  # None: killed before its first save
+            iterations.append(latest)
+    if not iterations:
+        return failures + ["SIGKILL: no checkpoint was ever completed"]
     # A last start cleans up and resumes from the latest complete checkpoint.
     final = run([train, "--train-iters", str(iterations[-1] + 1), "--data-path", data, "--load", ckpt,
                  "--save", ckpt] + TRAIN)
-    left = [n for n in os.listdir(ckpt) if ".tmp." in n or ".old." in n]
+    left = [n for n in os.listdir(ckpt) if ".tmp." in n]
     left += [os.path.join(d, n) for d in os.listdir(ckpt) if os.path.isdir(os.path.join(ckpt, d))
              for n in os.listdir(os.path.join(ckpt, d)) if ".tmp." in n]
     if left:
@@ -149,7 +152,7 @@ def crash_points(train, data, w):
         latest = check_latest(ckpt)
         ok = proc.returncode == -signal.SIGKILL and latest == expected
         resumed = run([train, "--train-iters", "3", "--data-path", data, "--load", ckpt, "--save", ckpt] + TRAIN)
-        left = [n for n in os.listdir(ckpt) if ".tmp." in n or ".old." in n]
+        left = [n for n in os.listdir(ckpt) if ".tmp." in n]
         ok = ok and f"at iteration {expected}" in resumed and not left
         print(f"killed at {point}: exit {proc.returncode}, latest checkpoint iteration {latest} (expected "
               f"{expected}), restart resumed from it and removed the leftovers {'ok' if ok else 'FAIL'}")

@@ -7,8 +7,9 @@
 // Every tensor is whole, whatever the plan, so any plan can resume from any other's checkpoint.
 //
 // A save is atomic per folder: everything is written into DIR/iter_0000010.tmp.<pid>, synced,
-// then renamed into place, and only then is the tracker updated. A save that dies leaves the
-// previous checkpoint the latest and a .tmp folder that the next run removes.
+// then renamed into place (exchanged with an existing folder of that iteration in one step),
+// and only then is the tracker updated. A save that dies leaves the previous checkpoint the
+// latest and a .tmp folder that the next run removes.
 #pragma once
 
 #include "megart/comm.h"
@@ -34,8 +35,8 @@ int64_t read_tracker(const std::string &dir);
 // folder and why not.
 void check_save_dir(const std::string &dir);
 
-// Removes what a killed save left in DIR (iter_*.tmp.* and iter_*.old.* folders, temporary
-// files inside iteration folders, a tracker's temporary). Returns the paths it removed.
+// Removes what a killed save left in DIR (iter_*.tmp.* folders, temporary files inside
+// iteration folders, a tracker's temporary). Returns the paths it removed.
 std::vector<std::string> remove_stale_checkpoint_temps(const std::string &dir);
 
 // Who takes part in a save: one data-parallel replica (the others hold the same state).
@@ -70,7 +71,8 @@ struct LoadSource {
 // an iteration folder, a Hugging Face folder (model.safetensors or a sharded
 // model.safetensors.index.json), or one .safetensors / .index.json file (weights only). Throws
 // naming the path, what it holds and what was expected.
-LoadSource resolve_load(const std::string &path, int64_t step = -1);
+// `with_optimizer`: a resume needs optimizer.safetensors (not with --no-load-optim).
+LoadSource resolve_load(const std::string &path, int64_t step = -1, bool with_optimizer = true);
 
 // The tensor files a sharded checkpoint's index names (weight_map values, in order, unique),
 // checked to exist beside the index.

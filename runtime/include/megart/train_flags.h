@@ -39,6 +39,9 @@ struct TrainFlags {
   bool finetune = false;            // --finetune: weights only; iteration, optimizer, data restart
   bool no_load_optim = false;       // --no-load-optim: moments, lr schedule and loss scaler restart
   bool no_load_rng = false;         // --no-load-rng: the data order from this run's --seed
+  // --override-opt_param-scheduler: a resumed run takes this run's lr / weight-decay schedule
+  // instead of refusing one that differs from the checkpoint's (Megatron's flag).
+  bool override_opt_param_scheduler = false;
   std::string save;                 // --save DIR
   int64_t save_interval = 0;        // 0 = save only at the end (when --save is given)
   int64_t keep_latest_k = 0;        // --keep-latest-k K: keep the newest K checkpoints; 0 = all

@@ -53,7 +53,7 @@ struct TrainResult {
 // state (train_checkpoint.h), so a run resumed from it continues bit for bit.
 TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &flags,
                            const TrainState &start, ParamStore &store, TrainData &data,
-                           const ProcessGrid &grid, MetricsFile *metrics, std::ostream &out);
+                           ProcessGrid &grid, MetricsFile *metrics, std::ostream &out);
 
 // Model FLOPs of one iteration (global_batch_size x ProgramDesc::model_flops_per_sample), or -1
 // when the program does not know its FLOPs.

@@ -17,6 +17,15 @@
 
 namespace megart {
 
+// The learning-rate and weight-decay schedule a checkpoint was trained with: a resumed run
+// must continue it (Megatron's OptimizerParamScheduler check), unless told to override it.
+struct ScheduleArgs {
+  double lr = 0, min_lr = 0;
+  std::string lr_decay_style;
+  int64_t lr_warmup_iters = 0, lr_decay_iters = 0;
+  double weight_decay = 0;
+};
+
 struct TrainState {
   int64_t iteration = 0;          // iterations completed
   int64_t consumed_samples = 0;   // samples of the data order used so far
@@ -30,6 +39,7 @@ struct TrainState {
   // For people and for checks on resume: the flags and the plan (JSON objects), the program's
   // summary and the spec it was compiled from.
   std::string args_json = "{}";
+  ScheduleArgs schedule;          // read back from args_json
   std::string plan_json = "{}";
   std::string program_summary;
   std::string spec_yaml;

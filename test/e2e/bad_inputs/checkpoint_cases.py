@@ -8,8 +8,10 @@ W = "transformer.wpe.weight"
 
 
 def load_case(name, load, expect, content=None, flags=()):
+    # The fixture checkpoint ran 2 iterations with --lr 1e-3 (so --lr-decay-iters 2).
     return Case(AREA, name, ["{train}", "--data-path", "{data}", "--lr", "1e-3", "--train-iters", "4",
-                             "--load", load, "--metrics-file", "{scratch}/m.jsonl"] + list(flags), expect,
+                             "--lr-decay-iters", "2", "--load", load, "--metrics-file", "{scratch}/m.jsonl"] +
+                list(flags), expect,
                 absent=["{scratch}/m.jsonl", "{scratch}/out"], files=content or {})
 
 
@@ -40,7 +42,7 @@ def cases():
         load_case("train state not JSON", "{scratch}/ck", r"train_state\.json", content=folder(state="{not json")),
         load_case("train state of another program", "{scratch}/ck", r"format is \"other\"",
                   content=folder(state=files.train_state(lambda s: s.update(format="other")))),
-        load_case("train state inconsistent", "{scratch}/ck", r"optimizer_steps .* is not iteration",
+        load_case("train state inconsistent", "{scratch}/ck", r"optimizer_steps \(7\) \+ skipped_iterations \(0\) is more than iteration \(2\)",
                   content=folder(state=files.train_state(lambda s: s.update(optimizer_steps=7)))),
         load_case("train state negative iteration", "{scratch}/ck", r"iteration is -3; it must be >= 0",
                   content=folder(state=files.train_state(lambda s: s.update(iteration=-3)))),
@@ -48,8 +50,16 @@ def cases():
                   flags=["--train-iters", "2"]),
         load_case("resume with another seed", "{ckpt}", r"--seed 99 differs from the checkpoint's",
                   flags=["--seed", "99"]),
-        load_case("save folder holds newer checkpoints", "{ckpt}", r"already holds a checkpoint at iteration 2",
-                  flags=["--finetune", "--save", "{ckpt}"]),
+        load_case("save folder holds newer checkpoints", "{scratch}/ck",
+                  r"--save .*ck already holds a checkpoint at iteration 2, and this run starts at iteration 0.*"
+                  r"--overwrite-checkpoints", content=folder(), flags=["--finetune", "--save", "{scratch}/ck"]),
+        load_case("schedule differs from the checkpoint's", "{ckpt}",
+                  r"--lr 0\.002 \(checkpoint: 0\.001\).*--override-opt_param-scheduler", flags=["--lr", "2e-3"]),
+        load_case("no-shuffle against a shuffled checkpoint", "{ckpt}", r"--no-shuffle: the checkpoint's run read its data shuffled",
+                  flags=["--no-shuffle"]),
+        load_case("folder and state disagree on the iteration", "{scratch}/ck",
+                  r"train_state\.json says iteration 5, but its folder is iteration 2",
+                  content=folder(state=files.train_state(lambda s: s.update(iteration=5, optimizer_steps=5)))),
         load_case("header length 2^60", st, r"m\.safetensors", content={"m.safetensors": files.huge_header_length}),
         load_case("truncated weights", st, r"m\.safetensors", content={"m.safetensors": files.truncated_model}),
         load_case("tensor missing", st, r"missing tensor '" + W + "'",

@@ -14,8 +14,10 @@ def train_case(name, flags, expect, area=AREA, program="{train}", env=None, file
 
 def cases():
     return [
-        train_case("global batch 2^62", ["--global-batch-size", "4611686018427387904"], r"--global-batch-size"),
-        train_case("train iters 2^62", ["--train-iters", "4611686018427387904"], r"--train-iters"),
+        train_case("global batch 2^62", ["--global-batch-size", "4611686018427387904"],
+                   r"--global-batch-size \(4611686018427387904\) needs more than 2\^63 samples.*use a smaller --global-batch-size"),
+        train_case("train iters 2^62", ["--train-iters", "4611686018427387904"],
+                   r"--train-iters \(4611686018427387904\) x --global-batch-size \(2\).*use --train-iters [0-9]+ or fewer"),
         train_case("train iters past int64", ["--train-iters", "9223372036854775808"],
                    r"--train-iters: value 9223372036854775808 is out of range"),
         train_case("lr nan", ["--lr", "nan"], r"--lr: value nan is not a finite number"),
@@ -31,7 +33,7 @@ def cases():
         train_case("seed in hex", ["--seed", "0x10"], r"--seed: value 0x10 is not a whole number"),
         train_case("log interval 0", ["--log-interval", "0"], r"--log-interval is 0; it must be at least 1"),
         train_case("train: stray positional argument", ["extra"], r"not expected: extra"),
-        train_case("unknown flag", ["--hidden-size", "128"], r"--hidden-size"),
+        train_case("unknown flag", ["--hidden-size", "128"], r"--hidden-size.*\n.*Run with --help to list the flags"),
         train_case("micro batch not the compiled one", ["--micro-batch-size", "8"],
                    r"--micro-batch-size 8 does not match the compiled program \(2\)"),
         train_case("global batch not a multiple", ["--global-batch-size", "5"],
