@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 from e2e_util import make_license_corpus, run  # noqa: E402
 from safetensors_io import load_file  # noqa: E402
 
-TRAIN = ["--global-batch-size", "8", "--lr", "1e-3", "--log-interval", "1000"]
+# One schedule for every run, whatever its --train-iters: resumed runs must continue it.
+TRAIN = ["--global-batch-size", "8", "--lr", "1e-3", "--lr-decay-iters", "900", "--log-interval", "1000"]
 KILLS = 25
 
 
