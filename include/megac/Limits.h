@@ -28,5 +28,6 @@ constexpr int64_t kVocabSize = int64_t(1) << 24;      // also the padded vocabul
 // Products.
 constexpr int64_t kTensorElements = int64_t(1) << 40; // any one weight or activation (4 TiB in fp32)
 constexpr int64_t kParameters = int64_t(1) << 44;     // the whole model (17.6 trillion)
+constexpr int64_t kAttentionWork = int64_t(1) << 60;  // micro batch x seq^2 x hidden: kernels count it in int64
 
 } // namespace megac::limits

@@ -32,6 +32,17 @@ Error megac::sizeOutOfRange(const Twine &name, int64_t value, int64_t low, int64
 
 static Error fail(const Twine &message) { return createStringError(inconvertibleErrorCode(), message); }
 
+/// "2,3,3", or the first entries and how many there are.
+static std::string shortList(ArrayRef<int64_t> values) {
+  constexpr size_t kShown = 16;
+  std::string text;
+  for (size_t i = 0; i < values.size() && i < kShown; ++i)
+    text += (i ? "," : "") + std::to_string(values[i]);
+  if (values.size() > kShown)
+    text += ",... (" + std::to_string(values.size()) + " entries)";
+  return text;
+}
+
 Error megac::checkGridLimits(const ParallelPlan &plan, const PlanFieldNames &names) {
   using namespace limits;
   for (auto [name, size] : {std::pair{names.pp, plan.pp}, {names.dp, plan.dp}, {names.tp, plan.tp}})
@@ -58,10 +69,13 @@ Error megac::checkPlanLimits(const ParallelPlan &plan, const PlanFieldNames &nam
   if (plan.pipelineLayout.size() > static_cast<size_t>(kWorldSize * kVirtualStages))
     return fail(names.layout + " has " + Twine(plan.pipelineLayout.size()) +
                 " entries; it needs one per chunk (pipeline size x vpp)");
-  for (int64_t layers : plan.pipelineLayout)
-    if (layers < 1 || layers > kLayers)
-      return sizeOutOfRange("an entry of " + names.layout, layers, 1, kLayers,
-                            "layers of one chunk, at most megac's largest num_layers");
+  for (int64_t layers : plan.pipelineLayout) {
+    if (layers < 1)
+      return fail(names.layout + " " + shortList(plan.pipelineLayout) + ": every chunk needs at least one layer");
+    if (layers > kLayers)
+      return fail(names.layout + " " + shortList(plan.pipelineLayout) + ": a chunk of " + Twine(layers) +
+                  " layers is more than the " + Twine(kLayers) + " layers megac compiles");
+  }
   if (plan.numMicrobatches < 0 || plan.numMicrobatches > kMicrobatches)
     return sizeOutOfRange(names.microbatches, plan.numMicrobatches, 1, kMicrobatches,
                           "per iteration and data-parallel rank");
