@@ -29,12 +29,16 @@ Expected<std::unique_ptr<StagedOutput>> StagedOutput::create(StringRef outArg) {
   if (std::error_code ec = sys::fs::create_directories(parent))
     return fail("cannot create the folder " + parent + " for -o " + outArg + ": " + ec.message());
 
-  std::string staging = (parent + "/" + name + ".tmp." + Twine(sys::Process::getProcessId())).str();
+  // Beside a new OUT (renamed to OUT at the end); inside an existing one (its files renamed out
+  // of it), so that only OUT itself needs to be writable.
+  const std::string pid = std::to_string(sys::Process::getProcessId());
+  std::string staging = sys::fs::is_directory(out) ? (out + "/.megac-staging.tmp." + pid).str()
+                                                   : (parent + "/" + name + ".tmp." + pid).str();
   sys::fs::remove_directories(staging); // a leftover of a killed compile that had our pid
   if (std::error_code ec = sys::fs::create_directory(staging, /*IgnoreExisting=*/false)) {
     if (!createdParent.empty())
       sys::fs::remove_directories(createdParent);
-    return fail("cannot create " + staging + " beside -o " + outArg + ": " + ec.message() +
+    return fail("cannot create the staging folder " + staging + " for -o " + outArg + ": " + ec.message() +
                 "; check that the folder is writable");
   }
   return std::unique_ptr<StagedOutput>(new StagedOutput(out.str().str(), std::move(staging), std::move(createdParent)));

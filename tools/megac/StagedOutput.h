@@ -1,5 +1,6 @@
-// megac compile's output folder, written all at once: the files go to a fresh folder beside OUT
-// (OUT.tmp.<pid>), and commit() moves them into OUT only once everything succeeded. A compile
+// megac compile's output folder, written all at once: the files go to a fresh staging folder
+// (OUT.tmp.<pid> beside a new OUT, OUT/.megac-staging.tmp.<pid> in an existing one), and commit()
+// moves them into OUT only once everything succeeded. A compile
 // that fails, at any step up to and including building OUT/train, leaves the previous OUT as it
 // was (or no OUT), never a new main.cpp beside an old train.
 #pragma once
