@@ -1,6 +1,8 @@
 // Reads a model spec with LLVM's YAML parser: family defaults first, then the file's keys,
 // then checks that span keys. Unknown keys are errors, never ignored.
 #include "megac/Frontend/ModelSpec.h"
+#include "megac/Frontend/ModelSize.h"
+#include "megac/Limits.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -17,6 +19,8 @@ using namespace megac;
 
 namespace {
 
+StringRef exampleValue(StringRef key);
+
 class SpecReader {
 public:
   SpecReader(StringRef where) : where(where.str()) {}
@@ -25,19 +29,34 @@ public:
     return createStringError(inconvertibleErrorCode(), where + ": " + message);
   }
 
-  Expected<int64_t> toInt(StringRef key, StringRef text) {
+  /// A positive integer of at most `limit` (megac/Limits.h).
+  Expected<int64_t> toInt(StringRef key, StringRef text, int64_t limit) {
     int64_t value;
-    if (text.getAsInteger(10, value))
+    if (text.getAsInteger(10, value)) {
+      StringRef digits = text;
+      digits.consume_front("+") || digits.consume_front("-");
+      if (!digits.empty() && llvm::all_of(digits, isDigit)) // too long for int64
+        return fail(key + " is " + text + "; it must be between 1 and " + Twine(limit));
       return fail(key + " must be an integer, got '" + text + "'");
+    }
     if (value < 1)
       return fail(key + " must be positive, got " + text);
+    if (value > limit)
+      return fail(key + " is " + text + "; it must be between 1 and " + Twine(limit) +
+                  " (the largest megac compiles)");
     return value;
   }
 
+  /// A finite number: YAML's .inf and .nan, and values beyond a double's range, are refused.
   Expected<double> toNumber(StringRef key, StringRef text) {
     double value;
-    if (text.trim().getAsDouble(value))
+    std::string lower = text.trim().lower();
+    bool yamlSpecial = lower == ".inf" || lower == "+.inf" || lower == "-.inf" || lower == ".nan";
+    if (!yamlSpecial && text.trim().getAsDouble(value))
       return fail(key + " must be a number, got '" + text + "'");
+    if (yamlSpecial || !std::isfinite(value))
+      return fail(key + " is '" + text + "', which is not a finite number; give a finite value (e.g. " + key +
+                  ": " + exampleValue(key) + ")");
     return value;
   }
 
@@ -58,6 +77,15 @@ public:
   std::string where;
 };
 
+/// What a finite value of a floating-point key looks like.
+StringRef exampleValue(StringRef key) {
+  if (key == "norm_epsilon")
+    return "1e-5";
+  if (key == "rotary_base")
+    return "10000";
+  return "0";
+}
+
 std::string number(double v) {
   std::ostringstream os;
   os << v;
@@ -72,6 +100,15 @@ int64_t defaultFfn(StringRef family, int64_t hidden) {
 }
 
 } // namespace
+
+ArrayRef<StringRef> megac::specKeys() {
+  static const StringRef known[] = {
+      "family", "num_layers", "hidden_size", "num_attention_heads", "num_query_groups",
+      "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size", "normalization",
+      "activation", "position_embedding_type", "tie_embeddings", "add_bias_linear",
+      "norm_epsilon", "rotary_base", "hidden_dropout", "attention_dropout"};
+  return known;
+}
 
 Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   SpecReader r(where);
@@ -108,15 +145,16 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   }
   if (!yamlError.empty())
     return r.fail("invalid YAML at " + yamlError);
+  // After the keys are copied out: moving to the next document frees this one's nodes.
+  if (++doc != stream.end())
+    return r.fail("has a second YAML document (after '---'); a spec is one document: remove the '---' and what "
+                  "follows, or put the other model in its own file");
+  if (!yamlError.empty())
+    return r.fail("invalid YAML at " + yamlError);
 
-  static const StringRef known[] = {
-      "family", "num_layers", "hidden_size", "num_attention_heads", "num_query_groups",
-      "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size", "normalization",
-      "activation", "position_embedding_type", "tie_embeddings", "add_bias_linear",
-      "norm_epsilon", "rotary_base", "hidden_dropout", "attention_dropout"};
   for (auto &entry : raw)
-    if (!llvm::is_contained(known, entry.getKey()))
-      return r.fail("unknown key '" + entry.getKey() + "'; known keys: " + join(ArrayRef<StringRef>(known), ", "));
+    if (!llvm::is_contained(specKeys(), entry.getKey()))
+      return r.fail("unknown key '" + entry.getKey() + "'; known keys: " + join(specKeys(), ", "));
   for (StringRef k : {"family", "num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size"})
     if (!raw.count(k))
       return r.fail("missing required key '" + k + "'");
@@ -136,10 +174,13 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   if (Error e = take(r.toChoice("family", get("family"), {"gpt2", "llama"}), s.family))
     return std::move(e);
   bool gpt2 = s.family == "gpt2";
-  for (auto [k, field] : {std::pair<StringRef, int64_t *>{"num_layers", &s.numLayers},
-                          {"hidden_size", &s.hiddenSize}, {"num_attention_heads", &s.numAttentionHeads},
-                          {"seq_length", &s.seqLength}, {"vocab_size", &s.vocabSize}})
-    if (Error e = take(r.toInt(k, get(k)), *field))
+  struct IntKey { StringRef key; int64_t *field; int64_t limit; };
+  for (IntKey k : {IntKey{"num_layers", &s.numLayers, limits::kLayers},
+                   IntKey{"hidden_size", &s.hiddenSize, limits::kHiddenSize},
+                   IntKey{"num_attention_heads", &s.numAttentionHeads, limits::kAttentionHeads},
+                   IntKey{"seq_length", &s.seqLength, limits::kSeqLength},
+                   IntKey{"vocab_size", &s.vocabSize, limits::kVocabSize}})
+    if (Error e = take(r.toInt(k.key, get(k.key), k.limit), *k.field))
       return std::move(e);
   s.numQueryGroups = s.numAttentionHeads;
   s.ffnHiddenSize = defaultFfn(s.family, s.hiddenSize);
@@ -149,11 +190,11 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   s.positionEmbeddingType = gpt2 ? "learned" : "rope";
   s.tieEmbeddings = gpt2;
   s.addBiasLinear = gpt2;
-  for (auto [k, field] : {std::pair<StringRef, int64_t *>{"num_query_groups", &s.numQueryGroups},
-                          {"ffn_hidden_size", &s.ffnHiddenSize},
-                          {"max_position_embeddings", &s.maxPositionEmbeddings}})
-    if (has(k))
-      if (Error e = take(r.toInt(k, get(k)), *field))
+  for (IntKey k : {IntKey{"num_query_groups", &s.numQueryGroups, limits::kAttentionHeads},
+                   IntKey{"ffn_hidden_size", &s.ffnHiddenSize, limits::kFfnHiddenSize},
+                   IntKey{"max_position_embeddings", &s.maxPositionEmbeddings, limits::kSeqLength}})
+    if (has(k.key))
+      if (Error e = take(r.toInt(k.key, get(k.key), k.limit), *k.field))
         return std::move(e);
   struct Choice { StringRef key; std::string *field; SmallVector<StringRef, 2> allowed; };
   for (Choice c : {Choice{"normalization", &s.normalization, {"LayerNorm", "RMSNorm"}},
@@ -203,5 +244,8 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
                       {"attention_dropout", s.attentionDropout}})
     if (v != 0.0)
       return r.fail(k + " is " + number(v) + ", but dropout is not supported yet; set it to 0");
+  // The products of the sizes (weights, parameters), each size being within its limit.
+  if (Error e = checkSpecSize(s))
+    return r.fail(toString(std::move(e)));
   return s;
 }

@@ -6,6 +6,9 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+#include <tuple>
+
 namespace megac::pipeline {
 #define GEN_PASS_DEF_PRINTPIPELINESCHEDULE
 #include "megac/Pipeline/Passes.h.inc"
@@ -16,10 +19,30 @@ using namespace megac::pipeline;
 
 namespace {
 
+constexpr double kMaxSimulatedTime = 1e12;
+
+std::string formatNumber(double value) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%g", value);
+  return text;
+}
+
 struct PrintPipelineSchedulePass : public megac::pipeline::impl::PrintPipelineScheduleBase<PrintPipelineSchedulePass> {
   using PrintPipelineScheduleBase::PrintPipelineScheduleBase;
 
   void runOnOperation() override {
+    // The simulation adds these up over every (chunk, microbatch): finite, and small enough that
+    // the sums stay finite.
+    for (auto [name, value, zeroAllowed] : {std::tuple{"tf", double(tf), false}, {"tb", double(tb), false},
+                                            {"tcomm", double(tcomm), true}})
+      if (!std::isfinite(value) || value < 0 || (value == 0 && !zeroAllowed) || value > kMaxSimulatedTime) {
+        getOperation().emitError() << getArgument() << ": option " << name << "="
+                                   << formatNumber(value) << " must be "
+                                   << (zeroAllowed ? ">= 0" : "> 0") << " and at most 1e12"
+                                   << " (a time in any unit, e.g. " << name << "=" << (zeroAllowed ? "0.1" : "1.5")
+                                   << ")";
+        return signalPassFailure();
+      }
     llvm::raw_ostream &os = llvm::outs();
     getOperation().walk([&](megac::pipe::ScheduleOp op) {
       // The op verifier has run, so the schedule reads back and is valid.

@@ -1,9 +1,11 @@
 #include "megac/Plan/PlanIR.h"
+#include "megac/Plan/PlanLimits.h"
 #include "tx/TxNames.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace megac;
@@ -21,6 +23,19 @@ constexpr StringLiteral kMicrobatches = "num_microbatches";
 constexpr StringLiteral kBucketSize = "ddp_bucket_size";
 constexpr StringLiteral kOverlapGradReduce = "overlap_grad_reduce";
 constexpr StringLiteral kVocabDivisibleBy = "make_vocab_size_divisible_by";
+constexpr StringRef kPlanKeys[] = {kSequenceParallel, kVirtualStages, kSchedule, kLayout,
+                                   kMicrobatches,     kBucketSize,    kOverlapGradReduce, kVocabDivisibleBy};
+
+// What limit errors call each field: the grid's axes and the plan's keys.
+const PlanFieldNames &irNames() {
+  static const std::string plan = names::kPlanAttr.str() + "'s ";
+  static const std::string vpp = plan + kVirtualStages.str(), layout = plan + kLayout.str(),
+                           microbatches = plan + kMicrobatches.str(), bucket = plan + kBucketSize.str(),
+                           vocab = plan + kVocabDivisibleBy.str();
+  static const PlanFieldNames result = {"@grid's pp axis (axis 0)", "@grid's dp axis (axis 1)", "@grid's tp axis (axis 2)",
+                                        vpp, "", layout, microbatches, bucket, vocab};
+  return result;
+}
 
 } // namespace
 
@@ -74,42 +89,68 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
                 names::kPlanAttr.str());
   for (auto [i, axis] : llvm::enumerate(kAxes)) {
     auto name = dyn_cast<StringAttr>(axes[i]);
-    if (!name || name.getValue() != gridAxisName(axis) || shape[i] < 1)
+    if (!name || name.getValue() != gridAxisName(axis))
       return fail("@" + names::kGrid.str() + "'s axis " + Twine(i) + " must be \"" + gridAxisName(axis) +
                   "\" of size >= 1 (Megatron's rank order: pp, dp, tp)");
+    if (ShapedType::isDynamic(shape[i]))
+      return fail("@" + names::kGrid.str() + "'s " + gridAxisName(axis) + " axis (axis " + Twine(i) +
+                  ") is dynamic ('?'); give its size (the plan's " + gridAxisName(axis) + ")");
   }
   ParallelPlan result;
   result.pp = shape[0], result.dp = shape[1], result.tp = shape[2];
-  auto integer = [&](StringRef key, int64_t &out) {
-    if (auto v = plan.getAs<IntegerAttr>(key))
-      out = v.getInt();
-  };
-  auto boolean = [&](StringRef key, bool &out) {
-    if (auto v = plan.getAs<BoolAttr>(key))
-      out = v.getValue();
-  };
-  boolean(kSequenceParallel, result.sp);
-  boolean(kOverlapGradReduce, result.overlapGradReduce);
-  integer(kVocabDivisibleBy, result.makeVocabSizeDivisibleBy);
-  integer(kBucketSize, result.ddpBucketSize);
-  integer(kVirtualStages, result.vpp);
-  integer(kMicrobatches, result.numMicrobatches);
-  if (auto schedule = plan.getAs<StringAttr>(kSchedule))
-    result.pipelineSchedule = schedule.str();
-  if (auto layout = plan.getAs<DenseI64ArrayAttr>(kLayout))
-    result.pipelineLayout.assign(layout.asArrayRef().begin(), layout.asArrayRef().end());
+  // Every key must be one of ours with the type the frontend writes: a typo or a wrong type in
+  // hand-written IR is an error, not a default.
+  for (NamedAttribute entry : plan) {
+    StringRef key = entry.getName().getValue();
+    Attribute value = entry.getValue();
+    auto wrong = [&](StringRef expected) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << value;
+      return fail(names::kPlanAttr.str() + "'s " + key + " must be " + expected + ", got " + text);
+    };
+    if (key == kSequenceParallel || key == kOverlapGradReduce) {
+      auto v = dyn_cast<BoolAttr>(value);
+      if (!v)
+        return wrong("true or false");
+      (key == kSequenceParallel ? result.sp : result.overlapGradReduce) = v.getValue();
+    } else if (key == kVocabDivisibleBy || key == kBucketSize || key == kVirtualStages || key == kMicrobatches) {
+      auto v = dyn_cast<IntegerAttr>(value);
+      // i64 as the frontend writes it (getInt() needs a signless integer of at most 64 bits).
+      if (!v || isa<BoolAttr>(value) || !v.getType().isSignlessInteger() || v.getType().getIntOrFloatBitWidth() > 64)
+        return wrong("an integer (i64)");
+      int64_t &field = key == kVocabDivisibleBy ? result.makeVocabSizeDivisibleBy
+                       : key == kBucketSize     ? result.ddpBucketSize
+                       : key == kVirtualStages  ? result.vpp
+                                                : result.numMicrobatches;
+      field = v.getInt();
+    } else if (key == kSchedule) {
+      auto v = dyn_cast<StringAttr>(value);
+      if (!v)
+        return wrong("a string (gpipe, 1f1b or interleaved)");
+      result.pipelineSchedule = v.str();
+    } else if (key == kLayout) {
+      auto v = dyn_cast<DenseI64ArrayAttr>(value);
+      if (!v)
+        return wrong("an array<i64: ...> of layers per chunk");
+      result.pipelineLayout.assign(v.asArrayRef().begin(), v.asArrayRef().end());
+    } else {
+      return fail(names::kPlanAttr.str() + " has an unknown key " + key + "; the keys are " +
+                  llvm::join(ArrayRef<StringRef>(kPlanKeys), ", "));
+    }
+  }
+  // Sizes before anything multiplies them.
+  if (llvm::Error e = checkGridLimits(result, irNames()))
+    return fail(llvm::toString(std::move(e)));
   if (result.pp > 1 && (result.vpp < 1 || result.numMicrobatches < 1 || result.pipelineSchedule.empty()))
     return fail("pp is " + Twine(result.pp) + ", so the plan needs " + kVirtualStages.str() + " >= 1 (got " +
                 Twine(result.vpp) + "), " + kMicrobatches.str() + " >= 1 (got " + Twine(result.numMicrobatches) +
                 ") and a " + kSchedule.str());
-  std::optional<int64_t> chunks = llvm::checkedMul(result.pp, result.vpp);
-  if (!chunks)
-    return fail("pp x " + kVirtualStages.str() + " = " + Twine(result.pp) + " x " + Twine(result.vpp) +
-                " overflows; give sizes a machine can run");
-  if (!result.pipelineLayout.empty() && static_cast<int64_t>(result.pipelineLayout.size()) != *chunks)
+  if (llvm::Error e = checkPlanLimits(result, irNames()))
+    return fail(llvm::toString(std::move(e)));
+  const int64_t chunks = result.pp * result.vpp; // both bounded: no overflow
+  if (!result.pipelineLayout.empty() && static_cast<int64_t>(result.pipelineLayout.size()) != chunks)
     return fail(kLayout.str() + " has " + Twine(result.pipelineLayout.size()) + " entries; it needs pp x " +
-                kVirtualStages.str() + " = " + Twine(*chunks) + " (one per chunk)");
-  if (result.ddpBucketSize < 1)
-    return fail(kBucketSize.str() + " must be >= 1, got " + Twine(result.ddpBucketSize));
+                kVirtualStages.str() + " = " + Twine(chunks) + " (one per chunk)");
   return result;
 }

@@ -1,7 +1,36 @@
 #include "TextFile.h"
 
+#include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+llvm::Expected<std::string> megac::readTextFile(llvm::StringRef path, uint64_t maxBytes, llvm::StringRef what) {
+  auto fail = [&](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "cannot read " + what + " " + path + ": " + why);
+  };
+  llvm::Expected<llvm::sys::fs::file_t> file = llvm::sys::fs::openNativeFileForRead(path);
+  if (!file)
+    return fail(llvm::toString(file.takeError()));
+  std::string text;
+  char buffer[1 << 16];
+  while (true) {
+    llvm::Expected<size_t> n = llvm::sys::fs::readNativeFile(*file, llvm::MutableArrayRef<char>(buffer));
+    if (!n) {
+      llvm::sys::fs::closeFile(*file);
+      return fail(llvm::toString(n.takeError()));
+    }
+    if (*n == 0)
+      break;
+    if (text.size() + *n > maxBytes) {
+      llvm::sys::fs::closeFile(*file);
+      return fail("it is larger than " + llvm::Twine(maxBytes >> 10) + " KiB, more than any " + what +
+                  " needs; check the path");
+    }
+    text.append(buffer, *n);
+  }
+  llvm::sys::fs::closeFile(*file);
+  return text;
+}
 
 bool megac::writeTextFile(llvm::StringRef path, llvm::function_ref<void(llvm::raw_ostream &)> print) {
   std::error_code ec;

@@ -1,5 +1,6 @@
 // megac: the compiler driver. Subcommands: compile, data.
 #include "Commands.h"
+#include "UnknownFlags.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -12,6 +13,10 @@ llvm::cl::SubCommand data("data", "Turn text files into a Megatron indexed datas
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  if (std::optional<std::string> unknown = megac::findUnknownFlag(llvm::ArrayRef<const char *>(argv, argc))) {
+    llvm::errs() << "megac: error: " << *unknown << "\n";
+    return 1;
+  }
   llvm::cl::ParseCommandLineOptions(argc, argv,
                                     "megac: trains transformers the Megatron-LM way, compiled\n\n"
                                     "  megac compile SPEC.yaml -o OUT [plan flags]\n"

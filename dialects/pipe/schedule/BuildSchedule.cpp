@@ -5,6 +5,7 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/Twine.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 #include <algorithm>
 #include <tuple>
@@ -34,6 +35,12 @@ llvm::Error checkParameters(ScheduleKind kind, int P, int V, int m) {
   if (m < 1)
     return fail("the number of microbatches (m) must be at least 1, got " + llvm::Twine(m) +
                 "; m = global batch size / (micro batch size x data parallel size)");
+  std::optional<int64_t> slots = llvm::checkedMul<int64_t>(int64_t(P) * V, m); // P x V < 2^62
+  if (!slots || *slots > kMaxScheduleSlots)
+    return fail("P x V x m = " + llvm::Twine(P) + " x " + llvm::Twine(V) + " x " + llvm::Twine(m) +
+                " (chunk, microbatch) pairs is more than the " + llvm::Twine(kMaxScheduleSlots) +
+                " a schedule may have; use fewer microbatches (a smaller --global-batch-size or a larger "
+                "--micro-batch-size), a smaller --vpp or a smaller --pipeline-model-parallel-size");
   if (P == 1 && V > 1)
     return fail("--vpp " + llvm::Twine(V) +
                 " needs pipeline parallelism, but --pipeline-model-parallel-size is 1 (all chunks "

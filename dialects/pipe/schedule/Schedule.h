@@ -62,7 +62,12 @@ struct Schedule {
 /// forwards, one forward / one backward, the remaining backwards). Interleaved: Megatron's, with
 /// microbatch groups of P. 1F1B, V > 1: 1F1B over the C chunks as C stages, timed with tf = 1,
 /// tb = 2, each rank running its chunks' ops in order of start time (backwards first on ties).
+/// Refuses schedules of more than kMaxScheduleSlots (chunk, microbatch) pairs over all ranks.
 llvm::Expected<Schedule> buildSchedule(ScheduleKind kind, int P, int V, int m);
+
+/// The most (chunk, microbatch) pairs, P x V x m, a schedule may have: every pair is a forward
+/// and a backward in the IR and in the generated tables (2^18 take about 3 s to compile).
+constexpr int64_t kMaxScheduleSlots = int64_t(1) << 18;
 
 /// The bound the schedule's kind promises on stashed (forward done, backward not yet)
 /// (chunk, microbatch) pairs on `rank`.

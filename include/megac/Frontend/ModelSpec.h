@@ -1,6 +1,7 @@
 // A model spec: the YAML file a user writes, keys in Megatron's names.
 #pragma once
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -36,6 +37,9 @@ struct ModelSpec {
 
   int64_t headDim() const { return hiddenSize / numAttentionHeads; }
 };
+
+/// The keys a spec may have (Megatron's names).
+llvm::ArrayRef<llvm::StringRef> specKeys();
 
 /// Parses and validates a spec. `where` (the file name) starts every error message; each
 /// message names the key, the value and what is allowed.

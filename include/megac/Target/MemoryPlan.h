@@ -5,6 +5,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <cstddef>
 #include <cstdint>
 
 namespace megac {
@@ -18,6 +19,10 @@ struct BufferLifetime {
 constexpr int64_t kArenaAlignment = 64;
 /// `n` bytes rounded up to a multiple of kArenaAlignment.
 constexpr int64_t alignUp(int64_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+
+/// Functions with more buffers than this are planned by a linear scan (O(n log n)) instead of
+/// greedy by size (O(n^2), tighter).
+constexpr size_t kGreedyArenaBufferLimit = 4096;
 
 /// Assigns each buffer an offset (a multiple of kArenaAlignment) so that buffers whose
 /// lifetimes overlap never overlap in memory. Returns the arena size needed.

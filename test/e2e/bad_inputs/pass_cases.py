@@ -3,10 +3,12 @@ options."""
 from bad_inputs.case import Case
 
 AREA = "pass options"
+DEFAULT_PLAN = ("ddp_bucket_size = 40000000 : i64, make_vocab_size_divisible_by = 128 : i64, "
+                "overlap_grad_reduce = false, sequence_parallel = false")
+PIPELINE = 'num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b"'
 
 
-def module(shape, plan="ddp_bucket_size = 40000000 : i64, make_vocab_size_divisible_by = 128 : i64, "
-                       "overlap_grad_reduce = false, sequence_parallel = false"):
+def module(shape, plan=DEFAULT_PLAN):
     return f"""module {{
   shard.grid @grid(shape = {shape}) {{megac.axes = ["pp", "dp", "tp"], megac.plan = {{{plan}}}}}
   func.func @f(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {{ return %arg0 : tensor<4x4xf32> }}
@@ -15,14 +17,57 @@ def module(shape, plan="ddp_bucket_size = 40000000 : i64, make_vocab_size_divisi
 
 
 def opt_case(name, passes, ir, expect):
-    return Case(AREA, name, ["{megac_opt}"] + passes + ["{scratch}/in.mlir"], expect, files={"in.mlir": ir})
+    # As bytes: written as they are (a str would have its braces taken for {placeholders}).
+    return Case(AREA, name, ["{megac_opt}"] + passes + ["{scratch}/in.mlir"], expect, files={"in.mlir": ir.encode()})
 
 
 def cases():
+    schedule = ["--megac-pipeline-schedule"]
     return [
         opt_case("tensor-parallel tp=0 option", ["--megac-tensor-parallel=tp=0"], module("1x1x1"), r"tp"),
         opt_case("pipeline-split pp=0 option", ["--megac-pipeline-split=pp=0"], module("1x1x1"), r"pp"),
         opt_case("grid with tp 0", ["--megac-tensor-parallel"], module("1x1x0"), r"tp"),
         opt_case("grid with pp 0", ["--megac-pipeline-split"], module("0x1x1"), r"pp"),
         opt_case("grid with dp 0", ["--megac-data-parallel"], module("1x0x1"), r"dp"),
+        # The grid's sizes against megac/Limits.h.
+        opt_case("grid with dp 2^40", ["--megac-data-parallel"], module("1x1099511627776x1"),
+                 r"@grid's dp axis \(axis 1\) is 1099511627776; it must be between 1 and 1048576"),
+        opt_case("grid with a dynamic tp", ["--megac-tensor-parallel"], module("1x1x?"),
+                 r"@grid's tp axis \(axis 2\) is dynamic"),
+        opt_case("grid over 2^20 ranks", ["--megac-data-parallel"], module("1024x1024x2"),
+                 r"pp 1024 x dp 1024 x tp 2 is more than the 1048576 ranks"),
+        # megac.plan's values.
+        opt_case("plan with 10^5 microbatches", schedule, module("2x1x1", "num_microbatches = 100000, " + PIPELINE),
+                 r"megac.plan's num_microbatches is 100000; it must be between 1 and 65536"),
+        opt_case("plan with a schedule over 2^18 pairs", schedule,
+                 module("2x1x1", "num_microbatches = 65536, num_virtual_stages_per_pipeline_rank = 64, "
+                                 'pipeline_schedule = "1f1b"'),
+                 r"pp 2 x vpp 64 x 65536 microbatches .* num_microbatches"),
+        opt_case("plan with vpp 5000", ["--megac-pipeline-split"],
+                 module("2x1x1", 'num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 5000, '
+                                 'pipeline_schedule = "1f1b"'),
+                 r"num_virtual_stages_per_pipeline_rank is 5000"),
+        opt_case("plan with bucket size 0", ["--megac-data-parallel"], module("1x2x1", "ddp_bucket_size = 0"),
+                 r"megac.plan's ddp_bucket_size is 0"),
+        opt_case("plan with a negative vocab divisor", ["--megac-tensor-parallel"],
+                 module("1x1x2", "make_vocab_size_divisible_by = -128"), r"make_vocab_size_divisible_by is -128"),
+        opt_case("plan with an empty chunk", ["--megac-pipeline-split"],
+                 module("2x1x1", "num_microbatches = 2, pipeline_layout = array<i64: 0, 4>, " + PIPELINE),
+                 r"pipeline_layout 0,4: every chunk needs at least one layer"),
+        opt_case("plan with a chunk of 10^6 layers", ["--megac-pipeline-split"],
+                 module("2x1x1", "num_microbatches = 2, pipeline_layout = array<i64: 1000000, 4>, " + PIPELINE),
+                 r"pipeline_layout 1000000,4: a chunk of 1000000 layers"),
+        opt_case("plan value of the wrong type", schedule, module("2x1x1", 'num_microbatches = "four", ' + PIPELINE),
+                 r"num_microbatches must be an integer \(i64\), got \"four\""),
+        opt_case("plan with an unknown key", ["--megac-data-parallel"], module("1x2x1", "ddp_bucket_sizes = 100"),
+                 r"unknown key ddp_bucket_sizes"),
+        # megac-print-pipeline-schedule's simulation times.
+        opt_case("print schedule tf=inf", ["--megac-print-pipeline-schedule=tf=inf"], module("1x1x1"),
+                 r"option tf=inf must be > 0"),
+        opt_case("print schedule tb=-1", ["--megac-print-pipeline-schedule=tb=-1"], module("1x1x1"),
+                 r"option tb=-1 must be > 0"),
+        opt_case("print schedule tcomm=nan", ["--megac-print-pipeline-schedule=tcomm=nan"], module("1x1x1"),
+                 r"option tcomm=nan must be >= 0"),
+        opt_case("print schedule tf=1e300", ["--megac-print-pipeline-schedule=tf=1e300"], module("1x1x1"),
+                 r"option tf=1e\+300 must be > 0 and at most 1e12"),
     ]

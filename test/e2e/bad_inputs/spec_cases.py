@@ -12,9 +12,15 @@ def spec_case(name, text, expect):
                 absent=[OUT], files={"spec.yaml": text})
 
 
-def with_key(key, value):
-    lines = [l for l in GOOD.splitlines() if not l.startswith(key + ":")]
+def with_key(key, value, text=GOOD):
+    lines = [l for l in text.splitlines() if not l.startswith(key + ":")]
     return "\n".join(lines + [f"{key}: {value}"]) + "\n"
+
+
+def with_keys(pairs, text=GOOD):
+    for key, value in pairs:
+        text = with_key(key, value, text)
+    return text
 
 
 def cases():
@@ -23,4 +29,43 @@ def cases():
         spec_case("num_layers 100000", with_key("num_layers", 100000), r"num_layers"),
         spec_case("norm_epsilon inf", with_key("norm_epsilon", ".inf"), r"norm_epsilon"),
         spec_case("two YAML documents", GOOD + "---\nfamily: llama\n", r"document"),
+        # Each size key against its limit.
+        spec_case("num_attention_heads 2^20", with_keys([("num_attention_heads", 1048576), ("hidden_size", 1048576)]),
+                  r"num_attention_heads is 1048576; it must be between 1 and 16384"),
+        spec_case("seq_length 2^30", with_key("seq_length", 1073741824), r"seq_length is 1073741824; .* 4194304"),
+        spec_case("vocab_size 2^30", with_key("vocab_size", 1073741824), r"vocab_size is 1073741824; .* 16777216"),
+        spec_case("ffn_hidden_size 2^30", with_key("ffn_hidden_size", 1073741824), r"ffn_hidden_size is 1073741824"),
+        spec_case("max_position_embeddings 2^40", with_key("max_position_embeddings", 1099511627776),
+                  r"max_position_embeddings is 1099511627776"),
+        spec_case("num_query_groups 2^20", with_keys([("family", "llama"), ("num_query_groups", 1048576)]),
+                  r"num_query_groups is 1048576"),
+        spec_case("hidden_size beyond int64", with_key("hidden_size", "99999999999999999999999"),
+                  r"hidden_size is 99999999999999999999999; it must be between 1 and 1048576"),
+        # Non-finite numbers, in YAML's spelling and in C's.
+        spec_case("norm_epsilon .nan", with_key("norm_epsilon", ".nan"), r"norm_epsilon is '\.nan', which is not a finite number"),
+        spec_case("norm_epsilon 1e999", with_key("norm_epsilon", "1e999"), r"norm_epsilon is '1e999', which is not a finite number"),
+        spec_case("rotary_base inf", with_keys([("family", "llama"), ("rotary_base", "inf")]),
+                  r"rotary_base is 'inf', which is not a finite number"),
+        spec_case("hidden_dropout -.inf", with_key("hidden_dropout", "-.inf"), r"hidden_dropout is '-\.inf'"),
+        spec_case("an empty second document", GOOD + "---\n", r"second YAML document"),
+        # Products of the sizes.
+        spec_case("attention weight over 2^40", with_keys([("hidden_size", 1048576), ("num_attention_heads", 16)]),
+                  r"query/key/value weight \[hidden_size 1048576.*lower hidden_size"),
+        spec_case("MLP weight over 2^40", with_keys([("hidden_size", 524288), ("ffn_hidden_size", 4194304)]),
+                  r"MLP's weight \[hidden_size 524288, ffn_hidden_size 4194304\]"),
+        spec_case("embedding over 2^40", with_keys([("hidden_size", 131072), ("vocab_size", 16777216)]),
+                  r"embedding \[vocab_size 16777216, hidden_size 131072\]"),
+        spec_case("position embedding over 2^40", with_keys([("hidden_size", 524288), ("ffn_hidden_size", 1024),
+                                                             ("seq_length", 4194304)]),
+                  r"position embedding \[max_position_embeddings 4194304, hidden_size 524288\]"),
+        spec_case("parameters over 2^44", with_keys([("num_layers", 8192), ("hidden_size", 65536)]),
+                  r"parameters \(num_layers 8192 x .*lower num_layers"),
+        spec_case("attention over 2^60", with_keys([("family", "llama"), ("hidden_size", 131072),
+                                                    ("num_attention_heads", 2048), ("num_query_groups", 1),
+                                                    ("ffn_hidden_size", 256), ("seq_length", 4194304)]),
+                  r"attention of a microbatch, --micro-batch-size 1 x seq_length\^2 \(4194304\^2\) x hidden_size 131072"),
+        # The file itself.
+        Case(AREA, "spec is /dev/zero", ["{megac}", "compile", "/dev/zero", "-o", OUT, "--no-build"],
+             r"cannot read spec /dev/zero: it is larger than 1024 KiB", absent=[OUT]),
+        spec_case("spec of 2 MiB", GOOD + "# " + "x" * (2 << 20) + "\n", r"cannot read spec .*spec\.yaml: it is larger"),
     ]

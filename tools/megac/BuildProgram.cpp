@@ -1,0 +1,107 @@
+#include "BuildProgram.h"
+
+#include "megac/Config.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+using namespace megac;
+
+namespace {
+
+int fail(const Twine &message) {
+  errs() << "megac compile: error: " << message << "\n";
+  return 1;
+}
+
+/// Runs one build command; on failure says which and how it ended.
+int run(ArrayRef<std::string> args, const Twine &what) {
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
+  std::string message;
+  int rc = sys::ExecuteAndWait(args[0], argRefs, std::nullopt, {}, 0, 0, &message);
+  if (rc == 0)
+    return 0;
+  std::string cmd;
+  for (StringRef a : argRefs)
+    cmd += a.str() + " ";
+  return fail(what + " failed (" + (message.empty() ? "exit " + std::to_string(rc) : message) +
+              "); the command was:\n  " + cmd);
+}
+
+void appendSplit(SmallVectorImpl<std::string> &args, StringRef list, StringRef prefix = "") {
+  SmallVector<StringRef> items;
+  list.split(items, ' ', -1, /*KeepEmpty=*/false);
+  for (StringRef item : items)
+    args.push_back((prefix + item).str());
+}
+
+} // namespace
+
+StringRef megac::sourceName(Target target) { return target == Target::Cuda ? "main.cu" : "main.cpp"; }
+
+std::string megac::outputCMake(Target target) {
+  bool cuda = target == Target::Cuda;
+  std::string text = "# Builds the generated training program against megac's runtime.\n"
+                     "# megac compile already built ./train; this is for other machines (set MEGART_DIR).\n"
+                     "cmake_minimum_required(VERSION 3.20)\n";
+  // Before project(), which fixes nvcc and its default architecture when it enables CUDA.
+  if (cuda)
+    text += "if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)\n"
+            "  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)\nendif()\n"
+            "if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)\n  set(CMAKE_CUDA_ARCHITECTURES 80-real 90)\nendif()\n";
+  text += std::string("project(megac_train LANGUAGES C CXX") + (cuda ? " CUDA" : "") + ")\n";
+  text += std::string("set(CMAKE_CXX_STANDARD 17)\n") +
+          (cuda ? "set(CMAKE_CUDA_STANDARD 17)\n"
+                : "set(MEGART_CUDA OFF CACHE BOOL \"a CPU program needs no CUDA backend\" FORCE)\n") +
+          "set(MEGART_DIR \"" MEGAC_RUNTIME_SOURCE_DIR "\" CACHE PATH \"megac's runtime/ folder\")\n"
+          "add_subdirectory(${MEGART_DIR} megart EXCLUDE_FROM_ALL)\n";
+  text += cuda ? "add_executable(train main.cu)\ntarget_link_libraries(train PRIVATE megart-cuda)\n"
+               : "add_executable(train main.cpp)\ntarget_link_libraries(train PRIVATE megart)\n";
+  // The generated tables initialise their fields by name (C++20 designated initializers).
+  text +=
+      std::string("set_target_properties(train PROPERTIES CXX_STANDARD 20") + (cuda ? " CUDA_STANDARD 20" : "") + ")\n";
+  return text;
+}
+
+int megac::buildProgram(StringRef out, Target target) {
+  SmallString<128> source(out), object(out), binary(out);
+  sys::path::append(source, sourceName(target));
+  sys::path::append(object, "main.o");
+  sys::path::append(binary, "train");
+  SmallVector<std::string> link = {MEGAC_CXX_COMPILER, "-fopenmp", "-o", std::string(binary)};
+  if (target == Target::Cuda) {
+#ifdef MEGAC_CUDA_COMPILER
+    // sm_80 (A100) and sm_90 (H100/H200) machine code, and sm_90 PTX for newer GPUs.
+    SmallVector<std::string> compile = {MEGAC_CUDA_COMPILER,
+                                        "-std=c++20",
+                                        "-O2",
+                                        "-x",
+                                        "cu",
+                                        "-c",
+                                        "-gencode=arch=compute_80,code=sm_80",
+                                        "-gencode=arch=compute_90,code=sm_90",
+                                        "-gencode=arch=compute_90,code=compute_90",
+                                        "-Xcompiler=-fopenmp",
+                                        "-I" MEGAC_RUNTIME_INCLUDE_DIR};
+    appendSplit(compile, MEGAC_CUDA_INCLUDE_DIRS, "-I");
+    compile.append({std::string(source), "-o", std::string(object)});
+    if (int rc = run(compile, "compiling " + source.str() + " with nvcc"))
+      return rc;
+    link.append({std::string(object), MEGAC_CUDA_RUNTIME_LIBRARY, MEGAC_RUNTIME_LIBRARY});
+    appendSplit(link, MEGAC_RUNTIME_LINK);
+    appendSplit(link, MEGAC_CUDA_LINK);
+#endif
+  } else {
+    link.append({"-std=c++20", "-O2"});    // the tables' designated initializers
+    appendSplit(link, MEGAC_RUNTIME_ARCH); // the runtime's target: -march=native unless MEGART_PORTABLE
+    link.append({"-I" MEGAC_RUNTIME_INCLUDE_DIR, std::string(source), MEGAC_RUNTIME_LIBRARY});
+    appendSplit(link, MEGAC_RUNTIME_LINK);
+  }
+  return run(link, "building " + binary.str());
+}
+
