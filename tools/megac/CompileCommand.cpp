@@ -308,7 +308,7 @@ int megac::runCompile() {
   std::string code, memoryPlan;
   raw_string_ostream codeOs(code), planOs(memoryPlan);
   const HuggingFaceConfig hfConfig = huggingFaceConfig(*spec);
-  const EmitOptions emitOptions{header, summary, hfConfig.json, (*file)->getBuffer().str(), *target};
+  const EmitOptions emitOptions{header, summary, hfConfig.json, *specText, *target};
   if (failed(emitTrainingProgram(*module, emitOptions, codeOs, planOs)))
     return fail("emitting C++ failed (see the error above)");
   if (!dumps.write("memory-plan.txt", [&](raw_ostream &os) { os << memoryPlan; }))

@@ -132,6 +132,10 @@ std::vector<Target> targets() {
          s.iteration = s.optimizer_steps = 10;
          s.consumed_samples = 80;
          s.loss_scaler = megart::LossScalerState{65536, 3, 2};
+         megart::TrainFlags flags; // as resolve_train_flags leaves them
+         flags.lr = 1e-3;
+         flags.lr_decay_iters = 100;
+         s.args_json = megart::format_train_args(flags);
          std::ofstream(dir / "train_state.json") << megart::format_train_state(s);
        },
        {"train_state.json"},

@@ -33,7 +33,7 @@ def cases():
         train_case("seed in hex", ["--seed", "0x10"], r"--seed: value 0x10 is not a whole number"),
         train_case("log interval 0", ["--log-interval", "0"], r"--log-interval is 0; it must be at least 1"),
         train_case("train: stray positional argument", ["extra"], r"not expected: extra"),
-        train_case("unknown flag", ["--hidden-size", "128"], r"--hidden-size.*\n.*Run with --help to list the flags"),
+        train_case("train: unknown flag", ["--hidden-size", "128"], r"--hidden-size.*\n.*Run with --help to list the flags"),
         train_case("micro batch not the compiled one", ["--micro-batch-size", "8"],
                    r"--micro-batch-size 8 does not match the compiled program \(2\)"),
         train_case("global batch not a multiple", ["--global-batch-size", "5"],
