@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The runtime under AddressSanitizer + UndefinedBehaviorSanitizer (any report is fatal): its unit
-# tests, its MPI tests on 2 ranks, the reader fuzzer, and one small e2e plan (GPT-2 tp 2 x sp on
-# 2 ranks compiled by megac, trained, saved, resumed). Builds into build/asan (incremental).
-# Run by ctest as runtime-sanitizers; needs build/bin/megac (scripts/build.sh).
+# megac, megac-opt and the runtime under AddressSanitizer + UndefinedBehaviorSanitizer (any report
+# is fatal): the runtime's unit tests, its MPI tests on 2 ranks, the reader fuzzer, one small e2e
+# plan (GPT-2 tp 2 x sp on 2 ranks compiled by megac, trained, saved, resumed), the catalogue of
+# bad inputs and the compiler fuzzer, both with sanitized megac, megac-opt and OUT/train.
+# Builds into build/asan (incremental). Run by ctest as sanitizers; needs build/bin/megac.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -41,4 +42,16 @@ train=(mpirun --oversubscribe -np 2 -x ASAN_OPTIONS=abort_on_error=1:detect_leak
        --lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 1 --train-iters 4 --save "$work/ckpt")
 "${train[@]}" --exit-interval 2 | tail -2
 "${train[@]}" --load "$work/ckpt" --bf16 | tail -1
+echo "sanitizers: megac and megac-opt"
+# Release at -O1 with line tables only (-g1) to keep the build short; LLVM's libraries are not
+# instrumented, megac's own code is.
+cmake -S . -B "$asan/compiler" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" \
+  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+cmake --build "$asan/compiler" -j "$(nproc)" --target megac megac-opt >/dev/null
+tools=(--megac "$asan/compiler/bin/megac" --megac-opt "$asan/compiler/bin/megac-opt")
+echo "sanitizers: the catalogue of bad inputs"
+/usr/bin/python3 test/e2e/bad_inputs.py --sanitize "${tools[@]}" --spec examples/gpt2-tiny.yaml \
+  --workdir "$asan/bad-inputs" | tail -2
+echo "sanitizers: the compiler fuzzer"
+/usr/bin/python3 test/fuzz/fuzz_compiler.py "${tools[@]}" --rounds 500 | tail -1
 echo "sanitizers: no report"

@@ -254,6 +254,7 @@ IndexedDataset IndexedDataset::open(const std::string &prefix) {
   const int64_t bin_size = static_cast<int64_t>(mapping->size);
   ds.token_starts_.resize(n + 1);
   ds.token_starts_[0] = 0;
+  int64_t data_end = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const int64_t len = ds.sizes_[i];
     const int64_t off = ds.pointers_[i];
@@ -274,7 +275,14 @@ IndexedDataset IndexedDataset::open(const std::string &prefix) {
                   std::to_string(bin_size) + " bytes); the .bin and .idx do not belong together "
                   "or the .bin is truncated; " + kRebuild);
     ds.token_starts_[i + 1] = ds.token_starts_[i] + len;
+    data_end = std::max(data_end, off + len * item);
   }
+  // Writers lay sequences back to back, so bytes past the last one mean the .bin was replaced
+  // without its .idx (e.g. a crash between the two renames of a rebuild).
+  if (data_end != bin_size)
+    throw Error(bin_path + " has " + std::to_string(bin_size) + " bytes, but " + idx_path +
+                " describes " + std::to_string(data_end) + "; the .bin and .idx do not belong "
+                "together; " + kRebuild);
 
   // Document boundaries: 0, then non-decreasing sequence numbers ending at the sequence count.
   if (d == 0)

@@ -263,6 +263,15 @@ TEST_F(DataTest, SequencePastEndOfBin) {
                {"sequence 2", "ends at byte 24", "past the end of " + prefix() + ".bin (20 bytes)"});
 }
 
+TEST_F(DataTest, BinLongerThanItsIndex) {
+  // A rebuild that replaced the .bin but died before the .idx: the old index describes fewer
+  // bytes than the new .bin holds, and reading it would hand out the wrong tokens.
+  write_sample_dataset();
+  write_file(prefix() + ".bin", read_file(prefix() + ".bin") + std::string(6, '\0'));
+  expect_error([&] { IndexedDataset::open(prefix()); },
+               {prefix() + ".bin has 30 bytes", "describes 24", "do not belong together"});
+}
+
 TEST_F(DataTest, BadOffsetsAndSizes) {
   write_sample_dataset();
   const std::string good = read_file(prefix() + ".idx");

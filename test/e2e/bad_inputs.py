@@ -18,6 +18,7 @@ from e2e_util import MPI_ENV, make_license_corpus, run  # noqa: E402
 
 TIME_LIMIT = 10.0
 MINIMUM = 60
+SANITIZE_FLAGS = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
 SANITIZER = re.compile(r"ERROR: (Address|Leak|Memory|Thread)Sanitizer|runtime error: |UndefinedBehaviorSanitizer")
 
 
@@ -34,11 +35,26 @@ def prepare(args):
                   train=w("gpt2", "train"), train_dp2=w("gpt2-dp2", "train"), ckpt=w("ckpt"),
                   source=os.path.dirname(os.path.dirname(HERE)))
     make_license_corpus(args.megac, w("corpus"))
-    run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w("gpt2")])
-    run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "--dp", "2", "-o", w("gpt2-dp2")])
+    for name, plan in (("gpt2", []), ("gpt2-dp2", ["--dp", "2"])):
+        compile_train(args, w(name), plan)
     shutil.rmtree(w("ckpt"), ignore_errors=True)
     run([w("gpt2", "train"), "--data-path", w("corpus"), "--train-iters", "2", "--lr", "1e-3", "--save", w("ckpt")])
     return ctx
+
+
+def compile_train(args, out, plan):
+    """OUT/train for the catalogue; with --sanitize built under ASan + UBSan as OUT/train too."""
+    compile_cmd = [args.megac, "compile", args.spec, "--micro-batch-size", "2", *plan, "-o", out]
+    if not args.sanitize:
+        run(compile_cmd)
+        return
+    run(compile_cmd + ["--no-build"])
+    runtime = os.path.join(os.path.dirname(os.path.dirname(HERE)), "runtime")
+    run(["cmake", "-S", out, "-B", os.path.join(out, "build"), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Debug",
+         f"-DMEGART_DIR={runtime}", f"-DCMAKE_CXX_FLAGS={SANITIZE_FLAGS}",
+         "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"])
+    run(["cmake", "--build", os.path.join(out, "build"), "-j", str(os.cpu_count() or 1)])
+    os.replace(os.path.join(out, "build", "train"), os.path.join(out, "train"))
 
 
 def check(case, ctx, scratch):
@@ -87,8 +103,13 @@ def main():
     ap.add_argument("--spec", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--only", help="run only cases whose name contains this")
+    ap.add_argument("--sanitize", action="store_true",
+                    help="build the OUT/train programs under ASan + UBSan (the sanitizer check runs this)")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
+    if args.sanitize:  # a report aborts the case, so it shows as a signal and a report
+        os.environ["ASAN_OPTIONS"] = "abort_on_error=1:detect_leaks=1"
+        os.environ["UBSAN_OPTIONS"] = "print_stacktrace=1"
     ctx = prepare(args)
     cases = []
     for path in sorted(glob.glob(os.path.join(HERE, "bad_inputs", "*_cases.py"))):
