@@ -1,14 +1,12 @@
-"""Compile time is linear in layers: compiles the spec at SMALL and LARGE layers (--no-build,
-best of two runs each) and fails if the time grows by more than --max-ratio (linear gives
-LARGE / SMALL, quadratic its square). Also checks the larger program's memory plan: no two
-buffers alive at the same time overlap in the arena."""
+"""Compiles the spec at --layers layers (--no-build) and checks its memory plan: no two buffers
+alive at the same time overlap, and none runs past its arena. How compile time grows with the
+layers is measured by bench/compile_time.py, not here."""
 import argparse
 import bisect
 import os
 import re
 import subprocess
 import sys
-import time
 
 
 def compile_layers(args, layers):
@@ -18,13 +16,8 @@ def compile_layers(args, layers):
     with open(spec, "w") as f:
         f.write(text)
     out = os.path.join(args.workdir, f"out{layers}")
-    best = None
-    for _ in range(2):
-        start = time.perf_counter()
-        subprocess.run([args.megac, "compile", spec, "-o", out, "--no-build"], check=True, stdout=subprocess.DEVNULL)
-        seconds = time.perf_counter() - start
-        best = seconds if best is None else min(best, seconds)
-    return best, out
+    subprocess.run([args.megac, "compile", spec, "-o", out, "--no-build"], check=True, stdout=subprocess.DEVNULL)
+    return out
 
 
 def check_plan(path):
@@ -63,20 +56,15 @@ def main():
     ap.add_argument("--megac", required=True)
     ap.add_argument("--spec", required=True)
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--small", type=int, default=1000)
-    ap.add_argument("--large", type=int, default=4000)
-    ap.add_argument("--max-ratio", type=float, default=8.0)
+    ap.add_argument("--layers", type=int, default=4000)
+    ap.add_argument("--min-buffers", type=int, default=0, help="fail if no function has this many buffers")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
-    small, _ = compile_layers(args, args.small)
-    large, out = compile_layers(args, args.large)
+    out = compile_layers(args, args.layers)
     buffers = check_plan(os.path.join(out, "memory-plan.txt"))
-    ratio = large / small
-    print(f"{args.small} layers: {small:.2f} s; {args.large} layers: {large:.2f} s; ratio {ratio:.1f} "
-          f"(linear {args.large / args.small:.0f}, quadratic {(args.large / args.small) ** 2:.0f}); "
-          f"largest function {buffers} buffers, memory plan consistent")
-    if ratio > args.max_ratio:
-        sys.exit(f"compile time grew {ratio:.1f}x for {args.large / args.small:.0f}x the layers (limit {args.max_ratio})")
+    if buffers < args.min_buffers:
+        sys.exit(f"the largest function has {buffers} buffers, fewer than --min-buffers {args.min_buffers}")
+    print(f"{args.layers} layers: largest function {buffers} buffers, memory plan consistent")
 
 
 if __name__ == "__main__":
