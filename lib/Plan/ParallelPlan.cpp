@@ -10,7 +10,47 @@ std::string ParallelPlan::summary() const {
   text += " dp " + std::to_string(dp) + " tp " + std::to_string(tp) + (sp ? " sp" : "");
   if (pp > 1)
     text += " (" + pipelineSchedule + ", " + std::to_string(numMicrobatches) + " microbatches)";
+  if (sharding != ShardingStrategy::NoShard) {
+    text += std::string(" sharding ") + shardingStrategyName(sharding);
+    if (shardDegree != dp)
+      text += " over " + std::to_string(shardDegree) + " x " + std::to_string(dp / shardDegree) + " replicas";
+  }
   return text;
+}
+
+namespace {
+constexpr std::pair<megac::ShardingStrategy, const char *> kStrategies[] = {
+    {megac::ShardingStrategy::NoShard, "no_shard"},
+    {megac::ShardingStrategy::Optim, "optim"},
+    {megac::ShardingStrategy::OptimGrads, "optim_grads"},
+    {megac::ShardingStrategy::OptimGradsParams, "optim_grads_params"}};
+constexpr std::pair<megac::ReshardAfterForward, const char *> kReshardChoices[] = {
+    {megac::ReshardAfterForward::Default, "default"},
+    {megac::ReshardAfterForward::Always, "always"},
+    {megac::ReshardAfterForward::Never, "never"}};
+
+template <typename E, size_t N> const char *nameOf(const std::pair<E, const char *> (&table)[N], E value) {
+  for (auto [v, name] : table)
+    if (v == value)
+      return name;
+  return "?";
+}
+template <typename E, size_t N>
+std::optional<E> valueOf(const std::pair<E, const char *> (&table)[N], const std::string &name) {
+  for (auto [v, n] : table)
+    if (name == n)
+      return v;
+  return std::nullopt;
+}
+} // namespace
+
+const char *megac::shardingStrategyName(ShardingStrategy s) { return nameOf(kStrategies, s); }
+std::optional<ShardingStrategy> megac::parseShardingStrategy(const std::string &name) {
+  return valueOf(kStrategies, name);
+}
+const char *megac::reshardAfterForwardName(ReshardAfterForward r) { return nameOf(kReshardChoices, r); }
+std::optional<ReshardAfterForward> megac::parseReshardAfterForward(const std::string &name) {
+  return valueOf(kReshardChoices, name);
 }
 
 std::string ParallelPlan::rankLayout() const {

@@ -1,5 +1,6 @@
 #include "megac/Plan/PlanIR.h"
 #include "megac/Plan/PlanLimits.h"
+#include "megac/Plan/ShardingFlags.h"
 #include "tx/TxNames.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -23,8 +24,14 @@ constexpr StringLiteral kMicrobatches = "num_microbatches";
 constexpr StringLiteral kBucketSize = "ddp_bucket_size";
 constexpr StringLiteral kOverlapGradReduce = "overlap_grad_reduce";
 constexpr StringLiteral kVocabDivisibleBy = "make_vocab_size_divisible_by";
-constexpr StringRef kPlanKeys[] = {kSequenceParallel, kVirtualStages, kSchedule, kLayout,
-                                   kMicrobatches,     kBucketSize,    kOverlapGradReduce, kVocabDivisibleBy};
+// Sharded data parallelism, recorded only when something is sharded.
+constexpr StringLiteral kShardingStrategy = "data_parallel_sharding_strategy";
+constexpr StringLiteral kShardDegree = "data_parallel_shard_degree";
+constexpr StringLiteral kOverlapParamGather = "overlap_param_gather";
+constexpr StringLiteral kReshardAfterForward = "fsdp_reshard_after_forward";
+constexpr StringRef kPlanKeys[] = {kSequenceParallel, kVirtualStages,      kSchedule,           kLayout,
+                                   kMicrobatches,     kBucketSize,         kOverlapGradReduce,  kVocabDivisibleBy,
+                                   kShardingStrategy, kShardDegree,        kOverlapParamGather, kReshardAfterForward};
 
 // What limit errors call each field: the grid's axes and the plan's keys.
 const PlanFieldNames &irNames() {
@@ -69,6 +76,13 @@ void megac::recordPlan(ModuleOp module, const ParallelPlan &plan) {
                     b.getNamedAttr(kSchedule, b.getStringAttr(plan.pipelineSchedule)),
                     b.getNamedAttr(kLayout, b.getDenseI64ArrayAttr(plan.pipelineLayout)),
                     b.getNamedAttr(kMicrobatches, b.getI64IntegerAttr(plan.numMicrobatches))});
+  if (plan.sharding != ShardingStrategy::NoShard)
+    entries.append({b.getNamedAttr(kShardingStrategy, b.getStringAttr(shardingStrategyName(plan.sharding))),
+                    b.getNamedAttr(kShardDegree, b.getI64IntegerAttr(plan.shardDegree)),
+                    b.getNamedAttr(kOverlapParamGather, b.getBoolAttr(plan.overlapParamGather))});
+  if (plan.sharding == ShardingStrategy::OptimGradsParams)
+    entries.push_back(
+        b.getNamedAttr(kReshardAfterForward, b.getStringAttr(reshardAfterForwardName(plan.reshardAfterForward))));
   grid->setAttr(names::kPlanAttr, b.getDictionaryAttr(entries));
 }
 
@@ -98,6 +112,7 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
   }
   ParallelPlan result;
   result.pp = shape[0], result.dp = shape[1], result.tp = shape[2];
+  ShardingFlags sharding; // checked as megac compile checks its flags, once the grid is known
   // Every key must be one of ours with the type the frontend writes: a typo or a wrong type in
   // hand-written IR is an error, not a default.
   for (NamedAttribute entry : plan) {
@@ -109,11 +124,26 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
       os << value;
       return fail(names::kPlanAttr.str() + "'s " + key + " must be " + expected + ", got " + text);
     };
-    if (key == kSequenceParallel || key == kOverlapGradReduce) {
+    if (key == kSequenceParallel || key == kOverlapGradReduce || key == kOverlapParamGather) {
       auto v = dyn_cast<BoolAttr>(value);
       if (!v)
         return wrong("true or false");
-      (key == kSequenceParallel ? result.sp : result.overlapGradReduce) = v.getValue();
+      (key == kSequenceParallel     ? result.sp
+       : key == kOverlapGradReduce ? result.overlapGradReduce
+                                   : sharding.overlapParamGather) = v.getValue();
+    } else if (key == kShardingStrategy || key == kReshardAfterForward) {
+      auto v = dyn_cast<StringAttr>(value);
+      if (!v)
+        return wrong(key == kShardingStrategy ? "a string (no_shard, optim, optim_grads or optim_grads_params)"
+                                              : "a string (default, always or never)");
+      (key == kShardingStrategy ? sharding.strategy : sharding.reshardAfterForward) = v.str();
+    } else if (key == kShardDegree) {
+      auto v = dyn_cast<IntegerAttr>(value);
+      if (!v || isa<BoolAttr>(value) || !v.getType().isSignlessInteger() || v.getType().getIntOrFloatBitWidth() > 64)
+        return wrong("an integer (i64)");
+      sharding.shardDegree = v.getInt();
+      if (sharding.shardDegree == 0)
+        return fail(names::kPlanAttr.str() + "'s " + key + " is 0; it must be between 1 and the dp axis's size");
     } else if (key == kVocabDivisibleBy || key == kBucketSize || key == kVirtualStages || key == kMicrobatches) {
       auto v = dyn_cast<IntegerAttr>(value);
       // i64 as the frontend writes it (getInt() needs a signless integer of at most 64 bits).
@@ -148,6 +178,11 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
                 ") and a " + kSchedule.str());
   if (llvm::Error e = checkPlanLimits(result, irNames()))
     return fail(llvm::toString(std::move(e)));
+  if (sharding.strategy.empty() && (sharding.shardDegree || sharding.overlapParamGather ||
+                                    !sharding.reshardAfterForward.empty()))
+    return fail(names::kPlanAttr.str() + " has sharding options but no " + kShardingStrategy.str());
+  if (llvm::Error e = resolveSharding(result, sharding))
+    return fail(names::kPlanAttr.str() + ": " + llvm::toString(std::move(e)));
   const int64_t chunks = result.pp * result.vpp; // both bounded: no overflow
   if (!result.pipelineLayout.empty() && static_cast<int64_t>(result.pipelineLayout.size()) != chunks)
     return fail(kLayout.str() + " has " + Twine(result.pipelineLayout.size()) + " entries; it needs pp x " +

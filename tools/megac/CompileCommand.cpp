@@ -16,6 +16,8 @@
 #include "megac/Frontend/PlanChecks.h"
 #include "megac/Limits.h"
 #include "megac/Plan/PlanLimits.h"
+#include "megac/Plan/ShardingFlags.h"
+#include "megac/Target/RankMemory.h"
 #include "megac/Target/EmitCpp.h"
 #include "megac/Transforms/TrainingPipeline.h"
 
@@ -99,6 +101,38 @@ cl::opt<bool> overlapGradReduce("overlap-grad-reduce",
                                 cl::desc("start each data-parallel gradient bucket's all-reduce during the last "
                                          "microbatch's backward, once its gradients are final (Megatron's flag)"),
                                 cl::sub(compile), megac::recordValues<bool>("--overlap-grad-reduce"));
+cl::opt<bool> useDistributedOptimizer(
+    "use-distributed-optimizer",
+    cl::desc("shard the optimizer state over the data-parallel ranks, gradients reduce-scattered (Megatron's "
+             "flag; = --data-parallel-sharding-strategy optim)"),
+    cl::sub(compile), megac::recordValues<bool>("--use-distributed-optimizer"));
+cl::opt<std::string> shardingStrategy(
+    "data-parallel-sharding-strategy",
+    cl::desc("no_shard, optim (ZeRO-1), optim_grads (ZeRO-2) or optim_grads_params (ZeRO-3 / FSDP): the training "
+             "state sharded over the data-parallel ranks (Megatron-FSDP's flag)"),
+    cl::sub(compile), megac::recordValues<std::string>("--data-parallel-sharding-strategy"));
+cl::opt<int64_t> shardDegree("data-parallel-shard-degree", cl::init(0),
+                             cl::desc("dp ranks one copy of the sharded state spreads over (torchtitan's flag; "
+                                      "dp = shard x replicate; -1 = the rest of dp)"),
+                             cl::sub(compile), megac::recordValues<int64_t>("--data-parallel-shard-degree"));
+cl::opt<int64_t> replicateDegree("data-parallel-replicate-degree", cl::init(0),
+                                 cl::desc("copies of the sharded state, each over dp / replicate ranks (torchtitan's "
+                                          "flag: hybrid sharding)"),
+                                 cl::sub(compile), megac::recordValues<int64_t>("--data-parallel-replicate-degree"));
+cl::opt<int64_t> optimizerInstances("num-distributed-optimizer-instances", cl::init(0),
+                                    cl::desc("copies of the distributed optimizer's state, each sharded over dp / N "
+                                             "ranks (Megatron's flag)"),
+                                    cl::sub(compile),
+                                    megac::recordValues<int64_t>("--num-distributed-optimizer-instances"));
+cl::opt<bool> overlapParamGather("overlap-param-gather",
+                                 cl::desc("prefetch the next parameter all-gather while the current layer computes "
+                                          "(Megatron's flag; needs sharding and --overlap-grad-reduce)"),
+                                 cl::sub(compile), megac::recordValues<bool>("--overlap-param-gather"));
+cl::opt<std::string> reshardAfterForward(
+    "fsdp-reshard-after-forward",
+    cl::desc("optim_grads_params: free gathered parameters after forward: default (always, never under pipeline "
+             "parallelism), always or never (torchtitan's option)"),
+    cl::sub(compile), megac::recordValues<std::string>("--fsdp-reshard-after-forward"));
 cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds which (pp, dp, tp) coordinate"),
                          cl::sub(compile));
 cl::opt<bool> noBuild("no-build", cl::desc("write OUT/main.cpp (main.cu) and OUT/CMakeLists.txt but do not build"),
@@ -187,6 +221,10 @@ Expected<megac::ParallelPlan> planFromFlags() {
   plan.overlapGradReduce = overlapGradReduce;
   if (Error e = megac::checkPlanLimits(plan, megac::kPlanFlagNames))
     return std::move(e);
+  megac::ShardingFlags sharding{shardingStrategy, useDistributedOptimizer, optimizerInstances, shardDegree,
+                                replicateDegree,  overlapParamGather,      reshardAfterForward};
+  if (Error e = megac::resolveSharding(plan, sharding))
+    return std::move(e);
   if (globalBatch == 0)
     return plan;
   const int64_t perIteration = microBatch * dp; // both < 2^21
@@ -225,7 +263,8 @@ std::string headerRankLayout(const megac::ParallelPlan &plan) {
 }
 
 /// Files megac compile writes into OUT (a recompile replaces or removes each).
-constexpr StringRef kOutputFiles[] = {"main.cpp", "main.cu", "main.o", "CMakeLists.txt", "memory-plan.txt", "train"};
+constexpr StringRef kOutputFiles[] = {"main.cpp",        "main.cu",          "main.o", "CMakeLists.txt",
+                                      "memory-plan.txt", "rank-memory.json", "train"};
 
 } // namespace
 
@@ -250,6 +289,11 @@ int megac::runCompile() {
   if (!flagsPlan)
     return fail(toString(flagsPlan.takeError()));
   ParallelPlan plan = std::move(*flagsPlan);
+  if (plan.sharding != ShardingStrategy::NoShard && !noBuild)
+    return fail("--data-parallel-sharding-strategy " + Twine(shardingStrategyName(plan.sharding)) +
+                " (or --use-distributed-optimizer) is planned, not yet built into OUT/train: the runtime still "
+                "keeps the whole state on every dp rank. Add --no-build to see the memory the plan will take, "
+                "or drop the flag to train");
   if (overlapGradReduce && dp == 1)
     errs() << "megac compile: note: --overlap-grad-reduce has nothing to overlap without data parallelism "
               "(--dp 1); the program is the same without it\n";
@@ -313,6 +357,10 @@ int megac::runCompile() {
     return fail("emitting C++ failed (see the error above)");
   if (!dumps.write("memory-plan.txt", [&](raw_ostream &os) { os << memoryPlan; }))
     return 1;
+  const SmallVector<StageStateMemory> stateBytes = stateMemory(*module, plan);
+  const std::string rankMemoryJson = stateMemoryJson(stateBytes, plan);
+  if (!dumps.write("rank-memory.json", [&](raw_ostream &os) { os << rankMemoryJson; }))
+    return 1;
 
   // Everything goes to a staging folder first; OUT changes only once all of it succeeded.
   Expected<std::unique_ptr<StagedOutput>> staged = StagedOutput::create(outDir);
@@ -321,7 +369,7 @@ int megac::runCompile() {
   StringRef dir = (*staged)->dir();
   auto file = [&](StringRef name) { return (dir + "/" + name).str(); };
   if (!writeFile(file(sourceName(*target)), code) || !writeFile(file("CMakeLists.txt"), outputCMake(*target)) ||
-      !writeFile(file("memory-plan.txt"), memoryPlan))
+      !writeFile(file("memory-plan.txt"), memoryPlan) || !writeFile(file("rank-memory.json"), rankMemoryJson))
     return 1;
   if (!noBuild)
     if (int rc = buildProgram(dir, *target))
@@ -329,8 +377,9 @@ int megac::runCompile() {
   if (Error e = (*staged)->commit(kOutputFiles))
     return fail(toString(std::move(e)));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  outs() << "megac: " << summary << "\n"
-         << "megac: target " << (*target == megac::Target::Cuda ? "cuda" : "cpu") << "\n"
+  outs() << "megac: " << summary << "\n";
+  printStateMemory(stateBytes, plan, "megac: ", outs());
+  outs() << "megac: target " << (*target == megac::Target::Cuda ? "cuda" : "cpu") << "\n"
          << (hfConfig.json.empty() ? "megac: checkpoints get no Hugging Face config.json: " + hfConfig.whyNone + "\n"
                                    : std::string())
          << "megac: wrote " << outDir << "/" << (noBuild ? sourceName(*target) : StringRef("train")) << " in "

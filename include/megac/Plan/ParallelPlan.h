@@ -5,10 +5,25 @@
 
 #include <cstdint>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace megac {
+
+/// Which training state the data-parallel ranks shard (Megatron-FSDP's
+/// --data-parallel-sharding-strategy; ZeRO stages 0 to 3).
+enum class ShardingStrategy { NoShard, Optim, OptimGrads, OptimGradsParams };
+/// The flag's spelling of each strategy ("no_shard", "optim", "optim_grads", "optim_grads_params").
+const char *shardingStrategyName(ShardingStrategy s);
+std::optional<ShardingStrategy> parseShardingStrategy(const std::string &name);
+
+/// ZeRO-3 / FSDP: whether parameters are freed after a forward and gathered again for backward
+/// (torchtitan's fsdp_reshard_after_forward; "default" = always, except under pipeline
+/// parallelism, where it would cost an all-gather per microbatch).
+enum class ReshardAfterForward { Default, Always, Never };
+const char *reshardAfterForwardName(ReshardAfterForward r);
+std::optional<ReshardAfterForward> parseReshardAfterForward(const std::string &name);
 
 struct ParallelPlan {
   // The grid's sizes in Megatron's rank order, slowest first (tp varies fastest).
@@ -27,6 +42,21 @@ struct ParallelPlan {
   // during backward (Megatron's --ddp-bucket-size and --overlap-grad-reduce).
   int64_t ddpBucketSize = 40000000;
   bool overlapGradReduce = false;
+  // Sharded data parallelism: what is sharded, over groups of shardDegree dp ranks (dp =
+  // shardDegree x replicas; the state is replicated across the groups: HSDP, or Megatron's
+  // --num-distributed-optimizer-instances), whether the parameter all-gathers are prefetched
+  // (--overlap-param-gather) and, for optim_grads_params, whether forward frees what it gathered.
+  ShardingStrategy sharding = ShardingStrategy::NoShard;
+  int64_t shardDegree = 1;
+  bool overlapParamGather = false;
+  ReshardAfterForward reshardAfterForward = ReshardAfterForward::Default;
+
+  /// Whether optim_grads_params frees the gathered parameters after each forward.
+  bool reshardsAfterForward() const {
+    return sharding == ShardingStrategy::OptimGradsParams &&
+           (reshardAfterForward == ReshardAfterForward::Always ||
+            (reshardAfterForward == ReshardAfterForward::Default && pp == 1));
+  }
 
   /// The vocabulary rounded up to a multiple of makeVocabSizeDivisibleBy x tp (Megatron).
   int64_t paddedVocab(int64_t vocab) const {

@@ -42,7 +42,7 @@ inline std::string format_rank_layout(const GridShape &s) {
   std::string text = "rank layout: " + s.describe() +
                      " (global rank = tp_rank + tp * (dp_rank + dp * pp_rank))\n"
                      "  global rank    pp    dp    tp\n";
-  char line[80];
+  char line[96]; // room for four 19-digit numbers: GCC checks the worst case
   for (int64_t g = 0; g < s.world(); ++g) {
     const GridCoord c = grid_coord_of(s, g);
     std::snprintf(line, sizeof line, "  %11lld %5lld %5lld %5lld\n", static_cast<long long>(g),

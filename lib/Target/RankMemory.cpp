@@ -1,0 +1,128 @@
+#include "megac/Target/RankMemory.h"
+#include "megac/Plan/FlatBufferLayout.h"
+
+#include "tx/TxChunks.h"
+#include "tx/TxNames.h"
+#include "tx/TxParamTable.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace megac;
+
+namespace {
+
+constexpr int64_t kFloatBytes = 4;        // fp32 parameters, gradients and moments
+constexpr int64_t kGradAlignFloats = 16;  // ParamStore's 64-byte gradient alignment (no_shard)
+
+StageStateMemory stageMemory(int64_t stage, const tx::ParamTable &table, ArrayRef<int64_t> chunkStarts,
+                             const ParallelPlan &plan) {
+  StageStateMemory m;
+  m.stage = stage;
+  SmallVector<int64_t> numels;
+  for (tx::ParamOp p : table.all())
+    numels.push_back(p.getType().getNumElements());
+  if (plan.sharding == ShardingStrategy::NoShard) {
+    // One allocation per parameter and per moment; the gradients in one buffer, each 64-byte aligned.
+    for (int64_t n : numels) {
+      m.parameters += n;
+      m.paddingElements += (n + kGradAlignFloats - 1) / kGradAlignFloats * kGradAlignFloats - n;
+    }
+    m.paramBytes = m.parameters * kFloatBytes;
+    m.gradBytes = (m.parameters + m.paddingElements) * kFloatBytes;
+    m.optimizerBytes = 2 * m.parameters * kFloatBytes;
+    return m;
+  }
+  const FlatBufferLayout layout = layoutFlatBuffer(numels, plan.ddpBucketSize, plan.shardDegree, chunkStarts);
+  const int64_t shard = layout.shardNumel(plan.shardDegree);
+  m.parameters = layout.paramNumel;
+  m.paddingElements = layout.padding();
+  const bool shardGrads = plan.sharding != ShardingStrategy::Optim;
+  const bool shardParams = plan.sharding == ShardingStrategy::OptimGradsParams;
+  m.paramBytes = (shardParams ? shard : layout.numel) * kFloatBytes;
+  m.gradBytes = (shardGrads ? shard : layout.numel) * kFloatBytes;
+  m.optimizerBytes = 2 * shard * kFloatBytes;
+  m.masterBytes = 0; // fp32 parameters are their own master copy
+  return m;
+}
+
+std::string formatBytes(int64_t bytes) {
+  if (bytes < 1024)
+    return std::to_string(bytes) + " B";
+  static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes) / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 3)
+    v /= 1024, ++u;
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%.2f ", v) << units[u];
+  return text;
+}
+
+} // namespace
+
+SmallVector<StageStateMemory> megac::stateMemory(ModuleOp module, const ParallelPlan &plan) {
+  SmallVector<StageStateMemory> result;
+  if (!tx::hasChunkFunctions(module)) {
+    auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
+    if (entry)
+      result.push_back(stageMemory(0, tx::ParamTable(entry), {}, plan));
+    return result;
+  }
+  for (int64_t s = 0; s < plan.pp; ++s) {
+    SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s, plan.pp);
+    tx::ParamTable table(fns);
+    // As megac-data-parallel buckets them: with --overlap-grad-reduce no bucket spans two chunks.
+    SmallVector<int64_t> chunkStarts;
+    if (plan.overlapGradReduce)
+      for (func::FuncOp fn : fns)
+        if (!names::isBackwardHalf(fn.getName()))
+          if (std::optional<int64_t> first = table.firstIn(fn))
+            chunkStarts.push_back(*first);
+    result.push_back(stageMemory(s, table, chunkStarts, plan));
+  }
+  return result;
+}
+
+void megac::printStateMemory(ArrayRef<StageStateMemory> stages, const ParallelPlan &plan, StringRef prefix,
+                             raw_ostream &os) {
+  for (const StageStateMemory &m : stages) {
+    os << prefix << "training state per rank";
+    if (plan.pp > 1)
+      os << " of pp stage " << m.stage;
+    os << " (" << shardingStrategyName(plan.sharding);
+    if (plan.sharding != ShardingStrategy::NoShard)
+      os << " over " << plan.shardDegree << " dp ranks";
+    os << "): parameters " << formatBytes(m.paramBytes) << ", gradients " << formatBytes(m.gradBytes)
+       << ", optimizer state " << formatBytes(m.optimizerBytes) << ", master weights " << formatBytes(m.masterBytes)
+       << "; total " << formatBytes(m.totalBytes()) << " = " << llvm::format("%.3f", m.bytesPerParameter())
+       << " bytes x " << m.parameters << " parameters";
+    if (m.paddingElements)
+      os << " (with " << m.paddingElements << " elements of "
+         << (plan.sharding == ShardingStrategy::NoShard ? "gradient alignment" : "bucket") << " padding)";
+    os << "\n";
+  }
+}
+
+std::string megac::stateMemoryJson(ArrayRef<StageStateMemory> stages, const ParallelPlan &plan) {
+  llvm::json::Array list;
+  for (const StageStateMemory &m : stages)
+    list.push_back(llvm::json::Object{{"pp_stage", m.stage},
+                                      {"parameters", m.parameters},
+                                      {"padding_elements", m.paddingElements},
+                                      {"bytes",
+                                       llvm::json::Object{{"parameters", m.paramBytes},
+                                                          {"gradients", m.gradBytes},
+                                                          {"optimizer_state", m.optimizerBytes},
+                                                          {"master_weights", m.masterBytes}}},
+                                      {"total_bytes", m.totalBytes()}});
+  llvm::json::Object root{{"plan", plan.summary()},
+                          {"data_parallel_sharding_strategy", shardingStrategyName(plan.sharding)},
+                          {"data_parallel_shard_degree", plan.shardDegree},
+                          {"stages", std::move(list)}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+  return text;
+}
