@@ -1,0 +1,78 @@
+// Megatron's distributed optimizer (ZeRO-1; --data-parallel-sharding-strategy optim) on one rank
+// of a shard group: parameters and gradients in one flat buffer each, laid out by the compiler
+// (megac's FlatBufferLayout: parameters in reverse order, buckets padded so that each splits into
+// equal shards); AdamW's moments only for this rank's shard of every bucket. An iteration:
+// backward adds into grad(i); reduce_scatter_grads() leaves in each bucket the sum over the group
+// of this rank's shard; step() updates the shard's parameters; all_gather_params() gives every
+// rank every bucket's updated parameters again.
+#pragma once
+
+#include "megart/comm.h"
+#include "megart/device.h"
+#include "megart/optimizer.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace megart {
+
+struct FlatBucket {
+  int64_t offset; // first element in the flat buffer
+  int64_t numel;  // padded: a multiple of the shard group's size
+};
+
+// Where every parameter sits in the flat buffers: the compiler's layout, as tables.
+struct FlatLayout {
+  std::vector<int64_t> param_offsets;
+  std::vector<int64_t> param_numels;
+  std::vector<char> weight_decay;  // per parameter: AdamW's decay applies (not to biases / norms)
+  std::vector<FlatBucket> buckets; // disjoint, in buffer order, together covering every parameter
+  int64_t numel = 0;               // the whole buffer, padding included
+};
+
+// Throws megart::Error naming the first inconsistency: a parameter outside the buffer or in two
+// buckets or none, overlapping parameters, a bucket not divisible into `shard_size` shards.
+void validate_flat_layout(const FlatLayout &layout, int shard_size);
+
+class DistributedOptimizerState {
+public:
+  // `group`: the ranks one copy of the state is sharded over (the dp group, or with
+  // --num-distributed-optimizer-instances a part of it). Allocates zeroed buffers on `device`.
+  DistributedOptimizerState(FlatLayout layout, Communicator &group, Device &device);
+
+  float *param(int64_t i) { return params_.as<float>() + layout_.param_offsets[i]; }
+  float *grad(int64_t i) { return grads_.as<float>() + layout_.param_offsets[i]; }
+  int64_t size() const { return static_cast<int64_t>(layout_.param_offsets.size()); }
+  const FlatLayout &layout() const { return layout_; }
+
+  void zero_grads();
+  // Each bucket summed over the group; this rank's shard of bucket b lands at the bucket's first
+  // element (MPI's and NCCL's in-place reduce-scatter): the rest of the bucket is stale.
+  void reduce_scatter_grads();
+  // This rank's reduced gradients, one piece per (bucket shard, parameter) overlap, padding left
+  // out: what the gradient norm sums and clipping scales. Valid after reduce_scatter_grads().
+  const MutableTensorList &shard_grads() const { return shard_grads_; }
+  // The piece's parameter: shard_grads()[k] belongs to parameter piece_param(k).
+  int64_t piece_param(int64_t k) const { return pieces_[k].param; }
+  // AdamW on this rank's shard (the factors as Optimizer computes them).
+  void step(const AdamWScalars &with_decay, const AdamWScalars &without_decay);
+  // Every bucket's updated shards to every rank of the group.
+  void all_gather_params();
+
+private:
+  struct Piece {
+    int64_t param;         // which parameter
+    int64_t element;       // its first element in the flat buffer (params)
+    int64_t reduced;       // where its reduced gradient sits after reduce_scatter_grads
+    int64_t state;         // its first element in the moments
+    int64_t n;
+  };
+  FlatLayout layout_;
+  Communicator &group_;
+  Device &device_;
+  DeviceBuffer params_, grads_, exp_avg_, exp_avg_sq_;
+  std::vector<Piece> pieces_;
+  MutableTensorList shard_grads_;
+};
+
+} // namespace megart

@@ -1,0 +1,100 @@
+#include "megart/distributed_optimizer.h"
+
+#include "megart/error.h"
+
+#include <algorithm>
+#include <string>
+
+namespace megart {
+
+void validate_flat_layout(const FlatLayout &l, int shard_size) {
+  const size_t n = l.param_offsets.size();
+  if (l.param_numels.size() != n || l.weight_decay.size() != n)
+    throw Error("flat layout: " + std::to_string(n) + " parameter offsets but " +
+                std::to_string(l.param_numels.size()) + " sizes and " +
+                std::to_string(l.weight_decay.size()) + " weight-decay flags");
+  int64_t end = 0;
+  for (size_t b = 0; b < l.buckets.size(); ++b) {
+    const FlatBucket &k = l.buckets[b];
+    if (k.offset < end || k.numel <= 0 || k.numel % shard_size != 0 || k.numel > l.numel - k.offset)
+      throw Error("flat layout: bucket " + std::to_string(b) + " (offset " + std::to_string(k.offset) +
+                  ", " + std::to_string(k.numel) + " elements) overlaps the one before, leaves the " +
+                  std::to_string(l.numel) + "-element buffer or does not split into " +
+                  std::to_string(shard_size) + " equal shards");
+    end = k.offset + k.numel;
+  }
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return l.param_offsets[a] < l.param_offsets[b]; });
+  int64_t previous_end = 0;
+  for (size_t i : order) {
+    const int64_t begin = l.param_offsets[i], stop = begin + l.param_numels[i];
+    const auto inside = std::find_if(l.buckets.begin(), l.buckets.end(), [&](const FlatBucket &k) {
+      return begin >= k.offset && stop <= k.offset + k.numel;
+    });
+    if (l.param_numels[i] < 0 || begin < previous_end || inside == l.buckets.end())
+      throw Error("flat layout: parameter " + std::to_string(i) + " (elements " + std::to_string(begin) +
+                  ".." + std::to_string(stop) + ") overlaps another or lies in no single bucket");
+    previous_end = stop;
+  }
+}
+
+DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, Communicator &group, Device &device)
+    : layout_(std::move(layout)), group_(group), device_(device) {
+  validate_flat_layout(layout_, group.size());
+  const size_t bytes = static_cast<size_t>(layout_.numel) * sizeof(float);
+  const int64_t shard_total = layout_.numel / group.size();
+  params_ = DeviceBuffer(device, bytes);
+  grads_ = DeviceBuffer(device, bytes);
+  exp_avg_ = DeviceBuffer(device, static_cast<size_t>(shard_total) * sizeof(float));
+  exp_avg_sq_ = DeviceBuffer(device, static_cast<size_t>(shard_total) * sizeof(float));
+  // This rank's shard of each bucket, cut where parameters begin and end.
+  const int64_t r = group.rank();
+  int64_t state = 0;
+  for (const FlatBucket &k : layout_.buckets) {
+    const int64_t m = k.numel / group.size(), lo = k.offset + r * m, hi = lo + m;
+    for (int64_t i = 0; i < size(); ++i) {
+      const int64_t begin = std::max(lo, layout_.param_offsets[i]);
+      const int64_t stop = std::min(hi, layout_.param_offsets[i] + layout_.param_numels[i]);
+      if (begin < stop)
+        pieces_.push_back({i, begin, k.offset + (begin - lo), state + (begin - lo), stop - begin});
+    }
+    state += m;
+  }
+  std::sort(pieces_.begin(), pieces_.end(), [](const Piece &a, const Piece &b) { return a.element < b.element; });
+  for (const Piece &p : pieces_)
+    shard_grads_.emplace_back(grads_.as<float>() + p.reduced, p.n);
+}
+
+void DistributedOptimizerState::zero_grads() { device_.zero(grads_.data(), grads_.bytes()); }
+
+void DistributedOptimizerState::reduce_scatter_grads() {
+  const int64_t d = group_.size();
+  for (const FlatBucket &k : layout_.buckets) {
+    float *bucket = grads_.as<float>() + k.offset;
+    group_.reduce_scatter_sum(bucket, bucket, k.numel / d);
+  }
+}
+
+void DistributedOptimizerState::step(const AdamWScalars &with_decay, const AdamWScalars &without_decay) {
+  std::vector<AdamWTensor> tensors;
+  tensors.reserve(pieces_.size());
+  for (const Piece &p : pieces_)
+    tensors.push_back({params_.as<float>() + p.element, grads_.as<float>() + p.reduced,
+                       exp_avg_.as<float>() + p.state, exp_avg_sq_.as<float>() + p.state, p.n,
+                       layout_.weight_decay[p.param] != 0});
+  device_.adamw(tensors, with_decay, without_decay);
+}
+
+void DistributedOptimizerState::all_gather_params() {
+  const int64_t d = group_.size(), r = group_.rank();
+  for (const FlatBucket &k : layout_.buckets) {
+    const int64_t m = k.numel / d;
+    float *bucket = params_.as<float>() + k.offset;
+    group_.all_gather(bucket, bucket + r * m, m);
+  }
+}
+
+} // namespace megart
