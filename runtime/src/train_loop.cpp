@@ -181,13 +181,15 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     pipe = std::make_unique<Pipeline>(program, store, grid);
   }
   Device &device = store.device();
-  DeviceBuffer arena(device, pipelined ? 0 : static_cast<size_t>(program.arena_bytes));
+  DeviceBuffer arena(device, pipelined ? 0 : static_cast<size_t>(program.arena_bytes),
+                     MemoryCategory::Workspace);
   // The data loader fills host buffers with every microbatch of the iteration; the compiled code
   // reads the device's copies, uploaded once per iteration (each upload waits for the device).
   const int64_t tokens_per_micro = b * s, tokens = num_micro * tokens_per_micro;
   const size_t token_bytes = static_cast<size_t>(tokens) * sizeof(int32_t);
   AlignedBuffer<int32_t> ids(static_cast<size_t>(tokens)), labels(static_cast<size_t>(tokens));
-  DeviceBuffer device_ids(device, token_bytes), device_labels(device, token_bytes);
+  DeviceBuffer device_ids(device, token_bytes, MemoryCategory::Data),
+      device_labels(device, token_bytes, MemoryCategory::Data);
   Optimizer optimizer(f, start.optimizer_steps, store, grid.tp(), pipelined ? &grid.pp() : nullptr,
                       pipelined ? &pipe->tied.norm_counted() : nullptr);
   const SyncFn compiled_sync = pipelined ? pipe->stage.sync_gradients : program.sync_gradients;
