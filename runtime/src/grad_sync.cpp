@@ -10,7 +10,7 @@ namespace megart {
 void GradSync::reduce_in_bf16(float *grads, int64_t n) {
   grads_ = grads;
   grads_numel_ = n;
-  bf16_ = DeviceBuffer(device_, static_cast<size_t>(n) * sizeof(uint16_t));
+  bf16_ = DeviceBuffer(device_, static_cast<size_t>(n) * sizeof(uint16_t), MemoryCategory::Communication);
 }
 
 uint16_t *GradSync::bf16_copy(const float *data, int64_t n) const {

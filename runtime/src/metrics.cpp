@@ -33,6 +33,14 @@ std::string json_number(double x) { return std::isfinite(x) ? format("%.9g", x) 
 // Reads back as the same double: losses, norms and rates are compared bit for bit (resume).
 std::string json_exact(double x) { return std::isfinite(x) ? format("%.17g", x) : "null"; }
 
+// Exact integers: the compiler's prediction is compared with them byte for byte.
+std::string memory_json(const MemoryUsage &u) {
+  std::string s = "{";
+  for (MemoryCategory c : memory_categories())
+    s += std::string("\"") + memory_category_key(c) + "\":" + std::to_string(u.peak_of(c)) + ",";
+  return s + "\"peak_total\":" + std::to_string(u.peak_total) + "}";
+}
+
 } // namespace
 
 std::string current_timestamp() {
@@ -101,6 +109,14 @@ std::string format_metrics_json(const IterationMetrics &m) {
   if (!m.pipeline_stash_peak_measured.empty())
     s += ",\"pipeline_stash_peak_measured\":" + array(m.pipeline_stash_peak_measured) +
          ",\"pipeline_stash_peak_predicted\":" + array(m.pipeline_stash_peak_predicted);
+  if (!m.memory.empty())
+    s += ",\"memory\":" + memory_json(m.memory[0]);
+  if (m.memory.size() > 1) {
+    s += ",\"memory_per_pp_stage\":[";
+    for (size_t i = 0; i < m.memory.size(); ++i)
+      s += (i ? "," : "") + memory_json(m.memory[i]);
+    s += "]";
+  }
   return s + "}";
 }
 

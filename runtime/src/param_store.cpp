@@ -31,15 +31,16 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
     grad_offsets.push_back(total);
     total += (block_numel(d) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   }
-  flat_grads_ = DeviceBuffer(device, static_cast<size_t>(total) * sizeof(float));
+  flat_grads_ = DeviceBuffer(device, static_cast<size_t>(total) * sizeof(float),
+                             MemoryCategory::Gradients);
   flat_grads_numel_ = total;
   for (size_t i = 0; i < descs_.size(); ++i) {
     const int64_t n = block_numel(descs_[i]);
     const size_t bytes = static_cast<size_t>(n) * sizeof(float);
     numel_.push_back(n);
-    params_.emplace_back(device, bytes);
-    exp_avg_.emplace_back(device, bytes);
-    exp_avg_sq_.emplace_back(device, bytes);
+    params_.emplace_back(device, bytes, MemoryCategory::Parameters);
+    exp_avg_.emplace_back(device, bytes, MemoryCategory::OptimizerState);
+    exp_avg_sq_.emplace_back(device, bytes, MemoryCategory::OptimizerState);
     param_ptrs_.push_back(params_.back().as<float>());
     grad_ptrs_.push_back(flat_grads_.as<float>() + grad_offsets[i]);
   }

@@ -168,10 +168,10 @@ void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, in
 
 // ---------------------------------------------------------------------------------------------
 
-DeviceBuffer PipelineExecutor::BufferPool::take(int64_t bytes) {
-  auto it = free_.find(static_cast<size_t>(bytes));
+DeviceBuffer PipelineExecutor::BufferPool::take(int64_t bytes, MemoryCategory category) {
+  auto it = free_.find({category, static_cast<size_t>(bytes)});
   if (it == free_.end() || it->second.empty())
-    return DeviceBuffer(device_, static_cast<size_t>(bytes));
+    return DeviceBuffer(device_, static_cast<size_t>(bytes), category);
   DeviceBuffer b = std::move(it->second.back());
   it->second.pop_back();
   return b;
@@ -179,7 +179,7 @@ DeviceBuffer PipelineExecutor::BufferPool::take(int64_t bytes) {
 
 void PipelineExecutor::BufferPool::give(DeviceBuffer buffer) {
   if (buffer.data())
-    free_[buffer.bytes()].push_back(std::move(buffer));
+    free_[{buffer.category(), buffer.bytes()}].push_back(std::move(buffer));
 }
 
 PipelineExecutor::PipelineExecutor(const PipelineStageDesc &stage, int64_t pp_rank,
@@ -188,7 +188,7 @@ PipelineExecutor::PipelineExecutor(const PipelineStageDesc &stage, int64_t pp_ra
     : stage_(stage), pp_rank_(pp_rank), pp_size_(pp_size), num_chunks_(pp_size * virtual_size),
       num_microbatches_(num_microbatches), pool_(device) {
   validate_pipeline_stage(stage, pp_rank, pp_size, virtual_size, num_microbatches);
-  arena_ = DeviceBuffer(device, static_cast<size_t>(stage.arena_bytes));
+  arena_ = DeviceBuffer(device, static_cast<size_t>(stage.arena_bytes), MemoryCategory::Workspace);
   slots_.resize(static_cast<size_t>(virtual_size * num_microbatches));
   final_backward_.assign(static_cast<size_t>(stage.num_ops), 0);
   std::vector<bool> seen(static_cast<size_t>(pp_size * virtual_size), false);
@@ -237,7 +237,9 @@ void PipelineExecutor::open_channels(Communicator &pp) {
     const bool act = op.kind == PipeOpKind::SendActivation || op.kind == PipeOpKind::RecvActivation;
     channels.insert({send, op.peer, act ? p2p_tag::kPipelineActivation : p2p_tag::kPipelineGrad});
   }
-  DeviceBuffer floats = pool_.take(static_cast<int64_t>(std::max<size_t>(channels.size(), 1) * sizeof(float)));
+  DeviceBuffer floats = pool_.take(
+      static_cast<int64_t>(std::max<size_t>(channels.size(), 1) * sizeof(float)),
+      MemoryCategory::Communication);
   std::vector<std::unique_ptr<Request>> requests;
   float *slot = floats.as<float>();
   for (bool sends : {true, false})
@@ -286,9 +288,9 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
     switch (op.kind) {
     case PipeOpKind::Forward: {
       reclaim_finished_sends(false, pp); // their buffers may serve this op
-      s.stash = pool_.take(chunk.stash_bytes);
-      if (!last)
-        s.output = pool_.take(out_bytes);
+      s.stash = pool_.take(chunk.stash_bytes, MemoryCategory::Activations);
+      if (!last) // sent to the next stage
+        s.output = pool_.take(out_bytes, MemoryCategory::Communication);
       const float loss = chunk.forward(
           plain, params, arena_.as<char>(), mb_ids, mb_labels,
           first ? nullptr : s.input.as<const float>(),
@@ -304,7 +306,7 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
     case PipeOpKind::Backward: {
       reclaim_finished_sends(false, pp);
       if (!first)
-        s.input_grad = pool_.take(in_bytes);
+        s.input_grad = pool_.take(in_bytes, MemoryCategory::Communication); // sent back
       chunk.backward(final_backward_[static_cast<size_t>(i)] ? ctx : plain, params, grads, arena_.as<char>(),
                      mb_ids, mb_labels, dloss, s.stash.as<char>(),
                      last ? nullptr : s.output_grad.as<const float>(),
@@ -331,7 +333,7 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
       const bool act = op.kind == PipeOpKind::RecvActivation;
       reclaim_finished_sends(false, pp);
       DeviceBuffer &buffer = act ? s.input : s.output_grad;
-      buffer = pool_.take(act ? in_bytes : out_bytes);
+      buffer = pool_.take(act ? in_bytes : out_bytes, MemoryCategory::Communication);
       std::unique_ptr<Request> r =
           pp.irecv(buffer.as<float>(),
                    act ? chunk.input_numel : chunk.output_numel, op.peer,

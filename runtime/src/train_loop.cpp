@@ -6,6 +6,7 @@
 #include "megart/grad_norm.h"
 #include "megart/grad_sync.h"
 #include "megart/loss_scaler.h"
+#include "megart/memory_report.h"
 #include "megart/optimizer.h"
 #include "megart/pipeline_executor.h"
 #include "megart/train_checkpoint.h"
@@ -181,13 +182,15 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     pipe = std::make_unique<Pipeline>(program, store, grid);
   }
   Device &device = store.device();
-  DeviceBuffer arena(device, pipelined ? 0 : static_cast<size_t>(program.arena_bytes));
+  DeviceBuffer arena(device, pipelined ? 0 : static_cast<size_t>(program.arena_bytes),
+                     MemoryCategory::Workspace);
   // The data loader fills host buffers with every microbatch of the iteration; the compiled code
   // reads the device's copies, uploaded once per iteration (each upload waits for the device).
   const int64_t tokens_per_micro = b * s, tokens = num_micro * tokens_per_micro;
   const size_t token_bytes = static_cast<size_t>(tokens) * sizeof(int32_t);
   AlignedBuffer<int32_t> ids(static_cast<size_t>(tokens)), labels(static_cast<size_t>(tokens));
-  DeviceBuffer device_ids(device, token_bytes), device_labels(device, token_bytes);
+  DeviceBuffer device_ids(device, token_bytes, MemoryCategory::Data),
+      device_labels(device, token_bytes, MemoryCategory::Data);
   Optimizer optimizer(f, start.optimizer_steps, store, grid.tp(), pipelined ? &grid.pp() : nullptr,
                       pipelined ? &pipe->tied.norm_counted() : nullptr);
   const SyncFn compiled_sync = pipelined ? pipe->stage.sync_gradients : program.sync_gradients;
@@ -299,6 +302,14 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     // Floor: a clock tick of 0 would make the throughput infinite.
     const double seconds =
         std::max(std::chrono::duration<double>(Clock::now() - started).count(), 1e-9);
+    // The first iteration has allocated everything the run holds (the pipeline's buffers come
+    // back to its pool): report the high-water marks once, outside the timed iteration.
+    std::vector<MemoryUsage> memory;
+    if (k == start.iteration + 1) {
+      activity.phase("memory report");
+      memory = pipelined ? gather_memory_usage(memory_tracker().usage(), grid.pp())
+                         : std::vector<MemoryUsage>{memory_tracker().usage()};
+    }
 
     IterationMetrics it;
     it.iteration = k;
@@ -317,6 +328,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     it.nan_iterations = !finite && !std::isfinite(loss) ? 1 : 0;
     it.pipeline_stash_peak_measured = peaks.measured;
     it.pipeline_stash_peak_predicted = peaks.predicted;
+    it.memory = memory;
     if (metrics)
       metrics->append(it);
 
@@ -350,6 +362,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
                "predictions; its activation memory bound is wrong for this schedule"
             << std::endl;
     }
+    for (size_t i = 0; i < memory.size(); ++i)
+      out << describe_memory(memory[i], pipelined ? "pp stage " + std::to_string(i) : "each rank")
+          << (metrics ? " (exact bytes in the metrics file)" : "") << std::endl;
 
     result.iterations = k;
     result.skipped_iterations += it.skipped_iterations;

@@ -7,6 +7,7 @@
 #include "megart/error.h"
 #include "megart/exit_signal.h"
 #include "megart/launch_env.h"
+#include "megart/memory_accounting.h"
 #include "megart/process_grid.h"
 #include "megart/train_flags.h"
 #include "megart/train_loop.h"
@@ -95,6 +96,9 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
   if (!all_ranks_ready(grid, failure_of([&] { grid.use_device(program_device(program)); }, program),
                        err))
     return 2;
+  // The memory report gives this run's high-water marks, not those of an earlier run in the
+  // same process (tests run many).
+  memory_tracker().reset_peaks();
   TrainSetup setup;
   if (!all_ranks_ready(grid, failure_of([&] { setup = prepare_training(flags, program, grid); },
                                         program),

@@ -49,10 +49,11 @@ inline std::vector<int32_t> random_ids(size_t n, uint64_t seed, int32_t lo, int3
 template <typename T> class DeviceArray {
 public:
   explicit DeviceArray(const std::vector<T> &host)
-      : buffer_(device(), host.size() * sizeof(T)), n_(host.size()) {
+      : buffer_(device(), host.size() * sizeof(T), MemoryCategory::Workspace), n_(host.size()) {
     device().copy_from_host(buffer_.data(), host.data(), host.size() * sizeof(T));
   }
-  explicit DeviceArray(size_t n) : buffer_(device(), n * sizeof(T)), n_(n) {}
+  explicit DeviceArray(size_t n)
+      : buffer_(device(), n * sizeof(T), MemoryCategory::Workspace), n_(n) {}
   T *data() const { return buffer_.as<T>(); }
   std::vector<T> get() const {
     std::vector<T> host(n_);

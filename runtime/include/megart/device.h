@@ -5,6 +5,7 @@
 #pragma once
 
 #include "megart/comm.h"
+#include "megart/memory_accounting.h"
 #include "megart/optimizer.h"
 #include "megart/precision.h"
 
@@ -37,7 +38,9 @@ public:
   virtual std::string describe() const = 0;
 
   // `bytes` of zeroed device memory (bytes may be 0), aligned to at least 64 bytes; throws
-  // megart::Error naming the size when the device is out of memory.
+  // megart::Error naming the size when the device is out of memory. The runtime allocates only
+  // through DeviceBuffer, which counts the memory (memory_accounting.h); these two are the
+  // backend's side of it.
   virtual void *allocate(std::size_t bytes) = 0;
   virtual void release(void *p) noexcept = 0;
   virtual void zero(void *p, std::size_t bytes) = 0;
@@ -87,12 +90,15 @@ public:
 // The host: 64-byte-aligned heap memory, OpenMP loops.
 Device &cpu_device();
 
-// An owned, zeroed allocation on a device (move-only).
+// An owned, zeroed allocation on a device (move-only), counted in memory_tracker() under
+// `category` (its requested size, in bytes) for as long as it lives.
 class DeviceBuffer {
 public:
   DeviceBuffer() = default;
-  DeviceBuffer(Device &device, std::size_t bytes)
-      : device_(&device), data_(device.allocate(bytes)), bytes_(bytes) {}
+  DeviceBuffer(Device &device, std::size_t bytes, MemoryCategory category)
+      : device_(&device), data_(device.allocate(bytes)), bytes_(bytes), category_(category) {
+    memory_tracker().allocated(category_, bytes_);
+  }
   DeviceBuffer(DeviceBuffer &&other) noexcept { swap(other); }
   DeviceBuffer &operator=(DeviceBuffer &&other) noexcept {
     DeviceBuffer(std::move(other)).swap(*this);
@@ -101,23 +107,28 @@ public:
   DeviceBuffer(const DeviceBuffer &) = delete;
   DeviceBuffer &operator=(const DeviceBuffer &) = delete;
   ~DeviceBuffer() {
-    if (data_)
-      device_->release(data_);
+    if (!data_)
+      return;
+    device_->release(data_);
+    memory_tracker().released(category_, bytes_);
   }
 
   void *data() const { return data_; }
   template <typename T> T *as() const { return static_cast<T *>(data_); }
   std::size_t bytes() const { return bytes_; }
+  MemoryCategory category() const { return category_; }
 
 private:
   void swap(DeviceBuffer &o) noexcept {
     std::swap(device_, o.device_);
     std::swap(data_, o.data_);
     std::swap(bytes_, o.bytes_);
+    std::swap(category_, o.category_);
   }
   Device *device_ = nullptr;
   void *data_ = nullptr;
   std::size_t bytes_ = 0;
+  MemoryCategory category_ = MemoryCategory::Workspace; // counts nothing while data_ is null
 };
 
 } // namespace megart

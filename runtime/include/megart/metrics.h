@@ -2,6 +2,8 @@
 // JSONL file (one object per line) for scripts and tests.
 #pragma once
 
+#include "megart/memory_accounting.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,6 +28,10 @@ struct IterationMetrics {
   // of stashed (chunk, microbatch) activations as its executor counted it, and as the compiler
   // predicted it (PipelineStageDesc::predicted_peak_stash). JSONL only.
   std::vector<int64_t> pipeline_stash_peak_measured, pipeline_stash_peak_predicted;
+  // First iteration only (empty otherwise; omitted): the device memory the runtime allocated
+  // (memory_report.h), this rank's usage first; with pipeline parallelism one entry per pp
+  // stage, in stage order. JSONL only.
+  std::vector<MemoryUsage> memory;
 };
 
 // Megatron's training_log line, e.g.
@@ -39,7 +45,9 @@ std::string current_timestamp();
 
 // One JSON object (no newline) with iteration, lm_loss, grad_norm, lr, tokens_per_s,
 // ms_per_iter, consumed_samples, global_batch_size (+ loss_scale / tflops_per_gpu / mfu when set,
-// + pipeline_stash_peak_measured / _predicted as integer arrays when set).
+// + pipeline_stash_peak_measured / _predicted as integer arrays when set, + "memory" when set:
+// {"parameters": bytes, ... every category's high-water mark ..., "peak_total": bytes} for
+// memory[0], and with several entries "memory_per_pp_stage": [one such object per stage]).
 // lm_loss, grad_norm, lr and loss_scale use %.17g (they read back bit for bit, so a resumed run
 // can be compared exactly), the timings %.9g; NaN and infinities become null.
 std::string format_metrics_json(const IterationMetrics &m);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace megart {
@@ -57,16 +58,18 @@ public:
 
 private:
   // Activation, gradient and stash buffers, reused across microbatches and iterations so the
-  // steady state allocates nothing. Keyed by size in bytes.
+  // steady state allocates nothing. Keyed by category and size in bytes: a buffer is reused
+  // only for what it was counted as (stashes are activations, sent and received buffers
+  // communication).
   class BufferPool {
   public:
     explicit BufferPool(Device &device) : device_(device) {}
-    DeviceBuffer take(int64_t bytes);
+    DeviceBuffer take(int64_t bytes, MemoryCategory category);
     void give(DeviceBuffer buffer);
 
   private:
     Device &device_;
-    std::map<size_t, std::vector<DeviceBuffer>> free_;
+    std::map<std::pair<MemoryCategory, size_t>, std::vector<DeviceBuffer>> free_;
   };
   // A send in flight and the buffer it reads (declared first: it outlives the request).
   struct PendingSend {

@@ -47,6 +47,10 @@ struct TrainResult {
 // (pipeline_stash_peak_measured / _predicted). Checkpoints gather every stage's tensors into
 // one file on global rank 0.
 //
+// After the first iteration global rank 0 prints the device memory the run allocated
+// (memory_report.h): its own per category, or with pipeline parallelism every pp stage's, and
+// adds the exact bytes to the first metrics record ("memory").
+//
 // `start` is where the run begins (train_state.h): iteration start.iteration + 1 reads the data
 // order from sample start.consumed_samples on, AdamW and the lr schedule continue from
 // start.optimizer_steps, the loss scaler from start.loss_scaler. Each save writes the whole

@@ -2,6 +2,7 @@
 // executor's gradients, losses and stash peaks against the same model on one rank, and whole
 // training runs (loss, gradient norm, checkpoints, --load) against the single-rank run.
 #include "megart/grad_norm.h"
+#include "megart/memory_accounting.h"
 #include "megart/param_store.h"
 #include "megart/pipeline_executor.h"
 #include "megart/process_grid.h"
@@ -148,6 +149,39 @@ protected:
   TempDir dir_; // this rank's own
 };
 
+// The memory report of OneFOneB below: every pp stage's, exact where the schedule fixes it.
+void expect_pipeline_memory(const std::vector<megart::JsonValue> &rows, const std::string &out) {
+  const megart::JsonValue *stages = rows[0].get("memory_per_pp_stage");
+  ASSERT_TRUE(stages && stages->is_array());
+  ASSERT_EQ(stages->array.size(), 2u);
+  const megart::JsonValue *mine = rows[0].get("memory"); // global rank 0's: stage 0's
+  ASSERT_TRUE(mine && mine->is_object());
+  for (const auto &[key, value] : stages->array[0].object)
+    EXPECT_EQ(mine->get(key) ? mine->get(key)->integer : -1, value.integer) << key;
+  for (int s = 0; s < 2; ++s) {
+    const megart::JsonValue &m = stages->array[s];
+    auto bytes = [&](const char *key) { return m.get(key) ? m.get(key)->integer : -1; };
+    // wte [16, 4] and the stage's w_c [4] (its gradient padded to 16 floats).
+    EXPECT_EQ(bytes("parameters"), 68 * 4) << "stage " << s;
+    EXPECT_EQ(bytes("gradients"), 80 * 4) << "stage " << s;
+    EXPECT_EQ(bytes("optimizer_state"), 2 * 68 * 4) << "stage " << s;
+    EXPECT_EQ(bytes("workspace"), 0) << "stage " << s;
+    EXPECT_EQ(bytes("data"), 2 * 4 * toy::kTokens * 4) << "stage " << s; // 4 microbatches
+    // The stash peak [2, 1] times the chunk's stash.
+    EXPECT_EQ(bytes("activations"), s == 0 ? 2 * 4 * toy::kActNumel : 4 * toy::kHeadStashFloats);
+    // Send and receive buffers (how many depends on when sends complete: at least one, which
+    // serves both ways) and one float per point-to-point channel (two per stage).
+    EXPECT_GE(bytes("communication"), 4 * toy::kActNumel + 2 * 4) << "stage " << s;
+    // Nothing is freed during a run: the categories add up to the peak.
+    int64_t sum = 0;
+    for (megart::MemoryCategory c : megart::memory_categories())
+      sum += bytes(megart::memory_category_key(c));
+    EXPECT_EQ(bytes("peak_total"), sum) << "stage " << s;
+    EXPECT_THAT(out, HasSubstr("\nmemory (pp stage " + std::to_string(s) + "): parameters 272 B, "
+                               "gradients 320 B, optimizer state 544 B, master weights 0 B, "));
+  }
+}
+
 } // namespace
 
 TEST_F(TrainPipeline, OneFOneBTrainsLikeOneRankAndSavesItsCheckpoint) {
@@ -188,6 +222,7 @@ TEST_F(TrainPipeline, OneFOneBTrainsLikeOneRankAndSavesItsCheckpoint) {
   EXPECT_EQ(measured->array[1].integer, 1);
   EXPECT_EQ(rows[0].get("pipeline_stash_peak_predicted")->array[0].integer, 2);
   EXPECT_EQ(rows[1].get("pipeline_stash_peak_measured"), nullptr); // first iteration only
+  expect_pipeline_memory(rows, r.out);
   // One file with every tensor, as the single rank saved it.
   mpi_test::expect_same_tensors(shared / "ck/iter_0000004/model.safetensors",
                                 dir_ / "ref-ck/iter_0000004/model.safetensors", 1e-5);

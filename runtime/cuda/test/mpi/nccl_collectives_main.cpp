@@ -72,7 +72,8 @@ public:
   explicit DeviceVector(const std::vector<T> &host) : DeviceVector(static_cast<int64_t>(host.size())) {
     cuda::device().copy_from_host(buffer_.data(), host.data(), sizeof(T) * host.size());
   }
-  explicit DeviceVector(int64_t n) : buffer_(cuda::device(), sizeof(T) * n), n_(n) {}
+  explicit DeviceVector(int64_t n)
+      : buffer_(cuda::device(), sizeof(T) * n, megart::MemoryCategory::Communication), n_(n) {}
   T *data() const { return buffer_.as<T>(); }
   std::vector<T> get() const {
     std::vector<T> host(static_cast<size_t>(n_));
