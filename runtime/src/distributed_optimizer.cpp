@@ -46,10 +46,11 @@ DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, Communic
   validate_flat_layout(layout_, group.size());
   const size_t bytes = static_cast<size_t>(layout_.numel) * sizeof(float);
   const int64_t shard_total = layout_.numel / group.size();
-  params_ = DeviceBuffer(device, bytes);
-  grads_ = DeviceBuffer(device, bytes);
-  exp_avg_ = DeviceBuffer(device, static_cast<size_t>(shard_total) * sizeof(float));
-  exp_avg_sq_ = DeviceBuffer(device, static_cast<size_t>(shard_total) * sizeof(float));
+  const size_t shard_bytes = static_cast<size_t>(shard_total) * sizeof(float);
+  params_ = DeviceBuffer(device, bytes, MemoryCategory::Parameters);
+  grads_ = DeviceBuffer(device, bytes, MemoryCategory::Gradients);
+  exp_avg_ = DeviceBuffer(device, shard_bytes, MemoryCategory::OptimizerState);
+  exp_avg_sq_ = DeviceBuffer(device, shard_bytes, MemoryCategory::OptimizerState);
   // This rank's shard of each bucket, cut where parameters begin and end.
   const int64_t r = group.rank();
   int64_t state = 0;
