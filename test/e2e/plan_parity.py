@@ -2,6 +2,7 @@
 same weights on the same data, 10 steps, per-step losses and gradient norms equal to the
 single-rank run within 1e-5 relative (fp32, CPU, mpirun). Run with /usr/bin/python3."""
 import argparse
+import json
 import os
 import re
 import shutil
@@ -65,6 +66,22 @@ def checkpoints_interchange(w, plan, world):
     return ok
 
 
+STATE_CATEGORIES = ("parameters", "gradients", "optimizer_state", "master_weights")
+
+
+def state_memory_matches(out, first_record, plan):
+    """The training-state bytes the runtime allocated per rank class (the first metrics record:
+    rank 0's, and with pp every stage's) against the compiler's OUT/rank-memory.json."""
+    with open(os.path.join(out, "rank-memory.json")) as f:
+        predicted = [stage["bytes"] for stage in json.load(f)["stages"]]
+    measured = first_record.get("memory_per_pp_stage") or [first_record.get("memory", {})]
+    ok = len(measured) == len(predicted) and all(
+        m.get(c) == p[c] for m, p in zip(measured, predicted) for c in STATE_CATEGORIES)
+    print(f"  {plan}: training state per rank class, measured {[[m.get(c) for c in STATE_CATEGORIES] for m in measured]} "
+          f"bytes, predicted {[[p[c] for c in STATE_CATEGORIES] for p in predicted]} {'ok' if ok else 'FAIL'}")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megac", required=True)
@@ -104,6 +121,8 @@ def main():
         print(f"{os.path.basename(args.spec)} {plan:8s} ({world} ranks): max relative difference to single rank "
               f"{worst:.2e} over {len(ours)} steps {'ok' if ok else 'FAIL'}")
         failures += not checkpoints_interchange(w, plan, world)
+        failures += not state_memory_matches(out, ours[0], plan)
+        checks += 1
         if "--pp" in flags:
             peaks[plan] = ours[0].get("pipeline_stash_peak_measured")
             predicted = ours[0].get("pipeline_stash_peak_predicted")
