@@ -10,16 +10,12 @@
 #include "megart/comm.h"
 #include "megart/device.h"
 #include "megart/optimizer.h"
+#include "megart/program.h" // FlatBucket
 
 #include <cstdint>
 #include <vector>
 
 namespace megart {
-
-struct FlatBucket {
-  int64_t offset; // first element in the flat buffer
-  int64_t numel;  // padded: a multiple of the shard group's size
-};
 
 // Where every parameter sits in the flat buffers: the compiler's layout, as tables.
 struct FlatLayout {

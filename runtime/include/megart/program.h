@@ -60,6 +60,28 @@ using StepFn = float (*)(const StepContext &ctx, float *const *params, float *co
 // waits for them (GradSync::finish).
 using SyncFn = void (*)(const StepContext &ctx, float *const *grads);
 
+// Megatron's distributed optimizer (ZeRO-1: `megac compile --use-distributed-optimizer`, or
+// --data-parallel-sharding-strategy optim). The compiler lays the parameters and the gradients
+// out in one flat buffer each (megac's FlatBufferLayout: reverse table order, each parameter at a
+// multiple of 64 elements, each bucket padded to a multiple of lcm(shard degree, 128) elements);
+// the runtime allocates them so, params[i] / grads[i] pointing at param_offsets[i], and keeps
+// AdamW's moments only for this rank's shard of every bucket.
+struct FlatBucket {
+  int64_t offset; // first element in the flat buffers
+  int64_t numel;  // padded: a multiple of shard_degree
+};
+struct FlatLayoutDesc {
+  const int64_t *param_offsets; // one per parameter of the table, element offsets
+  const FlatBucket *buckets;    // in buffer order, disjoint
+  int64_t num_buckets;
+  int64_t numel;                // both flat buffers' size in elements, padding included
+  int64_t shard_degree;         // the ranks one copy of the sharded state spans (= dp today)
+};
+
+// After the optimizer step on each rank's shards: gives every rank of the shard group every
+// bucket's updated parameters (the compiled all-gathers; params as the step got them).
+using GatherParamsFn = void (*)(const StepContext &ctx, float *const *params);
+
 // Pipeline parallelism. The layers are split into chunks (pipeline_parallel_size x V of them;
 // chunk c runs on pp rank c % pipeline_parallel_size), each compiled into a forward and a
 // backward function of one microbatch. The activation a chunk passes on (its output, the next
@@ -125,6 +147,9 @@ struct PipelineStageDesc {
   // compiler's verifier computed it; the executor counts its own and reports both.
   int64_t predicted_peak_stash;
   SyncFn sync_gradients;             // dp buckets over this stage's gradients (null: runtime)
+  // The distributed optimizer's layout of this stage's table and its all-gathers (null: no_shard).
+  const FlatLayoutDesc *flat_layout = nullptr;
+  GatherParamsFn gather_params = nullptr;
 };
 
 struct ProgramDesc {
@@ -167,6 +192,11 @@ struct ProgramDesc {
   // The model spec the program was compiled from (YAML text), kept in every checkpoint's
   // train_state.json so a checkpoint says what it is. Null: none.
   const char *spec_yaml = nullptr;
+  // The distributed optimizer (see FlatLayoutDesc; null: every dp rank holds the whole state).
+  // sync_gradients then reduce-scatters each bucket over the shard group (this rank's shard of the
+  // sum lands at the bucket's first element) and gather_params all-gathers the parameters.
+  const FlatLayoutDesc *flat_layout = nullptr;
+  GatherParamsFn gather_params = nullptr;
 };
 
 // The device `program` runs on (cpu_device() when it names none).
