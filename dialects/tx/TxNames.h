@@ -39,6 +39,11 @@ inline constexpr llvm::StringLiteral kSchedule = "schedule";
 /// The data-parallel gradient buckets (one function per pipeline stage with pp > 1).
 inline constexpr llvm::StringLiteral kSyncGradients = "sync_gradients";
 inline std::string stageSyncName(int64_t stage) { return kSyncGradients.str() + "_stage" + std::to_string(stage); }
+/// The distributed optimizer's parameter all-gathers after the step, and its layout's attribute
+/// (on the sync function: param_offsets, buckets as offset/numel pairs, numel, shard_degree).
+inline constexpr llvm::StringLiteral kGatherParams = "gather_params";
+inline std::string stageGatherName(int64_t stage) { return kGatherParams.str() + "_stage" + std::to_string(stage); }
+inline constexpr llvm::StringLiteral kFlatLayoutAttr = "megac.flat_layout";
 
 // ---- grid axes --------------------------------------------------------------------------------
 // The axes of @grid, in Megatron's rank order (slowest first): pipeline, data, tensor parallel.

@@ -103,4 +103,30 @@ def Tx_StartGradSyncOp : Tx_Op<"start_grad_sync", [MemoryEffects<[MemRead, MemWr
   let assemblyFormat = "`params` `[` $first `,` $last `]` attr-dict";
 }
 
+// The distributed optimizer (ZeRO-1): parameters and gradients in flat padded buffers
+// (FlatBufferLayout), each bucket of which splits into equal shards over the dp ranks.
+def Tx_SetGradShardOp : Tx_Op<"set_grad_shard", [MemoryEffects<[MemWrite]>]> {
+  let summary = "writes this rank's shard of a reduced gradient bucket to the bucket's first elements";
+  let description = [{
+    After the bucket of parameters first..last is reduce-scattered over the dp ranks, this rank's
+    shard of the sum is stored at the start of the bucket (where in-place reduce-scatters put it);
+    the optimizer step reads it there. Indices as in `tx.grad_bucket`.
+  }];
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$value, I64Attr:$first, I64Attr:$last);
+  let assemblyFormat = "$value `params` `[` $first `,` $last `]` attr-dict `:` type($value)";
+}
+
+def Tx_ParamShardOp : Tx_Op<"param_shard", [MemoryEffects<[MemRead]>]> {
+  let summary = "this rank's shard of the flat parameter bucket first..last (as the optimizer step left it)";
+  let arguments = (ins I64Attr:$first, I64Attr:$last);
+  let results = (outs 1DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "`params` `[` $first `,` $last `]` attr-dict `:` type($result)";
+}
+
+def Tx_SetParamBucketOp : Tx_Op<"set_param_bucket", [MemoryEffects<[MemWrite]>]> {
+  let summary = "writes a whole flat parameter bucket (every rank's shard, gathered) back into parameters first..last";
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$value, I64Attr:$first, I64Attr:$last);
+  let assemblyFormat = "$value `params` `[` $first `,` $last `]` attr-dict `:` type($value)";
+}
+
 #endif // MEGAC_TX_PARALLEL_OPS_TD

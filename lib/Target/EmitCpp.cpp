@@ -31,6 +31,7 @@ Signature trainStepSignature(func::FuncOp fn) {
 
 bool isProgramFunction(func::FuncOp fn) {
   return fn.getName() == names::kTrainStep || fn.getName().starts_with(names::kSyncGradients) ||
+         fn.getName().starts_with(names::kGatherParams) ||
          tx::chunkOf(fn).has_value();
 }
 
@@ -106,6 +107,12 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     auto syncFn = module.lookupSymbol<func::FuncOp>(names::kSyncGradients);
     if (syncFn && failed(emitSyncGradients(syncFn, params, os)))
       return failure();
+    if (syncFn) {
+      FailureOr<std::string> sharded = emitShardedFields(module, syncFn, names::kGatherParams, "k", os);
+      if (failed(sharded))
+        return failure();
+      fields.flatFields = *sharded;
+    }
     emitParamTable("kParams", params, os);
     fields.params = "kParams";
     fields.numParams = params.size();
@@ -137,6 +144,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("overlap_grad_reduce", overlaps ? "true" : "false");
   field("hf_config_json", options.hfConfigJson.empty() ? "nullptr" : cString(options.hfConfigJson));
   field("spec_yaml", options.specYaml.empty() ? "nullptr" : cString(options.specYaml));
+  if (!fields.flatFields.empty()) // ", .flat_layout = &kFlatLayout, .gather_params = gather_params"
+    os << "    " << StringRef(fields.flatFields).drop_front(2) << ",\n";
   os << "};\n\n} // namespace\n\n"
      << "int main(int argc, char **argv) { return megart::train_main(argc, argv, kProgram); }\n";
   plan << "arena: " << fields.arenaBytes << " bytes (" << llvm::format("%.1f", fields.arenaBytes / 1048576.0)

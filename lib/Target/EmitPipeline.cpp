@@ -126,11 +126,15 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
                     ", .output_numel = " + std::to_string(outputNumel) + "},\n";
     }
     std::string prefix = "kStage" + std::to_string(s);
-    std::string sync = "nullptr";
+    std::string sync = "nullptr", flatFields;
     if (auto syncFn = module.lookupSymbol<func::FuncOp>(names::stageSyncName(s))) {
       if (failed(emitSyncGradients(syncFn, params, os)))
         return failure();
       sync = syncFn.getName().str();
+      FailureOr<std::string> sharded = emitShardedFields(module, syncFn, names::stageGatherName(s), prefix, os);
+      if (failed(sharded))
+        return failure();
+      flatFields = *sharded;
     }
     emitParamTable(prefix + "Params", params, os);
     os << "const megart::ChunkDesc " << prefix << "Chunks[] = {\n" << chunkTable << "};\n\n";
@@ -144,7 +148,8 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
                   ", .arena_bytes = " + std::to_string(arena) + ",\n     .chunks = " + prefix +
                   "Chunks, .num_chunks = " + std::to_string(fns.size() / 2) + ", .ops = " + prefix +
                   "Ops, .num_ops = " + std::to_string(schedule.ranks[s].size()) +
-                  ", .predicted_peak_stash = " + std::to_string(peaks[s]) + ", .sync_gradients = " + sync + "},\n";
+                  ", .predicted_peak_stash = " + std::to_string(peaks[s]) + ", .sync_gradients = " + sync +
+                  flatFields + "},\n";
     plan << "stage " << s << ": arena " << arena << " bytes\n";
   }
   os << stageTable << "};\n\n";

@@ -23,6 +23,7 @@ struct ProgramFields {
   int64_t numMicrobatches = 0;
   std::string schedule = "nullptr";
   int64_t virtualStages = 1;
+  std::string flatFields; // the distributed optimizer's descriptor fields, or ""
 };
 
 /// Emits every stage's chunk functions and tables (after megac-pipeline-split and, with dp > 1,

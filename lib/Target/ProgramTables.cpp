@@ -50,9 +50,23 @@ void emitParamTable(StringRef name, const tx::ParamTable &params, llvm::raw_ostr
 LogicalResult emitSyncGradients(func::FuncOp fn, const tx::ParamTable &table, llvm::raw_ostream &os) {
   os << "void " << fn.getName() << "(const megart::StepContext &ctx, float *const *grads) {\n";
   for (Operation &op : fn.getBody().front().without_terminator()) {
-    if (isa<shard::AllReduceOp, tx::SetGradBucketOp>(op))
+    if (isa<shard::AllReduceOp, tx::SetGradBucketOp, shard::ReduceScatterOp, tx::SetGradShardOp>(op))
       continue; // handled with their bucket
     auto bucket = dyn_cast<tx::GradBucketOp>(op);
+    auto scatter = bucket && bucket->hasOneUse() ? dyn_cast<shard::ReduceScatterOp>(*bucket->getUsers().begin())
+                                                 : nullptr;
+    if (scatter) {
+      // The distributed optimizer: in place, this rank's shard of the sum to the bucket's start.
+      auto keep = scatter->hasOneUse() ? dyn_cast<tx::SetGradShardOp>(*scatter->getUsers().begin()) : nullptr;
+      if (!keep || keep.getFirst() != bucket.getFirst() || keep.getLast() != bucket.getLast())
+        return op.emitOpError("in a sharded @sync_gradients must be reduce-scattered and kept by tx.set_grad_shard");
+      if (auto rule = scatter->getAttrOfType<StringAttr>(names::kRuleAttr))
+        os << "  // " << rule.getValue() << "\n";
+      // Parameters lie in reverse table order: the bucket starts at its last parameter.
+      os << "  ctx.dp->reduce_scatter_sum(grads[" << bucket.getLast() << "], grads[" << bucket.getLast() << "], "
+         << cast<RankedTensorType>(scatter.getType()).getNumElements() << ");\n";
+      continue;
+    }
     auto sum = bucket && bucket->hasOneUse() ? dyn_cast<shard::AllReduceOp>(*bucket->getUsers().begin()) : nullptr;
     auto store = sum && sum->hasOneUse() ? dyn_cast<tx::SetGradBucketOp>(*sum->getUsers().begin()) : nullptr;
     if (!store || store.getFirst() != bucket.getFirst() || store.getLast() != bucket.getLast())
@@ -64,6 +78,54 @@ LogicalResult emitSyncGradients(func::FuncOp fn, const tx::ParamTable &table, ll
   }
   os << "}\n\n";
   return success();
+}
+
+LogicalResult emitGatherParams(func::FuncOp fn, llvm::raw_ostream &os) {
+  os << "void " << fn.getName() << "(const megart::StepContext &ctx, float *const *params) {\n"
+     << "  const int64_t rank = ctx.dp->rank();\n";
+  for (Operation &op : fn.getBody().front().without_terminator()) {
+    if (isa<shard::AllGatherOp, tx::SetParamBucketOp>(op))
+      continue; // handled with their shard
+    auto mine = dyn_cast<tx::ParamShardOp>(op);
+    auto all = mine && mine->hasOneUse() ? dyn_cast<shard::AllGatherOp>(*mine->getUsers().begin()) : nullptr;
+    auto store = all && all->hasOneUse() ? dyn_cast<tx::SetParamBucketOp>(*all->getUsers().begin()) : nullptr;
+    if (!store || store.getFirst() != mine.getFirst() || store.getLast() != mine.getLast())
+      return op.emitOpError("in @gather_params must be a parameter shard all-gathered into its bucket");
+    if (auto rule = all->getAttrOfType<StringAttr>(names::kRuleAttr))
+      os << "  // " << rule.getValue() << "\n";
+    const int64_t m = mine.getType().getNumElements();
+    os << "  ctx.dp->all_gather(params[" << mine.getLast() << "], params[" << mine.getLast() << "] + rank * " << m
+       << ", " << m << ");\n";
+  }
+  os << "}\n\n";
+  return success();
+}
+
+void emitFlatLayout(StringRef name, DictionaryAttr layout, llvm::raw_ostream &os) {
+  auto offsets = cast<DenseI64ArrayAttr>(layout.get("param_offsets")).asArrayRef();
+  auto buckets = cast<DenseI64ArrayAttr>(layout.get("buckets")).asArrayRef();
+  os << "const int64_t " << name << "ParamOffsets[] = {";
+  llvm::interleaveComma(offsets, os);
+  os << "};\nconst megart::FlatBucket " << name << "Buckets[] = {";
+  for (size_t i = 0; i + 1 < buckets.size(); i += 2)
+    os << (i ? ", " : "") << "{" << buckets[i] << ", " << buckets[i + 1] << "}";
+  os << "};\nconst megart::FlatLayoutDesc " << name << " = {" << name << "ParamOffsets, " << name << "Buckets, "
+     << buckets.size() / 2 << ", " << cast<IntegerAttr>(layout.get("numel")).getInt() << ", "
+     << cast<IntegerAttr>(layout.get("shard_degree")).getInt() << "};\n\n";
+}
+
+FailureOr<std::string> emitShardedFields(ModuleOp module, func::FuncOp syncFn, StringRef gatherName,
+                                         StringRef prefix, llvm::raw_ostream &os) {
+  auto layout = syncFn->getAttrOfType<DictionaryAttr>(names::kFlatLayoutAttr);
+  if (!layout)
+    return std::string();
+  auto gatherFn = module.lookupSymbol<func::FuncOp>(gatherName);
+  if (!gatherFn)
+    return syncFn.emitOpError() << "has a flat layout but the module has no @" << gatherName;
+  if (failed(emitGatherParams(gatherFn, os)))
+    return failure();
+  emitFlatLayout((prefix + "FlatLayout").str(), layout, os);
+  return (", .flat_layout = &" + prefix + "FlatLayout, .gather_params = " + gatherName).str();
 }
 
 } // namespace megac::emit

@@ -17,7 +17,7 @@ constexpr int64_t kFloatBytes = 4;        // fp32 parameters, gradients and mome
 constexpr int64_t kGradAlignFloats = 16;  // ParamStore's 64-byte gradient alignment (no_shard)
 
 StageStateMemory stageMemory(int64_t stage, const tx::ParamTable &table, ArrayRef<int64_t> chunkStarts,
-                             const ParallelPlan &plan) {
+                             DictionaryAttr flatLayout, const ParallelPlan &plan) {
   StageStateMemory m;
   m.stage = stage;
   SmallVector<int64_t> numels;
@@ -34,17 +34,29 @@ StageStateMemory stageMemory(int64_t stage, const tx::ParamTable &table, ArrayRe
     m.optimizerBytes = 2 * m.parameters * kFloatBytes;
     return m;
   }
-  const FlatBufferLayout layout = layoutFlatBuffer(numels, plan.ddpBucketSize, plan.shardDegree, chunkStarts);
-  const int64_t shard = layout.shardNumel(plan.shardDegree);
-  m.parameters = layout.paramNumel;
-  m.paddingElements = layout.padding();
+  // The buffer megac-data-parallel laid out (its attribute on the sync function), else the same
+  // layout computed here (a module the pass has not run on).
+  int64_t numel = 0;
+  if (flatLayout)
+    numel = cast<IntegerAttr>(flatLayout.get("numel")).getInt();
+  else
+    numel = layoutFlatBuffer(numels, plan.ddpBucketSize, plan.shardDegree, chunkStarts).numel;
+  const int64_t shard = numel / plan.shardDegree;
+  for (int64_t n : numels)
+    m.parameters += n;
+  m.paddingElements = numel - m.parameters;
   const bool shardGrads = plan.sharding != ShardingStrategy::Optim;
   const bool shardParams = plan.sharding == ShardingStrategy::OptimGradsParams;
-  m.paramBytes = (shardParams ? shard : layout.numel) * kFloatBytes;
-  m.gradBytes = (shardGrads ? shard : layout.numel) * kFloatBytes;
+  m.paramBytes = (shardParams ? shard : numel) * kFloatBytes;
+  m.gradBytes = (shardGrads ? shard : numel) * kFloatBytes;
   m.optimizerBytes = 2 * shard * kFloatBytes;
   m.masterBytes = 0; // fp32 parameters are their own master copy
   return m;
+}
+
+DictionaryAttr flatLayoutOf(ModuleOp module, StringRef syncName) {
+  auto fn = module.lookupSymbol<func::FuncOp>(syncName);
+  return fn ? fn->getAttrOfType<DictionaryAttr>(names::kFlatLayoutAttr) : DictionaryAttr();
 }
 
 std::string formatBytes(int64_t bytes) {
@@ -67,7 +79,7 @@ SmallVector<StageStateMemory> megac::stateMemory(ModuleOp module, const Parallel
   if (!tx::hasChunkFunctions(module)) {
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     if (entry)
-      result.push_back(stageMemory(0, tx::ParamTable(entry), {}, plan));
+      result.push_back(stageMemory(0, tx::ParamTable(entry), {}, flatLayoutOf(module, names::kSyncGradients), plan));
     return result;
   }
   for (int64_t s = 0; s < plan.pp; ++s) {
@@ -80,7 +92,7 @@ SmallVector<StageStateMemory> megac::stateMemory(ModuleOp module, const Parallel
         if (!names::isBackwardHalf(fn.getName()))
           if (std::optional<int64_t> first = table.firstIn(fn))
             chunkStarts.push_back(*first);
-    result.push_back(stageMemory(s, table, chunkStarts, plan));
+    result.push_back(stageMemory(s, table, chunkStarts, flatLayoutOf(module, names::stageSyncName(s)), plan));
   }
   return result;
 }

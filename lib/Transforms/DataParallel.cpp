@@ -1,5 +1,6 @@
 // megac-data-parallel: the gradient all-reduce over data-parallel ranks, in flat buckets.
 #include "GradSyncPlacement.h"
+#include "megac/Plan/FlatBufferLayout.h"
 #include "megac/Plan/PlanIR.h"
 #include "megac/Transforms/Passes.h"
 #include "tx/TxChunks.h"
@@ -32,6 +33,20 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       return;
     const int64_t bucketSize = plan->ddpBucketSize;
     const bool overlap = plan->overlapGradReduce;
+    if (plan->sharding != ShardingStrategy::NoShard && plan->shardDegree != plan->dp) {
+      module.emitError() << getArgument() << ": hybrid sharding (the state sharded over " << plan->shardDegree
+                         << " of the " << plan->dp
+                         << " dp ranks, replicated across the rest) is not derived yet; drop "
+                            "--data-parallel-replicate-degree / --num-distributed-optimizer-instances / "
+                            "--data-parallel-shard-degree to shard over all dp ranks";
+      return signalPassFailure();
+    }
+    if (overlap && plan->sharding != ShardingStrategy::NoShard) {
+      module.emitError() << getArgument() << ": --overlap-grad-reduce with a sharded strategy ("
+                         << shardingStrategyName(plan->sharding)
+                         << ") is not derived yet; drop --overlap-grad-reduce (and --overlap-param-gather)";
+      return signalPassFailure();
+    }
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     // With pipeline parallelism each stage syncs the gradients of its own parameter table.
     if (!tx::hasChunkFunctions(module)) {
@@ -41,6 +56,10 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
         return signalPassFailure();
       }
       tx::ParamTable table(entry);
+      if (plan->sharding != ShardingStrategy::NoShard) {
+        addShardedFunctions(module, names::kSyncGradients, names::kGatherParams, table, *plan, {});
+        return;
+      }
       SmallVector<GradBucket> buckets = addSyncFunction(module, names::kSyncGradients, table, bucketSize, {});
       if (overlap)
         placeGradSyncStarts(entry, table, buckets);
@@ -56,6 +75,10 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
           if (!names::isBackwardHalf(fn.getName()))
             if (std::optional<int64_t> first = table.firstIn(fn))
               chunkStarts.push_back(*first);
+      if (plan->sharding != ShardingStrategy::NoShard) {
+        addShardedFunctions(module, names::stageSyncName(s), names::stageGatherName(s), table, *plan, chunkStarts);
+        continue;
+      }
       SmallVector<GradBucket> buckets =
           addSyncFunction(module, names::stageSyncName(s), table, bucketSize, chunkStarts);
       if (!overlap)
@@ -66,6 +89,66 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       if (failed(checkGradSyncStarts(module, s, fns, table, buckets)))
         return signalPassFailure();
     }
+  }
+
+  /// The distributed optimizer (ZeRO-1) over `table` in Megatron's padded flat layout: @`syncName`
+  /// reduce-scatters each gradient bucket over dp (this rank's shard of the sum kept at the
+  /// bucket's start, where the optimizer steps it), @`gatherName` all-gathers each bucket's updated
+  /// parameter shards after the step. The layout goes on @`syncName` for the emitter and the memory
+  /// plan.
+  void addShardedFunctions(ModuleOp module, StringRef syncName, StringRef gatherName, const tx::ParamTable &table,
+                           const ParallelPlan &plan, ArrayRef<int64_t> chunkStarts) {
+    SmallVector<int64_t> numels;
+    for (tx::ParamOp p : table.all())
+      numels.push_back(p.getType().getNumElements());
+    const int64_t d = plan.shardDegree;
+    const FlatBufferLayout layout = layoutFlatBuffer(numels, plan.ddpBucketSize, d, chunkStarts);
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPointToEnd(module.getBody());
+    MLIRContext *ctx = b.getContext();
+    Location loc = FusedLoc::get(ctx, {module.getLoc()}, b.getStringAttr(getArgument()));
+    auto gridRef = FlatSymbolRefAttr::get(ctx, names::kGrid);
+    auto dpAxis = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)});
+    auto named = [&](const std::string &name) { return NameLoc::get(b.getStringAttr(name), loc); };
+    // optim_grads and optim_grads_params get the same collectives for now (their per-microbatch
+    // reduce-scatters and parameter gathers are not derived yet; megac compile refuses to build them).
+    const std::string strategy = "optim";
+
+    auto sync = func::FuncOp::create(b, loc, syncName, b.getFunctionType({}, {}));
+    SmallVector<int64_t> bucketPairs;
+    for (const FlatBufferLayout::Bucket &k : layout.buckets)
+      bucketPairs.append({k.offset, k.numel});
+    sync->setAttr(names::kFlatLayoutAttr,
+                  b.getDictionaryAttr({b.getNamedAttr("param_offsets", b.getDenseI64ArrayAttr(layout.paramOffsets)),
+                                       b.getNamedAttr("buckets", b.getDenseI64ArrayAttr(bucketPairs)),
+                                       b.getNamedAttr("numel", b.getI64IntegerAttr(layout.numel)),
+                                       b.getNamedAttr("shard_degree", b.getI64IntegerAttr(d))}));
+    OpBuilder sb = OpBuilder::atBlockEnd(sync.addEntryBlock());
+    auto gather = func::FuncOp::create(b, loc, gatherName, b.getFunctionType({}, {}));
+    OpBuilder gb = OpBuilder::atBlockEnd(gather.addEntryBlock());
+    for (auto [index, k] : llvm::enumerate(layout.buckets)) {
+      const std::string name = "bucket_" + std::to_string(index);
+      auto whole = RankedTensorType::get({k.numel}, b.getF32Type());
+      auto shard = RankedTensorType::get({k.numel / d}, b.getF32Type());
+      const std::string what = " bucket " + std::to_string(index) + " (" + table[k.firstParam].getName().str() +
+                               " .. " + table[k.lastParam].getName().str() + ", " + std::to_string(k.numel) +
+                               " elements with padding)";
+      Value grads = tx::GradBucketOp::create(sb, named(name), whole, k.firstParam, k.lastParam);
+      auto sum = shard::ReduceScatterOp::create(sb, named(name + "_shard"), shard, gridRef, dpAxis, grads,
+                                                shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
+                                                sb.getIndexAttr(0));
+      sum->setAttr(names::kRuleAttr, sb.getStringAttr("distributed optimizer (" + strategy +
+                                                      "): reduce-scatter of gradient" + what));
+      tx::SetGradShardOp::create(sb, loc, sum, k.firstParam, k.lastParam);
+      Value mine = tx::ParamShardOp::create(gb, named(name + "_param_shard"), shard, k.firstParam, k.lastParam);
+      auto all = shard::AllGatherOp::create(gb, named(name + "_params"), whole, gridRef, dpAxis, mine,
+                                            gb.getIndexAttr(0));
+      all->setAttr(names::kRuleAttr, gb.getStringAttr("distributed optimizer (" + strategy +
+                                                      "): all-gather of the updated parameter" + what));
+      tx::SetParamBucketOp::create(gb, loc, all, k.firstParam, k.lastParam);
+    }
+    func::ReturnOp::create(sb, loc);
+    func::ReturnOp::create(gb, loc);
   }
 
   /// @`fnName`: the buckets over `table`, each closed where it would pass `bucketSize` elements or

@@ -291,9 +291,13 @@ int megac::runCompile() {
   ParallelPlan plan = std::move(*flagsPlan);
   if (plan.sharding != ShardingStrategy::NoShard && !noBuild)
     return fail("--data-parallel-sharding-strategy " + Twine(shardingStrategyName(plan.sharding)) +
-                " (or --use-distributed-optimizer) is planned, not yet built into OUT/train: the runtime still "
-                "keeps the whole state on every dp rank. Add --no-build to see the memory the plan will take, "
-                "or drop the flag to train");
+                " (or --use-distributed-optimizer) is planned, not yet built into OUT/train: the runtime does not "
+                "train sharded programs yet" +
+                (plan.sharding == ShardingStrategy::Optim
+                     ? ""
+                     : ", and megac-data-parallel derives only optim's collectives (the generated code is the optim "
+                       "program)") +
+                ". Add --no-build to see the memory the plan will take, or drop the flag to train");
   if (overlapGradReduce && dp == 1)
     errs() << "megac compile: note: --overlap-grad-reduce has nothing to overlap without data parallelism "
               "(--dp 1); the program is the same without it\n";
