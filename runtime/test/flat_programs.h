@@ -26,6 +26,9 @@ enum Layout {
   kTp2,
   // A toy pipeline stage [wte [16, 4], w_c [4]]: w_c at 0..4, wte at 64..128; one bucket of 128.
   kToyStage,
+  // The same table in buckets of 64 elements: w_c at 0..4 in a bucket of 128, wte at 128..192 in
+  // another (so with d = 2 wte's shard is on another dp rank than with kToyStage).
+  kToyStageSmallBuckets,
 };
 
 template <int L> struct Tables;
@@ -52,6 +55,12 @@ template <> struct Tables<kToyStage> {
   static constexpr megart::FlatBucket buckets[] = {{0, 128}};
   static constexpr int first[] = {1};
   static constexpr int64_t numel = 128;
+};
+template <> struct Tables<kToyStageSmallBuckets> {
+  static constexpr int64_t offsets[] = {128, 0};
+  static constexpr megart::FlatBucket buckets[] = {{0, 128}, {128, 128}};
+  static constexpr int first[] = {1, 0};
+  static constexpr int64_t numel = 256;
 };
 
 // What megac emits as @sync_gradients / @gather_params for layout L.
@@ -99,19 +108,23 @@ template <int L> void make_bigram(FlatProgram &f, int64_t dp, bool compiled = tr
 }
 
 // The toy pipeline's stages with the distributed optimizer over dp (toy::build<2, 2>: every
-// stage's table is [wte, w_c]).
+// stage's table is [wte, w_c]): stage 0 in kToyStage's layout, stage 1 in
+// kToyStageSmallBuckets's, so the tied wte's shards lie on different dp ranks in the two stages,
+// as GPT-2's first and last stages' layouts place it differently.
 struct FlatToy {
   toy::Program p;
-  megart::FlatLayoutDesc layout{};
+  megart::FlatLayoutDesc layouts[2]{};
 };
 inline void make_toy(FlatToy &f, int64_t dp) {
   toy::build<2, 2>(f.p, toy::one_f_one_b(), {2, 1}, dp);
-  f.layout = layout_desc<kToyStage>(dp);
-  for (megart::PipelineStageDesc &s : f.p.stages) {
-    s.flat_layout = &f.layout;
-    s.sync_gradients = &sync_gradients<kToyStage>;
-    s.gather_params = &gather_params<kToyStage>;
-  }
+  f.layouts[0] = layout_desc<kToyStage>(dp);
+  f.layouts[1] = layout_desc<kToyStageSmallBuckets>(dp);
+  f.p.stages[0].flat_layout = &f.layouts[0];
+  f.p.stages[0].sync_gradients = &sync_gradients<kToyStage>;
+  f.p.stages[0].gather_params = &gather_params<kToyStage>;
+  f.p.stages[1].flat_layout = &f.layouts[1];
+  f.p.stages[1].sync_gradients = &sync_gradients<kToyStageSmallBuckets>;
+  f.p.stages[1].gather_params = &gather_params<kToyStageSmallBuckets>;
 }
 
 } // namespace flat_test
