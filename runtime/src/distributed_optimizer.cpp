@@ -41,14 +41,12 @@ void validate_flat_layout(const FlatLayout &l, int shard_size) {
   }
 }
 
-DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, Communicator &group, Device &device)
-    : layout_(std::move(layout)), group_(group), device_(device) {
+DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *params, float *grads,
+                                                     Communicator &group, Device &device)
+    : layout_(std::move(layout)), params_(params), grads_(grads), group_(group), device_(device) {
   validate_flat_layout(layout_, group.size());
-  const size_t bytes = static_cast<size_t>(layout_.numel) * sizeof(float);
-  const int64_t shard_total = layout_.numel / group.size();
-  const size_t shard_bytes = static_cast<size_t>(shard_total) * sizeof(float);
-  params_ = DeviceBuffer(device, bytes, MemoryCategory::Parameters);
-  grads_ = DeviceBuffer(device, bytes, MemoryCategory::Gradients);
+  shard_numel_ = layout_.numel / group.size();
+  const size_t shard_bytes = static_cast<size_t>(shard_numel_) * sizeof(float);
   exp_avg_ = DeviceBuffer(device, shard_bytes, MemoryCategory::OptimizerState);
   exp_avg_sq_ = DeviceBuffer(device, shard_bytes, MemoryCategory::OptimizerState);
   // This rank's shard of each bucket, cut where parameters begin and end.
@@ -66,15 +64,18 @@ DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, Communic
   }
   std::sort(pieces_.begin(), pieces_.end(), [](const Piece &a, const Piece &b) { return a.element < b.element; });
   for (const Piece &p : pieces_)
-    shard_grads_.emplace_back(grads_.as<float>() + p.reduced, p.n);
+    shard_grads_.emplace_back(grads_ + p.reduced, p.n);
 }
 
-void DistributedOptimizerState::zero_grads() { device_.zero(grads_.data(), grads_.bytes()); }
+void DistributedOptimizerState::zero_moments() {
+  device_.zero(exp_avg_.data(), exp_avg_.bytes());
+  device_.zero(exp_avg_sq_.data(), exp_avg_sq_.bytes());
+}
 
 void DistributedOptimizerState::reduce_scatter_grads() {
   const int64_t d = group_.size();
   for (const FlatBucket &k : layout_.buckets) {
-    float *bucket = grads_.as<float>() + k.offset;
+    float *bucket = grads_ + k.offset;
     group_.reduce_scatter_sum(bucket, bucket, k.numel / d);
   }
 }
@@ -83,9 +84,8 @@ void DistributedOptimizerState::step(const AdamWScalars &with_decay, const AdamW
   std::vector<AdamWTensor> tensors;
   tensors.reserve(pieces_.size());
   for (const Piece &p : pieces_)
-    tensors.push_back({params_.as<float>() + p.element, grads_.as<float>() + p.reduced,
-                       exp_avg_.as<float>() + p.state, exp_avg_sq_.as<float>() + p.state, p.n,
-                       layout_.weight_decay[p.param] != 0});
+    tensors.push_back({params_ + p.element, grads_ + p.reduced, exp_avg_.as<float>() + p.state,
+                       exp_avg_sq_.as<float>() + p.state, p.n, layout_.weight_decay[p.param] != 0});
   device_.adamw(tensors, with_decay, without_decay);
 }
 
@@ -93,9 +93,28 @@ void DistributedOptimizerState::all_gather_params() {
   const int64_t d = group_.size(), r = group_.rank();
   for (const FlatBucket &k : layout_.buckets) {
     const int64_t m = k.numel / d;
-    float *bucket = params_.as<float>() + k.offset;
+    float *bucket = params_ + k.offset;
     group_.all_gather(bucket, bucket + r * m, m);
   }
+}
+
+void DistributedOptimizerState::all_gather_moments(float *exp_avg, float *exp_avg_sq) const {
+  const int64_t d = group_.size();
+  int64_t state = 0;
+  for (const FlatBucket &k : layout_.buckets) {
+    const int64_t m = k.numel / d;
+    group_.all_gather(exp_avg + k.offset, exp_avg_.as<float>() + state, m);
+    group_.all_gather(exp_avg_sq + k.offset, exp_avg_sq_.as<float>() + state, m);
+    state += m;
+  }
+}
+
+void DistributedOptimizerState::set_moment_pieces(int64_t i, bool squared, const float *host) {
+  float *moment = (squared ? exp_avg_sq_ : exp_avg_).as<float>();
+  for (const Piece &p : pieces_)
+    if (p.param == i)
+      device_.copy_from_host(moment + p.state, host + (p.element - layout_.param_offsets[i]),
+                             static_cast<size_t>(p.n) * sizeof(float));
 }
 
 } // namespace megart

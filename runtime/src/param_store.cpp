@@ -11,8 +11,51 @@
 
 namespace megart {
 
+namespace {
+
+// The program's flat layout of these parameters as the distributed optimizer's tables, checked
+// against the parameter table and the shard group.
+FlatLayout flat_layout_of(const FlatLayoutDesc &flat, const std::vector<ParamDesc> &descs,
+                          const Communicator *group) {
+  auto bad = [](const std::string &problem) {
+    throw Error("compiled program: flat_layout (the distributed optimizer's buffers): " + problem +
+                " (regenerate the program with megac compile)");
+  };
+  if (!group)
+    bad("no shard group was given for it");
+  if (!flat.param_offsets || !flat.buckets || flat.num_buckets < 1 || flat.numel < 1)
+    bad("the tables are missing or empty (param_offsets, buckets, num_buckets " +
+        std::to_string(flat.num_buckets) + ", numel " + std::to_string(flat.numel) + ")");
+  if (flat.shard_degree != group->size())
+    bad("shard_degree is " + std::to_string(flat.shard_degree) + ", but the data-parallel group " +
+        "has " + std::to_string(group->size()) + " ranks");
+  constexpr int64_t kAlignFloats = 64 / sizeof(float);
+  FlatLayout l;
+  for (size_t i = 0; i < descs.size(); ++i) {
+    const int64_t offset = flat.param_offsets[i];
+    if (offset < 0 || offset % kAlignFloats != 0)
+      bad("parameter " + std::to_string(i) + " ('" + descs[i].name + "') starts at element " +
+          std::to_string(offset) + ", which is not a multiple of " + std::to_string(kAlignFloats) +
+          " (64 bytes)");
+    l.param_offsets.push_back(offset);
+    l.param_numels.push_back(block_numel(descs[i]));
+    l.weight_decay.push_back(descs[i].weight_decay ? 1 : 0);
+  }
+  l.buckets.assign(flat.buckets, flat.buckets + flat.num_buckets);
+  l.numel = flat.numel;
+  try {
+    validate_flat_layout(l, group->size());
+  } catch (const Error &e) {
+    bad(e.what());
+  }
+  return l;
+}
+
+} // namespace
+
 ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_rank,
-                       int64_t tp_size, Device &device)
+                       int64_t tp_size, Device &device, const FlatLayoutDesc *flat_layout,
+                       Communicator *shard_group)
     : tp_rank_(tp_rank), tp_size_(tp_size), device_(&device) {
   validate_param_layout(params, num_params, tp_size);
   if (tp_rank < 0 || tp_rank >= tp_size)
@@ -22,6 +65,25 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
   for (const ParamDesc &d : program_descs_)
     descs_.push_back(tp_block(d, tp_rank));
   tensors_ = group_by_tensor(descs_.data(), size());
+  for (const ParamDesc &d : descs_)
+    numel_.push_back(block_numel(d));
+  if (flat_layout) {
+    // The distributed optimizer: two flat buffers as the compiler laid them out (their sizes are
+    // its memory prediction), the moments only for this rank's shards.
+    FlatLayout layout = flat_layout_of(*flat_layout, descs_, shard_group);
+    const size_t bytes = static_cast<size_t>(layout.numel) * sizeof(float);
+    flat_params_ = DeviceBuffer(device, bytes, MemoryCategory::Parameters);
+    flat_grads_ = DeviceBuffer(device, bytes, MemoryCategory::Gradients);
+    flat_grads_numel_ = layout.numel;
+    flat_offsets_ = layout.param_offsets;
+    for (int64_t offset : flat_offsets_) {
+      param_ptrs_.push_back(flat_params_.as<float>() + offset);
+      grad_ptrs_.push_back(flat_grads_.as<float>() + offset);
+    }
+    sharded_ = std::make_unique<DistributedOptimizerState>(
+        std::move(layout), flat_params_.as<float>(), flat_grads_.as<float>(), *shard_group, device);
+    return;
+  }
   // One gradient allocation; each gradient starts on a 64-byte boundary, as ProgramDesc
   // promises generated code.
   constexpr int64_t kAlignFloats = 64 / sizeof(float);
@@ -35,15 +97,25 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
                              MemoryCategory::Gradients);
   flat_grads_numel_ = total;
   for (size_t i = 0; i < descs_.size(); ++i) {
-    const int64_t n = block_numel(descs_[i]);
-    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-    numel_.push_back(n);
+    const size_t bytes = static_cast<size_t>(numel_[i]) * sizeof(float);
     params_.emplace_back(device, bytes, MemoryCategory::Parameters);
     exp_avg_.emplace_back(device, bytes, MemoryCategory::OptimizerState);
     exp_avg_sq_.emplace_back(device, bytes, MemoryCategory::OptimizerState);
     param_ptrs_.push_back(params_.back().as<float>());
     grad_ptrs_.push_back(flat_grads_.as<float>() + grad_offsets[i]);
   }
+}
+
+float *ParamStore::exp_avg(int64_t i) {
+  if (sharded_)
+    throw Error("the distributed optimizer keeps no per-parameter moments (they are sharded)");
+  return exp_avg_[i].as<float>();
+}
+
+float *ParamStore::exp_avg_sq(int64_t i) {
+  if (sharded_)
+    throw Error("the distributed optimizer keeps no per-parameter moments (they are sharded)");
+  return exp_avg_sq_[i].as<float>();
 }
 
 int64_t ParamStore::num_tensor_elements() const {
@@ -53,6 +125,10 @@ int64_t ParamStore::num_tensor_elements() const {
 void ParamStore::zero_grads() { device_->zero(flat_grads_.data(), flat_grads_.bytes()); }
 
 void ParamStore::reset_optimizer_state() {
+  if (sharded_) {
+    sharded_->zero_moments();
+    return;
+  }
   for (size_t i = 0; i < descs_.size(); ++i) {
     device_->zero(exp_avg_[i].data(), exp_avg_[i].bytes());
     device_->zero(exp_avg_sq_[i].data(), exp_avg_sq_[i].bytes());
@@ -68,20 +144,36 @@ std::string state_tensor_name(const std::string &name, StateArray which) {
   return name;
 }
 
-const DeviceBuffer &ParamStore::array(int64_t i, StateArray which) const {
-  switch (which) {
-  case StateArray::ExpAvg: return exp_avg_[i];
-  case StateArray::ExpAvgSq: return exp_avg_sq_[i];
-  case StateArray::Param: break;
-  }
-  return params_[i];
+float *ParamStore::array(int64_t i, StateArray which) const {
+  if (which == StateArray::Param)
+    return param_ptrs_[i];
+  if (!sharded_)
+    return (which == StateArray::ExpAvg ? exp_avg_[i] : exp_avg_sq_[i]).as<float>();
+  const DeviceBuffer &gathered = which == StateArray::ExpAvg ? gathered_exp_avg_ : gathered_exp_avg_sq_;
+  if (!gathered.data())
+    throw Error("the distributed optimizer's moments are sharded over the data-parallel ranks: "
+                "gather_moments() assembles them before a checkpoint is written");
+  return gathered.as<float>() + flat_offsets_[i];
 }
 
 std::vector<float> ParamStore::host_array(int64_t i, StateArray which) const {
-  const DeviceBuffer &buffer = array(i, which);
   std::vector<float> host(static_cast<size_t>(numel_[i]));
-  device_->copy_to_host(host.data(), buffer.data(), buffer.bytes());
+  device_->copy_to_host(host.data(), array(i, which), host.size() * sizeof(float));
   return host;
+}
+
+void ParamStore::gather_moments() {
+  if (!sharded_)
+    return;
+  const size_t bytes = static_cast<size_t>(flat_grads_numel_) * sizeof(float);
+  gathered_exp_avg_ = DeviceBuffer(*device_, bytes, MemoryCategory::Communication);
+  gathered_exp_avg_sq_ = DeviceBuffer(*device_, bytes, MemoryCategory::Communication);
+  sharded_->all_gather_moments(gathered_exp_avg_.as<float>(), gathered_exp_avg_sq_.as<float>());
+}
+
+void ParamStore::release_gathered_moments() {
+  gathered_exp_avg_ = DeviceBuffer();
+  gathered_exp_avg_sq_ = DeviceBuffer();
 }
 
 void ParamStore::init(uint64_t seed) {
@@ -89,7 +181,7 @@ void ParamStore::init(uint64_t seed) {
   for (size_t i = 0; i < descs_.size(); ++i) {
     host.assign(static_cast<size_t>(numel_[i]), 0.0f);
     init_param_block(descs_[i], seed, host.data());
-    device_->copy_from_host(params_[i].data(), host.data(), params_[i].bytes());
+    device_->copy_from_host(param_ptrs_[i], host.data(), host.size() * sizeof(float));
   }
   reset_optimizer_state();
 }
@@ -182,8 +274,10 @@ void ParamStore::read_arrays(const std::vector<std::string> &paths,
       for (int64_t b : t.blocks) {
         block.assign(static_cast<size_t>(numel_[b]), 0.0f); // vocabulary padding stays 0
         copy_block_from_full(descs_[b], full.data(), block.data());
-        const DeviceBuffer &target = array(b, w);
-        device_->copy_from_host(target.data(), block.data(), target.bytes());
+        if (sharded_ && w != StateArray::Param) // only this rank's shard of the moments
+          sharded_->set_moment_pieces(b, w == StateArray::ExpAvgSq, block.data());
+        else
+          device_->copy_from_host(array(b, w), block.data(), block.size() * sizeof(float));
       }
     }
 }

@@ -41,15 +41,22 @@ struct LogWindow {
   int64_t nan = 0;
 };
 
+// With the distributed optimizer (store.sharded()) it works on this rank's shard pieces of the
+// reduce-scattered gradients: unscaling, the norm (sharded_grad_norm), clipping and AdamW.
 class Optimizer {
 public:
   // `pp` and `counted` (model_grad_norm's) are given with pipeline parallelism only.
   Optimizer(const TrainFlags &f, int64_t steps_taken, ParamStore &store, Communicator &tp,
             Communicator *pp = nullptr, const std::vector<char> *counted = nullptr)
       : store_(store), device_(store.device()), tp_(tp), pp_(pp), counted_(counted),
+        sharded_(store.sharded()),
         schedule_{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters, f.lr_decay_iters},
         config_{f.adam_beta1, f.adam_beta2, f.adam_eps, f.weight_decay},
         clip_(static_cast<float>(f.clip_grad)), steps_(steps_taken) {
+    if (sharded_) {
+      grads_ = sharded_->shard_grads(); // the pieces never move
+      return;
+    }
     for (int64_t i = 0; i < store.size(); ++i) {
       grads_.emplace_back(store.grad(i), store.numel(i));
       tensors_.push_back({store.param(i), store.grad(i), store.exp_avg(i), store.exp_avg_sq(i),
@@ -68,7 +75,9 @@ public:
   // caller skips the step.
   double clip() {
     const double norm =
-        pp_ ? model_grad_norm(store_, tp_, *pp_, *counted_) : model_grad_norm(store_, tp_);
+        sharded_ ? sharded_grad_norm(store_, tp_, pp_ ? *pp_ : one_stage_, counted_ ? *counted_ : all_)
+        : pp_    ? model_grad_norm(store_, tp_, *pp_, *counted_)
+                 : model_grad_norm(store_, tp_);
     if (!std::isfinite(norm))
       return norm;
     const float coeff = clip_coefficient(norm, clip_);
@@ -81,7 +90,10 @@ public:
     ++steps_;
     AdamWConfig no_decay = config_;
     no_decay.weight_decay = 0;
-    device_.adamw(tensors_, adamw_scalars(lr, config_, steps_), adamw_scalars(lr, no_decay, steps_));
+    if (sharded_)
+      sharded_->step(adamw_scalars(lr, config_, steps_), adamw_scalars(lr, no_decay, steps_));
+    else
+      device_.adamw(tensors_, adamw_scalars(lr, config_, steps_), adamw_scalars(lr, no_decay, steps_));
   }
 
   int64_t steps() const { return steps_; }
@@ -92,6 +104,9 @@ private:
   Communicator &tp_;
   Communicator *pp_;
   const std::vector<char> *counted_;
+  DistributedOptimizerState *sharded_;
+  SelfCommunicator one_stage_;    // sharded_grad_norm's pp without pipeline parallelism
+  const std::vector<char> all_{}; // and its `counted`: every parameter
   LrSchedule schedule_;
   AdamWConfig config_;
   float clip_;
@@ -194,6 +209,11 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   Optimizer optimizer(f, start.optimizer_steps, store, grid.tp(), pipelined ? &grid.pp() : nullptr,
                       pipelined ? &pipe->tied.norm_counted() : nullptr);
   const SyncFn compiled_sync = pipelined ? pipe->stage.sync_gradients : program.sync_gradients;
+  // The distributed optimizer (a flat layout): the sync reduce-scatters, the optimizer updates
+  // this rank's shards, and the compiled gather_params (or the runtime, for a program without
+  // one) all-gathers the updated parameters.
+  DistributedOptimizerState *const sharded = store.sharded();
+  const GatherParamsFn compiled_gather = pipelined ? pipe->stage.gather_params : program.gather_params;
   data.set_order(start.shuffle, start.seed); // the same order on every rank
   // fp16 only. Every rank sees the same norm, so every rank's scaler takes the same path.
   const std::unique_ptr<LossScaler> scaler = make_loss_scaler(f);
@@ -254,7 +274,23 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       }
     }
     double loss = loss_sum / static_cast<double>(num_micro);
-    if (dp > 1) {
+    if (pipelined && sharded) {
+      // Before the reduce-scatter, on the whole gradients: it leaves each rank only its shard, and
+      // the stages' layouts put a tied weight in different shards.
+      activity.phase("tied-weight gradient sync");
+      pipe->tied.sync(store);
+    }
+    if (dp > 1 && sharded) {
+      activity.phase("data-parallel gradient reduce-scatter");
+      if (compiled_sync)
+        compiled_sync(sync_ctx, store.grad_table());
+      else
+        sharded->reduce_scatter_grads();
+      if (grad_sync.finish() != 0)
+        throw Error("compiled program: it has a flat_layout (the distributed optimizer), but its "
+                    "sync_gradients started all-reduce buckets instead of reduce-scattering them "
+                    "(regenerate the program with megac compile)");
+    } else if (dp > 1) {
       activity.phase("data-parallel gradient sync");
       if (!overlapped) {
         if (compiled_sync)
@@ -270,8 +306,10 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     }
     if (pipelined) {
       // After the dp sum, as Megatron does: the tied copies then add the same totals.
-      activity.phase("tied-weight gradient sync");
-      pipe->tied.sync(store);
+      if (!sharded) {
+        activity.phase("tied-weight gradient sync");
+        pipe->tied.sync(store);
+      }
       activity.phase("loss sum over the pipeline");
       grid.pp().all_reduce_sum(&loss, 1);
     }
@@ -294,8 +332,16 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     // Megatron steps the schedule only after an update: skipped iterations keep the rate.
     const double lr = optimizer.lr_after_steps();
     const bool finite = std::isfinite(norm);
-    if (finite)
+    if (finite) {
       optimizer.step(lr);
+      if (sharded && dp > 1) {
+        activity.phase("data-parallel parameter all-gather");
+        if (compiled_gather)
+          compiled_gather(ctx, store.param_table());
+        else
+          sharded->all_gather_params();
+      }
+    }
     if (scaler)
       scaler->update(finite);
     device.synchronize(); // the iteration's time includes its queued device work
@@ -377,25 +423,34 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       if (optimizer.steps() == start.optimizer_steps) {
         out << "not saving at iteration " << k
             << ": no iteration of this run has updated the weights yet" << std::endl;
-      } else if (saves) {
-        activity.phase("checkpoint save");
-        TrainState state;
-        state.iteration = k;
-        state.consumed_samples = it.consumed_samples;
-        state.optimizer_steps = optimizer.steps();
-        state.skipped_iterations = skipped_before + result.skipped_iterations;
-        state.seed = start.seed;
-        state.shuffle = start.shuffle;
-        state.data_num_samples = data.num_samples();
-        if (scaler)
-          state.loss_scaler = scaler->state();
-        state.args_json = args_json;
-        state.plan_json = plan_json;
-        state.program_summary = program.summary ? program.summary : "";
-        state.spec_yaml = program.spec_yaml ? program.spec_yaml : "";
-        const std::string folder =
-            save_checkpoint(f.save, state, store, checkpoint_group, checkpoint_options);
-        out << "saved checkpoint at iteration " << k << ": " << folder << std::endl;
+      } else {
+        // The distributed optimizer's moments are sharded over dp: every dp rank gives the
+        // writer its shards (temporary whole buffers, freed after the save).
+        if (sharded) {
+          activity.phase("gathering the optimizer state for the checkpoint");
+          store.gather_moments();
+        }
+        if (saves) {
+          activity.phase("checkpoint save");
+          TrainState state;
+          state.iteration = k;
+          state.consumed_samples = it.consumed_samples;
+          state.optimizer_steps = optimizer.steps();
+          state.skipped_iterations = skipped_before + result.skipped_iterations;
+          state.seed = start.seed;
+          state.shuffle = start.shuffle;
+          state.data_num_samples = data.num_samples();
+          if (scaler)
+            state.loss_scaler = scaler->state();
+          state.args_json = args_json;
+          state.plan_json = plan_json;
+          state.program_summary = program.summary ? program.summary : "";
+          state.spec_yaml = program.spec_yaml ? program.spec_yaml : "";
+          const std::string folder =
+              save_checkpoint(f.save, state, store, checkpoint_group, checkpoint_options);
+          out << "saved checkpoint at iteration " << k << ": " << folder << std::endl;
+        }
+        store.release_gathered_moments();
       }
       // However long the one writer takes, the ranks waiting for it (in the save's gathers and
       // in the next iteration's collectives) must not time out: they wait here, untimed.

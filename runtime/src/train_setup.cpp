@@ -16,6 +16,26 @@ namespace megart {
 
 namespace {
 
+// The distributed optimizer's fields of the program (or of one pipeline stage, `where`). The
+// layout's own tables are checked against the parameters when the store is built.
+void validate_flat_layout_fields(const ProgramDesc &p, const FlatLayoutDesc *flat,
+                                 GatherParamsFn gather, const std::string &where) {
+  if (!flat && gather)
+    throw Error("compiled program: " + where + "gather_params is set but flat_layout is not "
+                "(regenerate the program with megac compile)");
+  if (!flat)
+    return;
+  if (flat->shard_degree != p.data_parallel_size)
+    throw Error("compiled program: " + where + "flat_layout shards the optimizer state over " +
+                std::to_string(flat->shard_degree) + " ranks, but data_parallel_size is " +
+                std::to_string(p.data_parallel_size) + "; the runtime shards over the whole "
+                "data-parallel group (regenerate the program with megac compile)");
+  if (p.overlap_grad_reduce)
+    throw Error("compiled program: the distributed optimizer (flat_layout) with "
+                "--overlap-grad-reduce is not supported by this runtime yet; compile without "
+                "--overlap-grad-reduce");
+}
+
 // The generated table is trusted to be well-formed, but a broken one should say so rather
 // than crash inside the loop.
 void validate_program(const ProgramDesc &p) {
@@ -37,8 +57,19 @@ void validate_program(const ProgramDesc &p) {
   // A pipeline's stages replace the single-stage fields, which then describe nothing.
   if (p.pipeline_parallel_size > 1) {
     validate_pipeline_program(p);
+    for (int64_t r = 0; r < p.pipeline_parallel_size; ++r) {
+      const PipelineStageDesc &stage = p.stages[r];
+      if ((stage.flat_layout != nullptr) != (p.stages[0].flat_layout != nullptr))
+        throw Error("compiled program: stage " + std::to_string(r) + (stage.flat_layout ? " has" : " has no") +
+                    " flat_layout but stage 0" + (stage.flat_layout ? " has none" : " has one") +
+                    "; the distributed optimizer covers every stage or none (regenerate the "
+                    "program with megac compile)");
+      validate_flat_layout_fields(p, stage.flat_layout, stage.gather_params,
+                                  "stage " + std::to_string(r) + ": ");
+    }
     return;
   }
+  validate_flat_layout_fields(p, p.flat_layout, p.gather_params, "");
   if (p.num_params < 1) bad("num_params", p.num_params);
   if (p.arena_bytes < 0)
     throw Error("compiled program: arena_bytes is " + std::to_string(p.arena_bytes) +
@@ -165,7 +196,13 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   const ParamDesc *params = pipelined ? program.stages[grid.coord().pp].params : program.params;
   const int64_t num_params =
       pipelined ? program.stages[grid.coord().pp].num_params : program.num_params;
+  const FlatLayoutDesc *flat_layout =
+      pipelined ? program.stages[grid.coord().pp].flat_layout : program.flat_layout;
   validate_param_layout(params, num_params, grid.shape().tp);
+  if (flat_layout && flags.grad_reduce_in_bf16 && grid.shape().dp > 1)
+    throw Error("--grad-reduce-in-bf16: the distributed optimizer (the program's flat_layout) "
+                "reduce-scatters the gradients in fp32; bf16 reduction is not supported with it "
+                "yet: drop --grad-reduce-in-bf16");
   TrainSetup s;
   s.start.seed = static_cast<uint64_t>(flags.seed);
   s.start.shuffle = flags.shuffle;
@@ -199,7 +236,7 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   }
   // Allocated only now: the model's state is the big allocation, the checks above are cheap.
   s.store = std::make_unique<ParamStore>(params, num_params, grid.coord().tp, grid.shape().tp,
-                                         program_device(program));
+                                         program_device(program), flat_layout, &grid.dp());
   if (flags.load.empty() || fresh) {
     s.store->init(static_cast<uint64_t>(flags.seed)); // a tied weight starts the same everywhere
     s.weights_from = "initialised with seed " + std::to_string(flags.seed) +
@@ -248,6 +285,17 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
       << " tensors; " << setup.weights_from << "\n";
   if (pipelined)
     out << "  pipeline: " << describe_pipeline(p) << "\n";
+  if (const DistributedOptimizerState *sharded = store.sharded()) {
+    const FlatLayout &l = sharded->layout();
+    int64_t used = 0;
+    for (int64_t n : l.param_numels)
+      used += n;
+    out << "  distributed optimizer: parameters and gradients in flat buffers of " << l.numel
+        << " elements (" << l.numel - used << " padding) in " << l.buckets.size() << " bucket"
+        << (l.buckets.size() == 1 ? "" : "s") << (pipelined ? " (pp stage 0's)" : "")
+        << "; AdamW moments sharded over dp " << sharded->group().size() << ": "
+        << sharded->shard_numel() << " elements each\n";
+  }
   out << "  data: " << f.data_path << ": " << data.dataset().num_tokens() << " tokens, "
       << data.num_samples() << " samples of " << p.seq_length << "+1 tokens; using "
       << (f.train_iters - setup.start.iteration) * B

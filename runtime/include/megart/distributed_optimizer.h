@@ -1,10 +1,13 @@
 // Megatron's distributed optimizer (ZeRO-1; --data-parallel-sharding-strategy optim) on one rank
 // of a shard group: parameters and gradients in one flat buffer each, laid out by the compiler
 // (megac's FlatBufferLayout: parameters in reverse order, buckets padded so that each splits into
-// equal shards); AdamW's moments only for this rank's shard of every bucket. An iteration:
-// backward adds into grad(i); reduce_scatter_grads() leaves in each bucket the sum over the group
-// of this rank's shard; step() updates the shard's parameters; all_gather_params() gives every
-// rank every bucket's updated parameters again.
+// equal shards); AdamW's moments only for this rank's shard of every bucket. The flat buffers
+// belong to the caller (ParamStore allocates them for a program with a flat layout); this state
+// owns the moments and knows the shard pieces. An iteration: backward adds into the flat
+// gradients; reduce_scatter_grads() (or the program's compiled sync) leaves in each bucket the sum
+// over the group of this rank's shard; step() updates the shard's parameters;
+// all_gather_params() (or the program's compiled gather) gives every rank every bucket's updated
+// parameters again.
 #pragma once
 
 #include "megart/comm.h"
@@ -32,21 +35,27 @@ void validate_flat_layout(const FlatLayout &layout, int shard_size);
 
 class DistributedOptimizerState {
 public:
-  // `group`: the ranks one copy of the state is sharded over (the dp group, or with
-  // --num-distributed-optimizer-instances a part of it). Allocates zeroed buffers on `device`.
-  DistributedOptimizerState(FlatLayout layout, Communicator &group, Device &device);
+  // `params` and `grads`: the flat buffers (layout.numel floats each, on `device`), which must
+  // outlive this state. `group`: the ranks one copy of the state is sharded over (the dp group,
+  // or with --num-distributed-optimizer-instances a part of it). Validates the layout and
+  // allocates the zeroed moments (layout.numel / group size floats each, OptimizerState).
+  DistributedOptimizerState(FlatLayout layout, float *params, float *grads, Communicator &group,
+                            Device &device);
 
-  float *param(int64_t i) { return params_.as<float>() + layout_.param_offsets[i]; }
-  float *grad(int64_t i) { return grads_.as<float>() + layout_.param_offsets[i]; }
+  float *param(int64_t i) const { return params_ + layout_.param_offsets[i]; }
+  float *grad(int64_t i) const { return grads_ + layout_.param_offsets[i]; }
   int64_t size() const { return static_cast<int64_t>(layout_.param_offsets.size()); }
   const FlatLayout &layout() const { return layout_; }
+  Communicator &group() const { return group_; }
+  // Elements of each moment array: this rank's shard of every bucket.
+  int64_t shard_numel() const { return shard_numel_; }
 
-  void zero_grads();
+  void zero_moments();
   // Each bucket summed over the group; this rank's shard of bucket b lands at the bucket's first
   // element (MPI's and NCCL's in-place reduce-scatter): the rest of the bucket is stale.
   void reduce_scatter_grads();
   // This rank's reduced gradients, one piece per (bucket shard, parameter) overlap, padding left
-  // out: what the gradient norm sums and clipping scales. Valid after reduce_scatter_grads().
+  // out: what the gradient norm sums and clipping scales. Valid after the reduce-scatter.
   const MutableTensorList &shard_grads() const { return shard_grads_; }
   // The piece's parameter: shard_grads()[k] belongs to parameter piece_param(k).
   int64_t piece_param(int64_t k) const { return pieces_[k].param; }
@@ -55,18 +64,28 @@ public:
   // Every bucket's updated shards to every rank of the group.
   void all_gather_params();
 
+  // Checkpoints hold whole moments. Collective over the group: both moments, whole, into
+  // `exp_avg` and `exp_avg_sq` (layout.numel floats each, on the device), laid out like the
+  // parameters: parameter i's moments start at param_offsets[i]; padding is left as it is.
+  void all_gather_moments(float *exp_avg, float *exp_avg_sq) const;
+  // Local: keeps this rank's pieces of parameter i's whole moment `host` (param_numels[i]
+  // floats in host memory) in exp_avg (or, `squared`, exp_avg_sq).
+  void set_moment_pieces(int64_t i, bool squared, const float *host);
+
 private:
   struct Piece {
     int64_t param;         // which parameter
     int64_t element;       // its first element in the flat buffer (params)
-    int64_t reduced;       // where its reduced gradient sits after reduce_scatter_grads
+    int64_t reduced;       // where its reduced gradient sits after the reduce-scatter
     int64_t state;         // its first element in the moments
     int64_t n;
   };
   FlatLayout layout_;
+  float *params_, *grads_;
   Communicator &group_;
   Device &device_;
-  DeviceBuffer params_, grads_, exp_avg_, exp_avg_sq_;
+  int64_t shard_numel_ = 0;
+  DeviceBuffer exp_avg_, exp_avg_sq_;
   std::vector<Piece> pieces_;
   MutableTensorList shard_grads_;
 };

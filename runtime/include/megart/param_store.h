@@ -5,14 +5,20 @@
 // copies). With tensor
 // parallelism the store holds this tp rank's blocks (tp_block); all gradients live in one
 // allocation so data parallelism can all-reduce them in a few large buckets.
+//
+// With the distributed optimizer (a program's FlatLayoutDesc) the parameters live in one flat
+// buffer and the gradients in another, both laid out by the compiler (padding included, and
+// zero), and AdamW's moments only for this rank's shard of each bucket: sharded() holds them.
 #pragma once
 
 #include "megart/comm.h"
 #include "megart/device.h"
+#include "megart/distributed_optimizer.h"
 #include "megart/param_layout.h"
 #include "megart/program.h"
 
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,9 +35,13 @@ std::string state_tensor_name(const std::string &name, StateArray which);
 class ParamStore {
 public:
   // Validates the layout over tp_size ranks (validate_param_layout) and allocates zeroed
-  // buffers for the blocks of tensor-parallel rank tp_rank on `device`.
+  // buffers for the blocks of tensor-parallel rank tp_rank on `device`. With `flat_layout` (the
+  // program's, for these parameters) the parameters and gradients are its two flat buffers
+  // (flat_layout->numel floats each) and the moments are sharded over `shard_group` (whose size
+  // must be flat_layout->shard_degree): throws megart::Error naming what does not fit.
   ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_rank = 0,
-             int64_t tp_size = 1, Device &device = cpu_device());
+             int64_t tp_size = 1, Device &device = cpu_device(),
+             const FlatLayoutDesc *flat_layout = nullptr, Communicator *shard_group = nullptr);
 
   Device &device() const { return *device_; }
 
@@ -47,11 +57,16 @@ public:
   float *grad(int64_t i) { return grad_ptrs_[i]; }
   const float *grad(int64_t i) const { return grad_ptrs_[i]; }
   // Every gradient in one buffer: grad(i) points into it, each 64-byte aligned; the padding
-  // between them stays zero. Data parallelism all-reduces this buffer in buckets.
+  // between them stays zero. Data parallelism all-reduces this buffer in buckets (with a flat
+  // layout: reduce-scatters it in the layout's buckets).
   float *flat_grads() { return flat_grads_.as<float>(); }
   int64_t flat_grads_numel() const { return flat_grads_numel_; }
-  float *exp_avg(int64_t i) { return exp_avg_[i].as<float>(); }
-  float *exp_avg_sq(int64_t i) { return exp_avg_sq_[i].as<float>(); }
+  // AdamW's moments of parameter i; with a flat layout there are none per parameter (throws).
+  float *exp_avg(int64_t i);
+  float *exp_avg_sq(int64_t i);
+  // The distributed optimizer's state (moments of this rank's shards), or null without a flat
+  // layout.
+  DistributedOptimizerState *sharded() const { return sharded_.get(); }
   // Pointer tables in ParamDesc order, as StepFn takes them.
   float *const *param_table() const { return param_ptrs_.data(); }
   float *const *grad_table() const { return grad_ptrs_.data(); }
@@ -74,7 +89,8 @@ public:
   // The same over the files of a sharded checkpoint: each tensor from the file that holds it.
   void load(const std::vector<std::string> &files, const std::set<std::string> &elsewhere = {});
   // Reads AdamW's moments (F32 "NAME.exp_avg" and "NAME.exp_avg_sq" for every tensor) from
-  // optimizer.safetensors, checked like load(); the weights stay as they are.
+  // optimizer.safetensors, checked like load(); the weights stay as they are. With a flat layout
+  // each whole moment is read and this rank's shard pieces of it kept.
   void load_optimizer_state(const std::string &path, const std::set<std::string> &elsewhere = {});
   // Assembles the full tensors (no padding) and writes them atomically, metadata
   // {"format": "pt"}. Needs tp_size == 1; with tensor parallelism use the overload below.
@@ -91,9 +107,17 @@ public:
   // tp_size == 1).
   std::vector<float> assemble(const CheckpointTensor &t) const;
 
+  // With a flat layout the moments are sharded, but a checkpoint holds them whole: collective
+  // over the shard group, gathers them into two temporary flat buffers (Communication memory,
+  // flat_layout->numel floats each) that gather_tensors and save read until
+  // release_gathered_moments(). Does nothing without a flat layout.
+  void gather_moments();
+  void release_gathered_moments();
+
 private:
   void reset_optimizer_state();
-  const DeviceBuffer &array(int64_t i, StateArray which) const;
+  // Device pointer to array `which` of parameter i (numel(i) floats).
+  float *array(int64_t i, StateArray which) const;
   // Array `which` of parameter i copied to host memory.
   std::vector<float> host_array(int64_t i, StateArray which = StateArray::Param) const;
   // Checks a file against the program (see load) and copies each tensor's blocks into `which`,
@@ -107,10 +131,14 @@ private:
   std::vector<CheckpointTensor> tensors_;
   Device *device_;
   std::vector<int64_t> numel_;
-  std::vector<DeviceBuffer> params_, exp_avg_, exp_avg_sq_;
+  std::vector<DeviceBuffer> params_, exp_avg_, exp_avg_sq_; // without a flat layout
+  DeviceBuffer flat_params_;                                 // with one
   DeviceBuffer flat_grads_;
   int64_t flat_grads_numel_ = 0;
   std::vector<float *> param_ptrs_, grad_ptrs_;
+  std::unique_ptr<DistributedOptimizerState> sharded_;
+  DeviceBuffer gathered_exp_avg_, gathered_exp_avg_sq_; // gather_moments() .. release
+  std::vector<int64_t> flat_offsets_;
 };
 
 } // namespace megart

@@ -47,6 +47,15 @@ struct TrainResult {
 // (pipeline_stash_peak_measured / _predicted). Checkpoints gather every stage's tensors into
 // one file on global rank 0.
 //
+// The distributed optimizer (the program's or the stage's flat_layout; `store` then holds the
+// flat buffers and store.sharded() this rank's shard of the moments): after the microbatches
+// (and, with pp, the tied-weight sums, which need the whole gradients) the compiled
+// sync_gradients reduce-scatters each bucket over dp (the runtime's own reduce-scatter for a
+// program without one); unscaling, the norm (sharded_grad_norm), clipping and AdamW work on this
+// rank's shard pieces; then the compiled gather_params (or the runtime's all-gather) gives every
+// dp rank the updated parameters. A save first gathers the moments' shards (every dp rank takes
+// part), so the checkpoint is the one a run without the layout writes.
+//
 // After the first iteration global rank 0 prints the device memory the run allocated
 // (memory_report.h): its own per category, or with pipeline parallelism every pp stage's, and
 // adds the exact bytes to the first metrics record ("memory").

@@ -26,6 +26,14 @@ megart::FlatLayout test_layout() {
   return l;
 }
 
+// The flat buffers the state works on (a ParamStore's with a flat layout).
+struct FlatBuffers {
+  explicit FlatBuffers(const megart::FlatLayout &l)
+      : params(megart::cpu_device(), l.numel * sizeof(float), megart::MemoryCategory::Parameters),
+        grads(megart::cpu_device(), l.numel * sizeof(float), megart::MemoryCategory::Gradients) {}
+  megart::DeviceBuffer params, grads;
+};
+
 float initial_param(int64_t i, int64_t j) { return std::sin(0.7f * i + 0.013f * j); }
 float rank_grad(int r, int step, int64_t i, int64_t j) {
   return 0.01f * std::cos(1.3f * r + 0.5f * step + 0.3f * i + 0.021f * j) * (1 + r);
@@ -35,7 +43,10 @@ TEST(DistributedOptimizer, MatchesAllReduceAndFullAdamW) {
   auto group = mpi_test::world();
   const int r = group->rank(), d = group->size();
   const megart::FlatLayout layout = test_layout();
-  megart::DistributedOptimizerState sharded(layout, *group, megart::cpu_device());
+  FlatBuffers flat(layout);
+  megart::DistributedOptimizerState sharded(layout, flat.params.as<float>(), flat.grads.as<float>(),
+                                            *group, megart::cpu_device());
+  EXPECT_EQ(sharded.shard_numel(), layout.numel / d);
   const int64_t n = static_cast<int64_t>(layout.param_numels.size());
   std::vector<std::vector<float>> params(n), exp_avg(n), exp_avg_sq(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -49,7 +60,7 @@ TEST(DistributedOptimizer, MatchesAllReduceAndFullAdamW) {
   megart::AdamWConfig no_decay = config;
   no_decay.weight_decay = 0;
   for (int step = 1; step <= 2; ++step) {
-    sharded.zero_grads();
+    megart::cpu_device().zero(flat.grads.data(), flat.grads.bytes());
     std::vector<std::vector<float>> grads(n);
     for (int64_t i = 0; i < n; ++i) {
       grads[i].resize(layout.param_numels[i]);
@@ -81,20 +92,53 @@ TEST(DistributedOptimizer, MatchesAllReduceAndFullAdamW) {
           ASSERT_NEAR(sharded.param(i)[j], params[i][j], 1e-6) << "step " << step << " param " << i << " [" << j << "]";
       }
   }
+  // The moments gathered whole are the full AdamW's (a checkpoint writes them), and a state
+  // given them whole keeps its shard: gathered again, they are the same.
+  std::vector<float> avg(layout.numel), sq(layout.numel);
+  sharded.all_gather_moments(avg.data(), sq.data());
+  megart::DistributedOptimizerState loaded(layout, flat.params.as<float>(), flat.grads.as<float>(),
+                                           *group, megart::cpu_device());
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < layout.param_numels[i]; ++j) {
+      const int64_t at = layout.param_offsets[i] + j;
+      if (d == 2) {
+        ASSERT_EQ(avg[at], exp_avg[i][j]) << "param " << i << " [" << j << "]";
+        ASSERT_EQ(sq[at], exp_avg_sq[i][j]) << "param " << i << " [" << j << "]";
+      } else {
+        ASSERT_NEAR(avg[at], exp_avg[i][j], 1e-7) << "param " << i << " [" << j << "]";
+        ASSERT_NEAR(sq[at], exp_avg_sq[i][j], 1e-9) << "param " << i << " [" << j << "]";
+      }
+    }
+    loaded.set_moment_pieces(i, false, avg.data() + layout.param_offsets[i]);
+    loaded.set_moment_pieces(i, true, sq.data() + layout.param_offsets[i]);
+  }
+  std::vector<float> avg2(layout.numel), sq2(layout.numel);
+  loaded.all_gather_moments(avg2.data(), sq2.data());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < layout.param_numels[i]; ++j) {
+      const int64_t at = layout.param_offsets[i] + j;
+      ASSERT_EQ(avg2[at], avg[at]) << "param " << i << " [" << j << "]";
+      ASSERT_EQ(sq2[at], sq[at]) << "param " << i << " [" << j << "]";
+    }
 }
 
 TEST(DistributedOptimizer, RefusesLayoutsThatDoNotShard) {
   auto group = mpi_test::world();
+  FlatBuffers flat(test_layout());
+  auto make = [&](const megart::FlatLayout &l) {
+    megart::DistributedOptimizerState(l, flat.params.as<float>(), flat.grads.as<float>(), *group,
+                                      megart::cpu_device());
+  };
   megart::FlatLayout odd = test_layout();
   odd.buckets[1].numel = 127; // not a multiple of any group size > 1
   odd.numel = 511;
-  EXPECT_THROW(megart::DistributedOptimizerState(odd, *group, megart::cpu_device()), megart::Error);
+  EXPECT_THROW(make(odd), megart::Error);
   megart::FlatLayout outside = test_layout();
   outside.param_offsets[0] = 510; // 510..515 runs past the last bucket's end (512)
-  EXPECT_THROW(megart::DistributedOptimizerState(outside, *group, megart::cpu_device()), megart::Error);
+  EXPECT_THROW(make(outside), megart::Error);
   megart::FlatLayout overlap = test_layout();
   overlap.param_offsets[2] = 60; // 60..67 overlaps parameter 3 (0..64)
-  EXPECT_THROW(megart::DistributedOptimizerState(overlap, *group, megart::cpu_device()), megart::Error);
+  EXPECT_THROW(make(overlap), megart::Error);
 }
 
 } // namespace

@@ -1,0 +1,130 @@
+// Hand-written programs for the distributed optimizer (ZeRO-1): the bigram models of
+// train_test_util.h and the toy pipeline with a flat_layout as megac's FlatBufferLayout lays one
+// out (parameters in reverse table order, each at a multiple of 64 elements, each bucket padded
+// to a multiple of lcm(d, 128) elements), and the sync_gradients / gather_params megac compiles
+// for it: per bucket an in-place reduce-scatter (this rank's shard of the sum lands at the
+// bucket's start) or all-gather over dp, on the parameter the bucket starts with.
+#pragma once
+
+#include "megart/program.h"
+
+#include "toy_pipeline.h"
+#include "train_test_util.h"
+
+#include <cstdint>
+#include <iterator>
+
+namespace flat_test {
+
+// The layouts. Each bucket starts with a parameter: first[b] is its index in the table.
+enum Layout {
+  // bigram_program: b (index 1) at 0..16, w (index 0) at 64..320; one bucket of 384.
+  kOneBucket,
+  // bigram_program: b at 0..16 in a bucket of 128, w at 128..384 in a bucket of 256.
+  kTwoBuckets,
+  // bigram_tp_program(2): b at 0..16, w's [8, 16] block at 64..192; one bucket of 256.
+  kTp2,
+  // A toy pipeline stage [wte [16, 4], w_c [4]]: w_c at 0..4, wte at 64..128; one bucket of 128.
+  kToyStage,
+  // The same table in buckets of 64 elements: w_c at 0..4 in a bucket of 128, wte at 128..192 in
+  // another (so with d = 2 wte's shard is on another dp rank than with kToyStage).
+  kToyStageSmallBuckets,
+};
+
+template <int L> struct Tables;
+template <> struct Tables<kOneBucket> {
+  static constexpr int64_t offsets[] = {64, 0};
+  static constexpr megart::FlatBucket buckets[] = {{0, 384}};
+  static constexpr int first[] = {1};
+  static constexpr int64_t numel = 384;
+};
+template <> struct Tables<kTwoBuckets> {
+  static constexpr int64_t offsets[] = {128, 0};
+  static constexpr megart::FlatBucket buckets[] = {{0, 128}, {128, 256}};
+  static constexpr int first[] = {1, 0};
+  static constexpr int64_t numel = 384;
+};
+template <> struct Tables<kTp2> {
+  static constexpr int64_t offsets[] = {64, 0};
+  static constexpr megart::FlatBucket buckets[] = {{0, 256}};
+  static constexpr int first[] = {1};
+  static constexpr int64_t numel = 256;
+};
+template <> struct Tables<kToyStage> {
+  static constexpr int64_t offsets[] = {64, 0};
+  static constexpr megart::FlatBucket buckets[] = {{0, 128}};
+  static constexpr int first[] = {1};
+  static constexpr int64_t numel = 128;
+};
+template <> struct Tables<kToyStageSmallBuckets> {
+  static constexpr int64_t offsets[] = {128, 0};
+  static constexpr megart::FlatBucket buckets[] = {{0, 128}, {128, 128}};
+  static constexpr int first[] = {1, 0};
+  static constexpr int64_t numel = 256;
+};
+
+// What megac emits as @sync_gradients / @gather_params for layout L.
+template <int L> void sync_gradients(const megart::StepContext &ctx, float *const *grads) {
+  using T = Tables<L>;
+  for (size_t b = 0; b < std::size(T::buckets); ++b) {
+    float *bucket = grads[T::first[b]];
+    ctx.dp->reduce_scatter_sum(bucket, bucket, T::buckets[b].numel / ctx.dp->size());
+  }
+}
+template <int L> void gather_params(const megart::StepContext &ctx, float *const *params) {
+  using T = Tables<L>;
+  for (size_t b = 0; b < std::size(T::buckets); ++b) {
+    const int64_t m = T::buckets[b].numel / ctx.dp->size();
+    float *bucket = params[T::first[b]];
+    ctx.dp->all_gather(bucket, bucket + ctx.dp->rank() * m, m);
+  }
+}
+
+template <int L> megart::FlatLayoutDesc layout_desc(int64_t shard_degree) {
+  using T = Tables<L>;
+  return {T::offsets, T::buckets, static_cast<int64_t>(std::size(T::buckets)), T::numel,
+          shard_degree};
+}
+
+// A bigram program and its flat layout (the ProgramDesc points at it: not copyable).
+struct FlatProgram {
+  train_test::Program p;
+  megart::FlatLayoutDesc layout{};
+  FlatProgram() = default;
+  FlatProgram(const FlatProgram &) = delete;
+};
+
+// bigram_program<2> (kOneBucket, kTwoBuckets) or bigram_tp_program<2>(2, dp) (kTp2) for a plan
+// with data-parallel size dp, sharded over all of it. `compiled`: with the compiled sync and
+// gather (false: neither, so the runtime does both itself).
+template <int L> void make_bigram(FlatProgram &f, int64_t dp, bool compiled = true) {
+  f.p = L == kTp2 ? train_test::bigram_tp_program<2>(2, dp) : train_test::bigram_program<2>();
+  f.p.desc.params = f.p.params.data();
+  f.p.desc.data_parallel_size = dp;
+  f.layout = layout_desc<L>(dp);
+  f.p.desc.flat_layout = &f.layout;
+  f.p.desc.sync_gradients = compiled ? &sync_gradients<L> : nullptr;
+  f.p.desc.gather_params = compiled ? &gather_params<L> : nullptr;
+}
+
+// The toy pipeline's stages with the distributed optimizer over dp (toy::build<2, 2>: every
+// stage's table is [wte, w_c]): stage 0 in kToyStage's layout, stage 1 in
+// kToyStageSmallBuckets's, so the tied wte's shards lie on different dp ranks in the two stages,
+// as GPT-2's first and last stages' layouts place it differently.
+struct FlatToy {
+  toy::Program p;
+  megart::FlatLayoutDesc layouts[2]{};
+};
+inline void make_toy(FlatToy &f, int64_t dp) {
+  toy::build<2, 2>(f.p, toy::one_f_one_b(), {2, 1}, dp);
+  f.layouts[0] = layout_desc<kToyStage>(dp);
+  f.layouts[1] = layout_desc<kToyStageSmallBuckets>(dp);
+  f.p.stages[0].flat_layout = &f.layouts[0];
+  f.p.stages[0].sync_gradients = &sync_gradients<kToyStage>;
+  f.p.stages[0].gather_params = &gather_params<kToyStage>;
+  f.p.stages[1].flat_layout = &f.layouts[1];
+  f.p.stages[1].sync_gradients = &sync_gradients<kToyStageSmallBuckets>;
+  f.p.stages[1].gather_params = &gather_params<kToyStageSmallBuckets>;
+}
+
+} // namespace flat_test

@@ -1,0 +1,131 @@
+// ParamStore with a flat layout (the distributed optimizer's buffers) on one rank: where the
+// parameters and gradients live, what it allocates, and that its checkpoint files are the ones
+// a store without the layout writes. The sharding over several ranks: mpi/train_zero1_test.cpp.
+#include "megart/param_store.h"
+#include "megart/safetensors.h"
+
+#include "expect_error.h"
+#include "flat_programs.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+using megart::MemoryCategory;
+using megart::ParamStore;
+using train_test::TempDir;
+
+namespace {
+
+int64_t held(MemoryCategory c) { return megart::memory_tracker().usage().current_of(c); }
+
+std::vector<float> values(const float *p, int64_t n) { return std::vector<float>(p, p + n); }
+
+} // namespace
+
+TEST(ParamStoreFlat, ParametersAndGradientsSitAtTheLayoutsOffsets) {
+  flat_test::FlatProgram f;
+  flat_test::make_bigram<flat_test::kOneBucket>(f, 1);
+  megart::SelfCommunicator self;
+  const int64_t params0 = held(MemoryCategory::Parameters), grads0 = held(MemoryCategory::Gradients),
+                state0 = held(MemoryCategory::OptimizerState), comm0 = held(MemoryCategory::Communication);
+  {
+    ParamStore store(f.p.desc.params, 2, 0, 1, megart::cpu_device(), &f.layout, &self);
+    // Exactly the two flat buffers and the (here unsharded) moments: megac's prediction.
+    EXPECT_EQ(held(MemoryCategory::Parameters) - params0, 384 * 4);
+    EXPECT_EQ(held(MemoryCategory::Gradients) - grads0, 384 * 4);
+    EXPECT_EQ(held(MemoryCategory::OptimizerState) - state0, 2 * 384 * 4);
+    ASSERT_NE(store.sharded(), nullptr);
+    EXPECT_EQ(store.flat_grads_numel(), 384);
+    EXPECT_EQ(store.param(0) - store.param(1), 64); // w at 64, b at 0
+    EXPECT_EQ(store.grad(0), store.flat_grads() + 64);
+    EXPECT_EQ(store.grad(1), store.flat_grads());
+    EXPECT_EQ(store.sharded()->param(0), store.param(0));
+    EXPECT_EQ(store.numel(0), 256);
+    EXPECT_THROW(store.exp_avg(0), megart::Error);
+
+    // The same weights as a store without the layout, padding zero.
+    ParamStore plain(f.p.desc.params, 2);
+    store.init(5);
+    plain.init(5);
+    for (int64_t i = 0; i < 2; ++i)
+      EXPECT_EQ(values(store.param(i), store.numel(i)), values(plain.param(i), plain.numel(i)));
+    const float *base = store.param(1);
+    EXPECT_EQ(values(base + 16, 48), std::vector<float>(48, 0.0f));
+    EXPECT_EQ(values(base + 320, 64), std::vector<float>(64, 0.0f));
+
+    // A checkpoint needs the moments whole: gathered (Communication memory) until released.
+    EXPECT_THROW(store.gather_tensors(self, megart::StateArray::ExpAvg), megart::Error);
+    store.gather_moments();
+    EXPECT_EQ(held(MemoryCategory::Communication) - comm0, 2 * 384 * 4);
+    EXPECT_EQ(store.gather_tensors(self, megart::StateArray::ExpAvgSq),
+              plain.gather_tensors(self, megart::StateArray::ExpAvgSq));
+    store.release_gathered_moments();
+    EXPECT_EQ(held(MemoryCategory::Communication) - comm0, 0);
+  }
+  EXPECT_EQ(held(MemoryCategory::Parameters), params0);
+  EXPECT_EQ(held(MemoryCategory::OptimizerState), state0);
+}
+
+TEST(ParamStoreFlat, SavesAndLoadsWhatAStoreWithoutTheLayoutDoes) {
+  TempDir dir;
+  flat_test::FlatProgram f;
+  flat_test::make_bigram<flat_test::kTwoBuckets>(f, 1);
+  megart::SelfCommunicator self;
+  ParamStore store(f.p.desc.params, 2, 0, 1, megart::cpu_device(), &f.layout, &self);
+  ParamStore plain(f.p.desc.params, 2);
+  plain.init(3);
+  plain.save(dir / "plain.safetensors");
+  store.load(dir / "plain.safetensors");
+  store.save(dir / "flat.safetensors");
+  EXPECT_EQ(train_test::file_bytes(dir / "flat.safetensors"),
+            train_test::file_bytes(dir / "plain.safetensors"));
+  for (int64_t i = 0; i < 2; ++i)
+    EXPECT_EQ(values(store.param(i), store.numel(i)), values(plain.param(i), plain.numel(i)));
+
+  // Moments: whole tensors in, the shard (here all of it) kept, whole tensors out.
+  std::vector<float> w_avg(256), w_sq(256), b_avg(16), b_sq(16);
+  for (size_t k = 0; k < w_avg.size(); ++k) {
+    w_avg[k] = 0.001f * static_cast<float>(k);
+    w_sq[k] = 0.002f * static_cast<float>(k);
+  }
+  for (size_t k = 0; k < b_avg.size(); ++k) {
+    b_avg[k] = -0.5f * static_cast<float>(k);
+    b_sq[k] = 0.25f * static_cast<float>(k);
+  }
+  megart::write_safetensors(dir / "optimizer.safetensors",
+                            {{"w.exp_avg", {16, 16}, w_avg.data()},
+                             {"w.exp_avg_sq", {16, 16}, w_sq.data()},
+                             {"b.exp_avg", {16}, b_avg.data()},
+                             {"b.exp_avg_sq", {16}, b_sq.data()}});
+  store.load_optimizer_state(dir / "optimizer.safetensors");
+  store.gather_moments();
+  const auto avg = store.gather_tensors(self, megart::StateArray::ExpAvg);
+  const auto sq = store.gather_tensors(self, megart::StateArray::ExpAvgSq);
+  store.release_gathered_moments();
+  ASSERT_EQ(store.tensors()[0].name, "w"); // table order
+  EXPECT_EQ(avg[0], w_avg);
+  EXPECT_EQ(avg[1], b_avg);
+  EXPECT_EQ(sq[0], w_sq);
+  EXPECT_EQ(sq[1], b_sq);
+}
+
+TEST(ParamStoreFlat, RefusesALayoutThatDoesNotFit) {
+  megart::SelfCommunicator self;
+  auto make = [&](const megart::FlatLayoutDesc &layout, megart::Communicator *group) {
+    const train_test::Program p = train_test::bigram_program<2>();
+    ParamStore store(p.params.data(), 2, 0, 1, megart::cpu_device(), &layout, group);
+  };
+  const megart::FlatLayoutDesc good = flat_test::layout_desc<flat_test::kOneBucket>(1);
+  expect_error([&] { make(good, nullptr); }, {"flat_layout", "no shard group"});
+  megart::FlatLayoutDesc two = good;
+  two.shard_degree = 2;
+  expect_error([&] { make(two, &self); }, {"shard_degree is 2", "group has 1 ranks"});
+  const int64_t unaligned[] = {72, 0};
+  megart::FlatLayoutDesc odd = good;
+  odd.param_offsets = unaligned;
+  expect_error([&] { make(odd, &self); }, {"parameter 0 ('w') starts at element 72", "64 bytes"});
+  const int64_t outside[] = {192, 0}; // w at 192..448 runs past the 384-element bucket
+  megart::FlatLayoutDesc past = good;
+  past.param_offsets = outside;
+  expect_error([&] { make(past, &self); }, {"lies in no single bucket"});
+}
