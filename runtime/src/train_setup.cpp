@@ -46,14 +46,6 @@ void validate_program(const ProgramDesc &p) {
   if (p.micro_batch_size < 1) bad("micro_batch_size", p.micro_batch_size);
   if (p.seq_length < 1) bad("seq_length", p.seq_length);
   if (p.vocab_size < 1) bad("vocab_size", p.vocab_size);
-  // Not silently trained as if unsharded: the compiled sync leaves only a shard of each sum.
-  bool sharded = p.flat_layout != nullptr;
-  for (int64_t s = 0; p.pipeline_parallel_size > 1 && p.stages && s < p.pipeline_parallel_size; ++s)
-    sharded = sharded || p.stages[s].flat_layout != nullptr;
-  if (sharded)
-    throw Error("compiled program: it was compiled with the distributed optimizer (flat_layout), which this "
-                "runtime does not train yet; recompile without --use-distributed-optimizer / "
-                "--data-parallel-sharding-strategy");
   // A pipeline's stages replace the single-stage fields, which then describe nothing.
   if (p.pipeline_parallel_size > 1) {
     validate_pipeline_program(p);

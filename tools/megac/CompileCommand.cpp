@@ -289,15 +289,11 @@ int megac::runCompile() {
   if (!flagsPlan)
     return fail(toString(flagsPlan.takeError()));
   ParallelPlan plan = std::move(*flagsPlan);
-  if (plan.sharding != ShardingStrategy::NoShard && !noBuild)
+  if (plan.sharding != ShardingStrategy::NoShard && plan.sharding != ShardingStrategy::Optim && !noBuild)
     return fail("--data-parallel-sharding-strategy " + Twine(shardingStrategyName(plan.sharding)) +
-                " (or --use-distributed-optimizer) is planned, not yet built into OUT/train: the runtime does not "
-                "train sharded programs yet" +
-                (plan.sharding == ShardingStrategy::Optim
-                     ? ""
-                     : ", and megac-data-parallel derives only optim's collectives (the generated code is the optim "
-                       "program)") +
-                ". Add --no-build to see the memory the plan will take, or drop the flag to train");
+                " is planned, not yet built into OUT/train: megac-data-parallel derives only optim's collectives "
+                "so far (the generated code would be the optim program). Add --no-build to see the memory the "
+                "plan will take, or use --use-distributed-optimizer (optim) to train");
   if (overlapGradReduce && dp == 1)
     errs() << "megac compile: note: --overlap-grad-reduce has nothing to overlap without data parallelism "
               "(--dp 1); the program is the same without it\n";
