@@ -16,6 +16,11 @@ from e2e_util import MPI_ENV, TRAIN, make_license_corpus, metrics, run  # noqa: 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TOLERANCE = 1e-5
+# --precision bf16: every run (the single rank's too) with --bf16 emulation. A plan that splits a
+# GEMM's sum differently can move an operand across a bf16 rounding boundary (a relative step of
+# up to 2^-8), so plans cannot match bit for bit; they stay far inside the mixed-precision tests'
+# 2% bar (observed <= 4e-5 over 10 steps): 1e-3 is a quarter of one bf16 step.
+BF16_TOLERANCE = 1e-3
 GLOBAL_BATCH = TRAIN[TRAIN.index("--global-batch-size") + 1]
 
 
@@ -93,14 +98,17 @@ def main():
     ap.add_argument("--spec", required=True)
     ap.add_argument("--plans", required=True, help="comma-separated, e.g. tp2,dp2,tp2dp2")
     ap.add_argument("--workdir", required=True)
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     args = ap.parse_args()
+    bf16 = args.precision == "bf16"
+    tolerance = BF16_TOLERANCE if bf16 else TOLERANCE
     os.makedirs(args.workdir, exist_ok=True)
     w = lambda *p: os.path.join(args.workdir, *p)
 
     make_license_corpus(args.megac, w("corpus"))
     run([sys.executable, os.path.join(ROOT, "test", "reference", "train.py"), "--spec", args.spec,
          "--init-out", w("init.safetensors"), "--seed", "11"])
-    common = TRAIN + ["--data-path", w("corpus"), "--load", w("init.safetensors")]
+    common = TRAIN + ["--data-path", w("corpus"), "--load", w("init.safetensors")] + (["--bf16"] if bf16 else [])
 
     run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w("single")])
     # Each run saves into a fresh folder (a folder holding a later run's checkpoints is refused).
@@ -121,11 +129,12 @@ def main():
         worst = max(max(abs(a["lm_loss"] - b["lm_loss"]) / abs(b["lm_loss"]),
                         abs(a["grad_norm"] - b["grad_norm"]) / abs(b["grad_norm"]))
                     for a, b in zip(ours, reference))
-        ok = len(ours) == len(reference) == 10 and worst <= TOLERANCE
+        ok = len(ours) == len(reference) == 10 and worst <= tolerance
         failures += not ok
         print(f"{os.path.basename(args.spec)} {plan:8s} ({world} ranks): max relative difference to single rank "
-              f"{worst:.2e} over {len(ours)} steps {'ok' if ok else 'FAIL'}")
-        failures += not checkpoints_interchange(w, plan, world)
+              f"{worst:.2e} over {len(ours)} steps ({args.precision}, bound {tolerance:g}) {'ok' if ok else 'FAIL'}")
+        if not bf16:  # the checkpoint layout does not depend on the precision
+            failures += not checkpoints_interchange(w, plan, world)
         failures += not state_memory_matches(out, ours[0], plan)
         checks += 1
         if "--pp" in flags:
@@ -142,7 +151,7 @@ def main():
         failures += not ok
         checks += 1
         print(f"stash peak gpipe {peaks['pp2:gpipe']} > 1f1b {peaks['pp2']}: {'ok' if ok else 'FAIL'}")
-    checks += 2 * len(args.plans.split(','))
+    checks += (1 if bf16 else 2) * len(args.plans.split(','))
     print(f"plan parity {os.path.basename(args.spec)}: {checks - failures} passed, {failures} failed")
     sys.exit(1 if failures else 0)
 
