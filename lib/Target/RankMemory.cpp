@@ -16,8 +16,8 @@ namespace {
 constexpr int64_t kFloatBytes = 4;        // fp32 parameters, gradients and moments
 constexpr int64_t kGradAlignFloats = 16;  // ParamStore's 64-byte gradient alignment (no_shard)
 
-StageStateMemory stageMemory(int64_t stage, const tx::ParamTable &table, ArrayRef<int64_t> chunkStarts,
-                             DictionaryAttr flatLayout, const ParallelPlan &plan) {
+StageStateMemory stageMemory(int64_t stage, const tx::ParamTable &table, DictionaryAttr flatLayout,
+                             const ParallelPlan &plan) {
   StageStateMemory m;
   m.stage = stage;
   SmallVector<int64_t> numels;
@@ -36,11 +36,8 @@ StageStateMemory stageMemory(int64_t stage, const tx::ParamTable &table, ArrayRe
   }
   // The buffer megac-data-parallel laid out (its attribute on the sync function), else the same
   // layout computed here (a module the pass has not run on).
-  int64_t numel = 0;
-  if (flatLayout)
-    numel = cast<IntegerAttr>(flatLayout.get("numel")).getInt();
-  else
-    numel = layoutFlatBuffer(numels, plan.ddpBucketSize, plan.shardDegree, chunkStarts).numel;
+  const int64_t numel = flatLayout ? cast<IntegerAttr>(flatLayout.get("numel")).getInt()
+                                   : layoutFlatBuffer(numels, plan.ddpBucketSize, plan.shardDegree).numel;
   const int64_t shard = numel / plan.shardDegree;
   for (int64_t n : numels)
     m.parameters += n;
@@ -79,21 +76,12 @@ SmallVector<StageStateMemory> megac::stateMemory(ModuleOp module, const Parallel
   if (!tx::hasChunkFunctions(module)) {
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     if (entry)
-      result.push_back(stageMemory(0, tx::ParamTable(entry), {}, flatLayoutOf(module, names::kSyncGradients), plan));
+      result.push_back(stageMemory(0, tx::ParamTable(entry), flatLayoutOf(module, names::kSyncGradients), plan));
     return result;
   }
-  for (int64_t s = 0; s < plan.pp; ++s) {
-    SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s, plan.pp);
-    tx::ParamTable table(fns);
-    // As megac-data-parallel buckets them: with --overlap-grad-reduce no bucket spans two chunks.
-    SmallVector<int64_t> chunkStarts;
-    if (plan.overlapGradReduce)
-      for (func::FuncOp fn : fns)
-        if (!names::isBackwardHalf(fn.getName()))
-          if (std::optional<int64_t> first = table.firstIn(fn))
-            chunkStarts.push_back(*first);
-    result.push_back(stageMemory(s, table, chunkStarts, flatLayoutOf(module, names::stageSyncName(s)), plan));
-  }
+  for (int64_t s = 0; s < plan.pp; ++s)
+    result.push_back(stageMemory(s, tx::ParamTable(tx::stageFunctions(module, s, plan.pp)),
+                                 flatLayoutOf(module, names::stageSyncName(s)), plan));
   return result;
 }
 
