@@ -137,21 +137,18 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
         return wrong(key == kShardingStrategy ? "a string (no_shard, optim, optim_grads or optim_grads_params)"
                                               : "a string (default, always or never)");
       (key == kShardingStrategy ? sharding.strategy : sharding.reshardAfterForward) = v.str();
-    } else if (key == kShardDegree) {
-      auto v = dyn_cast<IntegerAttr>(value);
-      if (!v || isa<BoolAttr>(value) || !v.getType().isSignlessInteger() || v.getType().getIntOrFloatBitWidth() > 64)
-        return wrong("an integer (i64)");
-      sharding.shardDegree = v.getInt();
-      if (sharding.shardDegree == 0)
-        return fail(names::kPlanAttr.str() + "'s " + key + " is 0; it must be between 1 and the dp axis's size");
-    } else if (key == kVocabDivisibleBy || key == kBucketSize || key == kVirtualStages || key == kMicrobatches) {
+    } else if (key == kVocabDivisibleBy || key == kBucketSize || key == kVirtualStages || key == kMicrobatches ||
+               key == kShardDegree) {
       auto v = dyn_cast<IntegerAttr>(value);
       // i64 as the frontend writes it (getInt() needs a signless integer of at most 64 bits).
       if (!v || isa<BoolAttr>(value) || !v.getType().isSignlessInteger() || v.getType().getIntOrFloatBitWidth() > 64)
         return wrong("an integer (i64)");
+      if (key == kShardDegree && v.getInt() == 0) // 0 means "not given" to resolveSharding
+        return fail(names::kPlanAttr.str() + "'s " + key + " is 0; it must be between 1 and the dp axis's size");
       int64_t &field = key == kVocabDivisibleBy ? result.makeVocabSizeDivisibleBy
                        : key == kBucketSize     ? result.ddpBucketSize
                        : key == kVirtualStages  ? result.vpp
+                       : key == kShardDegree    ? sharding.shardDegree
                                                 : result.numMicrobatches;
       field = v.getInt();
     } else if (key == kSchedule) {

@@ -42,7 +42,7 @@ struct LogWindow {
 };
 
 // With the distributed optimizer (store.sharded()) it works on this rank's shard pieces of the
-// reduce-scattered gradients: unscaling, the norm (sharded_grad_norm), clipping and AdamW.
+// reduce-scattered gradients: unscaling, the norm (model_grad_norm), clipping and AdamW.
 class Optimizer {
 public:
   // `pp` and `counted` (model_grad_norm's) are given with pipeline parallelism only.
@@ -75,9 +75,7 @@ public:
   // caller skips the step.
   double clip() {
     const double norm =
-        sharded_ ? sharded_grad_norm(store_, tp_, pp_ ? *pp_ : one_stage_, counted_ ? *counted_ : all_)
-        : pp_    ? model_grad_norm(store_, tp_, *pp_, *counted_)
-                 : model_grad_norm(store_, tp_);
+        pp_ ? model_grad_norm(store_, tp_, *pp_, *counted_) : model_grad_norm(store_, tp_);
     if (!std::isfinite(norm))
       return norm;
     const float coeff = clip_coefficient(norm, clip_);
@@ -105,8 +103,6 @@ private:
   Communicator *pp_;
   const std::vector<char> *counted_;
   DistributedOptimizerState *sharded_;
-  SelfCommunicator one_stage_;    // sharded_grad_norm's pp without pipeline parallelism
-  const std::vector<char> all_{}; // and its `counted`: every parameter
   LrSchedule schedule_;
   AdamWConfig config_;
   float clip_;

@@ -22,15 +22,12 @@ double model_grad_norm(const ParamStore &store, Communicator &tp);
 // non-zero (empty: all), so a weight tied between stages counts once - on its first stage, as
 // Megatron counts the shared embedding - and the sum goes over tp, then over pp. Collective over
 // tp and pp.
+//
+// With the distributed optimizer (store.sharded()), after the reduce-scatter, each rank holds the
+// reduced gradients of its shard pieces only: a piece adds its squares where its parameter would
+// (tp-split, or replicated on tp rank 0; counted[i]), and the sum goes over the shard group first
+// (every element of the stage once), then tp, then pp. Both overloads do so.
 double model_grad_norm(const ParamStore &store, Communicator &tp, Communicator &pp,
                        const std::vector<char> &counted);
-
-// The same with the distributed optimizer (store.sharded()), after the reduce-scatter: each rank
-// holds the reduced gradients of its shard pieces only, so a piece adds its squares where its
-// parameter would above (tp-split, or replicated on tp rank 0; counted[i]), and the sum goes
-// over the shard group first (every element of the stage once), then tp, then pp. Collective
-// over the shard group, tp and pp.
-double sharded_grad_norm(const ParamStore &store, Communicator &tp, Communicator &pp,
-                         const std::vector<char> &counted);
 
 } // namespace megart

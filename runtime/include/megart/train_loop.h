@@ -51,7 +51,7 @@ struct TrainResult {
 // flat buffers and store.sharded() this rank's shard of the moments): after the microbatches
 // (and, with pp, the tied-weight sums, which need the whole gradients) the compiled
 // sync_gradients reduce-scatters each bucket over dp (the runtime's own reduce-scatter for a
-// program without one); unscaling, the norm (sharded_grad_norm), clipping and AdamW work on this
+// program without one); unscaling, the norm (model_grad_norm), clipping and AdamW work on this
 // rank's shard pieces; then the compiled gather_params (or the runtime's all-gather) gives every
 // dp rank the updated parameters. A save first gathers the moments' shards (every dp rank takes
 // part), so the checkpoint is the one a run without the layout writes.
