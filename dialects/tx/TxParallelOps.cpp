@@ -42,3 +42,12 @@ LogicalResult CrossEntropyGradFromStatsOp::verify() {
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), shapeOf(getLogits()), "the shape of logits");
 }
+
+LogicalResult GradBucketAddOp::verify() {
+  const int64_t n = cast<RankedTensorType>(getBucket().getType()).getNumElements();
+  const int64_t g = cast<RankedTensorType>(getGrad().getType()).getNumElements();
+  if (getOffset() < 0 || g > n || getOffset() > n - g)
+    return emitOpError() << "adds " << g << " elements at offset " << getOffset() << " to a bucket of " << n
+                         << " elements";
+  return success();
+}

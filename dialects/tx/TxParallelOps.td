@@ -129,4 +129,41 @@ def Tx_SetParamBucketOp : Tx_Op<"set_param_bucket", [MemoryEffects<[MemWrite]>]>
   let assemblyFormat = "$value `params` `[` $first `,` $last `]` attr-dict `:` type($value)";
 }
 
+// ZeRO-2 (optim_grads): each rank keeps only its shard of every gradient bucket. Backward adds a
+// bucket's gradients into a flat staging buffer of the step's workspace, reduce-scatters it over
+// dp as soon as its last gradient is made, and adds this rank's shard into the sharded gradients.
+def Tx_GradBucketInitOp : Tx_Op<"grad_bucket_init", [MemoryEffects<[MemAlloc]>]> {
+  let summary = "a zeroed flat staging buffer for the gradients of parameters first..last (one microbatch)";
+  let description = [{
+    Laid out as the parameters' flat bucket (FlatBufferLayout, padding zero); `tx.grad_bucket_add`
+    fills it. Indices as in `tx.grad_bucket`. An allocation: two buckets of one type stay apart.
+  }];
+  let arguments = (ins I64Attr:$first, I64Attr:$last);
+  let results = (outs 1DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "`params` `[` $first `,` $last `]` attr-dict `:` type($result)";
+}
+
+def Tx_GradBucketAddOp : Tx_Op<"grad_bucket_add", [Pure, AllTypesMatch<["bucket", "result"]>]> {
+  let summary = "the bucket with a parameter's gradient added at its element offset (in place)";
+  let description = [{
+    `result` is `bucket` with `grad` (flattened) added to elements offset .. offset + numel(grad);
+    it reuses the bucket's storage, so `bucket` has no other use after it.
+  }];
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$bucket, Tx_FloatTensor:$grad, I64Attr:$offset);
+  let results = (outs 1DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "$bucket `,` $grad `at` $offset attr-dict `:` type($bucket) `,` type($grad)";
+  let hasVerifier = 1;
+}
+
+def Tx_AddGradShardOp : Tx_Op<"add_grad_shard", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "adds this rank's reduced shard of a gradient bucket into the sharded gradients";
+  let description = [{
+    ZeRO-2: the rank's gradient buffer holds one shard of every bucket (flat layout size / shard
+    degree elements); this bucket's shard starts at element `offset` of it. Indices as in
+    `tx.grad_bucket`.
+  }];
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$value, I64Attr:$first, I64Attr:$last, I64Attr:$offset);
+  let assemblyFormat = "$value `params` `[` $first `,` $last `]` `at` $offset attr-dict `:` type($value)";
+}
+
 #endif // MEGAC_TX_PARALLEL_OPS_TD

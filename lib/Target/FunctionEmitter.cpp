@@ -181,10 +181,17 @@ private:
   int64_t frameBytes = 0, maxCallee = 0;
 };
 
+/// The value whose buffer `v` lives in: a reshape views its input, a gradient bucket add updates
+/// its bucket in place.
 Value aliasRoot(Value v) {
-  while (auto reshape = v.getDefiningOp<tx::ReshapeOp>())
-    v = reshape.getInput();
-  return v;
+  while (true) {
+    if (auto reshape = v.getDefiningOp<tx::ReshapeOp>())
+      v = reshape.getInput();
+    else if (auto add = v.getDefiningOp<tx::GradBucketAddOp>())
+      v = add.getBucket();
+    else
+      return v;
+  }
 }
 
 LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
@@ -211,7 +218,7 @@ LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
   llvm::MapVector<Value, BufferLifetime> arena;
   for (Operation &op : body) {
     for (Value r : op.getResults()) {
-      if (isa<tx::ReshapeOp, tx::ParamOp>(op))
+      if (isa<tx::ReshapeOp, tx::ParamOp, tx::GradBucketAddOp>(op))
         continue;
       if (auto it = resultBuffer.find(r); it != resultBuffer.end()) {
         names[r] = it->second;
@@ -312,6 +319,26 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::ReshapeOp r) {
         names[r] = ptr(r.getInput());
+        return success();
+      })
+      .Case([&](tx::GradBucketInitOp z) {
+        os << "  // gradients of params[" << z.getFirst() << ", " << z.getLast() << "], staged for their reduce-scatter\n";
+        os << "  " << (onDevice() ? "zero_buffer(" : "std::memset(") << ptr(z) << (onDevice() ? ", " : ", 0, ")
+           << L("bytes", n(numel(z) * 4)) << ");\n";
+        return success();
+      })
+      .Case([&](tx::GradBucketAddOp a) {
+        names[a] = ptr(a.getBucket());
+        std::string at = ptr(a) + " + " + n(a.getOffset());
+        call("add", {at, at, ptr(a.getGrad()), L("outer", "1"), L("inner", n(numel(a.getGrad())))});
+        return success();
+      })
+      .Case([&](tx::AddGradShardOp a) -> LogicalResult {
+        if (!sig.hasParams)
+          return unsupported(op, "tx.add_grad_shard must be in a function that gets the step context");
+        std::string at = "ctx.grad_shards + " + n(a.getOffset());
+        os << "  // this rank's shard of params[" << a.getFirst() << ", " << a.getLast() << "]'s summed gradients\n";
+        call("add", {at, at, ptr(a.getValue()), L("outer", "1"), L("inner", n(numel(a.getValue())))});
         return success();
       })
       .Case([&](tx::ZerosOp z) {

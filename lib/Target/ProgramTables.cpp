@@ -3,6 +3,7 @@
 #include "tx/TxNames.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 
@@ -104,14 +105,22 @@ LogicalResult emitGatherParams(func::FuncOp fn, llvm::raw_ostream &os) {
 void emitFlatLayout(StringRef name, DictionaryAttr layout, llvm::raw_ostream &os) {
   auto offsets = cast<DenseI64ArrayAttr>(layout.get("param_offsets")).asArrayRef();
   auto buckets = cast<DenseI64ArrayAttr>(layout.get("buckets")).asArrayRef();
+  auto sharding = layout.getAs<StringAttr>("sharding");
+  // The runtime's names of the strategies a flat layout serves.
+  const StringRef strategy = llvm::StringSwitch<StringRef>(sharding ? sharding.getValue() : "optim")
+                                 .Case("optim_grads", "OptimGrads")
+                                 .Case("optim_grads_params", "OptimGradsParams")
+                                 .Default("Optim");
   os << "const int64_t " << name << "ParamOffsets[] = {";
   llvm::interleaveComma(offsets, os);
   os << "};\nconst megart::FlatBucket " << name << "Buckets[] = {";
   for (size_t i = 0; i + 1 < buckets.size(); i += 2)
     os << (i ? ", " : "") << "{" << buckets[i] << ", " << buckets[i + 1] << "}";
-  os << "};\nconst megart::FlatLayoutDesc " << name << " = {" << name << "ParamOffsets, " << name << "Buckets, "
-     << buckets.size() / 2 << ", " << cast<IntegerAttr>(layout.get("numel")).getInt() << ", "
-     << cast<IntegerAttr>(layout.get("shard_degree")).getInt() << "};\n\n";
+  os << "};\nconst megart::FlatLayoutDesc " << name << " = {.param_offsets = " << name
+     << "ParamOffsets, .buckets = " << name << "Buckets, .num_buckets = " << buckets.size() / 2
+     << ", .numel = " << cast<IntegerAttr>(layout.get("numel")).getInt()
+     << ", .shard_degree = " << cast<IntegerAttr>(layout.get("shard_degree")).getInt()
+     << ", .sharding = megart::DataParallelSharding::" << strategy << "};\n\n";
 }
 
 FailureOr<std::string> emitShardedFields(ModuleOp module, func::FuncOp syncFn, StringRef gatherName,

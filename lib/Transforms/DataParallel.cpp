@@ -1,4 +1,5 @@
 // megac-data-parallel: the gradient all-reduce over data-parallel ranks, in flat buckets.
+#include "GradShardPlacement.h"
 #include "GradSyncPlacement.h"
 #include "megac/Plan/FlatBufferLayout.h"
 #include "megac/Plan/PlanIR.h"
@@ -9,6 +10,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "megac-data-parallel"
@@ -22,6 +24,8 @@ using namespace mlir;
 using namespace megac;
 
 namespace {
+
+constexpr StringLiteral kZero2Rule = "ZeRO-2 (optim_grads): reduce-scatter of this microbatch's gradient";
 
 struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass> {
   void runOnOperation() override {
@@ -57,7 +61,10 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       }
       tx::ParamTable table(entry);
       if (plan->sharding != ShardingStrategy::NoShard) {
-        addShardedFunctions(module, names::kSyncGradients, names::kGatherParams, table, *plan, {});
+        const FlatBufferLayout layout =
+            addShardedFunctions(module, names::kSyncGradients, names::kGatherParams, table, *plan, {});
+        if (plan->sharding == ShardingStrategy::OptimGrads)
+          reduceScatterGradsInBackward(entry, table, layout, plan->shardDegree, kZero2Rule);
         return;
       }
       SmallVector<GradBucket> buckets = addSyncFunction(module, names::kSyncGradients, table, bucketSize, {});
@@ -65,18 +72,37 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
         placeGradSyncStarts(entry, table, buckets);
       return;
     }
+    const bool zero2 = plan->sharding == ShardingStrategy::OptimGrads;
+    llvm::StringMap<int64_t> stagesHolding; // tensor name -> stages whose tables hold it (tied: 2)
+    for (int64_t s = 0; s < plan->pp; ++s) {
+      llvm::StringSet<> names;
+      tx::ParamTable table(tx::stageFunctions(module, s, plan->pp));
+      for (tx::ParamOp p : table.all())
+        if (names.insert(p.getName()).second)
+          ++stagesHolding[p.getName()];
+    }
     for (int64_t s = 0; s < plan->pp; ++s) {
       SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s, plan->pp);
       tx::ParamTable table(fns);
-      // Overlapped, a bucket is started by the backward of one chunk: none spans two.
+      // Overlapped, or reduce-scattered in backward (ZeRO-2), a bucket is made by the backward of
+      // one chunk: none spans two.
       SmallVector<int64_t> chunkStarts;
-      if (overlap)
+      if (overlap || zero2)
         for (func::FuncOp fn : fns)
           if (!names::isBackwardHalf(fn.getName()))
             if (std::optional<int64_t> first = table.firstIn(fn))
               chunkStarts.push_back(*first);
+      // ZeRO-2 sums a tied weight's gradient (GPT-2's wte in the first and the last stage) after
+      // the reduce-scatters, shard with shard: alone in its bucket, it has the same shards in both.
+      if (zero2)
+        for (int64_t i = 0; i < table.size(); ++i)
+          if (stagesHolding[table[i].getName()] > 1)
+            chunkStarts.append({i, i + 1});
       if (plan->sharding != ShardingStrategy::NoShard) {
-        addShardedFunctions(module, names::stageSyncName(s), names::stageGatherName(s), table, *plan, chunkStarts);
+        const FlatBufferLayout layout = addShardedFunctions(module, names::stageSyncName(s),
+                                                            names::stageGatherName(s), table, *plan, chunkStarts);
+        if (zero2 && failed(reduceScatterInChunks(module, s, fns, table, layout, plan->shardDegree)))
+          return signalPassFailure();
         continue;
       }
       SmallVector<GradBucket> buckets =
@@ -91,13 +117,33 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     }
   }
 
+  /// ZeRO-2 in the backward chunks of stage `stage`: each bucket reduce-scattered by the one chunk
+  /// backward that makes all its gradients.
+  LogicalResult reduceScatterInChunks(ModuleOp module, int64_t stage, ArrayRef<func::FuncOp> fns,
+                                      const tx::ParamTable &table, const FlatBufferLayout &layout,
+                                      int64_t shardDegree) {
+    SmallVector<int64_t> makers(layout.buckets.size(), 0);
+    for (func::FuncOp fn : fns)
+      if (names::isBackwardHalf(fn.getName()))
+        for (int64_t bucket : reduceScatterGradsInBackward(fn, table, layout, shardDegree, kZero2Rule))
+          ++makers[bucket];
+    for (auto [index, k] : llvm::enumerate(layout.buckets))
+      if (makers[index] > 1)
+        return module.emitError() << getArgument() << ": stage " << stage << "'s gradient bucket " << index
+                                  << " (params[" << k.firstParam << ", " << k.lastParam
+                                  << "]) gets gradients from " << makers[index]
+                                  << " chunk backwards; each must be reduce-scattered by one";
+    return success();
+  }
+
   /// The distributed optimizer (ZeRO-1) over `table` in Megatron's padded flat layout: @`syncName`
   /// reduce-scatters each gradient bucket over dp (this rank's shard of the sum kept at the
   /// bucket's start, where the optimizer steps it), @`gatherName` all-gathers each bucket's updated
   /// parameter shards after the step. The layout goes on @`syncName` for the emitter and the memory
   /// plan.
-  void addShardedFunctions(ModuleOp module, StringRef syncName, StringRef gatherName, const tx::ParamTable &table,
-                           const ParallelPlan &plan, ArrayRef<int64_t> chunkStarts) {
+  FlatBufferLayout addShardedFunctions(ModuleOp module, StringRef syncName, StringRef gatherName,
+                                       const tx::ParamTable &table, const ParallelPlan &plan,
+                                       ArrayRef<int64_t> chunkStarts) {
     SmallVector<int64_t> numels;
     for (tx::ParamOp p : table.all())
       numels.push_back(p.getType().getNumElements());
@@ -110,9 +156,11 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     auto gridRef = FlatSymbolRefAttr::get(ctx, names::kGrid);
     auto dpAxis = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)});
     auto named = [&](const std::string &name) { return NameLoc::get(b.getStringAttr(name), loc); };
-    // optim_grads and optim_grads_params get the same collectives for now (their per-microbatch
-    // reduce-scatters and parameter gathers are not derived yet; megac compile refuses to build them).
-    const std::string strategy = "optim";
+    // optim_grads_params gets optim's collectives for now (its parameter gathers are not derived
+    // yet; megac compile refuses to build it). optim_grads reduce-scatters in backward instead:
+    // its @sync_gradients only carries the layout.
+    const std::string strategy = shardingStrategyName(plan.sharding);
+    const bool gradsInBackward = plan.sharding == ShardingStrategy::OptimGrads;
 
     auto sync = func::FuncOp::create(b, loc, syncName, b.getFunctionType({}, {}));
     SmallVector<int64_t> bucketPairs;
@@ -122,7 +170,8 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
                   b.getDictionaryAttr({b.getNamedAttr("param_offsets", b.getDenseI64ArrayAttr(layout.paramOffsets)),
                                        b.getNamedAttr("buckets", b.getDenseI64ArrayAttr(bucketPairs)),
                                        b.getNamedAttr("numel", b.getI64IntegerAttr(layout.numel)),
-                                       b.getNamedAttr("shard_degree", b.getI64IntegerAttr(d))}));
+                                       b.getNamedAttr("shard_degree", b.getI64IntegerAttr(d)),
+                                       b.getNamedAttr("sharding", b.getStringAttr(shardingStrategyName(plan.sharding)))}));
     OpBuilder sb = OpBuilder::atBlockEnd(sync.addEntryBlock());
     auto gather = func::FuncOp::create(b, loc, gatherName, b.getFunctionType({}, {}));
     OpBuilder gb = OpBuilder::atBlockEnd(gather.addEntryBlock());
@@ -133,13 +182,15 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       const std::string what = " bucket " + std::to_string(index) + " (" + table[k.firstParam].getName().str() +
                                " .. " + table[k.lastParam].getName().str() + ", " + std::to_string(k.numel) +
                                " elements with padding)";
-      Value grads = tx::GradBucketOp::create(sb, named(name), whole, k.firstParam, k.lastParam);
-      auto sum = shard::ReduceScatterOp::create(sb, named(name + "_shard"), shard, gridRef, dpAxis, grads,
+      if (!gradsInBackward) {
+        Value grads = tx::GradBucketOp::create(sb, named(name), whole, k.firstParam, k.lastParam);
+        auto sum = shard::ReduceScatterOp::create(sb, named(name + "_shard"), shard, gridRef, dpAxis, grads,
                                                 shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
                                                 sb.getIndexAttr(0));
-      sum->setAttr(names::kRuleAttr, sb.getStringAttr("distributed optimizer (" + strategy +
-                                                      "): reduce-scatter of gradient" + what));
-      tx::SetGradShardOp::create(sb, loc, sum, k.firstParam, k.lastParam);
+        sum->setAttr(names::kRuleAttr, sb.getStringAttr("distributed optimizer (" + strategy +
+                                                        "): reduce-scatter of gradient" + what));
+        tx::SetGradShardOp::create(sb, loc, sum, k.firstParam, k.lastParam);
+      }
       Value mine = tx::ParamShardOp::create(gb, named(name + "_param_shard"), shard, k.firstParam, k.lastParam);
       auto all = shard::AllGatherOp::create(gb, named(name + "_params"), whole, gridRef, dpAxis, mine,
                                             gb.getIndexAttr(0));
@@ -149,6 +200,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     }
     func::ReturnOp::create(sb, loc);
     func::ReturnOp::create(gb, loc);
+    return layout;
   }
 
   /// @`fnName`: the buckets over `table`, each closed where it would pass `bucketSize` elements or

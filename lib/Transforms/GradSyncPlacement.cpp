@@ -34,7 +34,7 @@ LogicalResult megac::checkGradSyncStarts(ModuleOp module, int64_t stage, ArrayRe
   return success();
 }
 
-void megac::placeGradSyncStarts(func::FuncOp fn, const tx::ParamTable &table, ArrayRef<GradBucket> buckets) {
+void megac::hoistParamGrads(func::FuncOp fn) {
   Block &body = fn.getBody().front();
   // Autodiff adds the gradients into the parameters at the end of backward; each can go as
   // soon as its value exists (nothing reads the gradients before the sync). In reverse, so
@@ -46,6 +46,11 @@ void megac::placeGradSyncStarts(func::FuncOp fn, const tx::ParamTable &table, Ar
       continue;
     g->moveAfter(def);
   }
+}
+
+void megac::placeGradSyncStarts(func::FuncOp fn, const tx::ParamTable &table, ArrayRef<GradBucket> buckets) {
+  hoistParamGrads(fn);
+  Block &body = fn.getBody().front();
   SmallVector<Operation *> lastGrad(table.size(), nullptr);
   for (Operation &op : body)
     if (auto g = dyn_cast<tx::ParamGradOp>(op))

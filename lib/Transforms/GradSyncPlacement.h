@@ -16,6 +16,9 @@ struct GradBucket {
   int64_t first, last, elements;
 };
 
+/// Moves each tx.param_grad of `fn` up to right after the op that makes its gradient.
+void hoistParamGrads(mlir::func::FuncOp fn);
+
 /// Moves each tx.param_grad of `fn` up to where its gradient is made, then puts a
 /// tx.start_grad_sync after the last tx.param_grad of each bucket whose gradients `fn` makes
 /// (@train_step: of every bucket).

@@ -42,8 +42,9 @@ void validate_flat_layout(const FlatLayout &l, int shard_size) {
 }
 
 DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *params, float *grads,
-                                                     Communicator &group, Device &device)
-    : layout_(std::move(layout)), params_(params), grads_(grads), group_(group), device_(device) {
+                                                     Communicator &group, Device &device, bool grads_sharded)
+    : layout_(std::move(layout)), params_(params), grads_(grads), group_(group), device_(device),
+      grads_sharded_(grads_sharded) {
   validate_flat_layout(layout_, group.size());
   shard_numel_ = layout_.numel / group.size();
   const size_t shard_bytes = static_cast<size_t>(shard_numel_) * sizeof(float);
@@ -52,13 +53,15 @@ DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *p
   // This rank's shard of each bucket, cut where parameters begin and end.
   const int64_t r = group.rank();
   int64_t state = 0;
-  for (const FlatBucket &k : layout_.buckets) {
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    const FlatBucket &k = layout_.buckets[b];
     const int64_t m = k.numel / group.size(), lo = k.offset + r * m, hi = lo + m;
+    const int64_t reduced = bucket_grad_shard(static_cast<int64_t>(b)) - grads_;
     for (int64_t i = 0; i < size(); ++i) {
       const int64_t begin = std::max(lo, layout_.param_offsets[i]);
       const int64_t stop = std::min(hi, layout_.param_offsets[i] + layout_.param_numels[i]);
       if (begin < stop)
-        pieces_.push_back({i, begin, k.offset + (begin - lo), state + (begin - lo), stop - begin});
+        pieces_.push_back({i, begin, reduced + (begin - lo), state + (begin - lo), stop - begin});
     }
     state += m;
   }
@@ -72,7 +75,23 @@ void DistributedOptimizerState::zero_moments() {
   device_.zero(exp_avg_sq_.data(), exp_avg_sq_.bytes());
 }
 
+float *DistributedOptimizerState::bucket_grad_shard(int64_t b) const {
+  const int64_t offset = layout_.buckets[b].offset;
+  return grads_ + (grads_sharded_ ? offset / group_.size() : offset);
+}
+
+int64_t DistributedOptimizerState::bucket_of(int64_t i) const {
+  const int64_t at = layout_.param_offsets[i];
+  for (size_t b = 0; b < layout_.buckets.size(); ++b)
+    if (at >= layout_.buckets[b].offset && at < layout_.buckets[b].offset + layout_.buckets[b].numel)
+      return static_cast<int64_t>(b);
+  throw Error("flat layout: parameter " + std::to_string(i) + " lies in no bucket");
+}
+
 void DistributedOptimizerState::reduce_scatter_grads() {
+  if (grads_sharded_)
+    throw Error("ZeRO-2 (optim_grads): the compiled backward reduce-scatters the gradients; the "
+                "runtime has no whole gradients to reduce-scatter");
   const int64_t d = group_.size();
   for (const FlatBucket &k : layout_.buckets) {
     float *bucket = grads_ + k.offset;

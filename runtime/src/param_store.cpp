@@ -70,18 +70,23 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
   if (flat_layout) {
     // The distributed optimizer: two flat buffers as the compiler laid them out (their sizes are
     // its memory prediction), the moments only for this rank's shards.
+    // With ZeRO-2 the gradient buffer holds only this rank's shard of each bucket, which the
+    // compiled backward fills (StepContext::grad_shards): no per-parameter gradient pointers.
     FlatLayout layout = flat_layout_of(*flat_layout, descs_, shard_group);
-    const size_t bytes = static_cast<size_t>(layout.numel) * sizeof(float);
-    flat_params_ = DeviceBuffer(device, bytes, MemoryCategory::Parameters);
-    flat_grads_ = DeviceBuffer(device, bytes, MemoryCategory::Gradients);
-    flat_grads_numel_ = layout.numel;
+    const bool grads_sharded = flat_layout->sharding == DataParallelSharding::OptimGrads;
+    flat_grads_numel_ = grads_sharded ? layout.numel / shard_group->size() : layout.numel;
+    flat_params_ = DeviceBuffer(device, static_cast<size_t>(layout.numel) * sizeof(float),
+                                MemoryCategory::Parameters);
+    flat_grads_ = DeviceBuffer(device, static_cast<size_t>(flat_grads_numel_) * sizeof(float),
+                               MemoryCategory::Gradients);
     flat_offsets_ = layout.param_offsets;
     for (int64_t offset : flat_offsets_) {
       param_ptrs_.push_back(flat_params_.as<float>() + offset);
-      grad_ptrs_.push_back(flat_grads_.as<float>() + offset);
+      grad_ptrs_.push_back(grads_sharded ? nullptr : flat_grads_.as<float>() + offset);
     }
-    sharded_ = std::make_unique<DistributedOptimizerState>(
-        std::move(layout), flat_params_.as<float>(), flat_grads_.as<float>(), *shard_group, device);
+    sharded_ = std::make_unique<DistributedOptimizerState>(std::move(layout), flat_params_.as<float>(),
+                                                           flat_grads_.as<float>(), *shard_group, device,
+                                                           grads_sharded);
     return;
   }
   // One gradient allocation; each gradient starts on a 64-byte boundary, as ProgramDesc
@@ -165,7 +170,7 @@ std::vector<float> ParamStore::host_array(int64_t i, StateArray which) const {
 void ParamStore::gather_moments() {
   if (!sharded_)
     return;
-  const size_t bytes = static_cast<size_t>(flat_grads_numel_) * sizeof(float);
+  const size_t bytes = static_cast<size_t>(sharded_->layout().numel) * sizeof(float);
   gathered_exp_avg_ = DeviceBuffer(*device_, bytes, MemoryCategory::Communication);
   gathered_exp_avg_sq_ = DeviceBuffer(*device_, bytes, MemoryCategory::Communication);
   sharded_->all_gather_moments(gathered_exp_avg_.as<float>(), gathered_exp_avg_sq_.as<float>());

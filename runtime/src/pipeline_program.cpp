@@ -62,6 +62,51 @@ std::vector<const ParamDesc *> blocks_of(const PipelineStageDesc &s, const std::
   return out;
 }
 
+// ZeRO-2 keeps only reduced shards, and sums a tied tensor's gradient between its stages shard by
+// shard: in every stage that holds it, each of its blocks must sit alone in a bucket, of the same
+// size in each. Checked on every stage's table (each rank has them all), so every rank refuses
+// the same program before any collective.
+void check_tied_buckets(const ProgramDesc &program) {
+  const std::map<std::string, std::vector<int64_t>> stages = tensor_stages(program);
+  auto bad = [](const std::string &problem) {
+    throw Error("compiled program: " + problem + "; ZeRO-2 sums tied gradients shard by shard and needs "
+                "each tied parameter alone in a bucket of the same size in every stage (regenerate the "
+                "program with megac compile)");
+  };
+  for (const auto &[name, set] : stages) {
+    if (set.size() < 2)
+      continue;
+    std::vector<int64_t> first_sizes;
+    for (int64_t s : set) {
+      const PipelineStageDesc &stage = program.stages[s];
+      if (!stage.flat_layout || !stage.flat_layout->param_offsets || !stage.flat_layout->buckets)
+        return; // refused where the layouts are read
+      const FlatLayoutDesc &l = *stage.flat_layout;
+      std::vector<int64_t> sizes;
+      for (int64_t i = 0; i < stage.num_params; ++i) {
+        if (name != stage.params[i].name)
+          continue;
+        const int64_t at = l.param_offsets[i];
+        const FlatBucket *k = std::find_if(l.buckets, l.buckets + l.num_buckets, [&](const FlatBucket &b) {
+          return at >= b.offset && at < b.offset + b.numel;
+        });
+        if (k == l.buckets + l.num_buckets)
+          bad("stage " + std::to_string(s) + ": the tied parameter '" + name + "' lies in no gradient bucket");
+        for (int64_t j = 0; j < stage.num_params; ++j)
+          if (j != i && l.param_offsets[j] >= k->offset && l.param_offsets[j] < k->offset + k->numel)
+            bad("stage " + std::to_string(s) + ": the tied parameter '" + name + "' shares gradient bucket " +
+                std::to_string(k - l.buckets) + " with '" + stage.params[j].name + "'");
+        sizes.push_back(k->numel);
+      }
+      if (s == set.front())
+        first_sizes = sizes;
+      else if (sizes != first_sizes)
+        bad("the tied parameter '" + name + "' has gradient buckets of different sizes in stages " +
+            std::to_string(set.front()) + " and " + std::to_string(s));
+    }
+  }
+}
+
 } // namespace
 
 void validate_pipeline_program(const ProgramDesc &p) {
@@ -120,6 +165,9 @@ void validate_pipeline_program(const ProgramDesc &p) {
             "blocks on every stage");
     }
   }
+  const FlatLayoutDesc *flat = p.stages[0].flat_layout;
+  if (flat && flat->sharding == DataParallelSharding::OptimGrads)
+    check_tied_buckets(p);
 }
 
 std::map<std::string, std::vector<int64_t>> tensor_stages(const ProgramDesc &p) {

@@ -221,7 +221,11 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   checkpoint_options.keep_latest = f.keep_latest_k;
   const std::string args_json = format_train_args(f), plan_json = format_program_plan(program);
 
-  const StepContext ctx = grid.step_context();
+  StepContext ctx = grid.step_context();
+  // ZeRO-2: the compiled backward reduce-scatters each microbatch's buckets into these shards.
+  const bool grads_in_backward = sharded && sharded->grads_sharded();
+  if (grads_in_backward)
+    ctx.grad_shards = store.flat_grads();
   // --overlap-grad-reduce: the last microbatch (a chunk's last backward) starts the dp buckets;
   // otherwise the compiled sync_gradients starts them after the last microbatch (or, for a
   // program without compiled buckets, the runtime's --ddp-bucket-size buckets).
@@ -271,12 +275,13 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     }
     double loss = loss_sum / static_cast<double>(num_micro);
     if (pipelined && sharded) {
-      // Before the reduce-scatter, on the whole gradients: it leaves each rank only its shard, and
-      // the stages' layouts put a tied weight in different shards.
+      // ZeRO-1: before the reduce-scatter, on the whole gradients: it leaves each rank only its
+      // shard, and the stages' layouts put a tied weight in different shards. ZeRO-2: on the
+      // shards the backward left (a tied weight has a bucket of its own, the same in each stage).
       activity.phase("tied-weight gradient sync");
       pipe->tied.sync(store);
     }
-    if (dp > 1 && sharded) {
+    if (dp > 1 && sharded && !grads_in_backward) {
       activity.phase("data-parallel gradient reduce-scatter");
       if (compiled_sync)
         compiled_sync(sync_ctx, store.grad_table());
@@ -286,7 +291,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
         throw Error("compiled program: it has a flat_layout (the distributed optimizer), but its "
                     "sync_gradients started all-reduce buckets instead of reduce-scattering them "
                     "(regenerate the program with megac compile)");
-    } else if (dp > 1) {
+    } else if (dp > 1 && !sharded) {
       activity.phase("data-parallel gradient sync");
       if (!overlapped) {
         if (compiled_sync)

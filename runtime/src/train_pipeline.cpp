@@ -38,9 +38,19 @@ TiedGradients::TiedGradients(const ProgramDesc &program, const ParamStore &store
 TiedGradients::~TiedGradients() = default;
 
 void TiedGradients::sync(ParamStore &store) {
+  const DistributedOptimizerState *sharded = store.sharded();
+  const bool shards = sharded && sharded->grads_sharded();
   for (const Tied &t : tied_)
-    for (int64_t b : t.blocks)
-      t.group->all_reduce_sum(store.grad(b), store.numel(b));
+    for (int64_t b : t.blocks) {
+      if (!shards) {
+        t.group->all_reduce_sum(store.grad(b), store.numel(b));
+        continue;
+      }
+      // ZeRO-2: this rank's reduced shard of the block's own bucket, the same shard in each stage.
+      const int64_t k = sharded->bucket_of(b);
+      t.group->all_reduce_sum(sharded->bucket_grad_shard(k),
+                              sharded->layout().buckets[static_cast<size_t>(k)].numel / sharded->group().size());
+    }
 }
 
 std::string StashPeaks::describe() const {

@@ -30,6 +30,11 @@ void validate_flat_layout_fields(const ProgramDesc &p, const FlatLayoutDesc *fla
                 std::to_string(flat->shard_degree) + " ranks, but data_parallel_size is " +
                 std::to_string(p.data_parallel_size) + "; the runtime shards over the whole "
                 "data-parallel group (regenerate the program with megac compile)");
+  if (flat->sharding != DataParallelSharding::Optim && flat->sharding != DataParallelSharding::OptimGrads)
+    throw Error("compiled program: " + where + "flat_layout's sharding is " +
+                std::to_string(static_cast<int>(flat->sharding)) +
+                "; this runtime trains optim (1) and optim_grads (2) (regenerate the program with "
+                "megac compile, with one of those strategies)");
   if (p.overlap_grad_reduce)
     throw Error("compiled program: the distributed optimizer (flat_layout) with "
                 "--overlap-grad-reduce is not supported by this runtime yet; compile without "
@@ -51,6 +56,10 @@ void validate_program(const ProgramDesc &p) {
     validate_pipeline_program(p);
     for (int64_t r = 0; r < p.pipeline_parallel_size; ++r) {
       const PipelineStageDesc &stage = p.stages[r];
+      const FlatLayoutDesc *first = p.stages[0].flat_layout;
+      if (stage.flat_layout && first && stage.flat_layout->sharding != first->sharding)
+        throw Error("compiled program: stage " + std::to_string(r) + "'s flat_layout shards other state than " +
+                    "stage 0's (regenerate the program with megac compile)");
       if ((stage.flat_layout != nullptr) != (p.stages[0].flat_layout != nullptr))
         throw Error("compiled program: stage " + std::to_string(r) + (stage.flat_layout ? " has" : " has no") +
                     " flat_layout but stage 0" + (stage.flat_layout ? " has none" : " has one") +

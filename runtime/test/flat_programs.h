@@ -1,4 +1,4 @@
-// Hand-written programs for the distributed optimizer (ZeRO-1): the bigram models of
+// Hand-written programs for the distributed optimizer (ZeRO-1, and ZeRO-2 below): the bigram models of
 // train_test_util.h and the toy pipeline with a flat_layout as megac's FlatBufferLayout lays one
 // out (parameters in reverse table order, each at a multiple of 64 elements, each bucket padded
 // to a multiple of lcm(d, 128) elements), and the sync_gradients / gather_params megac compiles
@@ -11,6 +11,7 @@
 #include "toy_pipeline.h"
 #include "train_test_util.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 
@@ -105,6 +106,39 @@ template <int L> void make_bigram(FlatProgram &f, int64_t dp, bool compiled = tr
   f.p.desc.flat_layout = &f.layout;
   f.p.desc.sync_gradients = compiled ? &sync_gradients<L> : nullptr;
   f.p.desc.gather_params = compiled ? &gather_params<L> : nullptr;
+}
+
+// ZeRO-2 (optim_grads) as megac compiles it for layout L: backward adds the gradients into a
+// zeroed flat staging buffer in the workspace (laid out like the layout), each bucket is
+// reduce-scattered over dp and this rank's shard added into ctx.grad_shards at offset / d.
+template <int L> float zero2_bigram_step(const megart::StepContext &ctx, float *const *params, float *const *,
+                                         char *arena, const int32_t *ids, const int32_t *labels, float dloss) {
+  using T = Tables<L>;
+  float *staged = reinterpret_cast<float *>(arena) + train_test::kArenaFloats(2);
+  float *shard = staged + T::numel;
+  std::fill(staged, staged + T::numel, 0.0f);
+  float *grads[] = {staged + T::offsets[0], staged + T::offsets[1]};
+  const float loss = train_test::bigram_step<2, false>(ctx, params, grads, arena, ids, labels, dloss);
+  const int64_t d = ctx.dp->size();
+  for (const megart::FlatBucket &k : T::buckets) {
+    ctx.dp->reduce_scatter_sum(shard, staged + k.offset, k.numel / d);
+    for (int64_t i = 0; i < k.numel / d; ++i)
+      ctx.grad_shards[k.offset / d + i] += shard[i];
+  }
+  return loss;
+}
+
+// bigram_program<2> with ZeRO-2 over dp in layout L (kOneBucket or kTwoBuckets).
+template <int L> void make_zero2_bigram(FlatProgram &f, int64_t dp) {
+  f.p = train_test::bigram_program<2>();
+  f.p.desc.params = f.p.params.data();
+  f.p.desc.data_parallel_size = dp;
+  f.p.desc.step = &zero2_bigram_step<L>;
+  f.p.desc.arena_bytes = (train_test::kArenaFloats(2) + 2 * Tables<L>::numel) * 4;
+  f.layout = layout_desc<L>(dp);
+  f.layout.sharding = megart::DataParallelSharding::OptimGrads;
+  f.p.desc.flat_layout = &f.layout;
+  f.p.desc.gather_params = &gather_params<L>;
 }
 
 // The toy pipeline's stages with the distributed optimizer over dp (toy::build<2, 2>: every

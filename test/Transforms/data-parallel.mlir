@@ -67,3 +67,40 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
   %loss = tx.cross_entropy %logits, %labels : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// optim_grads (ZeRO-2): each bucket's gradients are added into a zeroed flat bucket as backward
+// makes them (at the parameter's place in Megatron's layout: head at 0, b at 128, w at 192, the
+// bucket padded to 256), reduce-scattered over dp right after its last one and added into this
+// rank's gradient shard (bucket offset / 2); @sync_gradients keeps only the layout.
+// CHECK-LABEL: func.func @train_step
+// CHECK:         %[[G0:.*]] = tx.grad_bucket_init params[1, 3] : tensor<256xf32>
+// CHECK-NEXT:    %[[G1:.*]] = tx.grad_bucket_add %[[G0]], %{{.*}} at 0 : tensor<256xf32>, tensor<16x8xf32>
+// CHECK:         %[[G2:.*]] = tx.grad_bucket_add %[[G1]], %{{.*}} at 128 : tensor<256xf32>, tensor<4x8xf32>
+// CHECK:         %[[G3:.*]] = tx.grad_bucket_add %[[G2]], %{{.*}} at 192 : tensor<256xf32>, tensor<8x8xf32>
+// CHECK-NEXT:    %[[S0:.*]] = shard.reduce_scatter %[[G3]] on @grid grid_axes = [1] scatter_axis = 0 {megac.rule = "ZeRO-2 (optim_grads): reduce-scatter of this microbatch's gradient bucket 0 (w .. head, 256 elements with padding)"} : tensor<256xf32> -> tensor<128xf32>
+// CHECK-NEXT:    tx.add_grad_shard %[[S0]] params[1, 3] at 0 : tensor<128xf32>
+// CHECK-NEXT:    %[[E:.*]] = tx.embedding_grad
+// CHECK-NEXT:    %[[H0:.*]] = tx.grad_bucket_init params[0, 0] : tensor<128xf32>
+// CHECK-NEXT:    %[[H1:.*]] = tx.grad_bucket_add %[[H0]], %[[E]] at 0
+// CHECK-NEXT:    %[[S1:.*]] = shard.reduce_scatter %[[H1]] {{.*}} : tensor<128xf32> -> tensor<64xf32>
+// CHECK-NEXT:    tx.add_grad_shard %[[S1]] params[0, 0] at 128 : tensor<64xf32>
+// CHECK-NOT:     tx.param_grad
+// CHECK-LABEL: func.func @sync_gradients() attributes {megac.flat_layout = {buckets = array<i64: 0, 256, 256, 128>, numel = 384 : i64, param_offsets = array<i64: 256, 192, 128, 0>, shard_degree = 2 : i64, sharding = "optim_grads"}} {
+// CHECK-NEXT:    return
+// CHECK-LABEL: func.func @gather_params()
+// CHECK:         shard.all_gather {{.*}} {megac.rule = "distributed optimizer (optim_grads): all-gather of the updated parameter bucket 0
+shard.grid @grid(shape = 1x2x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {ddp_bucket_size = 200, data_parallel_sharding_strategy = "optim_grads"}}
+func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<16x8xf32>
+  %e = tx.embedding %wte[%ids] : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  %w = tx.param "w" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x8xf32>
+  %h = tx.matmul %e, %w : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %b = tx.param "b" role norm init(zeros) : tensor<4x8xf32>
+  %hb = tx.add %h, %b : tensor<2x4x8xf32>, tensor<4x8xf32>
+  %head = tx.param "head" role vocab_embedding parallel_dim 0 init(normal) : tensor<16x8xf32>
+  %logits = tx.matmul %hb, %head transpose_rhs : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+  %loss = tx.cross_entropy %logits, %labels : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}

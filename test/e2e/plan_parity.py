@@ -27,17 +27,20 @@ GLOBAL_BATCH = TRAIN[TRAIN.index("--global-batch-size") + 1]
 def plan_flags(plan):
     """'tp2pp2dp2' -> (['--tp', '2', '--pp', '2', '--dp', '2'], 8); 'sp' takes no size, 'vpp2'
     gives chunks per pipeline rank, 'ogr' adds --overlap-grad-reduce, 'dopt' Megatron's
-    --use-distributed-optimizer and 'optim' --data-parallel-sharding-strategy optim (both with small
-    buckets), and ':gpipe' (after the sizes) picks the pipeline schedule."""
+    --use-distributed-optimizer, 'optim' --data-parallel-sharding-strategy optim and 'zero2'
+    optim_grads (all with small buckets), and ':gpipe' (after the sizes) picks the pipeline
+    schedule."""
     sizes, _, schedule = plan.partition(":")
     flags, world = [], 1
-    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp|ogr|dopt|optim)(\d*)", sizes):
+    strategies = {"dopt": ["--use-distributed-optimizer"],
+                  "optim": ["--data-parallel-sharding-strategy", "optim"],
+                  "zero2": ["--data-parallel-sharding-strategy", "optim_grads"]}
+    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp|ogr|dopt|optim|zero2)(\d*)", sizes):
         if axis == "ogr":  # dp buckets summed during backward; small buckets so there are several
             flags += ["--overlap-grad-reduce", "--ddp-bucket-size", "20000"]
             continue
-        if axis in ("dopt", "optim"):  # sharded optimizer state; several buckets, each padded
-            flags += (["--use-distributed-optimizer"] if axis == "dopt" else
-                      ["--data-parallel-sharding-strategy", "optim"]) + ["--ddp-bucket-size", "20000"]
+        if axis in strategies:  # sharded training state; several buckets, each padded
+            flags += strategies[axis] + ["--ddp-bucket-size", "20000"]
             continue
         flags += [f"--{axis}"] + ([digits] if digits else [])
         world *= int(digits) if digits and axis != "vpp" else 1

@@ -289,11 +289,11 @@ int megac::runCompile() {
   if (!flagsPlan)
     return fail(toString(flagsPlan.takeError()));
   ParallelPlan plan = std::move(*flagsPlan);
-  if (plan.sharding != ShardingStrategy::NoShard && plan.sharding != ShardingStrategy::Optim && !noBuild)
-    return fail("--data-parallel-sharding-strategy " + Twine(shardingStrategyName(plan.sharding)) +
-                " is planned, not yet built into OUT/train: megac-data-parallel derives only optim's collectives "
-                "so far (the generated code would be the optim program). Add --no-build to see the memory the "
-                "plan will take, or use --use-distributed-optimizer (optim) to train");
+  if (plan.sharding == ShardingStrategy::OptimGradsParams && !noBuild)
+    return fail("--data-parallel-sharding-strategy optim_grads_params is planned, not yet built into OUT/train: "
+                "megac-data-parallel does not derive its parameter all-gathers yet. Add --no-build to see the "
+                "memory the plan will take, or use optim_grads (ZeRO-2) or --use-distributed-optimizer (optim) "
+                "to train");
   if (overlapGradReduce && dp == 1)
     errs() << "megac compile: note: --overlap-grad-reduce has nothing to overlap without data parallelism "
               "(--dp 1); the program is the same without it\n";

@@ -36,14 +36,24 @@ void validate_flat_layout(const FlatLayout &layout, int shard_size);
 class DistributedOptimizerState {
 public:
   // `params` and `grads`: the flat buffers (layout.numel floats each, on `device`), which must
-  // outlive this state. `group`: the ranks one copy of the state is sharded over (the dp group,
-  // or with --num-distributed-optimizer-instances a part of it). Validates the layout and
-  // allocates the zeroed moments (layout.numel / group size floats each, OptimizerState).
+  // outlive this state; with `grads_sharded` (ZeRO-2) `grads` holds only this rank's shard of
+  // each bucket (layout.numel / group size floats, bucket b's at buckets[b].offset / group size),
+  // reduced by the compiled backward. `group`: the ranks one copy of the state is sharded over
+  // (the dp group, or with --num-distributed-optimizer-instances a part of it). Validates the
+  // layout and allocates the zeroed moments (layout.numel / group size floats each,
+  // OptimizerState).
   DistributedOptimizerState(FlatLayout layout, float *params, float *grads, Communicator &group,
-                            Device &device);
+                            Device &device, bool grads_sharded = false);
 
   float *param(int64_t i) const { return params_ + layout_.param_offsets[i]; }
+  // Parameter i's whole gradient in the flat buffer (ZeRO-1 only: with grads_sharded there is none).
   float *grad(int64_t i) const { return grads_ + layout_.param_offsets[i]; }
+  bool grads_sharded() const { return grads_sharded_; }
+  // This rank's reduced shard of bucket b (numel / group size floats): where the reduce-scatter
+  // left it (ZeRO-1: the bucket's first elements; ZeRO-2: its place in the shard buffer).
+  float *bucket_grad_shard(int64_t b) const;
+  // The bucket holding parameter i.
+  int64_t bucket_of(int64_t i) const;
   int64_t size() const { return static_cast<int64_t>(layout_.param_offsets.size()); }
   const FlatLayout &layout() const { return layout_; }
   Communicator &group() const { return group_; }
@@ -52,7 +62,8 @@ public:
 
   void zero_moments();
   // Each bucket summed over the group; this rank's shard of bucket b lands at the bucket's first
-  // element (MPI's and NCCL's in-place reduce-scatter): the rest of the bucket is stale.
+  // element (MPI's and NCCL's in-place reduce-scatter): the rest of the bucket is stale. Not with
+  // grads_sharded (the backward reduce-scatters): throws.
   void reduce_scatter_grads();
   // This rank's reduced gradients, one piece per (bucket shard, parameter) overlap, padding left
   // out: what the gradient norm sums and clipping scales. Valid after the reduce-scatter.
@@ -84,6 +95,7 @@ private:
   float *params_, *grads_;
   Communicator &group_;
   Device &device_;
+  bool grads_sharded_;
   int64_t shard_numel_ = 0;
   DeviceBuffer exp_avg_, exp_avg_sq_;
   std::vector<Piece> pieces_;

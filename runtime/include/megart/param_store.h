@@ -58,7 +58,8 @@ public:
   const float *grad(int64_t i) const { return grad_ptrs_[i]; }
   // Every gradient in one buffer: grad(i) points into it, each 64-byte aligned; the padding
   // between them stays zero. Data parallelism all-reduces this buffer in buckets (with a flat
-  // layout: reduce-scatters it in the layout's buckets).
+  // layout: reduce-scatters it in the layout's buckets; with ZeRO-2 it holds only this rank's
+  // shard of each bucket, and grad(i) is null).
   float *flat_grads() { return flat_grads_.as<float>(); }
   int64_t flat_grads_numel() const { return flat_grads_numel_; }
   // AdamW's moments of parameter i; with a flat layout there are none per parameter (throws).

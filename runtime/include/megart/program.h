@@ -44,6 +44,11 @@ struct StepContext {
   // iteration's last microbatch of a program compiled with --overlap-grad-reduce (whose step
   // starts each bucket once backward has finished it); null otherwise.
   GradSync *grad_sync = nullptr;
+  // ZeRO-2 (FlatLayoutDesc::sharding OptimGrads): this rank's gradient shards, flat_layout->numel /
+  // shard_degree floats, bucket b's at buckets[b].offset / shard_degree. The compiled backward
+  // reduce-scatters each bucket of a microbatch's gradients over dp and adds this rank's shard
+  // here (it gets no per-parameter gradients: grads is null). Null otherwise.
+  float *grad_shards = nullptr;
 };
 
 // Runs forward and backward of one microbatch. Adds each parameter's gradient, scaled by
@@ -70,12 +75,19 @@ struct FlatBucket {
   int64_t offset; // first element in the flat buffers
   int64_t numel;  // padded: a multiple of shard_degree
 };
+// What the shard group splits besides AdamW's moments (Megatron-FSDP's strategies).
+enum class DataParallelSharding : int32_t {
+  Optim = 1,            // ZeRO-1: each rank holds the whole parameters and gradients
+  OptimGrads = 2,       // ZeRO-2: the gradients too (StepContext::grad_shards)
+  OptimGradsParams = 3, // ZeRO-3: the parameters too (not run yet: the runtime refuses it)
+};
 struct FlatLayoutDesc {
   const int64_t *param_offsets; // one per parameter of the table, element offsets
   const FlatBucket *buckets;    // in buffer order, disjoint
   int64_t num_buckets;
-  int64_t numel;                // both flat buffers' size in elements, padding included
+  int64_t numel;                // the flat buffers' size in elements, padding included
   int64_t shard_degree;         // the ranks one copy of the sharded state spans (= dp today)
+  DataParallelSharding sharding = DataParallelSharding::Optim;
 };
 
 // After the optimizer step on each rank's shards: gives every rank of the shard group every
