@@ -43,11 +43,20 @@ LogicalResult CrossEntropyGradFromStatsOp::verify() {
   return expectShape(*this, "result", shapeOf(getResult()), shapeOf(getLogits()), "the shape of logits");
 }
 
-LogicalResult GradBucketAddOp::verify() {
-  const int64_t n = cast<RankedTensorType>(getBucket().getType()).getNumElements();
-  const int64_t g = cast<RankedTensorType>(getGrad().getType()).getNumElements();
-  if (getOffset() < 0 || g > n || getOffset() > n - g)
-    return emitOpError() << "adds " << g << " elements at offset " << getOffset() << " to a bucket of " << n
-                         << " elements";
+/// `op` reaches `part` elements at `offset` of a flat bucket: they must lie inside it.
+static LogicalResult expectInsideBucket(Operation *op, StringRef what, Value bucket, Value part, int64_t offset) {
+  const int64_t n = cast<RankedTensorType>(bucket.getType()).getNumElements();
+  const int64_t m = cast<RankedTensorType>(part.getType()).getNumElements();
+  if (offset < 0 || m > n || offset > n - m)
+    return op->emitOpError() << what << " " << m << " elements at offset " << offset << " of a bucket of " << n
+                             << " elements";
   return success();
+}
+
+LogicalResult GradBucketAddOp::verify() {
+  return expectInsideBucket(*this, "adds", getBucket(), getGrad(), getOffset());
+}
+
+LogicalResult BucketParamOp::verify() {
+  return expectInsideBucket(*this, "views", getBucket(), getResult(), getOffset());
 }

@@ -166,4 +166,27 @@ def Tx_AddGradShardOp : Tx_Op<"add_grad_shard", [MemoryEffects<[MemRead, MemWrit
   let assemblyFormat = "$value `params` `[` $first `,` $last `]` `at` $offset attr-dict `:` type($value)";
 }
 
+// ZeRO-3 (optim_grads_params): each rank keeps only its shard of every parameter bucket too; a
+// function all-gathers a bucket over dp right before it first uses one of its parameters, and the
+// parameters are views into the gathered bucket (freed after their last use).
+def Tx_LocalParamShardOp : Tx_Op<"local_param_shard", [MemoryEffects<[MemRead]>]> {
+  let summary = "this rank's shard of the flat parameter bucket first..last, where ZeRO-3 keeps it";
+  let description = [{
+    The rank's parameter shards (flat layout size / shard degree elements, updated in place by the
+    optimizer step); this bucket's shard starts at element `offset` of them. Indices as in
+    `tx.grad_bucket`.
+  }];
+  let arguments = (ins I64Attr:$first, I64Attr:$last, I64Attr:$offset);
+  let results = (outs 1DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "`params` `[` $first `,` $last `]` `at` $offset attr-dict `:` type($result)";
+}
+
+def Tx_BucketParamOp : Tx_Op<"bucket_param", [Pure]> {
+  let summary = "a parameter as a view of its gathered flat bucket (elements offset .. offset + numel)";
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$bucket, I64Attr:$offset);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$bucket `at` $offset attr-dict `:` type($bucket) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // MEGAC_TX_PARALLEL_OPS_TD

@@ -182,13 +182,15 @@ private:
 };
 
 /// The value whose buffer `v` lives in: a reshape views its input, a gradient bucket add updates
-/// its bucket in place.
+/// its bucket in place, a bucket parameter is a view of its bucket.
 Value aliasRoot(Value v) {
   while (true) {
     if (auto reshape = v.getDefiningOp<tx::ReshapeOp>())
       v = reshape.getInput();
     else if (auto add = v.getDefiningOp<tx::GradBucketAddOp>())
       v = add.getBucket();
+    else if (auto view = v.getDefiningOp<tx::BucketParamOp>())
+      v = view.getBucket();
     else
       return v;
   }
@@ -218,8 +220,8 @@ LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
   llvm::MapVector<Value, BufferLifetime> arena;
   for (Operation &op : body) {
     for (Value r : op.getResults()) {
-      if (isa<tx::ReshapeOp, tx::ParamOp, tx::GradBucketAddOp>(op))
-        continue;
+      if (isa<tx::ReshapeOp, tx::ParamOp, tx::GradBucketAddOp, tx::BucketParamOp, tx::LocalParamShardOp>(op))
+        continue; // views of other buffers
       if (auto it = resultBuffer.find(r); it != resultBuffer.end()) {
         names[r] = it->second;
         continue;
@@ -290,6 +292,8 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         std::optional<int64_t> k = params.find(p);
         if (!k)
           return unsupported(op, "internal: the parameter is not in its function's parameter table");
+        if (p->use_empty()) // ZeRO-3 reads it from its gathered bucket instead
+          return success();
         std::string name = sig.names.take(p.getResult());
         names[p] = name;
         os << "  const float *" << name << " = params[" << *k << "]; // " << p.getName() << " "
@@ -331,6 +335,16 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         names[a] = ptr(a.getBucket());
         std::string at = ptr(a) + " + " + n(a.getOffset());
         call("add", {at, at, ptr(a.getGrad()), L("outer", "1"), L("inner", n(numel(a.getGrad())))});
+        return success();
+      })
+      .Case([&](tx::LocalParamShardOp l) -> LogicalResult {
+        if (!sig.hasParams)
+          return unsupported(op, "tx.local_param_shard must be in a function that gets the step context");
+        names[l] = "(ctx.param_shards + " + n(l.getOffset()) + ")";
+        return success();
+      })
+      .Case([&](tx::BucketParamOp v) {
+        names[v] = "(" + ptr(v.getBucket()) + " + " + n(v.getOffset()) + ")";
         return success();
       })
       .Case([&](tx::AddGradShardOp a) -> LogicalResult {

@@ -128,13 +128,17 @@ FailureOr<std::string> emitShardedFields(ModuleOp module, func::FuncOp syncFn, S
   auto layout = syncFn->getAttrOfType<DictionaryAttr>(names::kFlatLayoutAttr);
   if (!layout)
     return std::string();
+  // ZeRO-3 keeps the updated shards (its functions gather what they use): nothing to gather.
+  auto sharding = layout.getAs<StringAttr>("sharding");
+  const bool paramsSharded = sharding && sharding.getValue() == "optim_grads_params";
   auto gatherFn = module.lookupSymbol<func::FuncOp>(gatherName);
-  if (!gatherFn)
+  if (!gatherFn && !paramsSharded)
     return syncFn.emitOpError() << "has a flat layout but the module has no @" << gatherName;
-  if (failed(emitGatherParams(gatherFn, os)))
+  if (gatherFn && failed(emitGatherParams(gatherFn, os)))
     return failure();
   emitFlatLayout((prefix + "FlatLayout").str(), layout, os);
-  return (", .flat_layout = &" + prefix + "FlatLayout, .gather_params = " + gatherName).str();
+  return (", .flat_layout = &" + prefix + "FlatLayout, .gather_params = " + (gatherFn ? gatherName : "nullptr"))
+      .str();
 }
 
 } // namespace megac::emit

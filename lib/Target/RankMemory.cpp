@@ -42,8 +42,8 @@ StageStateMemory stageMemory(int64_t stage, const tx::ParamTable &table, Diction
   for (int64_t n : numels)
     m.parameters += n;
   m.paddingElements = numel - m.parameters;
-  const bool shardGrads = plan.sharding != ShardingStrategy::Optim;
-  const bool shardParams = plan.sharding == ShardingStrategy::OptimGradsParams;
+  const bool shardGrads = plan.shardedState() != ShardingStrategy::Optim;
+  const bool shardParams = plan.shardedState() == ShardingStrategy::OptimGradsParams;
   m.paramBytes = (shardParams ? shard : numel) * kFloatBytes;
   m.gradBytes = (shardGrads ? shard : numel) * kFloatBytes;
   m.optimizerBytes = 2 * shard * kFloatBytes;
@@ -94,6 +94,8 @@ void megac::printStateMemory(ArrayRef<StageStateMemory> stages, const ParallelPl
     os << " (" << shardingStrategyName(plan.sharding);
     if (plan.sharding != ShardingStrategy::NoShard)
       os << " over " << plan.shardDegree << " dp ranks";
+    if (plan.keepsParamsGathered())
+      os << "; the parameters stay gathered under pp, --fsdp-reshard-after-forward always shards them";
     os << "): parameters " << formatBytes(m.paramBytes) << ", gradients " << formatBytes(m.gradBytes)
        << ", optimizer state " << formatBytes(m.optimizerBytes) << ", master weights " << formatBytes(m.masterBytes)
        << "; total " << formatBytes(m.totalBytes()) << " = " << llvm::format("%.3f", m.bytesPerParameter())

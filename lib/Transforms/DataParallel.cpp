@@ -1,5 +1,5 @@
 // megac-data-parallel: the gradient all-reduce over data-parallel ranks, in flat buckets.
-#include "GradShardPlacement.h"
+#include "ShardPlacement.h"
 #include "GradSyncPlacement.h"
 #include "megac/Plan/FlatBufferLayout.h"
 #include "megac/Plan/PlanIR.h"
@@ -25,7 +25,13 @@ using namespace megac;
 
 namespace {
 
-constexpr StringLiteral kZero2Rule = "ZeRO-2 (optim_grads): reduce-scatter of this microbatch's gradient";
+constexpr StringLiteral kZero3Rule = "ZeRO-3 (optim_grads_params): all-gather of the parameter";
+
+/// The label of the reduce-scatters in backward (ZeRO-2 and ZeRO-3).
+std::string gradRule(const ParallelPlan &plan) {
+  return std::string(plan.sharding == ShardingStrategy::OptimGrads ? "ZeRO-2" : "ZeRO-3") + " (" +
+         shardingStrategyName(plan.sharding) + "): reduce-scatter of this microbatch's gradient";
+}
 
 struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass> {
   void runOnOperation() override {
@@ -63,8 +69,19 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       if (plan->sharding != ShardingStrategy::NoShard) {
         const FlatBufferLayout layout =
             addShardedFunctions(module, names::kSyncGradients, names::kGatherParams, table, *plan, {});
-        if (plan->sharding == ShardingStrategy::OptimGrads)
-          reduceScatterGradsInBackward(entry, table, layout, plan->shardDegree, kZero2Rule);
+        if (plan->sharding == ShardingStrategy::Optim)
+          return;
+        reduceScatterGradsInBackward(entry, table, layout, plan->shardDegree, gradRule(*plan));
+        if (plan->sharding == ShardingStrategy::OptimGradsParams) {
+          // Reshard after forward: backward starts where the loss gradient is first used.
+          Operation *backwardStart = nullptr;
+          if (plan->reshardsAfterForward() && entry.getNumArguments() == 3 && !entry.getArgument(2).use_empty())
+            for (Operation *user : entry.getArgument(2).getUsers())
+              if (Operation *top = entry.getBody().front().findAncestorOpInBlock(*user))
+                if (!backwardStart || top->isBeforeInBlock(backwardStart))
+                  backwardStart = top;
+          gatherParamsBeforeUse(entry, table, layout, plan->shardDegree, backwardStart, kZero3Rule);
+        }
         return;
       }
       SmallVector<GradBucket> buckets = addSyncFunction(module, names::kSyncGradients, table, bucketSize, {});
@@ -72,7 +89,10 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
         placeGradSyncStarts(entry, table, buckets);
       return;
     }
-    const bool zero2 = plan->sharding == ShardingStrategy::OptimGrads;
+    // ZeRO-2 and ZeRO-3 reduce-scatter in backward; ZeRO-3 gathers in each chunk function unless
+    // the parameters stay gathered for the iteration (then it is ZeRO-2's program).
+    const bool zero2 = plan->shardedState() == ShardingStrategy::OptimGrads ||
+                       plan->shardedState() == ShardingStrategy::OptimGradsParams;
     llvm::StringMap<int64_t> stagesHolding; // tensor name -> stages whose tables hold it (tied: 2)
     for (int64_t s = 0; s < plan->pp; ++s) {
       llvm::StringSet<> names;
@@ -101,8 +121,11 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       if (plan->sharding != ShardingStrategy::NoShard) {
         const FlatBufferLayout layout = addShardedFunctions(module, names::stageSyncName(s),
                                                             names::stageGatherName(s), table, *plan, chunkStarts);
-        if (zero2 && failed(reduceScatterInChunks(module, s, fns, table, layout, plan->shardDegree)))
+        if (zero2 && failed(reduceScatterInChunks(module, s, fns, table, layout, *plan)))
           return signalPassFailure();
+        if (plan->shardedState() == ShardingStrategy::OptimGradsParams)
+          for (func::FuncOp fn : fns) // each chunk function gathers what it uses, and frees it
+            gatherParamsBeforeUse(fn, table, layout, plan->shardDegree, nullptr, kZero3Rule);
         continue;
       }
       SmallVector<GradBucket> buckets =
@@ -121,11 +144,11 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
   /// backward that makes all its gradients.
   LogicalResult reduceScatterInChunks(ModuleOp module, int64_t stage, ArrayRef<func::FuncOp> fns,
                                       const tx::ParamTable &table, const FlatBufferLayout &layout,
-                                      int64_t shardDegree) {
+                                      const ParallelPlan &plan) {
     SmallVector<int64_t> makers(layout.buckets.size(), 0);
     for (func::FuncOp fn : fns)
       if (names::isBackwardHalf(fn.getName()))
-        for (int64_t bucket : reduceScatterGradsInBackward(fn, table, layout, shardDegree, kZero2Rule))
+        for (int64_t bucket : reduceScatterGradsInBackward(fn, table, layout, plan.shardDegree, gradRule(plan)))
           ++makers[bucket];
     for (auto [index, k] : llvm::enumerate(layout.buckets))
       if (makers[index] > 1)
@@ -156,11 +179,11 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     auto gridRef = FlatSymbolRefAttr::get(ctx, names::kGrid);
     auto dpAxis = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)});
     auto named = [&](const std::string &name) { return NameLoc::get(b.getStringAttr(name), loc); };
-    // optim_grads_params gets optim's collectives for now (its parameter gathers are not derived
-    // yet; megac compile refuses to build it). optim_grads reduce-scatters in backward instead:
-    // its @sync_gradients only carries the layout.
+    // optim_grads and optim_grads_params reduce-scatter in backward instead: their
+    // @sync_gradients only carries the layout.
     const std::string strategy = shardingStrategyName(plan.sharding);
-    const bool gradsInBackward = plan.sharding == ShardingStrategy::OptimGrads;
+    const bool gradsInBackward = plan.sharding != ShardingStrategy::Optim;
+    const std::string kept = plan.keepsParamsGathered() ? ", kept for the next iteration's pipeline schedule" : "";
 
     auto sync = func::FuncOp::create(b, loc, syncName, b.getFunctionType({}, {}));
     SmallVector<int64_t> bucketPairs;
@@ -171,10 +194,16 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
                                        b.getNamedAttr("buckets", b.getDenseI64ArrayAttr(bucketPairs)),
                                        b.getNamedAttr("numel", b.getI64IntegerAttr(layout.numel)),
                                        b.getNamedAttr("shard_degree", b.getI64IntegerAttr(d)),
-                                       b.getNamedAttr("sharding", b.getStringAttr(shardingStrategyName(plan.sharding)))}));
+                                       b.getNamedAttr("sharding", b.getStringAttr(shardingStrategyName(plan.shardedState())))}));
     OpBuilder sb = OpBuilder::atBlockEnd(sync.addEntryBlock());
-    auto gather = func::FuncOp::create(b, loc, gatherName, b.getFunctionType({}, {}));
-    OpBuilder gb = OpBuilder::atBlockEnd(gather.addEntryBlock());
+    // ZeRO-3 keeps the updated shards: nothing to gather after the step.
+    const bool paramsSharded = plan.shardedState() == ShardingStrategy::OptimGradsParams;
+    func::FuncOp gather;
+    OpBuilder gb(ctx);
+    if (!paramsSharded) {
+      gather = func::FuncOp::create(b, loc, gatherName, b.getFunctionType({}, {}));
+      gb.setInsertionPointToEnd(gather.addEntryBlock());
+    }
     for (auto [index, k] : llvm::enumerate(layout.buckets)) {
       const std::string name = "bucket_" + std::to_string(index);
       auto whole = RankedTensorType::get({k.numel}, b.getF32Type());
@@ -191,15 +220,18 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
                                                         "): reduce-scatter of gradient" + what));
         tx::SetGradShardOp::create(sb, loc, sum, k.firstParam, k.lastParam);
       }
+      if (paramsSharded)
+        continue;
       Value mine = tx::ParamShardOp::create(gb, named(name + "_param_shard"), shard, k.firstParam, k.lastParam);
       auto all = shard::AllGatherOp::create(gb, named(name + "_params"), whole, gridRef, dpAxis, mine,
                                             gb.getIndexAttr(0));
       all->setAttr(names::kRuleAttr, gb.getStringAttr("distributed optimizer (" + strategy +
-                                                      "): all-gather of the updated parameter" + what));
+                                                      "): all-gather of the updated parameter" + what + kept));
       tx::SetParamBucketOp::create(gb, loc, all, k.firstParam, k.lastParam);
     }
     func::ReturnOp::create(sb, loc);
-    func::ReturnOp::create(gb, loc);
+    if (gather)
+      func::ReturnOp::create(gb, loc);
     return layout;
   }
 

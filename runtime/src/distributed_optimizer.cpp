@@ -42,9 +42,10 @@ void validate_flat_layout(const FlatLayout &l, int shard_size) {
 }
 
 DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *params, float *grads,
-                                                     Communicator &group, Device &device, bool grads_sharded)
+                                                     Communicator &group, Device &device, bool grads_sharded,
+                                                     bool params_sharded)
     : layout_(std::move(layout)), params_(params), grads_(grads), group_(group), device_(device),
-      grads_sharded_(grads_sharded) {
+      grads_sharded_(grads_sharded || params_sharded), params_sharded_(params_sharded) {
   validate_flat_layout(layout_, group.size());
   shard_numel_ = layout_.numel / group.size();
   const size_t shard_bytes = static_cast<size_t>(shard_numel_) * sizeof(float);
@@ -61,7 +62,8 @@ DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *p
       const int64_t begin = std::max(lo, layout_.param_offsets[i]);
       const int64_t stop = std::min(hi, layout_.param_offsets[i] + layout_.param_numels[i]);
       if (begin < stop)
-        pieces_.push_back({i, begin, reduced + (begin - lo), state + (begin - lo), stop - begin});
+        pieces_.push_back({i, begin, params_sharded_ ? reduced + (begin - lo) : begin, reduced + (begin - lo),
+                           state + (begin - lo), stop - begin});
     }
     state += m;
   }
@@ -103,18 +105,34 @@ void DistributedOptimizerState::step(const AdamWScalars &with_decay, const AdamW
   std::vector<AdamWTensor> tensors;
   tensors.reserve(pieces_.size());
   for (const Piece &p : pieces_)
-    tensors.push_back({params_ + p.element, grads_ + p.reduced, exp_avg_.as<float>() + p.state,
+    tensors.push_back({params_ + p.value, grads_ + p.reduced, exp_avg_.as<float>() + p.state,
                        exp_avg_sq_.as<float>() + p.state, p.n, layout_.weight_decay[p.param] != 0});
   device_.adamw(tensors, with_decay, without_decay);
 }
 
 void DistributedOptimizerState::all_gather_params() {
+  if (params_sharded_)
+    throw Error("ZeRO-3 (optim_grads_params): the parameters stay sharded after the step; the compiled "
+                "functions gather what they use");
   const int64_t d = group_.size(), r = group_.rank();
   for (const FlatBucket &k : layout_.buckets) {
     const int64_t m = k.numel / d;
     float *bucket = params_ + k.offset;
     group_.all_gather(bucket, bucket + r * m, m);
   }
+}
+
+void DistributedOptimizerState::all_gather_params_into(float *full) const {
+  const int64_t d = group_.size();
+  for (const FlatBucket &k : layout_.buckets)
+    group_.all_gather(full + k.offset, params_ + k.offset / d, k.numel / d);
+}
+
+void DistributedOptimizerState::set_param_pieces(int64_t i, const float *host) {
+  for (const Piece &p : pieces_)
+    if (p.param == i)
+      device_.copy_from_host(params_ + p.value, host + (p.element - layout_.param_offsets[i]),
+                             static_cast<size_t>(p.n) * sizeof(float));
 }
 
 void DistributedOptimizerState::all_gather_moments(float *exp_avg, float *exp_avg_sq) const {

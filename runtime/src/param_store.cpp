@@ -72,21 +72,24 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
     // its memory prediction), the moments only for this rank's shards.
     // With ZeRO-2 the gradient buffer holds only this rank's shard of each bucket, which the
     // compiled backward fills (StepContext::grad_shards): no per-parameter gradient pointers.
+    // With ZeRO-3 the parameter buffer too (StepContext::param_shards).
     FlatLayout layout = flat_layout_of(*flat_layout, descs_, shard_group);
-    const bool grads_sharded = flat_layout->sharding == DataParallelSharding::OptimGrads;
-    flat_grads_numel_ = grads_sharded ? layout.numel / shard_group->size() : layout.numel;
-    flat_params_ = DeviceBuffer(device, static_cast<size_t>(layout.numel) * sizeof(float),
+    const bool params_sharded = flat_layout->sharding == DataParallelSharding::OptimGradsParams;
+    const bool grads_sharded = params_sharded || flat_layout->sharding == DataParallelSharding::OptimGrads;
+    const int64_t shard = layout.numel / shard_group->size();
+    flat_grads_numel_ = grads_sharded ? shard : layout.numel;
+    flat_params_ = DeviceBuffer(device, static_cast<size_t>(params_sharded ? shard : layout.numel) * sizeof(float),
                                 MemoryCategory::Parameters);
     flat_grads_ = DeviceBuffer(device, static_cast<size_t>(flat_grads_numel_) * sizeof(float),
                                MemoryCategory::Gradients);
     flat_offsets_ = layout.param_offsets;
     for (int64_t offset : flat_offsets_) {
-      param_ptrs_.push_back(flat_params_.as<float>() + offset);
+      param_ptrs_.push_back(params_sharded ? nullptr : flat_params_.as<float>() + offset);
       grad_ptrs_.push_back(grads_sharded ? nullptr : flat_grads_.as<float>() + offset);
     }
     sharded_ = std::make_unique<DistributedOptimizerState>(std::move(layout), flat_params_.as<float>(),
                                                            flat_grads_.as<float>(), *shard_group, device,
-                                                           grads_sharded);
+                                                           grads_sharded, params_sharded);
     return;
   }
   // One gradient allocation; each gradient starts on a 64-byte boundary, as ProgramDesc
@@ -150,14 +153,20 @@ std::string state_tensor_name(const std::string &name, StateArray which) {
 }
 
 float *ParamStore::array(int64_t i, StateArray which) const {
-  if (which == StateArray::Param)
+  if (which == StateArray::Param && !params_sharded())
     return param_ptrs_[i];
+  if (which == StateArray::Param) {
+    if (!gathered_params_.data())
+      throw Error("ZeRO-3 keeps the parameters sharded over the data-parallel ranks: "
+                  "gather_sharded_state() assembles them before a checkpoint is written");
+    return gathered_params_.as<float>() + flat_offsets_[i];
+  }
   if (!sharded_)
     return (which == StateArray::ExpAvg ? exp_avg_[i] : exp_avg_sq_[i]).as<float>();
   const DeviceBuffer &gathered = which == StateArray::ExpAvg ? gathered_exp_avg_ : gathered_exp_avg_sq_;
   if (!gathered.data())
     throw Error("the distributed optimizer's moments are sharded over the data-parallel ranks: "
-                "gather_moments() assembles them before a checkpoint is written");
+                "gather_sharded_state() assembles them before a checkpoint is written");
   return gathered.as<float>() + flat_offsets_[i];
 }
 
@@ -167,26 +176,36 @@ std::vector<float> ParamStore::host_array(int64_t i, StateArray which) const {
   return host;
 }
 
-void ParamStore::gather_moments() {
+void ParamStore::gather_sharded_state() {
   if (!sharded_)
     return;
   const size_t bytes = static_cast<size_t>(sharded_->layout().numel) * sizeof(float);
   gathered_exp_avg_ = DeviceBuffer(*device_, bytes, MemoryCategory::Communication);
   gathered_exp_avg_sq_ = DeviceBuffer(*device_, bytes, MemoryCategory::Communication);
   sharded_->all_gather_moments(gathered_exp_avg_.as<float>(), gathered_exp_avg_sq_.as<float>());
+  if (params_sharded()) {
+    gathered_params_ = DeviceBuffer(*device_, bytes, MemoryCategory::Communication);
+    sharded_->all_gather_params_into(gathered_params_.as<float>());
+  }
 }
 
-void ParamStore::release_gathered_moments() {
+void ParamStore::release_gathered_state() {
   gathered_exp_avg_ = DeviceBuffer();
   gathered_exp_avg_sq_ = DeviceBuffer();
+  gathered_params_ = DeviceBuffer();
 }
+
+bool ParamStore::params_sharded() const { return sharded_ && sharded_->params_sharded(); }
 
 void ParamStore::init(uint64_t seed) {
   std::vector<float> host;
   for (size_t i = 0; i < descs_.size(); ++i) {
     host.assign(static_cast<size_t>(numel_[i]), 0.0f);
     init_param_block(descs_[i], seed, host.data());
-    device_->copy_from_host(param_ptrs_[i], host.data(), host.size() * sizeof(float));
+    if (params_sharded()) // only this rank's shard of it
+      sharded_->set_param_pieces(static_cast<int64_t>(i), host.data());
+    else
+      device_->copy_from_host(param_ptrs_[i], host.data(), host.size() * sizeof(float));
   }
   reset_optimizer_state();
 }
@@ -281,6 +300,8 @@ void ParamStore::read_arrays(const std::vector<std::string> &paths,
         copy_block_from_full(descs_[b], full.data(), block.data());
         if (sharded_ && w != StateArray::Param) // only this rank's shard of the moments
           sharded_->set_moment_pieces(b, w == StateArray::ExpAvgSq, block.data());
+        else if (w == StateArray::Param && params_sharded()) // ZeRO-3: of the parameters too
+          sharded_->set_param_pieces(b, block.data());
         else
           device_->copy_from_host(array(b, w), block.data(), block.size() * sizeof(float));
       }

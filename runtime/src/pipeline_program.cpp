@@ -62,14 +62,14 @@ std::vector<const ParamDesc *> blocks_of(const PipelineStageDesc &s, const std::
   return out;
 }
 
-// ZeRO-2 keeps only reduced shards, and sums a tied tensor's gradient between its stages shard by
+// ZeRO-2 and ZeRO-3 keep only reduced shards, and sum a tied tensor's gradient between its stages shard by
 // shard: in every stage that holds it, each of its blocks must sit alone in a bucket, of the same
 // size in each. Checked on every stage's table (each rank has them all), so every rank refuses
 // the same program before any collective.
 void check_tied_buckets(const ProgramDesc &program) {
   const std::map<std::string, std::vector<int64_t>> stages = tensor_stages(program);
   auto bad = [](const std::string &problem) {
-    throw Error("compiled program: " + problem + "; ZeRO-2 sums tied gradients shard by shard and needs "
+    throw Error("compiled program: " + problem + "; ZeRO-2 and ZeRO-3 sum tied gradients shard by shard and need "
                 "each tied parameter alone in a bucket of the same size in every stage (regenerate the "
                 "program with megac compile)");
   };
@@ -166,7 +166,7 @@ void validate_pipeline_program(const ProgramDesc &p) {
     }
   }
   const FlatLayoutDesc *flat = p.stages[0].flat_layout;
-  if (flat && flat->sharding == DataParallelSharding::OptimGrads)
+  if (flat && flat->sharding != DataParallelSharding::Optim) // gradients sharded
     check_tied_buckets(p);
 }
 

@@ -226,6 +226,10 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   const bool grads_in_backward = sharded && sharded->grads_sharded();
   if (grads_in_backward)
     ctx.grad_shards = store.flat_grads();
+  // ZeRO-3: the compiled functions gather the parameters they use from these shards.
+  const bool params_sharded = store.params_sharded();
+  if (params_sharded)
+    ctx.param_shards = store.flat_params();
   // --overlap-grad-reduce: the last microbatch (a chunk's last backward) starts the dp buckets;
   // otherwise the compiled sync_gradients starts them after the last microbatch (or, for a
   // program without compiled buckets, the runtime's --ddp-bucket-size buckets).
@@ -335,7 +339,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     const bool finite = std::isfinite(norm);
     if (finite) {
       optimizer.step(lr);
-      if (sharded && dp > 1) {
+      if (sharded && dp > 1 && !params_sharded) {
         activity.phase("data-parallel parameter all-gather");
         if (compiled_gather)
           compiled_gather(ctx, store.param_table());
@@ -429,7 +433,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
         // writer its shards (temporary whole buffers, freed after the save).
         if (sharded) {
           activity.phase("gathering the optimizer state for the checkpoint");
-          store.gather_moments();
+          store.gather_sharded_state();
         }
         if (saves) {
           activity.phase("checkpoint save");
@@ -451,7 +455,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
               save_checkpoint(f.save, state, store, checkpoint_group, checkpoint_options);
           out << "saved checkpoint at iteration " << k << ": " << folder << std::endl;
         }
-        store.release_gathered_moments();
+        store.release_gathered_state();
       }
       // However long the one writer takes, the ranks waiting for it (in the save's gathers and
       // in the next iteration's collectives) must not time out: they wait here, untimed.

@@ -30,11 +30,15 @@ void validate_flat_layout_fields(const ProgramDesc &p, const FlatLayoutDesc *fla
                 std::to_string(flat->shard_degree) + " ranks, but data_parallel_size is " +
                 std::to_string(p.data_parallel_size) + "; the runtime shards over the whole "
                 "data-parallel group (regenerate the program with megac compile)");
-  if (flat->sharding != DataParallelSharding::Optim && flat->sharding != DataParallelSharding::OptimGrads)
+  if (flat->sharding != DataParallelSharding::Optim && flat->sharding != DataParallelSharding::OptimGrads &&
+      flat->sharding != DataParallelSharding::OptimGradsParams)
     throw Error("compiled program: " + where + "flat_layout's sharding is " +
                 std::to_string(static_cast<int>(flat->sharding)) +
-                "; this runtime trains optim (1) and optim_grads (2) (regenerate the program with "
-                "megac compile, with one of those strategies)");
+                "; it must be optim (1), optim_grads (2) or optim_grads_params (3) (regenerate the "
+                "program with megac compile)");
+  if (flat->sharding == DataParallelSharding::OptimGradsParams && gather)
+    throw Error("compiled program: " + where + "gather_params is set, but with optim_grads_params the "
+                "parameters stay sharded after the step (regenerate the program with megac compile)");
   if (p.overlap_grad_reduce)
     throw Error("compiled program: the distributed optimizer (flat_layout) with "
                 "--overlap-grad-reduce is not supported by this runtime yet; compile without "

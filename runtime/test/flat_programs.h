@@ -1,4 +1,4 @@
-// Hand-written programs for the distributed optimizer (ZeRO-1, and ZeRO-2 below): the bigram models of
+// Hand-written programs for the distributed optimizer (ZeRO-1, and ZeRO-2 / ZeRO-3 below): the bigram models of
 // train_test_util.h and the toy pipeline with a flat_layout as megac's FlatBufferLayout lays one
 // out (parameters in reverse table order, each at a multiple of 64 elements, each bucket padded
 // to a multiple of lcm(d, 128) elements), and the sync_gradients / gather_params megac compiles
@@ -128,17 +128,33 @@ template <int L> float zero2_bigram_step(const megart::StepContext &ctx, float *
   return loss;
 }
 
-// bigram_program<2> with ZeRO-2 over dp in layout L (kOneBucket or kTwoBuckets).
-template <int L> void make_zero2_bigram(FlatProgram &f, int64_t dp) {
+// ZeRO-3 (optim_grads_params) as megac compiles it: each bucket all-gathered over dp from
+// ctx.param_shards into the workspace before use, the parameters read there, then ZeRO-2's
+// gradients.
+template <int L> float zero3_bigram_step(const megart::StepContext &ctx, float *const *, float *const *,
+                                         char *arena, const int32_t *ids, const int32_t *labels, float dloss) {
+  using T = Tables<L>;
+  float *gathered = reinterpret_cast<float *>(arena) + train_test::kArenaFloats(2) + 2 * T::numel;
+  const int64_t d = ctx.dp->size();
+  for (const megart::FlatBucket &k : T::buckets)
+    ctx.dp->all_gather(gathered + k.offset, ctx.param_shards + k.offset / d, k.numel / d);
+  float *params[] = {gathered + T::offsets[0], gathered + T::offsets[1]};
+  return zero2_bigram_step<L>(ctx, params, nullptr, arena, ids, labels, dloss);
+}
+
+// bigram_program<2> with ZeRO-2 (or, `params_too`, ZeRO-3) over dp in layout L (kOneBucket or
+// kTwoBuckets).
+template <int L> void make_zero_bigram(FlatProgram &f, int64_t dp, bool params_too) {
   f.p = train_test::bigram_program<2>();
   f.p.desc.params = f.p.params.data();
   f.p.desc.data_parallel_size = dp;
-  f.p.desc.step = &zero2_bigram_step<L>;
-  f.p.desc.arena_bytes = (train_test::kArenaFloats(2) + 2 * Tables<L>::numel) * 4;
+  f.p.desc.step = params_too ? &zero3_bigram_step<L> : &zero2_bigram_step<L>;
+  f.p.desc.arena_bytes = (train_test::kArenaFloats(2) + 3 * Tables<L>::numel) * 4;
   f.layout = layout_desc<L>(dp);
-  f.layout.sharding = megart::DataParallelSharding::OptimGrads;
+  f.layout.sharding = params_too ? megart::DataParallelSharding::OptimGradsParams
+                                 : megart::DataParallelSharding::OptimGrads;
   f.p.desc.flat_layout = &f.layout;
-  f.p.desc.gather_params = &gather_params<L>;
+  f.p.desc.gather_params = params_too ? nullptr : &gather_params<L>;
 }
 
 // The toy pipeline's stages with the distributed optimizer over dp (toy::build<2, 2>: every

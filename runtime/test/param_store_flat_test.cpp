@@ -55,11 +55,11 @@ TEST(ParamStoreFlat, ParametersAndGradientsSitAtTheLayoutsOffsets) {
 
     // A checkpoint needs the moments whole: gathered (Communication memory) until released.
     EXPECT_THROW(store.gather_tensors(self, megart::StateArray::ExpAvg), megart::Error);
-    store.gather_moments();
+    store.gather_sharded_state();
     EXPECT_EQ(held(MemoryCategory::Communication) - comm0, 2 * 384 * 4);
     EXPECT_EQ(store.gather_tensors(self, megart::StateArray::ExpAvgSq),
               plain.gather_tensors(self, megart::StateArray::ExpAvgSq));
-    store.release_gathered_moments();
+    store.release_gathered_state();
     EXPECT_EQ(held(MemoryCategory::Communication) - comm0, 0);
   }
   EXPECT_EQ(held(MemoryCategory::Parameters), params0);
@@ -98,15 +98,49 @@ TEST(ParamStoreFlat, SavesAndLoadsWhatAStoreWithoutTheLayoutDoes) {
                              {"b.exp_avg", {16}, b_avg.data()},
                              {"b.exp_avg_sq", {16}, b_sq.data()}});
   store.load_optimizer_state(dir / "optimizer.safetensors");
-  store.gather_moments();
+  store.gather_sharded_state();
   const auto avg = store.gather_tensors(self, megart::StateArray::ExpAvg);
   const auto sq = store.gather_tensors(self, megart::StateArray::ExpAvgSq);
-  store.release_gathered_moments();
+  store.release_gathered_state();
   ASSERT_EQ(store.tensors()[0].name, "w"); // table order
   EXPECT_EQ(avg[0], w_avg);
   EXPECT_EQ(avg[1], b_avg);
   EXPECT_EQ(sq[0], w_sq);
   EXPECT_EQ(sq[1], b_sq);
+}
+
+// ZeRO-3 (optim_grads_params): the parameters live in the shard buffer (all of it on one rank),
+// laid out as the gradient shards; a checkpoint gathers them, and loads keep this rank's pieces.
+TEST(ParamStoreFlat, Zero3KeepsTheParametersInTheShardBuffer) {
+  TempDir dir;
+  flat_test::FlatProgram f;
+  flat_test::make_bigram<flat_test::kTwoBuckets>(f, 1);
+  f.layout.sharding = megart::DataParallelSharding::OptimGradsParams;
+  megart::SelfCommunicator self;
+  const int64_t params0 = held(MemoryCategory::Parameters), comm0 = held(MemoryCategory::Communication);
+  ParamStore store(f.p.desc.params, 2, 0, 1, megart::cpu_device(), &f.layout, &self);
+  EXPECT_EQ(held(MemoryCategory::Parameters) - params0, 384 * 4);
+  ASSERT_TRUE(store.params_sharded());
+  EXPECT_EQ(store.param(0), nullptr);
+  EXPECT_EQ(store.grad(0), nullptr);
+  ParamStore plain(f.p.desc.params, 2);
+  plain.init(7);
+  store.init(7);
+  // b's bucket (0..128) then w's (128..384): at d = 1 the shards are the layout itself.
+  EXPECT_EQ(values(store.flat_params() + 128, 256), values(plain.param(0), 256));
+  EXPECT_EQ(values(store.flat_params(), 16), values(plain.param(1), 16));
+  EXPECT_THROW(store.save(dir / "x.safetensors"), megart::Error); // not gathered
+  store.gather_sharded_state();
+  EXPECT_EQ(held(MemoryCategory::Communication) - comm0, 3 * 384 * 4); // moments and parameters
+  store.save(dir / "zero3.safetensors");
+  store.release_gathered_state();
+  EXPECT_EQ(held(MemoryCategory::Communication) - comm0, 0);
+  plain.save(dir / "plain.safetensors");
+  EXPECT_EQ(train_test::file_bytes(dir / "zero3.safetensors"), train_test::file_bytes(dir / "plain.safetensors"));
+  plain.init(8);
+  plain.save(dir / "other.safetensors");
+  store.load(dir / "other.safetensors");
+  EXPECT_EQ(values(store.flat_params() + 128, 256), values(plain.param(0), 256));
 }
 
 TEST(ParamStoreFlat, RefusesALayoutThatDoesNotFit) {

@@ -104,3 +104,40 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
   %loss = tx.cross_entropy %logits, %labels : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// optim_grads_params (ZeRO-3, resharding after forward without pp): before a parameter's first
+// use, its bucket's shard (where this rank keeps it: bucket offset / 2) is all-gathered over dp
+// and each parameter read as a view of the gathered bucket; backward (from the first use of the
+// loss gradient) gathers again what it uses. Gradients as optim_grads; nothing gathered after
+// the step.
+// CHECK-LABEL: func.func @train_step
+// CHECK:         %[[S1:.*]] = tx.local_param_shard params[0, 0] at 128 : tensor<64xf32>
+// CHECK-NEXT:    %[[A1:.*]] = shard.all_gather %[[S1]] on @grid grid_axes = [1] gather_axis = 0 {megac.rule = "ZeRO-3 (optim_grads_params): all-gather of the parameter bucket 1 (wte .. wte)"} : tensor<64xf32> -> tensor<128xf32>
+// CHECK-NEXT:    %[[WTE:.*]] = tx.bucket_param %[[A1]] at 0 : tensor<128xf32> -> tensor<16x8xf32>
+// CHECK-NEXT:    tx.embedding %[[WTE]]
+// CHECK:         %[[S0:.*]] = tx.local_param_shard params[1, 3] at 0 : tensor<128xf32>
+// CHECK-NEXT:    %[[A0:.*]] = shard.all_gather %[[S0]] {{.*}} : tensor<128xf32> -> tensor<256xf32>
+// CHECK-NEXT:    %[[W:.*]] = tx.bucket_param %[[A0]] at 192 : tensor<256xf32> -> tensor<8x8xf32>
+// CHECK:         tx.matmul %{{.*}}, %[[W]]
+// CHECK:         tx.cross_entropy_grad
+// CHECK:         %[[B0:.*]] = tx.local_param_shard params[1, 3] at 0 : tensor<128xf32>
+// CHECK-NEXT:    shard.all_gather %[[B0]] {{.*}} {megac.rule = "ZeRO-3 (optim_grads_params): all-gather of the parameter (again for backward) bucket 0 (w .. head)"}
+// CHECK:         shard.reduce_scatter {{.*}} {megac.rule = "ZeRO-3 (optim_grads_params): reduce-scatter of this microbatch's gradient bucket 0
+// CHECK-NOT:     tx.param_grad
+// CHECK-LABEL: func.func @sync_gradients() attributes {megac.flat_layout = {{{.*}}sharding = "optim_grads_params"}}
+// CHECK-NOT:   func.func @gather_params
+shard.grid @grid(shape = 1x2x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {ddp_bucket_size = 200, data_parallel_sharding_strategy = "optim_grads_params"}}
+func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
+  %wte = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<16x8xf32>
+  %e = tx.embedding %wte[%ids] : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  %w = tx.param "w" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x8xf32>
+  %h = tx.matmul %e, %w : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %b = tx.param "b" role norm init(zeros) : tensor<4x8xf32>
+  %hb = tx.add %h, %b : tensor<2x4x8xf32>, tensor<4x8xf32>
+  %head = tx.param "head" role vocab_embedding parallel_dim 0 init(normal) : tensor<16x8xf32>
+  %logits = tx.matmul %hb, %head transpose_rhs : tensor<2x4x8xf32>, tensor<16x8xf32> -> tensor<2x4x16xf32>
+  %loss = tx.cross_entropy %logits, %labels : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -27,15 +27,20 @@ GLOBAL_BATCH = TRAIN[TRAIN.index("--global-batch-size") + 1]
 def plan_flags(plan):
     """'tp2pp2dp2' -> (['--tp', '2', '--pp', '2', '--dp', '2'], 8); 'sp' takes no size, 'vpp2'
     gives chunks per pipeline rank, 'ogr' adds --overlap-grad-reduce, 'dopt' Megatron's
-    --use-distributed-optimizer, 'optim' --data-parallel-sharding-strategy optim and 'zero2'
-    optim_grads (all with small buckets), and ':gpipe' (after the sizes) picks the pipeline
-    schedule."""
+    --use-distributed-optimizer, 'optim' --data-parallel-sharding-strategy optim, 'zero2'
+    optim_grads and 'zero3' optim_grads_params (all with small buckets; 'reshard' and 'noreshard'
+    add --fsdp-reshard-after-forward always / never), and ':gpipe' (after the sizes) picks the
+    pipeline schedule."""
     sizes, _, schedule = plan.partition(":")
     flags, world = [], 1
     strategies = {"dopt": ["--use-distributed-optimizer"],
                   "optim": ["--data-parallel-sharding-strategy", "optim"],
-                  "zero2": ["--data-parallel-sharding-strategy", "optim_grads"]}
-    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp|ogr|dopt|optim|zero2)(\d*)", sizes):
+                  "zero2": ["--data-parallel-sharding-strategy", "optim_grads"],
+                  "zero3": ["--data-parallel-sharding-strategy", "optim_grads_params"]}
+    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp|ogr|dopt|optim|zero2|zero3|noreshard|reshard)(\d*)", sizes):
+        if axis in ("reshard", "noreshard"):
+            flags += ["--fsdp-reshard-after-forward", "always" if axis == "reshard" else "never"]
+            continue
         if axis == "ogr":  # dp buckets summed during backward; small buckets so there are several
             flags += ["--overlap-grad-reduce", "--ddp-bucket-size", "20000"]
             continue

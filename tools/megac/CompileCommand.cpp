@@ -289,11 +289,6 @@ int megac::runCompile() {
   if (!flagsPlan)
     return fail(toString(flagsPlan.takeError()));
   ParallelPlan plan = std::move(*flagsPlan);
-  if (plan.sharding == ShardingStrategy::OptimGradsParams && !noBuild)
-    return fail("--data-parallel-sharding-strategy optim_grads_params is planned, not yet built into OUT/train: "
-                "megac-data-parallel does not derive its parameter all-gathers yet. Add --no-build to see the "
-                "memory the plan will take, or use optim_grads (ZeRO-2) or --use-distributed-optimizer (optim) "
-                "to train");
   if (overlapGradReduce && dp == 1)
     errs() << "megac compile: note: --overlap-grad-reduce has nothing to overlap without data parallelism "
               "(--dp 1); the program is the same without it\n";

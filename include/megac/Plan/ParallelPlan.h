@@ -58,6 +58,16 @@ struct ParallelPlan {
             (reshardAfterForward == ReshardAfterForward::Default && pp == 1));
   }
 
+  /// optim_grads_params under pipeline parallelism without resharding after forward: a chunk's
+  /// forward and backward run apart, so the parameters stay gathered from one step's all-gather to
+  /// the next, as torchtitan's FSDP keeps them with pp; each rank holds optim_grads' state.
+  bool keepsParamsGathered() const {
+    return sharding == ShardingStrategy::OptimGradsParams && pp > 1 && !reshardsAfterForward();
+  }
+  /// What the ranks keep sharded while training: the strategy, or optim_grads where the
+  /// parameters stay gathered (keepsParamsGathered).
+  ShardingStrategy shardedState() const { return keepsParamsGathered() ? ShardingStrategy::OptimGrads : sharding; }
+
   /// The vocabulary rounded up to a multiple of makeVocabSizeDivisibleBy x tp (Megatron).
   int64_t paddedVocab(int64_t vocab) const {
     int64_t multiple = makeVocabSizeDivisibleBy * tp;

@@ -42,13 +42,16 @@ public:
   // (the dp group, or with --num-distributed-optimizer-instances a part of it). Validates the
   // layout and allocates the zeroed moments (layout.numel / group size floats each,
   // OptimizerState).
+  // With `params_sharded` (ZeRO-3, implies grads_sharded) `params` holds only this rank's shards
+  // too, laid out as the gradient shards.
   DistributedOptimizerState(FlatLayout layout, float *params, float *grads, Communicator &group,
-                            Device &device, bool grads_sharded = false);
+                            Device &device, bool grads_sharded = false, bool params_sharded = false);
 
   float *param(int64_t i) const { return params_ + layout_.param_offsets[i]; }
   // Parameter i's whole gradient in the flat buffer (ZeRO-1 only: with grads_sharded there is none).
   float *grad(int64_t i) const { return grads_ + layout_.param_offsets[i]; }
   bool grads_sharded() const { return grads_sharded_; }
+  bool params_sharded() const { return params_sharded_; }
   // This rank's reduced shard of bucket b (numel / group size floats): where the reduce-scatter
   // left it (ZeRO-1: the bucket's first elements; ZeRO-2: its place in the shard buffer).
   float *bucket_grad_shard(int64_t b) const;
@@ -72,8 +75,14 @@ public:
   int64_t piece_param(int64_t k) const { return pieces_[k].param; }
   // AdamW on this rank's shard (the factors as Optimizer computes them).
   void step(const AdamWScalars &with_decay, const AdamWScalars &without_decay);
-  // Every bucket's updated shards to every rank of the group.
+  // Every bucket's updated shards to every rank of the group (not with params_sharded: throws).
   void all_gather_params();
+  // ZeRO-3: collective over the group, every bucket's parameters whole into `full` (layout.numel
+  // floats on the device, laid out as the layout says).
+  void all_gather_params_into(float *full) const;
+  // ZeRO-3: local, keeps this rank's pieces of parameter i's whole value `host` (param_numels[i]
+  // floats in host memory).
+  void set_param_pieces(int64_t i, const float *host);
 
   // Checkpoints hold whole moments. Collective over the group: both moments, whole, into
   // `exp_avg` and `exp_avg_sq` (layout.numel floats each, on the device), laid out like the
@@ -86,7 +95,8 @@ public:
 private:
   struct Piece {
     int64_t param;         // which parameter
-    int64_t element;       // its first element in the flat buffer (params)
+    int64_t element;       // its first element in the flat layout
+    int64_t value;         // where its parameter values sit (the flat buffer, or ZeRO-3's shards)
     int64_t reduced;       // where its reduced gradient sits after the reduce-scatter
     int64_t state;         // its first element in the moments
     int64_t n;
@@ -95,7 +105,7 @@ private:
   float *params_, *grads_;
   Communicator &group_;
   Device &device_;
-  bool grads_sharded_;
+  bool grads_sharded_, params_sharded_;
   int64_t shard_numel_ = 0;
   DeviceBuffer exp_avg_, exp_avg_sq_;
   std::vector<Piece> pieces_;

@@ -108,12 +108,16 @@ public:
   // tp_size == 1).
   std::vector<float> assemble(const CheckpointTensor &t) const;
 
-  // With a flat layout the moments are sharded, but a checkpoint holds them whole: collective
-  // over the shard group, gathers them into two temporary flat buffers (Communication memory,
-  // flat_layout->numel floats each) that gather_tensors and save read until
-  // release_gathered_moments(). Does nothing without a flat layout.
-  void gather_moments();
-  void release_gathered_moments();
+  // With a flat layout the moments (and with ZeRO-3 the parameters) are sharded, but a checkpoint
+  // holds them whole: collective over the shard group, gathers them into temporary flat buffers
+  // (Communication memory, flat_layout->numel floats each) that gather_tensors and save read
+  // until release_gathered_state(). Does nothing without a flat layout.
+  void gather_sharded_state();
+  void release_gathered_state();
+  // ZeRO-3: each rank holds only its shard of the parameters (flat_params(), laid out as the
+  // gradient shards); param(i) is null.
+  bool params_sharded() const;
+  float *flat_params() { return flat_params_.as<float>(); }
 
 private:
   void reset_optimizer_state();
@@ -138,7 +142,7 @@ private:
   int64_t flat_grads_numel_ = 0;
   std::vector<float *> param_ptrs_, grad_ptrs_;
   std::unique_ptr<DistributedOptimizerState> sharded_;
-  DeviceBuffer gathered_exp_avg_, gathered_exp_avg_sq_; // gather_moments() .. release
+  DeviceBuffer gathered_exp_avg_, gathered_exp_avg_sq_, gathered_params_; // gather_sharded_state() .. release
   std::vector<int64_t> flat_offsets_;
 };
 

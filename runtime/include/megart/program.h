@@ -49,6 +49,9 @@ struct StepContext {
   // reduce-scatters each bucket of a microbatch's gradients over dp and adds this rank's shard
   // here (it gets no per-parameter gradients: grads is null). Null otherwise.
   float *grad_shards = nullptr;
+  // ZeRO-3 (OptimGradsParams): this rank's parameter shards, laid out as grad_shards; the compiled
+  // functions all-gather each bucket over dp before they use its parameters (params is null).
+  float *param_shards = nullptr;
 };
 
 // Runs forward and backward of one microbatch. Adds each parameter's gradient, scaled by
@@ -79,7 +82,7 @@ struct FlatBucket {
 enum class DataParallelSharding : int32_t {
   Optim = 1,            // ZeRO-1: each rank holds the whole parameters and gradients
   OptimGrads = 2,       // ZeRO-2: the gradients too (StepContext::grad_shards)
-  OptimGradsParams = 3, // ZeRO-3: the parameters too (not run yet: the runtime refuses it)
+  OptimGradsParams = 3, // ZeRO-3: the parameters too (StepContext::param_shards)
 };
 struct FlatLayoutDesc {
   const int64_t *param_offsets; // one per parameter of the table, element offsets

@@ -391,8 +391,9 @@ TEST_F(TrainZero1, RefusesWhatItCannotShard) {
 // ZeRO-2 (optim_grads): each microbatch's gradients reduce-scattered by the step into this rank's
 // shards (the compiled backward's way), against no_shard on the same ranks: the same losses and
 // norms within 1e-5 (the sums run in another order: per microbatch, then over microbatches), the
-// same checkpoints, and gradient memory of one shard.
-TEST_F(TrainZero1, Zero2MatchesNoShardWithAShardOfTheGradients) {
+// same checkpoints, and gradient memory of one shard. ZeRO-3 (optim_grads_params): the step
+// gathers the parameters from this rank's shards too, and the parameter memory is one shard.
+TEST_F(TrainZero1, Zero2And3MatchNoShardWithShardsOfTheState) {
   const int n = mpi_test::world_size();
   if (n != 2 && n != 4)
     GTEST_SKIP() << "needs 2 or 4 ranks";
@@ -402,26 +403,30 @@ TEST_F(TrainZero1, Zero2MatchesNoShardWithAShardOfTheGradients) {
   Program plain = bigram_program<2>();
   plain.desc.data_parallel_size = n;
   const auto ref = train(plain.desc, *grid, args(n, dir_ / "plain.jsonl", {"--save", shared / "plain"}));
-  for (bool two : {false, true}) {
-    SCOPED_TRACE(two ? "two buckets" : "one bucket");
-    FlatProgram f;
-    (two ? flat_test::make_zero2_bigram<flat_test::kTwoBuckets> : flat_test::make_zero2_bigram<flat_test::kOneBucket>)(f, n);
-    const std::string ck = shared / (two ? "zero2-two" : "zero2-one");
-    const auto rows = train(f.p.desc, *grid, args(n, dir_ / "z2.jsonl", {"--save", ck}));
-    w->barrier();
-    if (w->rank() != 0)
-      continue;
-    ASSERT_EQ(rows.size(), 8u);
-    expect_relative(losses(rows), losses(ref), 1e-5, "ZeRO-2 lm loss, dp " + std::to_string(n));
-    expect_relative(mpi_test::grad_norms(rows), mpi_test::grad_norms(ref), 1e-5, "ZeRO-2 grad norm, dp " + std::to_string(n));
-    for (const char *file : {"model.safetensors", "optimizer.safetensors"})
-      expect_same_file_tensors(ck + "/iter_0000008/" + file, shared / "plain/iter_0000008/" + file, 1e-4);
-    const megart::JsonValue *memory = rows[0].get("memory");
-    ASSERT_TRUE(memory && memory->is_object());
-    EXPECT_EQ(memory_bytes(*memory, "parameters"), 384 * 4);
-    EXPECT_EQ(memory_bytes(*memory, "gradients"), 384 / n * 4);
-    EXPECT_EQ(memory_bytes(*memory, "optimizer_state"), 2 * (384 / n) * 4);
-  }
+  for (int zero : {2, 3})
+    for (bool two : {false, true}) {
+      const std::string what = "ZeRO-" + std::to_string(zero) + (two ? ", two buckets" : ", one bucket");
+      SCOPED_TRACE(what);
+      FlatProgram f;
+      (two ? flat_test::make_zero_bigram<flat_test::kTwoBuckets>
+           : flat_test::make_zero_bigram<flat_test::kOneBucket>)(f, n, zero == 3);
+      const std::string ck = shared / ("zero" + std::to_string(zero) + (two ? "-two" : "-one"));
+      const auto rows = train(f.p.desc, *grid, args(n, dir_ / "z.jsonl", {"--save", ck}));
+      w->barrier();
+      if (w->rank() != 0)
+        continue;
+      ASSERT_EQ(rows.size(), 8u);
+      expect_relative(losses(rows), losses(ref), 1e-5, what + " lm loss, dp " + std::to_string(n));
+      expect_relative(mpi_test::grad_norms(rows), mpi_test::grad_norms(ref), 1e-5,
+                      what + " grad norm, dp " + std::to_string(n));
+      for (const char *file : {"model.safetensors", "optimizer.safetensors"})
+        expect_same_file_tensors(ck + "/iter_0000008/" + file, shared / "plain/iter_0000008/" + file, 1e-4);
+      const megart::JsonValue *memory = rows[0].get("memory");
+      ASSERT_TRUE(memory && memory->is_object());
+      EXPECT_EQ(memory_bytes(*memory, "parameters"), (zero == 3 ? 384 / n : 384) * 4);
+      EXPECT_EQ(memory_bytes(*memory, "gradients"), 384 / n * 4);
+      EXPECT_EQ(memory_bytes(*memory, "optimizer_state"), 2 * (384 / n) * 4);
+    }
 }
 
 // ZeRO-2 sums a tied weight's gradient between pipeline stages shard by shard: a stage layout that

@@ -17,6 +17,14 @@ BYTES_TIMES_D = {  # bytes per element x d, as integers: (a + b/d) x d = a d + b
     "optim_grads": lambda d: 4 * d + 12,
     "optim_grads_params": lambda d: 16,
 }
+# Under pp, optim_grads_params keeps the gathered parameters for the iteration unless told to
+# reshard after forward (torchtitan's default): then a rank holds optim_grads' state.
+PP_STRATEGIES = {
+    "optim": ([], BYTES_TIMES_D["optim"]),
+    "optim_grads": ([], BYTES_TIMES_D["optim_grads"]),
+    "optim_grads_params": (["--fsdp-reshard-after-forward", "always"], BYTES_TIMES_D["optim_grads_params"]),
+    "optim_grads_params kept gathered": ([], BYTES_TIMES_D["optim_grads"]),
+}
 
 
 def megatron_buffer_numel(numels, d, bucket_size=40_000_000):
@@ -69,8 +77,10 @@ def main():
                     checked += 1
                 if d == 1:
                     continue  # sharding over one rank is refused
-                for strategy, times_d in BYTES_TIMES_D.items():
-                    plan = grid + ["--dp", str(d), "--data-parallel-sharding-strategy", strategy]
+                strategies = PP_STRATEGIES if grid else {k: ([], v) for k, v in BYTES_TIMES_D.items()}
+                for case, (extra, times_d) in strategies.items():
+                    strategy = case.split()[0]
+                    plan = grid + ["--dp", str(d), "--data-parallel-sharding-strategy", strategy] + extra
                     got = compile_plan(args, spec, plan, os.path.join(args.workdir, strategy))
                     for stage, plain in zip(got["stages"], base["stages"]):
                         total, n, pad = stage["total_bytes"], stage["parameters"], stage["padding_elements"]

@@ -1,4 +1,4 @@
-#include "GradShardPlacement.h"
+#include "ShardPlacement.h"
 #include "GradSyncPlacement.h"
 
 #include "megac/Plan/PlanIR.h"
@@ -60,4 +60,66 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
     tx::AddGradShardOp::create(b, fn.getLoc(), sum, k.firstParam, k.lastParam, k.offset / shardDegree);
   }
   return made;
+}
+
+void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, const FlatBufferLayout &layout,
+                                  int64_t shardDegree, Operation *backwardStart, StringRef rule) {
+  Block &body = fn.getBody().front();
+  SmallVector<int64_t> bucketOf(table.size(), -1);
+  for (auto [b, k] : llvm::enumerate(layout.buckets))
+    for (int64_t i = k.firstParam; i <= k.lastParam; ++i)
+      bucketOf[i] = static_cast<int64_t>(b);
+  // Per bucket and phase (0: forward, or the whole function; 1: backward), each parameter's uses.
+  using Uses = SmallVector<std::pair<int64_t, OpOperand *>>; // (table index, use)
+  SmallVector<std::array<Uses, 2>> uses(layout.buckets.size());
+  for (tx::ParamOp p : body.getOps<tx::ParamOp>()) {
+    std::optional<int64_t> i = table.find(p);
+    if (!i)
+      continue;
+    for (OpOperand &use : p->getUses()) {
+      Operation *user = body.findAncestorOpInBlock(*use.getOwner());
+      const int phase = backwardStart && !user->isBeforeInBlock(backwardStart) ? 1 : 0;
+      uses[bucketOf[*i]][phase].push_back({*i, &use});
+    }
+  }
+
+  MLIRContext *ctx = fn.getContext();
+  OpBuilder b(ctx);
+  auto gridRef = FlatSymbolRefAttr::get(ctx, names::kGrid);
+  auto dpAxis = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)});
+  for (auto [index, k] : llvm::enumerate(layout.buckets)) {
+    for (int phase : {0, 1}) {
+      Uses &here = uses[index][phase];
+      if (here.empty())
+        continue;
+      Operation *first = nullptr;
+      for (auto [i, use] : here) {
+        Operation *user = body.findAncestorOpInBlock(*use->getOwner());
+        if (!first || user->isBeforeInBlock(first))
+          first = user;
+      }
+      const std::string name = "bucket_" + std::to_string(index) + (phase ? "_backward" : "");
+      auto named = [&](const std::string &n) { return NameLoc::get(b.getStringAttr(n), fn.getLoc()); };
+      b.setInsertionPoint(first);
+      auto shardType = RankedTensorType::get({k.numel / shardDegree}, b.getF32Type());
+      Value mine = tx::LocalParamShardOp::create(b, named(name + "_param_shard"), shardType, k.firstParam,
+                                                 k.lastParam, k.offset / shardDegree);
+      auto all = shard::AllGatherOp::create(b, named(name + "_params"), RankedTensorType::get({k.numel}, b.getF32Type()),
+                                            gridRef, dpAxis, mine, b.getIndexAttr(0));
+      all->setAttr(names::kRuleAttr, b.getStringAttr(rule + (phase ? " (again for backward)" : "") + " bucket " +
+                                                     std::to_string(index) + " (" +
+                                                     table[k.firstParam].getName().str() + " .. " +
+                                                     table[k.lastParam].getName().str() + ")"));
+      // One view per parameter, named as the parameter was.
+      DenseMap<int64_t, Value> views;
+      for (auto [i, use] : here) {
+        Value &view = views[i];
+        if (!view) {
+          auto p = use->get().getDefiningOp<tx::ParamOp>();
+          view = tx::BucketParamOp::create(b, p.getLoc(), p.getType(), all, layout.paramOffsets[i] - k.offset);
+        }
+        use->set(view);
+      }
+    }
+  }
 }

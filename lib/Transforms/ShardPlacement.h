@@ -1,0 +1,34 @@
+// Sharded data parallelism inside the step (megac-data-parallel). ZeRO-2 (optim_grads): every
+// data-parallel rank keeps only its shard of each gradient bucket, so backward reduce-scatters a
+// bucket over dp as soon as its last gradient is made, from a staging buffer in the step's
+// workspace. ZeRO-3 (optim_grads_params): the parameters too, so a function all-gathers a bucket
+// right before it first uses one of its parameters, into its workspace.
+#pragma once
+
+#include "megac/Plan/FlatBufferLayout.h"
+#include "tx/TxParamTable.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace megac {
+
+/// Rewrites the tx.param_grad ops of `fn` (@train_step or a chunk backward): the gradients of each
+/// bucket of `layout` go into a zeroed flat bucket (tx.grad_bucket_init, tx.grad_bucket_add at
+/// the parameter's place in the bucket), which is reduce-scattered over dp right after its last
+/// gradient (shard.reduce_scatter, labelled with `rule`) and added into this rank's gradient shard
+/// (tx.add_grad_shard at bucket offset / `shardDegree`). Returns the buckets (indices into
+/// layout.buckets) `fn` makes gradients of.
+llvm::SmallVector<int64_t> reduceScatterGradsInBackward(mlir::func::FuncOp fn, const tx::ParamTable &table,
+                                                        const FlatBufferLayout &layout, int64_t shardDegree,
+                                                        llvm::StringRef rule);
+
+/// Replaces the uses of `fn`'s tx.param ops (run after reduceScatterGradsInBackward: no
+/// tx.param_grad is left) with views of gathered buckets: before the first use of a parameter of
+/// bucket k, this rank's shard (tx.local_param_shard at bucket offset / `shardDegree`) is
+/// all-gathered over dp (labelled with `rule`) and each parameter read as a tx.bucket_param view.
+/// With `backwardStart` (reshard after forward in @train_step), the uses from that op on get a
+/// second gather, so the first one's buffer is free once forward is done.
+void gatherParamsBeforeUse(mlir::func::FuncOp fn, const tx::ParamTable &table, const FlatBufferLayout &layout,
+                           int64_t shardDegree, mlir::Operation *backwardStart, llvm::StringRef rule);
+
+} // namespace megac
