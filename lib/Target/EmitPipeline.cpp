@@ -2,6 +2,7 @@
 
 #include "ProgramTables.h"
 #include "megac/Target/MemoryPlan.h"
+#include "megart/pipeline_buffers.h"
 #include "tx/TxChunks.h"
 #include "tx/TxNames.h"
 #include "tx/TxParamTable.h"
@@ -99,11 +100,13 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
                               << numChunks << " chunks";
   std::vector<int64_t> peaks = pipeline::peakStash(schedule);
   std::string stageTable = "const megart::PipelineStageDesc kStages[] = {\n";
+  SmallVector<StageBuffers> stageBuffers;
   for (int64_t s = 0; s < stages; ++s) {
     SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s, stages);
     tx::ParamTable params(fns);
     int64_t arena = 0;
     std::string chunkTable;
+    std::vector<megart::PipelineChunkSizes> chunkSizes;
     for (func::FuncOp fn : fns) {
       int64_t c = *tx::chunkOf(fn);
       int64_t numStashed = fn->getAttrOfType<IntegerAttr>(names::kStashAttr).getInt();
@@ -118,10 +121,12 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
         continue;
       int64_t inputNumel = first ? 0 : cast<RankedTensorType>(fn.getArgumentTypes()[2]).getNumElements();
       int64_t outputNumel = last ? 0 : cast<RankedTensorType>(fn.getResultTypes()[0]).getNumElements();
+      const int64_t stashBytes = stashLayout(fn.getResultTypes().drop_front()).bytes;
+      chunkSizes.push_back({c, stashBytes, inputNumel * 4, outputNumel * 4});
       std::string name = names::chunkName(c);
       chunkTable += "    {.chunk = " + std::to_string(c) + ", .forward = " + names::forwardHalf(name) +
                     ", .backward = " + names::backwardHalf(name) +
-                    ", .stash_bytes = " + std::to_string(stashLayout(fn.getResultTypes().drop_front()).bytes) +
+                    ", .stash_bytes = " + std::to_string(stashBytes) +
                     ", .input_numel = " + std::to_string(inputNumel) +
                     ", .output_numel = " + std::to_string(outputNumel) + "},\n";
     }
@@ -151,6 +156,19 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
                   ", .predicted_peak_stash = " + std::to_string(peaks[s]) + ", .sync_gradients = " + sync +
                   flatFields + "},\n";
     plan << "stage " << s << ": arena " << arena << " bytes\n";
+    // The executor's buffer pool, as the runtime sizes it (one shared definition).
+    std::vector<megart::PipelineStep> steps;
+    for (const pipeline::Action &a : schedule.ranks[s])
+      steps.push_back({static_cast<int32_t>(a.kind), static_cast<int32_t>(a.chunk), static_cast<int32_t>(a.peer)});
+    const megart::PipelineBufferPlan pool = megart::plan_pipeline_buffers(steps, chunkSizes, numChunks);
+    StageBuffers buffers;
+    buffers.workspaceBytes = arena;
+    buffers.activationBytes = pool.bytes(megart::PipelineBufferKind::Activations);
+    buffers.communicationBytes = pool.bytes(megart::PipelineBufferKind::Communication);
+    buffers.microbatches = schedule.microbatches;
+    stageBuffers.push_back(buffers);
+    plan << "stage " << s << ": pipeline buffers: stashes " << buffers.activationBytes << " bytes, sent and received "
+         << buffers.communicationBytes << " bytes\n";
   }
   os << stageTable << "};\n\n";
   ProgramFields fields;
@@ -158,6 +176,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
   fields.numMicrobatches = schedule.microbatches;
   fields.schedule = cString(pipeline::scheduleKindName(schedule.kind));
   fields.virtualStages = schedule.virtualStages;
+  fields.buffers = std::move(stageBuffers);
   return fields;
 }
 

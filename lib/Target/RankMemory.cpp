@@ -85,6 +85,17 @@ SmallVector<StageStateMemory> megac::stateMemory(ModuleOp module, const Parallel
   return result;
 }
 
+void megac::addProgramBuffers(MutableArrayRef<StageStateMemory> stages, ArrayRef<StageBuffers> buffers) {
+  for (auto [m, b] : llvm::zip(stages, buffers)) {
+    m.workspaceBytes = b.workspaceBytes;
+    m.activationBytes = b.activationBytes;
+    m.communicationBytes = b.communicationBytes;
+    m.dataBytesPerMicrobatch = b.dataBytesPerMicrobatch;
+    m.microbatches = b.microbatches > 0 ? b.microbatches : 1;
+    m.dataBytes = m.dataBytesPerMicrobatch * m.microbatches;
+  }
+}
+
 void megac::printStateMemory(ArrayRef<StageStateMemory> stages, const ParallelPlan &plan, StringRef prefix,
                              raw_ostream &os) {
   for (const StageStateMemory &m : stages) {
@@ -98,12 +109,19 @@ void megac::printStateMemory(ArrayRef<StageStateMemory> stages, const ParallelPl
       os << "; the parameters stay gathered under pp, --fsdp-reshard-after-forward always shards them";
     os << "): parameters " << formatBytes(m.paramBytes) << ", gradients " << formatBytes(m.gradBytes)
        << ", optimizer state " << formatBytes(m.optimizerBytes) << ", master weights " << formatBytes(m.masterBytes)
-       << "; total " << formatBytes(m.totalBytes()) << " = " << llvm::format("%.3f", m.bytesPerParameter())
+       << "; total " << formatBytes(m.stateBytes()) << " = " << llvm::format("%.3f", m.bytesPerParameter())
        << " bytes x " << m.parameters << " parameters";
     if (m.paddingElements)
       os << " (with " << m.paddingElements << " elements of "
          << (plan.sharding == ShardingStrategy::NoShard ? "gradient alignment" : "bucket") << " padding)";
     os << "\n";
+    if (m.totalBytes() == m.stateBytes())
+      continue; // nothing emitted yet (a memory plan without a program)
+    os << prefix << "  besides: workspace " << formatBytes(m.workspaceBytes) << ", activations "
+       << formatBytes(m.activationBytes) << ", communication " << formatBytes(m.communicationBytes) << ", data "
+       << formatBytes(m.dataBytes) << " (" << m.microbatches << " microbatch" << (m.microbatches == 1 ? "" : "es")
+       << (plan.pp == 1 ? "; scales with OUT/train's --global-batch-size" : "") << "); peak "
+       << formatBytes(m.totalBytes()) << "\n";
   }
 }
 
@@ -117,7 +135,14 @@ std::string megac::stateMemoryJson(ArrayRef<StageStateMemory> stages, const Para
                                        llvm::json::Object{{"parameters", m.paramBytes},
                                                           {"gradients", m.gradBytes},
                                                           {"optimizer_state", m.optimizerBytes},
-                                                          {"master_weights", m.masterBytes}}},
+                                                          {"master_weights", m.masterBytes},
+                                                          {"activations", m.activationBytes},
+                                                          {"workspace", m.workspaceBytes},
+                                                          {"communication", m.communicationBytes},
+                                                          {"data", m.dataBytes}}},
+                                      {"data_bytes_per_microbatch", m.dataBytesPerMicrobatch},
+                                      {"microbatches", m.microbatches},
+                                      {"training_state_bytes", m.stateBytes()},
                                       {"total_bytes", m.totalBytes()}});
   llvm::json::Object root{{"plan", plan.summary()},
                           {"data_parallel_sharding_strategy", shardingStrategyName(plan.sharding)},

@@ -168,6 +168,19 @@ void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, in
 
 // ---------------------------------------------------------------------------------------------
 
+PipelineBufferPlan stage_buffer_plan(const PipelineStageDesc &stage, int64_t num_chunks) {
+  std::vector<PipelineStep> steps;
+  for (int64_t i = 0; i < stage.num_ops; ++i)
+    steps.push_back({static_cast<int32_t>(stage.ops[i].kind), stage.ops[i].chunk, stage.ops[i].peer});
+  std::vector<PipelineChunkSizes> chunks;
+  for (int64_t i = 0; i < stage.num_chunks; ++i) {
+    const ChunkDesc &c = stage.chunks[i];
+    chunks.push_back({c.chunk, c.stash_bytes, c.input_numel * static_cast<int64_t>(sizeof(float)),
+                      c.output_numel * static_cast<int64_t>(sizeof(float))});
+  }
+  return plan_pipeline_buffers(steps, chunks, num_chunks);
+}
+
 DeviceBuffer PipelineExecutor::BufferPool::take(int64_t bytes, MemoryCategory category) {
   auto it = free_.find({category, static_cast<size_t>(bytes)});
   if (it == free_.end() || it->second.empty())
@@ -175,6 +188,12 @@ DeviceBuffer PipelineExecutor::BufferPool::take(int64_t bytes, MemoryCategory ca
   DeviceBuffer b = std::move(it->second.back());
   it->second.pop_back();
   return b;
+}
+
+void PipelineExecutor::BufferPool::reserve(MemoryCategory category, int64_t bytes, int64_t count) {
+  std::vector<DeviceBuffer> &free = free_[{category, static_cast<size_t>(bytes)}];
+  for (int64_t i = 0; i < count; ++i)
+    free.emplace_back(device_, static_cast<size_t>(bytes), category);
 }
 
 void PipelineExecutor::BufferPool::give(DeviceBuffer buffer) {
@@ -189,6 +208,10 @@ PipelineExecutor::PipelineExecutor(const PipelineStageDesc &stage, int64_t pp_ra
       num_microbatches_(num_microbatches), pool_(device) {
   validate_pipeline_stage(stage, pp_rank, pp_size, virtual_size, num_microbatches);
   arena_ = DeviceBuffer(device, static_cast<size_t>(stage.arena_bytes), MemoryCategory::Workspace);
+  const PipelineBufferPlan plan = stage_buffer_plan(stage, pp_size * virtual_size);
+  for (const auto &[key, count] : plan.count)
+    pool_.reserve(static_cast<MemoryCategory>(key.first), key.second, count);
+  pool_.reserve(MemoryCategory::Communication, plan.channel_bytes, 1);
   slots_.resize(static_cast<size_t>(virtual_size * num_microbatches));
   final_backward_.assign(static_cast<size_t>(stage.num_ops), 0);
   std::vector<bool> seen(static_cast<size_t>(pp_size * virtual_size), false);

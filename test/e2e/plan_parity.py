@@ -85,18 +85,29 @@ def checkpoints_interchange(w, plan, world):
 
 
 STATE_CATEGORIES = ("parameters", "gradients", "optimizer_state", "master_weights")
+CATEGORIES = STATE_CATEGORIES + ("activations", "workspace", "communication", "data")
 
 
-def state_memory_matches(out, first_record, plan):
-    """The training-state bytes the runtime allocated per rank class (the first metrics record:
-    rank 0's, and with pp every stage's) against the compiler's OUT/rank-memory.json."""
+def memory_matches(out, first_record, plan, flags):
+    """Every category of the bytes the runtime allocated per rank class (the first metrics record:
+    rank 0's, and with pp every stage's) and their peak total against the compiler's
+    OUT/rank-memory.json. Without pp the data buffers scale with OUT/train's global batch: the
+    prediction is per microbatch."""
     with open(os.path.join(out, "rank-memory.json")) as f:
-        predicted = [stage["bytes"] for stage in json.load(f)["stages"]]
+        stages = json.load(f)["stages"]
+    dp = int(flags[flags.index("--dp") + 1]) if "--dp" in flags else 1
+    predicted = []
+    for stage in stages:
+        p = dict(stage["bytes"])
+        if "--pp" not in flags:
+            p["data"] = stage["data_bytes_per_microbatch"] * (int(GLOBAL_BATCH) // dp // 2)
+        p["peak_total"] = sum(p[c] for c in CATEGORIES)
+        predicted.append(p)
     measured = first_record.get("memory_per_pp_stage") or [first_record.get("memory", {})]
-    ok = len(measured) == len(predicted) and all(
-        m.get(c) == p[c] for m, p in zip(measured, predicted) for c in STATE_CATEGORIES)
-    print(f"  {plan}: training state per rank class, measured {[[m.get(c) for c in STATE_CATEGORIES] for m in measured]} "
-          f"bytes, predicted {[[p[c] for c in STATE_CATEGORIES] for p in predicted]} {'ok' if ok else 'FAIL'}")
+    keys = CATEGORIES + ("peak_total",)
+    ok = len(measured) == len(predicted) and all(m.get(c) == p[c] for m, p in zip(measured, predicted) for c in keys)
+    print(f"  {plan}: memory per rank class ({', '.join(keys)}): measured {[[m.get(c) for c in keys] for m in measured]} "
+          f"bytes, predicted {[[p[c] for c in keys] for p in predicted]} {'ok' if ok else 'FAIL'}")
     return ok
 
 
@@ -143,7 +154,7 @@ def main():
               f"{worst:.2e} over {len(ours)} steps ({args.precision}, bound {tolerance:g}) {'ok' if ok else 'FAIL'}")
         if not bf16:  # the checkpoint layout does not depend on the precision
             failures += not checkpoints_interchange(w, plan, world)
-        failures += not state_memory_matches(out, ours[0], plan)
+        failures += not memory_matches(out, ours[0], plan, flags)
         checks += 1
         if "--pp" in flags:
             peaks[plan] = ours[0].get("pipeline_stash_peak_measured")

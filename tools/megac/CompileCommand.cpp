@@ -348,11 +348,13 @@ int megac::runCompile() {
   raw_string_ostream codeOs(code), planOs(memoryPlan);
   const HuggingFaceConfig hfConfig = huggingFaceConfig(*spec);
   const EmitOptions emitOptions{header, summary, hfConfig.json, *specText, *target};
-  if (failed(emitTrainingProgram(*module, emitOptions, codeOs, planOs)))
+  SmallVector<StageBuffers> buffers;
+  if (failed(emitTrainingProgram(*module, emitOptions, codeOs, planOs, &buffers)))
     return fail("emitting C++ failed (see the error above)");
   if (!dumps.write("memory-plan.txt", [&](raw_ostream &os) { os << memoryPlan; }))
     return 1;
-  const SmallVector<StageStateMemory> stateBytes = stateMemory(*module, plan);
+  SmallVector<StageStateMemory> stateBytes = stateMemory(*module, plan);
+  addProgramBuffers(stateBytes, buffers);
   const std::string rankMemoryJson = stateMemoryJson(stateBytes, plan);
   if (!dumps.write("rank-memory.json", [&](raw_ostream &os) { os << rankMemoryJson; }))
     return 1;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -23,8 +24,20 @@ struct EmitOptions {
   Target target = Target::Cpu;
 };
 
-/// Writes main.cpp (main.cu for CUDA) to `os` and a human-readable memory plan to `plan`.
+/// What the emitted program has the runtime allocate per rank besides the training state, per
+/// pipeline stage (one entry without pp): the compiled functions' workspace, the pipeline
+/// executor's stashes and sent / received buffers (megart/pipeline_buffers.h), and the device
+/// copies of a microbatch's token ids and labels.
+struct StageBuffers {
+  int64_t workspaceBytes = 0, activationBytes = 0, communicationBytes = 0;
+  int64_t dataBytesPerMicrobatch = 0;
+  int64_t microbatches = 0; // per iteration and dp rank where the program fixes it (pp), else 0
+};
+
+/// Writes main.cpp (main.cu for CUDA) to `os`, a human-readable memory plan to `plan` and, with
+/// `buffers`, what the program will allocate besides the training state.
 mlir::LogicalResult emitTrainingProgram(mlir::ModuleOp module, const EmitOptions &options,
-                                        llvm::raw_ostream &os, llvm::raw_ostream &plan);
+                                        llvm::raw_ostream &os, llvm::raw_ostream &plan,
+                                        llvm::SmallVectorImpl<StageBuffers> *buffers = nullptr);
 
 } // namespace megac

@@ -1,10 +1,13 @@
-// What one rank holds of the training state, per pipeline stage (every tp and dp rank of a stage
-// holds the same amount): parameters, gradients, optimizer state (AdamW's two moments) and master
-// weights, under the plan's data-parallel sharding strategy, in exact bytes. Printed by
-// `megac compile`, written to OUT/rank-memory.json and the dumps.
+// What one rank holds, per pipeline stage (every tp and dp rank of a stage holds the same amount),
+// in exact bytes: the training state (parameters, gradients, optimizer state: AdamW's two
+// moments, master weights) under the plan's data-parallel sharding strategy, and what the program
+// allocates besides (workspace, pipeline stashes as activations, sent and received buffers as
+// communication, token ids and labels as data). The runtime reports the same categories; they
+// must agree. Printed by `megac compile`, written to OUT/rank-memory.json and the dumps.
 #pragma once
 
 #include "megac/Plan/ParallelPlan.h"
+#include "megac/Target/EmitCpp.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SmallVector.h"
@@ -22,13 +25,24 @@ struct StageStateMemory {
   // or with no_shard the gradients' 64-byte alignment.
   int64_t paddingElements = 0;
   int64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0, masterBytes = 0;
+  // Besides the training state (addProgramBuffers). Data for `microbatches` per iteration: with
+  // pp the compiled count, else one (OUT/train's --global-batch-size sets it: data scales with
+  // the microbatches per dp rank).
+  int64_t workspaceBytes = 0, activationBytes = 0, communicationBytes = 0, dataBytes = 0;
+  int64_t dataBytesPerMicrobatch = 0, microbatches = 1;
 
-  int64_t totalBytes() const { return paramBytes + gradBytes + optimizerBytes + masterBytes; }
-  double bytesPerParameter() const { return parameters ? double(totalBytes()) / double(parameters) : 0.0; }
+  int64_t stateBytes() const { return paramBytes + gradBytes + optimizerBytes + masterBytes; }
+  int64_t totalBytes() const {
+    return stateBytes() + workspaceBytes + activationBytes + communicationBytes + dataBytes;
+  }
+  double bytesPerParameter() const { return parameters ? double(stateBytes()) / double(parameters) : 0.0; }
 };
 
 /// One entry per pipeline stage, from the parameter tables of the compiled module.
 llvm::SmallVector<StageStateMemory> stateMemory(mlir::ModuleOp module, const ParallelPlan &plan);
+
+/// Adds what the emitted program allocates besides the training state (one entry per stage).
+void addProgramBuffers(llvm::MutableArrayRef<StageStateMemory> stages, llvm::ArrayRef<StageBuffers> buffers);
 
 /// "parameters 1.50 MiB, gradients ..." lines, one per stage, each starting with `prefix`.
 void printStateMemory(llvm::ArrayRef<StageStateMemory> stages, const ParallelPlan &plan, llvm::StringRef prefix,

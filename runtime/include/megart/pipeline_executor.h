@@ -7,6 +7,7 @@
 
 #include "megart/comm.h"
 #include "megart/device.h"
+#include "megart/pipeline_buffers.h"
 #include "megart/program.h"
 
 #include <cstdint>
@@ -30,6 +31,9 @@ const char *pipe_op_name(PipeOpKind kind);
 // that reads it and each send after the op that writes it, and nothing is missing at the end.
 void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, int64_t pp_size,
                              int64_t virtual_size, int64_t num_microbatches);
+
+// The buffer pool `stage` needs (pipeline_buffers.h), from its schedule and chunk sizes.
+PipelineBufferPlan stage_buffer_plan(const PipelineStageDesc &stage, int64_t num_chunks);
 
 struct PipelineIterationResult {
   double loss_sum = 0;     // sum of the last chunk's microbatch losses (0 on other ranks)
@@ -60,10 +64,13 @@ private:
   // Activation, gradient and stash buffers, reused across microbatches and iterations so the
   // steady state allocates nothing. Keyed by category and size in bytes: a buffer is reused
   // only for what it was counted as (stashes are activations, sent and received buffers
-  // communication).
+  // communication). Filled up front with the stage's plan (pipeline_buffers.h), which is
+  // megac's prediction; a take past it allocates, and the memory report then shows more than
+  // predicted.
   class BufferPool {
   public:
     explicit BufferPool(Device &device) : device_(device) {}
+    void reserve(MemoryCategory category, int64_t bytes, int64_t count);
     DeviceBuffer take(int64_t bytes, MemoryCategory category);
     void give(DeviceBuffer buffer);
 

@@ -71,7 +71,7 @@ def main():
             for d in (1, 2, 4, 8):
                 base = compile_plan(args, spec, grid + ["--dp", str(d)], os.path.join(args.workdir, "base"))
                 for stage in base["stages"]:
-                    total, n, pad = stage["total_bytes"], stage["parameters"], stage["padding_elements"]
+                    total, n, pad = stage["training_state_bytes"], stage["parameters"], stage["padding_elements"]
                     if total != 16 * n + 4 * pad:
                         failures.append(f"{spec} {grid} dp {d} no_shard stage {stage['pp_stage']}: {total} != 16 x {n} + 4 x {pad}")
                     checked += 1
@@ -83,7 +83,7 @@ def main():
                     plan = grid + ["--dp", str(d), "--data-parallel-sharding-strategy", strategy] + extra
                     got = compile_plan(args, spec, plan, os.path.join(args.workdir, strategy))
                     for stage, plain in zip(got["stages"], base["stages"]):
-                        total, n, pad = stage["total_bytes"], stage["parameters"], stage["padding_elements"]
+                        total, n, pad = stage["training_state_bytes"], stage["parameters"], stage["padding_elements"]
                         where = f"{os.path.basename(spec)} {' '.join(plan)} stage {stage['pp_stage']}"
                         if total * d != times_d(d) * (n + pad):
                             failures.append(f"{where}: {total} bytes x d {d} != {times_d(d)} x ({n} + {pad} padding)")
