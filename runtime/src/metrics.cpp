@@ -111,6 +111,8 @@ std::string format_metrics_json(const IterationMetrics &m) {
          ",\"pipeline_stash_peak_predicted\":" + array(m.pipeline_stash_peak_predicted);
   if (!m.memory.empty())
     s += ",\"memory\":" + memory_json(m.memory[0]);
+  if (m.resident_growth_bytes >= 0)
+    s += ",\"resident_growth_bytes\":" + std::to_string(m.resident_growth_bytes);
   if (m.memory.size() > 1) {
     s += ",\"memory_per_pp_stage\":[";
     for (size_t i = 0; i < m.memory.size(); ++i)

@@ -9,6 +9,7 @@
 #include "megart/memory_report.h"
 #include "megart/optimizer.h"
 #include "megart/pipeline_executor.h"
+#include "megart/resident_memory.h"
 #include "megart/train_checkpoint.h"
 #include "megart/train_pipeline.h"
 
@@ -168,7 +169,7 @@ struct ActivityScope {
 
 TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, const TrainState &start,
                            ParamStore &store, TrainData &data, ProcessGrid &grid,
-                           MetricsFile *metrics, std::ostream &out) {
+                           MetricsFile *metrics, std::ostream &out, int64_t resident_at_start) {
   using Clock = std::chrono::steady_clock;
   const int64_t b = program.micro_batch_size, s = program.seq_length;
   const int64_t B = f.global_batch_size, dp = grid.shape().dp;
@@ -356,7 +357,11 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     // The first iteration has allocated everything the run holds (the pipeline's buffers come
     // back to its pool): report the high-water marks once, outside the timed iteration.
     std::vector<MemoryUsage> memory;
+    int64_t resident_growth = -1;
     if (k == start.iteration + 1) {
+      const int64_t resident = resident_bytes();
+      if (resident >= 0 && resident_at_start >= 0)
+        resident_growth = resident - resident_at_start;
       activity.phase("memory report");
       memory = pipelined ? gather_memory_usage(memory_tracker().usage(), grid.pp())
                          : std::vector<MemoryUsage>{memory_tracker().usage()};
@@ -380,6 +385,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     it.pipeline_stash_peak_measured = peaks.measured;
     it.pipeline_stash_peak_predicted = peaks.predicted;
     it.memory = memory;
+    it.resident_growth_bytes = resident_growth;
     if (metrics)
       metrics->append(it);
 
@@ -416,6 +422,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     for (size_t i = 0; i < memory.size(); ++i)
       out << describe_memory(memory[i], pipelined ? "pp stage " + std::to_string(i) : "each rank")
           << (metrics ? " (exact bytes in the metrics file)" : "") << std::endl;
+    if (resident_growth >= 0)
+      out << "resident memory of global rank 0 grew by " << format_bytes(resident_growth)
+          << " since before the training state was allocated" << std::endl;
 
     result.iterations = k;
     result.skipped_iterations += it.skipped_iterations;

@@ -9,6 +9,7 @@
 #include "megart/launch_env.h"
 #include "megart/memory_accounting.h"
 #include "megart/process_grid.h"
+#include "megart/resident_memory.h"
 #include "megart/train_flags.h"
 #include "megart/train_loop.h"
 #include "megart/train_setup.h"
@@ -99,6 +100,7 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
   // The memory report gives this run's high-water marks, not those of an earlier run in the
   // same process (tests run many).
   memory_tracker().reset_peaks();
+  const int64_t resident_at_start = resident_bytes();
   TrainSetup setup;
   if (!all_ranks_ready(grid, failure_of([&] { setup = prepare_training(flags, program, grid); },
                                         program),
@@ -116,7 +118,7 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
       [&] {
         print_header(log, program, flags, grid, setup);
         const TrainResult r = run_train_loop(program, flags, setup.start, *setup.store,
-                                             *setup.data, grid, setup.metrics.get(), log);
+                                             *setup.data, grid, setup.metrics.get(), log, resident_at_start);
         log << "training done: " << r.iterations << " iterations, final lm loss "
             << fmt("%.6f", r.final_loss);
         if (r.skipped_iterations > 0)

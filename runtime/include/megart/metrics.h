@@ -32,6 +32,9 @@ struct IterationMetrics {
   // (memory_report.h), this rank's usage first; with pipeline parallelism one entry per pp
   // stage, in stage order. JSONL only.
   std::vector<MemoryUsage> memory;
+  // First iteration only (-1 otherwise; omitted): how much this process's resident memory grew
+  // from before the training state was allocated to the end of the iteration (resident_memory.h).
+  int64_t resident_growth_bytes = -1;
 };
 
 // Megatron's training_log line, e.g.

@@ -64,9 +64,12 @@ struct TrainResult {
 // order from sample start.consumed_samples on, AdamW and the lr schedule continue from
 // start.optimizer_steps, the loss scaler from start.loss_scaler. Each save writes the whole
 // state (train_checkpoint.h), so a run resumed from it continues bit for bit.
+// `resident_at_start`: the process's resident bytes before the training state was allocated
+// (resident_memory.h; -1: unknown), for the first iteration's report of how much it grew.
 TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &flags,
                            const TrainState &start, ParamStore &store, TrainData &data,
-                           ProcessGrid &grid, MetricsFile *metrics, std::ostream &out);
+                           ProcessGrid &grid, MetricsFile *metrics, std::ostream &out,
+                           int64_t resident_at_start = -1);
 
 // Model FLOPs of one iteration (global_batch_size x ProgramDesc::model_flops_per_sample), or -1
 // when the program does not know its FLOPs.
