@@ -111,6 +111,15 @@ std::string format_metrics_json(const IterationMetrics &m) {
          ",\"pipeline_stash_peak_predicted\":" + array(m.pipeline_stash_peak_predicted);
   if (!m.memory.empty())
     s += ",\"memory\":" + memory_json(m.memory[0]);
+  if (!m.communication.empty()) {
+    s += ",\"communication_bytes\":[";
+    for (size_t i = 0; i < m.communication.size(); ++i) {
+      const CommunicationBytes &c = m.communication[i];
+      s += std::string(i ? "," : "") + "{\"tp\":" + json_exact(c.tp) + ",\"dp\":" + json_exact(c.dp) +
+           ",\"pp\":" + json_exact(c.pp) + "}";
+    }
+    s += "]";
+  }
   if (m.resident_growth_bytes >= 0)
     s += ",\"resident_growth_bytes\":" + std::to_string(m.resident_growth_bytes);
   if (m.memory.size() > 1) {

@@ -34,6 +34,7 @@ std::unique_ptr<ProcessGrid> ProcessGrid::single() {
   g->dp_ = std::make_unique<SelfCommunicator>();
   g->pp_ = std::make_unique<SelfCommunicator>();
   g->world_ = std::make_unique<SelfCommunicator>();
+  g->count_axes();
   return g;
 }
 
@@ -87,14 +88,25 @@ std::unique_ptr<ProcessGrid> ProcessGrid::on(const MpiCommunicator &parent,
   g->pp_mpi_ = pp.get();
   g->pp_ = std::move(pp);
   g->world_ = parent.split(0, parent.rank(), "world");
+  g->count_axes();
   return g;
+}
+
+void ProcessGrid::count_axes() {
+  tp_ = std::make_unique<CountingCommunicator>(std::move(tp_), &sent_.tp);
+  dp_ = std::make_unique<CountingCommunicator>(std::move(dp_), &sent_.dp);
+  pp_ = std::make_unique<CountingCommunicator>(std::move(pp_), &sent_.pp);
 }
 
 void ProcessGrid::use_device(Device &device) {
   device_ = &device;
-  // In axis order on every rank: each conversion is collective over its axis.
-  for (std::unique_ptr<Communicator> *axis : {&tp_, &dp_, &pp_})
-    *axis = device.communicator(std::move(*axis));
+  // In axis order on every rank: each conversion is collective over its axis. The device's
+  // communicator takes the host one (NCCL bootstraps over MPI), so the counting moves outside.
+  for (std::unique_ptr<Communicator> *axis : {&tp_, &dp_, &pp_}) {
+    auto &counting = static_cast<CountingCommunicator &>(**axis);
+    double *counter = counting.counter();
+    *axis = std::make_unique<CountingCommunicator>(device.communicator(counting.release()), counter);
+  }
 }
 
 void ProcessGrid::set_timeout(double seconds) {
@@ -107,13 +119,15 @@ std::unique_ptr<Communicator> ProcessGrid::pp_subgroup(const std::vector<int64_t
   const bool member =
       std::find(pp_ranks.begin(), pp_ranks.end(), coord_.pp) != pp_ranks.end();
   if (!pp_mpi_) // a single process: pp rank 0 alone
-    return member ? device_->communicator(std::make_unique<SelfCommunicator>()) : nullptr;
+    return member ? std::make_unique<CountingCommunicator>(
+                        device_->communicator(std::make_unique<SelfCommunicator>()), &sent_.pp)
+                  : nullptr;
   // The ranks outside the list form a group of their own, which they drop at once.
   std::unique_ptr<MpiCommunicator> group =
       pp_mpi_->split(member ? 0 : 1, static_cast<int>(coord_.pp), axis);
   if (!member)
     return nullptr;
-  return device_->communicator(std::move(group));
+  return std::make_unique<CountingCommunicator>(device_->communicator(std::move(group)), &sent_.pp);
 }
 
 } // namespace megart

@@ -247,6 +247,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   for (int64_t k = start.iteration + 1; k <= f.train_iters; ++k) {
     const auto started = Clock::now();
     comm_activity().iteration = k;
+    grid.reset_sent_bytes();
     store.zero_grads();
     // resolve_train_flags and require_samples bounded every sample index.
     const int64_t consumed_before = start.consumed_samples + (k - start.iteration - 1) * B;
@@ -367,7 +368,15 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
                          : std::vector<MemoryUsage>{memory_tracker().usage()};
     }
 
+    // What each stage sent over its axes (read before the exchange over pp that collects them).
+    std::vector<CommunicationBytes> sent{grid.sent_bytes()};
+    if (pipelined) {
+      activity.phase("communication report");
+      sent = gather_sent_bytes(sent[0], grid.pp());
+    }
+
     IterationMetrics it;
+    it.communication = sent;
     it.iteration = k;
     it.consumed_samples = consumed_before + B;
     it.global_batch_size = B;

@@ -111,6 +111,27 @@ def memory_matches(out, first_record, plan, flags):
     return ok
 
 
+def communication_matches(out, record, plan, flags):
+    """The bytes each rank class sent per axis in a steady iteration (the runtime counts each call
+    of its communicators, megart/comm_counting.h) against the compiler's OUT/rank-communication.json.
+    Without pp the step's part scales with the microbatches per dp rank. Equal up to the rounding
+    of summing the same doubles in another order."""
+    with open(os.path.join(out, "rank-communication.json")) as f:
+        stages = json.load(f)["stages"]
+    dp = int(flags[flags.index("--dp") + 1]) if "--dp" in flags else 1
+    m = None if "--pp" in flags else int(GLOBAL_BATCH) // dp // 2
+    predicted = [{a: (s["bytes"][a] if m is None else s["bytes_per_microbatch"][a] * m +
+                      s["bytes_per_iteration_besides"][a]) for a in ("tp", "dp", "pp")} for s in stages]
+    measured = record.get("communication_bytes", [])
+    close = lambda a, b: abs(a - b) <= 1e-12 * max(abs(a), abs(b), 1.0)
+    ok = len(measured) == len(predicted) and all(close(x[a], y[a]) for x, y in zip(measured, predicted)
+                                                  for a in ("tp", "dp", "pp"))
+    show = lambda rows: [[r[a] for a in ("tp", "dp", "pp")] for r in rows]
+    print(f"  {plan}: bytes sent per rank class in iteration {record['iteration']} (tp, dp, pp): measured "
+          f"{show(measured)}, predicted {show(predicted)} {'ok' if ok else 'FAIL'}")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megac", required=True)
@@ -155,6 +176,7 @@ def main():
         if not bf16:  # the checkpoint layout does not depend on the precision
             failures += not checkpoints_interchange(w, plan, world)
         failures += not memory_matches(out, ours[0], plan, flags)
+        failures += not communication_matches(out, ours[1], plan, flags)
         checks += 1
         if "--pp" in flags:
             peaks[plan] = ours[0].get("pipeline_stash_peak_measured")

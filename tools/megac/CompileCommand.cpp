@@ -17,6 +17,7 @@
 #include "megac/Limits.h"
 #include "megac/Plan/PlanLimits.h"
 #include "megac/Plan/ShardingFlags.h"
+#include "megac/Target/RankCommunication.h"
 #include "megac/Target/RankMemory.h"
 #include "megac/Target/EmitCpp.h"
 #include "megac/Transforms/TrainingPipeline.h"
@@ -264,7 +265,7 @@ std::string headerRankLayout(const megac::ParallelPlan &plan) {
 
 /// Files megac compile writes into OUT (a recompile replaces or removes each).
 constexpr StringRef kOutputFiles[] = {"main.cpp",        "main.cu",          "main.o", "CMakeLists.txt",
-                                      "memory-plan.txt", "rank-memory.json", "train"};
+                                      "memory-plan.txt", "rank-memory.json", "rank-communication.json", "train"};
 
 } // namespace
 
@@ -358,6 +359,10 @@ int megac::runCompile() {
   const std::string rankMemoryJson = stateMemoryJson(stateBytes, plan);
   if (!dumps.write("rank-memory.json", [&](raw_ostream &os) { os << rankMemoryJson; }))
     return 1;
+  const SmallVector<StageCommunication> sent = communicationPlan(*module, plan);
+  const std::string rankCommunicationJson = communicationJson(sent, plan);
+  if (!dumps.write("rank-communication.json", [&](raw_ostream &os) { os << rankCommunicationJson; }))
+    return 1;
 
   // Everything goes to a staging folder first; OUT changes only once all of it succeeded.
   Expected<std::unique_ptr<StagedOutput>> staged = StagedOutput::create(outDir);
@@ -366,7 +371,8 @@ int megac::runCompile() {
   StringRef dir = (*staged)->dir();
   auto file = [&](StringRef name) { return (dir + "/" + name).str(); };
   if (!writeFile(file(sourceName(*target)), code) || !writeFile(file("CMakeLists.txt"), outputCMake(*target)) ||
-      !writeFile(file("memory-plan.txt"), memoryPlan) || !writeFile(file("rank-memory.json"), rankMemoryJson))
+      !writeFile(file("memory-plan.txt"), memoryPlan) || !writeFile(file("rank-memory.json"), rankMemoryJson) ||
+      !writeFile(file("rank-communication.json"), rankCommunicationJson))
     return 1;
   if (!noBuild)
     if (int rc = buildProgram(dir, *target))
@@ -376,6 +382,7 @@ int megac::runCompile() {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   outs() << "megac: " << summary << "\n";
   printStateMemory(stateBytes, plan, "megac: ", outs());
+  printCommunication(sent, plan, "megac: ", outs());
   outs() << "megac: target " << (*target == megac::Target::Cuda ? "cuda" : "cpu") << "\n"
          << (hfConfig.json.empty() ? "megac: checkpoints get no Hugging Face config.json: " + hfConfig.whyNone + "\n"
                                    : std::string())

@@ -2,6 +2,7 @@
 // JSONL file (one object per line) for scripts and tests.
 #pragma once
 
+#include "megart/comm_counting.h"
 #include "megart/memory_accounting.h"
 
 #include <cstdint>
@@ -35,6 +36,10 @@ struct IterationMetrics {
   // First iteration only (-1 otherwise; omitted): how much this process's resident memory grew
   // from before the training state was allocated to the end of the iteration (resident_memory.h).
   int64_t resident_growth_bytes = -1;
+  // What a rank of each pp stage sent over each axis during the iteration's training work (from
+  // its start to this record: not the checkpoint saves after it), as comm_counting.h counts;
+  // one entry without pp. Empty: omitted.
+  std::vector<CommunicationBytes> communication;
 };
 
 // Megatron's training_log line, e.g.

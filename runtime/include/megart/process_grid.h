@@ -4,6 +4,7 @@
 #pragma once
 
 #include "megart/comm.h"
+#include "megart/comm_counting.h"
 #include "megart/device.h"
 #include "megart/grid_layout.h"
 #include "megart/program.h"
@@ -57,6 +58,11 @@ public:
   // host buffers. world stays as it is. Collective over every axis.
   void use_device(Device &device);
 
+  // What this rank has sent over each axis since the last reset (comm_counting.h), the groups
+  // pp_subgroup makes counted as pp.
+  const CommunicationBytes &sent_bytes() const { return sent_; }
+  void reset_sent_bytes() { sent_ = CommunicationBytes{}; }
+
   // The communication timeout of every axis (Communicator::set_timeout), and of the groups
   // pp_subgroup makes afterwards.
   void set_timeout(double seconds);
@@ -70,6 +76,8 @@ public:
 
 private:
   ProcessGrid() = default;
+  // Wraps tp, dp and pp in CountingCommunicators.
+  void count_axes();
 
   // Declared first so that it is destroyed last: communicators are freed before MPI_Finalize.
   std::unique_ptr<MpiSession> session_;
@@ -79,6 +87,7 @@ private:
   std::unique_ptr<Communicator> tp_, dp_, pp_, world_;
   MpiCommunicator *pp_mpi_ = nullptr; // pp's MPI communicator when the grid runs on MPI (it can split)
   Device *device_ = &cpu_device();
+  mutable CommunicationBytes sent_; // the counting communicators add to it (pp_subgroup's too)
 };
 
 } // namespace megart

@@ -51,4 +51,7 @@ struct StashPeaks {
 };
 StashPeaks gather_stash_peaks(const ProgramDesc &program, int64_t measured, Communicator &pp);
 
+// Every pp rank's `mine`, in stage order. Collective over pp.
+std::vector<CommunicationBytes> gather_sent_bytes(const CommunicationBytes &mine, Communicator &pp);
+
 } // namespace megart

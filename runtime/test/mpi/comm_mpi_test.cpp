@@ -1,6 +1,7 @@
 // Every collective of MpiCommunicator against values computed by hand, on the whole world
 // (2 or 4 ranks) and on groups of 2.
 #include "megart/bf16.h"
+#include "megart/comm_counting.h"
 #include "megart/error.h"
 
 #include "mpi_test_util.h"
@@ -118,10 +119,19 @@ TEST(MpiComm, ErrorsNameTheCallAndTheAxis) {
   }
 }
 
+void ring_sums(int64_t n);
+
 TEST(MpiComm, LargeAllReduceSumsOnTheRing) {
-  // Large float sums take the ring; an odd size leaves chunks of different lengths.
+  // Large float sums take the ring; an odd size leaves chunks of different lengths, and chunks
+  // past 64 Ki floats pass in several slices (the last one short).
+  for (const int64_t n : {int64_t{100003}, int64_t{300007}}) {
+    SCOPED_TRACE(n);
+    ring_sums(n);
+  }
+}
+
+void ring_sums(int64_t n) {
   auto w = mpi_test::world();
-  const int64_t n = 100003;
   const int r = w->rank(), p = w->size();
   std::vector<float> exact(n), inexact(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -203,4 +213,32 @@ TEST(MpiComm, LargeAllGatherOnTheRing) {
   std::copy(in.begin(), in.end(), shifted.begin());
   w->all_gather(shifted.data(), shifted.data(), n);
   EXPECT_EQ(shifted, expected);
+}
+
+// The bytes a rank sends, as comm_counting.h counts them: 2 (p-1)/p of an all-reduce, (p-1)/p of
+// the whole of a reduce-scatter or all-gather, a send's own bytes, nothing for a receive.
+TEST(CountingCommunicator, CountsWhatARingSends) {
+  auto w = mpi_test::world();
+  const int p = w->size(), r = w->rank();
+  double sent = 0;
+  megart::CountingCommunicator c(mpi_test::world(), &sent);
+  std::vector<float> a(12 * p, 1.0f), out(12 * p);
+  std::vector<double> d(3, 1.0);
+  c.all_reduce_sum(a.data(), 10);
+  EXPECT_DOUBLE_EQ(sent, 2.0 * (p - 1) / p * 40);
+  c.all_reduce_sum(d.data(), 3);
+  EXPECT_DOUBLE_EQ(sent, 2.0 * (p - 1) / p * (40 + 24));
+  sent = 0;
+  c.reduce_scatter_sum(out.data(), a.data(), 12); // 12 floats each, 12 p in all
+  c.all_gather(out.data(), a.data(), 12);
+  EXPECT_DOUBLE_EQ(sent, 2.0 * (p - 1) / p * 12 * p * 4);
+  sent = 0;
+  if (p > 1) {
+    const int right = (r + 1) % p, left = (r + p - 1) % p;
+    auto recv = c.irecv(out.data(), 5, left, 7);
+    auto send = c.isend(a.data(), 5, right, 7);
+    c.wait(*recv);
+    c.wait(*send);
+  }
+  EXPECT_DOUBLE_EQ(sent, p > 1 ? 20.0 : 0.0);
 }

@@ -1,0 +1,242 @@
+#include "megac/Target/RankCommunication.h"
+
+#include "megac/Plan/PlanIR.h"
+#include "megart/comm_counting.h"
+#include "tx/TxChunks.h"
+#include "tx/TxNames.h"
+#include "tx/TxOps.h"
+#include "tx/TxParamTable.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace megac;
+
+namespace {
+
+constexpr int64_t kFloatBytes = 4, kDoubleBytes = 8;
+constexpr int64_t kGradAlignFloats = 16; // ParamStore's 64-byte gradient alignment (no_shard)
+
+int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
+
+/// The bytes per rank of one stage's work, found by walking what its functions call.
+class StageWalk {
+public:
+  StageWalk(ModuleOp module, const ParallelPlan &plan, const tx::ParamTable &table) : module(module), plan(plan) {
+    // Where each gradient starts in a no_shard rank's gradient buffer: a dp bucket all-reduces the
+    // contiguous range from its first parameter's gradient to the end of its last's.
+    int64_t at = 0;
+    for (tx::ParamOp p : table.all()) {
+      gradOffsets.push_back(at);
+      gradNumels.push_back(p.getType().getNumElements());
+      at += (gradNumels.back() + kGradAlignFloats - 1) / kGradAlignFloats * kGradAlignFloats;
+    }
+  }
+
+  /// A call of `fn`: its collectives and its callees'. A bucket started in backward
+  /// (--overlap-grad-reduce) goes to `once`: only the iteration's last microbatch starts it.
+  AxisBytes call(func::FuncOp fn, AxisBytes &once) {
+    AxisBytes bytes;
+    fn.walk([&](Operation *op) {
+      if (auto r = dyn_cast<shard::AllReduceOp>(op)) {
+        auto bucket = r.getInput().getDefiningOp<tx::GradBucketOp>();
+        const int64_t floats = bucket ? bucketFloats(bucket.getFirst(), bucket.getLast()) : numel(r.getResult());
+        add(bytes, r.getGridAxes(), megart::all_reduce_bytes(double(floats * kFloatBytes), size(r.getGridAxes())));
+      } else if (auto g = dyn_cast<shard::AllGatherOp>(op)) {
+        add(bytes, g.getGridAxes(), megart::gather_bytes(double(numel(g.getResult()) * kFloatBytes), size(g.getGridAxes())));
+      } else if (auto s = dyn_cast<shard::ReduceScatterOp>(op)) {
+        add(bytes, s.getGridAxes(), megart::gather_bytes(double(numel(s.getInput()) * kFloatBytes), size(s.getGridAxes())));
+      } else if (auto start = dyn_cast<tx::StartGradSyncOp>(op)) {
+        once.dp += megart::all_reduce_bytes(double(bucketFloats(start.getFirst(), start.getLast()) * kFloatBytes), plan.dp);
+      } else if (auto c = dyn_cast<func::CallOp>(op)) {
+        if (auto callee = module.lookupSymbol<func::FuncOp>(c.getCallee()))
+          bytes += callee == fn ? AxisBytes{} : calleeBytes(callee);
+      }
+    });
+    return bytes;
+  }
+
+private:
+  AxisBytes calleeBytes(func::FuncOp callee) {
+    auto it = memo.find(callee.getName());
+    if (it != memo.end())
+      return it->second;
+    AxisBytes unusedOnce;
+    AxisBytes b = call(callee, unusedOnce);
+    memo[callee.getName()] = b;
+    return b;
+  }
+  int64_t bucketFloats(int64_t first, int64_t last) const {
+    return gradOffsets[last] + gradNumels[last] - gradOffsets[first];
+  }
+  int64_t size(ArrayRef<int16_t> axes) const {
+    if (axes.size() != 1)
+      return 1;
+    switch (static_cast<GridAxis>(axes[0])) {
+    case GridAxis::Pp: return plan.pp;
+    case GridAxis::Dp: return plan.dp;
+    case GridAxis::Tp: return plan.tp;
+    }
+    return 1;
+  }
+  void add(AxisBytes &b, ArrayRef<int16_t> axes, double bytes) const {
+    if (axes.size() != 1)
+      return;
+    switch (static_cast<GridAxis>(axes[0])) {
+    case GridAxis::Pp: b.pp += bytes; break;
+    case GridAxis::Dp: b.dp += bytes; break;
+    case GridAxis::Tp: b.tp += bytes; break;
+    }
+  }
+
+  ModuleOp module;
+  const ParallelPlan &plan;
+  SmallVector<int64_t> gradOffsets, gradNumels;
+  llvm::StringMap<AxisBytes> memo;
+};
+
+/// Elements of parameter `index`'s gradient that its tied copies sum: the whole block, or with
+/// sharded gradients this rank's shard of the block's own bucket.
+int64_t tiedFloats(const tx::ParamTable &table, int64_t index, func::FuncOp syncFn, const ParallelPlan &plan) {
+  const ShardingStrategy held = plan.shardedState();
+  const int64_t whole = table[index].getType().getNumElements();
+  auto layout = syncFn ? syncFn->getAttrOfType<DictionaryAttr>(names::kFlatLayoutAttr) : DictionaryAttr();
+  if ((held != ShardingStrategy::OptimGrads && held != ShardingStrategy::OptimGradsParams) || !layout)
+    return whole;
+  const int64_t at = cast<DenseI64ArrayAttr>(layout.get("param_offsets")).asArrayRef()[index];
+  ArrayRef<int64_t> buckets = cast<DenseI64ArrayAttr>(layout.get("buckets")).asArrayRef();
+  for (size_t b = 0; b + 1 < buckets.size(); b += 2)
+    if (at >= buckets[b] && at < buckets[b] + buckets[b + 1])
+      return buckets[b + 1] / plan.shardDegree;
+  return whole;
+}
+
+std::string formatBytes(double bytes) {
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4)
+    bytes /= 1024, ++u;
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format(u ? "%.2f " : "%.0f ", bytes) << units[u];
+  return text;
+}
+
+llvm::json::Object axisJson(const AxisBytes &b) { return llvm::json::Object{{"tp", b.tp}, {"dp", b.dp}, {"pp", b.pp}}; }
+
+} // namespace
+
+SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const ParallelPlan &plan) {
+  SmallVector<StageCommunication> result;
+  const bool pipelined = tx::hasChunkFunctions(module);
+  // With --overlap-grad-reduce the backward starts the dp buckets; OUT/train does not run the
+  // sync function then.
+  bool overlapped = false;
+  module.walk([&](tx::StartGradSyncOp) { overlapped = true; });
+  auto runsOnce = [&](StringRef name) {
+    return overlapped && name.starts_with(names::kSyncGradients) ? func::FuncOp()
+                                                                  : module.lookupSymbol<func::FuncOp>(name);
+  };
+  // What OUT/train sums itself every iteration: the loss over pp and dp, the gradient norm's sum of
+  // squares over the shard group (sharded state), tp and pp; all doubles.
+  AxisBytes runtimeSums;
+  runtimeSums.pp = 2 * megart::all_reduce_bytes(kDoubleBytes, plan.pp);
+  runtimeSums.dp = megart::all_reduce_bytes(kDoubleBytes, plan.dp) +
+                   (plan.sharding != ShardingStrategy::NoShard ? megart::all_reduce_bytes(kDoubleBytes, plan.shardDegree)
+                                                               : 0.0);
+  runtimeSums.tp = megart::all_reduce_bytes(kDoubleBytes, plan.tp);
+  if (!pipelined) {
+    auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
+    if (!entry)
+      return result;
+    tx::ParamTable table(entry);
+    StageWalk walk(module, plan, table);
+    StageCommunication c;
+    c.perIteration = runtimeSums;
+    c.perMicrobatch = walk.call(entry, c.perIteration);
+    for (StringRef name : {names::kSyncGradients, names::kGatherParams})
+      if (auto fn = runsOnce(name))
+        c.perIteration += walk.call(fn, c.perIteration);
+    result.push_back(c);
+    return result;
+  }
+  // Tensors held by several stages (tied weights) and how many stages hold each.
+  llvm::StringMap<int64_t> holders;
+  for (int64_t s = 0; s < plan.pp; ++s) {
+    llvm::StringSet<> seen;
+    tx::ParamTable table(tx::stageFunctions(module, s, plan.pp));
+    for (tx::ParamOp p : table.all())
+      if (seen.insert(p.getName()).second)
+        ++holders[p.getName()];
+  }
+  int64_t chunks = 0;
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (tx::chunkOf(fn) && !names::isBackwardHalf(fn.getName()))
+      ++chunks;
+  for (int64_t s = 0; s < plan.pp; ++s) {
+    SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s, plan.pp);
+    tx::ParamTable table(fns);
+    StageWalk walk(module, plan, table);
+    StageCommunication c;
+    c.stage = s;
+    c.perIteration = runtimeSums;
+    c.microbatches = plan.numMicrobatches;
+    for (func::FuncOp fn : fns) {
+      c.perMicrobatch += walk.call(fn, c.perIteration);
+      // The executor sends a chunk's output on (not the last chunk's) and its input gradient back
+      // (not chunk 0's), once per microbatch.
+      const int64_t chunk = *tx::chunkOf(fn);
+      if (names::isBackwardHalf(fn.getName()))
+        continue;
+      if (chunk != chunks - 1)
+        c.perMicrobatch.pp += double(cast<RankedTensorType>(fn.getResultTypes()[0]).getNumElements() * kFloatBytes);
+      if (chunk != 0)
+        c.perMicrobatch.pp += double(numel(fn.getArgument(2)) * kFloatBytes);
+    }
+    auto syncFn = module.lookupSymbol<func::FuncOp>(names::stageSyncName(s));
+    for (const std::string &name : {names::stageSyncName(s), names::stageGatherName(s)})
+      if (auto fn = runsOnce(name))
+        c.perIteration += walk.call(fn, c.perIteration);
+    // The tied gradients, summed between the stages that hold them.
+    for (int64_t i = 0; i < table.size(); ++i)
+      if (int64_t group = holders[table[i].getName()]; group > 1)
+        c.perIteration.pp +=
+            megart::all_reduce_bytes(double(tiedFloats(table, i, syncFn, plan) * kFloatBytes), group);
+    result.push_back(c);
+  }
+  return result;
+}
+
+void megac::printCommunication(ArrayRef<StageCommunication> stages, const ParallelPlan &plan, StringRef prefix,
+                               raw_ostream &os) {
+  for (const StageCommunication &c : stages) {
+    const int64_t m = c.microbatches > 0 ? c.microbatches : 1;
+    const AxisBytes t = c.total(m);
+    os << prefix << "sent per iteration per rank" << (plan.pp > 1 ? " of pp stage " + std::to_string(c.stage) : "")
+       << ": tp " << formatBytes(t.tp) << ", dp " << formatBytes(t.dp) << ", pp " << formatBytes(t.pp) << " ("
+       << m << " microbatch" << (m == 1 ? "" : "es")
+       << (plan.pp == 1 ? "; the step's part scales with OUT/train's --global-batch-size" : "") << ")\n";
+  }
+}
+
+std::string megac::communicationJson(ArrayRef<StageCommunication> stages, const ParallelPlan &plan) {
+  llvm::json::Array list;
+  for (const StageCommunication &c : stages) {
+    const int64_t m = c.microbatches > 0 ? c.microbatches : 1;
+    list.push_back(llvm::json::Object{{"pp_stage", c.stage},
+                                      {"microbatches", m},
+                                      {"bytes_per_microbatch", axisJson(c.perMicrobatch)},
+                                      {"bytes_per_iteration_besides", axisJson(c.perIteration)},
+                                      {"bytes", axisJson(c.total(m))}});
+  }
+  llvm::json::Object root{{"plan", plan.summary()},
+                          {"convention", "bytes each rank sends, as ring algorithms move them (NCCL's bus bytes)"},
+                          {"stages", std::move(list)}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+  return text;
+}

@@ -1,0 +1,69 @@
+#include "megart/comm_counting.h"
+
+namespace megart {
+
+CountingCommunicator::CountingCommunicator(std::unique_ptr<Communicator> inner, double *counter)
+    : inner_(std::move(inner)), counter_(counter) {
+  Communicator::set_timeout(inner_->timeout());
+}
+
+void CountingCommunicator::all_reduce_sum(float *data, int64_t n) {
+  count_all_reduce(n, sizeof(float));
+  inner_->all_reduce_sum(data, n);
+}
+
+void CountingCommunicator::all_reduce_max(float *data, int64_t n) {
+  count_all_reduce(n, sizeof(float));
+  inner_->all_reduce_max(data, n);
+}
+
+void CountingCommunicator::all_reduce_sum(double *data, int64_t n) {
+  count_all_reduce(n, sizeof(double));
+  inner_->all_reduce_sum(data, n);
+}
+
+void CountingCommunicator::all_gather(float *out, const float *in, int64_t n) {
+  count_gather(n * inner_->size());
+  inner_->all_gather(out, in, n);
+}
+
+void CountingCommunicator::reduce_scatter_sum(float *out, const float *in, int64_t n) {
+  count_gather(n * inner_->size());
+  inner_->reduce_scatter_sum(out, in, n);
+}
+
+void CountingCommunicator::broadcast(float *data, int64_t n, int root) {
+  count_gather(n);
+  inner_->broadcast(data, n, root);
+}
+
+std::unique_ptr<Request> CountingCommunicator::iall_reduce_sum(float *data, int64_t n) {
+  count_all_reduce(n, sizeof(float));
+  return inner_->iall_reduce_sum(data, n);
+}
+
+void CountingCommunicator::all_reduce_sum_bf16(uint16_t *data, int64_t n) {
+  count_all_reduce(n, sizeof(uint16_t));
+  inner_->all_reduce_sum_bf16(data, n);
+}
+
+std::unique_ptr<Request> CountingCommunicator::iall_reduce_sum_bf16(uint16_t *data, int64_t n) {
+  count_all_reduce(n, sizeof(uint16_t));
+  return inner_->iall_reduce_sum_bf16(data, n);
+}
+
+std::unique_ptr<Request> CountingCommunicator::isend(const float *data, int64_t n, int peer, int tag) {
+  *counter_ += static_cast<double>(n * static_cast<int64_t>(sizeof(float)));
+  return inner_->isend(data, n, peer, tag);
+}
+
+std::unique_ptr<Request> CountingCommunicator::irecv(float *data, int64_t n, int peer, int tag) {
+  return inner_->irecv(data, n, peer, tag);
+}
+
+void CountingCommunicator::set_timeout(double seconds) {
+  Communicator::set_timeout(seconds);
+  inner_->set_timeout(seconds);
+}
+
+} // namespace megart
