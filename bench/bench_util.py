@@ -95,3 +95,20 @@ def replace_docs_block(docs, begin, end, markdown, append_if_missing=False):
         sys.exit(f"error: {docs} has no {begin} ... {end} block to replace")
     with open(docs, "w") as f:
         f.write(text)
+
+
+def write_random_tokens(argv, vocab_size, seed):
+    """The benches' data worker (run under Debian's python, which has numpy): --data-path PREFIX
+    --tokens N writes one document of N random token ids < vocab_size (fixed seed) as a Megatron
+    indexed dataset (test/reference/indexed_dataset.py)."""
+    import argparse
+    p = argparse.ArgumentParser()
+    p.add_argument("--data-path", required=True)
+    p.add_argument("--tokens", type=int, required=True)
+    a = p.parse_args(argv)
+    import numpy as np
+    sys.path.insert(0, os.path.join(REPO, "test", "reference"))
+    from indexed_dataset import write_dataset
+    rng = np.random.default_rng(seed)
+    write_dataset(a.data_path, [rng.integers(0, vocab_size, size=a.tokens)], vocab_size)
+    return 0

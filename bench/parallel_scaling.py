@@ -51,7 +51,8 @@ import tempfile
 import textwrap
 import time
 
-from bench_util import CpuMeter, cpu_model, git_rev, loadavg, log, read_metrics, replace_docs_block
+from bench_util import (CpuMeter, cpu_model, git_rev, loadavg, log, read_metrics, replace_docs_block,
+                        write_random_tokens)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(REPO, "test", "reference")
@@ -115,19 +116,6 @@ int main(int argc, char **argv) {
 # ---------------------------------------------------------------------------------------------
 # Data (runs in its own process under --python: needs numpy)
 # ---------------------------------------------------------------------------------------------
-
-def worker_data(argv):
-    p = argparse.ArgumentParser()
-    p.add_argument("--data-path", required=True)
-    p.add_argument("--tokens", type=int, required=True)
-    a = p.parse_args(argv)
-    import numpy as np
-    sys.path.insert(0, REFERENCE)
-    from indexed_dataset import write_dataset
-    rng = np.random.default_rng(DATA_SEED)
-    write_dataset(a.data_path, [rng.integers(0, SIZES["vocab_size"], size=a.tokens)], SIZES["vocab_size"])
-    return 0
-
 
 # ---------------------------------------------------------------------------------------------
 # Driver
@@ -400,7 +388,7 @@ def write_docs(markdown):
 
 def main(argv):
     if argv[:1] == ["--worker-data"]:
-        return worker_data(argv[1:])
+        return write_random_tokens(argv[1:], SIZES["vocab_size"], DATA_SEED)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--configs", default="tp1,tp2,dp2,tp1x1",

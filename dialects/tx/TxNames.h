@@ -35,6 +35,8 @@ inline constexpr llvm::StringLiteral kForwardEntry = "forward";
 inline constexpr llvm::StringLiteral kTrainStep = "train_step";
 /// The device grid every collective refers to, and the pipeline schedule.
 inline constexpr llvm::StringLiteral kGrid = "grid";
+/// Hybrid sharding: @grid's dp axis as replicas x shards (megac-data-parallel makes it).
+inline constexpr llvm::StringLiteral kDpGrid = "dp_grid";
 inline constexpr llvm::StringLiteral kSchedule = "schedule";
 /// The data-parallel gradient buckets (one function per pipeline stage with pp > 1).
 inline constexpr llvm::StringLiteral kSyncGradients = "sync_gradients";

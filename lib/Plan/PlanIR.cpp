@@ -186,3 +186,50 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
                 kVirtualStages.str() + " = " + Twine(chunks) + " (one per chunk)");
   return result;
 }
+
+StringRef megac::dpGridAxisName(DpGridAxis axis) { return axis == DpGridAxis::Replicate ? "dp_replicate" : "dp_shard"; }
+
+static FlatSymbolRefAttr dpGrid(ModuleOp module, const ParallelPlan &plan) {
+  MLIRContext *ctx = module.getContext();
+  if (!module.lookupSymbol(names::kDpGrid)) {
+    OpBuilder b(ctx);
+    auto grid = module.lookupSymbol<shard::GridOp>(names::kGrid);
+    if (grid)
+      b.setInsertionPointAfter(grid);
+    else
+      b.setInsertionPointToStart(module.getBody());
+    auto dp = shard::GridOp::create(b, module.getLoc(), b.getStringAttr(names::kDpGrid),
+                                    b.getDenseI64ArrayAttr({plan.dp / plan.shardDegree, plan.shardDegree}));
+    dp->setAttr(names::kAxesAttr, b.getArrayAttr({b.getStringAttr(dpGridAxisName(DpGridAxis::Replicate)),
+                                                  b.getStringAttr(dpGridAxisName(DpGridAxis::Shard))}));
+  }
+  return FlatSymbolRefAttr::get(ctx, names::kDpGrid);
+}
+
+CollectiveAxes megac::shardGroupAxes(ModuleOp module, const ParallelPlan &plan) {
+  Builder b(module.getContext());
+  if (plan.shardDegree == plan.dp)
+    return {FlatSymbolRefAttr::get(module.getContext(), names::kGrid),
+            b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)})};
+  return {dpGrid(module, plan), b.getDenseI16ArrayAttr({static_cast<int16_t>(DpGridAxis::Shard)})};
+}
+
+CollectiveAxes megac::replicaGroupAxes(ModuleOp module, const ParallelPlan &plan) {
+  Builder b(module.getContext());
+  return {dpGrid(module, plan), b.getDenseI16ArrayAttr({static_cast<int16_t>(DpGridAxis::Replicate)})};
+}
+
+int64_t megac::collectiveSize(const ParallelPlan &plan, StringRef grid, ArrayRef<int16_t> axes) {
+  if (axes.size() != 1)
+    return 1;
+  if (grid == names::kDpGrid)
+    return axes[0] == static_cast<int16_t>(DpGridAxis::Shard) ? plan.shardDegree : plan.dp / plan.shardDegree;
+  if (grid != names::kGrid)
+    return 1;
+  switch (static_cast<GridAxis>(axes[0])) {
+  case GridAxis::Pp: return plan.pp;
+  case GridAxis::Dp: return plan.dp;
+  case GridAxis::Tp: return plan.tp;
+  }
+  return 1;
+}

@@ -135,11 +135,14 @@ private:
     return "valid_columns(" + labelled("vocab_size", std::to_string(*vocabSize)) + ", " + vocabStart(local) + ", " +
            labelled("vocab_local", std::to_string(local)) + ")";
   }
-  /// The communicator of one grid axis: ctx.tp, ctx.dp or ctx.pp.
-  FailureOr<std::string> communicator(Operation &op, ArrayRef<int16_t> axes) {
-    if (axes.size() != 1 || axes[0] < 0 || axes[0] > static_cast<int16_t>(GridAxis::Tp))
-      return unsupported(op, "a collective over more than one grid axis, or none");
-    return "ctx." + gridAxisName(static_cast<GridAxis>(axes[0])).str();
+  /// The communicator of one grid axis: ctx.tp, ctx.dp, ctx.pp (@grid) or, with hybrid
+  /// sharding, ctx.dp_shard / ctx.dp_replicate (@dp_grid).
+  FailureOr<std::string> communicator(Operation &op, StringRef grid, ArrayRef<int16_t> axes) {
+    std::string name = communicatorName(grid, axes);
+    if (name.empty())
+      return unsupported(op, "a collective over more than one grid axis, or none, or another grid than @grid "
+                             "and @dp_grid");
+    return name;
   }
   /// The Megatron rule a pass recorded on a collective: a comment above its call.
   void ruleComment(Operation *op) {
@@ -418,7 +421,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](shard::AllReduceOp r) -> LogicalResult {
-        FailureOr<std::string> comm = communicator(op, r.getGridAxes());
+        FailureOr<std::string> comm = communicator(op, r.getGrid(), r.getGridAxes());
         if (failed(comm))
           return failure();
         bool max = r.getReduction() == shard::ReductionKind::Max;
@@ -430,7 +433,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](shard::AllGatherOp g) -> LogicalResult {
-        FailureOr<std::string> comm = communicator(op, g.getGridAxes());
+        FailureOr<std::string> comm = communicator(op, g.getGrid(), g.getGridAxes());
         if (failed(comm))
           return failure();
         ArrayRef<int64_t> in = shapeOf(g.getInput());
@@ -441,7 +444,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](shard::ReduceScatterOp g) -> LogicalResult {
-        FailureOr<std::string> comm = communicator(op, g.getGridAxes());
+        FailureOr<std::string> comm = communicator(op, g.getGrid(), g.getGridAxes());
         if (failed(comm))
           return failure();
         ArrayRef<int64_t> out = shapeOf(g.getResult());
@@ -452,7 +455,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](shard::AllSliceOp g) -> LogicalResult {
-        FailureOr<std::string> comm = communicator(op, g.getGridAxes());
+        FailureOr<std::string> comm = communicator(op, g.getGrid(), g.getGridAxes());
         if (failed(comm))
           return failure();
         ArrayRef<int64_t> out = shapeOf(g.getResult());
@@ -641,6 +644,16 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
 }
 
 } // namespace
+
+std::string communicatorName(StringRef grid, ArrayRef<int16_t> axes) {
+  if (axes.size() != 1)
+    return "";
+  if (grid == names::kDpGrid && (axes[0] == 0 || axes[0] == 1))
+    return "ctx." + dpGridAxisName(static_cast<DpGridAxis>(axes[0])).str();
+  if (grid != names::kGrid || axes[0] < 0 || axes[0] > static_cast<int16_t>(GridAxis::Tp))
+    return "";
+  return "ctx." + gridAxisName(static_cast<GridAxis>(axes[0])).str();
+}
 
 void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t first, int64_t last, int64_t lastNumel) {
   os << indent << "ctx.grad_sync->start(grads[" << first << "], (grads[" << last << "] + " << lastNumel << ") - grads["

@@ -39,6 +39,10 @@ private:
 /// lastNumel elements after grads[last].
 void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t first, int64_t last, int64_t lastNumel);
 
+/// The StepContext member that runs a collective over `axes` of grid `grid` ("ctx.tp", ...,
+/// "ctx.dp_shard" for @dp_grid's shard axis), or "" for none.
+std::string communicatorName(llvm::StringRef grid, llvm::ArrayRef<int16_t> axes);
+
 /// How a step or chunk function names its dloss argument: the address of its float parameter.
 inline constexpr const char *kDlossArg = "(&dloss)";
 

@@ -52,20 +52,35 @@ LogicalResult emitSyncGradients(func::FuncOp fn, const tx::ParamTable &table, ll
   os << "void " << fn.getName() << "(const megart::StepContext &ctx, float *const *grads) {\n";
   for (Operation &op : fn.getBody().front().without_terminator()) {
     if (isa<shard::AllReduceOp, tx::SetGradBucketOp, shard::ReduceScatterOp, tx::SetGradShardOp>(op))
-      continue; // handled with their bucket
+      continue; // handled with their bucket (an all-reduce after a reduce-scatter: with the scatter)
     auto bucket = dyn_cast<tx::GradBucketOp>(op);
     auto scatter = bucket && bucket->hasOneUse() ? dyn_cast<shard::ReduceScatterOp>(*bucket->getUsers().begin())
                                                  : nullptr;
     if (scatter) {
-      // The distributed optimizer: in place, this rank's shard of the sum to the bucket's start.
-      auto keep = scatter->hasOneUse() ? dyn_cast<tx::SetGradShardOp>(*scatter->getUsers().begin()) : nullptr;
-      if (!keep || keep.getFirst() != bucket.getFirst() || keep.getLast() != bucket.getLast())
-        return op.emitOpError("in a sharded @sync_gradients must be reduce-scattered and kept by tx.set_grad_shard");
+      // The distributed optimizer: in place, this rank's shard of the sum to the bucket's start
+      // (with hybrid sharding then summed across the replicas, in place too).
+      Operation *last = scatter;
+      auto across = scatter->hasOneUse() ? dyn_cast<shard::AllReduceOp>(*scatter->getUsers().begin()) : nullptr;
+      if (across)
+        last = across;
+      auto keep = last->hasOneUse() ? dyn_cast<tx::SetGradShardOp>(*last->getUsers().begin()) : nullptr;
+      const std::string shardComm = communicatorName(scatter.getGrid(), scatter.getGridAxes());
+      const std::string replicaComm = across ? communicatorName(across.getGrid(), across.getGridAxes()) : "";
+      if (!keep || keep.getFirst() != bucket.getFirst() || keep.getLast() != bucket.getLast() || shardComm.empty() ||
+          (across && replicaComm.empty()))
+        return op.emitOpError("in a sharded @sync_gradients must be reduce-scattered (and summed across replicas) "
+                              "and kept by tx.set_grad_shard");
       if (auto rule = scatter->getAttrOfType<StringAttr>(names::kRuleAttr))
         os << "  // " << rule.getValue() << "\n";
       // Parameters lie in reverse table order: the bucket starts at its last parameter.
-      os << "  ctx.dp->reduce_scatter_sum(grads[" << bucket.getLast() << "], grads[" << bucket.getLast() << "], "
-         << cast<RankedTensorType>(scatter.getType()).getNumElements() << ");\n";
+      const int64_t m = cast<RankedTensorType>(scatter.getType()).getNumElements();
+      os << "  " << shardComm << "->reduce_scatter_sum(grads[" << bucket.getLast() << "], grads[" << bucket.getLast()
+         << "], " << m << ");\n";
+      if (across) {
+        if (auto rule = across->getAttrOfType<StringAttr>(names::kRuleAttr))
+          os << "  // " << rule.getValue() << "\n";
+        os << "  " << replicaComm << "->all_reduce_sum(grads[" << bucket.getLast() << "], " << m << ");\n";
+      }
       continue;
     }
     auto sum = bucket && bucket->hasOneUse() ? dyn_cast<shard::AllReduceOp>(*bucket->getUsers().begin()) : nullptr;
@@ -82,8 +97,8 @@ LogicalResult emitSyncGradients(func::FuncOp fn, const tx::ParamTable &table, ll
 }
 
 LogicalResult emitGatherParams(func::FuncOp fn, llvm::raw_ostream &os) {
-  os << "void " << fn.getName() << "(const megart::StepContext &ctx, float *const *params) {\n"
-     << "  const int64_t rank = ctx.dp->rank();\n";
+  os << "void " << fn.getName() << "(const megart::StepContext &ctx, float *const *params) {\n";
+  bool ranked = false;
   for (Operation &op : fn.getBody().front().without_terminator()) {
     if (isa<shard::AllGatherOp, tx::SetParamBucketOp>(op))
       continue; // handled with their shard
@@ -92,11 +107,17 @@ LogicalResult emitGatherParams(func::FuncOp fn, llvm::raw_ostream &os) {
     auto store = all && all->hasOneUse() ? dyn_cast<tx::SetParamBucketOp>(*all->getUsers().begin()) : nullptr;
     if (!store || store.getFirst() != mine.getFirst() || store.getLast() != mine.getLast())
       return op.emitOpError("in @gather_params must be a parameter shard all-gathered into its bucket");
+    const std::string comm = communicatorName(all.getGrid(), all.getGridAxes());
+    if (comm.empty())
+      return op.emitOpError("in @gather_params must be all-gathered over @grid's dp axis or @dp_grid's shard axis");
+    if (!ranked) // every bucket's gather runs over the same group
+      os << "  const int64_t rank = " << comm << "->rank();\n";
+    ranked = true;
     if (auto rule = all->getAttrOfType<StringAttr>(names::kRuleAttr))
       os << "  // " << rule.getValue() << "\n";
     const int64_t m = mine.getType().getNumElements();
-    os << "  ctx.dp->all_gather(params[" << mine.getLast() << "], params[" << mine.getLast() << "] + rank * " << m
-       << ", " << m << ");\n";
+    os << "  " << comm << "->all_gather(params[" << mine.getLast() << "], params[" << mine.getLast() << "] + rank * "
+       << m << ", " << m << ");\n";
   }
   os << "}\n\n";
   return success();

@@ -45,11 +45,14 @@ public:
       if (auto r = dyn_cast<shard::AllReduceOp>(op)) {
         auto bucket = r.getInput().getDefiningOp<tx::GradBucketOp>();
         const int64_t floats = bucket ? bucketFloats(bucket.getFirst(), bucket.getLast()) : numel(r.getResult());
-        add(bytes, r.getGridAxes(), megart::all_reduce_bytes(double(floats * kFloatBytes), size(r.getGridAxes())));
+        add(bytes, r.getGrid(), r.getGridAxes(),
+            megart::all_reduce_bytes(double(floats * kFloatBytes), collectiveSize(plan, r.getGrid(), r.getGridAxes())));
       } else if (auto g = dyn_cast<shard::AllGatherOp>(op)) {
-        add(bytes, g.getGridAxes(), megart::gather_bytes(double(numel(g.getResult()) * kFloatBytes), size(g.getGridAxes())));
+        add(bytes, g.getGrid(), g.getGridAxes(),
+            megart::gather_bytes(double(numel(g.getResult()) * kFloatBytes), collectiveSize(plan, g.getGrid(), g.getGridAxes())));
       } else if (auto s = dyn_cast<shard::ReduceScatterOp>(op)) {
-        add(bytes, s.getGridAxes(), megart::gather_bytes(double(numel(s.getInput()) * kFloatBytes), size(s.getGridAxes())));
+        add(bytes, s.getGrid(), s.getGridAxes(),
+            megart::gather_bytes(double(numel(s.getInput()) * kFloatBytes), collectiveSize(plan, s.getGrid(), s.getGridAxes())));
       } else if (auto start = dyn_cast<tx::StartGradSyncOp>(op)) {
         once.dp += megart::all_reduce_bytes(double(bucketFloats(start.getFirst(), start.getLast()) * kFloatBytes), plan.dp);
       } else if (auto c = dyn_cast<func::CallOp>(op)) {
@@ -73,19 +76,14 @@ private:
   int64_t bucketFloats(int64_t first, int64_t last) const {
     return gradOffsets[last] + gradNumels[last] - gradOffsets[first];
   }
-  int64_t size(ArrayRef<int16_t> axes) const {
-    if (axes.size() != 1)
-      return 1;
-    switch (static_cast<GridAxis>(axes[0])) {
-    case GridAxis::Pp: return plan.pp;
-    case GridAxis::Dp: return plan.dp;
-    case GridAxis::Tp: return plan.tp;
-    }
-    return 1;
-  }
-  void add(AxisBytes &b, ArrayRef<int16_t> axes, double bytes) const {
+  /// A collective's bytes to its axis's count: @dp_grid's replicas and shards are dp ranks.
+  void add(AxisBytes &b, StringRef grid, ArrayRef<int16_t> axes, double bytes) const {
     if (axes.size() != 1)
       return;
+    if (grid == names::kDpGrid) {
+      b.dp += bytes;
+      return;
+    }
     switch (static_cast<GridAxis>(axes[0])) {
     case GridAxis::Pp: b.pp += bytes; break;
     case GridAxis::Dp: b.dp += bytes; break;

@@ -1,4 +1,6 @@
-// megac-data-parallel: the gradient all-reduce over data-parallel ranks, in flat buckets.
+// megac-data-parallel: the gradient all-reduce over data-parallel ranks, in flat buckets; with a
+// sharding strategy, Megatron's flat layout and the reduce-scatters / all-gathers of ZeRO-1/2/3
+// (over shard groups of dp ranks, summed across their replicas with hybrid sharding).
 #include "ShardPlacement.h"
 #include "GradSyncPlacement.h"
 #include "megac/Plan/FlatBufferLayout.h"
@@ -27,6 +29,16 @@ namespace {
 
 constexpr StringLiteral kZero3Rule = "ZeRO-3 (optim_grads_params): all-gather of the parameter";
 
+/// The shard group (and with hybrid sharding the replicas) of the plan's sharded state.
+ShardGroups groupsOf(ModuleOp module, const ParallelPlan &plan) {
+  ShardGroups groups;
+  groups.degree = plan.shardDegree;
+  groups.shard = shardGroupAxes(module, plan);
+  if (plan.shardDegree != plan.dp)
+    groups.replicas = replicaGroupAxes(module, plan);
+  return groups;
+}
+
 /// The label of the reduce-scatters in backward (ZeRO-2 and ZeRO-3).
 std::string gradRule(const ParallelPlan &plan) {
   return std::string(plan.sharding == ShardingStrategy::OptimGrads ? "ZeRO-2" : "ZeRO-3") + " (" +
@@ -43,14 +55,6 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       return;
     const int64_t bucketSize = plan->ddpBucketSize;
     const bool overlap = plan->overlapGradReduce;
-    if (plan->sharding != ShardingStrategy::NoShard && plan->shardDegree != plan->dp) {
-      module.emitError() << getArgument() << ": hybrid sharding (the state sharded over " << plan->shardDegree
-                         << " of the " << plan->dp
-                         << " dp ranks, replicated across the rest) is not derived yet; drop "
-                            "--data-parallel-replicate-degree / --num-distributed-optimizer-instances / "
-                            "--data-parallel-shard-degree to shard over all dp ranks";
-      return signalPassFailure();
-    }
     if (overlap && plan->sharding != ShardingStrategy::NoShard) {
       module.emitError() << getArgument() << ": --overlap-grad-reduce with a sharded strategy ("
                          << shardingStrategyName(plan->sharding)
@@ -71,7 +75,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
             addShardedFunctions(module, names::kSyncGradients, names::kGatherParams, table, *plan, {});
         if (plan->sharding == ShardingStrategy::Optim)
           return;
-        reduceScatterGradsInBackward(entry, table, layout, plan->shardDegree, gradRule(*plan));
+        reduceScatterGradsInBackward(entry, table, layout, groupsOf(module, *plan), gradRule(*plan));
         if (plan->sharding == ShardingStrategy::OptimGradsParams) {
           // Reshard after forward: backward starts where the loss gradient is first used.
           Operation *backwardStart = nullptr;
@@ -80,7 +84,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
               if (Operation *top = entry.getBody().front().findAncestorOpInBlock(*user))
                 if (!backwardStart || top->isBeforeInBlock(backwardStart))
                   backwardStart = top;
-          gatherParamsBeforeUse(entry, table, layout, plan->shardDegree, backwardStart, kZero3Rule);
+          gatherParamsBeforeUse(entry, table, layout, groupsOf(module, *plan), backwardStart, kZero3Rule);
         }
         return;
       }
@@ -91,8 +95,8 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     }
     // ZeRO-2 and ZeRO-3 reduce-scatter in backward; ZeRO-3 gathers in each chunk function unless
     // the parameters stay gathered for the iteration (then it is ZeRO-2's program).
-    const bool zero2 = plan->shardedState() == ShardingStrategy::OptimGrads ||
-                       plan->shardedState() == ShardingStrategy::OptimGradsParams;
+    const bool gradsInBackward = plan->shardedState() == ShardingStrategy::OptimGrads ||
+                                 plan->shardedState() == ShardingStrategy::OptimGradsParams;
     llvm::StringMap<int64_t> stagesHolding; // tensor name -> stages whose tables hold it (tied: 2)
     for (int64_t s = 0; s < plan->pp; ++s) {
       llvm::StringSet<> names;
@@ -107,25 +111,25 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       // Overlapped, or reduce-scattered in backward (ZeRO-2), a bucket is made by the backward of
       // one chunk: none spans two.
       SmallVector<int64_t> chunkStarts;
-      if (overlap || zero2)
+      if (overlap || gradsInBackward)
         for (func::FuncOp fn : fns)
           if (!names::isBackwardHalf(fn.getName()))
             if (std::optional<int64_t> first = table.firstIn(fn))
               chunkStarts.push_back(*first);
-      // ZeRO-2 sums a tied weight's gradient (GPT-2's wte in the first and the last stage) after
+      // ZeRO-2/3 sum a tied weight's gradient (GPT-2's wte in the first and the last stage) after
       // the reduce-scatters, shard with shard: alone in its bucket, it has the same shards in both.
-      if (zero2)
+      if (gradsInBackward)
         for (int64_t i = 0; i < table.size(); ++i)
           if (stagesHolding[table[i].getName()] > 1)
             chunkStarts.append({i, i + 1});
       if (plan->sharding != ShardingStrategy::NoShard) {
         const FlatBufferLayout layout = addShardedFunctions(module, names::stageSyncName(s),
                                                             names::stageGatherName(s), table, *plan, chunkStarts);
-        if (zero2 && failed(reduceScatterInChunks(module, s, fns, table, layout, *plan)))
+        if (gradsInBackward && failed(reduceScatterInChunks(module, s, fns, table, layout, *plan)))
           return signalPassFailure();
         if (plan->shardedState() == ShardingStrategy::OptimGradsParams)
           for (func::FuncOp fn : fns) // each chunk function gathers what it uses, and frees it
-            gatherParamsBeforeUse(fn, table, layout, plan->shardDegree, nullptr, kZero3Rule);
+            gatherParamsBeforeUse(fn, table, layout, groupsOf(module, *plan), nullptr, kZero3Rule);
         continue;
       }
       SmallVector<GradBucket> buckets =
@@ -148,7 +152,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     SmallVector<int64_t> makers(layout.buckets.size(), 0);
     for (func::FuncOp fn : fns)
       if (names::isBackwardHalf(fn.getName()))
-        for (int64_t bucket : reduceScatterGradsInBackward(fn, table, layout, plan.shardDegree, gradRule(plan)))
+        for (int64_t bucket : reduceScatterGradsInBackward(fn, table, layout, groupsOf(module, plan), gradRule(plan)))
           ++makers[bucket];
     for (auto [index, k] : llvm::enumerate(layout.buckets))
       if (makers[index] > 1)
@@ -159,11 +163,11 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     return success();
   }
 
-  /// The distributed optimizer (ZeRO-1) over `table` in Megatron's padded flat layout: @`syncName`
-  /// reduce-scatters each gradient bucket over dp (this rank's shard of the sum kept at the
-  /// bucket's start, where the optimizer steps it), @`gatherName` all-gathers each bucket's updated
-  /// parameter shards after the step. The layout goes on @`syncName` for the emitter and the memory
-  /// plan.
+  /// Sharded state over `table` in Megatron's padded flat layout, which goes on @`syncName` for
+  /// the emitter and the memory plan. ZeRO-1: @`syncName` reduce-scatters each gradient bucket
+  /// over the shard group (this rank's shard of the sum kept at the bucket's start, where the
+  /// optimizer steps it; summed across replicas with hybrid sharding). ZeRO-1 and ZeRO-2:
+  /// @`gatherName` all-gathers each bucket's updated parameter shards after the step.
   FlatBufferLayout addShardedFunctions(ModuleOp module, StringRef syncName, StringRef gatherName,
                                        const tx::ParamTable &table, const ParallelPlan &plan,
                                        ArrayRef<int64_t> chunkStarts) {
@@ -176,8 +180,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     b.setInsertionPointToEnd(module.getBody());
     MLIRContext *ctx = b.getContext();
     Location loc = FusedLoc::get(ctx, {module.getLoc()}, b.getStringAttr(getArgument()));
-    auto gridRef = FlatSymbolRefAttr::get(ctx, names::kGrid);
-    auto dpAxis = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)});
+    const ShardGroups groups = groupsOf(module, plan);
     auto named = [&](const std::string &name) { return NameLoc::get(b.getStringAttr(name), loc); };
     // optim_grads and optim_grads_params reduce-scatter in backward instead: their
     // @sync_gradients only carries the layout.
@@ -213,18 +216,27 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
                                " elements with padding)";
       if (!gradsInBackward) {
         Value grads = tx::GradBucketOp::create(sb, named(name), whole, k.firstParam, k.lastParam);
-        auto sum = shard::ReduceScatterOp::create(sb, named(name + "_shard"), shard, gridRef, dpAxis, grads,
-                                                shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
-                                                sb.getIndexAttr(0));
-        sum->setAttr(names::kRuleAttr, sb.getStringAttr("distributed optimizer (" + strategy +
-                                                        "): reduce-scatter of gradient" + what));
+        Value sum = shard::ReduceScatterOp::create(sb, named(name + "_shard"), shard, groups.shard.grid,
+                                                   groups.shard.axes, grads,
+                                                   shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
+                                                   sb.getIndexAttr(0));
+        sum.getDefiningOp()->setAttr(names::kRuleAttr, sb.getStringAttr("distributed optimizer (" + strategy +
+                                                                        "): reduce-scatter of gradient" + what));
+        if (groups.replicas.grid) {
+          auto across = shard::AllReduceOp::create(sb, named(name + "_shard_summed"), shard, groups.replicas.grid,
+                                                   groups.replicas.axes, sum,
+                                                   shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum));
+          across->setAttr(names::kRuleAttr,
+                          sb.getStringAttr("hybrid sharding: the gradient shard summed across the replicas of" + what));
+          sum = across;
+        }
         tx::SetGradShardOp::create(sb, loc, sum, k.firstParam, k.lastParam);
       }
       if (paramsSharded)
         continue;
       Value mine = tx::ParamShardOp::create(gb, named(name + "_param_shard"), shard, k.firstParam, k.lastParam);
-      auto all = shard::AllGatherOp::create(gb, named(name + "_params"), whole, gridRef, dpAxis, mine,
-                                            gb.getIndexAttr(0));
+      auto all = shard::AllGatherOp::create(gb, named(name + "_params"), whole, groups.shard.grid, groups.shard.axes,
+                                            mine, gb.getIndexAttr(0));
       all->setAttr(names::kRuleAttr, gb.getStringAttr("distributed optimizer (" + strategy +
                                                       "): all-gather of the updated parameter" + what + kept));
       tx::SetParamBucketOp::create(gb, loc, all, k.firstParam, k.lastParam);

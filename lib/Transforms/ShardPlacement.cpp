@@ -11,14 +11,21 @@
 using namespace mlir;
 using namespace megac;
 
-SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const tx::ParamTable &table,
-                                                         const FlatBufferLayout &layout, int64_t shardDegree,
-                                                         StringRef rule) {
-  hoistParamGrads(fn); // a bucket is staged only from its first gradient to its last
-  SmallVector<int64_t> bucketOf(table.size(), -1);
+/// The bucket of each of `n` parameters (table order).
+static SmallVector<int64_t> bucketsOfParams(const FlatBufferLayout &layout, int64_t n) {
+  SmallVector<int64_t> bucketOf(n, -1);
   for (auto [b, k] : llvm::enumerate(layout.buckets))
     for (int64_t i = k.firstParam; i <= k.lastParam; ++i)
       bucketOf[i] = static_cast<int64_t>(b);
+  return bucketOf;
+}
+
+SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const tx::ParamTable &table,
+                                                         const FlatBufferLayout &layout, const ShardGroups &groups,
+                                                         StringRef rule) {
+  const int64_t shardDegree = groups.degree;
+  hoistParamGrads(fn); // a bucket is staged only from its first gradient to its last
+  const SmallVector<int64_t> bucketOf = bucketsOfParams(layout, table.size());
   // Each bucket's gradients in the order backward makes them.
   SmallVector<SmallVector<tx::ParamGradOp>> grads(layout.buckets.size());
   for (tx::ParamGradOp g : fn.getBody().front().getOps<tx::ParamGradOp>())
@@ -28,8 +35,6 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
 
   MLIRContext *ctx = fn.getContext();
   OpBuilder b(ctx);
-  auto gridRef = FlatSymbolRefAttr::get(ctx, names::kGrid);
-  auto dpAxis = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)});
   SmallVector<int64_t> made;
   for (auto [index, k] : llvm::enumerate(layout.buckets)) {
     if (grads[index].empty())
@@ -50,25 +55,32 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
       b.setInsertionPointAfter(bucket.getDefiningOp());
     }
     auto shard = RankedTensorType::get({k.numel / shardDegree}, b.getF32Type());
-    auto sum = shard::ReduceScatterOp::create(b, named(name + "_grad_shard", fn.getLoc()), shard, gridRef, dpAxis,
-                                              bucket, shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
-                                              b.getIndexAttr(0));
-    sum->setAttr(names::kRuleAttr,
-                 b.getStringAttr(rule + " bucket " + std::to_string(index) + " (" +
-                                 table[k.firstParam].getName().str() + " .. " + table[k.lastParam].getName().str() +
-                                 ", " + std::to_string(k.numel) + " elements with padding)"));
+    const std::string what = " bucket " + std::to_string(index) + " (" + table[k.firstParam].getName().str() + " .. " +
+                             table[k.lastParam].getName().str() + ", " + std::to_string(k.numel) +
+                             " elements with padding)";
+    Value sum = shard::ReduceScatterOp::create(b, named(name + "_grad_shard", fn.getLoc()), shard, groups.shard.grid,
+                                               groups.shard.axes, bucket,
+                                               shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
+                                               b.getIndexAttr(0));
+    sum.getDefiningOp()->setAttr(names::kRuleAttr, b.getStringAttr(rule + what));
+    if (groups.replicas.grid) {
+      auto across = shard::AllReduceOp::create(b, named(name + "_grad_shard_summed", fn.getLoc()), shard,
+                                               groups.replicas.grid, groups.replicas.axes, sum,
+                                               shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum));
+      across->setAttr(names::kRuleAttr,
+                      b.getStringAttr("hybrid sharding: the gradient shard summed across the replicas of" + what));
+      sum = across;
+    }
     tx::AddGradShardOp::create(b, fn.getLoc(), sum, k.firstParam, k.lastParam, k.offset / shardDegree);
   }
   return made;
 }
 
 void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, const FlatBufferLayout &layout,
-                                  int64_t shardDegree, Operation *backwardStart, StringRef rule) {
+                                  const ShardGroups &groups, Operation *backwardStart, StringRef rule) {
+  const int64_t shardDegree = groups.degree;
   Block &body = fn.getBody().front();
-  SmallVector<int64_t> bucketOf(table.size(), -1);
-  for (auto [b, k] : llvm::enumerate(layout.buckets))
-    for (int64_t i = k.firstParam; i <= k.lastParam; ++i)
-      bucketOf[i] = static_cast<int64_t>(b);
+  const SmallVector<int64_t> bucketOf = bucketsOfParams(layout, table.size());
   // Per bucket and phase (0: forward, or the whole function; 1: backward), each parameter's uses.
   using Uses = SmallVector<std::pair<int64_t, OpOperand *>>; // (table index, use)
   SmallVector<std::array<Uses, 2>> uses(layout.buckets.size());
@@ -85,8 +97,6 @@ void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, 
 
   MLIRContext *ctx = fn.getContext();
   OpBuilder b(ctx);
-  auto gridRef = FlatSymbolRefAttr::get(ctx, names::kGrid);
-  auto dpAxis = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)});
   for (auto [index, k] : llvm::enumerate(layout.buckets)) {
     for (int phase : {0, 1}) {
       Uses &here = uses[index][phase];
@@ -105,7 +115,7 @@ void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, 
       Value mine = tx::LocalParamShardOp::create(b, named(name + "_param_shard"), shardType, k.firstParam,
                                                  k.lastParam, k.offset / shardDegree);
       auto all = shard::AllGatherOp::create(b, named(name + "_params"), RankedTensorType::get({k.numel}, b.getF32Type()),
-                                            gridRef, dpAxis, mine, b.getIndexAttr(0));
+                                            groups.shard.grid, groups.shard.axes, mine, b.getIndexAttr(0));
       all->setAttr(names::kRuleAttr, b.getStringAttr(rule + (phase ? " (again for backward)" : "") + " bucket " +
                                                      std::to_string(index) + " (" +
                                                      table[k.firstParam].getName().str() + " .. " +

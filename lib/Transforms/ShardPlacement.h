@@ -6,29 +6,39 @@
 #pragma once
 
 #include "megac/Plan/FlatBufferLayout.h"
+#include "megac/Plan/PlanIR.h"
 #include "tx/TxParamTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace megac {
 
+/// The ranks the state is sharded over (`shard`, `degree` of them) and, with hybrid sharding,
+/// the replicas whose shards are summed (`replicas`; grid null without hybrid sharding).
+struct ShardGroups {
+  CollectiveAxes shard, replicas;
+  int64_t degree = 1;
+};
+
 /// Rewrites the tx.param_grad ops of `fn` (@train_step or a chunk backward): the gradients of each
 /// bucket of `layout` go into a zeroed flat bucket (tx.grad_bucket_init, tx.grad_bucket_add at
 /// the parameter's place in the bucket), which is reduce-scattered over dp right after its last
 /// gradient (shard.reduce_scatter, labelled with `rule`) and added into this rank's gradient shard
-/// (tx.add_grad_shard at bucket offset / `shardDegree`). Returns the buckets (indices into
-/// layout.buckets) `fn` makes gradients of.
+/// (tx.add_grad_shard at bucket offset / the shard degree); with hybrid sharding the shard is first
+/// summed across the replicas (shard.all_reduce, as HSDP does every backward). Returns the buckets
+/// (indices into layout.buckets) `fn` makes gradients of.
 llvm::SmallVector<int64_t> reduceScatterGradsInBackward(mlir::func::FuncOp fn, const tx::ParamTable &table,
-                                                        const FlatBufferLayout &layout, int64_t shardDegree,
+                                                        const FlatBufferLayout &layout, const ShardGroups &groups,
                                                         llvm::StringRef rule);
 
 /// Replaces the uses of `fn`'s tx.param ops (run after reduceScatterGradsInBackward: no
 /// tx.param_grad is left) with views of gathered buckets: before the first use of a parameter of
-/// bucket k, this rank's shard (tx.local_param_shard at bucket offset / `shardDegree`) is
-/// all-gathered over dp (labelled with `rule`) and each parameter read as a tx.bucket_param view.
+/// bucket k, this rank's shard (tx.local_param_shard at bucket offset / the shard degree) is
+/// all-gathered over the shard group (labelled with `rule`) and each parameter read as a
+/// tx.bucket_param view.
 /// With `backwardStart` (reshard after forward in @train_step), the uses from that op on get a
 /// second gather, so the first one's buffer is free once forward is done.
 void gatherParamsBeforeUse(mlir::func::FuncOp fn, const tx::ParamTable &table, const FlatBufferLayout &layout,
-                           int64_t shardDegree, mlir::Operation *backwardStart, llvm::StringRef rule);
+                           const ShardGroups &groups, mlir::Operation *backwardStart, llvm::StringRef rule);
 
 } // namespace megac

@@ -83,7 +83,9 @@ std::unique_ptr<ProcessGrid> ProcessGrid::on(const MpiCommunicator &parent,
   // Ranks with the same colour form a group; the key orders them by the axis coordinate.
   auto color = [](int64_t v) { return static_cast<int>(v); };
   g->tp_ = parent.split(color(c.dp + shape.dp * c.pp), color(c.tp), "tp");
-  g->dp_ = parent.split(color(c.tp + shape.tp * c.pp), color(c.dp), "dp");
+  std::unique_ptr<MpiCommunicator> dp = parent.split(color(c.tp + shape.tp * c.pp), color(c.dp), "dp");
+  g->dp_mpi_ = dp.get();
+  g->dp_ = std::move(dp);
   std::unique_ptr<MpiCommunicator> pp = parent.split(color(c.tp + shape.tp * c.dp), color(c.pp), "pp");
   g->pp_mpi_ = pp.get();
   g->pp_ = std::move(pp);
@@ -102,7 +104,9 @@ void ProcessGrid::use_device(Device &device) {
   device_ = &device;
   // In axis order on every rank: each conversion is collective over its axis. The device's
   // communicator takes the host one (NCCL bootstraps over MPI), so the counting moves outside.
-  for (std::unique_ptr<Communicator> *axis : {&tp_, &dp_, &pp_}) {
+  for (std::unique_ptr<Communicator> *axis : {&tp_, &dp_, &pp_, &dp_shard_, &dp_replicate_}) {
+    if (!*axis)
+      continue; // no hybrid sharding
     auto &counting = static_cast<CountingCommunicator &>(**axis);
     double *counter = counting.counter();
     *axis = std::make_unique<CountingCommunicator>(device.communicator(counting.release()), counter);
@@ -110,8 +114,23 @@ void ProcessGrid::use_device(Device &device) {
 }
 
 void ProcessGrid::set_timeout(double seconds) {
-  for (Communicator *c : {tp_.get(), dp_.get(), pp_.get(), world_.get()})
-    c->set_timeout(seconds);
+  for (Communicator *c : {tp_.get(), dp_.get(), pp_.get(), world_.get(), dp_shard_.get(), dp_replicate_.get()})
+    if (c)
+      c->set_timeout(seconds);
+}
+
+void ProcessGrid::split_data_parallel(int64_t shard_degree) {
+  const int64_t dp = shape_.dp;
+  if (shard_degree == dp)
+    return;
+  if (shard_degree < 1 || dp % shard_degree != 0)
+    throw Error("hybrid sharding over groups of " + std::to_string(shard_degree) + " dp ranks: it must divide the " +
+                std::to_string(dp) + " dp ranks");
+  if (!dp_mpi_ || dp_shard_)
+    throw Error("hybrid sharding: the dp ranks can be split once, on a grid that runs on MPI");
+  const int replica = static_cast<int>(coord_.dp / shard_degree), place = static_cast<int>(coord_.dp % shard_degree);
+  dp_shard_ = std::make_unique<CountingCommunicator>(dp_mpi_->split(replica, place, "dp_shard"), &sent_.dp);
+  dp_replicate_ = std::make_unique<CountingCommunicator>(dp_mpi_->split(place, replica, "dp_replicate"), &sent_.dp);
 }
 
 std::unique_ptr<Communicator> ProcessGrid::pp_subgroup(const std::vector<int64_t> &pp_ranks,

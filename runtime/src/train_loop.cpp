@@ -223,7 +223,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   const std::string args_json = format_train_args(f), plan_json = format_program_plan(program);
 
   StepContext ctx = grid.step_context();
-  // ZeRO-2: the compiled backward reduce-scatters each microbatch's buckets into these shards.
+  // ZeRO-2/3: the compiled backward reduce-scatters each microbatch's buckets into these shards.
   const bool grads_in_backward = sharded && sharded->grads_sharded();
   if (grads_in_backward)
     ctx.grad_shards = store.flat_grads();
@@ -282,7 +282,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     double loss = loss_sum / static_cast<double>(num_micro);
     if (pipelined && sharded) {
       // ZeRO-1: before the reduce-scatter, on the whole gradients: it leaves each rank only its
-      // shard, and the stages' layouts put a tied weight in different shards. ZeRO-2: on the
+      // shard, and the stages' layouts put a tied weight in different shards. ZeRO-2/3: on the
       // shards the backward left (a tied weight has a bucket of its own, the same in each stage).
       activity.phase("tied-weight gradient sync");
       pipe->tied.sync(store);
@@ -447,8 +447,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
         out << "not saving at iteration " << k
             << ": no iteration of this run has updated the weights yet" << std::endl;
       } else {
-        // The distributed optimizer's moments are sharded over dp: every dp rank gives the
-        // writer its shards (temporary whole buffers, freed after the save).
+        // The distributed optimizer's moments (with ZeRO-3 the parameters too) are sharded over
+        // the shard group: every rank of it gives the writer its shards (temporary whole
+        // buffers, freed after the save).
         if (sharded) {
           activity.phase("gathering the optimizer state for the checkpoint");
           store.gather_sharded_state();

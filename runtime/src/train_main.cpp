@@ -91,8 +91,13 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
     log << format_rank_layout(grid.shape()) << std::flush;
     return 0;
   }
-  // The device first (a rank without one says so), then its communicators: collective.
+  // The device first (a rank without one says so), then its communicators: collective. Hybrid
+  // sharding splits dp into shard groups and replicas first (a shard degree that does not divide
+  // dp is left to the program's validation, which names it).
   if (!all_ranks_ready(grid, failure_of([&] { program_device(program); }, program), err))
+    return 2;
+  const int64_t shard_degree = hybrid_shard_degree(program, grid.shape().dp);
+  if (!all_ranks_ready(grid, failure_of([&] { grid.split_data_parallel(shard_degree); }, program), err))
     return 2;
   if (!all_ranks_ready(grid, failure_of([&] { grid.use_device(program_device(program)); }, program),
                        err))

@@ -18,18 +18,21 @@ namespace {
 
 // The distributed optimizer's fields of the program (or of one pipeline stage, `where`). The
 // layout's own tables are checked against the parameters when the store is built.
-void validate_flat_layout_fields(const ProgramDesc &p, const FlatLayoutDesc *flat,
+void validate_flat_layout_fields(const ProgramDesc &p, const FlatLayoutDesc *flat, SyncFn sync,
                                  GatherParamsFn gather, const std::string &where) {
   if (!flat && gather)
     throw Error("compiled program: " + where + "gather_params is set but flat_layout is not "
                 "(regenerate the program with megac compile)");
   if (!flat)
     return;
-  if (flat->shard_degree != p.data_parallel_size)
+  if (flat->shard_degree < 1 || p.data_parallel_size % flat->shard_degree != 0)
     throw Error("compiled program: " + where + "flat_layout shards the optimizer state over " +
-                std::to_string(flat->shard_degree) + " ranks, but data_parallel_size is " +
-                std::to_string(p.data_parallel_size) + "; the runtime shards over the whole "
-                "data-parallel group (regenerate the program with megac compile)");
+                std::to_string(flat->shard_degree) + " ranks, which does not divide data_parallel_size " +
+                std::to_string(p.data_parallel_size) + " (regenerate the program with megac compile)");
+  if (flat->shard_degree != p.data_parallel_size && !sync)
+    throw Error("compiled program: " + where + "flat_layout shards over " + std::to_string(flat->shard_degree) +
+                " of the " + std::to_string(p.data_parallel_size) + " dp ranks (hybrid sharding) but has no "
+                "sync_gradients to sum the shards across the replicas (regenerate the program with megac compile)");
   if (flat->sharding != DataParallelSharding::Optim && flat->sharding != DataParallelSharding::OptimGrads &&
       flat->sharding != DataParallelSharding::OptimGradsParams)
     throw Error("compiled program: " + where + "flat_layout's sharding is " +
@@ -44,6 +47,17 @@ void validate_flat_layout_fields(const ProgramDesc &p, const FlatLayoutDesc *fla
                 "--overlap-grad-reduce is not supported by this runtime yet; compile without "
                 "--overlap-grad-reduce");
 }
+
+} // namespace
+
+int64_t hybrid_shard_degree(const ProgramDesc &p, int64_t dp) {
+  const FlatLayoutDesc *flat = p.pipeline_parallel_size > 1 && p.stages ? p.stages[0].flat_layout : p.flat_layout;
+  if (!flat || flat->shard_degree < 1 || flat->shard_degree >= dp || dp % flat->shard_degree != 0)
+    return dp;
+  return flat->shard_degree;
+}
+
+namespace {
 
 // The generated table is trusted to be well-formed, but a broken one should say so rather
 // than crash inside the loop.
@@ -69,12 +83,12 @@ void validate_program(const ProgramDesc &p) {
                     " flat_layout but stage 0" + (stage.flat_layout ? " has none" : " has one") +
                     "; the distributed optimizer covers every stage or none (regenerate the "
                     "program with megac compile)");
-      validate_flat_layout_fields(p, stage.flat_layout, stage.gather_params,
+      validate_flat_layout_fields(p, stage.flat_layout, stage.sync_gradients, stage.gather_params,
                                   "stage " + std::to_string(r) + ": ");
     }
     return;
   }
-  validate_flat_layout_fields(p, p.flat_layout, p.gather_params, "");
+  validate_flat_layout_fields(p, p.flat_layout, p.sync_gradients, p.gather_params, "");
   if (p.num_params < 1) bad("num_params", p.num_params);
   if (p.arena_bytes < 0)
     throw Error("compiled program: arena_bytes is " + std::to_string(p.arena_bytes) +
@@ -241,7 +255,7 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   }
   // Allocated only now: the model's state is the big allocation, the checks above are cheap.
   s.store = std::make_unique<ParamStore>(params, num_params, grid.coord().tp, grid.shape().tp,
-                                         program_device(program), flat_layout, &grid.dp());
+                                         program_device(program), flat_layout, &grid.dp_shard());
   if (flags.load.empty() || fresh) {
     s.store->init(static_cast<uint64_t>(flags.seed)); // a tied weight starts the same everywhere
     s.weights_from = "initialised with seed " + std::to_string(flags.seed) +

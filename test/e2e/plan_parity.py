@@ -29,7 +29,9 @@ def plan_flags(plan):
     gives chunks per pipeline rank, 'ogr' adds --overlap-grad-reduce, 'dopt' Megatron's
     --use-distributed-optimizer, 'optim' --data-parallel-sharding-strategy optim, 'zero2'
     optim_grads and 'zero3' optim_grads_params (all with small buckets; 'reshard' and 'noreshard'
-    add --fsdp-reshard-after-forward always / never), and ':gpipe' (after the sizes) picks the
+    add --fsdp-reshard-after-forward always / never; hybrid sharding: 'shard2' shards over groups
+    of 2 dp ranks, --data-parallel-shard-degree 2, and 'inst2' makes 2 distributed-optimizer
+    instances, --num-distributed-optimizer-instances 2), and ':gpipe' (after the sizes) picks the
     pipeline schedule."""
     sizes, _, schedule = plan.partition(":")
     flags, world = [], 1
@@ -37,7 +39,12 @@ def plan_flags(plan):
                   "optim": ["--data-parallel-sharding-strategy", "optim"],
                   "zero2": ["--data-parallel-sharding-strategy", "optim_grads"],
                   "zero3": ["--data-parallel-sharding-strategy", "optim_grads_params"]}
-    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp|ogr|dopt|optim|zero2|zero3|noreshard|reshard)(\d*)", sizes):
+    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp|ogr|dopt|optim|zero2|zero3|noreshard|reshard|shard|inst)(\d*)",
+                                   sizes):
+        if axis in ("shard", "inst"):
+            flags += ["--data-parallel-shard-degree" if axis == "shard" else "--num-distributed-optimizer-instances",
+                      digits]
+            continue
         if axis in ("reshard", "noreshard"):
             flags += ["--fsdp-reshard-after-forward", "always" if axis == "reshard" else "never"]
             continue

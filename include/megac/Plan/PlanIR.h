@@ -16,6 +16,27 @@ enum class GridAxis : int16_t { Pp = 0, Dp = 1, Tp = 2 };
 /// "pp", "dp", "tp".
 llvm::StringRef gridAxisName(GridAxis axis);
 
+/// Hybrid sharding (shard degree < dp): @grid's dp axis split into replicas x shards,
+/// `shard.grid @dp_grid(shape = R x S)`; dp rank = replica x S + shard rank, so a shard group is
+/// S consecutive dp ranks (torchtitan's dp_shard inside dp_replicate, Megatron's optimizer
+/// instances).
+enum class DpGridAxis : int16_t { Replicate = 0, Shard = 1 };
+/// "dp_replicate", "dp_shard".
+llvm::StringRef dpGridAxisName(DpGridAxis axis);
+
+/// A grid and the axes of it a collective runs over.
+struct CollectiveAxes {
+  mlir::FlatSymbolRefAttr grid;
+  mlir::DenseI16ArrayAttr axes;
+};
+/// Where the sharded state's collectives run: @grid's dp axis, or with hybrid sharding
+/// @dp_grid's shard axis (@dp_grid made on first use).
+CollectiveAxes shardGroupAxes(mlir::ModuleOp module, const ParallelPlan &plan);
+/// With hybrid sharding, @dp_grid's replicate axis: where the shards are summed across replicas.
+CollectiveAxes replicaGroupAxes(mlir::ModuleOp module, const ParallelPlan &plan);
+/// The ranks a collective over `axes` of grid `grid` spans (1 for an unknown grid).
+int64_t collectiveSize(const ParallelPlan &plan, llvm::StringRef grid, llvm::ArrayRef<int16_t> axes);
+
 /// Adds @grid, recording `plan`, at the start of `module`.
 void recordPlan(mlir::ModuleOp module, const ParallelPlan &plan);
 

@@ -51,7 +51,16 @@ public:
   Communicator &dp() const { return *dp_; }
   Communicator &pp() const { return *pp_; }
   Communicator &world() const { return *world_; } // every rank of the grid, in global order
-  StepContext step_context() const { return {tp_.get(), dp_.get(), pp_.get()}; }
+  // The dp ranks the sharded state spans and its replicas (StepContext::dp_shard, dp_replicate):
+  // after split_data_parallel, else dp and a group of one.
+  Communicator &dp_shard() const { return dp_shard_ ? *dp_shard_ : *dp_; }
+  Communicator &dp_replicate() const { return dp_replicate_ ? *dp_replicate_ : *self_; }
+  StepContext step_context() const { return {tp_.get(), dp_.get(), pp_.get(), &dp_shard(), &dp_replicate()}; }
+
+  // Hybrid sharding: splits dp into groups of `shard_degree` consecutive dp ranks (dp_shard) and
+  // the ranks with the same place in each group (dp_replicate). Collective over dp; before
+  // use_device. Nothing to do when shard_degree is dp; throws unless it divides dp.
+  void split_data_parallel(int64_t shard_degree);
 
   // Moves the axis communicators (tp, dp, pp, and the groups pp_subgroup makes afterwards) onto
   // `device` (Device::communicator: NCCL for CUDA, unchanged on the CPU); they keep serving
@@ -84,8 +93,10 @@ private:
   GridShape shape_;
   GridCoord coord_;
   int64_t global_rank_ = 0;
-  std::unique_ptr<Communicator> tp_, dp_, pp_, world_;
+  std::unique_ptr<Communicator> tp_, dp_, pp_, world_, dp_shard_, dp_replicate_;
+  std::unique_ptr<Communicator> self_ = std::make_unique<SelfCommunicator>();
   MpiCommunicator *pp_mpi_ = nullptr; // pp's MPI communicator when the grid runs on MPI (it can split)
+  MpiCommunicator *dp_mpi_ = nullptr; // dp's, likewise
   Device *device_ = &cpu_device();
   mutable CommunicationBytes sent_; // the counting communicators add to it (pp_subgroup's too)
 };

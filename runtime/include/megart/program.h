@@ -40,6 +40,12 @@ struct StepContext {
   Communicator *tp;
   Communicator *dp;
   Communicator *pp;
+  // Sharded data parallelism: the dp ranks the state is sharded over, and with hybrid sharding
+  // (FlatLayoutDesc::shard_degree < dp) the replicas whose shards are summed: dp rank =
+  // replica x shard_degree + shard rank. Without hybrid sharding dp_shard is dp and dp_replicate
+  // a group of one.
+  Communicator *dp_shard = nullptr;
+  Communicator *dp_replicate = nullptr;
   // Where the data-parallel gradient buckets start: given to sync_gradients, and to the
   // iteration's last microbatch of a program compiled with --overlap-grad-reduce (whose step
   // starts each bucket once backward has finished it); null otherwise.
@@ -89,7 +95,7 @@ struct FlatLayoutDesc {
   const FlatBucket *buckets;    // in buffer order, disjoint
   int64_t num_buckets;
   int64_t numel;                // the flat buffers' size in elements, padding included
-  int64_t shard_degree;         // the ranks one copy of the sharded state spans (= dp today)
+  int64_t shard_degree;         // the dp ranks one copy of the sharded state spans (divides dp)
   DataParallelSharding sharding = DataParallelSharding::Optim;
 };
 

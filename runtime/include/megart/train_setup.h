@@ -19,6 +19,10 @@
 
 namespace megart {
 
+// The shard degree of the program's flat layout (stage 0's with pp) where it divides dp and is
+// less than it (hybrid sharding), else dp.
+int64_t hybrid_shard_degree(const ProgramDesc &program, int64_t dp);
+
 struct TrainSetup {
   std::unique_ptr<TrainData> data;
   std::unique_ptr<ParamStore> store; // this rank's blocks (of its stage's tensors with pp > 1)

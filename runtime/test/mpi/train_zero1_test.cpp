@@ -109,6 +109,15 @@ protected:
     return read_jsonl(*(it + 1));
   }
 
+  // The plain bigram program (no flat layout) over all `n` ranks as dp, saved to shared/plain:
+  // what the sharded runs are compared with. Rank 0's metrics rows.
+  std::vector<megart::JsonValue> plain_reference(megart::ProcessGrid &grid, const mpi_test::SharedTempDir &shared,
+                                                 int n) {
+    Program plain = bigram_program<2>();
+    plain.desc.data_parallel_size = n;
+    return train(plain.desc, grid, args(n, dir_ / "plain.jsonl", {"--save", shared / "plain"}));
+  }
+
   TempDir dir_; // this rank's own
 };
 
@@ -127,9 +136,7 @@ TEST_F(TrainZero1, MatchesNoShard) {
   auto w = mpi_test::world();
   mpi_test::SharedTempDir shared(*w);
   auto grid = megart::ProcessGrid::on(*w, whole_world_dp());
-  Program plain = bigram_program<2>();
-  plain.desc.data_parallel_size = n;
-  const auto ref = train(plain.desc, *grid, args(n, dir_ / "plain.jsonl", {"--save", shared / "plain"}));
+  const auto ref = plain_reference(*grid, shared, n);
   // Bitwise on 2 ranks (a + b either way); 4 ranks may add in another order.
   const double tol = n == 2 ? 0 : 1e-5;
   struct Case {
@@ -376,8 +383,14 @@ TEST_F(TrainZero1, RefusesWhatItCannotShard) {
                         "supported by this runtime yet");
   f.p.desc.overlap_grad_reduce = false;
   f.layout.shard_degree = 4;
-  refused(f.p.desc, {}, "flat_layout shards the optimizer state over 4 ranks, but "
-                        "data_parallel_size is 2");
+  refused(f.p.desc, {}, "flat_layout shards the optimizer state over 4 ranks, which does not divide "
+                        "data_parallel_size 2");
+  // Hybrid sharding (here over groups of 1 of the 2 dp ranks) needs the compiled sync to sum the
+  // shards across the replicas.
+  FlatProgram hybrid;
+  flat_test::make_bigram<flat_test::kOneBucket>(hybrid, 2, /*compiled=*/false);
+  hybrid.layout.shard_degree = 1;
+  refused(hybrid.p.desc, {}, "(hybrid sharding) but has no sync_gradients to sum the shards across the replicas");
   f.layout.shard_degree = 2;
   refused(f.p.desc, {"--bf16", "--grad-reduce-in-bf16"},
           "--grad-reduce-in-bf16: the distributed optimizer (the program's flat_layout) "
@@ -400,9 +413,7 @@ TEST_F(TrainZero1, Zero2And3MatchNoShardWithShardsOfTheState) {
   auto w = mpi_test::world();
   mpi_test::SharedTempDir shared(*w);
   auto grid = megart::ProcessGrid::on(*w, whole_world_dp());
-  Program plain = bigram_program<2>();
-  plain.desc.data_parallel_size = n;
-  const auto ref = train(plain.desc, *grid, args(n, dir_ / "plain.jsonl", {"--save", shared / "plain"}));
+  const auto ref = plain_reference(*grid, shared, n);
   for (int zero : {2, 3})
     for (bool two : {false, true}) {
       const std::string what = "ZeRO-" + std::to_string(zero) + (two ? ", two buckets" : ", one bucket");
