@@ -15,6 +15,7 @@
 #include "megart/train_setup.h"
 
 #include <chrono>
+#include <malloc.h>
 #include <cstdio>
 #include <iostream>
 #include <new>
@@ -210,6 +211,11 @@ int train_main(int argc, const char *const *argv, const ProgramDesc &program, st
 }
 
 int train_main(int argc, char **argv, const ProgramDesc &program) {
+  // A fixed threshold: every allocation of 256 KiB or more is its own mapping, returned to the
+  // system when freed. glibc's default raises the threshold to the largest block freed so far,
+  // after which the temporaries of collectives (MPI's among them) stay in the heap as resident
+  // memory nobody planned.
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   return train_main(argc, argv, program, std::cout, std::cerr);
 }
 

@@ -18,6 +18,9 @@ CATEGORIES = ("parameters", "gradients", "optimizer_state", "master_weights", "a
 PLANS = [("single", [], 1, 1),
          ("dp2", ["--dp", "2"], 2, 2),  # one 30 M-float gradient bucket all-reduced
          ("dp2 optim_grads_params", ["--dp", "2", "--data-parallel-sharding-strategy", "optim_grads_params"], 2, 2),
+         # buckets of about a layer: many MPI reduce-scatters and gathers, whose temporaries the
+         # allocator must give back (train_main fixes glibc's mmap threshold)
+         ("dp2 optim, 4 MB buckets", ["--dp", "2", "--use-distributed-optimizer", "--ddp-bucket-size", "1000000"], 2, 2),
          ("tp2 sp", ["--tp", "2", "--sp"], 2, 1),
          ("pp2", ["--pp", "2", "--global-batch-size", "2"], 2, 2)]
 
