@@ -97,10 +97,12 @@ def Tx_StartGradSyncOp : Tx_Op<"start_grad_sync", [MemoryEffects<[MemRead, MemWr
     of a bucket in `@train_step` (or a chunk's backward), so that on the iteration's last microbatch the bucket's
     data-parallel all-reduce runs while backward goes on (Megatron's --overlap-grad-reduce). On
     the other microbatches it does nothing; the runtime waits for every bucket before the
-    optimizer. Indices as in `tx.grad_bucket`.
+    optimizer. Indices as in `tx.grad_bucket`. With `reduce_scatter` (the distributed optimizer's
+    flat buckets) the bucket is reduce-scattered in place over the shard group instead: this
+    rank's `shard_numel`-element shard of the sum lands at the bucket's start.
   }];
-  let arguments = (ins I64Attr:$first, I64Attr:$last);
-  let assemblyFormat = "`params` `[` $first `,` $last `]` attr-dict";
+  let arguments = (ins I64Attr:$first, I64Attr:$last, OptionalAttr<I64Attr>:$shard_numel);
+  let assemblyFormat = "`params` `[` $first `,` $last `]` (`reduce_scatter` $shard_numel^)? attr-dict";
 }
 
 // The distributed optimizer (ZeRO-1): parameters and gradients in flat padded buffers

@@ -320,6 +320,13 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         if (first < 0 || last < first || last >= params.size())
           return unsupported(op, "bucket params [" + std::to_string(first) + ", " + std::to_string(last) +
                                      "] is outside the parameter table");
+        if (std::optional<uint64_t> shard = s.getShardNumel()) {
+          // The distributed optimizer's flat bucket starts at its last parameter.
+          os << "  if (ctx.grad_sync) // the distributed optimizer: the bucket's gradients are final; reduce-scatter "
+                "them during backward\n"
+             << "    ctx.grad_sync->start_reduce_scatter(grads[" << last << "], " << *shard << ");\n";
+          return success();
+        }
         os << "  if (ctx.grad_sync) // data parallel: the bucket's gradients are final; sum them during backward\n";
         emitBucketStart(os, "    ", first, last, params[last].getType().getNumElements());
         return success();

@@ -54,7 +54,16 @@ public:
         add(bytes, s.getGrid(), s.getGridAxes(),
             megart::gather_bytes(double(numel(s.getInput()) * kFloatBytes), collectiveSize(plan, s.getGrid(), s.getGridAxes())));
       } else if (auto start = dyn_cast<tx::StartGradSyncOp>(op)) {
-        once.dp += megart::all_reduce_bytes(double(bucketFloats(start.getFirst(), start.getLast()) * kFloatBytes), plan.dp);
+        if (std::optional<uint64_t> shard = start.getShardNumel()) {
+          // The distributed optimizer's reduce-scatter over the shard group, then (hybrid) the
+          // shard's sum across the replicas.
+          const double shardBytes = double(*shard) * kFloatBytes;
+          once.dp += megart::gather_bytes(shardBytes * plan.shardDegree, plan.shardDegree) +
+                     megart::all_reduce_bytes(shardBytes, plan.dp / plan.shardDegree);
+        } else {
+          once.dp += megart::all_reduce_bytes(double(bucketFloats(start.getFirst(), start.getLast()) * kFloatBytes),
+                                              plan.dp);
+        }
       } else if (auto c = dyn_cast<func::CallOp>(op)) {
         if (auto callee = module.lookupSymbol<func::FuncOp>(c.getCallee()))
           bytes += callee == fn ? AxisBytes{} : calleeBytes(callee);
@@ -97,13 +106,17 @@ private:
   llvm::StringMap<AxisBytes> memo;
 };
 
-/// Elements of parameter `index`'s gradient that its tied copies sum: the whole block, or with
-/// sharded gradients this rank's shard of the block's own bucket.
-int64_t tiedFloats(const tx::ParamTable &table, int64_t index, func::FuncOp syncFn, const ParallelPlan &plan) {
+/// Elements of parameter `index`'s gradient that its tied copies sum: the whole block, or where
+/// the buckets are reduce-scattered before (sharded gradients, or the distributed optimizer
+/// `overlapped` in backward) this rank's shard of the block's own bucket.
+int64_t tiedFloats(const tx::ParamTable &table, int64_t index, func::FuncOp syncFn, const ParallelPlan &plan,
+                   bool overlapped) {
   const ShardingStrategy held = plan.shardedState();
   const int64_t whole = table[index].getType().getNumElements();
   auto layout = syncFn ? syncFn->getAttrOfType<DictionaryAttr>(names::kFlatLayoutAttr) : DictionaryAttr();
-  if ((held != ShardingStrategy::OptimGrads && held != ShardingStrategy::OptimGradsParams) || !layout)
+  const bool onShards = held == ShardingStrategy::OptimGrads || held == ShardingStrategy::OptimGradsParams ||
+                        (overlapped && held == ShardingStrategy::Optim);
+  if (!onShards || !layout)
     return whole;
   const int64_t at = cast<DenseI64ArrayAttr>(layout.get("param_offsets")).asArrayRef()[index];
   ArrayRef<int64_t> buckets = cast<DenseI64ArrayAttr>(layout.get("buckets")).asArrayRef();
@@ -202,7 +215,7 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
     for (int64_t i = 0; i < table.size(); ++i)
       if (int64_t group = holders[table[i].getName()]; group > 1)
         c.perIteration.pp +=
-            megart::all_reduce_bytes(double(tiedFloats(table, i, syncFn, plan) * kFloatBytes), group);
+            megart::all_reduce_bytes(double(tiedFloats(table, i, syncFn, plan, overlapped) * kFloatBytes), group);
     result.push_back(c);
   }
   return result;

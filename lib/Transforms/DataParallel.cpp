@@ -39,6 +39,14 @@ ShardGroups groupsOf(ModuleOp module, const ParallelPlan &plan) {
   return groups;
 }
 
+/// The distributed optimizer's flat buckets as buckets whose reduce-scatter backward starts.
+SmallVector<GradBucket> reduceScatterBuckets(const FlatBufferLayout &layout, int64_t shardDegree) {
+  SmallVector<GradBucket> buckets;
+  for (const FlatBufferLayout::Bucket &k : layout.buckets)
+    buckets.push_back({k.firstParam, k.lastParam, k.numel, k.numel / shardDegree});
+  return buckets;
+}
+
 /// The label of the reduce-scatters in backward (ZeRO-2 and ZeRO-3).
 std::string gradRule(const ParallelPlan &plan) {
   return std::string(plan.sharding == ShardingStrategy::OptimGrads ? "ZeRO-2" : "ZeRO-3") + " (" +
@@ -55,10 +63,18 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       return;
     const int64_t bucketSize = plan->ddpBucketSize;
     const bool overlap = plan->overlapGradReduce;
-    if (overlap && plan->sharding != ShardingStrategy::NoShard) {
+    if (overlap && plan->sharding != ShardingStrategy::NoShard && plan->sharding != ShardingStrategy::Optim) {
       module.emitError() << getArgument() << ": --overlap-grad-reduce with a sharded strategy ("
                          << shardingStrategyName(plan->sharding)
-                         << ") is not derived yet; drop --overlap-grad-reduce (and --overlap-param-gather)";
+                         << ") is not derived yet (its reduce-scatters run inside backward already, blocking); drop "
+                            "--overlap-grad-reduce (and --overlap-param-gather), or use the distributed optimizer "
+                            "(optim)";
+      return signalPassFailure();
+    }
+    if (plan->overlapParamGather) {
+      module.emitError() << getArgument()
+                         << ": --overlap-param-gather (prefetching the parameter all-gathers) is not derived yet; "
+                            "drop it";
       return signalPassFailure();
     }
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
@@ -73,8 +89,11 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       if (plan->sharding != ShardingStrategy::NoShard) {
         const FlatBufferLayout layout =
             addShardedFunctions(module, names::kSyncGradients, names::kGatherParams, table, *plan, {});
-        if (plan->sharding == ShardingStrategy::Optim)
+        if (plan->sharding == ShardingStrategy::Optim) {
+          if (overlap) // each bucket's reduce-scatter starts in backward
+            placeGradSyncStarts(entry, table, reduceScatterBuckets(layout, plan->shardDegree));
           return;
+        }
         reduceScatterGradsInBackward(entry, table, layout, groupsOf(module, *plan), gradRule(*plan));
         if (plan->sharding == ShardingStrategy::OptimGradsParams) {
           // Reshard after forward: backward starts where the loss gradient is first used.
@@ -94,9 +113,11 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       return;
     }
     // ZeRO-2 and ZeRO-3 reduce-scatter in backward; ZeRO-3 gathers in each chunk function unless
-    // the parameters stay gathered for the iteration (then it is ZeRO-2's program).
+    // the parameters stay gathered for the iteration (then it is ZeRO-2's program). The
+    // overlapped distributed optimizer starts its reduce-scatters in backward too.
     const bool gradsInBackward = plan->shardedState() == ShardingStrategy::OptimGrads ||
                                  plan->shardedState() == ShardingStrategy::OptimGradsParams;
+    const bool tiedOnShards = gradsInBackward || (overlap && plan->sharding == ShardingStrategy::Optim);
     llvm::StringMap<int64_t> stagesHolding; // tensor name -> stages whose tables hold it (tied: 2)
     for (int64_t s = 0; s < plan->pp; ++s) {
       llvm::StringSet<> names;
@@ -116,9 +137,10 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
           if (!names::isBackwardHalf(fn.getName()))
             if (std::optional<int64_t> first = table.firstIn(fn))
               chunkStarts.push_back(*first);
-      // ZeRO-2/3 sum a tied weight's gradient (GPT-2's wte in the first and the last stage) after
-      // the reduce-scatters, shard with shard: alone in its bucket, it has the same shards in both.
-      if (gradsInBackward)
+      // ZeRO-2/3 (and the overlapped distributed optimizer) sum a tied weight's gradient (GPT-2's
+      // wte in the first and the last stage) after the reduce-scatters, shard with shard: alone in
+      // its bucket, it has the same shards in both stages.
+      if (tiedOnShards)
         for (int64_t i = 0; i < table.size(); ++i)
           if (stagesHolding[table[i].getName()] > 1)
             chunkStarts.append({i, i + 1});
@@ -130,6 +152,14 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
         if (plan->shardedState() == ShardingStrategy::OptimGradsParams)
           for (func::FuncOp fn : fns) // each chunk function gathers what it uses, and frees it
             gatherParamsBeforeUse(fn, table, layout, groupsOf(module, *plan), nullptr, kZero3Rule);
+        if (overlap && plan->sharding == ShardingStrategy::Optim) {
+          SmallVector<GradBucket> buckets = reduceScatterBuckets(layout, plan->shardDegree);
+          for (func::FuncOp fn : fns)
+            if (names::isBackwardHalf(fn.getName()))
+              placeGradSyncStarts(fn, table, buckets);
+          if (failed(checkGradSyncStarts(module, s, fns, table, buckets)))
+            return signalPassFailure();
+        }
         continue;
       }
       SmallVector<GradBucket> buckets =
@@ -273,7 +303,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     auto gridRef = FlatSymbolRefAttr::get(b.getContext(), names::kGrid);
     auto dpAxis = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)});
     for (auto [index, bucketRange] : llvm::enumerate(buckets)) {
-      auto [first, end, n] = bucketRange;
+      const int64_t first = bucketRange.first, end = bucketRange.last, n = bucketRange.elements;
       LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": @" << fnName << " bucket " << index << ": params [" << first << ", "
                               << end << "], " << n << " elements\n");
       auto type = RankedTensorType::get({n}, b.getF32Type());

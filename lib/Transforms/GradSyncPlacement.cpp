@@ -71,6 +71,7 @@ void megac::placeGradSyncStarts(func::FuncOp fn, const tx::ParamTable &table, Ar
       b.setInsertionPointAfter(after);
     else
       b.setInsertionPointToStart(&body);
-    tx::StartGradSyncOp::create(b, fn.getLoc(), bucket.first, bucket.last);
+    tx::StartGradSyncOp::create(b, fn.getLoc(), bucket.first, bucket.last,
+                                bucket.shardNumel ? b.getI64IntegerAttr(bucket.shardNumel) : IntegerAttr());
   }
 }

@@ -11,9 +11,12 @@
 
 namespace megac {
 
-/// Parameters first..last of a parameter table, summed by one all-reduce.
+/// Parameters first..last of a parameter table, summed by one all-reduce (or, with
+/// `shardNumel`, the distributed optimizer's flat bucket reduce-scattered into shards of that many
+/// elements).
 struct GradBucket {
   int64_t first, last, elements;
+  int64_t shardNumel = 0;
 };
 
 /// Moves each tx.param_grad of `fn` up to right after the op that makes its gradient.

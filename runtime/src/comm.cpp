@@ -45,6 +45,11 @@ std::unique_ptr<Request> Communicator::iall_reduce_sum(float *data, int64_t n) {
   return std::make_unique<CompletedRequest>();
 }
 
+std::unique_ptr<Request> Communicator::ireduce_scatter_sum(float *out, const float *in, int64_t n) {
+  reduce_scatter_sum(out, in, n);
+  return std::make_unique<CompletedRequest>();
+}
+
 void Communicator::all_reduce_sum_bf16(uint16_t *, int64_t) {
   throw Error("this communicator cannot sum bf16 values (--grad-reduce-in-bf16 needs the MPI or "
               "NCCL communicator)");

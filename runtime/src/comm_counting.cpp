@@ -42,6 +42,11 @@ std::unique_ptr<Request> CountingCommunicator::iall_reduce_sum(float *data, int6
   return inner_->iall_reduce_sum(data, n);
 }
 
+std::unique_ptr<Request> CountingCommunicator::ireduce_scatter_sum(float *out, const float *in, int64_t n) {
+  count_gather(n * inner_->size());
+  return inner_->ireduce_scatter_sum(out, in, n);
+}
+
 void CountingCommunicator::all_reduce_sum_bf16(uint16_t *data, int64_t n) {
   count_all_reduce(n, sizeof(uint16_t));
   inner_->all_reduce_sum_bf16(data, n);

@@ -33,6 +33,13 @@ void GradSync::start(float *data, int64_t n) {
   started_.push_back({dp_.iall_reduce_sum_bf16(bits, n), data, n});
 }
 
+void GradSync::start_reduce_scatter(float *bucket, int64_t shard_numel) {
+  if (!shard_)
+    throw Error("compiled program: its step starts gradient reduce-scatters, but it has no flat_layout "
+                "(regenerate the program with megac compile)");
+  started_.push_back({shard_->ireduce_scatter_sum(bucket, bucket, shard_numel), bucket, shard_numel, true});
+}
+
 int64_t GradSync::start_in_buckets(float *data, int64_t n, int64_t bucket_elems) {
   if (bucket_elems < 1)
     throw Error("--ddp-bucket-size is " + std::to_string(bucket_elems) +
@@ -46,6 +53,12 @@ int64_t GradSync::start_in_buckets(float *data, int64_t n, int64_t bucket_elems)
 int64_t GradSync::finish() {
   const auto started = static_cast<int64_t>(started_.size());
   for (Started &s : started_) {
+    if (s.scattered) {
+      shard_->wait(*s.request);
+      if (replicas_)
+        replicas_->all_reduce_sum(s.data, s.n);
+      continue;
+    }
     dp_.wait(*s.request);
     if (bf16_.data())
       device_.from_bf16(s.data, bf16_copy(s.data, s.n), s.n);

@@ -166,7 +166,7 @@ void validate_pipeline_program(const ProgramDesc &p) {
     }
   }
   const FlatLayoutDesc *flat = p.stages[0].flat_layout;
-  if (flat && flat->sharding != DataParallelSharding::Optim) // gradients sharded
+  if (flat && (flat->sharding != DataParallelSharding::Optim || p.overlap_grad_reduce)) // summed as shards
     check_tied_buckets(p);
 }
 

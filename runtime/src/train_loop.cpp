@@ -236,6 +236,12 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   // program without compiled buckets, the runtime's --ddp-bucket-size buckets).
   const bool overlapped = dp > 1 && program.overlap_grad_reduce;
   GradSync grad_sync(grid.dp(), device);
+  // The distributed optimizer overlapped: the step starts each bucket's reduce-scatter, so the
+  // tied weights (their own buckets then) are summed on the shards afterwards, as ZeRO-2/3 do.
+  const bool scattered_in_step = sharded && overlapped;
+  if (scattered_in_step)
+    grad_sync.shard_over(grid.dp_shard(), grid.dp_replicate().size() > 1 ? &grid.dp_replicate() : nullptr);
+  const bool tied_on_shards = grads_in_backward || scattered_in_step;
   if (dp > 1 && f.grad_reduce_in_bf16)
     grad_sync.reduce_in_bf16(store.flat_grads(), store.flat_grads_numel());
   StepContext sync_ctx = ctx;
@@ -280,23 +286,28 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       }
     }
     double loss = loss_sum / static_cast<double>(num_micro);
-    if (pipelined && sharded) {
+    if (pipelined && sharded && !tied_on_shards) {
       // ZeRO-1: before the reduce-scatter, on the whole gradients: it leaves each rank only its
-      // shard, and the stages' layouts put a tied weight in different shards. ZeRO-2/3: on the
-      // shards the backward left (a tied weight has a bucket of its own, the same in each stage).
+      // shard, and the stages' layouts put a tied weight in different shards.
       activity.phase("tied-weight gradient sync");
-      pipe->tied.sync(store);
+      pipe->tied.sync(store, /*shards=*/false);
     }
     if (dp > 1 && sharded && !grads_in_backward) {
       activity.phase("data-parallel gradient reduce-scatter");
-      if (compiled_sync)
-        compiled_sync(sync_ctx, store.grad_table());
-      else
-        sharded->reduce_scatter_grads();
-      if (grad_sync.finish() != 0)
-        throw Error("compiled program: it has a flat_layout (the distributed optimizer), but its "
-                    "sync_gradients started all-reduce buckets instead of reduce-scattering them "
-                    "(regenerate the program with megac compile)");
+      if (!overlapped) {
+        if (compiled_sync)
+          compiled_sync(sync_ctx, store.grad_table());
+        else
+          sharded->reduce_scatter_grads();
+      }
+      const int64_t started = grad_sync.finish();
+      if (overlapped ? started == 0 : started != 0)
+        throw Error(overlapped ? "compiled program: built with --overlap-grad-reduce and the distributed optimizer, "
+                                 "but its step started no gradient reduce-scatter (regenerate the program with "
+                                 "megac compile)"
+                               : "compiled program: it has a flat_layout (the distributed optimizer), but its "
+                                 "sync_gradients started all-reduce buckets instead of reduce-scattering them "
+                                 "(regenerate the program with megac compile)");
     } else if (dp > 1 && !sharded) {
       activity.phase("data-parallel gradient sync");
       if (!overlapped) {
@@ -312,10 +323,12 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
                                  "(regenerate the program with megac compile)");
     }
     if (pipelined) {
-      // After the dp sum, as Megatron does: the tied copies then add the same totals.
-      if (!sharded) {
+      // After the dp sum, as Megatron does: the tied copies then add the same totals. ZeRO-2/3
+      // and the overlapped distributed optimizer: on the shards the reduce-scatters left (a tied
+      // weight has a bucket of its own, the same in each stage).
+      if (!sharded || tied_on_shards) {
         activity.phase("tied-weight gradient sync");
-        pipe->tied.sync(store);
+        pipe->tied.sync(store, /*shards=*/tied_on_shards);
       }
       activity.phase("loss sum over the pipeline");
       grid.pp().all_reduce_sum(&loss, 1);

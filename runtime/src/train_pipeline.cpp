@@ -1,5 +1,6 @@
 #include "megart/train_pipeline.h"
 
+#include "megart/error.h"
 #include "megart/pipeline_program.h"
 
 #include <map>
@@ -37,9 +38,10 @@ TiedGradients::TiedGradients(const ProgramDesc &program, const ParamStore &store
 
 TiedGradients::~TiedGradients() = default;
 
-void TiedGradients::sync(ParamStore &store) {
+void TiedGradients::sync(ParamStore &store, bool shards) {
   const DistributedOptimizerState *sharded = store.sharded();
-  const bool shards = sharded && sharded->grads_sharded();
+  if (shards && !sharded)
+    throw Error("tied-weight sums on gradient shards need the distributed optimizer's flat layout");
   for (const Tied &t : tied_)
     for (int64_t b : t.blocks) {
       if (!shards) {

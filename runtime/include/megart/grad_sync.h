@@ -31,6 +31,15 @@ public:
   void reduce_in_bf16(float *grads, int64_t n);
   // Starts the dp sum of n gradients at `data` (Communicator::iall_reduce_sum(_bf16)).
   void start(float *data, int64_t n);
+  // The distributed optimizer with --overlap-grad-reduce: reduce-scatters go over `shard` and,
+  // with hybrid sharding, finish() then sums each shard across `replicas` (null: none).
+  void shard_over(Communicator &shard, Communicator *replicas) {
+    shard_ = &shard;
+    replicas_ = replicas;
+  }
+  // Starts the in-place reduce-scatter of a flat bucket over the shard group: this rank's
+  // shard_numel-element shard of the sum lands at `bucket` (Communicator::ireduce_scatter_sum).
+  void start_reduce_scatter(float *bucket, int64_t shard_numel);
   // Starts data[0, n) in consecutive buckets of at most bucket_elems elements (the runtime's
   // own buckets, for programs without compiled ones); returns how many.
   int64_t start_in_buckets(float *data, int64_t n, int64_t bucket_elems);
@@ -43,11 +52,13 @@ private:
     std::unique_ptr<Request> request;
     float *data;
     int64_t n;
+    bool scattered = false; // a reduce-scatter (data: the shard), else an all-reduce
   };
   uint16_t *bf16_copy(const float *data, int64_t n) const;
 
   Communicator &dp_;
   Device &device_;
+  Communicator *shard_ = nullptr, *replicas_ = nullptr;
   std::vector<Started> started_;
   // reduce_in_bf16: the gradients and their bf16 copy, element i of one at element i of the other.
   float *grads_ = nullptr;

@@ -25,8 +25,9 @@ public:
   ~TiedGradients();
 
   // Sums the tied gradients over the stages that hold them (one all-reduce per block, tensors
-  // in name order). Collective over those groups.
-  void sync(ParamStore &store);
+  // in name order). Collective over those groups. With `shards` (the store's flat layout, its
+  // buckets reduce-scattered already), this rank's reduced shard of each block's own bucket.
+  void sync(ParamStore &store, bool shards);
   // Which of the store's parameters the gradient norm counts here: all but the tied ones whose
   // first stage is another rank (Megatron counts the shared embedding on the first stage).
   const std::vector<char> &norm_counted() const { return norm_counted_; }

@@ -376,12 +376,13 @@ TEST_F(TrainZero1, RefusesWhatItCannotShard) {
       EXPECT_THAT(r.err, HasSubstr(message));
     EXPECT_EQ(r.out.find("iteration"), std::string::npos);
   };
+  FlatProgram zero2;
+  flat_test::make_zero_bigram<flat_test::kOneBucket>(zero2, 2, /*params_too=*/false);
+  zero2.p.desc.overlap_grad_reduce = true;
+  refused(zero2.p.desc, {}, "--overlap-grad-reduce with ZeRO-2/3 (flat_layout sharding 2) is not supported by this "
+                            "runtime yet");
   FlatProgram f;
   flat_test::make_bigram<flat_test::kOneBucket>(f, 2);
-  f.p.desc.overlap_grad_reduce = true;
-  refused(f.p.desc, {}, "the distributed optimizer (flat_layout) with --overlap-grad-reduce is not "
-                        "supported by this runtime yet");
-  f.p.desc.overlap_grad_reduce = false;
   f.layout.shard_degree = 4;
   refused(f.p.desc, {}, "flat_layout shards the optimizer state over 4 ranks, which does not divide "
                         "data_parallel_size 2");

@@ -49,7 +49,7 @@ def cases():
         Case(AREA, "ZeRO-3 with overlapped gradient reduction", ["{megac}", "compile", "{spec}", "-o", OUT, "--dp", "2",
                                          "--data-parallel-sharding-strategy", "optim_grads_params",
                                          "--overlap-grad-reduce"],
-             r"--overlap-grad-reduce with a sharded strategy \(optim_grads_params\) is not derived yet; drop "
+             r"--overlap-grad-reduce with a sharded strategy \(optim_grads_params\) is not derived yet .*drop "
              r"--overlap-grad-reduce", absent=[OUT]),
         compile_case("micro batch 2^60", ["--micro-batch-size", "1152921504606846976"], r"--micro-batch-size"),
         compile_case("dp 10^8", ["--dp", "100000000"], r"--data-parallel-size|--dp"),
