@@ -8,6 +8,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
+
 using namespace mlir;
 using namespace megac;
 
@@ -29,9 +31,11 @@ constexpr StringLiteral kShardingStrategy = "data_parallel_sharding_strategy";
 constexpr StringLiteral kShardDegree = "data_parallel_shard_degree";
 constexpr StringLiteral kOverlapParamGather = "overlap_param_gather";
 constexpr StringLiteral kReshardAfterForward = "fsdp_reshard_after_forward";
+constexpr StringLiteral kOffloadFraction = "optimizer_offload_fraction";
 constexpr StringRef kPlanKeys[] = {kSequenceParallel, kVirtualStages,      kSchedule,           kLayout,
                                    kMicrobatches,     kBucketSize,         kOverlapGradReduce,  kVocabDivisibleBy,
-                                   kShardingStrategy, kShardDegree,        kOverlapParamGather, kReshardAfterForward};
+                                   kShardingStrategy, kShardDegree,        kOverlapParamGather, kReshardAfterForward,
+                                   kOffloadFraction};
 
 // What limit errors call each field: the grid's axes and the plan's keys.
 const PlanFieldNames &irNames() {
@@ -83,6 +87,8 @@ void megac::recordPlan(ModuleOp module, const ParallelPlan &plan) {
   if (plan.sharding == ShardingStrategy::OptimGradsParams)
     entries.push_back(
         b.getNamedAttr(kReshardAfterForward, b.getStringAttr(reshardAfterForwardName(plan.reshardAfterForward))));
+  if (plan.optimizerOffloadFraction > 0)
+    entries.push_back(b.getNamedAttr(kOffloadFraction, b.getF64FloatAttr(plan.optimizerOffloadFraction)));
   grid->setAttr(names::kPlanAttr, b.getDictionaryAttr(entries));
 }
 
@@ -151,6 +157,14 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
                        : key == kShardDegree    ? sharding.shardDegree
                                                 : result.numMicrobatches;
       field = v.getInt();
+    } else if (key == kOffloadFraction) {
+      auto v = dyn_cast<FloatAttr>(value);
+      if (!v || !v.getType().isF64())
+        return wrong("a fraction (f64) above 0 and at most 1");
+      sharding.optimizerCpuOffload = true;
+      char text[32]; // read back as the same double by resolveSharding
+      std::snprintf(text, sizeof text, "%.17g", v.getValueAsDouble());
+      sharding.offloadFraction = text;
     } else if (key == kSchedule) {
       auto v = dyn_cast<StringAttr>(value);
       if (!v)

@@ -2,6 +2,9 @@
 
 #include "llvm/ADT/Twine.h"
 
+#include <cmath>
+#include <cstdlib>
+
 using namespace llvm;
 using namespace megac;
 
@@ -99,6 +102,26 @@ Error megac::resolveSharding(ParallelPlan &plan, const ShardingFlags &f) {
                   Twine(shardingStrategyName(*strategy)) + ")");
     reshard = *r;
   }
+  double offload = 0;
+  if (!f.offloadFraction.empty() && !f.optimizerCpuOffload)
+    return fail("--optimizer-offload-fraction " + f.offloadFraction +
+                " says how much of the optimizer --optimizer-cpu-offload moves to the host; add "
+                "--optimizer-cpu-offload or drop it");
+  if (f.optimizerCpuOffload) {
+    if (!sharded)
+      return fail("--optimizer-cpu-offload steps the distributed optimizer's shards on the host, and nothing is "
+                  "sharded; add --use-distributed-optimizer (or a --data-parallel-sharding-strategy)");
+    offload = 1;
+    if (!f.offloadFraction.empty()) {
+      char *end = nullptr;
+      offload = std::strtod(f.offloadFraction.c_str(), &end);
+      if (end == f.offloadFraction.c_str() || *end != '\0' || !std::isfinite(offload) || offload <= 0 || offload > 1)
+        return fail("--optimizer-offload-fraction " + f.offloadFraction +
+                    " is not a fraction; give a number above 0 and at most 1 (the share of each shard stepped on "
+                    "the host)");
+    }
+  }
+  plan.optimizerOffloadFraction = offload;
   plan.sharding = *strategy;
   plan.shardDegree = *shard;
   plan.overlapParamGather = f.overlapParamGather;

@@ -141,7 +141,10 @@ void emitFlatLayout(StringRef name, DictionaryAttr layout, llvm::raw_ostream &os
      << "ParamOffsets, .buckets = " << name << "Buckets, .num_buckets = " << buckets.size() / 2
      << ", .numel = " << cast<IntegerAttr>(layout.get("numel")).getInt()
      << ", .shard_degree = " << cast<IntegerAttr>(layout.get("shard_degree")).getInt()
-     << ", .sharding = megart::DataParallelSharding::" << strategy << "};\n\n";
+     << ", .sharding = megart::DataParallelSharding::" << strategy;
+  if (auto offloaded = layout.getAs<IntegerAttr>("offloaded_numel"); offloaded && offloaded.getInt() > 0)
+    os << ", .offloaded_numel = " << offloaded.getInt();
+  os << "};\n\n";
 }
 
 FailureOr<std::string> emitShardedFields(ModuleOp module, func::FuncOp syncFn, StringRef gatherName,

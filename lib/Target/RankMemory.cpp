@@ -46,7 +46,9 @@ StageStateMemory stageMemory(int64_t stage, const tx::ParamTable &table, Diction
   const bool shardParams = plan.shardedState() == ShardingStrategy::OptimGradsParams;
   m.paramBytes = (shardParams ? shard : numel) * kFloatBytes;
   m.gradBytes = (shardGrads ? shard : numel) * kFloatBytes;
-  m.optimizerBytes = 2 * shard * kFloatBytes;
+  const int64_t offloaded = plan.offloadedNumel(shard);
+  m.optimizerBytes = 2 * (shard - offloaded) * kFloatBytes;
+  m.offloadedBytes = 4 * offloaded * kFloatBytes; // master weights, two moments, gradients' copy
   m.masterBytes = 0; // fp32 parameters are their own master copy
   return m;
 }
@@ -109,6 +111,7 @@ void megac::printStateMemory(ArrayRef<StageStateMemory> stages, const ParallelPl
       os << "; the parameters stay gathered under pp, --fsdp-reshard-after-forward always shards them";
     os << "): parameters " << formatBytes(m.paramBytes) << ", gradients " << formatBytes(m.gradBytes)
        << ", optimizer state " << formatBytes(m.optimizerBytes) << ", master weights " << formatBytes(m.masterBytes)
+       << (m.offloadedBytes ? ", offloaded to the host " + formatBytes(m.offloadedBytes) : std::string())
        << "; total " << formatBytes(m.stateBytes()) << " = " << llvm::format("%.3f", m.bytesPerParameter())
        << " bytes x " << m.parameters << " parameters";
     if (m.paddingElements)
@@ -139,7 +142,8 @@ std::string megac::stateMemoryJson(ArrayRef<StageStateMemory> stages, const Para
                                                           {"activations", m.activationBytes},
                                                           {"workspace", m.workspaceBytes},
                                                           {"communication", m.communicationBytes},
-                                                          {"data", m.dataBytes}}},
+                                                          {"data", m.dataBytes},
+                                                          {"offloaded_optimizer", m.offloadedBytes}}},
                                       {"data_bytes_per_microbatch", m.dataBytesPerMicrobatch},
                                       {"microbatches", m.microbatches},
                                       {"training_state_bytes", m.stateBytes()},

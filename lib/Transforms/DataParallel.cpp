@@ -227,7 +227,9 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
                                        b.getNamedAttr("buckets", b.getDenseI64ArrayAttr(bucketPairs)),
                                        b.getNamedAttr("numel", b.getI64IntegerAttr(layout.numel)),
                                        b.getNamedAttr("shard_degree", b.getI64IntegerAttr(d)),
-                                       b.getNamedAttr("sharding", b.getStringAttr(shardingStrategyName(plan.shardedState())))}));
+                                       b.getNamedAttr("sharding", b.getStringAttr(shardingStrategyName(plan.shardedState()))),
+                                       b.getNamedAttr("offloaded_numel",
+                                                      b.getI64IntegerAttr(plan.offloadedNumel(layout.numel / d)))}));
     OpBuilder sb = OpBuilder::atBlockEnd(sync.addEntryBlock());
     // ZeRO-3 keeps the updated shards: nothing to gather after the step.
     const bool paramsSharded = plan.shardedState() == ShardingStrategy::OptimGradsParams;

@@ -3,7 +3,10 @@
 #include "megart/error.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace megart {
 
@@ -43,14 +46,23 @@ void validate_flat_layout(const FlatLayout &l, int shard_size) {
 
 DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *params, float *grads,
                                                      Communicator &group, Device &device, bool grads_sharded,
-                                                     bool params_sharded)
+                                                     bool params_sharded, int64_t offloaded_numel)
     : layout_(std::move(layout)), params_(params), grads_(grads), group_(group), device_(device),
       grads_sharded_(grads_sharded || params_sharded), params_sharded_(params_sharded) {
   validate_flat_layout(layout_, group.size());
   shard_numel_ = layout_.numel / group.size();
-  const size_t shard_bytes = static_cast<size_t>(shard_numel_) * sizeof(float);
-  exp_avg_ = DeviceBuffer(device, shard_bytes, MemoryCategory::OptimizerState);
-  exp_avg_sq_ = DeviceBuffer(device, shard_bytes, MemoryCategory::OptimizerState);
+  if (offloaded_numel < 0 || offloaded_numel > shard_numel_)
+    throw Error("flat layout: " + std::to_string(offloaded_numel) + " offloaded elements, but a rank's shard has " +
+                std::to_string(shard_numel_));
+  offloaded_ = offloaded_numel;
+  const size_t device_bytes = static_cast<size_t>(shard_numel_ - offloaded_) * sizeof(float);
+  exp_avg_ = DeviceBuffer(device, device_bytes, MemoryCategory::OptimizerState);
+  exp_avg_sq_ = DeviceBuffer(device, device_bytes, MemoryCategory::OptimizerState);
+  if (offloaded_ > 0) {
+    const size_t host_bytes = static_cast<size_t>(offloaded_) * sizeof(float);
+    for (DeviceBuffer *b : {&host_master_, &host_grads_, &host_exp_avg_, &host_exp_avg_sq_})
+      *b = DeviceBuffer(cpu_device(), host_bytes, MemoryCategory::OffloadedOptimizer);
+  }
   // This rank's shard of each bucket, cut where parameters begin and end.
   const int64_t r = group.rank();
   int64_t state = 0;
@@ -68,13 +80,28 @@ DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *p
     state += m;
   }
   std::sort(pieces_.begin(), pieces_.end(), [](const Piece &a, const Piece &b) { return a.element < b.element; });
-  for (const Piece &p : pieces_)
+  for (const Piece &p : pieces_) {
     shard_grads_.emplace_back(grads_ + p.reduced, p.n);
+    const int64_t on_host = std::clamp<int64_t>(offloaded_ - p.state, 0, p.n);
+    if (on_host > 0)
+      host_pieces_.push_back({p.param, p.element, p.value, p.reduced, p.state, on_host});
+    if (on_host < p.n)
+      device_pieces_.push_back({p.param, p.element + on_host, p.value + on_host, p.reduced + on_host,
+                                p.state + on_host - offloaded_, p.n - on_host});
+  }
+}
+
+void DistributedOptimizerState::refresh_offloaded_master() {
+  for (const Piece &p : host_pieces_)
+    device_.copy_to_host(host_master_.as<float>() + p.state, params_ + p.value, static_cast<size_t>(p.n) * sizeof(float));
 }
 
 void DistributedOptimizerState::zero_moments() {
   device_.zero(exp_avg_.data(), exp_avg_.bytes());
   device_.zero(exp_avg_sq_.data(), exp_avg_sq_.bytes());
+  for (DeviceBuffer *b : {&host_exp_avg_, &host_exp_avg_sq_})
+    if (b->data())
+      cpu_device().zero(b->data(), b->bytes());
 }
 
 float *DistributedOptimizerState::bucket_grad_shard(int64_t b) const {
@@ -103,11 +130,25 @@ void DistributedOptimizerState::reduce_scatter_grads() {
 
 void DistributedOptimizerState::step(const AdamWScalars &with_decay, const AdamWScalars &without_decay) {
   std::vector<AdamWTensor> tensors;
-  tensors.reserve(pieces_.size());
-  for (const Piece &p : pieces_)
+  tensors.reserve(device_pieces_.size());
+  for (const Piece &p : device_pieces_)
     tensors.push_back({params_ + p.value, grads_ + p.reduced, exp_avg_.as<float>() + p.state,
                        exp_avg_sq_.as<float>() + p.state, p.n, layout_.weight_decay[p.param] != 0});
   device_.adamw(tensors, with_decay, without_decay);
+  if (host_pieces_.empty())
+    return;
+  // ZeRO-Offload: the gradients down, AdamW on the host's master weights, the weights back up.
+  std::vector<AdamWTensor> host;
+  for (const Piece &p : host_pieces_) {
+    float *grad = host_grads_.as<float>() + p.state, *master = host_master_.as<float>() + p.state;
+    device_.copy_to_host(grad, grads_ + p.reduced, static_cast<size_t>(p.n) * sizeof(float));
+    host.push_back({master, grad, host_exp_avg_.as<float>() + p.state, host_exp_avg_sq_.as<float>() + p.state, p.n,
+                    layout_.weight_decay[p.param] != 0});
+  }
+  cpu_device().adamw(host, with_decay, without_decay);
+  for (const Piece &p : host_pieces_)
+    device_.copy_from_host(params_ + p.value, host_master_.as<float>() + p.state,
+                           static_cast<size_t>(p.n) * sizeof(float));
 }
 
 void DistributedOptimizerState::all_gather_params() {
@@ -137,21 +178,44 @@ void DistributedOptimizerState::set_param_pieces(int64_t i, const float *host) {
 
 void DistributedOptimizerState::all_gather_moments(float *exp_avg, float *exp_avg_sq) const {
   const int64_t d = group_.size();
+  // With ZeRO-Offload the shard's moments are first put together from host and device (through
+  // host memory: the Device copies only between the two), in temporary device buffers.
+  DeviceBuffer whole_avg, whole_sq;
+  const float *avg = exp_avg_.as<float>(), *sq = exp_avg_sq_.as<float>();
+  if (offloaded_ > 0) {
+    const size_t bytes = static_cast<size_t>(shard_numel_) * sizeof(float);
+    whole_avg = DeviceBuffer(device_, bytes, MemoryCategory::Communication);
+    whole_sq = DeviceBuffer(device_, bytes, MemoryCategory::Communication);
+    std::vector<float> staged(static_cast<size_t>(shard_numel_));
+    for (auto [whole, host, dev] : {std::tuple{&whole_avg, &host_exp_avg_, &exp_avg_},
+                                    std::tuple{&whole_sq, &host_exp_avg_sq_, &exp_avg_sq_}}) {
+      std::memcpy(staged.data(), host->as<float>(), static_cast<size_t>(offloaded_) * sizeof(float));
+      device_.copy_to_host(staged.data() + offloaded_, dev->as<float>(),
+                           static_cast<size_t>(shard_numel_ - offloaded_) * sizeof(float));
+      device_.copy_from_host(whole->data(), staged.data(), bytes);
+    }
+    avg = whole_avg.as<float>(), sq = whole_sq.as<float>();
+  }
   int64_t state = 0;
   for (const FlatBucket &k : layout_.buckets) {
     const int64_t m = k.numel / d;
-    group_.all_gather(exp_avg + k.offset, exp_avg_.as<float>() + state, m);
-    group_.all_gather(exp_avg_sq + k.offset, exp_avg_sq_.as<float>() + state, m);
+    group_.all_gather(exp_avg + k.offset, avg + state, m);
+    group_.all_gather(exp_avg_sq + k.offset, sq + state, m);
     state += m;
   }
 }
 
 void DistributedOptimizerState::set_moment_pieces(int64_t i, bool squared, const float *host) {
   float *moment = (squared ? exp_avg_sq_ : exp_avg_).as<float>();
-  for (const Piece &p : pieces_)
+  for (const Piece &p : device_pieces_)
     if (p.param == i)
       device_.copy_from_host(moment + p.state, host + (p.element - layout_.param_offsets[i]),
                              static_cast<size_t>(p.n) * sizeof(float));
+  float *offloaded = (squared ? host_exp_avg_sq_ : host_exp_avg_).as<float>();
+  for (const Piece &p : host_pieces_)
+    if (p.param == i)
+      std::memcpy(offloaded + p.state, host + (p.element - layout_.param_offsets[i]),
+                  static_cast<size_t>(p.n) * sizeof(float));
 }
 
 } // namespace megart

@@ -8,7 +8,8 @@ std::array<MemoryCategory, kNumMemoryCategories> memory_categories() {
   return {MemoryCategory::Parameters,    MemoryCategory::Gradients,
           MemoryCategory::OptimizerState, MemoryCategory::MasterWeights,
           MemoryCategory::Activations,   MemoryCategory::Workspace,
-          MemoryCategory::Communication, MemoryCategory::Data};
+          MemoryCategory::Communication, MemoryCategory::Data,
+          MemoryCategory::OffloadedOptimizer};
 }
 
 const char *memory_category_key(MemoryCategory c) {
@@ -21,6 +22,7 @@ const char *memory_category_key(MemoryCategory c) {
   case MemoryCategory::Workspace: return "workspace";
   case MemoryCategory::Communication: return "communication";
   case MemoryCategory::Data: return "data";
+  case MemoryCategory::OffloadedOptimizer: return "offloaded_optimizer";
   }
   return "unknown";
 }
@@ -29,6 +31,7 @@ const char *memory_category_label(MemoryCategory c) {
   switch (c) {
   case MemoryCategory::OptimizerState: return "optimizer state";
   case MemoryCategory::MasterWeights: return "master weights";
+  case MemoryCategory::OffloadedOptimizer: return "offloaded optimizer (host)";
   default: return memory_category_key(c);
   }
 }

@@ -89,7 +89,7 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
     }
     sharded_ = std::make_unique<DistributedOptimizerState>(std::move(layout), flat_params_.as<float>(),
                                                            flat_grads_.as<float>(), *shard_group, device,
-                                                           grads_sharded, params_sharded);
+                                                           grads_sharded, params_sharded, flat_layout->offloaded_numel);
     return;
   }
   // One gradient allocation; each gradient starts on a 64-byte boundary, as ProgramDesc
@@ -208,11 +208,15 @@ void ParamStore::init(uint64_t seed) {
       device_->copy_from_host(param_ptrs_[i], host.data(), host.size() * sizeof(float));
   }
   reset_optimizer_state();
+  if (sharded_) // ZeRO-Offload's host master weights start from these
+    sharded_->refresh_offloaded_master();
 }
 
 void ParamStore::load(const std::vector<std::string> &files, const std::set<std::string> &elsewhere) {
   read_arrays(files, elsewhere, {StateArray::Param}, {"F32", "BF16", "F16"});
   reset_optimizer_state();
+  if (sharded_) // ZeRO-Offload's host master weights start from the loaded ones
+    sharded_->refresh_offloaded_master();
 }
 
 void ParamStore::load_optimizer_state(const std::string &path,

@@ -31,16 +31,20 @@ def plan_flags(plan):
     optim_grads and 'zero3' optim_grads_params (all with small buckets; 'reshard' and 'noreshard'
     add --fsdp-reshard-after-forward always / never; hybrid sharding: 'shard2' shards over groups
     of 2 dp ranks, --data-parallel-shard-degree 2, and 'inst2' makes 2 distributed-optimizer
-    instances, --num-distributed-optimizer-instances 2), and ':gpipe' (after the sizes) picks the
-    pipeline schedule."""
+    instances, --num-distributed-optimizer-instances 2; 'offload' steps half of each shard on the
+    host, --optimizer-cpu-offload --optimizer-offload-fraction 0.5), and ':gpipe' (after the sizes)
+    picks the pipeline schedule."""
     sizes, _, schedule = plan.partition(":")
     flags, world = [], 1
     strategies = {"dopt": ["--use-distributed-optimizer"],
                   "optim": ["--data-parallel-sharding-strategy", "optim"],
                   "zero2": ["--data-parallel-sharding-strategy", "optim_grads"],
                   "zero3": ["--data-parallel-sharding-strategy", "optim_grads_params"]}
-    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp|ogr|dopt|optim|zero2|zero3|noreshard|reshard|shard|inst)(\d*)",
+    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp|ogr|dopt|optim|zero2|zero3|noreshard|reshard|shard|inst|offload)(\d*)",
                                    sizes):
+        if axis == "offload":
+            flags += ["--optimizer-cpu-offload", "--optimizer-offload-fraction", "0.5"]
+            continue
         if axis in ("shard", "inst"):
             flags += ["--data-parallel-shard-degree" if axis == "shard" else "--num-distributed-optimizer-instances",
                       digits]
@@ -92,7 +96,7 @@ def checkpoints_interchange(w, plan, world):
 
 
 STATE_CATEGORIES = ("parameters", "gradients", "optimizer_state", "master_weights")
-CATEGORIES = STATE_CATEGORIES + ("activations", "workspace", "communication", "data")
+CATEGORIES = STATE_CATEGORIES + ("activations", "workspace", "communication", "data", "offloaded_optimizer")
 
 
 def memory_matches(out, first_record, plan, flags):

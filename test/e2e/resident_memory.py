@@ -13,7 +13,7 @@ from e2e_util import MPI_ENV, make_license_corpus, metrics, run
 
 TOLERANCE = 0.05  # the bound: libraries, MPI and the allocator hold the rest
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "master_weights", "activations", "workspace",
-              "communication", "data")
+              "communication", "data", "offloaded_optimizer")
 # (name, megac compile flags, ranks, global batch)
 PLANS = [("single", [], 1, 1),
          ("dp2", ["--dp", "2"], 2, 2),  # one 30 M-float gradient bucket all-reduced

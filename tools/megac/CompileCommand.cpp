@@ -134,6 +134,14 @@ cl::opt<std::string> reshardAfterForward(
     cl::desc("optim_grads_params: free gathered parameters after forward: default (always, never under pipeline "
              "parallelism), always or never (torchtitan's option)"),
     cl::sub(compile), megac::recordValues<std::string>("--fsdp-reshard-after-forward"));
+cl::opt<bool> optimizerCpuOffload("optimizer-cpu-offload",
+                                  cl::desc("ZeRO-Offload: step the distributed optimizer's shards on the host, their "
+                                           "master weights and moments in host memory (Megatron's flag)"),
+                                  cl::sub(compile), megac::recordValues<bool>("--optimizer-cpu-offload"));
+cl::opt<std::string> offloadFraction("optimizer-offload-fraction",
+                                     cl::desc("with --optimizer-cpu-offload: the share of each rank's shard stepped on "
+                                              "the host, above 0 and at most 1 (default 1; Megatron's flag)"),
+                                     cl::sub(compile), megac::recordValues<std::string>("--optimizer-offload-fraction"));
 cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds which (pp, dp, tp) coordinate"),
                          cl::sub(compile));
 cl::opt<bool> noBuild("no-build", cl::desc("write OUT/main.cpp (main.cu) and OUT/CMakeLists.txt but do not build"),
@@ -222,8 +230,9 @@ Expected<megac::ParallelPlan> planFromFlags() {
   plan.overlapGradReduce = overlapGradReduce;
   if (Error e = megac::checkPlanLimits(plan, megac::kPlanFlagNames))
     return std::move(e);
-  megac::ShardingFlags sharding{shardingStrategy, useDistributedOptimizer, optimizerInstances, shardDegree,
-                                replicateDegree,  overlapParamGather,      reshardAfterForward};
+  megac::ShardingFlags sharding{shardingStrategy,   useDistributedOptimizer, optimizerInstances,
+                                shardDegree,        replicateDegree,         overlapParamGather,
+                                reshardAfterForward, optimizerCpuOffload,    offloadFraction};
   if (Error e = megac::resolveSharding(plan, sharding))
     return std::move(e);
   if (globalBatch == 0)

@@ -50,6 +50,13 @@ struct ParallelPlan {
   int64_t shardDegree = 1;
   bool overlapParamGather = false;
   ReshardAfterForward reshardAfterForward = ReshardAfterForward::Default;
+  // ZeRO-Offload: the fraction of each rank's shard whose optimizer step runs on the host (its
+  // master weights and moments in host memory); 0: none.
+  double optimizerOffloadFraction = 0;
+  /// Elements of a shard of `shardNumel` stepped on the host.
+  int64_t offloadedNumel(int64_t shardNumel) const {
+    return static_cast<int64_t>(optimizerOffloadFraction * static_cast<double>(shardNumel));
+  }
 
   /// Whether optim_grads_params frees the gathered parameters after each forward.
   bool reshardsAfterForward() const {

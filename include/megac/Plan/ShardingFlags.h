@@ -1,7 +1,8 @@
 // The plan flags of sharded data parallelism, as given, and how they resolve into a plan:
 // Megatron's --use-distributed-optimizer and --num-distributed-optimizer-instances,
 // Megatron-FSDP's --data-parallel-sharding-strategy, torchtitan's --data-parallel-shard-degree /
-// --data-parallel-replicate-degree and --fsdp-reshard-after-forward, and --overlap-param-gather.
+// --data-parallel-replicate-degree and --fsdp-reshard-after-forward, --overlap-param-gather, and
+// ZeRO-Offload's --optimizer-cpu-offload / --optimizer-offload-fraction (Megatron's).
 #pragma once
 
 #include "megac/Plan/ParallelPlan.h"
@@ -20,6 +21,8 @@ struct ShardingFlags {
   int64_t replicateDegree = 0;    // 0 = not given
   bool overlapParamGather = false;
   std::string reshardAfterForward; // "" = not given
+  bool optimizerCpuOffload = false;
+  std::string offloadFraction;     // "" = not given (1, as Megatron)
 };
 
 /// Sets plan.sharding, shardDegree, overlapParamGather and reshardAfterForward from `flags`

@@ -25,13 +25,15 @@ struct StageStateMemory {
   // or with no_shard the gradients' 64-byte alignment.
   int64_t paddingElements = 0;
   int64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0, masterBytes = 0;
+  // ZeRO-Offload, host memory: the offloaded elements' master weights, moments and gradients' copy.
+  int64_t offloadedBytes = 0;
   // Besides the training state (addProgramBuffers). Data for `microbatches` per iteration: with
   // pp the compiled count, else one (OUT/train's --global-batch-size sets it: data scales with
   // the microbatches per dp rank).
   int64_t workspaceBytes = 0, activationBytes = 0, communicationBytes = 0, dataBytes = 0;
   int64_t dataBytesPerMicrobatch = 0, microbatches = 1;
 
-  int64_t stateBytes() const { return paramBytes + gradBytes + optimizerBytes + masterBytes; }
+  int64_t stateBytes() const { return paramBytes + gradBytes + optimizerBytes + masterBytes + offloadedBytes; }
   int64_t totalBytes() const {
     return stateBytes() + workspaceBytes + activationBytes + communicationBytes + dataBytes;
   }

@@ -43,9 +43,13 @@ public:
   // layout and allocates the zeroed moments (layout.numel / group size floats each,
   // OptimizerState).
   // With `params_sharded` (ZeRO-3, implies grads_sharded) `params` holds only this rank's shards
-  // too, laid out as the gradient shards.
+  // too, laid out as the gradient shards. ZeRO-Offload: the first `offloaded_numel` elements of
+  // this rank's shard (in shard order) are stepped on the host: their master weights, moments and
+  // a copy of their gradients live in host memory (OffloadedOptimizer), the device keeps moments
+  // for the rest only.
   DistributedOptimizerState(FlatLayout layout, float *params, float *grads, Communicator &group,
-                            Device &device, bool grads_sharded = false, bool params_sharded = false);
+                            Device &device, bool grads_sharded = false, bool params_sharded = false,
+                            int64_t offloaded_numel = 0);
 
   float *param(int64_t i) const { return params_ + layout_.param_offsets[i]; }
   // Parameter i's whole gradient in the flat buffer (ZeRO-1 only: with grads_sharded there is none).
@@ -83,6 +87,10 @@ public:
   // ZeRO-3: local, keeps this rank's pieces of parameter i's whole value `host` (param_numels[i]
   // floats in host memory).
   void set_param_pieces(int64_t i, const float *host);
+  // ZeRO-Offload: the host master weights from the parameters on the device (after they were
+  // initialised or loaded).
+  void refresh_offloaded_master();
+  int64_t offloaded_numel() const { return offloaded_; }
 
   // Checkpoints hold whole moments. Collective over the group: both moments, whole, into
   // `exp_avg` and `exp_avg_sq` (layout.numel floats each, on the device), laid out like the
@@ -106,9 +114,14 @@ private:
   Communicator &group_;
   Device &device_;
   bool grads_sharded_, params_sharded_;
-  int64_t shard_numel_ = 0;
-  DeviceBuffer exp_avg_, exp_avg_sq_;
+  int64_t shard_numel_ = 0, offloaded_ = 0;
+  DeviceBuffer exp_avg_, exp_avg_sq_; // the device's part: shard elements offloaded_ ..
+  // ZeRO-Offload, host memory, shard elements 0 .. offloaded_.
+  DeviceBuffer host_master_, host_grads_, host_exp_avg_, host_exp_avg_sq_;
   std::vector<Piece> pieces_;
+  // The pieces cut where the offloaded part of the shard ends: stepped on the host (state <
+  // offloaded_), or on the device.
+  std::vector<Piece> host_pieces_, device_pieces_;
   MutableTensorList shard_grads_;
 };
 

@@ -21,8 +21,11 @@ enum class MemoryCategory : int32_t {
   Workspace,      // the compiled programs' arenas
   Communication,  // bf16 gradient copies, pipeline send/receive buffers, other staging buffers
   Data,           // the device copies of token ids and labels
+  // Host memory of ZeRO-Offload (--optimizer-cpu-offload): the offloaded part of this rank's
+  // shard's master weights, AdamW moments and gradient copies.
+  OffloadedOptimizer,
 };
-constexpr int kNumMemoryCategories = 8;
+constexpr int kNumMemoryCategories = 9;
 
 // Every category, in the order reports list them.
 std::array<MemoryCategory, kNumMemoryCategories> memory_categories();

@@ -97,6 +97,9 @@ struct FlatLayoutDesc {
   int64_t numel;                // the flat buffers' size in elements, padding included
   int64_t shard_degree;         // the dp ranks one copy of the sharded state spans (divides dp)
   DataParallelSharding sharding = DataParallelSharding::Optim;
+  // ZeRO-Offload (--optimizer-cpu-offload): the first this many elements of every rank's shard
+  // are stepped on the host (their master weights and moments in host memory); 0: none.
+  int64_t offloaded_numel = 0;
 };
 
 // After the optimizer step on each rank's shards: gives every rank of the shard group every
