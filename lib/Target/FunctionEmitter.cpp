@@ -182,6 +182,11 @@ private:
   DenseMap<Value, std::string> names; // the C++ expression of each value's buffer
   DenseMap<Value, std::string> arenaDecl;
   int64_t frameBytes = 0, maxCallee = 0;
+  // Collectives started (megac.async) and not yet waited for: the result's buffer -> the C++
+  // communicator and the request's name.
+  llvm::MapVector<Value, std::pair<std::string, std::string>> pending;
+  /// Waits for the collectives whose results `op` reads (or, at the return, for every one left).
+  void waitFor(Operation &op);
 };
 
 /// The value whose buffer `v` lives in: a reshape views its input, a gradient bucket add updates
@@ -240,6 +245,22 @@ LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
         it->second.lastUse = std::max(it->second.lastUse, position[&op]);
     }
   }
+  // An overlapped collective reads its input until it is waited for, where its result (or a view
+  // of it) is first read, or at the return.
+  for (Operation &op : body) {
+    if (!op.hasAttr(names::kAsyncAttr) || op.getNumResults() != 1)
+      continue;
+    int64_t waitAt = position[body.getTerminator()];
+    for (Operation *later = op.getNextNode(); later; later = later->getNextNode())
+      if (llvm::any_of(later->getOperands(), [&](Value v) { return aliasRoot(v) == op.getResult(0); }) &&
+          !isa<tx::ReshapeOp, tx::BucketParamOp>(later)) {
+        waitAt = position[later];
+        break;
+      }
+    for (Value operand : op.getOperands())
+      if (auto it = arena.find(aliasRoot(operand)); it != arena.end())
+        it->second.lastUse = std::max(it->second.lastUse, waitAt);
+  }
   SmallVector<BufferLifetime> lifetimes;
   for (auto &[v, life] : arena)
     lifetimes.push_back(life);
@@ -275,7 +296,22 @@ FailureOr<int64_t> FunctionEmitter::emit(llvm::raw_ostream &plan) {
   return frameBytes + maxCallee;
 }
 
+void FunctionEmitter::waitFor(Operation &op) {
+  if (isa<tx::ReshapeOp, tx::BucketParamOp>(op)) // views read nothing
+    return;
+  const bool all = isa<func::ReturnOp>(op);
+  for (auto it = pending.begin(); it != pending.end();) {
+    if (all || llvm::any_of(op.getOperands(), [&](Value v) { return aliasRoot(v) == it->first; })) {
+      os << "  " << it->second.first << "->wait(*" << it->second.second << ");\n";
+      it = pending.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 LogicalResult FunctionEmitter::emitOp(Operation &op) {
+  waitFor(op);
   for (Value r : op.getResults())
     if (auto it = arenaDecl.find(r); it != arenaDecl.end())
       os << it->second << "\n";
@@ -446,6 +482,15 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         ArrayRef<int64_t> in = shapeOf(g.getInput());
         int64_t d = g.getGatherAxis().getZExtValue();
         ruleComment(g);
+        if (g->hasAttr(names::kAsyncAttr)) {
+          if (in.size() != 1)
+            return unsupported(op, "an overlapped all-gather of more than one dimension");
+          const std::string request = ptr(g) + "_pending";
+          os << "  auto " << request << " = " << *comm << "->iall_gather(" << ptr(g) << ", " << ptr(g.getInput())
+             << ", " << L("count", n(in[0])) << "); // overlapped: waited for where it is first read\n";
+          pending[g.getResult()] = {*comm, request};
+          return success();
+        }
         call("all_gather_axis", {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(in.take_front(d)))),
                                  L("dim_local", n(in[d])), L("inner", n(prod(in.drop_front(d + 1))))});
         return success();
@@ -457,6 +502,15 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         ArrayRef<int64_t> out = shapeOf(g.getResult());
         int64_t d = g.getScatterAxis().getZExtValue();
         ruleComment(g);
+        if (g->hasAttr(names::kAsyncAttr)) {
+          if (out.size() != 1)
+            return unsupported(op, "an overlapped reduce-scatter of more than one dimension");
+          const std::string request = ptr(g) + "_pending";
+          os << "  auto " << request << " = " << *comm << "->ireduce_scatter_sum(" << ptr(g) << ", "
+             << ptr(g.getInput()) << ", " << L("count", n(out[0])) << "); // overlapped: waited for where it is first read\n";
+          pending[g.getResult()] = {*comm, request};
+          return success();
+        }
         call("reduce_scatter_axis", {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(out.take_front(d)))),
                                      L("dim_local", n(out[d])), L("inner", n(prod(out.drop_front(d + 1))))});
         return success();

@@ -33,6 +33,8 @@ constexpr StringLiteral kZero3Rule = "ZeRO-3 (optim_grads_params): all-gather of
 ShardGroups groupsOf(ModuleOp module, const ParallelPlan &plan) {
   ShardGroups groups;
   groups.degree = plan.shardDegree;
+  groups.overlapGrads = plan.overlapGradReduce;
+  groups.prefetchParams = plan.overlapParamGather;
   groups.shard = shardGroupAxes(module, plan);
   if (plan.shardDegree != plan.dp)
     groups.replicas = replicaGroupAxes(module, plan);
@@ -63,18 +65,13 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       return;
     const int64_t bucketSize = plan->ddpBucketSize;
     const bool overlap = plan->overlapGradReduce;
-    if (overlap && plan->sharding != ShardingStrategy::NoShard && plan->sharding != ShardingStrategy::Optim) {
-      module.emitError() << getArgument() << ": --overlap-grad-reduce with a sharded strategy ("
-                         << shardingStrategyName(plan->sharding)
-                         << ") is not derived yet (its reduce-scatters run inside backward already, blocking); drop "
-                            "--overlap-grad-reduce (and --overlap-param-gather), or use the distributed optimizer "
-                            "(optim)";
-      return signalPassFailure();
-    }
-    if (plan->overlapParamGather) {
-      module.emitError() << getArgument()
-                         << ": --overlap-param-gather (prefetching the parameter all-gathers) is not derived yet; "
-                            "drop it";
+    if (plan->overlapParamGather && plan->shardedState() != ShardingStrategy::OptimGradsParams) {
+      module.emitError() << getArgument() << ": --overlap-param-gather prefetches the parameter all-gathers the "
+                         << "step's functions make, and with " << shardingStrategyName(plan->sharding)
+                         << (plan->keepsParamsGathered() ? " kept gathered under pp" : "")
+                         << " the parameters are gathered after the optimizer step instead (overlapping that gather "
+                            "with the next forward is not derived yet); drop --overlap-param-gather, or use "
+                            "optim_grads_params (with --fsdp-reshard-after-forward always under pp)";
       return signalPassFailure();
     }
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);

@@ -63,6 +63,11 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
                                                shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
                                                b.getIndexAttr(0));
     sum.getDefiningOp()->setAttr(names::kRuleAttr, b.getStringAttr(rule + what));
+    if (groups.overlapGrads) {
+      // Backward goes on while the bucket is reduced; its shard is kept at the end.
+      sum.getDefiningOp()->setAttr(names::kAsyncAttr, b.getUnitAttr());
+      b.setInsertionPoint(fn.getBody().front().getTerminator());
+    }
     if (groups.replicas.grid) {
       auto across = shard::AllReduceOp::create(b, named(name + "_grad_shard_summed", fn.getLoc()), shard,
                                                groups.replicas.grid, groups.replicas.axes, sum,
@@ -97,39 +102,56 @@ void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, 
 
   MLIRContext *ctx = fn.getContext();
   OpBuilder b(ctx);
-  for (auto [index, k] : llvm::enumerate(layout.buckets)) {
+  // Each (bucket, phase) with uses and the op that first reads one of its parameters, in the
+  // order the function reads them.
+  struct Gather {
+    int64_t bucket;
+    int phase;
+    Operation *first;
+  };
+  SmallVector<Gather> gathers;
+  for (auto [index, k] : llvm::enumerate(layout.buckets))
     for (int phase : {0, 1}) {
-      Uses &here = uses[index][phase];
-      if (here.empty())
-        continue;
       Operation *first = nullptr;
-      for (auto [i, use] : here) {
+      for (auto [i, use] : uses[index][phase]) {
         Operation *user = body.findAncestorOpInBlock(*use->getOwner());
         if (!first || user->isBeforeInBlock(first))
           first = user;
       }
-      const std::string name = "bucket_" + std::to_string(index) + (phase ? "_backward" : "");
-      auto named = [&](const std::string &n) { return NameLoc::get(b.getStringAttr(n), fn.getLoc()); };
-      b.setInsertionPoint(first);
-      auto shardType = RankedTensorType::get({k.numel / shardDegree}, b.getF32Type());
-      Value mine = tx::LocalParamShardOp::create(b, named(name + "_param_shard"), shardType, k.firstParam,
-                                                 k.lastParam, k.offset / shardDegree);
-      auto all = shard::AllGatherOp::create(b, named(name + "_params"), RankedTensorType::get({k.numel}, b.getF32Type()),
-                                            groups.shard.grid, groups.shard.axes, mine, b.getIndexAttr(0));
-      all->setAttr(names::kRuleAttr, b.getStringAttr(rule + (phase ? " (again for backward)" : "") + " bucket " +
-                                                     std::to_string(index) + " (" +
-                                                     table[k.firstParam].getName().str() + " .. " +
-                                                     table[k.lastParam].getName().str() + ")"));
-      // One view per parameter, named as the parameter was.
-      DenseMap<int64_t, Value> views;
-      for (auto [i, use] : here) {
-        Value &view = views[i];
-        if (!view) {
-          auto p = use->get().getDefiningOp<tx::ParamOp>();
-          view = tx::BucketParamOp::create(b, p.getLoc(), p.getType(), all, layout.paramOffsets[i] - k.offset);
-        }
-        use->set(view);
+      if (first)
+        gathers.push_back({static_cast<int64_t>(index), phase, first});
+    }
+  llvm::stable_sort(gathers, [](const Gather &a, const Gather &b) { return a.first->isBeforeInBlock(b.first); });
+  for (auto [g, gather] : llvm::enumerate(gathers)) {
+    const int64_t index = gather.bucket;
+    const int phase = gather.phase;
+    const FlatBufferLayout::Bucket &k = layout.buckets[index];
+    Uses &here = uses[index][phase];
+    // Prefetched, a bucket is gathered where the one read before it is.
+    Operation *first = groups.prefetchParams && g > 0 ? gathers[g - 1].first : gather.first;
+    const std::string name = "bucket_" + std::to_string(index) + (phase ? "_backward" : "");
+    auto named = [&](const std::string &n) { return NameLoc::get(b.getStringAttr(n), fn.getLoc()); };
+    b.setInsertionPoint(first);
+    auto shardType = RankedTensorType::get({k.numel / shardDegree}, b.getF32Type());
+    Value mine = tx::LocalParamShardOp::create(b, named(name + "_param_shard"), shardType, k.firstParam,
+                                               k.lastParam, k.offset / shardDegree);
+    auto all = shard::AllGatherOp::create(b, named(name + "_params"), RankedTensorType::get({k.numel}, b.getF32Type()),
+                                          groups.shard.grid, groups.shard.axes, mine, b.getIndexAttr(0));
+    if (groups.prefetchParams)
+      all->setAttr(names::kAsyncAttr, b.getUnitAttr());
+    all->setAttr(names::kRuleAttr, b.getStringAttr(rule + (phase ? " (again for backward)" : "") + " bucket " +
+                                                   std::to_string(index) + " (" +
+                                                   table[k.firstParam].getName().str() + " .. " +
+                                                   table[k.lastParam].getName().str() + ")"));
+    // One view per parameter, named as the parameter was.
+    DenseMap<int64_t, Value> views;
+    for (auto [i, use] : here) {
+      Value &view = views[i];
+      if (!view) {
+        auto p = use->get().getDefiningOp<tx::ParamOp>();
+        view = tx::BucketParamOp::create(b, p.getLoc(), p.getType(), all, layout.paramOffsets[i] - k.offset);
       }
+      use->set(view);
     }
   }
 }

@@ -50,6 +50,11 @@ std::unique_ptr<Request> Communicator::ireduce_scatter_sum(float *out, const flo
   return std::make_unique<CompletedRequest>();
 }
 
+std::unique_ptr<Request> Communicator::iall_gather(float *out, const float *in, int64_t n) {
+  all_gather(out, in, n);
+  return std::make_unique<CompletedRequest>();
+}
+
 void Communicator::all_reduce_sum_bf16(uint16_t *, int64_t) {
   throw Error("this communicator cannot sum bf16 values (--grad-reduce-in-bf16 needs the MPI or "
               "NCCL communicator)");

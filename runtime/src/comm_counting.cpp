@@ -47,6 +47,11 @@ std::unique_ptr<Request> CountingCommunicator::ireduce_scatter_sum(float *out, c
   return inner_->ireduce_scatter_sum(out, in, n);
 }
 
+std::unique_ptr<Request> CountingCommunicator::iall_gather(float *out, const float *in, int64_t n) {
+  count_gather(n * inner_->size());
+  return inner_->iall_gather(out, in, n);
+}
+
 void CountingCommunicator::all_reduce_sum_bf16(uint16_t *data, int64_t n) {
   count_all_reduce(n, sizeof(uint16_t));
   inner_->all_reduce_sum_bf16(data, n);

@@ -396,12 +396,13 @@ namespace {
 
 class MpiRequest final : public Request {
 public:
-  MpiRequest(const MpiCommunicator &owner, bool receive, int peer, int64_t n)
-      : owner(owner), receive(receive), peer(peer), n(n) {}
+  MpiRequest(const MpiCommunicator &owner, bool receive, int peer, int64_t n, const char *collective = nullptr)
+      : owner(owner), receive(receive), peer(peer), n(n), collective(collective) {}
   // Abandoned in flight (an error unwinds past it): a receive is cancelled so that its buffer
-  // is not written later; a send cannot be, and completes or not on its own.
+  // is not written later; a send cannot be, and completes or not on its own; a collective may
+  // be neither cancelled nor freed (MPI forbids both): it is left to the job's end.
   ~MpiRequest() override {
-    if (request == MPI_REQUEST_NULL || !mpi_running())
+    if (request == MPI_REQUEST_NULL || !mpi_running() || collective)
       return;
     if (receive)
       MPI_Cancel(&request);
@@ -418,8 +419,10 @@ public:
       check_received(status);
     return done != 0;
   }
-  // "recv from pp rank 1"
+  // "recv from pp rank 1", "reduce_scatter_sum over the dp axis"
   std::string what() const {
+    if (collective)
+      return std::string(collective) + " over the " + owner.axis() + " axis";
     return std::string(receive ? "recv from " : "send to ") + owner.axis() + " rank " +
            std::to_string(peer);
   }
@@ -439,6 +442,7 @@ public:
   const bool receive;
   const int peer;
   const int64_t n;
+  const char *const collective; // the collective's name, null for point-to-point
   MPI_Request request = MPI_REQUEST_NULL;
 };
 
@@ -450,6 +454,31 @@ std::unique_ptr<Request> MpiCommunicator::isend(const float *data, int64_t n, in
   check_lazy(MPI_Isend(data, to_count(n, "isend", axis_), MPI_FLOAT, peer, tag, handle_->comm,
                        &r->request),
              "MPI_Isend", [&r] { return r->what(); }, axis_);
+  return r;
+}
+
+// The overlapped collectives: started here, finished by wait(). An input that overlaps the
+// output other than in place would need a copy that outlives the call: those run at once.
+std::unique_ptr<Request> MpiCommunicator::ireduce_scatter_sum(float *out, const float *in, int64_t n) {
+  const int count = to_count(n, "ireduce_scatter_sum", axis_);
+  if (out != in && overlaps(out, n, in, n * size_))
+    return Communicator::ireduce_scatter_sum(out, in, n);
+  auto r = std::make_unique<MpiRequest>(*this, false, -1, n, "reduce_scatter_sum");
+  check(MPI_Ireduce_scatter_block(out == in ? MPI_IN_PLACE : in, out, count, MPI_FLOAT, MPI_SUM, handle_->comm,
+                                  &r->request),
+        "MPI_Ireduce_scatter_block", "ireduce_scatter_sum", axis_);
+  return r;
+}
+
+std::unique_ptr<Request> MpiCommunicator::iall_gather(float *out, const float *in, int64_t n) {
+  const int count = to_count(n, "iall_gather", axis_);
+  const bool in_place = in == out + static_cast<int64_t>(rank_) * n;
+  if (!in_place && overlaps(in, n, out, n * size_))
+    return Communicator::iall_gather(out, in, n);
+  auto r = std::make_unique<MpiRequest>(*this, false, -1, n, "all_gather");
+  check(MPI_Iallgather(in_place ? MPI_IN_PLACE : in, count, MPI_FLOAT, out, count, MPI_FLOAT, handle_->comm,
+                       &r->request),
+        "MPI_Iallgather", "iall_gather", axis_);
   return r;
 }
 

@@ -52,6 +52,8 @@ void MpiCommunicator::all_reduce_sum(double *, int64_t) { no_mpi(); }
 void MpiCommunicator::all_reduce_sum_bf16(uint16_t *, int64_t) { no_mpi(); }
 void MpiCommunicator::all_gather(float *, const float *, int64_t) { no_mpi(); }
 void MpiCommunicator::reduce_scatter_sum(float *, const float *, int64_t) { no_mpi(); }
+std::unique_ptr<Request> MpiCommunicator::ireduce_scatter_sum(float *, const float *, int64_t) { no_mpi(); }
+std::unique_ptr<Request> MpiCommunicator::iall_gather(float *, const float *, int64_t) { no_mpi(); }
 void MpiCommunicator::broadcast(float *, int64_t, int) { no_mpi(); }
 void MpiCommunicator::barrier() { no_mpi(); }
 std::unique_ptr<Request> MpiCommunicator::isend(const float *, int64_t, int, int) { no_mpi(); }

@@ -43,9 +43,9 @@ void validate_flat_layout_fields(const ProgramDesc &p, const FlatLayoutDesc *fla
     throw Error("compiled program: " + where + "gather_params is set, but with optim_grads_params the "
                 "parameters stay sharded after the step (regenerate the program with megac compile)");
   if (p.overlap_grad_reduce && flat->sharding != DataParallelSharding::Optim)
-    throw Error("compiled program: " + where + "--overlap-grad-reduce with ZeRO-2/3 (flat_layout sharding " +
-                std::to_string(static_cast<int>(flat->sharding)) + ") is not supported by this runtime yet; "
-                "compile without --overlap-grad-reduce");
+    throw Error("compiled program: " + where + "overlap_grad_reduce is set with ZeRO-2/3 (flat_layout sharding " +
+                std::to_string(static_cast<int>(flat->sharding)) + "), whose backward reduce-scatters (and "
+                "overlaps) by itself: no bucket is the runtime's to start (regenerate the program with megac compile)");
 }
 
 } // namespace

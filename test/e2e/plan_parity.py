@@ -32,7 +32,8 @@ def plan_flags(plan):
     add --fsdp-reshard-after-forward always / never; hybrid sharding: 'shard2' shards over groups
     of 2 dp ranks, --data-parallel-shard-degree 2, and 'inst2' makes 2 distributed-optimizer
     instances, --num-distributed-optimizer-instances 2; 'offload' steps half of each shard on the
-    host, --optimizer-cpu-offload --optimizer-offload-fraction 0.5), and ':gpipe' (after the sizes)
+    host, --optimizer-cpu-offload --optimizer-offload-fraction 0.5; 'opg' adds
+    --overlap-param-gather), and ':gpipe' (after the sizes)
     picks the pipeline schedule."""
     sizes, _, schedule = plan.partition(":")
     flags, world = [], 1
@@ -40,8 +41,11 @@ def plan_flags(plan):
                   "optim": ["--data-parallel-sharding-strategy", "optim"],
                   "zero2": ["--data-parallel-sharding-strategy", "optim_grads"],
                   "zero3": ["--data-parallel-sharding-strategy", "optim_grads_params"]}
-    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp|ogr|dopt|optim|zero2|zero3|noreshard|reshard|shard|inst|offload)(\d*)",
+    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp|ogr|dopt|optim|zero2|zero3|noreshard|reshard|shard|inst|offload|opg)(\d*)",
                                    sizes):
+        if axis == "opg":  # prefetch the parameter all-gathers (with 'ogr')
+            flags += ["--overlap-param-gather"]
+            continue
         if axis == "offload":
             flags += ["--optimizer-cpu-offload", "--optimizer-offload-fraction", "0.5"]
             continue

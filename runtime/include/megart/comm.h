@@ -71,9 +71,10 @@ public:
   // be used until the request is complete (test(), or wait()). The base class sums at once and
   // returns a completed request; NCCL's runs on a side stream while later kernels go on.
   virtual std::unique_ptr<Request> iall_reduce_sum(float *data, int64_t n);
-  // The same for reduce_scatter_sum (the base class reduces at once and returns a completed
-  // request).
+  // The same for reduce_scatter_sum and all_gather (the base class runs them at once and returns
+  // a completed request).
   virtual std::unique_ptr<Request> ireduce_scatter_sum(float *out, const float *in, int64_t n);
+  virtual std::unique_ptr<Request> iall_gather(float *out, const float *in, int64_t n);
 
   // The same sums of n bf16 values (megart/bf16.h; --grad-reduce-in-bf16): every partial sum is
   // rounded to bf16, as NCCL's ncclBfloat16 sum does, and every rank ends with the same bits.

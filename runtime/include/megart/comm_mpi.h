@@ -60,6 +60,8 @@ public:
   void all_reduce_sum_bf16(uint16_t *data, int64_t n) override;
   void all_gather(float *out, const float *in, int64_t n) override;
   void reduce_scatter_sum(float *out, const float *in, int64_t n) override;
+  std::unique_ptr<Request> ireduce_scatter_sum(float *out, const float *in, int64_t n) override;
+  std::unique_ptr<Request> iall_gather(float *out, const float *in, int64_t n) override;
   void broadcast(float *data, int64_t n, int root) override;
   void barrier() override;
   std::unique_ptr<Request> isend(const float *data, int64_t n, int peer, int tag) override;

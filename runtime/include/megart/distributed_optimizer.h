@@ -51,6 +51,7 @@ public:
                             Device &device, bool grads_sharded = false, bool params_sharded = false,
                             int64_t offloaded_numel = 0);
 
+  // Parameter i in the flat buffer (ZeRO-1/2: with params_sharded there is no whole parameter).
   float *param(int64_t i) const { return params_ + layout_.param_offsets[i]; }
   // Parameter i's whole gradient in the flat buffer (ZeRO-1 only: with grads_sharded there is none).
   float *grad(int64_t i) const { return grads_ + layout_.param_offsets[i]; }
@@ -90,7 +91,6 @@ public:
   // ZeRO-Offload: the host master weights from the parameters on the device (after they were
   // initialised or loaded).
   void refresh_offloaded_master();
-  int64_t offloaded_numel() const { return offloaded_; }
 
   // Checkpoints hold whole moments. Collective over the group: both moments, whole, into
   // `exp_avg` and `exp_avg_sq` (layout.numel floats each, on the device), laid out like the

@@ -379,8 +379,8 @@ TEST_F(TrainZero1, RefusesWhatItCannotShard) {
   FlatProgram zero2;
   flat_test::make_zero_bigram<flat_test::kOneBucket>(zero2, 2, /*params_too=*/false);
   zero2.p.desc.overlap_grad_reduce = true;
-  refused(zero2.p.desc, {}, "--overlap-grad-reduce with ZeRO-2/3 (flat_layout sharding 2) is not supported by this "
-                            "runtime yet");
+  refused(zero2.p.desc, {}, "overlap_grad_reduce is set with ZeRO-2/3 (flat_layout sharding 2), whose backward "
+                            "reduce-scatters (and overlaps) by itself");
   FlatProgram f;
   flat_test::make_bigram<flat_test::kOneBucket>(f, 2);
   f.layout.shard_degree = 4;
