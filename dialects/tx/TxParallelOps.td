@@ -183,6 +183,18 @@ def Tx_LocalParamShardOp : Tx_Op<"local_param_shard", [MemoryEffects<[MemRead]>]
   let assemblyFormat = "`params` `[` $first `,` $last `]` `at` $offset attr-dict `:` type($result)";
 }
 
+// --overlap-param-gather with ZeRO-1/2: the step's parameter all-gathers run on into the next
+// forward, which waits for each flat bucket before it first reads its parameters.
+def Tx_WaitParamGatherOp : Tx_Op<"wait_param_gather", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "waits until the previous step's all-gather of flat bucket `bucket` (params first..last) is done";
+  let description = [{
+    A no-op when nothing is in flight (every microbatch but an iteration's first). Indices as in
+    `tx.grad_bucket`; `bucket` is the bucket's place in the flat layout.
+  }];
+  let arguments = (ins I64Attr:$first, I64Attr:$last, I64Attr:$bucket);
+  let assemblyFormat = "`params` `[` $first `,` $last `]` `bucket` $bucket attr-dict";
+}
+
 def Tx_BucketParamOp : Tx_Op<"bucket_param", [Pure]> {
   let summary = "a parameter as a view of its gathered flat bucket (elements offset .. offset + numel)";
   let arguments = (ins 1DTensorOf<[AnyFloat]>:$bucket, I64Attr:$offset);

@@ -81,8 +81,9 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   }
 
   // megac-data-parallel placed the bucket starts in the step itself (--overlap-grad-reduce).
-  bool overlaps = false;
+  bool overlaps = false, gathersOverlap = false;
   module.walk([&](tx::StartGradSyncOp) { overlaps = true; });
+  module.walk([&](tx::WaitParamGatherOp) { gathersOverlap = true; });
   ProgramFields fields;
   if (pipelined) {
     // The schedule the stages run is the module's verified pipe.schedule.
@@ -150,6 +151,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("virtual_pipeline_size", Twine(fields.virtualStages));
   field("device", cuda ? "megart::cuda::device" : "nullptr");
   field("overlap_grad_reduce", overlaps ? "true" : "false");
+  field("overlap_param_gather", gathersOverlap ? "true" : "false");
   field("hf_config_json", options.hfConfigJson.empty() ? "nullptr" : cString(options.hfConfigJson));
   field("spec_yaml", options.specYaml.empty() ? "nullptr" : cString(options.specYaml));
   if (!fields.flatFields.empty()) // ", .flat_layout = &kFlatLayout, .gather_params = gather_params"

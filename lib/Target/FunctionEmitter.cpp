@@ -393,6 +393,14 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         names[v] = "(" + ptr(v.getBucket()) + " + " + n(v.getOffset()) + ")";
         return success();
       })
+      .Case([&](tx::WaitParamGatherOp w) -> LogicalResult {
+        if (!sig.hasParams)
+          return unsupported(op, "tx.wait_param_gather must be in a function that gets the step context");
+        os << "  if (ctx.param_gathers) // the last step's all-gather of params[" << w.getFirst() << ", " << w.getLast()
+           << "] ran on until here\n"
+           << "    ctx.param_gathers->wait(" << w.getBucket() << ");\n";
+        return success();
+      })
       .Case([&](tx::AddGradShardOp a) -> LogicalResult {
         if (!sig.hasParams)
           return unsupported(op, "tx.add_grad_shard must be in a function that gets the step context");

@@ -65,15 +65,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       return;
     const int64_t bucketSize = plan->ddpBucketSize;
     const bool overlap = plan->overlapGradReduce;
-    if (plan->overlapParamGather && plan->shardedState() != ShardingStrategy::OptimGradsParams) {
-      module.emitError() << getArgument() << ": --overlap-param-gather prefetches the parameter all-gathers the "
-                         << "step's functions make, and with " << shardingStrategyName(plan->sharding)
-                         << (plan->keepsParamsGathered() ? " kept gathered under pp" : "")
-                         << " the parameters are gathered after the optimizer step instead (overlapping that gather "
-                            "with the next forward is not derived yet); drop --overlap-param-gather, or use "
-                            "optim_grads_params (with --fsdp-reshard-after-forward always under pp)";
-      return signalPassFailure();
-    }
+
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     // With pipeline parallelism each stage syncs the gradients of its own parameter table.
     if (!tx::hasChunkFunctions(module)) {
@@ -86,6 +78,8 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       if (plan->sharding != ShardingStrategy::NoShard) {
         const FlatBufferLayout layout =
             addShardedFunctions(module, names::kSyncGradients, names::kGatherParams, table, *plan, {});
+        if (plan->overlapParamGather && plan->sharding != ShardingStrategy::OptimGradsParams)
+          waitForParamGathers(entry, table, layout);
         if (plan->sharding == ShardingStrategy::Optim) {
           if (overlap) // each bucket's reduce-scatter starts in backward
             placeGradSyncStarts(entry, table, reduceScatterBuckets(layout, plan->shardDegree));
@@ -149,6 +143,10 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
         if (plan->shardedState() == ShardingStrategy::OptimGradsParams)
           for (func::FuncOp fn : fns) // each chunk function gathers what it uses, and frees it
             gatherParamsBeforeUse(fn, table, layout, groupsOf(module, *plan), nullptr, kZero3Rule);
+        else if (plan->overlapParamGather) // the step's gathers run on into the forwards
+          for (func::FuncOp fn : fns)
+            if (!names::isBackwardHalf(fn.getName()))
+              waitForParamGathers(fn, table, layout);
         if (overlap && plan->sharding == ShardingStrategy::Optim) {
           SmallVector<GradBucket> buckets = reduceScatterBuckets(layout, plan->shardDegree);
           for (func::FuncOp fn : fns)

@@ -155,3 +155,28 @@ void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, 
     }
   }
 }
+
+void megac::waitForParamGathers(func::FuncOp fn, const tx::ParamTable &table, const FlatBufferLayout &layout) {
+  Block &body = fn.getBody().front();
+  const SmallVector<int64_t> bucketOf = bucketsOfParams(layout, table.size());
+  SmallVector<Operation *> first(layout.buckets.size(), nullptr);
+  for (tx::ParamOp p : body.getOps<tx::ParamOp>()) {
+    std::optional<int64_t> i = table.find(p);
+    if (!i)
+      continue;
+    for (Operation *user : p->getUsers()) {
+      if (isa<tx::ParamGradOp>(user)) // names the parameter, reads nothing of it
+        continue;
+      Operation *top = body.findAncestorOpInBlock(*user);
+      Operation *&f = first[bucketOf[*i]];
+      if (!f || top->isBeforeInBlock(f))
+        f = top;
+    }
+  }
+  OpBuilder b(fn.getContext());
+  for (auto [index, k] : llvm::enumerate(layout.buckets))
+    if (first[index]) {
+      b.setInsertionPoint(first[index]);
+      tx::WaitParamGatherOp::create(b, fn.getLoc(), k.firstParam, k.lastParam, static_cast<int64_t>(index));
+    }
+}

@@ -45,4 +45,8 @@ llvm::SmallVector<int64_t> reduceScatterGradsInBackward(mlir::func::FuncOp fn, c
 void gatherParamsBeforeUse(mlir::func::FuncOp fn, const tx::ParamTable &table, const FlatBufferLayout &layout,
                            const ShardGroups &groups, mlir::Operation *backwardStart, llvm::StringRef rule);
 
+/// --overlap-param-gather with ZeRO-1/2: a tx.wait_param_gather before the first op of `fn` that
+/// reads a parameter of each bucket of `layout` (the step's all-gathers run on into forward).
+void waitForParamGathers(mlir::func::FuncOp fn, const tx::ParamTable &table, const FlatBufferLayout &layout);
+
 } // namespace megac

@@ -163,6 +163,31 @@ void DistributedOptimizerState::all_gather_params() {
   }
 }
 
+void DistributedOptimizerState::start_all_gather_params() {
+  if (params_sharded_)
+    throw Error("ZeRO-3 (optim_grads_params): the parameters stay sharded after the step");
+  const int64_t d = group_.size(), r = group_.rank();
+  wait_all(); // nothing of the step before may still be in flight
+  gathers_.resize(layout_.buckets.size());
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    const int64_t m = layout_.buckets[b].numel / d;
+    float *bucket = params_ + layout_.buckets[b].offset;
+    gathers_[b] = group_.iall_gather(bucket, bucket + r * m, m);
+  }
+}
+
+void DistributedOptimizerState::wait(int64_t bucket) {
+  if (bucket < 0 || bucket >= static_cast<int64_t>(gathers_.size()) || !gathers_[static_cast<size_t>(bucket)])
+    return;
+  group_.wait(*gathers_[static_cast<size_t>(bucket)]);
+  gathers_[static_cast<size_t>(bucket)].reset();
+}
+
+void DistributedOptimizerState::wait_all() {
+  for (size_t b = 0; b < gathers_.size(); ++b)
+    wait(static_cast<int64_t>(b));
+}
+
 void DistributedOptimizerState::all_gather_params_into(float *full) const {
   const int64_t d = group_.size();
   for (const FlatBucket &k : layout_.buckets)

@@ -231,6 +231,10 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   const bool params_sharded = store.params_sharded();
   if (params_sharded)
     ctx.param_shards = store.flat_params();
+  // --overlap-param-gather (ZeRO-1/2): the step's all-gathers run on into the next forward.
+  const bool gathers_overlap = sharded && !params_sharded && program.overlap_param_gather && dp > 1;
+  if (gathers_overlap)
+    ctx.param_gathers = sharded;
   // --overlap-grad-reduce: the last microbatch (a chunk's last backward) starts the dp buckets;
   // otherwise the compiled sync_gradients starts them after the last microbatch (or, for a
   // program without compiled buckets, the runtime's --ddp-bucket-size buckets).
@@ -354,7 +358,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     const bool finite = std::isfinite(norm);
     if (finite) {
       optimizer.step(lr);
-      if (sharded && dp > 1 && !params_sharded) {
+      if (gathers_overlap) {
+        sharded->start_all_gather_params(); // the next forward waits for each bucket
+      } else if (sharded && dp > 1 && !params_sharded) {
         activity.phase("data-parallel parameter all-gather");
         if (compiled_gather)
           compiled_gather(ctx, store.param_table());
@@ -465,6 +471,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
         // buffers, freed after the save).
         if (sharded) {
           activity.phase("gathering the optimizer state for the checkpoint");
+          if (gathers_overlap) // the weights are saved whole
+            sharded->wait_all();
           store.gather_sharded_state();
         }
         if (saves) {
@@ -503,6 +511,10 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
           << std::endl;
       break;
     }
+  }
+  if (gathers_overlap) { // the last step's gathers: the weights are whole when the run ends
+    activity.phase("data-parallel parameter all-gather");
+    sharded->wait_all();
   }
   result.optimizer_steps = optimizer.steps();
   return result;

@@ -67,6 +67,10 @@ void validate_program(const ProgramDesc &p) {
                 "; it must be positive (regenerate the program with megac compile)");
   };
   if (p.micro_batch_size < 1) bad("micro_batch_size", p.micro_batch_size);
+  const FlatLayoutDesc *flat = p.pipeline_parallel_size > 1 && p.stages ? p.stages[0].flat_layout : p.flat_layout;
+  if (p.overlap_param_gather && (!flat || flat->sharding == DataParallelSharding::OptimGradsParams))
+    throw Error("compiled program: overlap_param_gather is set, but the parameters are not gathered after the step "
+                "(it needs a flat_layout of optim or optim_grads; regenerate the program with megac compile)");
   if (p.seq_length < 1) bad("seq_length", p.seq_length);
   if (p.vocab_size < 1) bad("vocab_size", p.vocab_size);
   // A pipeline's stages replace the single-stage fields, which then describe nothing.

@@ -16,6 +16,7 @@
 #include "megart/program.h" // FlatBucket
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace megart {
@@ -33,7 +34,7 @@ struct FlatLayout {
 // buckets or none, overlapping parameters, a bucket not divisible into `shard_size` shards.
 void validate_flat_layout(const FlatLayout &layout, int shard_size);
 
-class DistributedOptimizerState {
+class DistributedOptimizerState final : public ParamGathers {
 public:
   // `params` and `grads`: the flat buffers (layout.numel floats each, on `device`), which must
   // outlive this state; with `grads_sharded` (ZeRO-2) `grads` holds only this rank's shard of
@@ -82,6 +83,11 @@ public:
   void step(const AdamWScalars &with_decay, const AdamWScalars &without_decay);
   // Every bucket's updated shards to every rank of the group (not with params_sharded: throws).
   void all_gather_params();
+  // The same, overlapped (--overlap-param-gather): started here, each bucket finished by
+  // wait(bucket) (ParamGathers: the compiled forward's) or wait_all().
+  void start_all_gather_params();
+  void wait(int64_t bucket) override;
+  void wait_all();
   // ZeRO-3: collective over the group, every bucket's parameters whole into `full` (layout.numel
   // floats on the device, laid out as the layout says).
   void all_gather_params_into(float *full) const;
@@ -122,6 +128,7 @@ private:
   // The pieces cut where the offloaded part of the shard ends: stepped on the host (state <
   // offloaded_), or on the device.
   std::vector<Piece> host_pieces_, device_pieces_;
+  std::vector<std::unique_ptr<Request>> gathers_; // per bucket, in flight (start_all_gather_params)
   MutableTensorList shard_grads_;
 };
 

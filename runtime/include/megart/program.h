@@ -34,6 +34,16 @@ struct ParamDesc {
   bool padded = false;
 };
 
+// --overlap-param-gather with the distributed optimizer (ZeRO-1/2): the previous step's parameter
+// all-gathers run on while the next forward starts; the compiled forward waits for a flat bucket
+// (its index in FlatLayoutDesc::buckets) before it first reads its parameters. Waiting again, or
+// for a bucket with nothing in flight, returns at once.
+class ParamGathers {
+public:
+  virtual ~ParamGathers() = default;
+  virtual void wait(int64_t bucket) = 0;
+};
+
 // What a step needs besides tensors: the communicators of the rank's grid axes (size-1
 // communicators where the plan does not split that axis).
 struct StepContext {
@@ -58,6 +68,8 @@ struct StepContext {
   // ZeRO-3 (OptimGradsParams): this rank's parameter shards, laid out as grad_shards; the compiled
   // functions all-gather each bucket over dp before they use its parameters (params is null).
   float *param_shards = nullptr;
+  // --overlap-param-gather with ZeRO-1/2: the gathers to wait for (null: nothing overlapped).
+  ParamGathers *param_gathers = nullptr;
 };
 
 // Runs forward and backward of one microbatch. Adds each parameter's gradient, scaled by
@@ -209,6 +221,9 @@ struct ProgramDesc {
   // The step starts the dp gradient buckets itself (StepContext::grad_sync) instead of the
   // runtime calling sync_gradients after the last microbatch.
   bool overlap_grad_reduce = false;
+  // --overlap-param-gather with ZeRO-1/2: the runtime starts the parameter all-gathers after the
+  // step and the compiled forward waits for each bucket (StepContext::param_gathers).
+  bool overlap_param_gather = false;
   // The model's Hugging Face config.json (architectures, sizes, eps, rope theta, tie flag),
   // written beside every checkpoint so transformers' from_pretrained(folder) needs nothing else.
   // Null: none (a hand-written program).

@@ -60,11 +60,6 @@ def cases():
         compile_case("no_shard with the distributed optimizer",
                      ["--dp", "2", "--data-parallel-sharding-strategy", "no_shard", "--use-distributed-optimizer"],
                      r"strategy is no_shard; drop one of them"),
-        Case(AREA, "parameter gather overlap with the distributed optimizer",
-             ["{megac}", "compile", "{spec}", "-o", OUT, "--dp", "2", "--use-distributed-optimizer",
-              "--overlap-grad-reduce", "--overlap-param-gather"],
-             r"--overlap-param-gather prefetches the parameter all-gathers the step's functions make, and with optim "
-             r".*drop --overlap-param-gather, or use optim_grads_params", absent=[OUT]),
         compile_case("micro batch 2^60", ["--micro-batch-size", "1152921504606846976"], r"--micro-batch-size"),
         compile_case("dp 10^8", ["--dp", "100000000"], r"--data-parallel-size|--dp"),
         compile_case("global batch 10^9 with pp", ["--pp", "2", "--global-batch-size", "1000000000"],
