@@ -438,10 +438,10 @@ std::unique_ptr<Request> NcclCommunicator::iall_reduce_sum_bf16(uint16_t *data, 
   return start_overlapped_sum(data, n, ncclBfloat16);
 }
 
-std::unique_ptr<Request> NcclCommunicator::start_overlapped_sum(void *data, int64_t n, ncclDataType_t type) {
-  check_count(n, "all_reduce_sum (overlapped)");
+template <typename Issue>
+std::unique_ptr<Request> NcclCommunicator::start_overlapped(const char *method, Issue issue) {
   if (!side_stream_) {
-    // The highest priority, as the p2p channels': the sum's few blocks start ahead of the
+    // The highest priority, as the p2p channels': the collective's few blocks start ahead of the
     // backward's queued compute blocks instead of after them.
     int least = 0, greatest = 0;
     cuda::check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
@@ -453,22 +453,52 @@ std::unique_ptr<Request> NcclCommunicator::start_overlapped_sum(void *data, int6
                 "cudaEventCreateWithFlags (NCCL side stream)");
   }
   auto request = std::make_unique<CollectiveRequest>(*this);
-  // After the kernels that wrote the gradients, and after comm_'s earlier calls on
+  // After the kernels that wrote the input, and after comm_'s earlier calls on
   // compute_stream(): comm_'s calls must not run at the same time.
   cuda::check(cudaEventRecord(side_ready_, compute_stream()), "cudaEventRecord (NCCL side stream)");
   cuda::check(cudaStreamWaitEvent(side_stream_, side_ready_, 0), "cudaStreamWaitEvent (NCCL side stream)");
-  settle(comm_, ncclAllReduce(data, data, static_cast<size_t>(n), type, ncclSum, comm_, side_stream_),
-         "ncclAllReduce", "all_reduce_sum (overlapped)");
+  issue(side_stream_, method);
   cuda::check(cudaEventRecord(request->done, side_stream_), "cudaEventRecord (NCCL side stream)");
   cuda::check(cudaEventRecord(side_last_, side_stream_), "cudaEventRecord (NCCL side stream)");
   return request;
+}
+
+std::unique_ptr<Request> NcclCommunicator::start_overlapped_sum(void *data, int64_t n, ncclDataType_t type) {
+  check_count(n, "all_reduce_sum (overlapped)");
+  return start_overlapped("all_reduce_sum (overlapped)", [&](cudaStream_t stream, const char *method) {
+    settle(comm_, ncclAllReduce(data, data, static_cast<size_t>(n), type, ncclSum, comm_, stream), "ncclAllReduce",
+           method);
+  });
+}
+
+// Overlapped only where NCCL's own call does it all: separate (or NCCL-in-place) device buffers.
+// Our in-place reduce-scatter (the result at the start) and overlapping inputs need a second
+// step or a copy: those run on the compute stream, not overlapped.
+std::unique_ptr<Request> NcclCommunicator::ireduce_scatter_sum(float *out, const float *in, int64_t n) {
+  if (size_ == 1 || n <= 0 || !on_device(out) || !on_device(in) || overlaps(out, n, in, n * size_))
+    return Communicator::ireduce_scatter_sum(out, in, n);
+  check_count(n, "reduce_scatter_sum (overlapped)");
+  return start_overlapped("reduce_scatter_sum (overlapped)", [&](cudaStream_t stream, const char *method) {
+    settle(comm_, ncclReduceScatter(in, out, static_cast<size_t>(n), ncclFloat, ncclSum, comm_, stream),
+           "ncclReduceScatter", method);
+  });
+}
+
+std::unique_ptr<Request> NcclCommunicator::iall_gather(float *out, const float *in, int64_t n) {
+  const bool in_place = in == out + static_cast<int64_t>(rank_) * n;
+  if (size_ == 1 || n <= 0 || !on_device(out) || !on_device(in) || (!in_place && overlaps(in, n, out, n * size_)))
+    return Communicator::iall_gather(out, in, n);
+  check_count(n, "all_gather (overlapped)");
+  return start_overlapped("all_gather (overlapped)", [&](cudaStream_t stream, const char *method) {
+    settle(comm_, ncclAllGather(in, out, static_cast<size_t>(n), ncclFloat, comm_, stream), "ncclAllGather", method);
+  });
 }
 
 void NcclCommunicator::wait_overlapped(CollectiveRequest &request) {
   Poll poll(timeout());
   while (!request.test()) {
     if (poll.expired())
-      timed_out("all_reduce_sum (overlapped) over the " + axis_text(),
+      timed_out("an overlapped collective over the " + axis_text(),
                 "another rank of the axis may have died or hung, or the ranks did not make the same "
                 "collective calls");
     poll.pause();

@@ -128,6 +128,8 @@ public:
   void barrier() override;
   std::unique_ptr<Request> iall_reduce_sum(float *data, int64_t n) override;
   std::unique_ptr<Request> iall_reduce_sum_bf16(uint16_t *data, int64_t n) override;
+  std::unique_ptr<Request> ireduce_scatter_sum(float *out, const float *in, int64_t n) override;
+  std::unique_ptr<Request> iall_gather(float *out, const float *in, int64_t n) override;
   std::unique_ptr<Request> isend(const float *data, int64_t n, int peer, int tag) override;
   std::unique_ptr<Request> irecv(float *data, int64_t n, int peer, int tag) override;
   void wait(Request &request) override;
@@ -153,6 +155,9 @@ private:
   cudaStream_t collective_stream();
   // iall_reduce_sum(_bf16) of a device buffer on side_stream_.
   std::unique_ptr<Request> start_overlapped_sum(void *data, int64_t n, ncclDataType_t type);
+  // side_stream_ (made on first use), ordered after the compute stream's work so far; the
+  // request that `issue` (which enqueues one NCCL call on the stream it gets) completes.
+  template <typename Issue> std::unique_ptr<Request> start_overlapped(const char *method, Issue issue);
   void wait_overlapped(CollectiveRequest &request);
 
   std::unique_ptr<Request> start_p2p(bool receive, float *data, int64_t n, int peer, int tag);
