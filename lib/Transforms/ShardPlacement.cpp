@@ -11,6 +11,28 @@
 using namespace mlir;
 using namespace megac;
 
+/// The name of the grid axis `axes` runs over ("dp", or with hybrid sharding "dp_shard" /
+/// "dp_replicate").
+static StringRef axisName(const CollectiveAxes &axes) {
+  if (axes.grid.getValue() == names::kDpGrid)
+    return dpGridAxisName(static_cast<DpGridAxis>(axes.axes.asArrayRef()[0]));
+  return gridAxisName(static_cast<GridAxis>(axes.axes.asArrayRef()[0]));
+}
+
+/// Records how a flat (1-D) value is spread, as megac-tensor-parallel records its values: split
+/// over `split` (or whole), a partial sum over `partial`.
+static void recordSharding(Value v, std::optional<StringRef> split, ArrayRef<StringRef> partial) {
+  Builder b(v.getContext());
+  SmallVector<Attribute> dim, sums;
+  if (split)
+    dim.push_back(b.getStringAttr(*split));
+  for (StringRef p : partial)
+    sums.push_back(b.getStringAttr(p));
+  v.getDefiningOp()->setAttr(names::kShardingAttr,
+                             tx::ShardingAttr::get(v.getContext(), b.getArrayAttr({b.getArrayAttr(dim)}),
+                                                   b.getArrayAttr(sums)));
+}
+
 /// The bucket of each of `n` parameters (table order).
 static SmallVector<int64_t> bucketsOfParams(const FlatBufferLayout &layout, int64_t n) {
   SmallVector<int64_t> bucketOf(n, -1);
@@ -44,13 +66,20 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
     auto named = [&](const std::string &n, Location at) { return NameLoc::get(b.getStringAttr(n), at); };
     auto whole = RankedTensorType::get({k.numel}, b.getF32Type());
     b.setInsertionPoint(grads[index].front());
+    // Each rank's bucket is its part of a sum over the dp ranks (of the shard group and of the
+    // replicas): reduce-scattered, a shard of it; summed across the replicas, the whole shard.
+    SmallVector<StringRef> dpAxes = {axisName(groups.shard)};
+    if (groups.replicas.grid)
+      dpAxes.push_back(axisName(groups.replicas));
     Value bucket =
         tx::GradBucketInitOp::create(b, named(name + "_grads", fn.getLoc()), whole, k.firstParam, k.lastParam);
+    recordSharding(bucket, std::nullopt, dpAxes);
     for (tx::ParamGradOp g : grads[index]) {
       b.setInsertionPoint(g);
       const int64_t i = *table.find(g.getParam().getDefiningOp<tx::ParamOp>());
       bucket = tx::GradBucketAddOp::create(b, named(name + "_grads", g.getLoc()), whole, bucket, g.getGrad(),
                                            layout.paramOffsets[i] - k.offset);
+      recordSharding(bucket, std::nullopt, dpAxes);
       g.erase(); // before moving the insertion point: it would rest on g
       b.setInsertionPointAfter(bucket.getDefiningOp());
     }
@@ -63,6 +92,7 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
                                                shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
                                                b.getIndexAttr(0));
     sum.getDefiningOp()->setAttr(names::kRuleAttr, b.getStringAttr(rule + what));
+    recordSharding(sum, axisName(groups.shard), ArrayRef<StringRef>(dpAxes).drop_front());
     if (groups.overlapGrads) {
       // Backward goes on while the bucket is reduced; its shard is kept at the end.
       sum.getDefiningOp()->setAttr(names::kAsyncAttr, b.getUnitAttr());
@@ -75,6 +105,7 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
       across->setAttr(names::kRuleAttr,
                       b.getStringAttr("hybrid sharding: the gradient shard summed across the replicas of" + what));
       sum = across;
+      recordSharding(sum, axisName(groups.shard), {});
     }
     tx::AddGradShardOp::create(b, fn.getLoc(), sum, k.firstParam, k.lastParam, k.offset / shardDegree);
   }
@@ -135,10 +166,12 @@ void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, 
     auto shardType = RankedTensorType::get({k.numel / shardDegree}, b.getF32Type());
     Value mine = tx::LocalParamShardOp::create(b, named(name + "_param_shard"), shardType, k.firstParam,
                                                k.lastParam, k.offset / shardDegree);
+    recordSharding(mine, axisName(groups.shard), {});
     auto all = shard::AllGatherOp::create(b, named(name + "_params"), RankedTensorType::get({k.numel}, b.getF32Type()),
                                           groups.shard.grid, groups.shard.axes, mine, b.getIndexAttr(0));
     if (groups.prefetchParams)
       all->setAttr(names::kAsyncAttr, b.getUnitAttr());
+    recordSharding(all.getResult(), std::nullopt, {});
     all->setAttr(names::kRuleAttr, b.getStringAttr(rule + (phase ? " (again for backward)" : "") + " bucket " +
                                                    std::to_string(index) + " (" +
                                                    table[k.firstParam].getName().str() + " .. " +

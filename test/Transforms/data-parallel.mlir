@@ -75,14 +75,15 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 // bucket padded to 256), reduce-scattered over dp right after its last one and added into this
 // rank's gradient shard (bucket offset / 2); @sync_gradients keeps only the layout.
 // CHECK-LABEL: func.func @train_step
-// CHECK:         %[[G0:.*]] = tx.grad_bucket_init params[1, 3] : tensor<256xf32>
-// CHECK-NEXT:    %[[G1:.*]] = tx.grad_bucket_add %[[G0]], %{{.*}} at 0 : tensor<256xf32>, tensor<16x8xf32>
-// CHECK:         %[[G2:.*]] = tx.grad_bucket_add %[[G1]], %{{.*}} at 128 : tensor<256xf32>, tensor<4x8xf32>
-// CHECK:         %[[G3:.*]] = tx.grad_bucket_add %[[G2]], %{{.*}} at 192 : tensor<256xf32>, tensor<8x8xf32>
-// CHECK-NEXT:    %[[S0:.*]] = shard.reduce_scatter %[[G3]] on @grid grid_axes = [1] scatter_axis = 0 {megac.rule = "ZeRO-2 (optim_grads): reduce-scatter of this microbatch's gradient bucket 0 (w .. head, 256 elements with padding)"} : tensor<256xf32> -> tensor<128xf32>
+// (Each rank's bucket is its part of a sum over dp, `partial={"dp"}`; reduce-scattered, a shard.)
+// CHECK:         %[[G0:.*]] = tx.grad_bucket_init params[1, 3] {megac.sharding = #tx.sharding<[{}], partial={"dp"}>} : tensor<256xf32>
+// CHECK-NEXT:    %[[G1:.*]] = tx.grad_bucket_add %[[G0]], %{{.*}} at 0 {{.*}} : tensor<256xf32>, tensor<16x8xf32>
+// CHECK:         %[[G2:.*]] = tx.grad_bucket_add %[[G1]], %{{.*}} at 128 {{.*}} : tensor<256xf32>, tensor<4x8xf32>
+// CHECK:         %[[G3:.*]] = tx.grad_bucket_add %[[G2]], %{{.*}} at 192 {{.*}} : tensor<256xf32>, tensor<8x8xf32>
+// CHECK-NEXT:    %[[S0:.*]] = shard.reduce_scatter %[[G3]] on @grid grid_axes = [1] scatter_axis = 0 {megac.rule = "ZeRO-2 (optim_grads): reduce-scatter of this microbatch's gradient bucket 0 (w .. head, 256 elements with padding)", megac.sharding = #tx.sharding<[{"dp"}]>} : tensor<256xf32> -> tensor<128xf32>
 // CHECK-NEXT:    tx.add_grad_shard %[[S0]] params[1, 3] at 0 : tensor<128xf32>
 // CHECK-NEXT:    %[[E:.*]] = tx.embedding_grad
-// CHECK-NEXT:    %[[H0:.*]] = tx.grad_bucket_init params[0, 0] : tensor<128xf32>
+// CHECK-NEXT:    %[[H0:.*]] = tx.grad_bucket_init params[0, 0] {{.*}} : tensor<128xf32>
 // CHECK-NEXT:    %[[H1:.*]] = tx.grad_bucket_add %[[H0]], %[[E]] at 0
 // CHECK-NEXT:    %[[S1:.*]] = shard.reduce_scatter %[[H1]] {{.*}} : tensor<128xf32> -> tensor<64xf32>
 // CHECK-NEXT:    tx.add_grad_shard %[[S1]] params[0, 0] at 128 : tensor<64xf32>
@@ -113,17 +114,18 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 // loss gradient) gathers again what it uses. Gradients as optim_grads; nothing gathered after
 // the step.
 // CHECK-LABEL: func.func @train_step
-// CHECK:         %[[S1:.*]] = tx.local_param_shard params[0, 0] at 128 : tensor<64xf32>
-// CHECK-NEXT:    %[[A1:.*]] = shard.all_gather %[[S1]] on @grid grid_axes = [1] gather_axis = 0 {megac.rule = "ZeRO-3 (optim_grads_params): all-gather of the parameter bucket 1 (wte .. wte)"} : tensor<64xf32> -> tensor<128xf32>
+// (This rank's shard is split over dp, #tx.sharding<[{"dp"}]>; the gathered bucket whole.)
+// CHECK:         %[[S1:.*]] = tx.local_param_shard params[0, 0] at 128 {megac.sharding = #tx.sharding<[{"dp"}]>} : tensor<64xf32>
+// CHECK-NEXT:    %[[A1:.*]] = shard.all_gather %[[S1]] on @grid grid_axes = [1] gather_axis = 0 {megac.rule = "ZeRO-3 (optim_grads_params): all-gather of the parameter bucket 1 (wte .. wte)", megac.sharding = #tx.sharding<[{}]>} : tensor<64xf32> -> tensor<128xf32>
 // CHECK-NEXT:    %[[WTE:.*]] = tx.bucket_param %[[A1]] at 0 : tensor<128xf32> -> tensor<16x8xf32>
 // CHECK-NEXT:    tx.embedding %[[WTE]]
-// CHECK:         %[[S0:.*]] = tx.local_param_shard params[1, 3] at 0 : tensor<128xf32>
+// CHECK:         %[[S0:.*]] = tx.local_param_shard params[1, 3] at 0 {{.*}} : tensor<128xf32>
 // CHECK-NEXT:    %[[A0:.*]] = shard.all_gather %[[S0]] {{.*}} : tensor<128xf32> -> tensor<256xf32>
 // CHECK-NEXT:    %[[W:.*]] = tx.bucket_param %[[A0]] at 192 : tensor<256xf32> -> tensor<8x8xf32>
 // CHECK:         tx.matmul %{{.*}}, %[[W]]
 // CHECK:         tx.cross_entropy_grad
-// CHECK:         %[[B0:.*]] = tx.local_param_shard params[1, 3] at 0 : tensor<128xf32>
-// CHECK-NEXT:    shard.all_gather %[[B0]] {{.*}} {megac.rule = "ZeRO-3 (optim_grads_params): all-gather of the parameter (again for backward) bucket 0 (w .. head)"}
+// CHECK:         %[[B0:.*]] = tx.local_param_shard params[1, 3] at 0 {{.*}} : tensor<128xf32>
+// CHECK-NEXT:    shard.all_gather %[[B0]] {{.*}} {megac.rule = "ZeRO-3 (optim_grads_params): all-gather of the parameter (again for backward) bucket 0 (w .. head)",
 // CHECK:         shard.reduce_scatter {{.*}} {megac.rule = "ZeRO-3 (optim_grads_params): reduce-scatter of this microbatch's gradient bucket 0
 // CHECK-NOT:     tx.param_grad
 // CHECK-LABEL: func.func @sync_gradients() attributes {megac.flat_layout = {{{.*}}sharding = "optim_grads_params"}}
