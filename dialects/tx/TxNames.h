@@ -27,6 +27,17 @@ inline constexpr llvm::StringLiteral kAsyncAttr = "megac.async";
 inline constexpr llvm::StringLiteral kShardingAttr = "megac.sharding";
 /// On the call of a layer's forward half: the layer function it was split from.
 inline constexpr llvm::StringLiteral kLayerAttr = "megac.layer";
+/// On a layer's forward half: the index of its first result that is an activation saved for the
+/// backward half (the ones before are the layer's results). On the backward half: the forward
+/// arguments it takes first, by index (then the saved activations, then the results' cotangents).
+inline constexpr llvm::StringLiteral kSavedFromAttr = "megac.saved_from";
+inline constexpr llvm::StringLiteral kForwardArgsAttr = "megac.forward_args";
+/// On a call that reruns a layer's forward in backward (activation recomputation): the layer's
+/// index in the model.
+inline constexpr llvm::StringLiteral kRecomputeAttr = "megac.recompute";
+/// Selective recomputation: on an op of a layer's backward half, a forward op rerun there; on
+/// the backward half, the names of the saved activations it recomputes.
+inline constexpr llvm::StringLiteral kRecomputedAttr = "megac.recomputed";
 /// On a pipeline chunk function: its chunk and the number of values its forward stashes.
 inline constexpr llvm::StringLiteral kChunkAttr = "megac.chunk";
 inline constexpr llvm::StringLiteral kStashAttr = "megac.stash";
@@ -67,6 +78,9 @@ inline constexpr llvm::StringLiteral kBackwardSuffix = "_backward";
 inline std::string forwardHalf(llvm::StringRef name) { return name.str() + kForwardSuffix.str(); }
 inline std::string backwardHalf(llvm::StringRef name) { return name.str() + kBackwardSuffix.str(); }
 inline bool isBackwardHalf(llvm::StringRef name) { return name.ends_with(kBackwardSuffix); }
+/// A layer's forward half without its saved activations: the forward of a layer whose backward
+/// recomputes them (full recomputation).
+inline std::string forwardOnly(llvm::StringRef layer) { return layer.str() + "_forward_only"; }
 inline std::string chunkName(int64_t chunk) { return "chunk" + std::to_string(chunk); }
 
 } // namespace megac::names

@@ -271,8 +271,14 @@ LogicalResult MatmulOp::shard(ShardingRewriter &r) {
     result = kWhole;
   } else if (!a.isSplit() && w.isSplitAlong(nDim)) {
     result = Sharding::split(outRank - 1); // column-parallel
-  } else if (a.isSplit() && a.dim != kLhs && w.isSplitAlong(nDim)) {
-    r.require(*this, 0, kWhole, "sequence parallel: all-gather along the sequence before a column-parallel layer");
+  } else if (a.isSplit() && w.isSplitAlong(nDim)) {
+    // Sequence parallelism: the sequence-split activation made whole for a column-parallel
+    // layer, in forward, and again in backward for its weight gradient (which contracts over
+    // the tokens), as Megatron re-gathers it rather than keep the whole sequence.
+    r.require(*this, 0, kWhole,
+              ta ? "sequence parallel: all-gather along the sequence again in backward for a column-parallel weight "
+                   "gradient"
+                 : "sequence parallel: all-gather along the sequence before a column-parallel layer");
     result = Sharding::split(outRank - 1);
   } else if (a.isSplitAlong(kLhs) && w.isSplitAlong(kRhs)) {
     result = Sharding::partial(); // row-parallel: each rank sums its share of k
@@ -314,7 +320,13 @@ LogicalResult ReshapeOp::shard(ShardingRewriter &r) {
     std::optional<int64_t> d =
         reshapeSplitDim(shapeOf(getInput()), shapeOf(getResult()), s.dim, r.tensorParallelSize());
     if (!d) {
-      r.require(*this, 0, kWhole, "reshape cannot keep this split");
+      // Under sequence parallelism: a sequence-split activation flattened over batch x sequence
+      // (a weight gradient's input in backward), gathered again as Megatron does.
+      r.require(*this, 0, kWhole,
+                r.sequenceParallel() && s.dim == kSequenceDim
+                    ? "sequence parallel: all-gather along the sequence again in backward (a flattened view of a "
+                      "sequence-split activation)"
+                    : "reshape cannot keep this split");
       s = kWhole;
     } else {
       s = Sharding::split(*d);

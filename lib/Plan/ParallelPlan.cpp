@@ -15,6 +15,14 @@ std::string ParallelPlan::summary() const {
     if (shardDegree != dp)
       text += " over " + std::to_string(shardDegree) + " x " + std::to_string(dp / shardDegree) + " replicas";
   }
+  if (recompute.granularity == RecomputeGranularity::Full)
+    text += std::string(" recompute full ") + recomputeMethodName(recompute.method) + " " +
+            std::to_string(recompute.numLayers) + (recompute.distributeSavedActivations ? " distributed" : "");
+  else if (recompute.granularity == RecomputeGranularity::Selective) {
+    text += " recompute selective";
+    for (const std::string &m : recompute.modules)
+      text += " " + m;
+  }
   return text;
 }
 
@@ -28,6 +36,12 @@ constexpr std::pair<megac::ReshardAfterForward, const char *> kReshardChoices[] 
     {megac::ReshardAfterForward::Default, "default"},
     {megac::ReshardAfterForward::Always, "always"},
     {megac::ReshardAfterForward::Never, "never"}};
+constexpr std::pair<megac::RecomputeGranularity, const char *> kGranularities[] = {
+    {megac::RecomputeGranularity::None, "none"},
+    {megac::RecomputeGranularity::Full, "full"},
+    {megac::RecomputeGranularity::Selective, "selective"}};
+constexpr std::pair<megac::RecomputeMethod, const char *> kMethods[] = {{megac::RecomputeMethod::Uniform, "uniform"},
+                                                                         {megac::RecomputeMethod::Block, "block"}};
 
 template <typename E, size_t N> const char *nameOf(const std::pair<E, const char *> (&table)[N], E value) {
   for (auto [v, name] : table)
@@ -52,6 +66,13 @@ const char *megac::reshardAfterForwardName(ReshardAfterForward r) { return nameO
 std::optional<ReshardAfterForward> megac::parseReshardAfterForward(const std::string &name) {
   return valueOf(kReshardChoices, name);
 }
+
+const char *megac::recomputeGranularityName(RecomputeGranularity g) { return nameOf(kGranularities, g); }
+std::optional<RecomputeGranularity> megac::parseRecomputeGranularity(const std::string &name) {
+  return valueOf(kGranularities, name);
+}
+const char *megac::recomputeMethodName(RecomputeMethod m) { return nameOf(kMethods, m); }
+std::optional<RecomputeMethod> megac::parseRecomputeMethod(const std::string &name) { return valueOf(kMethods, name); }
 
 std::string ParallelPlan::rankLayout() const {
   megart::GridShape shape;

@@ -1,5 +1,7 @@
 #include "megac/Plan/PlanIR.h"
+#include "megac/Limits.h"
 #include "megac/Plan/PlanLimits.h"
+#include "megac/Plan/RecomputeFlags.h"
 #include "megac/Plan/ShardingFlags.h"
 #include "tx/TxNames.h"
 
@@ -32,10 +34,17 @@ constexpr StringLiteral kShardDegree = "data_parallel_shard_degree";
 constexpr StringLiteral kOverlapParamGather = "overlap_param_gather";
 constexpr StringLiteral kReshardAfterForward = "fsdp_reshard_after_forward";
 constexpr StringLiteral kOffloadFraction = "optimizer_offload_fraction";
-constexpr StringRef kPlanKeys[] = {kSequenceParallel, kVirtualStages,      kSchedule,           kLayout,
-                                   kMicrobatches,     kBucketSize,         kOverlapGradReduce,  kVocabDivisibleBy,
-                                   kShardingStrategy, kShardDegree,        kOverlapParamGather, kReshardAfterForward,
-                                   kOffloadFraction};
+// Activation recomputation, recorded only when asked for.
+constexpr StringLiteral kRecomputeGranularity = "recompute_granularity";
+constexpr StringLiteral kRecomputeMethod = "recompute_method";
+constexpr StringLiteral kRecomputeNumLayers = "recompute_num_layers";
+constexpr StringLiteral kRecomputeModuleList = "recompute_modules";
+constexpr StringLiteral kDistributeSaved = "distribute_saved_activations";
+constexpr StringRef kPlanKeys[] = {kSequenceParallel,     kVirtualStages,      kSchedule,           kLayout,
+                                   kMicrobatches,         kBucketSize,         kOverlapGradReduce,  kVocabDivisibleBy,
+                                   kShardingStrategy,     kShardDegree,        kOverlapParamGather, kReshardAfterForward,
+                                   kOffloadFraction,      kRecomputeGranularity, kRecomputeMethod,  kRecomputeNumLayers,
+                                   kRecomputeModuleList,     kDistributeSaved};
 
 // What limit errors call each field: the grid's axes and the plan's keys.
 const PlanFieldNames &irNames() {
@@ -89,6 +98,19 @@ void megac::recordPlan(ModuleOp module, const ParallelPlan &plan) {
         b.getNamedAttr(kReshardAfterForward, b.getStringAttr(reshardAfterForwardName(plan.reshardAfterForward))));
   if (plan.optimizerOffloadFraction > 0)
     entries.push_back(b.getNamedAttr(kOffloadFraction, b.getF64FloatAttr(plan.optimizerOffloadFraction)));
+  const RecomputePlan &r = plan.recompute;
+  if (r.granularity != RecomputeGranularity::None)
+    entries.push_back(b.getNamedAttr(kRecomputeGranularity, b.getStringAttr(recomputeGranularityName(r.granularity))));
+  if (r.granularity == RecomputeGranularity::Full)
+    entries.append({b.getNamedAttr(kRecomputeMethod, b.getStringAttr(recomputeMethodName(r.method))),
+                    b.getNamedAttr(kRecomputeNumLayers, b.getI64IntegerAttr(r.numLayers)),
+                    b.getNamedAttr(kDistributeSaved, b.getBoolAttr(r.distributeSavedActivations))});
+  if (r.granularity == RecomputeGranularity::Selective) {
+    SmallVector<Attribute> modules;
+    for (const std::string &m : r.modules)
+      modules.push_back(b.getStringAttr(m));
+    entries.push_back(b.getNamedAttr(kRecomputeModuleList, b.getArrayAttr(modules)));
+  }
   grid->setAttr(names::kPlanAttr, b.getDictionaryAttr(entries));
 }
 
@@ -119,6 +141,7 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
   ParallelPlan result;
   result.pp = shape[0], result.dp = shape[1], result.tp = shape[2];
   ShardingFlags sharding; // checked as megac compile checks its flags, once the grid is known
+  RecomputeFlags recompute;
   // Every key must be one of ours with the type the frontend writes: a typo or a wrong type in
   // hand-written IR is an error, not a default.
   for (NamedAttribute entry : plan) {
@@ -130,13 +153,34 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
       os << value;
       return fail(names::kPlanAttr.str() + "'s " + key + " must be " + expected + ", got " + text);
     };
-    if (key == kSequenceParallel || key == kOverlapGradReduce || key == kOverlapParamGather) {
+    if (key == kSequenceParallel || key == kOverlapGradReduce || key == kOverlapParamGather ||
+        key == kDistributeSaved) {
       auto v = dyn_cast<BoolAttr>(value);
       if (!v)
         return wrong("true or false");
       (key == kSequenceParallel     ? result.sp
        : key == kOverlapGradReduce ? result.overlapGradReduce
+       : key == kDistributeSaved   ? recompute.distributeSavedActivations
                                    : sharding.overlapParamGather) = v.getValue();
+    } else if (key == kRecomputeGranularity || key == kRecomputeMethod) {
+      auto v = dyn_cast<StringAttr>(value);
+      if (!v)
+        return wrong(key == kRecomputeGranularity ? "a string (full or selective)" : "a string (uniform or block)");
+      (key == kRecomputeGranularity ? recompute.granularity : recompute.method) = v.str();
+    } else if (key == kRecomputeModuleList) {
+      auto v = dyn_cast<ArrayAttr>(value);
+      if (!v || v.empty() || !llvm::all_of(v, [](Attribute a) { return isa<StringAttr>(a); }))
+        return wrong("a non-empty array of strings (core_attn, mlp, layernorm)");
+      for (Attribute a : v)
+        recompute.modules.push_back(cast<StringAttr>(a).str());
+    } else if (key == kRecomputeNumLayers) {
+      auto v = dyn_cast<IntegerAttr>(value);
+      if (!v || isa<BoolAttr>(value) || !v.getType().isSignlessInteger() || v.getType().getIntOrFloatBitWidth() > 64)
+        return wrong("an integer (i64)");
+      if (v.getInt() < 1 || v.getInt() > limits::kLayers)
+        return fail(names::kPlanAttr.str() + "'s " + key + " is " + Twine(v.getInt()) + "; it must be between 1 and " +
+                    Twine(limits::kLayers));
+      recompute.numLayers = v.getInt();
     } else if (key == kShardingStrategy || key == kReshardAfterForward) {
       auto v = dyn_cast<StringAttr>(value);
       if (!v)
@@ -193,6 +237,8 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
                                     !sharding.reshardAfterForward.empty()))
     return fail(names::kPlanAttr.str() + " has sharding options but no " + kShardingStrategy.str());
   if (llvm::Error e = resolveSharding(result, sharding))
+    return fail(names::kPlanAttr.str() + ": " + llvm::toString(std::move(e)));
+  if (llvm::Error e = resolveRecompute(result, recompute))
     return fail(names::kPlanAttr.str() + ": " + llvm::toString(std::move(e)));
   const int64_t chunks = result.pp * result.vpp; // both bounded: no overflow
   if (!result.pipelineLayout.empty() && static_cast<int64_t>(result.pipelineLayout.size()) != chunks)

@@ -110,6 +110,7 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
   split.fwd = func::FuncOp::create(b, callee.getLoc(), names::forwardHalf(callee.getName()),
                                    b.getFunctionType(callee.getArgumentTypes(), fwdResults));
   split.fwd.setPrivate();
+  split.fwd->setAttr(names::kSavedFromAttr, b.getI64IntegerAttr(split.numResults));
   {
     Block *fwdBody = split.fwd.addEntryBlock();
     IRMapping map;
@@ -142,6 +143,9 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
   split.bwd = func::FuncOp::create(b, callee.getLoc(), names::backwardHalf(callee.getName()),
                                    b.getFunctionType(bwdInputs, bwdResults));
   split.bwd.setPrivate();
+  split.bwd->setAttr(names::kForwardArgsAttr,
+                     b.getDenseI64ArrayAttr(SmallVector<int64_t>(split.argsReadByBackward.begin(),
+                                                                 split.argsReadByBackward.end())));
   {
     Block *bwdBody = split.bwd.addEntryBlock();
     IRMapping map;
@@ -242,10 +246,20 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
     if (failed(sweep.run(callVjp)))
       return failure();
 
+    // Each gradient goes into its parameter's buffer as soon as it is made, so the program
+    // never holds the gradients of all layers at once besides the buffers.
+    // (In parameter order after each op that makes several.)
     OpBuilder b(ret);
+    DenseMap<Value, Operation *> lastOf; // the last tx.param_grad after a value's definition
     for (auto param : llvm::to_vector(body.getOps<tx::ParamOp>()))
-      if (Value grad = sweep.cotangent(param))
-        tx::ParamGradOp::create(b, param.getLoc(), param, grad);
+      if (Value grad = sweep.cotangent(param)) {
+        Value anchor = grad.getDefiningOp() ? grad.getDefiningOp()->getResult(0) : grad;
+        if (Operation *last = lastOf.lookup(anchor))
+          b.setInsertionPointAfter(last);
+        else
+          b.setInsertionPointAfterValue(grad);
+        lastOf[anchor] = tx::ParamGradOp::create(b, param.getLoc(), param, grad);
+      }
 
     fn.setFunctionType(FunctionType::get(fn.getContext(), body.getArgumentTypes(), fn.getResultTypes()));
     fn.setName(names::kTrainStep);

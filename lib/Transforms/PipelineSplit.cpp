@@ -92,8 +92,10 @@ LogicalResult Splitter::place() {
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     if (where.isFree(&op) || llvm::is_contained(dead, &op))
       continue;
-    bool backward =
-        isa<tx::ParamGradOp>(op) || llvm::any_of(op.getOperands(), [&](Value v) { return backwardValues.contains(v); });
+    // A layer's forward rerun for its backward (megac-recompute) belongs to the backward.
+    auto rerunOf = op.getAttrOfType<IntegerAttr>(names::kRecomputeAttr);
+    bool backward = isa<tx::ParamGradOp>(op) || rerunOf ||
+                    llvm::any_of(op.getOperands(), [&](Value v) { return backwardValues.contains(v); });
     for (Value r : op.getResults())
       if (backward)
         backwardValues.insert(r);
@@ -104,14 +106,20 @@ LogicalResult Splitter::place() {
         continue;
       Operation *def = v.getDefiningOp();
       int64_t c = where.chunk.lookup(def);
-      if (where.phase.lookup(def) == Phase::Forward)
+      // A rerun layer's activations place the backward that reads them as the forward's would.
+      if (where.phase.lookup(def) == Phase::Forward || def->hasAttr(names::kRecomputeAttr))
         maxForward = std::max(maxForward, c);
       else
         minBackward = std::min(minBackward, c), maxBackward = std::max(maxBackward, c);
     }
     int64_t c;
     auto call = dyn_cast<func::CallOp>(op);
-    if (!backward && call && call->hasAttr(names::kLayerAttr)) {
+    if (rerunOf) {
+      c = chunkOfLayer(layersPerChunk, rerunOf.getInt());
+      if (c < 0)
+        return op.emitOpError() << "reruns layer " << rerunOf.getInt() << " but the plan's pipeline_layout places only "
+                                << numLayers << " layers";
+    } else if (!backward && call && call->hasAttr(names::kLayerAttr)) {
       if (layer >= numLayers)
         return call.emitOpError() << "is transformer layer " << layer << " but the plan's pipeline_layout places only "
                                   << numLayers << " layers";

@@ -96,16 +96,9 @@ private:
     for (Operation *op : ops)
       if (failed(shardOp(op)))
         return failure();
-    // A value this function already gathered (a norm output before a column-parallel layer) is
-    // returned gathered: the backward half then needs no second all-gather for the weight
-    // gradients. Costs the memory of the whole sequence for that activation.
+    // A saved activation goes to the backward half as it is, sequence-split under sequence
+    // parallelism: the backward gathers it again where a weight gradient needs it whole.
     Operation *ret = body.getTerminator();
-    if (fn.getSymName() != names::kTrainStep)
-      for (OpOperand &operand : ret->getOpOperands()) {
-        if (get(operand.get()).isSplit())
-          if (auto it = converted.find(conversionKey(operand.get(), Sharding::replicated())); it != converted.end())
-            operand.set(it->second);
-      }
     for (Value v : ret->getOperands())
       results.push_back(get(v));
     return success();

@@ -11,6 +11,7 @@ void megac::buildTrainingPipeline(mlir::OpPassManager &pm) {
   // The backward pass repeats a view for each of its users (the reshape of a norm output for
   // the q, k and v weight gradients); one is enough.
   pm.addPass(mlir::createCSEPass());
+  pm.addPass(createRecompute());
   pm.addPass(createTensorParallel());
   pm.addPass(createPipelineSplit());
   pm.addPass(pipeline::createPipelineSchedule());
@@ -20,7 +21,7 @@ void megac::buildTrainingPipeline(mlir::OpPassManager &pm) {
 
 void megac::registerTrainingPipeline() {
   mlir::PassPipelineRegistration<>("megac-training-pipeline",
-                                   "megac compile's passes, in order: autodiff, cse, tensor-parallel, pipeline-split, "
+                                   "megac compile's passes, in order: autodiff, cse, recompute, tensor-parallel, pipeline-split, "
                                    "pipeline-schedule, data-parallel, fuse-epilogues (the plan comes from @grid)",
                                    buildTrainingPipeline);
 }

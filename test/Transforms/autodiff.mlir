@@ -25,10 +25,10 @@ func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f3
 // CHECK:         %[[W:.*]] = tx.param "matmul.w"
 // CHECK:         %[[DY:.*]] = tx.cross_entropy_grad
 // CHECK:         %[[DX:.*]] = tx.matmul %[[DY]], %[[W]] transpose_rhs : tensor<2x3x5xf32>, tensor<4x5xf32> -> tensor<2x3x4xf32>
+// CHECK:         tx.param_grad %[[DX]] to %[[X]]
 // CHECK:         %[[XF:.*]] = tx.reshape %[[X]] : tensor<2x3x4xf32> -> tensor<6x4xf32>
 // CHECK:         %[[DYF:.*]] = tx.reshape %[[DY]] : tensor<2x3x5xf32> -> tensor<6x5xf32>
 // CHECK:         %[[DW:.*]] = tx.matmul %[[XF]], %[[DYF]] transpose_lhs : tensor<6x4xf32>, tensor<6x5xf32> -> tensor<4x5xf32>
-// CHECK:         tx.param_grad %[[DX]] to %[[X]]
 // CHECK:         tx.param_grad %[[DW]] to %[[W]]
 func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f32> {
   %x = tx.param "matmul.x" init(normal) : tensor<2x3x4xf32>
@@ -46,10 +46,10 @@ func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f3
 // CHECK:         %[[W:.*]] = tx.param "matmul_t.w"
 // CHECK:         %[[DY:.*]] = tx.cross_entropy_grad
 // CHECK:         %[[DX:.*]] = tx.matmul %[[DY]], %[[W]] : tensor<2x3x5xf32>, tensor<5x4xf32> -> tensor<2x3x4xf32>
+// CHECK:         tx.param_grad %[[DX]] to %[[X]]
 // CHECK:         %[[XF:.*]] = tx.reshape %[[X]] : tensor<2x3x4xf32> -> tensor<6x4xf32>
 // CHECK:         %[[DYF:.*]] = tx.reshape %[[DY]] : tensor<2x3x5xf32> -> tensor<6x5xf32>
 // CHECK:         %[[DW:.*]] = tx.matmul %[[DYF]], %[[XF]] transpose_lhs : tensor<6x5xf32>, tensor<6x4xf32> -> tensor<5x4xf32>
-// CHECK:         tx.param_grad %[[DX]] to %[[X]]
 // CHECK:         tx.param_grad %[[DW]] to %[[W]]
 func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f32> {
   %x = tx.param "matmul_t.x" init(normal) : tensor<2x3x4xf32>
@@ -68,8 +68,8 @@ func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f3
 // CHECK:         %[[DY:.*]] = tx.cross_entropy_grad
 // CHECK-NOT:     tx.reshape
 // CHECK:         %[[DA:.*]] = tx.matmul %[[DY]], %[[B]] : tensor<2x3x3xf32>, tensor<2x3x4xf32> -> tensor<2x3x4xf32>
-// CHECK:         %[[DB:.*]] = tx.matmul %[[DY]], %[[A]] transpose_lhs : tensor<2x3x3xf32>, tensor<2x3x4xf32> -> tensor<2x3x4xf32>
 // CHECK:         tx.param_grad %[[DA]] to %[[A]]
+// CHECK:         %[[DB:.*]] = tx.matmul %[[DY]], %[[A]] transpose_lhs : tensor<2x3x3xf32>, tensor<2x3x4xf32> -> tensor<2x3x4xf32>
 // CHECK:         tx.param_grad %[[DB]] to %[[B]]
 func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f32> {
   %a = tx.param "bmm.a" init(normal) : tensor<2x3x4xf32>
@@ -86,8 +86,8 @@ func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f3
 // CHECK:         %[[X:.*]] = tx.param "bias_add.x"
 // CHECK:         %[[B:.*]] = tx.param "bias_add.b"
 // CHECK:         %[[DY:.*]] = tx.cross_entropy_grad
-// CHECK:         %[[DB:.*]] = tx.reduce_sum %[[DY]] : tensor<2x3x5xf32> -> tensor<5xf32>
 // CHECK:         tx.param_grad %[[DY]] to %[[X]]
+// CHECK:         %[[DB:.*]] = tx.reduce_sum %[[DY]] : tensor<2x3x5xf32> -> tensor<5xf32>
 // CHECK:         tx.param_grad %[[DB]] to %[[B]]
 func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f32> {
   %x = tx.param "bias_add.x" init(normal) : tensor<2x3x5xf32>
@@ -104,8 +104,8 @@ func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f3
 // CHECK:         %[[X:.*]] = tx.param "add.x"
 // CHECK:         %[[Y:.*]] = tx.param "add.y"
 // CHECK:         %[[DZ:.*]] = tx.cross_entropy_grad
-// CHECK-NOT:     tx.reduce_sum
 // CHECK:         tx.param_grad %[[DZ]] to %[[X]]
+// CHECK-NOT:     tx.reduce_sum
 // CHECK-NEXT:    tx.param_grad %[[DZ]] to %[[Y]]
 func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f32> {
   %x = tx.param "add.x" init(normal) : tensor<2x3x5xf32>
@@ -123,9 +123,9 @@ func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f3
 // CHECK:         %[[S:.*]] = tx.param "mul.s"
 // CHECK:         %[[DY:.*]] = tx.cross_entropy_grad
 // CHECK:         %[[DX:.*]] = tx.mul %[[DY]], %[[S]] : tensor<2x3x5xf32>, tensor<5xf32>
+// CHECK:         tx.param_grad %[[DX]] to %[[X]]
 // CHECK:         %[[DYX:.*]] = tx.mul %[[DY]], %[[X]] : tensor<2x3x5xf32>, tensor<2x3x5xf32>
 // CHECK:         %[[DS:.*]] = tx.reduce_sum %[[DYX]] : tensor<2x3x5xf32> -> tensor<5xf32>
-// CHECK:         tx.param_grad %[[DX]] to %[[X]]
 // CHECK:         tx.param_grad %[[DS]] to %[[S]]
 func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f32> {
   %x = tx.param "mul.x" init(normal) : tensor<2x3x5xf32>
@@ -384,10 +384,10 @@ func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f3
 // CHECK:         %[[Y1:.*]]:2 = call @layer_forward(%[[Y0]]#0, %[[W1]]) {megac.layer = @layer}
 // CHECK:         %[[DY1:.*]] = tx.cross_entropy_grad %{{.*}}, %[[Y1]]#0
 // CHECK:         %[[B1:.*]]:2 = call @layer_backward(%[[Y0]]#0, %[[W1]], %[[Y1]]#1, %[[DY1]])
+// CHECK:         tx.param_grad %[[B1]]#1 to %[[W1]]
 // CHECK:         %[[B0:.*]]:2 = call @layer_backward(%[[X]], %[[W0]], %[[Y0]]#1, %[[B1]]#0)
 // CHECK:         tx.param_grad %[[B0]]#0 to %[[X]]
 // CHECK:         tx.param_grad %[[B0]]#1 to %[[W0]]
-// CHECK:         tx.param_grad %[[B1]]#1 to %[[W1]]
 // CHECK-NOT:   call @layer(
 func.func private @layer(%x: tensor<2x3x4xf32>, %w: tensor<4x4xf32>) -> tensor<2x3x4xf32> {
   %h = tx.matmul %x, %w : tensor<2x3x4xf32>, tensor<4x4xf32> -> tensor<2x3x4xf32>

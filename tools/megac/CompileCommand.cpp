@@ -16,6 +16,7 @@
 #include "megac/Frontend/PlanChecks.h"
 #include "megac/Limits.h"
 #include "megac/Plan/PlanLimits.h"
+#include "megac/Plan/RecomputeFlags.h"
 #include "megac/Plan/ShardingFlags.h"
 #include "megac/Target/RankCommunication.h"
 #include "megac/Target/RankMemory.h"
@@ -142,6 +143,31 @@ cl::opt<std::string> offloadFraction("optimizer-offload-fraction",
                                      cl::desc("with --optimizer-cpu-offload: the share of each rank's shard stepped on "
                                               "the host, above 0 and at most 1 (default 1; Megatron's flag)"),
                                      cl::sub(compile), megac::recordValues<std::string>("--optimizer-offload-fraction"));
+cl::opt<std::string> recomputeGranularity(
+    "recompute-granularity",
+    cl::desc("full (each layer recomputed in backward from its stashed input) or selective (the modules of "
+             "--recompute-modules recomputed inside each layer) (Megatron's flag)"),
+    cl::sub(compile), megac::recordValues<std::string>("--recompute-granularity"));
+cl::opt<bool> recomputeActivations("recompute-activations",
+                                   cl::desc("= --recompute-granularity selective (Megatron's flag)"), cl::sub(compile),
+                                   megac::recordValues<bool>("--recompute-activations"));
+cl::opt<std::string> recomputeMethod("recompute-method",
+                                     cl::desc("full recomputation: uniform (groups of --recompute-num-layers layers, "
+                                              "each stashing its input) or block (the first --recompute-num-layers "
+                                              "layers of each pipeline chunk) (Megatron's flag)"),
+                                     cl::sub(compile), megac::recordValues<std::string>("--recompute-method"));
+cl::opt<int64_t> recomputeNumLayers("recompute-num-layers", cl::init(0),
+                                    cl::desc("full recomputation: N of --recompute-method (Megatron's flag)"),
+                                    cl::sub(compile), megac::recordValues<int64_t>("--recompute-num-layers"));
+cl::list<std::string> recomputeModules("recompute-modules", cl::CommaSeparated,
+                                       cl::desc("selective recomputation: core_attn (default), mlp, layernorm, "
+                                                "comma-separated (Megatron's flag)"),
+                                       cl::sub(compile));
+cl::opt<bool> distributeSavedActivations(
+    "distribute-saved-activations",
+    cl::desc("full recomputation with tp: split each stashed layer input over the tensor-parallel ranks, gathered "
+             "again before it is recomputed (Megatron's flag)"),
+    cl::sub(compile), megac::recordValues<bool>("--distribute-saved-activations"));
 cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds which (pp, dp, tp) coordinate"),
                          cl::sub(compile));
 cl::opt<bool> noBuild("no-build", cl::desc("write OUT/main.cpp (main.cu) and OUT/CMakeLists.txt but do not build"),
@@ -190,9 +216,14 @@ Expected<megac::Target> resolveTarget() {
 Error checkFlags() {
   if (std::optional<std::string> conflict = megac::conflictingFlagValues())
     return createStringError(*conflict);
-  if (specPaths.size() > 1)
+  if (specPaths.size() > 1) {
+    if (llvm::is_contained(megac::kRecomputeModules, StringRef(specPaths[1])))
+      return createStringError("megac compile takes one SPEC.yaml, but also got '" + specPaths[1] +
+                               "'; --recompute-modules takes its modules comma-separated, e.g. "
+                               "--recompute-modules core_attn,mlp");
     return createStringError("megac compile takes one SPEC.yaml, but also got '" + specPaths[1] +
                              "'; remove it (flags start with --, and a flag's value follows it)");
+  }
   // One --pipeline-layout: a second would silently append to the first.
   for (unsigned i = 1; i < pipelineLayout.size(); ++i)
     if (pipelineLayout.getPosition(i) != pipelineLayout.getPosition(0))
@@ -234,6 +265,10 @@ Expected<megac::ParallelPlan> planFromFlags() {
                                 shardDegree,        replicateDegree,         overlapParamGather,
                                 reshardAfterForward, optimizerCpuOffload,    offloadFraction};
   if (Error e = megac::resolveSharding(plan, sharding))
+    return std::move(e);
+  megac::RecomputeFlags recompute{recomputeGranularity, recomputeActivations, recomputeMethod, recomputeNumLayers,
+                                  {recomputeModules.begin(), recomputeModules.end()}, distributeSavedActivations};
+  if (Error e = megac::resolveRecompute(plan, recompute))
     return std::move(e);
   if (globalBatch == 0)
     return plan;
@@ -305,6 +340,8 @@ int megac::runCompile() {
   if (Error e = resolvePipeline(plan, *spec))
     return fail(specPath + ": " + toString(std::move(e)));
   if (Error e = validatePlan(plan, *spec))
+    return fail(specPath + ": " + toString(std::move(e)));
+  if (Error e = megac::checkRecomputeLayers(plan, spec->numLayers))
     return fail(specPath + ": " + toString(std::move(e)));
   if (Error e = checkProgramSize(*spec, plan, microBatch))
     return fail(specPath + ": " + toString(std::move(e)));

@@ -25,6 +25,27 @@ enum class ReshardAfterForward { Default, Always, Never };
 const char *reshardAfterForwardName(ReshardAfterForward r);
 std::optional<ReshardAfterForward> parseReshardAfterForward(const std::string &name);
 
+/// Activation recomputation (Megatron's --recompute-granularity): none, every layer's internals
+/// recomputed from its input in backward (full), or only some modules inside each layer
+/// (selective).
+enum class RecomputeGranularity { None, Full, Selective };
+/// Which layers full recomputation covers (Megatron's --recompute-method): groups of N
+/// consecutive layers of each chunk, each stashing only its input (uniform), or the first N
+/// layers of each chunk, one at a time, the others not recomputed (block).
+enum class RecomputeMethod { Uniform, Block };
+
+struct RecomputePlan {
+  RecomputeGranularity granularity = RecomputeGranularity::None;
+  RecomputeMethod method = RecomputeMethod::Uniform;
+  int64_t numLayers = 0;               // full: N of the method
+  std::vector<std::string> modules;    // selective: core_attn, mlp, layernorm (Megatron's names)
+  bool distributeSavedActivations = false;
+};
+const char *recomputeGranularityName(RecomputeGranularity g);
+std::optional<RecomputeGranularity> parseRecomputeGranularity(const std::string &name);
+const char *recomputeMethodName(RecomputeMethod m);
+std::optional<RecomputeMethod> parseRecomputeMethod(const std::string &name);
+
 struct ParallelPlan {
   // The grid's sizes in Megatron's rank order, slowest first (tp varies fastest).
   int64_t pp = 1, dp = 1, tp = 1;
@@ -53,6 +74,7 @@ struct ParallelPlan {
   // ZeRO-Offload: the fraction of each rank's shard whose optimizer step runs on the host (its
   // master weights and moments in host memory); 0: none.
   double optimizerOffloadFraction = 0;
+  RecomputePlan recompute;
   /// Elements of a shard of `shardNumel` stepped on the host.
   int64_t offloadedNumel(int64_t shardNumel) const {
     return static_cast<int64_t>(optimizerOffloadFraction * static_cast<double>(shardNumel));

@@ -28,6 +28,34 @@ def Autodiff : Pass<"megac-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
 }
 
+def Recompute : Pass<"megac-recompute", "mlir::ModuleOp"> {
+  let summary = "Activation recomputation: stashes less, reruns forward ops in backward (Megatron's full and selective)";
+  let description = [{
+    Runs after megac-autodiff, with the plan's `recompute_*` keys (`@grid`'s `megac.plan`); does
+    nothing without them. Recomputation never changes a number: the rerun ops are the forward's
+    own, on the same inputs.
+
+    Full (`recompute_granularity = "full"`): whole layers rerun in backward. The layers of each
+    pipeline chunk form groups (`recompute_method = "uniform"`: groups of `recompute_num_layers`
+    consecutive layers; `"block"`: each of the chunk's first `recompute_num_layers` layers alone,
+    the others not recomputed). A recomputed layer's forward calls `@F_forward_only`, which
+    returns the layer's output and saves nothing; just before the backward of a group's last
+    layer, `@train_step` calls `@F_forward` again for each layer of the group (`megac.recompute`
+    = the layer's index) from the group's input, the one activation the forward keeps, and the
+    group's backward calls read what those calls saved.
+
+    Selective (`recompute_granularity = "selective"`, `recompute_modules`): inside every layer.
+    `mlp`: the activations the MLP saves (the pre-activation and the activation: GELU's input and
+    output, SwiGLU's gate, up and output); `layernorm`: the norms' outputs. `@F_forward` stops
+    returning them and `@F_backward` recomputes each just before its first use (ops marked
+    `megac.recomputed`; the function's `megac.recomputed` lists the activations), from the forward
+    arguments (`megac.forward_args`) and the activations still saved. `core_attn` recomputes
+    nothing here: the attention already keeps no s x s term (its backward recomputes the scores
+    from q, k and v), and its output feeds the output projection, which keeps it as in Megatron.
+  }];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
+}
+
 def TensorParallel : Pass<"megac-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Shards forward + backward over the tensor-parallel ranks, Megatron's way";
   let description = [{

@@ -37,6 +37,17 @@ def cases():
         opt_case("grid over 2^20 ranks", ["--megac-data-parallel"], module("1024x1024x2"),
                  r"pp 1024 x dp 1024 x tp 2 is more than the 1048576 ranks"),
         # megac.plan's values.
+        # The recompute keys, checked as megac compile checks its flags.
+        opt_case("plan recompute method with selective", ["--megac-recompute"],
+                 module("1x1x1", DEFAULT_PLAN + ', recompute_granularity = "selective", recompute_method = "block"'),
+                 r"megac.plan: --recompute-method block .* the granularity is selective"),
+        opt_case("plan recompute modules not strings", ["--megac-recompute"],
+                 module("1x1x1", DEFAULT_PLAN + ', recompute_granularity = "selective", recompute_modules = [1]'),
+                 r"megac.plan's recompute_modules must be a non-empty array of strings"),
+        opt_case("plan recompute num layers 0", ["--megac-recompute"],
+                 module("1x1x1", DEFAULT_PLAN + ', recompute_granularity = "full", recompute_method = "uniform", '
+                        'recompute_num_layers = 0 : i64'),
+                 r"megac.plan's recompute_num_layers is 0; it must be between 1 and 8192"),
         opt_case("plan sharding at dp 1", ["--megac-data-parallel"],
                  module("1x1x1", DEFAULT_PLAN + ', data_parallel_sharding_strategy = "optim"'),
                  r"megac.plan: --data-parallel-sharding-strategy optim shards .* --data-parallel-size is 1"),
