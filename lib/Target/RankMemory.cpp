@@ -128,7 +128,8 @@ void megac::printStateMemory(ArrayRef<StageStateMemory> stages, const ParallelPl
   }
 }
 
-std::string megac::stateMemoryJson(ArrayRef<StageStateMemory> stages, const ParallelPlan &plan) {
+std::string megac::stateMemoryJson(ArrayRef<StageStateMemory> stages, const ParallelPlan &plan,
+                                   ArrayRef<LayerActivations> layers) {
   llvm::json::Array list;
   for (const StageStateMemory &m : stages)
     list.push_back(llvm::json::Object{{"pp_stage", m.stage},
@@ -151,6 +152,7 @@ std::string megac::stateMemoryJson(ArrayRef<StageStateMemory> stages, const Para
   llvm::json::Object root{{"plan", plan.summary()},
                           {"data_parallel_sharding_strategy", shardingStrategyName(plan.sharding)},
                           {"data_parallel_shard_degree", plan.shardDegree},
+                          {"layer_activations", layerActivationsJson(layers)},
                           {"stages", std::move(list)}};
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -351,11 +351,6 @@ struct RecomputePass : public megac::impl::RecomputeBase<RecomputePass> {
     const RecomputePlan &r = plan->recompute;
     if (r.granularity == RecomputeGranularity::None)
       return;
-    if (r.distributeSavedActivations) {
-      module.emitError() << getArgument()
-                         << ": distribute_saved_activations is not implemented yet; drop --distribute-saved-activations";
-      return signalPassFailure();
-    }
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     if (!entry) {
       module.emitError() << getArgument() << ": no @" << names::kTrainStep << "; run megac-autodiff first";

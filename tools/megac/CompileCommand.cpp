@@ -402,7 +402,8 @@ int megac::runCompile() {
     return 1;
   SmallVector<StageStateMemory> stateBytes = stateMemory(*module, plan);
   addProgramBuffers(stateBytes, buffers);
-  const std::string rankMemoryJson = stateMemoryJson(stateBytes, plan);
+  const SmallVector<megac::LayerActivations> layerStash = megac::layerActivations(*module);
+  const std::string rankMemoryJson = stateMemoryJson(stateBytes, plan, layerStash);
   if (!dumps.write("rank-memory.json", [&](raw_ostream &os) { os << rankMemoryJson; }))
     return 1;
   const SmallVector<StageCommunication> sent = communicationPlan(*module, plan);
@@ -428,6 +429,7 @@ int megac::runCompile() {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   outs() << "megac: " << summary << "\n";
   printStateMemory(stateBytes, plan, "megac: ", outs());
+  megac::printLayerActivations(layerStash, "megac: ", outs());
   printCommunication(sent, plan, "megac: ", outs());
   outs() << "megac: target " << (*target == megac::Target::Cuda ? "cuda" : "cpu") << "\n"
          << (hfConfig.json.empty() ? "megac: checkpoints get no Hugging Face config.json: " + hfConfig.whyNone + "\n"

@@ -8,6 +8,7 @@
 
 #include "megac/Plan/ParallelPlan.h"
 #include "megac/Target/EmitCpp.h"
+#include "megac/Target/LayerActivations.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SmallVector.h"
@@ -49,7 +50,8 @@ void addProgramBuffers(llvm::MutableArrayRef<StageStateMemory> stages, llvm::Arr
 /// "parameters 1.50 MiB, gradients ..." lines, one per stage, each starting with `prefix`.
 void printStateMemory(llvm::ArrayRef<StageStateMemory> stages, const ParallelPlan &plan, llvm::StringRef prefix,
                       llvm::raw_ostream &os);
-/// The same as one JSON object (exact bytes).
-std::string stateMemoryJson(llvm::ArrayRef<StageStateMemory> stages, const ParallelPlan &plan);
+/// The same as one JSON object (exact bytes), with what each layer kind keeps for its backward.
+std::string stateMemoryJson(llvm::ArrayRef<StageStateMemory> stages, const ParallelPlan &plan,
+                            llvm::ArrayRef<LayerActivations> layers);
 
 } // namespace megac
