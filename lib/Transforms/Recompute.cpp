@@ -318,6 +318,9 @@ void recomputeLayers(ModuleOp module, MutableArrayRef<LayerCalls> layers, llvm::
       auto rerun = cast<func::CallOp>(b.clone(*l.fwd));
       rerun->removeAttr(names::kLayerAttr);
       rerun->setAttr(names::kRecomputeAttr, b.getI64IntegerAttr(i));
+      StringRef name = tx::valueName(l.fwd.getResult(0));
+      rerun->setLoc(tx::derivedLoc(l.fwd.getResult(0), name.empty() ? "recomputed" : name + "_recomputed",
+                                   "megac-recompute"));
       if (i > first) // the group's inner inputs come from the rerun, not from the forward
         rerun->replaceUsesOfWith(layers[i - 1].fwd.getResult(0), reruns.back().getResult(0));
       for (OpResult r : l.fwd.getResults())
