@@ -126,7 +126,7 @@ def main():
                      f"{res['workspace'] / 2**20:.2f} MiB ({res['workspace'] / base['workspace']:.2f}x) | "
                      f"{res['per_layer'] / 2**20:.2f} MiB | {rate:.0f} ({rate / statistics.median(rates['none']):.2f}x) | "
                      f"{'yes' if exact else 'NO'} | {'yes' if same else 'NO'} |")
-    header = ("| mode | peak (tracked) | workspace (holds the activations) | kept per layer (first of a group) | "
+    header = ("| mode | peak (tracked) | workspace (holds the activations) | kept per recomputed layer (else per layer) | "
               "tokens/s | = prediction | losses bit-identical to none |\n|---|---|---|---|---|---|---|")
     when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     section = f"""## Activation recomputation: memory and speed per mode (CPU, 1 rank)
@@ -141,10 +141,12 @@ are against none in the same invocation. "= prediction": the tracked peak equals
 {header}
 {chr(10).join(lines)}
 
-What it shows: full recomputation keeps one s x b x h input per layer instead of 16 and pays about one extra forward
-(a forward is about a third of a training step, so about 3/4 of the tokens/s is expected); selective recomputation
-of the MLP and the norms keeps 3 of 16 and reruns only those cheap parts plus one GEMM per layer; core_attn, Megatron's
-default, changes nothing here because megac's attention already keeps no s x s term. Without pipeline parallelism the
+What it shows: full recomputation keeps one s x b x h input per layer instead of 16 and pays one extra forward of
+the layers (a layer's forward is about a third of its training step; the embedding, the head, the loss and the
+optimizer are not rerun, so somewhat more than 3/4 of the tokens/s remains); block recomputes half the layers and
+pays half of that; selective recomputation of the MLP and the norms keeps 6 of 16 (the input, the residual, q, k, v
+and the attention output) and reruns the norms, one GEMM and the GELU per layer; core_attn, Megatron's default,
+changes nothing here because megac's attention already keeps no s x s term. Without pipeline parallelism the
 activations live in the step's workspace, so the workspace column shows the saving; the peak also holds the training
 state, which recomputation does not touch."""
     log(section)

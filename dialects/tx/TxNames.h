@@ -35,6 +35,10 @@ inline constexpr llvm::StringLiteral kForwardArgsAttr = "megac.forward_args";
 /// On a call that reruns a layer's forward in backward (activation recomputation): the layer's
 /// index in the model.
 inline constexpr llvm::StringLiteral kRecomputeAttr = "megac.recompute";
+/// --distribute-saved-activations: on the rerun of a group's first layer, whose input the forward
+/// keeps split over tp; on the op that splits it (in the forward), the index of that layer.
+inline constexpr llvm::StringLiteral kDistributeSavedAttr = "megac.distribute_saved";
+inline constexpr llvm::StringLiteral kSavedForAttr = "megac.saved_for";
 /// Selective recomputation: on an op of a layer's backward half, a forward op rerun there; on
 /// the backward half, the names of the saved activations it recomputes.
 inline constexpr llvm::StringLiteral kRecomputedAttr = "megac.recomputed";

@@ -17,7 +17,7 @@ std::string ParallelPlan::summary() const {
   }
   if (recompute.granularity == RecomputeGranularity::Full)
     text += std::string(" recompute full ") + recomputeMethodName(recompute.method) + " " +
-            std::to_string(recompute.numLayers);
+            std::to_string(recompute.numLayers) + (recompute.distributeSavedActivations ? " distributed" : "");
   else if (recompute.granularity == RecomputeGranularity::Selective) {
     text += " recompute selective";
     for (const std::string &m : recompute.modules)

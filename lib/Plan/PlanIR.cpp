@@ -103,7 +103,8 @@ void megac::recordPlan(ModuleOp module, const ParallelPlan &plan) {
     entries.push_back(b.getNamedAttr(kRecomputeGranularity, b.getStringAttr(recomputeGranularityName(r.granularity))));
   if (r.granularity == RecomputeGranularity::Full)
     entries.append({b.getNamedAttr(kRecomputeMethod, b.getStringAttr(recomputeMethodName(r.method))),
-                    b.getNamedAttr(kRecomputeNumLayers, b.getI64IntegerAttr(r.numLayers))});
+                    b.getNamedAttr(kRecomputeNumLayers, b.getI64IntegerAttr(r.numLayers)),
+                    b.getNamedAttr(kDistributeSaved, b.getBoolAttr(r.distributeSavedActivations))});
   if (r.granularity == RecomputeGranularity::Selective) {
     SmallVector<Attribute> modules;
     for (const std::string &m : r.modules)

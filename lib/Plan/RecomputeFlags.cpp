@@ -90,9 +90,7 @@ Error megac::resolveRecompute(ParallelPlan &plan, const RecomputeFlags &f) {
     if (plan.sp)
       return fail("--distribute-saved-activations cannot be used with --sequence-parallel (the saved inputs are "
                   "already split over the sequence), as in Megatron; drop one of them");
-    return fail("--distribute-saved-activations is not implemented in megac yet (it would split each recomputed "
-                "group's saved input over the tensor-parallel ranks); --sequence-parallel splits that input over tp "
-                "as well, so add --sp instead, or drop the flag");
+    r.distributeSavedActivations = true;
   }
   plan.recompute = std::move(r);
   return Error::success();

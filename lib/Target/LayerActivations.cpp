@@ -60,8 +60,15 @@ SmallVector<LayerActivations> megac::layerActivations(ModuleOp module) {
     for (auto [i, v] : llvm::enumerate(body.getTerminator()->getOperands().drop_front(savedFrom.getInt())))
       kept.values.push_back(saved(v, tx::valueName(bwd.getArgument(firstSaved + i))));
     // With full recomputation a layer reruns from its input; the first of a group keeps only that.
-    if (module.lookupSymbol(names::forwardOnly(layer)))
-      result.push_back({layer.str(), true, {saved(body.getArgument(0), tx::valueName(body.getArgument(0)))}, sbh});
+    // (Split over tp with --distribute-saved-activations: then what the forward keeps is the split.)
+    if (module.lookupSymbol(names::forwardOnly(layer))) {
+      Value input = body.getArgument(0);
+      module.walk([&](Operation *op) {
+        if (op->hasAttr(names::kSavedForAttr) && op->getNumResults() == 1)
+          input = op->getResult(0);
+      });
+      result.push_back({layer.str(), true, {saved(input, tx::valueName(body.getArgument(0)))}, sbh});
+    }
     // Layers that are not recomputed (all but full recomputation's; block's later layers).
     bool stashing = false;
     module.walk([&](func::CallOp call) {

@@ -114,10 +114,12 @@ LogicalResult Splitter::place() {
     }
     int64_t c;
     auto call = dyn_cast<func::CallOp>(op);
-    if (rerunOf) {
-      c = chunkOfLayer(layersPerChunk, rerunOf.getInt());
+    auto savedFor = op.getAttrOfType<IntegerAttr>(names::kSavedForAttr); // in the forward of that layer's chunk
+    if (rerunOf || savedFor) {
+      c = chunkOfLayer(layersPerChunk, (rerunOf ? rerunOf : savedFor).getInt());
       if (c < 0)
-        return op.emitOpError() << "reruns layer " << rerunOf.getInt() << " but the plan's pipeline_layout places only "
+        return op.emitOpError() << "belongs to layer " << (rerunOf ? rerunOf : savedFor).getInt()
+                                << " but the plan's pipeline_layout places only "
                                 << numLayers << " layers";
     } else if (!backward && call && call->hasAttr(names::kLayerAttr)) {
       if (layer >= numLayers)

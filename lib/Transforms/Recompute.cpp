@@ -309,7 +309,7 @@ func::FuncOp forwardOnly(ModuleOp module, LayerPair &p, StringRef layer) {
 /// last layer), with every activation saved, and gives the group's backward calls those: the
 /// forward keeps only the group's input. The forward calls no longer return saved activations.
 void recomputeLayers(ModuleOp module, MutableArrayRef<LayerCalls> layers, llvm::StringMap<LayerPair> &pairs,
-                     ArrayRef<std::pair<int64_t, int64_t>> groups) {
+                     ArrayRef<std::pair<int64_t, int64_t>> groups, bool distributeSaved) {
   for (auto [first, end] : groups) {
     OpBuilder b(layers[end - 1].bwd);
     SmallVector<func::CallOp> reruns;
@@ -321,6 +321,8 @@ void recomputeLayers(ModuleOp module, MutableArrayRef<LayerCalls> layers, llvm::
       StringRef name = tx::valueName(l.fwd.getResult(0));
       rerun->setLoc(tx::derivedLoc(l.fwd.getResult(0), name.empty() ? "recomputed" : name + "_recomputed",
                                    "megac-recompute"));
+      if (i == first && distributeSaved) // megac-tensor-parallel keeps the input split over tp
+        rerun->setAttr(names::kDistributeSavedAttr, b.getUnitAttr());
       if (i > first) // the group's inner inputs come from the rerun, not from the forward
         rerun->replaceUsesOfWith(layers[i - 1].fwd.getResult(0), reruns.back().getResult(0));
       for (OpResult r : l.fwd.getResults())
@@ -377,7 +379,8 @@ struct RecomputePass : public megac::impl::RecomputeBase<RecomputePass> {
         module.emitError() << getArgument() << ": " << llvm::toString(std::move(e));
         return signalPassFailure();
       }
-      recomputeLayers(module, *layers, pairs, recomputeGroups(*plan, numLayers));
+      recomputeLayers(module, *layers, pairs, recomputeGroups(*plan, numLayers),
+                      r.distributeSavedActivations && plan->tp > 1);
       return;
     }
     // Selective: every layer kind's halves once, then every layer's calls.

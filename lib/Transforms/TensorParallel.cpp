@@ -119,6 +119,8 @@ private:
   }
 
   LogicalResult shardCall(func::CallOp call) {
+    if (call->hasAttr(names::kDistributeSavedAttr))
+      distributeSavedInput(call);
     SmallVector<Sharding> args;
     for (OpOperand &operand : call->getOpOperands()) {
       // A layer function is shared by all layers: its inputs are whole, never partial sums.
@@ -146,6 +148,32 @@ private:
     for (auto [r, s] : llvm::zip_equal(call.getResults(), calleeResults[callee]))
       set(r, s);
     return success();
+  }
+
+  /// --distribute-saved-activations: the input of a recomputed group (`rerun`'s first operand,
+  /// whole on every tp rank) is kept split along the sequence from the group's forward to its
+  /// rerun, which gathers it again; the group's first backward reads the gathered copy too.
+  void distributeSavedInput(func::CallOp rerun) {
+    Value input = rerun.getOperand(0);
+    if (get(input).kind != Sharding::Replicated)
+      return; // already split (sequence parallelism)
+    Operation *forward = nullptr; // the group's first forward call, which reads the input
+    for (Operation *user : input.getUsers())
+      if (user->getBlock() == rerun->getBlock() && user->hasAttr(names::kLayerAttr) &&
+          (!forward || user->isBeforeInBlock(forward)))
+        forward = user;
+    if (!forward)
+      return;
+    auto layer = rerun->getAttrOfType<IntegerAttr>(names::kRecomputeAttr);
+    Value kept = convert(input, Sharding::split(tx::kSequenceDim), forward,
+                         "full recomputation: the group's input kept split over tp (--distribute-saved-activations)");
+    kept.getDefiningOp()->setAttr(names::kSavedForAttr, layer);
+    Value whole = convert(kept, Sharding::replicated(), rerun,
+                          "full recomputation: the group's input gathered again before it reruns");
+    whole.getDefiningOp()->setAttr(names::kRecomputeAttr, layer);
+    for (Operation *user : llvm::to_vector(rerun->getUsers()))
+      user->replaceUsesOfWith(input, whole);
+    rerun->replaceUsesOfWith(input, whole);
   }
 
   // ---- conversions --------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 block) and selective recomputation give per-step losses and gradient norms identical to the same
 plan without recomputation (fp32, CPU, mpirun, 10 steps; metrics print %.17g), the runtime's
 memory per category equals OUT/rank-memory.json, and each mode stashes less than no
-recomputation (measured). Run with /usr/bin/python3."""
+recomputation (measured); with tp and without sp also with --distribute-saved-activations, which
+must hold less than full recomputation alone. Run with /usr/bin/python3."""
 import argparse
 import os
 import shutil
@@ -21,6 +22,8 @@ MODES = {
     "full-block": ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "1"],
     "selective": ["--recompute-granularity", "selective", "--recompute-modules", "mlp,layernorm"],
 }
+# With tp and without sp: each group's saved input split over tp, gathered before the rerun.
+DISTRIBUTED = {"full-distributed": MODES["full-uniform"] + ["--distribute-saved-activations"]}
 
 
 def stashed_bytes(record):
@@ -48,7 +51,8 @@ def main():
     for plan in args.plans.split(","):
         flags, world = ([], 1) if plan == "single" else plan_flags(plan)
         runs = {}
-        for mode, mode_flags in [("none", [])] + list(MODES.items()):
+        modes = dict(MODES, **(DISTRIBUTED if "--tp" in flags and "--sp" not in flags else {}))
+        for mode, mode_flags in [("none", [])] + list(modes.items()):
             name = f"{plan}-{mode}"
             out = w(name)
             shutil.rmtree(out, ignore_errors=True)
@@ -60,16 +64,17 @@ def main():
             runs[mode] = metrics(w(name + ".jsonl"))
             failures += not memory_matches(out, runs[mode][0], name, flags)
         base = runs["none"]
-        for mode in MODES:
+        for mode in modes:
             ours = runs[mode]
             same = len(ours) == len(base) == 10 and all(
                 a["lm_loss"] == b["lm_loss"] and a["grad_norm"] == b["grad_norm"] for a, b in zip(ours, base))
             differing = sum(a["lm_loss"] != b["lm_loss"] or a["grad_norm"] != b["grad_norm"] for a, b in zip(ours, base))
-            less = stashed_bytes(ours[0]) < stashed_bytes(base[0])
+            ref = "full-uniform" if mode in DISTRIBUTED else "none"
+            less = stashed_bytes(ours[0]) < stashed_bytes(runs[ref][0])
             failures += not (same and less)
             print(f"{os.path.basename(args.spec)} {plan:10s} {mode:12s} ({world} ranks): losses and grad norms "
                   f"{'bit-identical' if same else f'DIFFER in {differing} steps'} to no recomputation; activations "
-                  f"held {stashed_bytes(ours[0])} vs {stashed_bytes(base[0])} bytes "
+                  f"held {stashed_bytes(ours[0])} vs {stashed_bytes(runs[ref][0])} bytes ({ref}) "
                   f"{'ok' if same and less else 'FAIL'}")
     if failures:
         sys.exit(f"recompute_parity: {failures} check(s) failed")

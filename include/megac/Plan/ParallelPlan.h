@@ -39,6 +39,7 @@ struct RecomputePlan {
   RecomputeMethod method = RecomputeMethod::Uniform;
   int64_t numLayers = 0;               // full: N of the method
   std::vector<std::string> modules;    // selective: core_attn, mlp, layernorm (Megatron's names)
+  bool distributeSavedActivations = false; // full with tp: each group's input kept split over tp
 };
 const char *recomputeGranularityName(RecomputeGranularity g);
 std::optional<RecomputeGranularity> parseRecomputeGranularity(const std::string &name);

@@ -42,7 +42,9 @@ def Recompute : Pass<"megac-recompute", "mlir::ModuleOp"> {
     returns the layer's output and saves nothing; just before the backward of a group's last
     layer, `@train_step` calls `@F_forward` again for each layer of the group (`megac.recompute`
     = the layer's index) from the group's input, the one activation the forward keeps, and the
-    group's backward calls read what those calls saved.
+    group's backward calls read what those calls saved. With `distribute_saved_activations` the
+    group's first rerun carries `megac.distribute_saved`: megac-tensor-parallel then keeps the
+    group's input split over tp between the forward and the rerun.
 
     Selective (`recompute_granularity = "selective"`, `recompute_modules`): inside every layer.
     `mlp`: the activations the MLP saves (the pre-activation and the activation: GELU's input and

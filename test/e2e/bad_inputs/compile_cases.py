@@ -73,10 +73,6 @@ def cases():
                      ["--tp", "2", "--sp", "--recompute-granularity", "full", "--recompute-method", "uniform",
                       "--recompute-num-layers", "1", "--distribute-saved-activations"],
                      r"--distribute-saved-activations cannot be used with --sequence-parallel"),
-        compile_case("distribute saved activations (not implemented)",
-                     ["--tp", "2", "--recompute-granularity", "full", "--recompute-method", "uniform",
-                      "--recompute-num-layers", "1", "--distribute-saved-activations"],
-                     r"--distribute-saved-activations is not implemented in megac yet .* add --sp instead"),
         # Sharded data parallelism (issue 15).
         compile_case("distributed optimizer at dp 1", ["--use-distributed-optimizer"],
                      r"--use-distributed-optimizer shards .* --data-parallel-size is 1; give --dp 2"),
