@@ -15,6 +15,15 @@ def log(msg):
     print(msg, flush=True)
 
 
+def run(cmd, env=None):
+    """Runs cmd (with env added to the environment); exits with its output's end if it fails."""
+    r = subprocess.run(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    if r.returncode != 0:
+        sys.exit(f"error: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stdout[-4000:]}")
+    return r.stdout
+
+
 def read_metrics(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]

@@ -33,13 +33,11 @@ import argparse
 import datetime
 import json
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from bench_util import (CpuMeter, cpu_model, git_rev, loadavg, log, read_metrics, replace_docs_block,
+from bench_util import (CpuMeter, cpu_model, git_rev, loadavg, log, read_metrics, replace_docs_block, run,
                         write_random_tokens)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,14 +62,6 @@ STRATEGIES = {
                                  "--fsdp-reshard-after-forward", "never"],
 }
 STATE = ("parameters", "gradients", "optimizer_state", "master_weights")
-
-
-def run(cmd, env=None):
-    r = subprocess.run(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
-    if r.returncode != 0:
-        sys.exit(f"error: {shlex.join(cmd)} failed (exit {r.returncode}):\n{r.stdout[-4000:]}")
-    return r.stdout
 
 
 def main():
