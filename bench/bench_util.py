@@ -121,3 +121,32 @@ def write_random_tokens(argv, vocab_size, seed):
     rng = np.random.default_rng(seed)
     write_dataset(a.data_path, [rng.integers(0, vocab_size, size=a.tokens)], vocab_size)
     return 0
+
+
+def benchmark_args(doc, iters):
+    """The command line the memory benchmarks share (megac, Python, warm-up / measured
+    iterations, rounds, work folder, --write-docs)."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--megac", default=os.path.join(REPO, "build", "bin", "megac"))
+    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=iters)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--write-docs", action="store_true")
+    return ap.parse_args()
+
+
+def prepare_gpt2(script, python, work, sizes, tokens, init_seed):
+    """Writes a GPT-2 spec of `sizes`, `tokens` random token ids (by `script --worker-data`) and
+    initial weights (test/reference/train.py) into `work`; returns the spec's path."""
+    spec = os.path.join(work, "spec.yaml")
+    with open(spec, "w") as f:
+        f.write(f"# {os.path.relpath(script, REPO)}: GPT-2, vocab {sizes['vocab_size']} (random token ids)\n"
+                "family: gpt2\n")
+        f.write("".join(f"{k}: {v}\n" for k, v in sizes.items()))
+    run([python, script, "--worker-data", "--data-path", os.path.join(work, "data"), "--tokens", str(tokens)])
+    run([python, os.path.join(REPO, "test", "reference", "train.py"), "--spec", spec, "--init-out",
+         os.path.join(work, "init.safetensors"), "--seed", str(init_seed)])
+    return spec

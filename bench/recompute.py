@@ -23,7 +23,6 @@ keeps for its backward (megac's report), and tokens/s (median of the measured it
 round runs every mode once, odd rounds in reverse order). The losses of every mode must equal
 none's bit for bit. Ratios are against none measured in the same invocation.
 """
-import argparse
 import datetime
 import json
 import os
@@ -31,11 +30,10 @@ import statistics
 import sys
 import tempfile
 
-from bench_util import (CpuMeter, cpu_model, git_rev, loadavg, log, read_metrics, replace_docs_block, run,
-                        write_random_tokens)
+from bench_util import (CpuMeter, benchmark_args, cpu_model, git_rev, loadavg, log, prepare_gpt2, read_metrics,
+                        replace_docs_block, run, write_random_tokens)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REFERENCE = os.path.join(REPO, "test", "reference")
 DOCS = os.path.join(REPO, "docs", "benchmarks.md")
 BEGIN, END = "<!-- recompute:begin -->", "<!-- recompute:end -->"
 
@@ -55,29 +53,15 @@ MODES = {
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--worker-data":
         return write_random_tokens(sys.argv[2:], SIZES["vocab_size"], DATA_SEED)
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--megac", default=os.path.join(REPO, "build", "bin", "megac"))
-    ap.add_argument("--python", default="/usr/bin/python3")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--iters", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--workdir", default=None)
-    ap.add_argument("--write-docs", action="store_true")
-    args = ap.parse_args()
+    args = benchmark_args(__doc__, iters=5)
     work = args.workdir or tempfile.mkdtemp(prefix="megac-recompute-")
     os.makedirs(work, exist_ok=True)
     w = lambda *p: os.path.join(work, *p)
     folder = lambda name: w(name.replace(" ", "-").replace(",", "-"))
 
-    spec = w("spec.yaml")
-    with open(spec, "w") as f:
-        f.write("# bench/recompute.py: GPT-2, vocab 4096 (random token ids)\nfamily: gpt2\n")
-        f.write("".join(f"{k}: {v}\n" for k, v in SIZES.items()))
     iters = args.warmup + args.iters
     tokens = (iters * GLOBAL + 8) * (SIZES["seq_length"] + 1)
-    run([args.python, __file__, "--worker-data", "--data-path", w("data"), "--tokens", str(tokens)])
-    run([args.python, os.path.join(REFERENCE, "train.py"), "--spec", spec, "--init-out", w("init.safetensors"),
-         "--seed", str(INIT_SEED)])
+    spec = prepare_gpt2(__file__, args.python, work, SIZES, tokens, INIT_SEED)
     for name, flags in MODES.items():
         run([args.megac, "compile", spec, "--micro-batch-size", str(MICRO), "-o", folder(name)] + flags)
 

@@ -29,7 +29,6 @@ every strategy must agree with no_shard's (relative 1e-5).
 it); the other sections are never touched. The data and weights are written under --python
 (Debian's /usr/bin/python3 with numpy and torch).
 """
-import argparse
 import datetime
 import json
 import os
@@ -37,11 +36,10 @@ import statistics
 import sys
 import tempfile
 
-from bench_util import (CpuMeter, cpu_model, git_rev, loadavg, log, read_metrics, replace_docs_block, run,
-                        write_random_tokens)
+from bench_util import (CpuMeter, benchmark_args, cpu_model, git_rev, loadavg, log, prepare_gpt2, read_metrics,
+                        replace_docs_block, run, write_random_tokens)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REFERENCE = os.path.join(REPO, "test", "reference")
 DOCS = os.path.join(REPO, "docs", "benchmarks.md")
 BEGIN, END = "<!-- sharding-memory:begin -->", "<!-- sharding-memory:end -->"
 
@@ -67,28 +65,14 @@ STATE = ("parameters", "gradients", "optimizer_state", "master_weights")
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--worker-data":
         return write_random_tokens(sys.argv[2:], SIZES["vocab_size"], DATA_SEED)
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--megac", default=os.path.join(REPO, "build", "bin", "megac"))
-    ap.add_argument("--python", default="/usr/bin/python3")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--iters", type=int, default=6)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--workdir", default=None)
-    ap.add_argument("--write-docs", action="store_true")
-    args = ap.parse_args()
+    args = benchmark_args(__doc__, iters=6)
     work = args.workdir or tempfile.mkdtemp(prefix="megac-sharding-")
     os.makedirs(work, exist_ok=True)
     w = lambda *p: os.path.join(work, *p)
 
-    spec = w("spec.yaml")
-    with open(spec, "w") as f:
-        f.write("# bench/sharding_memory.py: GPT-2, vocab 4096 (random token ids)\nfamily: gpt2\n")
-        f.write("".join(f"{k}: {v}\n" for k, v in SIZES.items()))
     iters = args.warmup + args.iters
     tokens = (iters * GLOBAL + 8) * (SIZES["seq_length"] + 1)
-    run([args.python, __file__, "--worker-data", "--data-path", w("data"), "--tokens", str(tokens)])
-    run([args.python, os.path.join(REFERENCE, "train.py"), "--spec", spec, "--init-out", w("init.safetensors"),
-         "--seed", str(INIT_SEED)])
+    spec = prepare_gpt2(__file__, args.python, work, SIZES, tokens, INIT_SEED)
     for name, flags in STRATEGIES.items():
         run([args.megac, "compile", spec, "--dp", str(DP), "--micro-batch-size", str(MICRO), "--ddp-bucket-size",
              str(BUCKET), "-o", w(name.replace(" ", "-"))] + flags)
