@@ -33,12 +33,15 @@ KEYS = ["family", "num_layers", "hidden_size", "num_attention_heads", "num_query
         "position_embedding_type", "tie_embeddings", "add_bias_linear", "norm_epsilon", "rotary_base",
         "hidden_dropout", "attention_dropout", "unknown_key", "Num_Layers"]
 FLAG_VALUES = ["0", "-1", "1", "2", "3", "4", "8", "1000", "1048576", "4294967296", "9223372036854775807",
-               "9223372036854775808", "nan", "inf", "1e999", "-0", "2.5", "", "x", "0x2"]
+               "9223372036854775808", "nan", "inf", "1e999", "-0", "2.5", "", "x", "0x2", "full", "selective",
+               "uniform", "block", "mlp", "core_attn,layernorm", "mlp,mlp"]
 FLAGS = ["--tp", "--pp", "--dp", "--vpp", "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
          "--micro-batch-size", "--global-batch-size", "--ddp-bucket-size", "--make-vocab-size-divisible-by",
          "--num-layers-per-virtual-pipeline-stage", "--pipeline-layout", "--pipeline-schedule",
-         "--pipeline-forward-cost", "--pipeline-backward-cost", "--target"]
-BOOL_FLAGS = ["--sp", "--sequence-parallel", "--overlap-grad-reduce", "--rank-layout"]
+         "--pipeline-forward-cost", "--pipeline-backward-cost", "--target", "--recompute-granularity",
+         "--recompute-method", "--recompute-num-layers", "--recompute-modules"]
+BOOL_FLAGS = ["--sp", "--sequence-parallel", "--overlap-grad-reduce", "--rank-layout", "--recompute-activations",
+              "--distribute-saved-activations"]
 
 
 def mutate_spec(rng):
