@@ -1,7 +1,8 @@
 """Activation recomputation must not change a bit: for each plan, full recomputation (uniform and
 block) and selective recomputation give per-step losses and gradient norms identical to the same
 plan without recomputation (fp32, CPU, mpirun, 10 steps; metrics print %.17g), the runtime's
-memory per category equals OUT/rank-memory.json, and each mode stashes less than no
+memory per category equals OUT/rank-memory.json and its bytes sent per axis (a rerun layer's
+collectives included) OUT/rank-communication.json, and each mode stashes less than no
 recomputation (measured); with tp and without sp also with --distribute-saved-activations, which
 must hold less than full recomputation alone. Run with /usr/bin/python3."""
 import argparse
@@ -10,7 +11,7 @@ import shutil
 import sys
 
 from e2e_util import MPI_ENV, TRAIN, make_license_corpus, metrics, run
-from plan_parity import memory_matches, plan_flags
+from plan_parity import communication_matches, memory_matches, plan_flags
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -63,6 +64,7 @@ def main():
             run(launch + common + ["--metrics-file", w(name + ".jsonl")], env=MPI_ENV)
             runs[mode] = metrics(w(name + ".jsonl"))
             failures += not memory_matches(out, runs[mode][0], name, flags)
+            failures += not communication_matches(out, runs[mode][1], name, flags)
         base = runs["none"]
         for mode in modes:
             ours = runs[mode]
