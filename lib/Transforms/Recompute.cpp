@@ -132,7 +132,7 @@ llvm::SmallSetVector<int64_t, 8> selectedSaved(LayerPair &p, ArrayRef<std::strin
 
 /// Rewrites a layer's halves so the forward no longer returns the saved activations `dropped`
 /// and the backward recomputes each just before its first use, from the forward arguments and
-/// the activations still saved. Returns the new backward's forward arguments.
+/// the activations still saved. Updates `p` to the new halves.
 void recomputeInside(LayerPair &p, const llvm::SmallSetVector<int64_t, 8> &dropped) {
   Block &fbody = p.fwd.getBody().front();
   Operation *fret = fbody.getTerminator();
@@ -171,10 +171,10 @@ void recomputeInside(LayerPair &p, const llvm::SmallSetVector<int64_t, 8> &dropp
   for (BlockArgument c : bbody.getArguments().drop_front(oldArgs + saved.size()))
     inputs.push_back(c.getType()), locs.push_back(c.getLoc());
   OpBuilder b(p.bwd);
-  auto fn = func::FuncOp::create(b, p.bwd.getLoc(), p.bwd.getSymName(),
-                                 b.getFunctionType(inputs, p.bwd.getResultTypes()));
-  fn->setAttrs(p.bwd->getAttrs());
-  fn.setFunctionType(b.getFunctionType(inputs, p.bwd.getResultTypes()));
+  const FunctionType type = b.getFunctionType(inputs, p.bwd.getResultTypes());
+  auto fn = func::FuncOp::create(b, p.bwd.getLoc(), p.bwd.getSymName(), type);
+  fn->setAttrs(p.bwd->getAttrs()); // the old attributes, its type among them
+  fn.setFunctionType(type);
   fn->setAttr(names::kForwardArgsAttr, b.getDenseI64ArrayAttr(newArgs));
   Block *body = b.createBlock(&fn.getBody(), {}, inputs, locs);
 
@@ -240,7 +240,6 @@ void rewriteCalls(LayerCalls &l, LayerPair &p, const llvm::SmallSetVector<int64_
   OpBuilder b(l.fwd);
   auto fwd = func::CallOp::create(b, l.fwd.getLoc(), p.fwd, l.fwd.getOperands());
   fwd->setDiscardableAttrs(l.fwd->getDiscardableAttrDictionary());
-  SmallVector<Value> kept;
   unsigned next = 0;
   for (unsigned i = 0; i < l.fwd.getNumResults(); ++i) {
     const int64_t s = static_cast<int64_t>(i) - p.savedFrom;

@@ -22,8 +22,7 @@ struct RecomputeFlags {
   bool distributeSavedActivations = false;
 };
 
-/// The modules selective recomputation knows, in Megatron's spelling, and those of them megac's
-/// dense models have.
+/// The modules selective recomputation can cover in megac's dense models, in Megatron's spelling.
 extern const char *const kRecomputeModules[3];
 
 /// Sets plan.recompute from `flags` (plan.tp and sp already set), or says which flag to change.
