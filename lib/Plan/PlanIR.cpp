@@ -40,11 +40,12 @@ constexpr StringLiteral kRecomputeMethod = "recompute_method";
 constexpr StringLiteral kRecomputeNumLayers = "recompute_num_layers";
 constexpr StringLiteral kRecomputeModuleList = "recompute_modules";
 constexpr StringLiteral kDistributeSaved = "distribute_saved_activations";
-constexpr StringRef kPlanKeys[] = {kSequenceParallel,     kVirtualStages,      kSchedule,           kLayout,
-                                   kMicrobatches,         kBucketSize,         kOverlapGradReduce,  kVocabDivisibleBy,
-                                   kShardingStrategy,     kShardDegree,        kOverlapParamGather, kReshardAfterForward,
-                                   kOffloadFraction,      kRecomputeGranularity, kRecomputeMethod,  kRecomputeNumLayers,
-                                   kRecomputeModuleList,     kDistributeSaved};
+constexpr StringRef kPlanKeys[] = {
+    kSequenceParallel,    kVirtualStages,        kSchedule,           kLayout,
+    kMicrobatches,        kBucketSize,           kOverlapGradReduce,  kVocabDivisibleBy,
+    kShardingStrategy,    kShardDegree,          kOverlapParamGather, kReshardAfterForward,
+    kOffloadFraction,     kRecomputeGranularity, kRecomputeMethod,    kRecomputeNumLayers,
+    kRecomputeModuleList, kDistributeSaved};
 
 // What limit errors call each field: the grid's axes and the plan's keys.
 const PlanFieldNames &irNames() {

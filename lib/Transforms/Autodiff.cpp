@@ -250,15 +250,15 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
     // never holds the gradients of all layers at once besides the buffers.
     // (In parameter order after each op that makes several.)
     OpBuilder b(ret);
-    DenseMap<Value, Operation *> lastOf; // the last tx.param_grad after a value's definition
+    DenseMap<Operation *, Operation *> lastAfter; // an op making gradients -> its last tx.param_grad
     for (auto param : llvm::to_vector(body.getOps<tx::ParamOp>()))
       if (Value grad = sweep.cotangent(param)) {
-        Value anchor = grad.getDefiningOp() ? grad.getDefiningOp()->getResult(0) : grad;
-        if (Operation *last = lastOf.lookup(anchor))
+        Operation *&last = lastAfter[grad.getDefiningOp()];
+        if (last)
           b.setInsertionPointAfter(last);
         else
           b.setInsertionPointAfterValue(grad);
-        lastOf[anchor] = tx::ParamGradOp::create(b, param.getLoc(), param, grad);
+        last = tx::ParamGradOp::create(b, param.getLoc(), param, grad);
       }
 
     fn.setFunctionType(FunctionType::get(fn.getContext(), body.getArgumentTypes(), fn.getResultTypes()));

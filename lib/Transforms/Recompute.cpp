@@ -235,8 +235,7 @@ void recomputeInside(LayerPair &p, const llvm::SmallSetVector<int64_t, 8> &dropp
 }
 
 /// The calls of one layer after recomputeInside changed its halves.
-void rewriteCalls(LayerCalls &l, LayerPair &p, const llvm::SmallSetVector<int64_t, 8> &dropped,
-                  int64_t oldForwardArgs) {
+void rewriteCalls(LayerCalls &l, LayerPair &p, const llvm::SmallSetVector<int64_t, 8> &dropped) {
   OpBuilder b(l.fwd);
   auto fwd = func::CallOp::create(b, l.fwd.getLoc(), p.fwd, l.fwd.getOperands());
   fwd->setDiscardableAttrs(l.fwd->getDiscardableAttrDictionary());
@@ -252,8 +251,9 @@ void rewriteCalls(LayerCalls &l, LayerPair &p, const llvm::SmallSetVector<int64_
     operands.push_back(fwd.getOperand(i));
   for (unsigned i = p.savedFrom; i < fwd.getNumResults(); ++i)
     operands.push_back(fwd.getResult(i));
-  const unsigned firstCotangent = oldForwardArgs + (l.fwd.getNumResults() - p.savedFrom);
-  for (Value c : l.bwd.getOperands().drop_front(firstCotangent))
+  // The results' cotangents end both the old backward call and the new one.
+  const size_t numCotangents = p.bwd.getNumArguments() - operands.size();
+  for (Value c : l.bwd.getOperands().take_back(numCotangents))
     operands.push_back(c);
   b.setInsertionPoint(l.bwd);
   auto bwd = func::CallOp::create(b, l.bwd.getLoc(), p.bwd, operands);
@@ -384,10 +384,8 @@ struct RecomputePass : public megac::impl::RecomputeBase<RecomputePass> {
     }
     // Selective: every layer kind's halves once, then every layer's calls.
     llvm::StringMap<llvm::SmallSetVector<int64_t, 8>> dropped;
-    llvm::StringMap<int64_t> oldForwardArgs;
     for (auto &[layer, p] : pairs) {
       dropped[layer] = selectedSaved(p, r.modules);
-      oldForwardArgs[layer] = static_cast<int64_t>(p.forwardArgs.size());
       LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": @" << layer << ": " << dropped[layer].size() << " of " << p.numSaved()
                               << " saved activations recomputed\n");
       if (!dropped[layer].empty())
@@ -397,7 +395,7 @@ struct RecomputePass : public megac::impl::RecomputeBase<RecomputePass> {
     }
     for (LayerCalls &l : *layers)
       if (!dropped[l.layer].empty())
-        rewriteCalls(l, pairs[l.layer], dropped[l.layer], oldForwardArgs[l.layer]);
+        rewriteCalls(l, pairs[l.layer], dropped[l.layer]);
   }
 };
 
