@@ -204,6 +204,17 @@ Value aliasRoot(Value v) {
   }
 }
 
+/// Whether an overlapped collective whose result is `pending` is waited for at `op`: the first op
+/// that reads the result (a view reads nothing), or the return. The arena keeps the collective's
+/// input alive until there, and the emitter writes the wait there: one rule for both.
+bool waitsFor(Operation &op, Value pending) {
+  if (isa<func::ReturnOp>(op))
+    return true;
+  if (isa<tx::ReshapeOp, tx::BucketParamOp>(op))
+    return false;
+  return llvm::any_of(op.getOperands(), [&](Value v) { return aliasRoot(v) == pending; });
+}
+
 LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
   Block &body = fn.getBody().front();
   if (sig.args.size() != body.getNumArguments() || sig.results.size() != fn.getNumResults())
@@ -245,18 +256,14 @@ LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
         it->second.lastUse = std::max(it->second.lastUse, position[&op]);
     }
   }
-  // An overlapped collective reads its input until it is waited for, where its result (or a view
-  // of it) is first read, or at the return.
+  // An overlapped collective reads its input until it is waited for.
   for (Operation &op : body) {
     if (!op.hasAttr(names::kAsyncAttr) || op.getNumResults() != 1)
       continue;
-    int64_t waitAt = position[body.getTerminator()];
-    for (Operation *later = op.getNextNode(); later; later = later->getNextNode())
-      if (llvm::any_of(later->getOperands(), [&](Value v) { return aliasRoot(v) == op.getResult(0); }) &&
-          !isa<tx::ReshapeOp, tx::BucketParamOp>(later)) {
-        waitAt = position[later];
-        break;
-      }
+    Operation *wait = op.getNextNode(); // the return at the latest
+    while (!waitsFor(*wait, op.getResult(0)))
+      wait = wait->getNextNode();
+    const int64_t waitAt = position[wait];
     for (Value operand : op.getOperands())
       if (auto it = arena.find(aliasRoot(operand)); it != arena.end())
         it->second.lastUse = std::max(it->second.lastUse, waitAt);
@@ -297,11 +304,8 @@ FailureOr<int64_t> FunctionEmitter::emit(llvm::raw_ostream &plan) {
 }
 
 void FunctionEmitter::waitFor(Operation &op) {
-  if (isa<tx::ReshapeOp, tx::BucketParamOp>(op)) // views read nothing
-    return;
-  const bool all = isa<func::ReturnOp>(op);
   for (auto it = pending.begin(); it != pending.end();) {
-    if (all || llvm::any_of(op.getOperands(), [&](Value v) { return aliasRoot(v) == it->first; })) {
+    if (waitsFor(op, it->first)) {
       os << "  " << it->second.first << "->wait(*" << it->second.second << ");\n";
       it = pending.erase(it);
     } else {
@@ -323,6 +327,13 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
   auto n = [](int64_t v) { return std::to_string(v); };
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
   auto L = [](StringRef label, const std::string &value) { return labelled(label, value); };
+  // An overlapped collective of `count` elements: started here, waited for by waitFor.
+  auto startOverlapped = [&](const std::string &comm, StringRef method, Value result, Value input, int64_t count) {
+    const std::string request = ptr(result) + "_pending";
+    os << "  auto " << request << " = " << comm << "->" << method << "(" << ptr(result) << ", " << ptr(input) << ", "
+       << L("count", n(count)) << "); // overlapped: waited for where it is first read\n";
+    pending[result] = {comm, request};
+  };
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
       .Case([&](tx::ParamOp p) -> LogicalResult {
@@ -493,10 +504,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         if (g->hasAttr(names::kAsyncAttr)) {
           if (in.size() != 1)
             return unsupported(op, "an overlapped all-gather of more than one dimension");
-          const std::string request = ptr(g) + "_pending";
-          os << "  auto " << request << " = " << *comm << "->iall_gather(" << ptr(g) << ", " << ptr(g.getInput())
-             << ", " << L("count", n(in[0])) << "); // overlapped: waited for where it is first read\n";
-          pending[g.getResult()] = {*comm, request};
+          startOverlapped(*comm, "iall_gather", g.getResult(), g.getInput(), in[0]);
           return success();
         }
         call("all_gather_axis", {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(in.take_front(d)))),
@@ -513,10 +521,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         if (g->hasAttr(names::kAsyncAttr)) {
           if (out.size() != 1)
             return unsupported(op, "an overlapped reduce-scatter of more than one dimension");
-          const std::string request = ptr(g) + "_pending";
-          os << "  auto " << request << " = " << *comm << "->ireduce_scatter_sum(" << ptr(g) << ", "
-             << ptr(g.getInput()) << ", " << L("count", n(out[0])) << "); // overlapped: waited for where it is first read\n";
-          pending[g.getResult()] = {*comm, request};
+          startOverlapped(*comm, "ireduce_scatter_sum", g.getResult(), g.getInput(), out[0]);
           return success();
         }
         call("reduce_scatter_axis", {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(out.take_front(d)))),
