@@ -107,16 +107,12 @@ private:
 };
 
 /// Elements of parameter `index`'s gradient that its tied copies sum: the whole block, or where
-/// the buckets are reduce-scattered before (sharded gradients, or the distributed optimizer
-/// `overlapped` in backward) this rank's shard of the block's own bucket.
-int64_t tiedFloats(const tx::ParamTable &table, int64_t index, func::FuncOp syncFn, const ParallelPlan &plan,
-                   bool overlapped) {
-  const ShardingStrategy held = plan.shardedState();
+/// the buckets are reduce-scattered before (ParallelPlan::tiedGradsOnShards) this rank's shard of
+/// the block's own bucket.
+int64_t tiedFloats(const tx::ParamTable &table, int64_t index, func::FuncOp syncFn, const ParallelPlan &plan) {
   const int64_t whole = table[index].getType().getNumElements();
   auto layout = syncFn ? syncFn->getAttrOfType<DictionaryAttr>(names::kFlatLayoutAttr) : DictionaryAttr();
-  const bool onShards = held == ShardingStrategy::OptimGrads || held == ShardingStrategy::OptimGradsParams ||
-                        (overlapped && held == ShardingStrategy::Optim);
-  if (!onShards || !layout)
+  if (!plan.tiedGradsOnShards() || !layout)
     return whole;
   const int64_t at = cast<DenseI64ArrayAttr>(layout.get("param_offsets")).asArrayRef()[index];
   ArrayRef<int64_t> buckets = cast<DenseI64ArrayAttr>(layout.get("buckets")).asArrayRef();
@@ -215,7 +211,7 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
     for (int64_t i = 0; i < table.size(); ++i)
       if (int64_t group = holders[table[i].getName()]; group > 1)
         c.perIteration.pp +=
-            megart::all_reduce_bytes(double(tiedFloats(table, i, syncFn, plan, overlapped) * kFloatBytes), group);
+            megart::all_reduce_bytes(double(tiedFloats(table, i, syncFn, plan) * kFloatBytes), group);
     result.push_back(c);
   }
   return result;

@@ -108,7 +108,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     // overlapped distributed optimizer starts its reduce-scatters in backward too.
     const bool gradsInBackward = plan->shardedState() == ShardingStrategy::OptimGrads ||
                                  plan->shardedState() == ShardingStrategy::OptimGradsParams;
-    const bool tiedOnShards = gradsInBackward || (overlap && plan->sharding == ShardingStrategy::Optim);
+    const bool tiedOnShards = plan->tiedGradsOnShards();
     llvm::StringMap<int64_t> stagesHolding; // tensor name -> stages whose tables hold it (tied: 2)
     for (int64_t s = 0; s < plan->pp; ++s) {
       llvm::StringSet<> names;
@@ -120,6 +120,13 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     for (int64_t s = 0; s < plan->pp; ++s) {
       SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s, plan->pp);
       tx::ParamTable table(fns);
+      // Overlapped: each bucket's sync starts in the chunk backward that makes its last gradient.
+      auto startInBackward = [&](ArrayRef<GradBucket> buckets) {
+        for (func::FuncOp fn : fns)
+          if (names::isBackwardHalf(fn.getName()))
+            placeGradSyncStarts(fn, table, buckets);
+        return checkGradSyncStarts(module, s, fns, table, buckets);
+      };
       // Overlapped, or reduce-scattered in backward (ZeRO-2), a bucket is made by the backward of
       // one chunk: none spans two.
       SmallVector<int64_t> chunkStarts;
@@ -147,24 +154,14 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
           for (func::FuncOp fn : fns)
             if (!names::isBackwardHalf(fn.getName()))
               waitForParamGathers(fn, table, layout);
-        if (overlap && plan->sharding == ShardingStrategy::Optim) {
-          SmallVector<GradBucket> buckets = reduceScatterBuckets(layout, plan->shardDegree);
-          for (func::FuncOp fn : fns)
-            if (names::isBackwardHalf(fn.getName()))
-              placeGradSyncStarts(fn, table, buckets);
-          if (failed(checkGradSyncStarts(module, s, fns, table, buckets)))
-            return signalPassFailure();
-        }
+        if (overlap && plan->sharding == ShardingStrategy::Optim &&
+            failed(startInBackward(reduceScatterBuckets(layout, plan->shardDegree))))
+          return signalPassFailure();
         continue;
       }
       SmallVector<GradBucket> buckets =
           addSyncFunction(module, names::stageSyncName(s), table, bucketSize, chunkStarts);
-      if (!overlap)
-        continue;
-      for (func::FuncOp fn : fns)
-        if (names::isBackwardHalf(fn.getName()))
-          placeGradSyncStarts(fn, table, buckets);
-      if (failed(checkGradSyncStarts(module, s, fns, table, buckets)))
+      if (overlap && failed(startInBackward(buckets)))
         return signalPassFailure();
     }
   }

@@ -129,6 +129,7 @@ void DistributedOptimizerState::reduce_scatter_grads() {
 }
 
 void DistributedOptimizerState::step(const AdamWScalars &with_decay, const AdamWScalars &without_decay) {
+  wait_all(); // an overlapped gather of the step before may still be sending the shards this one writes
   std::vector<AdamWTensor> tensors;
   tensors.reserve(device_pieces_.size());
   for (const Piece &p : device_pieces_)
@@ -167,7 +168,6 @@ void DistributedOptimizerState::start_all_gather_params() {
   if (params_sharded_)
     throw Error("ZeRO-3 (optim_grads_params): the parameters stay sharded after the step");
   const int64_t d = group_.size(), r = group_.rank();
-  wait_all(); // nothing of the step before may still be in flight
   gathers_.resize(layout_.buckets.size());
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {
     const int64_t m = layout_.buckets[b].numel / d;

@@ -96,6 +96,14 @@ struct ParallelPlan {
   /// What the ranks keep sharded while training: the strategy, or optim_grads where the
   /// parameters stay gathered (keepsParamsGathered).
   ShardingStrategy shardedState() const { return keepsParamsGathered() ? ShardingStrategy::OptimGrads : sharding; }
+  /// Whether a tied weight's copies (under pp) sum their gradients' shards, reduce-scattered in
+  /// backward (ZeRO-2/3, and the distributed optimizer with --overlap-grad-reduce), rather than the
+  /// whole gradients before the data-parallel sync.
+  bool tiedGradsOnShards() const {
+    const ShardingStrategy held = shardedState();
+    return held == ShardingStrategy::OptimGrads || held == ShardingStrategy::OptimGradsParams ||
+           (overlapGradReduce && held == ShardingStrategy::Optim);
+  }
 
   /// The vocabulary rounded up to a multiple of makeVocabSizeDivisibleBy x tp (Megatron).
   int64_t paddedVocab(int64_t vocab) const {
