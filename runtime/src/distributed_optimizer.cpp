@@ -89,11 +89,21 @@ DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *p
       device_pieces_.push_back({p.param, p.element + on_host, p.value + on_host, p.reduced + on_host,
                                 p.state + on_host - offloaded_, p.n - on_host});
   }
+  auto extend = [](std::vector<CopyRun> &runs, int64_t device, int64_t host, int64_t n) {
+    if (!runs.empty() && runs.back().device + runs.back().n == device && runs.back().host + runs.back().n == host)
+      runs.back().n += n;
+    else
+      runs.push_back({device, host, n});
+  };
+  for (const Piece &p : host_pieces_) {
+    extend(grads_down_, p.reduced, p.state, p.n);
+    extend(values_up_, p.value, p.state, p.n);
+  }
 }
 
 void DistributedOptimizerState::refresh_offloaded_master() {
-  for (const Piece &p : host_pieces_)
-    device_.copy_to_host(host_master_.as<float>() + p.state, params_ + p.value, static_cast<size_t>(p.n) * sizeof(float));
+  for (const CopyRun &r : values_up_)
+    device_.copy_to_host(host_master_.as<float>() + r.host, params_ + r.device, static_cast<size_t>(r.n) * sizeof(float));
 }
 
 void DistributedOptimizerState::zero_moments() {
@@ -139,17 +149,17 @@ void DistributedOptimizerState::step(const AdamWScalars &with_decay, const AdamW
   if (host_pieces_.empty())
     return;
   // ZeRO-Offload: the gradients down, AdamW on the host's master weights, the weights back up.
+  for (const CopyRun &r : grads_down_)
+    device_.copy_to_host(host_grads_.as<float>() + r.host, grads_ + r.device, static_cast<size_t>(r.n) * sizeof(float));
   std::vector<AdamWTensor> host;
-  for (const Piece &p : host_pieces_) {
-    float *grad = host_grads_.as<float>() + p.state, *master = host_master_.as<float>() + p.state;
-    device_.copy_to_host(grad, grads_ + p.reduced, static_cast<size_t>(p.n) * sizeof(float));
-    host.push_back({master, grad, host_exp_avg_.as<float>() + p.state, host_exp_avg_sq_.as<float>() + p.state, p.n,
-                    layout_.weight_decay[p.param] != 0});
-  }
-  cpu_device().adamw(host, with_decay, without_decay);
   for (const Piece &p : host_pieces_)
-    device_.copy_from_host(params_ + p.value, host_master_.as<float>() + p.state,
-                           static_cast<size_t>(p.n) * sizeof(float));
+    host.push_back({host_master_.as<float>() + p.state, host_grads_.as<float>() + p.state,
+                    host_exp_avg_.as<float>() + p.state, host_exp_avg_sq_.as<float>() + p.state, p.n,
+                    layout_.weight_decay[p.param] != 0});
+  cpu_device().adamw(host, with_decay, without_decay);
+  for (const CopyRun &r : values_up_)
+    device_.copy_from_host(params_ + r.device, host_master_.as<float>() + r.host,
+                           static_cast<size_t>(r.n) * sizeof(float));
 }
 
 void DistributedOptimizerState::all_gather_params() {

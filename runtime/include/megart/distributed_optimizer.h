@@ -128,6 +128,12 @@ private:
   // The pieces cut where the offloaded part of the shard ends: stepped on the host (state <
   // offloaded_), or on the device.
   std::vector<Piece> host_pieces_, device_pieces_;
+  // The host pieces' copies merged where neighbours are contiguous on both sides (one copy per
+  // run, not per piece, every step): gradients down (reduced -> state), values up (state -> value).
+  struct CopyRun {
+    int64_t device, host, n;
+  };
+  std::vector<CopyRun> grads_down_, values_up_;
   std::vector<std::unique_ptr<Request>> gathers_; // per bucket, in flight (start_all_gather_params)
   MutableTensorList shard_grads_;
 };
