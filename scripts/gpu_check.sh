@@ -453,17 +453,18 @@ phase_parity() {
 }
 
 phase_bf16() {
-  local model train bin p rc flag
+  local model train bin p rc
   mapfile -t train < <(train_args 50)
   for model in gpt2-tiny llama-tiny; do
-    build_program "cuda-$model" || { record "bf16 $model" FAIL "build failed"; continue; }
+    build_program "cuda-$model" && build_program "cuda-bf16-$model" ||
+      { record "bf16 $model" FAIL "build failed"; continue; }
     [ $DRY = 1 ] || rm -f "$RES/bf16-$model"-*.jsonl
-    bin=$BUILD/bin/cuda-$model
     for p in fp32 bf16; do
-      rc=0 flag=()
-      [ $p = bf16 ] && flag=(--bf16)
+      # cuda-bf16-*: compiled with megac compile --bf16, it runs in bf16 without a flag.
+      rc=0 bin=$BUILD/bin/cuda-$model
+      [ $p = bf16 ] && bin=$BUILD/bin/cuda-bf16-$model
       run "$RES/bf16-$model-$p.log" "$T_TRAIN" "$bin" "${train[@]}" "${DATA[@]}" \
-        --metrics-file "$RES/bf16-$model-$p.jsonl" "${flag[@]}" || rc=$?
+        --metrics-file "$RES/bf16-$model-$p.jsonl" || rc=$?
       [ $rc = 0 ] && continue
       record_run_failure "bf16 $model" "$RES/bf16-$model-$p.log" $rc $p
       continue 2

@@ -38,14 +38,14 @@ mkdir -p gpu/data gpu/deps
 manifest=gpu/programs.txt
 echo "# NAME TARGET SPEC MICRO_BATCH IN_ALL (written by scripts/gpu_prepare.sh)" >"$manifest"
 
-compile() { # NAME TARGET SPEC MICRO_BATCH IN_ALL
+compile() { # NAME TARGET SPEC MICRO_BATCH IN_ALL [megac compile flags: --bf16]
   local t0=$SECONDS
-  "$megac" compile "$3" --micro-batch-size "$4" --target "$2" --no-build -o "gpu/$1" >"gpu/$1.log" 2>&1 ||
+  "$megac" compile "$3" --micro-batch-size "$4" --target "$2" "${@:6}" --no-build -o "gpu/$1" >"gpu/$1.log" 2>&1 ||
     { cat "gpu/$1.log" >&2; exit 1; }
   [ -f "gpu/$1/main.cu" ] || [ -f "gpu/$1/main.cpp" ] || { echo "error: no gpu/$1/main.cu or main.cpp" >&2; exit 1; }
   mv "gpu/$1.log" "gpu/$1/megac.log"
   echo "$1 $2 $3 $4 $5" >>"$manifest"
-  echo "gpu/$1: $2, $3, micro batch $4 ($((SECONDS - t0)) s, $(du -sk "gpu/$1" | cut -f1) KiB)"
+  echo "gpu/$1: $2, $3, micro batch $4 ${*:6} ($((SECONDS - t0)) s, $(du -sk "gpu/$1" | cut -f1) KiB)"
 }
 
 # fp32 parity (CUDA vs CPU) and the bf16 check: the example models at micro batch 2, as
@@ -53,13 +53,14 @@ compile() { # NAME TARGET SPEC MICRO_BATCH IN_ALL
 for model in gpt2-tiny llama-tiny; do
   compile "cpu-$model" cpu "examples/$model.yaml" 2 yes
   compile "cuda-$model" cuda "examples/$model.yaml" 2 yes
+  compile "cuda-bf16-$model" cuda "examples/$model.yaml" 2 yes --bf16 # OUT/train runs as compiled
 done
 # Throughput (bench/gpu_vs_pytorch.py), built only when the bench asks. The micro batch is
 # compiled in, so the neighbours of the default size (124m: 8, 1.3b: 4) are ready too, in case
 # the default does not fit or fits more.
-compile bench-tiny-mb2 cuda examples/gpt2-tiny.yaml 2 no  # a seconds-long smoke run of the bench
-for mb in 4 8 16; do compile "bench-124m-mb$mb" cuda examples/gpt2-124m.yaml "$mb" no; done
-for mb in 2 4 8; do compile "bench-1.3b-mb$mb" cuda examples/gpt2-1.3b.yaml "$mb" no; done
+compile bench-tiny-mb2 cuda examples/gpt2-tiny.yaml 2 no --bf16 # a seconds-long smoke run of the bench
+for mb in 4 8 16; do compile "bench-124m-mb$mb" cuda examples/gpt2-124m.yaml "$mb" no --bf16; done
+for mb in 2 4 8; do compile "bench-1.3b-mb$mb" cuda examples/gpt2-1.3b.yaml "$mb" no --bf16; done
 
 # The one build of everything there (see the header).
 {

@@ -29,11 +29,11 @@ echo "sanitizers: MPI tests on 2 ranks"
 ASAN_OPTIONS=abort_on_error=1:detect_leaks=0 mpirun --oversubscribe -np 2 \
   -x ASAN_OPTIONS -x UBSAN_OPTIONS -x OMP_NUM_THREADS "$asan/runtime/megart-mpi-tests" --gtest_brief=1
 
-echo "sanitizers: GPT-2 tp 2 + sp on 2 ranks, saved and resumed"
+echo "sanitizers: GPT-2 tp 2 + sp in bf16 (16-bit activations and collectives) on 2 ranks, saved and resumed"
 work=$asan/e2e
 rm -rf "$work" && mkdir -p "$work"
 build/bin/megac data --input /usr/share/common-licenses/GPL-3 --split-paragraphs --output-prefix "$work/corpus" >/dev/null
-build/bin/megac compile examples/gpt2-tiny.yaml --tp 2 --sp --micro-batch-size 2 -o "$work/prog" --no-build >/dev/null
+build/bin/megac compile examples/gpt2-tiny.yaml --tp 2 --sp --bf16 --micro-batch-size 2 -o "$work/prog" --no-build >/dev/null
 cmake -S "$work/prog" -B "$work/prog/build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMEGART_DIR="$root/runtime" \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 cmake --build "$work/prog/build" -j "$(nproc)" >/dev/null

@@ -16,7 +16,7 @@ LogicalResult ParamGradOp::verify() {
 LogicalResult ReduceSumOp::verify() {
   ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
   if (out.size() <= in.size() && in.take_back(out.size()) == out)
-    return expectSameElementType(*this, "result", getResult(), tensorType(getInput()).getElementType());
+    return success();
   return emitOpError() << "result has shape " << shapeString(out)
                        << " but expected a trailing part of the input's shape " << shapeString(in);
 }

@@ -22,20 +22,23 @@ Value reshape(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
   return ReshapeOp::create(b, loc, typeWithShape(v, shape), v);
 }
 
-Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transposeLhs, bool transposeRhs) {
+/// op(lhs) op(rhs), stored with the element type of `primal`, the value it is the cotangent of
+/// (autocast: an fp32 weight's gradient from 16-bit activations is accumulated and kept in fp32).
+Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transposeLhs, bool transposeRhs, Value primal) {
   ArrayRef<int64_t> l = shapeOf(lhs), r = shapeOf(rhs);
   int64_t m = transposeLhs ? l.back() : l[l.size() - 2];
   int64_t n = transposeRhs ? r[r.size() - 2] : r.back();
   SmallVector<int64_t> shape(l.drop_back(2));
   shape.append({m, n});
-  return MatmulOp::create(b, loc, typeWithShape(lhs, shape), lhs, rhs,
+  return MatmulOp::create(b, loc, typeWithShape(primal, shape), lhs, rhs,
                           transposeLhs ? b.getUnitAttr() : UnitAttr(),
                           transposeRhs ? b.getUnitAttr() : UnitAttr());
 }
 
-/// The cotangent of a value broadcast to `grad`'s shape: summed back to `like`'s shape.
+/// The cotangent of a value broadcast to `grad`'s shape: summed back to `like`'s shape (and
+/// type: an fp32 bias's gradient from a 16-bit one is summed in fp32).
 Value sumToShapeOf(OpBuilder &b, Location loc, Value grad, Value like) {
-  if (shapeOf(grad) == shapeOf(like))
+  if (grad.getType() == like.getType())
     return grad;
   return ReduceSumOp::create(b, loc, like.getType(), grad);
 }
@@ -59,16 +62,16 @@ SmallVector<Value> MatmulOp::buildVjp(OpBuilder &b, ValueRange cot) {
       emitOpError("autodiff does not handle transpose_lhs with a broadcast rhs");
       return {};
     }
-    Value da = matmul(b, loc, dc, w, false, !tb);
+    Value da = matmul(b, loc, dc, w, false, !tb, a);
     int64_t k = shapeOf(a).back(), n = shapeOf(dc).back();
     int64_t rows = cast<RankedTensorType>(a.getType()).getNumElements() / k;
     Value aFlat = reshape(b, loc, a, {rows, k});
     Value dcFlat = reshape(b, loc, dc, {rows, n});
-    Value dw = tb ? matmul(b, loc, dcFlat, aFlat, true, false) : matmul(b, loc, aFlat, dcFlat, true, false);
+    Value dw = tb ? matmul(b, loc, dcFlat, aFlat, true, false, w) : matmul(b, loc, aFlat, dcFlat, true, false, w);
     return {da, dw};
   }
-  Value da = ta ? matmul(b, loc, w, dc, tb, true) : matmul(b, loc, dc, w, false, !tb);
-  Value dw = tb ? matmul(b, loc, dc, a, true, ta) : matmul(b, loc, a, dc, !ta, false);
+  Value da = ta ? matmul(b, loc, w, dc, tb, true, a) : matmul(b, loc, dc, w, false, !tb, a);
+  Value dw = tb ? matmul(b, loc, dc, a, true, ta, w) : matmul(b, loc, a, dc, !ta, false, w);
   return {da, dw};
 }
 

@@ -23,6 +23,8 @@ std::string ParallelPlan::summary() const {
     for (const std::string &m : recompute.modules)
       text += " " + m;
   }
+  if (precision != ActivationPrecision::Fp32)
+    text += std::string(" ") + activationPrecisionName(precision);
   return text;
 }
 
@@ -32,6 +34,10 @@ constexpr std::pair<megac::ShardingStrategy, const char *> kStrategies[] = {
     {megac::ShardingStrategy::Optim, "optim"},
     {megac::ShardingStrategy::OptimGrads, "optim_grads"},
     {megac::ShardingStrategy::OptimGradsParams, "optim_grads_params"}};
+constexpr std::pair<megac::ActivationPrecision, const char *> kPrecisions[] = {
+    {megac::ActivationPrecision::Fp32, "fp32"},
+    {megac::ActivationPrecision::Bf16, "bf16"},
+    {megac::ActivationPrecision::Fp16, "fp16"}};
 constexpr std::pair<megac::ReshardAfterForward, const char *> kReshardChoices[] = {
     {megac::ReshardAfterForward::Default, "default"},
     {megac::ReshardAfterForward::Always, "always"},
@@ -78,4 +84,9 @@ std::string ParallelPlan::rankLayout() const {
   megart::GridShape shape;
   shape.pp = pp, shape.dp = dp, shape.tp = tp;
   return megart::format_rank_layout(shape);
+}
+
+const char *megac::activationPrecisionName(ActivationPrecision p) { return nameOf(kPrecisions, p); }
+std::optional<ActivationPrecision> megac::parseActivationPrecision(const std::string &name) {
+  return valueOf(kPrecisions, name);
 }

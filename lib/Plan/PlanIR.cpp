@@ -40,12 +40,14 @@ constexpr StringLiteral kRecomputeMethod = "recompute_method";
 constexpr StringLiteral kRecomputeNumLayers = "recompute_num_layers";
 constexpr StringLiteral kRecomputeModuleList = "recompute_modules";
 constexpr StringLiteral kDistributeSaved = "distribute_saved_activations";
+// 16-bit activations (megac compile --bf16 / --fp16), recorded only when not fp32.
+constexpr StringLiteral kPrecision = "activation_precision";
 constexpr StringRef kPlanKeys[] = {
     kSequenceParallel,    kVirtualStages,        kSchedule,           kLayout,
     kMicrobatches,        kBucketSize,           kOverlapGradReduce,  kVocabDivisibleBy,
     kShardingStrategy,    kShardDegree,          kOverlapParamGather, kReshardAfterForward,
     kOffloadFraction,     kRecomputeGranularity, kRecomputeMethod,    kRecomputeNumLayers,
-    kRecomputeModuleList, kDistributeSaved};
+    kRecomputeModuleList, kDistributeSaved,      kPrecision};
 
 // What limit errors call each field: the grid's axes and the plan's keys.
 const PlanFieldNames &irNames() {
@@ -112,6 +114,8 @@ void megac::recordPlan(ModuleOp module, const ParallelPlan &plan) {
       modules.push_back(b.getStringAttr(m));
     entries.push_back(b.getNamedAttr(kRecomputeModuleList, b.getArrayAttr(modules)));
   }
+  if (plan.precision != ActivationPrecision::Fp32)
+    entries.push_back(b.getNamedAttr(kPrecision, b.getStringAttr(activationPrecisionName(plan.precision))));
   grid->setAttr(names::kPlanAttr, b.getDictionaryAttr(entries));
 }
 
@@ -210,6 +214,12 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
       char text[32]; // read back as the same double by resolveSharding
       std::snprintf(text, sizeof text, "%.17g", v.getValueAsDouble());
       sharding.offloadFraction = text;
+    } else if (key == kPrecision) {
+      auto v = dyn_cast<StringAttr>(value);
+      std::optional<ActivationPrecision> p = v ? parseActivationPrecision(v.str()) : std::nullopt;
+      if (!p)
+        return wrong("a string (fp32, bf16 or fp16)");
+      result.precision = *p;
     } else if (key == kSchedule) {
       auto v = dyn_cast<StringAttr>(value);
       if (!v)

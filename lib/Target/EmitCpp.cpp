@@ -68,10 +68,10 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (isProgramFunction(fn))
       continue;
-    for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) // calleeSignature passes floats
-      if (auto tensor = dyn_cast<RankedTensorType>(t); !tensor || !tensor.getElementType().isF32())
+    for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) // calleeSignature passes float buffers
+      if (!isa<RankedTensorType>(t) || cppElementType(t).empty())
         return fn.emitOpError() << "argument " << i << " has type " << t
-                                << "; the C++ emitter handles f32 tensors only";
+                                << "; the C++ emitter handles f32, bf16 and f16 tensors only";
     Signature sig = calleeSignature(fn);
     sig.target = options.target;
     FailureOr<int64_t> bytes = emitFunction(fn, sig, noParams, scratch, os, plan);
@@ -154,6 +154,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("overlap_param_gather", gathersOverlap ? "true" : "false");
   field("hf_config_json", options.hfConfigJson.empty() ? "nullptr" : cString(options.hfConfigJson));
   field("spec_yaml", options.specYaml.empty() ? "nullptr" : cString(options.specYaml));
+  field("compiled_precision", cString(activationPrecisionName(options.precision)));
   if (!fields.flatFields.empty()) // ", .flat_layout = &kFlatLayout, .gather_params = gather_params"
     os << "    " << StringRef(fields.flatFields).drop_front(2) << ",\n";
   os << "};\n\n} // namespace\n\n"

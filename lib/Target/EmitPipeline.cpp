@@ -23,17 +23,32 @@ StashLayout stashLayout(TypeRange types) {
   StashLayout layout;
   for (Type t : types) {
     layout.offsets.push_back(layout.bytes);
-    layout.bytes += alignUp(cast<RankedTensorType>(t).getNumElements() * 4);
+    layout.bytes += alignUp(cast<RankedTensorType>(t).getNumElements() * elementBytes(t));
   }
   return layout;
 }
 
-/// `float *<name> = <where in the stash>` for stashed value `v`, named as in the IR.
+/// `float *<name> = <where in the stash>` for stashed value `v` (its element type), named as in
+/// the IR.
 std::string stashPointer(Signature &sig, bool constant, Value v, int64_t offset, std::string &name) {
-  std::string type = constant ? "const float" : "float";
+  std::string type = (constant ? "const " : "") + cppElementType(v.getType());
   name = sig.names.take(v, "stashed");
   return "  " + type + " *" + name + " = reinterpret_cast<" + type + " *>(stash + " + std::to_string(offset) +
          "); // " + typeString(v.getType()) + "\n";
+}
+
+/// The expression a chunk function uses for one of its activation arguments `raw` (`input`,
+/// `output`, ...: float pointers in the runtime's ABI) holding a tensor of `type`: `raw` itself for
+/// f32, else a 16-bit view declared in the prologue.
+std::string boundaryBuffer(Signature &sig, Type type, bool constant, StringRef raw) {
+  const std::string element = cppElementType(type);
+  if (element == "float")
+    return raw.str();
+  const std::string name = sig.names.take((raw + "_" + StringRef(element).rsplit("::").second.drop_back(2)).str());
+  const std::string pointer = (constant ? "const " : "") + element + " *";
+  sig.prologue += "  " + pointer + name + " = reinterpret_cast<" + pointer + ">(" + raw.str() + "); // " +
+                  typeString(type) + "\n";
+  return name;
 }
 
 /// @chunk<c>_forward(ids, labels[, input]) -> (output | loss, stash...): ChunkForwardFn.
@@ -44,8 +59,8 @@ Signature forwardSignature(func::FuncOp fn, bool first, bool last) {
                   "    const int32_t *ids, const int32_t *labels, const float *input, float *output, char *stash) {";
   sig.args = {"ids", "labels"};
   if (!first)
-    sig.args.push_back("input");
-  sig.results.push_back(last ? "" : "output");
+    sig.args.push_back(boundaryBuffer(sig, fn.getArgumentTypes()[2], /*constant=*/true, "input"));
+  sig.results.push_back(last ? "" : boundaryBuffer(sig, fn.getResultTypes()[0], /*constant=*/false, "output"));
   ValueRange stashed = fn.getBody().front().getTerminator()->getOperands().drop_front();
   StashLayout layout = stashLayout(stashed.getTypes());
   for (auto [i, v] : llvm::enumerate(stashed)) {
@@ -76,9 +91,9 @@ Signature backwardSignature(func::FuncOp fn, int64_t numStashed, bool first, boo
     sig.args.push_back(name);
   }
   if (!last)
-    sig.args.push_back("output_grad");
+    sig.args.push_back(boundaryBuffer(sig, fn.getArgumentTypes().back(), /*constant=*/true, "output_grad"));
   if (!first)
-    sig.results.push_back("input_grad");
+    sig.results.push_back(boundaryBuffer(sig, fn.getResultTypes()[0], /*constant=*/false, "input_grad"));
   sig.hasParams = true;
   return sig;
 }
@@ -119,16 +134,24 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
       arena = std::max(arena, *bytes);
       if (backward)
         continue;
+      // The residual stream passed between chunks: its elements, in fp32 or 16 bits.
+      Type boundary = first ? fn.getResultTypes()[0] : fn.getArgumentTypes()[2];
+      const int64_t elementSize = elementBytes(boundary);
       int64_t inputNumel = first ? 0 : cast<RankedTensorType>(fn.getArgumentTypes()[2]).getNumElements();
       int64_t outputNumel = last ? 0 : cast<RankedTensorType>(fn.getResultTypes()[0]).getNumElements();
+      if ((inputNumel * elementSize) % 4 != 0 || (outputNumel * elementSize) % 4 != 0)
+        return fn.emitOpError() << "passes " << (first ? outputNumel : inputNumel)
+                                << " 16-bit elements between pipeline stages; the runtime sends whole fp32 words, so "
+                                   "micro batch x sequence x hidden size must be even";
       const int64_t stashBytes = stashLayout(fn.getResultTypes().drop_front()).bytes;
-      chunkSizes.push_back({c, stashBytes, inputNumel * 4, outputNumel * 4});
+      chunkSizes.push_back({c, stashBytes, inputNumel * elementSize, outputNumel * elementSize});
       std::string name = names::chunkName(c);
       chunkTable += "    {.chunk = " + std::to_string(c) + ", .forward = " + names::forwardHalf(name) +
                     ", .backward = " + names::backwardHalf(name) +
                     ", .stash_bytes = " + std::to_string(stashBytes) +
                     ", .input_numel = " + std::to_string(inputNumel) +
-                    ", .output_numel = " + std::to_string(outputNumel) + "},\n";
+                    ", .output_numel = " + std::to_string(outputNumel) +
+                    ", .element_bytes = " + std::to_string(elementSize) + "},\n";
     }
     std::string prefix = "kStage" + std::to_string(s);
     std::string sync = "nullptr", flatFields;

@@ -14,6 +14,12 @@ using namespace mlir;
 namespace megac::emit {
 
 int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
+int64_t elementBytes(Type t) { return cast<RankedTensorType>(t).getElementTypeBitWidth() / 8; }
+int64_t bytesOf(Value v) { return numel(v) * elementBytes(v.getType()); }
+std::string cppElementType(Type t) {
+  Type e = cast<RankedTensorType>(t).getElementType();
+  return e.isF32() ? "float" : e.isBF16() ? "megart::bf16_t" : e.isF16() ? "megart::fp16_t" : "";
+}
 static ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
 static int64_t prod(ArrayRef<int64_t> dims) {
   int64_t n = 1;
@@ -245,10 +251,10 @@ LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
         names[r] = it->second;
         continue;
       }
-      auto type = cast<RankedTensorType>(r.getType());
-      if (!type.getElementType().isF32())
-        return op.emitOpError() << "produces " << type << "; the C++ emitter handles f32 tensors only";
-      arena[r] = {position[&op], position[&op], type.getNumElements() * 4};
+      if (cppElementType(r.getType()).empty())
+        return op.emitOpError() << "produces " << r.getType()
+                                << "; the C++ emitter handles f32, bf16 and f16 tensors only";
+      arena[r] = {position[&op], position[&op], bytesOf(r)};
     }
     for (Value operand : op.getOperands()) {
       auto it = arena.find(aliasRoot(operand));
@@ -278,8 +284,9 @@ LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
     Value v = entryPair.first;
     std::string name = sig.names.take(v);
     names[v] = name;
-    arenaDecl[v] = "  float *" + name + " = reinterpret_cast<float *>(ws + " + std::to_string(offsets[i]) + "); // " +
-                   typeString(v.getType());
+    const std::string element = cppElementType(v.getType());
+    arenaDecl[v] = "  " + element + " *" + name + " = reinterpret_cast<" + element + " *>(ws + " +
+                   std::to_string(offsets[i]) + "); // " + typeString(v.getType());
     plan << llvm::format("  %-24s offset %10lld  bytes %10lld  ops %4lld..%-4lld  ", name.c_str(),
                          (long long)offsets[i], (long long)lifetimes[i].bytes, (long long)lifetimes[i].firstUse,
                          (long long)lifetimes[i].lastUse)
@@ -385,7 +392,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       .Case([&](tx::GradBucketInitOp z) {
         os << "  // gradients of params[" << z.getFirst() << ", " << z.getLast() << "], staged for their reduce-scatter\n";
         os << "  " << (onDevice() ? "zero_buffer(" : "std::memset(") << ptr(z) << (onDevice() ? ", " : ", 0, ")
-           << L("bytes", n(numel(z) * 4)) << ");\n";
+           << L("bytes", n(bytesOf(z))) << ");\n";
         return success();
       })
       .Case([&](tx::GradBucketAddOp a) {
@@ -422,7 +429,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::ZerosOp z) {
         os << "  " << (onDevice() ? "zero_buffer(" : "std::memset(") << ptr(z) << (onDevice() ? ", " : ", 0, ")
-           << L("bytes", n(numel(z) * 4)) << ");\n";
+           << L("bytes", n(bytesOf(z))) << ");\n";
         return success();
       })
       .Case([&](tx::EmbeddingOp e) {
@@ -489,7 +496,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         bool max = r.getReduction() == shard::ReductionKind::Max;
         ruleComment(r);
         if (ptr(r) != ptr(r.getInput()))
-          copy(ptr(r), ptr(r.getInput()), numel(r) * 4);
+          copy(ptr(r), ptr(r.getInput()), bytesOf(r));
         os << "  " << *comm << "->" << (max ? "all_reduce_max(" : "all_reduce_sum(") << ptr(r) << ", "
            << L("count", n(numel(r))) << ");\n";
         return success();
@@ -647,7 +654,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         if (!d.getRate().isZero())
           return unsupported(op, "dropout with a non-zero rate needs the runtime's per-iteration seed, "
                                  "which the emitter does not pass yet");
-        copy(ptr(d), ptr(d.getInput()), numel(d) * 4);
+        copy(ptr(d), ptr(d.getInput()), bytesOf(d));
         return success();
       })
       .Case([&](tx::RopeOp r) {
@@ -704,7 +711,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       .Case([&](func::ReturnOp r) {
         for (auto [i, v] : llvm::enumerate(r.getOperands()))
           if (!sig.results[i].empty() && ptr(v) != sig.results[i])
-            copy(sig.results[i], ptr(v), numel(v) * 4);
+            copy(sig.results[i], ptr(v), bytesOf(v));
         if (sig.returnedScalar >= 0)
           os << "  return "
              << (onDevice() ? "read_scalar(" + ptr(r.getOperand(sig.returnedScalar)) + ")"
@@ -746,12 +753,12 @@ Signature calleeSignature(func::FuncOp fn) {
   Block &body = fn.getBody().front();
   for (BlockArgument arg : body.getArguments()) {
     std::string name = sig.names.take(arg, "arg");
-    sig.prototype += ",\n    const float *" + name + " /* " + typeString(arg.getType()) + " */";
+    sig.prototype += ",\n    const " + cppElementType(arg.getType()) + " *" + name + " /* " + typeString(arg.getType()) + " */";
     sig.args.push_back(name);
   }
   for (Value returned : body.getTerminator()->getOperands()) {
     std::string name = sig.names.take(returned, "result");
-    sig.prototype += ",\n    float *" + name + " /* " + typeString(returned.getType()) + " */";
+    sig.prototype += ",\n    " + cppElementType(returned.getType()) + " *" + name + " /* " + typeString(returned.getType()) + " */";
     sig.results.push_back(name);
   }
   sig.prototype += ") {";

@@ -71,6 +71,13 @@ mlir::FailureOr<int64_t> emitFunction(mlir::func::FuncOp fn, Signature sig, cons
 Signature calleeSignature(mlir::func::FuncOp fn);
 
 int64_t numel(mlir::Value v);
+/// Bytes of one element of a tensor the emitter handles: 4 (f32, i32) or 2 (bf16, f16).
+int64_t elementBytes(mlir::Type tensorType);
+/// Bytes of a tensor value's buffer.
+int64_t bytesOf(mlir::Value v);
+/// The C++ element type of a float tensor's buffer: float, megart::bf16_t or megart::fp16_t;
+/// "" for another element type.
+std::string cppElementType(mlir::Type tensorType);
 std::string typeString(mlir::Type t);
 std::string floatLiteral(double v);
 std::string cString(llvm::StringRef s);

@@ -21,7 +21,11 @@ namespace {
 constexpr int64_t kFloatBytes = 4, kDoubleBytes = 8;
 constexpr int64_t kGradAlignFloats = 16; // ParamStore's 64-byte gradient alignment (no_shard)
 
-int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
+/// A tensor's bytes: fp32 4 per element, a 16-bit activation (--bf16 / --fp16) 2.
+int64_t bytesOf(Type t) {
+  auto tensor = cast<RankedTensorType>(t);
+  return tensor.getNumElements() * tensor.getElementTypeBitWidth() / 8;
+}
 
 /// The bytes per rank of one stage's work, found by walking what its functions call.
 class StageWalk {
@@ -44,15 +48,16 @@ public:
     fn.walk([&](Operation *op) {
       if (auto r = dyn_cast<shard::AllReduceOp>(op)) {
         auto bucket = r.getInput().getDefiningOp<tx::GradBucketOp>();
-        const int64_t floats = bucket ? bucketFloats(bucket.getFirst(), bucket.getLast()) : numel(r.getResult());
+        const int64_t sent = bucket ? bucketFloats(bucket.getFirst(), bucket.getLast()) * kFloatBytes
+                                    : bytesOf(r.getResult().getType());
         add(bytes, r.getGrid(), r.getGridAxes(),
-            megart::all_reduce_bytes(double(floats * kFloatBytes), collectiveSize(plan, r.getGrid(), r.getGridAxes())));
+            megart::all_reduce_bytes(double(sent), collectiveSize(plan, r.getGrid(), r.getGridAxes())));
       } else if (auto g = dyn_cast<shard::AllGatherOp>(op)) {
         add(bytes, g.getGrid(), g.getGridAxes(),
-            megart::gather_bytes(double(numel(g.getResult()) * kFloatBytes), collectiveSize(plan, g.getGrid(), g.getGridAxes())));
+            megart::gather_bytes(double(bytesOf(g.getResult().getType())), collectiveSize(plan, g.getGrid(), g.getGridAxes())));
       } else if (auto s = dyn_cast<shard::ReduceScatterOp>(op)) {
         add(bytes, s.getGrid(), s.getGridAxes(),
-            megart::gather_bytes(double(numel(s.getInput()) * kFloatBytes), collectiveSize(plan, s.getGrid(), s.getGridAxes())));
+            megart::gather_bytes(double(bytesOf(s.getInput().getType())), collectiveSize(plan, s.getGrid(), s.getGridAxes())));
       } else if (auto start = dyn_cast<tx::StartGradSyncOp>(op)) {
         if (std::optional<uint64_t> shard = start.getShardNumel()) {
           // The distributed optimizer's reduce-scatter over the shard group, then (hybrid) the
@@ -199,9 +204,9 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
       if (names::isBackwardHalf(fn.getName()))
         continue;
       if (chunk != chunks - 1)
-        c.perMicrobatch.pp += double(cast<RankedTensorType>(fn.getResultTypes()[0]).getNumElements() * kFloatBytes);
+        c.perMicrobatch.pp += double(bytesOf(fn.getResultTypes()[0]));
       if (chunk != 0)
-        c.perMicrobatch.pp += double(numel(fn.getArgument(2)) * kFloatBytes);
+        c.perMicrobatch.pp += double(bytesOf(fn.getArgument(2).getType()));
     }
     auto syncFn = module.lookupSymbol<func::FuncOp>(names::stageSyncName(s));
     for (const std::string &name : {names::stageSyncName(s), names::stageGatherName(s)})

@@ -65,6 +65,29 @@ std::unique_ptr<Request> Communicator::iall_reduce_sum_bf16(uint16_t *data, int6
   return std::make_unique<CompletedRequest>();
 }
 
+// bf16_t is its 16 bits: a communicator with a bf16 sum (NCCL's) serves both names.
+void Communicator::all_reduce_sum(bf16_t *data, int64_t n) {
+  all_reduce_sum_bf16(reinterpret_cast<uint16_t *>(data), n);
+}
+
+namespace {
+[[noreturn]] void no_16bit(const char *what) {
+  throw Error(std::string("this communicator has no 16-bit ") + what +
+              " (programs with 16-bit activations, --bf16 / --fp16, need the MPI communicator "
+              "or a size-1 axis)");
+}
+} // namespace
+
+void Communicator::all_reduce_sum(fp16_t *, int64_t) { no_16bit("all_reduce_sum(fp16)"); }
+void Communicator::all_gather(bf16_t *, const bf16_t *, int64_t) { no_16bit("all_gather(bf16)"); }
+void Communicator::all_gather(fp16_t *, const fp16_t *, int64_t) { no_16bit("all_gather(fp16)"); }
+void Communicator::reduce_scatter_sum(bf16_t *, const bf16_t *, int64_t) {
+  no_16bit("reduce_scatter_sum(bf16)");
+}
+void Communicator::reduce_scatter_sum(fp16_t *, const fp16_t *, int64_t) {
+  no_16bit("reduce_scatter_sum(fp16)");
+}
+
 namespace {
 [[noreturn]] void no_p2p(const char *what, int peer, int size) {
   throw Error(std::string(what) + " with peer " + std::to_string(peer) +

@@ -62,6 +62,36 @@ std::unique_ptr<Request> CountingCommunicator::iall_reduce_sum_bf16(uint16_t *da
   return inner_->iall_reduce_sum_bf16(data, n);
 }
 
+void CountingCommunicator::all_reduce_sum(bf16_t *data, int64_t n) {
+  count_all_reduce(n, sizeof(bf16_t));
+  inner_->all_reduce_sum(data, n);
+}
+
+void CountingCommunicator::all_reduce_sum(fp16_t *data, int64_t n) {
+  count_all_reduce(n, sizeof(fp16_t));
+  inner_->all_reduce_sum(data, n);
+}
+
+void CountingCommunicator::all_gather(bf16_t *out, const bf16_t *in, int64_t n) {
+  count_gather(n * inner_->size(), sizeof(bf16_t));
+  inner_->all_gather(out, in, n);
+}
+
+void CountingCommunicator::all_gather(fp16_t *out, const fp16_t *in, int64_t n) {
+  count_gather(n * inner_->size(), sizeof(fp16_t));
+  inner_->all_gather(out, in, n);
+}
+
+void CountingCommunicator::reduce_scatter_sum(bf16_t *out, const bf16_t *in, int64_t n) {
+  count_gather(n * inner_->size(), sizeof(bf16_t));
+  inner_->reduce_scatter_sum(out, in, n);
+}
+
+void CountingCommunicator::reduce_scatter_sum(fp16_t *out, const fp16_t *in, int64_t n) {
+  count_gather(n * inner_->size(), sizeof(fp16_t));
+  inner_->reduce_scatter_sum(out, in, n);
+}
+
 std::unique_ptr<Request> CountingCommunicator::isend(const float *data, int64_t n, int peer, int tag) {
   *counter_ += static_cast<double>(n * static_cast<int64_t>(sizeof(float)));
   return inner_->isend(data, n, peer, tag);

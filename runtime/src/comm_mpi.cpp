@@ -1,8 +1,8 @@
 // The only runtime source that includes mpi.h.
 #include "megart/comm_mpi.h"
 
-#include "megart/bf16.h"
 #include "megart/error.h"
+#include "megart/half.h"
 #include "megart/poll.h"
 
 // The C API only: OpenMPI's mpi.h otherwise pulls in its C++ bindings (libmpi_cxx).
@@ -41,7 +41,7 @@ std::string mpi_error_text(int code) {
   return std::string(text, static_cast<size_t>(len));
 }
 
-bool overlaps(const float *a, int64_t na, const float *b, int64_t nb) {
+template <typename T> bool overlaps(const T *a, int64_t na, const T *b, int64_t nb) {
   return a < b + nb && b < a + na;
 }
 
@@ -91,11 +91,14 @@ void mpi_abort(int code) {
 struct MpiCommunicator::Handle {
   MPI_Comm comm = MPI_COMM_NULL;
   bool owned = false; // MPI_COMM_WORLD is not ours to free
-  // The ring all-reduce's receive buffers, kept between calls.
+  // The ring all-reduce's receive buffers (and the 16-bit reduce-scatter's partial sums, slot
+  // 1), kept between calls.
   std::vector<float> scratch;
-  std::vector<uint16_t> scratch_bf16;
-  std::vector<float> &ring_scratch(float *) { return scratch; }
-  std::vector<uint16_t> &ring_scratch(uint16_t *) { return scratch_bf16; }
+  std::vector<bf16_t> scratch_bf16[2];
+  std::vector<fp16_t> scratch_fp16[2];
+  std::vector<float> &ring_scratch(const float *, int = 0) { return scratch; }
+  std::vector<bf16_t> &ring_scratch(const bf16_t *, int slot = 0) { return scratch_bf16[slot]; }
+  std::vector<fp16_t> &ring_scratch(const fp16_t *, int slot = 0) { return scratch_fp16[slot]; }
 };
 
 namespace {
@@ -262,20 +265,40 @@ void MpiCommunicator::all_reduce_sum(double *data, int64_t n) {
                     "all_reduce_sum(double)");
 }
 
-// MPI has no bf16 type and no sum for one: always the ring, which adds with bf16 rounding.
-void MpiCommunicator::all_reduce_sum_bf16(uint16_t *data, int64_t n) {
+// MPI has no 16-bit float types and no sums for them: always the ring, which adds with 16-bit
+// rounding.
+template <typename T>
+void MpiCommunicator::all_reduce_sum_16(T *data, int64_t n, const char *method) {
   if (size_ == 1)
     return;
   for (int64_t i = 0; i < n; i += kMaxPiece)
-    ring_all_reduce_sum(data + i, std::min(kMaxPiece, n - i), "all_reduce_sum(bf16)");
+    ring_all_reduce_sum(data + i, std::min(kMaxPiece, n - i), method);
 }
 
-void MpiCommunicator::all_gather(float *out, const float *in, int64_t n) {
-  const int count = to_count(n, "all_gather", axis_);
+void MpiCommunicator::all_reduce_sum(bf16_t *data, int64_t n) {
+  all_reduce_sum_16(data, n, "all_reduce_sum(bf16)");
+}
+void MpiCommunicator::all_reduce_sum(fp16_t *data, int64_t n) {
+  all_reduce_sum_16(data, n, "all_reduce_sum(fp16)");
+}
+// --grad-reduce-in-bf16's buffers hold bf16 as uint16_t: the same bits.
+void MpiCommunicator::all_reduce_sum_bf16(uint16_t *data, int64_t n) {
+  all_reduce_sum(reinterpret_cast<bf16_t *>(data), n);
+}
+
+namespace {
+MPI_Datatype mpi_type(const float *) { return MPI_FLOAT; }
+MPI_Datatype mpi_type(const bf16_t *) { return MPI_UINT16_T; } // the bits, moved as they are
+MPI_Datatype mpi_type(const fp16_t *) { return MPI_UINT16_T; }
+} // namespace
+
+template <typename T>
+void MpiCommunicator::gather(T *out, const T *in, int64_t n, const char *method) {
+  const int count = to_count(n, method, axis_);
   // MPI_IN_PLACE when this rank's chunk is already in place (its send count and type are then
   // ignored); MPI forbids aliasing other than that, so an overlapping input is copied first.
   const void *send = MPI_IN_PLACE;
-  std::vector<float> copy;
+  std::vector<T> copy;
   if (in != out + static_cast<int64_t>(rank_) * n) {
     if (overlaps(in, n, out, n * size_)) {
       copy.assign(in, in + n);
@@ -284,9 +307,19 @@ void MpiCommunicator::all_gather(float *out, const float *in, int64_t n) {
     send = in;
   }
   MPI_Request r;
-  check(MPI_Iallgather(send, count, MPI_FLOAT, out, count, MPI_FLOAT, handle_->comm, &r),
-        "MPI_Iallgather", "all_gather", axis_);
-  finish_collective(r, *this, "all_gather");
+  check(MPI_Iallgather(send, count, mpi_type(in), out, count, mpi_type(in), handle_->comm, &r),
+        "MPI_Iallgather", method, axis_);
+  finish_collective(r, *this, method);
+}
+
+void MpiCommunicator::all_gather(float *out, const float *in, int64_t n) {
+  gather(out, in, n, "all_gather");
+}
+void MpiCommunicator::all_gather(bf16_t *out, const bf16_t *in, int64_t n) {
+  gather(out, in, n, "all_gather(bf16)");
+}
+void MpiCommunicator::all_gather(fp16_t *out, const fp16_t *in, int64_t n) {
+  gather(out, in, n, "all_gather(fp16)");
 }
 
 void MpiCommunicator::reduce_scatter_sum(float *out, const float *in, int64_t n) {
@@ -326,18 +359,12 @@ void MpiCommunicator::barrier() {
 }
 
 namespace {
-MPI_Datatype mpi_type(const float *) { return MPI_FLOAT; }
-MPI_Datatype mpi_type(const uint16_t *) { return MPI_UINT16_T; }
-
-void add_into(float *sum, const float *add, int n) {
+// sum = a + b; 16-bit: each partial sum added in fp32 and rounded, as NCCL's 16-bit sums add.
+template <typename T> void add_into(T *sum, const T *a, const T *b, int n) {
   for (int i = 0; i < n; ++i)
-    sum[i] += add[i];
+    sum[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
 }
-// bf16: each partial sum rounded to bf16, as a bf16 all-reduce on the GPU (NCCL) adds.
-void add_into(uint16_t *sum, const uint16_t *add, int n) {
-  for (int i = 0; i < n; ++i)
-    sum[i] = float_to_bf16(bf16_to_float(sum[i]) + bf16_to_float(add[i]));
-}
+template <typename T> void add_into(T *sum, const T *add, int n) { add_into(sum, sum, add, n); }
 } // namespace
 
 // One step around the ring: `send` to the right neighbour while `recv` arrives from the left.
@@ -369,7 +396,7 @@ void MpiCommunicator::ring_all_reduce_sum(T *data, int64_t n, const char *method
   // Every rank walks the same number of slices (of the largest chunk); a chunk's slices past
   // its end are empty messages.
   const int64_t largest = (n + p - 1) / p, slices = (largest + kRingSliceElements - 1) / kRingSliceElements;
-  std::vector<T> &received = handle_->ring_scratch(data);
+  std::vector<T> &received = handle_->ring_scratch(data, 0);
   if (received.size() < static_cast<size_t>(std::min(largest, kRingSliceElements)))
     received.resize(static_cast<size_t>(std::min(largest, kRingSliceElements)));
   auto slice = [&](int c, int64_t k) {
@@ -387,6 +414,48 @@ void MpiCommunicator::ring_all_reduce_sum(T *data, int64_t n, const char *method
     const int send = (rank_ + 1 - step + p) % p, recv = (rank_ - step + p) % p;
     ring_step(data + begin(send), count(send), data + begin(recv), count(recv), method);
   }
+}
+
+// The reduce-scatter half of the ring, slice by slice (the chunks are n elements each): at step
+// s this rank sends its partial sum of chunk rank - s - 1 and receives the left neighbour's of
+// chunk rank - s - 2, adding its own; after p - 1 steps it holds all of chunk rank. Chunk c is
+// summed from rank c + 1 around the ring to rank c, rounded at every hop.
+template <typename T>
+void MpiCommunicator::ring_reduce_scatter_sum(T *out, const T *in, int64_t n, const char *method) {
+  const int p = size_;
+  std::vector<T> copy;
+  if (out != in && overlaps(out, n, in, n * p)) { // in place is safe: out is chunk 0's slots
+    copy.assign(in, in + n * p);
+    in = copy.data();
+  }
+  const int64_t piece = std::min(n, kRingSliceElements);
+  std::vector<T> &received = handle_->ring_scratch(in, 0), &partial = handle_->ring_scratch(in, 1);
+  if (received.size() < static_cast<size_t>(piece)) {
+    received.resize(static_cast<size_t>(piece));
+    partial.resize(static_cast<size_t>(piece));
+  }
+  for (int64_t at = 0; at < n; at += kRingSliceElements) {
+    const int len = static_cast<int>(std::min(kRingSliceElements, n - at));
+    for (int step = 0; step < p - 1; ++step) {
+      const int send = (rank_ - step - 1 + 2 * p) % p, recv = (rank_ - step - 2 + 2 * p) % p;
+      ring_step(step == 0 ? in + send * n + at : partial.data(), len, received.data(), len, method);
+      add_into(partial.data(), received.data(), in + recv * n + at, len);
+    }
+    std::copy(partial.data(), partial.data() + len, out + at);
+  }
+}
+
+void MpiCommunicator::reduce_scatter_sum(bf16_t *out, const bf16_t *in, int64_t n) {
+  if (size_ == 1)
+    std::memmove(out, in, sizeof(bf16_t) * n);
+  else
+    ring_reduce_scatter_sum(out, in, n, "reduce_scatter_sum(bf16)");
+}
+void MpiCommunicator::reduce_scatter_sum(fp16_t *out, const fp16_t *in, int64_t n) {
+  if (size_ == 1)
+    std::memmove(out, in, sizeof(fp16_t) * n);
+  else
+    ring_reduce_scatter_sum(out, in, n, "reduce_scatter_sum(fp16)");
 }
 
 // ---------------------------------------------------------------------------------------------

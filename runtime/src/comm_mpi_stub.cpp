@@ -52,6 +52,12 @@ void MpiCommunicator::all_reduce_sum(double *, int64_t) { no_mpi(); }
 void MpiCommunicator::all_reduce_sum_bf16(uint16_t *, int64_t) { no_mpi(); }
 void MpiCommunicator::all_gather(float *, const float *, int64_t) { no_mpi(); }
 void MpiCommunicator::reduce_scatter_sum(float *, const float *, int64_t) { no_mpi(); }
+void MpiCommunicator::all_reduce_sum(bf16_t *, int64_t) { no_mpi(); }
+void MpiCommunicator::all_reduce_sum(fp16_t *, int64_t) { no_mpi(); }
+void MpiCommunicator::all_gather(bf16_t *, const bf16_t *, int64_t) { no_mpi(); }
+void MpiCommunicator::all_gather(fp16_t *, const fp16_t *, int64_t) { no_mpi(); }
+void MpiCommunicator::reduce_scatter_sum(bf16_t *, const bf16_t *, int64_t) { no_mpi(); }
+void MpiCommunicator::reduce_scatter_sum(fp16_t *, const fp16_t *, int64_t) { no_mpi(); }
 std::unique_ptr<Request> MpiCommunicator::ireduce_scatter_sum(float *, const float *, int64_t) { no_mpi(); }
 std::unique_ptr<Request> MpiCommunicator::iall_gather(float *, const float *, int64_t) { no_mpi(); }
 void MpiCommunicator::broadcast(float *, int64_t, int) { no_mpi(); }

@@ -2,11 +2,15 @@
 // Works one query row at a time with a per-thread row of scores (never seq x seq per head);
 // softmax is two-pass (max, then exp and sum in double). The backward recomputes the
 // probabilities instead of saving them.
+// Templates over the tensors' storage type (kernels.h): loads widen; out, dq, dk and dv are
+// summed in fp32 (in the output itself when it is fp32) and rounded once when complete.
+#include "kernels_detail.h"
 #include "megart/error.h"
 #include "megart/kernels.h"
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace megart::cpu {
@@ -30,18 +34,19 @@ void check_heads(const char* kernel, int64_t q_heads, int64_t kv_heads) {
                 ") is not a multiple of kv_heads (" + std::to_string(kv_heads) + ")");
 }
 
-inline float dot(const float* a, const float* b, int64_t n) {
+template <typename A> inline float dot(const A* a, const A* b, int64_t n) {
   float s = 0.0f;
 #pragma omp simd reduction(+ : s)
   for (int64_t d = 0; d < n; ++d)
-    s += a[d] * b[d];
+    s += to_float(a[d]) * to_float(b[d]);
   return s;
 }
 
 // p[0, keys) = softmax(scale * q . k_j) for query row qrow against kv head g of batch b.
 // Returns nothing; p holds normalized probabilities.
-void softmax_row(float* p, const float* qrow, const float* k, const Shape& sh, int64_t b,
-                 int64_t g, int64_t keys, float scale) {
+template <typename A>
+void softmax_row(float* p, const A* qrow, const A* k, const Shape& sh, int64_t b, int64_t g,
+                 int64_t keys, float scale) {
   float mx = -INFINITY;
   for (int64_t j = 0; j < keys; ++j) {
     const float s = scale * dot(qrow, k + sh.kv_at(b, j, g), sh.head_dim);
@@ -61,27 +66,34 @@ void softmax_row(float* p, const float* qrow, const float* k, const Shape& sh, i
 
 // dq += ds k_j, dk_j += ds q_i, dv_j += p_j dout_i. Outputs never alias inputs (kernels.h);
 // saying so with restrict lets the loop vectorize without runtime overlap checks.
+template <typename A>
 inline void accumulate_key_grads(float* __restrict dq, float* __restrict dk, float* __restrict dv,
-                                 const float* __restrict k, const float* __restrict q,
-                                 const float* __restrict dout, float ds, float p, int64_t n) {
+                                 const A* __restrict k, const A* __restrict q,
+                                 const A* __restrict dout, float ds, float p, int64_t n) {
   for (int64_t d = 0; d < n; ++d) {
-    dq[d] += ds * k[d];
-    dk[d] += ds * q[d];
-    dv[d] += p * dout[d];
+    dq[d] += ds * to_float(k[d]);
+    dk[d] += ds * to_float(q[d]);
+    dv[d] += p * to_float(dout[d]);
   }
+}
+
+// fp32 scratch for 16-bit outputs (none when they are fp32 and sum in place).
+template <typename A> size_t scratch_size(int64_t n) {
+  return std::is_same_v<A, float> ? 0 : static_cast<size_t>(n);
 }
 
 } // namespace
 
-void attention_forward(float* out, const float* q, const float* k, const float* v, int64_t batch,
-                       int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                       float scale, bool causal) {
+template <typename A>
+void attention_forward(A* out, const A* q, const A* k, const A* v, int64_t batch, int64_t seq,
+                       int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
+                       bool causal) {
   check_heads("attention_forward", q_heads, kv_heads);
   const Shape sh{batch, seq, q_heads, kv_heads, head_dim};
   const int64_t rows = batch * q_heads * seq;
 #pragma omp parallel if (rows * seq * head_dim > (1 << 16))
   {
-    std::vector<float> p(static_cast<size_t>(seq));
+    std::vector<float> p(static_cast<size_t>(seq)), acc(scratch_size<A>(head_dim));
     // Causal rows differ in cost; dynamic chunks balance them. Rows are independent, so the
     // schedule does not change the result.
 #pragma omp for schedule(dynamic, 16)
@@ -90,23 +102,24 @@ void attention_forward(float* out, const float* q, const float* k, const float* 
       const int64_t g = h / sh.group();
       const int64_t keys = causal ? i + 1 : seq;
       softmax_row(p.data(), q + sh.q_at(b, i, h), k, sh, b, g, keys, scale);
-      float* __restrict o = out + sh.q_at(b, i, h);
+      float* __restrict o = detail::accumulator(out + sh.q_at(b, i, h), acc.data());
       for (int64_t d = 0; d < head_dim; ++d)
         o[d] = 0.0f;
       for (int64_t j = 0; j < keys; ++j) {
         const float pj = p[j];
-        const float* vj = v + sh.kv_at(b, j, g);
+        const A* vj = v + sh.kv_at(b, j, g);
         for (int64_t d = 0; d < head_dim; ++d)
-          o[d] += pj * vj[d];
+          o[d] += pj * to_float(vj[d]);
       }
+      detail::store_row(out + sh.q_at(b, i, h), o, head_dim);
     }
   }
 }
 
-void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                        const float* k, const float* v, int64_t batch, int64_t seq,
-                        int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
-                        bool causal) {
+template <typename A>
+void attention_backward(A* dq, A* dk, A* dv, const A* dout, const A* q, const A* k, const A* v,
+                        int64_t batch, int64_t seq, int64_t q_heads, int64_t kv_heads,
+                        int64_t head_dim, float scale, bool causal) {
   // Per query row i with probabilities p_j and dP_j = dout_i . v_j:
   //   dS_j = p_j (dP_j - sum_l p_l dP_l),  dq_i = scale sum_j dS_j k_j,
   //   dk_j += scale dS_j q_i,  dv_j += p_j dout_i.
@@ -116,21 +129,30 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 #pragma omp parallel if (tasks > 1 && batch * q_heads * seq * seq * head_dim > (1 << 16))
   {
     std::vector<float> p(static_cast<size_t>(seq)), dp(static_cast<size_t>(seq));
+    // This task's dk / dv ([seq, head_dim] each) and one dq row, in fp32 for 16-bit outputs.
+    std::vector<float> dk_acc(scratch_size<A>(seq * head_dim)), dv_acc(dk_acc.size()),
+        dq_acc(scratch_size<A>(head_dim));
     // One (batch, kv head) per iteration: the iteration owns dk/dv of that kv head and dq of
     // its query heads, and runs serially, so the sums never depend on the thread count.
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t b = t / kv_heads, g = t % kv_heads;
+      auto dk_row = [&](int64_t j) {
+        return detail::accumulator(dk + sh.kv_at(b, j, g), dk_acc.data() + j * head_dim);
+      };
+      auto dv_row = [&](int64_t j) {
+        return detail::accumulator(dv + sh.kv_at(b, j, g), dv_acc.data() + j * head_dim);
+      };
       for (int64_t j = 0; j < seq; ++j)
         for (int64_t d = 0; d < head_dim; ++d) {
-          dk[sh.kv_at(b, j, g) + d] = 0.0f;
-          dv[sh.kv_at(b, j, g) + d] = 0.0f;
+          dk_row(j)[d] = 0.0f;
+          dv_row(j)[d] = 0.0f;
         }
       for (int64_t h = g * sh.group(); h < (g + 1) * sh.group(); ++h)
         for (int64_t i = 0; i < seq; ++i) {
           const int64_t keys = causal ? i + 1 : seq;
-          const float* qi = q + sh.q_at(b, i, h);
-          const float* doi = dout + sh.q_at(b, i, h);
+          const A* qi = q + sh.q_at(b, i, h);
+          const A* doi = dout + sh.q_at(b, i, h);
           softmax_row(p.data(), qi, k, sh, b, g, keys, scale);
           double pdp = 0.0;
           for (int64_t j = 0; j < keys; ++j) {
@@ -138,17 +160,44 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
             pdp += static_cast<double>(p[j]) * dp[j];
           }
           const float row_dot = static_cast<float>(pdp);
-          float* dqi = dq + sh.q_at(b, i, h);
+          float* dqi = detail::accumulator(dq + sh.q_at(b, i, h), dq_acc.data());
           for (int64_t d = 0; d < head_dim; ++d)
             dqi[d] = 0.0f;
           for (int64_t j = 0; j < keys; ++j) {
             const float ds = scale * (p[j] * (dp[j] - row_dot));
-            const int64_t at = sh.kv_at(b, j, g);
-            accumulate_key_grads(dqi, dk + at, dv + at, k + at, qi, doi, ds, p[j], head_dim);
+            accumulate_key_grads(dqi, dk_row(j), dv_row(j), k + sh.kv_at(b, j, g), qi, doi, ds,
+                                 p[j], head_dim);
           }
+          detail::store_row(dq + sh.q_at(b, i, h), dqi, head_dim);
         }
+      for (int64_t j = 0; j < seq; ++j) {
+        detail::store_row(dk + sh.kv_at(b, j, g), dk_row(j), head_dim);
+        detail::store_row(dv + sh.kv_at(b, j, g), dv_row(j), head_dim);
+      }
     }
   }
 }
+
+void attention_forward(float* out, const float* q, const float* k, const float* v, int64_t batch,
+                       int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                       float scale, bool causal) {
+  attention_forward<float>(out, q, k, v, batch, seq, q_heads, kv_heads, head_dim, scale, causal);
+}
+
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                        const float* k, const float* v, int64_t batch, int64_t seq,
+                        int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
+                        bool causal) {
+  attention_backward<float>(dq, dk, dv, dout, q, k, v, batch, seq, q_heads, kv_heads, head_dim,
+                            scale, causal);
+}
+
+#define MEGART_ATTENTION(A)                                                                        \
+  template void attention_forward<A>(A*, const A*, const A*, const A*, int64_t, int64_t, int64_t,  \
+                                     int64_t, int64_t, float, bool);                               \
+  template void attention_backward<A>(A*, A*, A*, const A*, const A*, const A*, const A*, int64_t, \
+                                      int64_t, int64_t, int64_t, int64_t, float, bool);
+MEGART_ATTENTION(bf16_t)
+MEGART_ATTENTION(fp16_t)
 
 } // namespace megart::cpu

@@ -1,7 +1,11 @@
 // Helpers shared by the kernel sources (not part of the public contract).
 #pragma once
 
+#include "megart/half.h"
+
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 namespace megart::cpu::detail {
 
@@ -20,6 +24,31 @@ inline void sum_row_blocks(float* out, const double* partials, int64_t blocks, i
       s += partials[b * cols + j];
     out[j] = static_cast<float>(s);
   }
+}
+
+// n elements converted from S to D storage (widened, then rounded once); a copy when the types
+// are the same.
+template <typename D, typename S> void convert(D* dst, const S* src, int64_t n) {
+  if constexpr (std::is_same_v<D, S>) {
+    if (n > 0)
+      std::memcpy(dst, src, sizeof(D) * static_cast<size_t>(n));
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = from_float<D>(to_float(src[i]));
+  }
+}
+
+// Where a kernel accumulates an output row in fp32: the row itself when the output is fp32,
+// else `scratch`, stored with store_row once the row is complete (one rounding per element).
+template <typename T> float* accumulator(T* row, float* scratch) {
+  if constexpr (std::is_same_v<T, float>)
+    return row;
+  else
+    return scratch;
+}
+template <typename T> void store_row(T* row, const float* acc, int64_t n) {
+  if constexpr (!std::is_same_v<T, float>)
+    convert(row, acc, n);
 }
 
 } // namespace megart::cpu::detail

@@ -1,4 +1,6 @@
-// Token embedding lookup and its gradient.
+// Token embedding lookup and its gradient. Templates over the activation storage type (out /
+// dout); the table and its gradient are fp32.
+#include "kernels_detail.h"
 #include "megart/error.h"
 #include "megart/kernels.h"
 
@@ -22,16 +24,17 @@ void check_ids(const char* kernel, const int32_t* ids, int64_t tokens, int64_t v
 
 } // namespace
 
-void embedding_forward(float* out, const float* table, const int32_t* ids, int64_t tokens,
+template <typename A>
+void embedding_forward(A* out, const float* table, const int32_t* ids, int64_t tokens,
                        int64_t vocab, int64_t dim) {
   check_ids("embedding_forward", ids, tokens, vocab);
 #pragma omp parallel for schedule(static) if (tokens * dim > (1 << 15))
   for (int64_t t = 0; t < tokens; ++t)
-    std::memcpy(out + t * dim, table + static_cast<int64_t>(ids[t]) * dim,
-                sizeof(float) * static_cast<size_t>(dim));
+    detail::convert(out + t * dim, table + static_cast<int64_t>(ids[t]) * dim, dim);
 }
 
-void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t tokens,
+template <typename A>
+void embedding_backward(float* dtable, const A* dout, const int32_t* ids, int64_t tokens,
                         int64_t vocab, int64_t dim) {
   check_ids("embedding_backward", ids, tokens, vocab);
   // Each thread owns a fixed column range of the whole table and walks the tokens in order:
@@ -49,12 +52,27 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* ids, in
         std::fill(dtable + r * dim + d0, dtable + r * dim + d1, 0.0f);
       for (int64_t t = 0; t < tokens; ++t) {
         float* dst = dtable + static_cast<int64_t>(ids[t]) * dim;
-        const float* src = dout + t * dim;
+        const A* src = dout + t * dim;
         for (int64_t d = d0; d < d1; ++d)
-          dst[d] += src[d];
+          dst[d] += to_float(src[d]);
       }
     }
   }
 }
+
+void embedding_forward(float* out, const float* table, const int32_t* ids, int64_t tokens,
+                       int64_t vocab, int64_t dim) {
+  embedding_forward<float>(out, table, ids, tokens, vocab, dim);
+}
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t tokens,
+                        int64_t vocab, int64_t dim) {
+  embedding_backward<float>(dtable, dout, ids, tokens, vocab, dim);
+}
+
+#define MEGART_EMBEDDING(A)                                                                        \
+  template void embedding_forward<A>(A*, const float*, const int32_t*, int64_t, int64_t, int64_t); \
+  template void embedding_backward<A>(float*, const A*, const int32_t*, int64_t, int64_t, int64_t);
+MEGART_EMBEDDING(bf16_t)
+MEGART_EMBEDDING(fp16_t)
 
 } // namespace megart::cpu

@@ -5,6 +5,11 @@
 // as floats) into thread-local scratch, and cblas_sgemm multiplies those. A product of two bf16
 // or fp16 values is exact in fp32, so the result is the tensor core's up to the fp32 summation
 // order. Fp32 takes the plain cblas_sgemm path, unchanged.
+//
+// 16-bit operands (bf16_t / fp16_t, --bf16 / --fp16 activations) are widened into the same
+// scratch (already narrow, they need no rounding); a 16-bit C is computed in fp32 scratch and
+// rounded once on store.
+#include "kernels_detail.h"
 #include "megart/bf16.h"
 #include "megart/error.h"
 #include "megart/kernels.h"
@@ -17,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace megart::cpu {
@@ -81,14 +87,41 @@ inline float round_fp16(float x) {
   return from_bits(r);
 }
 
-// The rounded copy of one operand (n floats at `src`) in this thread's scratch slot.
-const float* rounded(const float* src, int64_t n, Precision p, int slot) {
-  thread_local std::vector<float> scratch[2];
-  std::vector<float>& s = scratch[slot];
+// This thread's scratch slot `slot` (0: A, 1: B, 2: a 16-bit C), at least n floats.
+float* scratch(int slot, int64_t n) {
+  thread_local std::vector<float> slots[3];
+  std::vector<float>& s = slots[slot];
   if (static_cast<int64_t>(s.size()) < n)
     s.resize(static_cast<size_t>(n));
-  round_to_precision(s.data(), src, n, p);
   return s.data();
+}
+
+// The rounded copy of one operand (n floats at `src`) in this thread's scratch slot.
+const float* rounded(const float* src, int64_t n, Precision p, int slot) {
+  float* s = scratch(slot, n);
+  round_to_precision(s, src, n, p);
+  return s;
+}
+
+// A GEMM operand as the fp32 that cblas_sgemm multiplies: a float one rounded per the gemm
+// precision (as given in Fp32 or when the product is empty), a 16-bit one widened.
+const float* operand(const float* src, int64_t n, Precision p, bool nonempty, int slot) {
+  return p != Precision::Fp32 && nonempty ? rounded(src, n, p, slot) : src;
+}
+template <typename T> const float* operand(const T* src, int64_t n, Precision, bool, int slot) {
+  float* s = scratch(slot, n);
+  detail::convert(s, src, n);
+  return s;
+}
+
+// Where the product into C (n floats) is computed: C itself when float, else fp32 scratch
+// holding C widened when beta reads it.
+float* result(float* c, int64_t, float) { return c; }
+template <typename T> float* result(T* c, int64_t n, float beta) {
+  float* s = scratch(2, n);
+  if (beta != 0.0f)
+    detail::convert(s, c, n);
+  return s;
 }
 
 // The fp32 product on the operands as given.
@@ -129,55 +162,104 @@ void round_to_precision(float* out, const float* in, int64_t n, Precision p) {
   }
 }
 
+template <typename C, typename Ta, typename Tb>
+void gemm(C* c, const Ta* a, const Tb* b, int64_t m, int64_t n, int64_t k, bool transpose_a,
+          bool transpose_b, float alpha, float beta) {
+  const Precision p = g_precision;
+  const bool nonempty = m > 0 && n > 0 && k > 0;
+  // Both operands are dense (lda / ldb are their row lengths): m*k and k*n elements.
+  const float* fa = operand(a, m * k, p, nonempty, 0);
+  const float* fb = operand(b, k * n, p, nonempty, 1);
+  float* fc = result(c, m * n, beta);
+  sgemm(fc, fa, fb, m, n, k, transpose_a, transpose_b, alpha, beta);
+  detail::store_row(c, fc, m * n);
+}
+
 void gemm(float* c, const float* a, const float* b, int64_t m, int64_t n, int64_t k,
           bool transpose_a, bool transpose_b, float alpha, float beta) {
+  gemm<float, float, float>(c, a, b, m, n, k, transpose_a, transpose_b, alpha, beta);
+}
+
+template <typename C, typename Ta, typename Tb>
+void gemm_batched(C* c, const Ta* a, const Tb* b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                  bool transpose_a, bool transpose_b, int64_t stride_a, int64_t stride_b,
+                  int64_t stride_c, float alpha, float beta) {
   const Precision p = g_precision;
-  if (p != Precision::Fp32 && m > 0 && n > 0 && k > 0) {
-    // Both operands are dense (lda / ldb are their row lengths): m*k and k*n floats.
-    a = rounded(a, m * k, p, 0);
-    b = rounded(b, k * n, p, 1);
+  const bool nonempty = m > 0 && n > 0 && k > 0;
+  const float *fa = nullptr, *fb = nullptr;
+  float* fc = nullptr;
+  // Serial and in batch order, so stride_c = 0 with beta = 1 is a well-defined accumulation.
+  for (int64_t i = 0; i < batch; ++i) {
+    // A broadcast operand (stride 0) is rounded / widened once; a broadcast 16-bit C stays in
+    // fp32 across the products and is rounded once after the last.
+    if (i == 0 || stride_a != 0)
+      fa = operand(a + i * stride_a, m * k, p, nonempty, 0);
+    if (i == 0 || stride_b != 0)
+      fb = operand(b + i * stride_b, k * n, p, nonempty, 1);
+    if (i == 0 || stride_c != 0)
+      fc = result(c + i * stride_c, m * n, beta);
+    sgemm(fc, fa, fb, m, n, k, transpose_a, transpose_b, alpha, beta);
+    if (stride_c != 0 || i == batch - 1)
+      detail::store_row(c + i * stride_c, fc, m * n);
   }
-  sgemm(c, a, b, m, n, k, transpose_a, transpose_b, alpha, beta);
 }
 
 void gemm_batched(float* c, const float* a, const float* b, int64_t batch, int64_t m, int64_t n,
                   int64_t k, bool transpose_a, bool transpose_b, int64_t stride_a,
                   int64_t stride_b, int64_t stride_c, float alpha, float beta) {
-  const Precision p = g_precision;
-  const bool round = p != Precision::Fp32 && m > 0 && n > 0 && k > 0;
-  const float *ra = nullptr, *rb = nullptr;
-  // Serial and in batch order, so stride_c = 0 with beta = 1 is a well-defined accumulation.
-  for (int64_t i = 0; i < batch; ++i) {
-    const float *ai = a + i * stride_a, *bi = b + i * stride_b;
-    if (round) {
-      // A broadcast operand (stride 0) is rounded once.
-      if (i == 0 || stride_a != 0)
-        ra = rounded(ai, m * k, p, 0);
-      if (i == 0 || stride_b != 0)
-        rb = rounded(bi, k * n, p, 1);
-      ai = ra;
-      bi = rb;
-    }
-    sgemm(c + i * stride_c, ai, bi, m, n, k, transpose_a, transpose_b, alpha, beta);
-  }
+  gemm_batched<float, float, float>(c, a, b, batch, m, n, k, transpose_a, transpose_b, stride_a,
+                                    stride_b, stride_c, alpha, beta);
 }
 
 // The CPU gains nothing from a fused epilogue (BLAS has none): the unfused kernels, in the
 // unfused order, keep the results bitwise equal to the program before fusion (in every gemm
-// precision: gemm rounds the operands).
-void gemm_bias(float *out, const float *a, const float *b, const float *bias, int64_t m, int64_t n, int64_t k,
+// precision: gemm rounds the operands; with a 16-bit out, each step rounds its store).
+template <typename O, typename Ta, typename Tw>
+void gemm_bias(O* out, const Ta* a, const Tw* w, const float* bias, int64_t m, int64_t n, int64_t k,
                bool transpose_b) {
-  gemm(out, a, b, m, n, k, false, transpose_b);
+  gemm(out, a, w, m, n, k, false, transpose_b);
   add(out, out, bias, m, n);
 }
 
-void gemm_bias_gelu(float *pre, float *out, const float *a, const float *b, const float *bias, int64_t m,
-                    int64_t n, int64_t k, bool transpose_b, bool tanh) {
-  gemm_bias(pre, a, b, bias, m, n, k, transpose_b);
+void gemm_bias(float *out, const float *a, const float *b, const float *bias, int64_t m, int64_t n, int64_t k,
+               bool transpose_b) {
+  gemm_bias<float, float, float>(out, a, b, bias, m, n, k, transpose_b);
+}
+
+template <typename O, typename Ta, typename Tw>
+void gemm_bias_gelu(O* pre, O* out, const Ta* a, const Tw* w, const float* bias, int64_t m, int64_t n,
+                    int64_t k, bool transpose_b, bool tanh) {
+  gemm_bias(pre, a, w, bias, m, n, k, transpose_b);
   if (tanh)
     gelu_tanh_forward(out, pre, m * n);
   else
     gelu_erf_forward(out, pre, m * n);
 }
+
+void gemm_bias_gelu(float *pre, float *out, const float *a, const float *b, const float *bias, int64_t m,
+                    int64_t n, int64_t k, bool transpose_b, bool tanh) {
+  gemm_bias_gelu<float, float, float>(pre, out, a, b, bias, m, n, k, transpose_b, tanh);
+}
+
+// Every mix of float and one 16-bit type T but all-float (the functions above).
+#define MEGART_GEMM_FAMILY(C, A, B)                                                               \
+  template void gemm<C, A, B>(C*, const A*, const B*, int64_t, int64_t, int64_t, bool, bool, float, \
+                              float);                                                             \
+  template void gemm_batched<C, A, B>(C*, const A*, const B*, int64_t, int64_t, int64_t, int64_t,  \
+                                      bool, bool, int64_t, int64_t, int64_t, float, float);       \
+  template void gemm_bias<C, A, B>(C*, const A*, const B*, const float*, int64_t, int64_t,         \
+                                   int64_t, bool);                                                \
+  template void gemm_bias_gelu<C, A, B>(C*, C*, const A*, const B*, const float*, int64_t,         \
+                                        int64_t, int64_t, bool, bool);
+#define MEGART_GEMM_MIXES(T)                                                                       \
+  MEGART_GEMM_FAMILY(T, float, float)                                                              \
+  MEGART_GEMM_FAMILY(float, T, float)                                                              \
+  MEGART_GEMM_FAMILY(float, float, T)                                                              \
+  MEGART_GEMM_FAMILY(T, T, float)                                                                  \
+  MEGART_GEMM_FAMILY(T, float, T)                                                                  \
+  MEGART_GEMM_FAMILY(float, T, T)                                                                  \
+  MEGART_GEMM_FAMILY(T, T, T)
+MEGART_GEMM_MIXES(bf16_t)
+MEGART_GEMM_MIXES(fp16_t)
 
 } // namespace megart::cpu

@@ -1,4 +1,5 @@
-// Cross-entropy over a (possibly vocab-padded) logits matrix.
+// Cross-entropy over a (possibly vocab-padded) logits matrix. Templates over the logits' storage
+// type (kernels.h): loads widen, dlogits stores round once; the loss is fp32.
 #include "megart/error.h"
 #include "megart/kernels.h"
 
@@ -30,28 +31,31 @@ struct RowSoftmax {
   double sum; // sum of exp(logit - max) over the valid columns
 };
 
-RowSoftmax row_softmax(const float* row, int64_t valid_vocab) {
+template <typename A> RowSoftmax row_softmax(const A* row, int64_t valid_vocab) {
   float mx = -INFINITY;
-  for (int64_t j = 0; j < valid_vocab; ++j)
-    mx = row[j] > mx ? row[j] : mx;
+  for (int64_t j = 0; j < valid_vocab; ++j) {
+    const float v = to_float(row[j]);
+    mx = v > mx ? v : mx;
+  }
   double sum = 0.0;
   for (int64_t j = 0; j < valid_vocab; ++j)
-    sum += std::exp(static_cast<double>(row[j]) - mx);
+    sum += std::exp(static_cast<double>(to_float(row[j])) - mx);
   return {mx, sum};
 }
 
 } // namespace
 
-float cross_entropy_forward(const float* logits, const int32_t* labels, int64_t tokens,
-                            int64_t vocab, int64_t valid_vocab) {
+template <typename A>
+float cross_entropy_forward(const A* logits, const int32_t* labels, int64_t tokens, int64_t vocab,
+                            int64_t valid_vocab) {
   check_args("cross_entropy_forward", labels, tokens, vocab, valid_vocab);
   // Per-token losses first, then a serial sum: the result is independent of thread count.
   std::vector<double> loss(static_cast<size_t>(tokens));
 #pragma omp parallel for schedule(static) if (tokens * valid_vocab > (1 << 14))
   for (int64_t t = 0; t < tokens; ++t) {
-    const float* row = logits + t * vocab;
+    const A* row = logits + t * vocab;
     const RowSoftmax sm = row_softmax(row, valid_vocab);
-    loss[t] = std::log(sm.sum) + sm.max - static_cast<double>(row[labels[t]]);
+    loss[t] = std::log(sm.sum) + sm.max - static_cast<double>(to_float(row[labels[t]]));
   }
   double total = 0.0;
   for (double l : loss)
@@ -59,25 +63,46 @@ float cross_entropy_forward(const float* logits, const int32_t* labels, int64_t 
   return static_cast<float>(total / static_cast<double>(tokens));
 }
 
-void cross_entropy_backward(float* dlogits, float dloss, const float* logits,
-                            const int32_t* labels, int64_t tokens, int64_t vocab,
-                            int64_t valid_vocab) {
+template <typename A>
+void cross_entropy_backward(A* dlogits, float dloss, const A* logits, const int32_t* labels,
+                            int64_t tokens, int64_t vocab, int64_t valid_vocab) {
   check_args("cross_entropy_backward", labels, tokens, vocab, valid_vocab);
   const double g = static_cast<double>(dloss) / static_cast<double>(tokens);
 #pragma omp parallel for schedule(static) if (tokens * vocab > (1 << 14))
   for (int64_t t = 0; t < tokens; ++t) {
-    const float* row = logits + t * vocab;
-    float* drow = dlogits + t * vocab;
+    const A* row = logits + t * vocab;
+    A* drow = dlogits + t * vocab;
     const RowSoftmax sm = row_softmax(row, valid_vocab);
     const double scale = g / sm.sum;
     for (int64_t j = 0; j < valid_vocab; ++j)
-      drow[j] = static_cast<float>(std::exp(static_cast<double>(row[j]) - sm.max) * scale);
-    // The label column in double: p - 1 cancels badly in float when p is close to 1.
+      drow[j] = from_float<A>(
+          static_cast<float>(std::exp(static_cast<double>(to_float(row[j])) - sm.max) * scale));
+    // The label column in double: p - 1 cancels badly in float when p is close to 1. (It
+    // replaces the store above, so it is still one rounding.)
     const int32_t l = labels[t];
-    drow[l] = static_cast<float>(std::exp(static_cast<double>(row[l]) - sm.max) * scale - g);
+    drow[l] = from_float<A>(static_cast<float>(
+        std::exp(static_cast<double>(to_float(row[l])) - sm.max) * scale - g));
     for (int64_t j = valid_vocab; j < vocab; ++j)
-      drow[j] = 0.0f;
+      drow[j] = from_float<A>(0.0f);
   }
 }
+
+float cross_entropy_forward(const float* logits, const int32_t* labels, int64_t tokens,
+                            int64_t vocab, int64_t valid_vocab) {
+  return cross_entropy_forward<float>(logits, labels, tokens, vocab, valid_vocab);
+}
+
+void cross_entropy_backward(float* dlogits, float dloss, const float* logits,
+                            const int32_t* labels, int64_t tokens, int64_t vocab,
+                            int64_t valid_vocab) {
+  cross_entropy_backward<float>(dlogits, dloss, logits, labels, tokens, vocab, valid_vocab);
+}
+
+#define MEGART_LOSS(A)                                                                             \
+  template float cross_entropy_forward<A>(const A*, const int32_t*, int64_t, int64_t, int64_t);    \
+  template void cross_entropy_backward<A>(A*, float, const A*, const int32_t*, int64_t, int64_t,   \
+                                          int64_t);
+MEGART_LOSS(bf16_t)
+MEGART_LOSS(fp16_t)
 
 } // namespace megart::cpu

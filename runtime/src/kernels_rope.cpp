@@ -1,4 +1,5 @@
-// Rotary position embedding, rotate_half convention (HF Llama).
+// Rotary position embedding, rotate_half convention (HF Llama). A template over the activation
+// storage type (kernels.h): loads widen, stores round once; the tables are fp32.
 #include "megart/error.h"
 #include "megart/kernels.h"
 
@@ -8,8 +9,9 @@
 
 namespace megart::cpu {
 
-void rope_forward(float* y, const float* x, int64_t batch, int64_t seq, int64_t heads,
-                  int64_t head_dim, float theta, int64_t position_offset, bool inverse) {
+template <typename A>
+void rope_forward(A* y, const A* x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+                  float theta, int64_t position_offset, bool inverse) {
   if (head_dim % 2 != 0)
     throw Error("rope: head_dim (" + std::to_string(head_dim) + ") must be even");
   const int64_t half = head_dim / 2;
@@ -40,15 +42,25 @@ void rope_forward(float* y, const float* x, int64_t batch, int64_t seq, int64_t 
     const float* c = cos_t.data() + s * half;
     const float* sn = sin_t.data() + s * half;
     for (int64_t h = 0; h < heads; ++h) {
-      const float* xr = x + (bs * heads + h) * head_dim;
-      float* yr = y + (bs * heads + h) * head_dim;
+      const A* xr = x + (bs * heads + h) * head_dim;
+      A* yr = y + (bs * heads + h) * head_dim;
       for (int64_t i = 0; i < half; ++i) {
-        const float x1 = xr[i], x2 = xr[i + half];
-        yr[i] = x1 * c[i] - x2 * sn[i];
-        yr[i + half] = x2 * c[i] + x1 * sn[i];
+        const float x1 = to_float(xr[i]), x2 = to_float(xr[i + half]);
+        yr[i] = from_float<A>(x1 * c[i] - x2 * sn[i]);
+        yr[i + half] = from_float<A>(x2 * c[i] + x1 * sn[i]);
       }
     }
   }
 }
+
+void rope_forward(float* y, const float* x, int64_t batch, int64_t seq, int64_t heads,
+                  int64_t head_dim, float theta, int64_t position_offset, bool inverse) {
+  rope_forward<float>(y, x, batch, seq, heads, head_dim, theta, position_offset, inverse);
+}
+
+template void rope_forward<bf16_t>(bf16_t*, const bf16_t*, int64_t, int64_t, int64_t, int64_t,
+                                   float, int64_t, bool);
+template void rope_forward<fp16_t>(fp16_t*, const fp16_t*, int64_t, int64_t, int64_t, int64_t,
+                                   float, int64_t, bool);
 
 } // namespace megart::cpu

@@ -81,6 +81,10 @@ void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, in
     if (last ? c.output_numel != 0 : c.output_numel < 1)
       fail(name + " has output_numel " + std::to_string(c.output_numel) + "; it must be " +
            (last ? "0 on the last chunk" : "positive"));
+    if (c.element_bytes != 4 && c.element_bytes != 2)
+      fail(name + " has element_bytes " + std::to_string(c.element_bytes) + "; it must be 4 (fp32) or 2 (16-bit)");
+    if ((c.input_numel * c.element_bytes) % 4 != 0 || (c.output_numel * c.element_bytes) % 4 != 0)
+      fail(name + " passes an odd number of 16-bit elements; the pipeline sends whole fp32 words");
   }
   if (stage.num_ops < 0 || (stage.num_ops > 0 && !stage.ops))
     fail("it has " + std::to_string(stage.num_ops) + " ops and no table");
@@ -175,8 +179,7 @@ PipelineBufferPlan stage_buffer_plan(const PipelineStageDesc &stage, int64_t num
   std::vector<PipelineChunkSizes> chunks;
   for (int64_t i = 0; i < stage.num_chunks; ++i) {
     const ChunkDesc &c = stage.chunks[i];
-    chunks.push_back({c.chunk, c.stash_bytes, c.input_numel * static_cast<int64_t>(sizeof(float)),
-                      c.output_numel * static_cast<int64_t>(sizeof(float))});
+    chunks.push_back({c.chunk, c.stash_bytes, c.input_numel * c.element_bytes, c.output_numel * c.element_bytes});
   }
   return plan_pipeline_buffers(steps, chunks, num_chunks);
 }
@@ -306,8 +309,9 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
     const int32_t *mb_ids = ids + op.microbatch * tokens_per_microbatch;
     const int32_t *mb_labels = labels + op.microbatch * tokens_per_microbatch;
     Slots &s = slots(op.chunk, op.microbatch);
-    const int64_t in_bytes = chunk.input_numel * static_cast<int64_t>(sizeof(float)),
-                  out_bytes = chunk.output_numel * static_cast<int64_t>(sizeof(float));
+    const int64_t in_bytes = chunk.input_numel * chunk.element_bytes,
+                  out_bytes = chunk.output_numel * chunk.element_bytes;
+    constexpr int64_t kWord = sizeof(float); // what pp.isend / irecv count
     switch (op.kind) {
     case PipeOpKind::Forward: {
       reclaim_finished_sends(false, pp); // their buffers may serve this op
@@ -344,8 +348,7 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
       const bool act = op.kind == PipeOpKind::SendActivation;
       DeviceBuffer &buffer = act ? s.output : s.input_grad;
       PendingSend send;
-      send.request = pp.isend(buffer.as<const float>(),
-                              act ? chunk.output_numel : chunk.input_numel, op.peer,
+      send.request = pp.isend(buffer.as<const float>(), (act ? out_bytes : in_bytes) / kWord, op.peer,
                               act ? p2p_tag::kPipelineActivation : p2p_tag::kPipelineGrad);
       send.buffer = std::move(buffer);
       sends_.push_back(std::move(send));
@@ -358,8 +361,7 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
       DeviceBuffer &buffer = act ? s.input : s.output_grad;
       buffer = pool_.take(act ? in_bytes : out_bytes, MemoryCategory::Communication);
       std::unique_ptr<Request> r =
-          pp.irecv(buffer.as<float>(),
-                   act ? chunk.input_numel : chunk.output_numel, op.peer,
+          pp.irecv(buffer.as<float>(), (act ? in_bytes : out_bytes) / kWord, op.peer,
                    act ? p2p_tag::kPipelineActivation : p2p_tag::kPipelineGrad);
       pp.wait(*r);
       break;

@@ -130,10 +130,10 @@ void validate_pipeline_program(const ProgramDesc &p) {
   // Neighbouring chunks agree on the activation's size.
   for (int64_t c = 0; c + 1 < P * V; ++c) {
     const ChunkDesc &a = p.stages[c % P].chunks[c / P], &b = p.stages[(c + 1) % P].chunks[(c + 1) / P];
-    if (a.output_numel != b.input_numel)
-      bad("chunk " + std::to_string(c) + "'s output has " + std::to_string(a.output_numel) +
-          " elements but chunk " + std::to_string(c + 1) + "'s input has " +
-          std::to_string(b.input_numel));
+    if (a.output_numel != b.input_numel || a.element_bytes != b.element_bytes)
+      bad("chunk " + std::to_string(c) + "'s output has " + std::to_string(a.output_numel) + " elements of " +
+          std::to_string(a.element_bytes) + " bytes but chunk " + std::to_string(c + 1) + "'s input has " +
+          std::to_string(b.input_numel) + " of " + std::to_string(b.element_bytes));
   }
   // Every message is received by the op meant for it: same sequence on both sides.
   for (int64_t from = 0; from < P; ++from)

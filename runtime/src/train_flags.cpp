@@ -214,10 +214,11 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
                  "device's SM count and clock; the CPU has none)")
       ->capture_default_str();
   app.add_flag("--bf16", f.bf16,
-               "bf16 GEMM inputs with fp32 accumulation; weights, gradients and optimizer stay "
-               "fp32 (on a CPU program: emulated, for checking numerics)");
+               "bf16 training: the program must be compiled so (megac compile --bf16), which it then "
+               "runs in without the flag; weights, their gradients and the optimizer stay fp32");
   app.add_flag("--fp16", f.fp16,
-               "fp16 GEMM inputs with fp32 accumulation, and loss scaling (on a CPU program: emulated)");
+               "fp16 training with loss scaling: the program must be compiled so (megac compile "
+               "--fp16)");
   app.add_option("--loss-scale", f.loss_scale,
                  "Static loss scale with --fp16 (a power of 2 is exact); 0 or absent: dynamic")
       ->capture_default_str();
@@ -275,8 +276,24 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   return std::nullopt;
 }
 
+// A compiled program runs in the precision it was compiled for: its activation buffers are
+// that wide.
+static void apply_compiled_precision(TrainFlags &f, const ProgramDesc &program) {
+  if (!program.compiled_precision || (f.bf16 && f.fp16)) // both: resolve_precision_flags says so
+    return;
+  const std::string compiled = program.compiled_precision;
+  const std::string asked = f.bf16 ? "bf16" : f.fp16 ? "fp16" : "";
+  if (!asked.empty() && asked != compiled)
+    throw Error("--" + asked + ": this program was compiled for " + compiled +
+                (compiled == "fp32" ? "" : " (megac compile --" + compiled + ")") +
+                "; recompile with `megac compile SPEC --" + asked + " ...` or drop --" + asked);
+  f.bf16 = compiled == "bf16";
+  f.fp16 = compiled == "fp16";
+}
+
 void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
   const std::string b = std::to_string(program.micro_batch_size);
+  apply_compiled_precision(f, program);
   require(f.train_iters >= 1,
           "--train-iters is " + std::to_string(f.train_iters) + "; it must be at least 1");
   if (f.micro_batch_size == 0) {

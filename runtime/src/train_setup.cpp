@@ -349,7 +349,11 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
     out << "\n";
   }
   if (f.bf16 || f.fp16) {
+    const bool half_activations = p.compiled_precision && std::string(p.compiled_precision) != "fp32";
     out << "  precision: " << store.device().describe_precision(compute_precision(f))
+        << (half_activations ? std::string("; activations stored in ") + p.compiled_precision +
+                                   " (compiled so), computed in fp32"
+                             : std::string())
         << "; weights, gradients and optimizer in fp32";
     if (dp > 1)
       out << "; data-parallel gradient sum in " << (f.grad_reduce_in_bf16 ? "bf16" : "fp32");

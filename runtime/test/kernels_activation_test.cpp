@@ -89,12 +89,15 @@ TEST(KernelsActivation, ExtremeInputsStayFinite) {
   const int64_t n = x.size();
   const Vec one(n, 1.0f);
   Vec a(n), b(n);
-  for (auto fwd : {cpu::gelu_tanh_forward, cpu::gelu_erf_forward}) {
+  // The float overloads (the names also have 16-bit templates).
+  using Forward = void (*)(float*, const float*, int64_t);
+  using Backward = void (*)(float*, const float*, const float*, int64_t);
+  for (Forward fwd : std::initializer_list<Forward>{cpu::gelu_tanh_forward, cpu::gelu_erf_forward}) {
     fwd(a.data(), x.data(), n);
     for (int64_t i = 0; i < n; ++i)
       EXPECT_EQ(a[i], x[i] > 0 ? x[i] : 0.0f) << "x = " << x[i];
   }
-  for (auto bwd : {cpu::gelu_tanh_backward, cpu::gelu_erf_backward}) {
+  for (Backward bwd : std::initializer_list<Backward>{cpu::gelu_tanh_backward, cpu::gelu_erf_backward}) {
     bwd(a.data(), one.data(), x.data(), n);
     for (int64_t i = 0; i < n; ++i)
       EXPECT_TRUE(std::isfinite(a[i])) << "x = " << x[i];

@@ -126,7 +126,7 @@ TEST(PipelineProgram, StagesMustFitTogether) {
   EXPECT_THAT(program_error([](toy::Program &p) {
                 p.chunks[0][0].output_numel = 10;
               }),
-              HasSubstr("chunk 0's output has 10 elements but chunk 1's input has 64"));
+              HasSubstr("chunk 0's output has 10 elements of 4 bytes but chunk 1's input has 64 of 4"));
   // Rank 1 takes microbatch 1 before 0: each would land in the other's buffer.
   EXPECT_EQ(program_error([](toy::Program &p) {
               std::vector<PipeOp> &r1 = p.ops[1];

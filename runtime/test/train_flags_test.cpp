@@ -290,6 +290,36 @@ TEST(TrainFlags, ParsesMixedPrecisionFlags) {
   EXPECT_TRUE(resolved({"--bf16", "--grad-reduce-in-bf16"}).grad_reduce_in_bf16);
 }
 
+TEST(TrainFlags, CompiledPrecisionDecides) {
+  auto resolve = [](const char *compiled, std::vector<std::string> extra) {
+    std::vector<std::string> args = kMinimal;
+    args.insert(args.end(), extra.begin(), extra.end());
+    Parsed p = parse(args);
+    megart::ProgramDesc program{};
+    program.micro_batch_size = 4;
+    program.compiled_precision = compiled;
+    megart::resolve_train_flags(p.flags, program);
+    return p.flags;
+  };
+  // No flag: the program's precision; the same flag: accepted.
+  EXPECT_EQ(megart::compute_precision(resolve("bf16", {})), megart::Precision::Bf16);
+  EXPECT_EQ(megart::compute_precision(resolve("fp16", {"--fp16"})), megart::Precision::Fp16);
+  EXPECT_EQ(megart::compute_precision(resolve("fp32", {})), megart::Precision::Fp32);
+  // A compiled fp16 program scales the loss as --fp16 does.
+  EXPECT_EQ(resolve("fp16", {"--initial-loss-scale", "1024"}).initial_loss_scale, 1024.0);
+  const std::pair<const char *, const char *> refused[] = {
+      {"fp32", "--bf16"}, {"bf16", "--fp16"}, {"fp16", "--bf16"}};
+  for (auto [compiled, flag] : refused) {
+    try {
+      resolve(compiled, {flag});
+      ADD_FAILURE() << flag << " accepted by a program compiled for " << compiled;
+    } catch (const megart::Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr(std::string(flag) + ": this program was compiled for " + compiled));
+      EXPECT_THAT(e.what(), HasSubstr(std::string("recompile with `megac compile SPEC ") + flag));
+    }
+  }
+}
+
 TEST(TrainFlags, HelpListsMixedPrecisionFlags) {
   Parsed p = parse({"--help"});
   ASSERT_TRUE(p.exit);

@@ -1,35 +1,43 @@
-"""Mixed precision on the model of computation, without a GPU: the CPU backend emulates the CUDA
-backend's bf16 / fp16 GEMMs (operands rounded to nearest even, fp32 accumulation), so the
-issue's criterion "a bf16 run stays within 2% of the fp32 loss curve over 50 steps of the example
-model" is checked here on every machine. The GPU run itself is checked on a GPU
-(scripts/gpu_check.sh bf16), with the same training flags (e2e_util.TRAIN, 50 iterations).
+"""Mixed precision on the CPU: `megac compile --bf16 / --fp16` programs store their activations
+(and activation gradients) in 16 bits and compute in fp32; their GEMMs round the fp32 weights as
+the CUDA backend's bf16 / fp16 GEMMs do (fp32 accumulation). So the issue's criterion "a --bf16
+compiled program stays within 2% of the fp32 loss curve over 50 steps" is checked here on every
+machine. The GPU run itself is checked on a GPU (scripts/gpu_check.sh bf16), with the same
+training flags (e2e_util.TRAIN, 50 iterations).
 
---precision bf16: 50 steps fp32 and 50 steps --bf16 from the same seed; every step's lm_loss
-within 2% relative of fp32, and the bf16 run not bitwise identical to fp32 (the emulation is on).
-Then --grad-reduce-in-bf16 on the dp 2 program (mpirun): 50 steps of --bf16 with the gradient sum
-in bf16 within 2% of the same plan's fp32 sum at every step, not bitwise identical to it, and
-its header saying so.
+--precision bf16: 50 steps of the fp32 program and 50 of the --bf16 one (run without a precision
+flag: it runs as compiled) from the same seed; every step's lm_loss within 2% relative of fp32,
+the bf16 run not bitwise identical to fp32, its header saying the activations are bf16. The
+activation bytes halve, measured: a pp 2 program's pipeline stashes (the runtime's tracking
+allocator, category activations, every stage) in bf16 are exactly half the fp32 program's, and
+both equal OUT/rank-memory.json. Then --grad-reduce-in-bf16 on the dp 2 program (mpirun): 50 steps
+with the gradient sum in bf16 within 2% of the same plan's fp32 sum at every step, not bitwise
+identical to it, and its header saying so.
 
---precision fp16, two runs:
-  * --fp16 --initial-loss-scale 65536: the same 2% check on all 50 steps, not bitwise identical,
+--precision fp16 (programs compiled with --fp16), two runs:
+  * --initial-loss-scale 65536: the same 2% check on all 50 steps, not bitwise identical,
     a loss scale in every log line and metrics row. 2^16 is where this tiny model's scaled
     gradients fit fp16 (max 65504) from the first step, so no iteration is skipped and the curve
     measures fp16 numerics alone.
-  * --fp16 with Megatron's default initial scale 2^32: scaled gradients overflow fp16 (inf), so
+  * Megatron's default initial scale 2^32: scaled gradients overflow fp16 (inf), so
     the first iterations are skipped, counted (metrics skipped_iterations, the log line, the
     end-of-run summary), and the scale halves down to a finite training scale. Tolerances:
     skipped iterations leave the weights at their initialisation, so until the first successful
     update the losses are the untrained model's on the same batches (an fp32 run with lr 1e-30,
-    which cannot move a weight) within 1e-3 (one forward pass with 11-bit operands; measured
-    ~1e-6). After the skips the run is N updates behind fp32 on the same data, so a per-step 2%
-    bar would measure the skips (10-20% here), not fp16: it must instead make at least half of
-    fp32's progress, i.e. its mean loss over the last 10 iterations must be below the untrained
-    model's by at least 0.5x what fp32's is.
+    which cannot move a weight) within 1e-3 (one forward pass with 11-bit operands and
+    activations); after the skips the run is N updates behind fp32 on the same data, so a
+    per-step 2% bar would measure the skips (10-20% here), not fp16: it must instead make at least
+    half of fp32's progress, i.e. its mean loss over the last 10 iterations must be below the
+    untrained model's by at least 0.5x what fp32's is.
+A run flag that disagrees with the compiled precision (--fp16 on the bf16 program, --bf16 on the
+fp32 one) is refused, naming the compiled precision.
 Run with /usr/bin/python3."""
 import argparse
+import json
 import math
 import os
 import re
+import subprocess
 import sys
 
 from e2e_util import MPI_ENV, compare_metrics, make_license_corpus, metrics, run, train_flags
@@ -121,6 +129,46 @@ def check_default_scale(w):
     return failures
 
 
+def refused_flags(w, precision, data):
+    """A run flag must agree with the compiled precision; returns a list of failures."""
+    failures = []
+    other = "fp16" if precision == "bf16" else "bf16"
+    for program, flag, compiled in ((f"cpu-{precision}", other, precision), ("cpu", precision, "fp32")):
+        result = subprocess.run([w(program, "train"), "--train-iters", "1", "--lr", "1e-3", f"--{flag}"] + data,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        expected = f"--{flag}: this program was compiled for {compiled}"
+        if result.returncode == 0 or expected not in result.stdout:
+            failures.append(f"--{flag} on the {compiled} program: expected an error '{expected}', got exit "
+                            f"{result.returncode}: {result.stdout[-300:]}")
+        else:
+            print(f"--{flag} on the {compiled} program refused: {expected}")
+    return failures
+
+
+def check_activation_bytes(args, w, run):
+    """pp 2: the pipeline stashes the runtime allocates (category activations, each stage) in bf16
+    are half the fp32 program's, each equal to OUT/rank-memory.json; returns a list of failures."""
+    failures, stashed = [], {}
+    for precision in ("fp32", "bf16"):
+        out = w(f"pp2-{precision}")
+        run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "--pp", "2", "--global-batch-size", "8",
+             "-o", out] + (["--bf16"] if precision == "bf16" else []))
+        run(["mpirun", "-np", "2", "--oversubscribe", os.path.join(out, "train")] + train_flags(2) +
+            ["--data-path", w("corpus"), "--metrics-file", out + ".jsonl"], env=MPI_ENV)
+        measured = [m["activations"] for m in metrics(out + ".jsonl")[0]["memory_per_pp_stage"]]
+        with open(os.path.join(out, "rank-memory.json")) as f:
+            predicted = [s["bytes"]["activations"] for s in json.load(f)["stages"]]
+        if measured != predicted:
+            failures.append(f"pp2 {precision}: measured activations {measured} != predicted {predicted}")
+        stashed[precision] = measured
+    ratio = [b / a for a, b in zip(stashed["fp32"], stashed["bf16"])]
+    print(f"pp2 pipeline stashes per stage (measured = predicted): fp32 {stashed['fp32']} bytes, bf16 "
+          f"{stashed['bf16']} bytes: bf16 / fp32 = {ratio}")
+    if not all(r == 0.5 for r in ratio):
+        failures.append(f"bf16 activations are not half of fp32's: {ratio}")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megac", required=True)
@@ -131,7 +179,12 @@ def main():
     w = lambda *p: os.path.join(args.workdir, *p)
     os.makedirs(args.workdir, exist_ok=True)
 
-    run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w("cpu")])
+    def compile_program(name, flags):
+        run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w(name)] + flags)
+
+    half = "--" + args.precision
+    compile_program("cpu", [])
+    compile_program("cpu-" + args.precision, [half])
     make_license_corpus(args.megac, w("corpus"))
     data = ["--data-path", w("corpus")]
 
@@ -143,19 +196,22 @@ def main():
             f.write(out)
 
     train("fp32", [])
-    failures = []
+    failures = refused_flags(w, args.precision, data)
+    stored = f"activations stored in {args.precision}"
     if args.precision == "bf16":
-        train("bf16", ["--bf16"])
-        failures += check_curve(w, "bf16")
-        run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "--dp", "2", "-o", w("cpu-dp2")])
-        train("bf16-dp2", ["--bf16"], program="cpu-dp2", ranks=2)
-        train("bf16-dp2-reduce-bf16", ["--bf16", "--grad-reduce-in-bf16"], program="cpu-dp2", ranks=2)
+        train("bf16", [], program="cpu-bf16")
+        failures += check_curve(w, "bf16", expect_header=stored)
+        failures += check_activation_bytes(args, w, run)
+        compile_program("cpu-dp2", ["--dp", "2"])
+        compile_program("cpu-dp2-bf16", ["--dp", "2", "--bf16"])
+        train("bf16-dp2", [], program="cpu-dp2-bf16", ranks=2)
+        train("bf16-dp2-reduce-bf16", ["--grad-reduce-in-bf16"], program="cpu-dp2-bf16", ranks=2)
         failures += check_curve(w, "bf16-dp2-reduce-bf16", ref="bf16-dp2",
                                 expect_header="data-parallel gradient sum in bf16")
     else:
-        train("fp16", ["--fp16", "--initial-loss-scale", "65536"])
-        failures += check_curve(w, "fp16", expect_scale=True)
-        train("fp16-default", ["--fp16"])
+        train("fp16", ["--initial-loss-scale", "65536"], program="cpu-fp16")
+        failures += check_curve(w, "fp16", expect_scale=True, expect_header=stored)
+        train("fp16-default", [], program="cpu-fp16")
         train("frozen", [], flags=train_flags(STEPS, lr="1e-30"))
         failures += check_default_scale(w)
     for f in failures:

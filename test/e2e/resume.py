@@ -2,8 +2,8 @@
 resumed with --load. Iterations 11-20 must give bit-identical losses and grad norms, and the
 iteration-20 checkpoints bit-identical weights, AdamW moments and training state, for each plan
 and precision given: shuffled data, warmup + cosine, clipping, gradient accumulation (4
-microbatches per dp rank on one rank, 2 with dp 2), --bf16 emulation and --fp16 dynamic loss
-scaling (a short window, so the scale grows, overflows and backs off within the run).
+microbatches per dp rank on one rank, 2 with dp 2), programs compiled with --bf16 (16-bit
+activations) and with --fp16 (dynamic loss scaling, a short window, so the scale grows, overflows and backs off within the run).
 
 Then resume across plans: the checkpoint tp2 x pp2 saved at iteration 10 is resumed at each
 --cross plan; iterations 11-20 must equal the straight single-rank run within 1e-5 relative."""
@@ -51,23 +51,25 @@ class Runner:
     def w(self, *p):
         return os.path.join(self.workdir, *p)
 
-    def program(self, plan):
-        """OUT/train for `plan` ('single' or plan_parity's names), compiled once."""
-        if plan not in self.programs:
+    def program(self, plan, precision):
+        """OUT/train for `plan` ('single' or plan_parity's names) in `precision`, compiled once."""
+        if (plan, precision) not in self.programs:
             flags, world = ([], 1) if plan == "single" else plan_flags(plan)
             if "--global-batch-size" in flags:  # plan_parity's batch; ours is GLOBAL_BATCH
                 i = flags.index("--global-batch-size")
                 flags = flags[:i] + flags[i + 2:]
             if "--pp" in flags:
                 flags += ["--global-batch-size", GLOBAL_BATCH]
-            out = self.w("prog-" + plan.replace(":", "-"))
+            if precision != "fp32":  # compiled in; the run flag must then agree
+                flags += ["--" + precision]
+            out = self.w(f"prog-{plan.replace(':', '-')}-{precision}")
             run([self.megac, "compile", self.spec, "--micro-batch-size", "2", "-o", out] + flags)
-            self.programs[plan] = (os.path.join(out, "train"), world)
-        return self.programs[plan]
+            self.programs[(plan, precision)] = (os.path.join(out, "train"), world)
+        return self.programs[(plan, precision)]
 
-    def train(self, plan, name, extra):
-        """Runs `plan`'s program with TRAIN + extra, metrics in NAME.jsonl; returns the log."""
-        binary, world = self.program(plan)
+    def train(self, plan, name, extra, precision="fp32"):
+        """Runs `plan`'s `precision` program with TRAIN + extra, metrics in NAME.jsonl; returns the log."""
+        binary, world = self.program(plan, precision)
         launch = ["mpirun", "-np", str(world), "--oversubscribe"] if world > 1 else []
         out = run(launch + [binary] + TRAIN + ["--data-path", self.w("corpus"),
                                                "--metrics-file", self.w(name + ".jsonl")] + extra,
@@ -85,9 +87,9 @@ def exact_resume(r, plan, precision):
     tag = f"{plan}-{precision}"
     extra = PRECISION[precision]
     straight, split = r.fresh(tag + "-straight"), r.fresh(tag + "-split")
-    r.train(plan, tag + "-straight", extra + ["--save", straight, "--save-interval", "10"])
-    first = r.train(plan, tag + "-first", extra + ["--save", split, "--exit-interval", "10"])
-    r.train(plan, tag + "-resumed", extra + ["--load", split, "--save", split])
+    r.train(plan, tag + "-straight", extra + ["--save", straight, "--save-interval", "10"], precision)
+    first = r.train(plan, tag + "-first", extra + ["--save", split, "--exit-interval", "10"], precision)
+    r.train(plan, tag + "-resumed", extra + ["--load", split, "--save", split], precision)
     failures = []
     if "exiting at iteration 10 of 20: --exit-interval 10" not in first:
         failures.append("the first half did not stop at iteration 10")

@@ -41,7 +41,7 @@ FLAGS = ["--tp", "--pp", "--dp", "--vpp", "--tensor-model-parallel-size", "--pip
          "--pipeline-forward-cost", "--pipeline-backward-cost", "--target", "--recompute-granularity",
          "--recompute-method", "--recompute-num-layers", "--recompute-modules"]
 BOOL_FLAGS = ["--sp", "--sequence-parallel", "--overlap-grad-reduce", "--rank-layout", "--recompute-activations",
-              "--distribute-saved-activations"]
+              "--distribute-saved-activations", "--bf16", "--fp16"]
 
 
 def mutate_spec(rng):

@@ -168,6 +168,13 @@ cl::opt<bool> distributeSavedActivations(
     cl::desc("full recomputation with tp: split each stashed layer input over the tensor-parallel ranks, gathered "
              "again before it is recomputed (Megatron's flag)"),
     cl::sub(compile), megac::recordValues<bool>("--distribute-saved-activations"));
+cl::opt<bool> bf16("bf16",
+                   cl::desc("store activations and their gradients in bf16 (autocast rules: GEMM inputs and outputs, "
+                            "norms' outputs, attention); loss, softmax statistics, parameters, their gradients and "
+                            "the optimizer stay fp32 (Megatron's flag, compile-time: OUT/train runs in bf16)"),
+                   cl::sub(compile), megac::recordValues<bool>("--bf16"));
+cl::opt<bool> fp16("fp16", cl::desc("as --bf16 in fp16 (OUT/train scales the loss dynamically) (Megatron's flag)"),
+                   cl::sub(compile), megac::recordValues<bool>("--fp16"));
 cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds which (pp, dp, tp) coordinate"),
                          cl::sub(compile));
 cl::opt<bool> noBuild("no-build", cl::desc("write OUT/main.cpp (main.cu) and OUT/CMakeLists.txt but do not build"),
@@ -270,6 +277,12 @@ Expected<megac::ParallelPlan> planFromFlags() {
                                   {recomputeModules.begin(), recomputeModules.end()}, distributeSavedActivations};
   if (Error e = megac::resolveRecompute(plan, recompute))
     return std::move(e);
+  if (bf16 && fp16)
+    return createStringError("--bf16 and --fp16 are both given; choose one: --bf16 (fp32's exponent range, no loss "
+                             "scaling) or --fp16 (dynamic loss scaling)");
+  plan.precision = bf16 ? megac::ActivationPrecision::Bf16
+                   : fp16 ? megac::ActivationPrecision::Fp16
+                          : megac::ActivationPrecision::Fp32;
   if (globalBatch == 0)
     return plan;
   const int64_t perIteration = microBatch * dp; // both < 2^21
@@ -347,6 +360,15 @@ int megac::runCompile() {
     return fail(specPath + ": " + toString(std::move(e)));
   if (rankLayout)
     outs() << plan.rankLayout();
+  // The precision OUT/train runs in. The CUDA kernels take fp32 activations only so far: there
+  // the GEMMs run in 16 bits and the activations stay fp32.
+  const ActivationPrecision precision = plan.precision;
+  if (*target == megac::Target::Cuda && precision != ActivationPrecision::Fp32) {
+    errs() << "megac compile: note: --target cuda keeps the activations in fp32 for now (16-bit activation "
+              "storage on CUDA is not built yet); the GEMMs run in "
+           << activationPrecisionName(precision) << "\n";
+    plan.precision = ActivationPrecision::Fp32;
+  }
 
   if (!dumpDir.empty())
     if (std::error_code ec = sys::fs::create_directories(dumpDir))
@@ -394,7 +416,7 @@ int megac::runCompile() {
   std::string code, memoryPlan;
   raw_string_ostream codeOs(code), planOs(memoryPlan);
   const HuggingFaceConfig hfConfig = huggingFaceConfig(*spec);
-  const EmitOptions emitOptions{header, summary, hfConfig.json, *specText, *target};
+  const EmitOptions emitOptions{header, summary, hfConfig.json, *specText, *target, precision};
   SmallVector<StageBuffers> buffers;
   if (failed(emitTrainingProgram(*module, emitOptions, codeOs, planOs, &buffers)))
     return fail("emitting C++ failed (see the error above)");

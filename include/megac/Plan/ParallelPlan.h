@@ -46,6 +46,14 @@ std::optional<RecomputeGranularity> parseRecomputeGranularity(const std::string 
 const char *recomputeMethodName(RecomputeMethod m);
 std::optional<RecomputeMethod> parseRecomputeMethod(const std::string &name);
 
+/// What the activations are stored in (megac compile --bf16 / --fp16, Megatron's flags): fp32, or
+/// 16-bit by autocast rules (megac-autocast); parameters, their gradients and the optimizer stay
+/// fp32 either way.
+enum class ActivationPrecision { Fp32, Bf16, Fp16 };
+/// "fp32", "bf16", "fp16".
+const char *activationPrecisionName(ActivationPrecision p);
+std::optional<ActivationPrecision> parseActivationPrecision(const std::string &name);
+
 struct ParallelPlan {
   // The grid's sizes in Megatron's rank order, slowest first (tp varies fastest).
   int64_t pp = 1, dp = 1, tp = 1;
@@ -75,6 +83,7 @@ struct ParallelPlan {
   // master weights and moments in host memory); 0: none.
   double optimizerOffloadFraction = 0;
   RecomputePlan recompute;
+  ActivationPrecision precision = ActivationPrecision::Fp32;
   /// Elements of a shard of `shardNumel` stepped on the host.
   int64_t offloadedNumel(int64_t shardNumel) const {
     return static_cast<int64_t>(optimizerOffloadFraction * static_cast<double>(shardNumel));

@@ -3,6 +3,8 @@
 // planned arena, and the tables (parameters, sizes) the runtime's train_main reads.
 #pragma once
 
+#include "megac/Plan/ParallelPlan.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/raw_ostream.h"
@@ -22,6 +24,9 @@ struct EmitOptions {
   std::string hfConfigJson; // config.json written beside each checkpoint; empty: none
   std::string specYaml;     // the spec's text, recorded in each checkpoint's train_state.json
   Target target = Target::Cpu;
+  // The precision OUT/train runs in (its --bf16 / --fp16 must agree): the plan's activation
+  // precision, or on CUDA the GEMMs' alone (activations stay fp32 there).
+  ActivationPrecision precision = ActivationPrecision::Fp32;
 };
 
 /// What the emitted program has the runtime allocate per rank besides the training state, per

@@ -6,6 +6,25 @@
 
 include "mlir/Pass/PassBase.td"
 
+def Autocast : Pass<"megac-autocast", "mlir::ModuleOp"> {
+  let summary = "16-bit activations by autocast rules (megac compile --bf16 / --fp16)";
+  let description = [{
+    Runs on the frontend's forward, before megac-autodiff, with the plan's
+    `activation_precision` (`@grid`'s `megac.plan`); does nothing without it (fp32).
+
+    The rule: what is computed from the data is stored in 16 bits, what is computed from the
+    parameters alone stays fp32, and so does the loss. So the embedding's output, every GEMM's
+    and norm's output, attention, the residual stream and the logits become bf16 (f16); the
+    parameters stay fp32 (they are the master weights: a GEMM rounds its fp32 operand to 16
+    bits as autocast casts it), and the cross-entropy reads 16-bit logits and returns an fp32
+    loss, its softmax statistics in fp32. megac-autodiff then types every gradient as its
+    primal: activation gradients 16-bit, parameter gradients fp32 (the weight-gradient GEMMs
+    accumulate in fp32, the bias gradients are summed in fp32). A layer function's arguments and
+    results take the types of its call.
+  }];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
+}
+
 def Autodiff : Pass<"megac-autodiff", "mlir::ModuleOp"> {
   let summary = "Builds the backward pass: forward + backward of one microbatch";
   let description = [{

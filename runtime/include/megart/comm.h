@@ -3,6 +3,8 @@
 // (GPU) implementations live in their own files, the only ones that include mpi.h / nccl.h.
 #pragma once
 
+#include "megart/half.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -83,6 +85,18 @@ public:
   virtual void all_reduce_sum_bf16(uint16_t *data, int64_t n);
   virtual std::unique_ptr<Request> iall_reduce_sum_bf16(uint16_t *data, int64_t n);
 
+  // 16-bit activations (--bf16 / --fp16): the same collectives on bf16_t / fp16_t
+  // (megart/half.h), with the layouts and in-place rules of the float ones. Sums add in fp32 and
+  // round each partial sum to the 16-bit type (as NCCL's 16-bit sums do); every rank ends with
+  // the same bits. The base class's bf16 all_reduce_sum is all_reduce_sum_bf16; the others throw
+  // megart::Error (MpiCommunicator and SelfCommunicator have all of them).
+  virtual void all_reduce_sum(bf16_t *data, int64_t n);
+  virtual void all_reduce_sum(fp16_t *data, int64_t n);
+  virtual void all_gather(bf16_t *out, const bf16_t *in, int64_t n);
+  virtual void all_gather(fp16_t *out, const fp16_t *in, int64_t n);
+  virtual void reduce_scatter_sum(bf16_t *out, const bf16_t *in, int64_t n);
+  virtual void reduce_scatter_sum(fp16_t *out, const fp16_t *in, int64_t n);
+
   // Non-blocking point-to-point of n floats to / from rank `peer` of this communicator. Between
   // two ranks, messages with the same tag arrive in the order they were sent. The base class
   // (and SelfCommunicator, which has no peers) throws.
@@ -113,8 +127,14 @@ public:
   void all_reduce_max(float *, int64_t) override {}
   void all_reduce_sum(double *, int64_t) override {}
   void all_reduce_sum_bf16(uint16_t *, int64_t) override {}
+  void all_reduce_sum(bf16_t *, int64_t) override {}
+  void all_reduce_sum(fp16_t *, int64_t) override {}
   void all_gather(float *out, const float *in, int64_t n) override;
+  void all_gather(bf16_t *out, const bf16_t *in, int64_t n) override;
+  void all_gather(fp16_t *out, const fp16_t *in, int64_t n) override;
   void reduce_scatter_sum(float *out, const float *in, int64_t n) override;
+  void reduce_scatter_sum(bf16_t *out, const bf16_t *in, int64_t n) override;
+  void reduce_scatter_sum(fp16_t *out, const fp16_t *in, int64_t n) override;
   void broadcast(float *, int64_t, int) override {}
   void barrier() override {}
   // isend / irecv throw (the base class's): there are no peers.

@@ -50,6 +50,13 @@ public:
   std::unique_ptr<Request> iall_gather(float *out, const float *in, int64_t n) override;
   void all_reduce_sum_bf16(uint16_t *data, int64_t n) override;
   std::unique_ptr<Request> iall_reduce_sum_bf16(uint16_t *data, int64_t n) override;
+  // 16-bit activations: 2 bytes per element.
+  void all_reduce_sum(bf16_t *data, int64_t n) override;
+  void all_reduce_sum(fp16_t *data, int64_t n) override;
+  void all_gather(bf16_t *out, const bf16_t *in, int64_t n) override;
+  void all_gather(fp16_t *out, const fp16_t *in, int64_t n) override;
+  void reduce_scatter_sum(bf16_t *out, const bf16_t *in, int64_t n) override;
+  void reduce_scatter_sum(fp16_t *out, const fp16_t *in, int64_t n) override;
   std::unique_ptr<Request> isend(const float *data, int64_t n, int peer, int tag) override;
   std::unique_ptr<Request> irecv(float *data, int64_t n, int peer, int tag) override;
   void wait(Request &request) override { inner_->wait(request); }
@@ -59,8 +66,8 @@ private:
   void count_all_reduce(int64_t n, int64_t element_bytes) {
     *counter_ += all_reduce_bytes(static_cast<double>(n * element_bytes), inner_->size());
   }
-  void count_gather(int64_t total_floats) {
-    *counter_ += gather_bytes(static_cast<double>(total_floats * 4), inner_->size());
+  void count_gather(int64_t total_elements, int64_t element_bytes = sizeof(float)) {
+    *counter_ += gather_bytes(static_cast<double>(total_elements * element_bytes), inner_->size());
   }
   std::unique_ptr<Communicator> inner_;
   double *counter_;

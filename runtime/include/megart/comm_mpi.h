@@ -60,6 +60,14 @@ public:
   void all_reduce_sum_bf16(uint16_t *data, int64_t n) override;
   void all_gather(float *out, const float *in, int64_t n) override;
   void reduce_scatter_sum(float *out, const float *in, int64_t n) override;
+  // 16-bit: sums run as a ring of point-to-point messages (MPI has no 16-bit float sum), adding
+  // in fp32 and rounding at every hop; the gather moves the bits (MPI_UINT16_T).
+  void all_reduce_sum(bf16_t *data, int64_t n) override;
+  void all_reduce_sum(fp16_t *data, int64_t n) override;
+  void all_gather(bf16_t *out, const bf16_t *in, int64_t n) override;
+  void all_gather(fp16_t *out, const fp16_t *in, int64_t n) override;
+  void reduce_scatter_sum(bf16_t *out, const bf16_t *in, int64_t n) override;
+  void reduce_scatter_sum(fp16_t *out, const fp16_t *in, int64_t n) override;
   std::unique_ptr<Request> ireduce_scatter_sum(float *out, const float *in, int64_t n) override;
   std::unique_ptr<Request> iall_gather(float *out, const float *in, int64_t n) override;
   void broadcast(float *data, int64_t n, int root) override;
@@ -71,10 +79,13 @@ public:
 private:
   struct Handle; // holds the MPI_Comm
   MpiCommunicator(std::unique_ptr<Handle> handle, std::string axis);
-  // T is float or uint16_t (bf16); defined and used in comm_mpi.cpp only.
+  // T is float, bf16_t or fp16_t; defined and used in comm_mpi.cpp only.
   template <typename T>
   void ring_step(const T *send, int send_count, T *recv, int recv_count, const char *method);
   template <typename T> void ring_all_reduce_sum(T *data, int64_t n, const char *method);
+  template <typename T> void all_reduce_sum_16(T *data, int64_t n, const char *method);
+  template <typename T> void ring_reduce_scatter_sum(T *out, const T *in, int64_t n, const char *method);
+  template <typename T> void gather(T *out, const T *in, int64_t n, const char *method);
 
   std::unique_ptr<Handle> handle_;
   std::string axis_;

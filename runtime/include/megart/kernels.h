@@ -9,8 +9,15 @@
 //  - elementwise kernels (gelu, swiglu, add, mul, scale, dropout) and rope allow an output to
 //    alias an input exactly (in place); all other kernels need outputs disjoint from inputs.
 //  - results do not depend on the OpenMP thread count (reductions use fixed blocking).
+//  - 16-bit activations (--bf16 / --fp16): the templates after each float kernel take the
+//    activation pointers as A* with A = bf16_t or fp16_t (megart/half.h; the only types they
+//    are instantiated for). They widen every element they read to fp32, compute exactly as the
+//    float kernel does and round once when they store: the result is bitwise
+//    from_float<A>(float kernel on the widened inputs). Parameters (weights, biases), their
+//    gradients, losses and softmax statistics stay float.
 #pragma once
 
+#include "megart/half.h"
 #include "megart/precision.h"
 
 #include <cstdint>
@@ -60,6 +67,27 @@ void gemm_bias(float *out, const float *a, const float *b, const float *bias, in
 void gemm_bias_gelu(float *pre, float *out, const float *a, const float *b, const float *bias, int64_t m,
                     int64_t n, int64_t k, bool transpose_b, bool tanh);
 
+// The same with any operand 16-bit: every C / Ta / Tb (O / Ta / Tw) is float or one 16-bit type
+// T (bf16_t or fp16_t), in every combination. A 16-bit operand is widened to fp32 (not rounded
+// again); a float operand is rounded per gemm_precision() as above. A 16-bit C is computed in
+// fp32 (reading C widened when beta != 0) and rounded once on store; gemm_batched with
+// stride_c = 0 accumulates every product in fp32 and rounds once at the end. gemm_bias /
+// gemm_bias_gelu keep the unfused order (gemm rounded into out / pre, + bias rounded, gelu of
+// the rounded pre), so fused == unfused bitwise in every precision.
+template <typename C, typename Ta, typename Tb>
+void gemm(C *c, const Ta *a, const Tb *b, int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b,
+          float alpha = 1.0f, float beta = 0.0f);
+template <typename C, typename Ta, typename Tb>
+void gemm_batched(C *c, const Ta *a, const Tb *b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                  bool transpose_a, bool transpose_b, int64_t stride_a, int64_t stride_b, int64_t stride_c,
+                  float alpha = 1.0f, float beta = 0.0f);
+template <typename O, typename Ta, typename Tw>
+void gemm_bias(O *out, const Ta *a, const Tw *w, const float *bias, int64_t m, int64_t n, int64_t k,
+               bool transpose_b);
+template <typename O, typename Ta, typename Tw>
+void gemm_bias_gelu(O *pre, O *out, const Ta *a, const Tw *w, const float *bias, int64_t m, int64_t n, int64_t k,
+                    bool transpose_b, bool tanh);
+
 // ---- Embedding (kernels_embedding.cpp) ----------------------------------------------------
 
 // out[t, :] = table[ids[t], :]; table is [vocab, dim], out [tokens, dim].
@@ -71,6 +99,14 @@ void embedding_forward(float* out, const float* table, const int32_t* ids, int64
 // threads split the dim columns, each walks all tokens). Same id check as the forward.
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t tokens,
                         int64_t vocab, int64_t dim);
+
+// 16-bit: out / dout are A*; the table and its gradient stay float.
+template <typename A>
+void embedding_forward(A *out, const float *table, const int32_t *ids, int64_t tokens, int64_t vocab,
+                       int64_t dim);
+template <typename A>
+void embedding_backward(float *dtable, const A *dout, const int32_t *ids, int64_t tokens, int64_t vocab,
+                        int64_t dim);
 
 // ---- Normalization (kernels_norm.cpp) -----------------------------------------------------
 
@@ -91,6 +127,18 @@ void rms_norm_forward(float* y, const float* x, const float* w, int64_t rows, in
 void rms_norm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
                        int64_t rows, int64_t dim, float eps);
 
+// 16-bit: x, y, dy, dx are A*; w, b, dw, db stay float.
+template <typename A>
+void layer_norm_forward(A *y, const A *x, const float *w, const float *b, int64_t rows, int64_t dim, float eps);
+template <typename A>
+void layer_norm_backward(A *dx, float *dw, float *db, const A *dy, const A *x, const float *w, int64_t rows,
+                         int64_t dim, float eps);
+template <typename A>
+void rms_norm_forward(A *y, const A *x, const float *w, int64_t rows, int64_t dim, float eps);
+template <typename A>
+void rms_norm_backward(A *dx, float *dw, const A *dy, const A *x, const float *w, int64_t rows, int64_t dim,
+                       float eps);
+
 // ---- Activations (kernels_activation.cpp) -------------------------------------------------
 
 // y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (HF gelu_new, torch approximate='tanh').
@@ -109,6 +157,15 @@ void swiglu_forward(float* y, const float* gate, const float* up, int64_t n);
 void swiglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up,
                      int64_t n);
 
+// 16-bit: every pointer is A*.
+template <typename A> void gelu_tanh_forward(A *y, const A *x, int64_t n);
+template <typename A> void gelu_tanh_backward(A *dx, const A *dy, const A *x, int64_t n);
+template <typename A> void gelu_erf_forward(A *y, const A *x, int64_t n);
+template <typename A> void gelu_erf_backward(A *dx, const A *dy, const A *x, int64_t n);
+template <typename A> void swiglu_forward(A *y, const A *gate, const A *up, int64_t n);
+template <typename A>
+void swiglu_backward(A *dgate, A *dup, const A *dy, const A *gate, const A *up, int64_t n);
+
 // ---- Rotary embedding (kernels_rope.cpp) --------------------------------------------------
 
 // x, y: [batch, seq, heads, head_dim], head_dim even; rotate_half convention (HF Llama).
@@ -122,6 +179,10 @@ void swiglu_backward(float* dgate, float* dup, const float* dy, const float* gat
 // Throws megart::Error if head_dim is odd.
 void rope_forward(float* y, const float* x, int64_t batch, int64_t seq, int64_t heads,
                   int64_t head_dim, float theta, int64_t position_offset, bool inverse);
+// 16-bit: x, y are A* (the cos / sin tables stay float).
+template <typename A>
+void rope_forward(A *y, const A *x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, float theta,
+                  int64_t position_offset, bool inverse);
 
 // ---- Attention (kernels_attention.cpp) ----------------------------------------------------
 
@@ -142,6 +203,16 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
                         bool causal);
 
+// 16-bit: every tensor (q, k, v, out, dout, dq, dk, dv) is A*; scores, probabilities and the
+// dq / dk / dv sums stay fp32 until the one rounding on store.
+template <typename A>
+void attention_forward(A *out, const A *q, const A *k, const A *v, int64_t batch, int64_t seq, int64_t q_heads,
+                       int64_t kv_heads, int64_t head_dim, float scale, bool causal);
+template <typename A>
+void attention_backward(A *dq, A *dk, A *dv, const A *dout, const A *q, const A *k, const A *v, int64_t batch,
+                        int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
+                        bool causal);
+
 // ---- Loss (kernels_loss.cpp) --------------------------------------------------------------
 
 // Mean cross-entropy: logits [tokens, vocab], labels [tokens]. Only the first valid_vocab
@@ -157,6 +228,14 @@ void cross_entropy_backward(float* dlogits, float dloss, const float* logits,
                             const int32_t* labels, int64_t tokens, int64_t vocab,
                             int64_t valid_vocab);
 
+// 16-bit: logits and dlogits are A*; the loss stays float.
+template <typename A>
+float cross_entropy_forward(const A *logits, const int32_t *labels, int64_t tokens, int64_t vocab,
+                            int64_t valid_vocab);
+template <typename A>
+void cross_entropy_backward(A *dlogits, float dloss, const A *logits, const int32_t *labels, int64_t tokens,
+                            int64_t vocab, int64_t valid_vocab);
+
 // ---- Elementwise (kernels_elementwise.cpp) ------------------------------------------------
 
 // out[i, j] = a[i, j] + b[j]; a, out: [outer, inner], b: [inner] (outer = 1: same shape).
@@ -167,6 +246,15 @@ void mul(float* out, const float* a, const float* b, int64_t outer, int64_t inne
 void reduce_sum_leading(float* out, const float* x, int64_t outer, int64_t inner);
 // out = x * s.
 void scale(float* out, const float* x, float s, int64_t n);
+
+// 16-bit: add / mul for (O, L, R) = (A, A, A) and (A, A, float) (a bias on an activation);
+// reduce_sum_leading of an A* x into a float out (a bias gradient); scale with A* out and x.
+template <typename O, typename L, typename R>
+void add(O *out, const L *a, const R *b, int64_t outer, int64_t inner);
+template <typename O, typename L, typename R>
+void mul(O *out, const L *a, const R *b, int64_t outer, int64_t inner);
+template <typename A> void reduce_sum_leading(float *out, const A *x, int64_t outer, int64_t inner);
+template <typename A> void scale(A *out, const A *x, float s, int64_t n);
 
 // ---- Dropout (kernels_dropout.cpp) --------------------------------------------------------
 

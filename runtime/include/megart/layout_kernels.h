@@ -1,6 +1,8 @@
 // Data-movement kernels: contiguous slices along one dimension and their gradient.
 #pragma once
 
+#include "megart/half.h"
+
 #include <cstdint>
 
 namespace megart::cpu {
@@ -17,5 +19,13 @@ void pad(float *out, const float *in, int64_t outer, int64_t in_dim, int64_t out
 // Like pad, but leaves the rest of `out` as it is (to assemble a tensor from blocks).
 void pad_into(float *out, const float *in, int64_t outer, int64_t in_dim, int64_t out_dim, int64_t inner,
               int64_t offset);
+
+// The same for 16-bit tensors (T = bf16_t or fp16_t): the bits move unchanged.
+template <typename T>
+void slice(T *out, const T *in, int64_t outer, int64_t in_dim, int64_t out_dim, int64_t inner, int64_t offset);
+template <typename T>
+void pad(T *out, const T *in, int64_t outer, int64_t in_dim, int64_t out_dim, int64_t inner, int64_t offset);
+template <typename T>
+void pad_into(T *out, const T *in, int64_t outer, int64_t in_dim, int64_t out_dim, int64_t inner, int64_t offset);
 
 } // namespace megart::cpu

@@ -31,6 +31,25 @@ float cross_entropy_from_stats(const float *max, const float *sum_exp, const flo
 void cross_entropy_backward_from_stats(float *dlogits, float dloss, const float *logits, const int32_t *labels,
                                        const float *max, const float *sum_exp, int64_t tokens, int64_t vocab,
                                        int64_t vocab_start, int64_t valid);
+// 16-bit (A = bf16_t or fp16_t): out / dout / logits / dlogits are A*; the table, its gradient
+// and the per-token statistics (max, sum_exp, target) stay float.
+template <typename A>
+void embedding_forward_shard(A *out, const float *table, const int32_t *ids, int64_t tokens, int64_t vocab_local,
+                             int64_t dim, int64_t vocab_start);
+template <typename A>
+void embedding_backward_shard(float *dtable, const A *dout, const int32_t *ids, int64_t tokens,
+                              int64_t vocab_local, int64_t dim, int64_t vocab_start);
+template <typename A> void logits_max(float *out, const A *logits, int64_t tokens, int64_t vocab, int64_t valid);
+template <typename A>
+void logits_sum_exp(float *out, const A *logits, const float *max, int64_t tokens, int64_t vocab, int64_t valid);
+template <typename A>
+void target_logit(float *out, const A *logits, const int32_t *labels, int64_t tokens, int64_t vocab,
+                  int64_t vocab_start);
+template <typename A>
+void cross_entropy_backward_from_stats(A *dlogits, float dloss, const A *logits, const int32_t *labels,
+                                       const float *max, const float *sum_exp, int64_t tokens, int64_t vocab,
+                                       int64_t vocab_start, int64_t valid);
+
 // Columns of this rank's share of a padded vocabulary that are real: clamp(vocab_size - start, 0, local).
 int64_t valid_columns(int64_t vocab_size, int64_t vocab_start, int64_t vocab_local);
 
@@ -45,5 +64,13 @@ void reduce_scatter_axis(Communicator &comm, float *out, const float *in, int64_
 // all_slice_axis: whole [outer, dim_local * size, inner] -> this rank's share (no communication).
 void all_slice_axis(Communicator &comm, float *out, const float *in, int64_t outer, int64_t dim_local,
                     int64_t inner);
+// The same for 16-bit tensors (T = bf16_t or fp16_t; the communicator's 16-bit collectives).
+template <typename T>
+void all_gather_axis(Communicator &comm, T *out, const T *in, int64_t outer, int64_t dim_local, int64_t inner);
+template <typename T>
+void reduce_scatter_axis(Communicator &comm, T *out, const T *in, int64_t outer, int64_t dim_local,
+                         int64_t inner);
+template <typename T>
+void all_slice_axis(Communicator &comm, T *out, const T *in, int64_t outer, int64_t dim_local, int64_t inner);
 
 } // namespace megart::cpu

@@ -147,6 +147,10 @@ struct ChunkDesc {
   int64_t stash_bytes;               // per in-flight microbatch
   int64_t input_numel;               // elements of `input` / `input_grad` (0 on chunk 0)
   int64_t output_numel;              // elements of `output` / `output_grad` (0 on the last)
+  // Bytes of one of those elements: 4, or 2 in a program compiled with --bf16 / --fp16 (its
+  // chunk functions view the float pointers as 16-bit buffers). Buffers are sent as whole
+  // fp32 words, so numel x element_bytes is a multiple of 4.
+  int64_t element_bytes = 4;
 };
 
 // One entry of a pp rank's compiled schedule, executed in order. Sends are non-blocking (the
@@ -231,6 +235,10 @@ struct ProgramDesc {
   // The model spec the program was compiled from (YAML text), kept in every checkpoint's
   // train_state.json so a checkpoint says what it is. Null: none.
   const char *spec_yaml = nullptr;
+  // The precision `megac compile` built the program for ("fp32", "bf16" or "fp16": its
+  // activations' storage and the GEMMs'); --bf16 / --fp16 must agree, and their absence means
+  // this one. Null (a hand-written program): the flags choose the GEMM precision alone.
+  const char *compiled_precision = nullptr;
   // The distributed optimizer (see FlatLayoutDesc; null: every dp rank holds the whole state).
   // sync_gradients then reduce-scatters each bucket over the shard group (this rank's shard of the
   // sum lands at the bucket's first element) and gather_params all-gathers the parameters.

@@ -114,3 +114,22 @@ func.func @cross_entropy_grad(%dloss: tensor<f32>, %logits: tensor<2x8x257xf32>,
   %0 = tx.cross_entropy_grad %dloss, %logits, %labels : tensor<f32>, tensor<2x8x257xf32>, tensor<2x8xi32>
   return %0 : tensor<2x8x257xf32>
 }
+
+// -----
+
+// 16-bit activations meet fp32 parameters (megac-autocast): a GEMM's operands and result, a
+// bias gradient's sum and a norm's weight may differ in element type.
+// CHECK-LABEL: func @mixed_storage
+func.func @mixed_storage(%x: tensor<2x8x64xbf16>, %w: tensor<64x256xf32>, %g: tensor<2x8x64xbf16>, %ln: tensor<64xf32>) -> (tensor<2x8x256xbf16>, tensor<64xf32>, tensor<64x64xf32>, tensor<64xf32>) {
+  // CHECK: tx.matmul %{{.*}}, %{{.*}} : tensor<2x8x64xbf16>, tensor<64x256xf32> -> tensor<2x8x256xbf16>
+  %y = tx.matmul %x, %w : tensor<2x8x64xbf16>, tensor<64x256xf32> -> tensor<2x8x256xbf16>
+  // CHECK: tx.reduce_sum %{{.*}} : tensor<2x8x64xbf16> -> tensor<64xf32>
+  %db = tx.reduce_sum %g : tensor<2x8x64xbf16> -> tensor<64xf32>
+  %x2 = tx.reshape %x : tensor<2x8x64xbf16> -> tensor<16x64xbf16>
+  %g2 = tx.reshape %g : tensor<2x8x64xbf16> -> tensor<16x64xbf16>
+  // CHECK: tx.matmul %{{.*}}, %{{.*}} transpose_lhs : tensor<16x64xbf16>, tensor<16x64xbf16> -> tensor<64x64xf32>
+  %dw = tx.matmul %x2, %g2 transpose_lhs : tensor<16x64xbf16>, tensor<16x64xbf16> -> tensor<64x64xf32>
+  // CHECK: tx.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x8x64xbf16>, tensor<64xf32>
+  %dx, %dln, %dlnb = tx.layer_norm_grad %g, %x, %ln eps 1.0e-5 : tensor<2x8x64xbf16>, tensor<64xf32>
+  return %y, %db, %dw, %dln : tensor<2x8x256xbf16>, tensor<64xf32>, tensor<64x64xf32>, tensor<64xf32>
+}

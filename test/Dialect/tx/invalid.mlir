@@ -106,14 +106,6 @@ func.func @matmul_result(%x: tensor<2x8x64xf32>, %w: tensor<64x256xf32>) {
 
 // -----
 
-func.func @matmul_element_type(%x: tensor<2x8x64xf32>, %w: tensor<64x256xbf16>) {
-  // expected-error @+1 {{rhs has element type 'bf16' but expected 'f32'}}
-  %0 = tx.matmul %x, %w : tensor<2x8x64xf32>, tensor<64x256xbf16> -> tensor<2x8x256xf32>
-  return
-}
-
-// -----
-
 func.func @add_not_trailing(%x: tensor<2x8x64xf32>, %b: tensor<8xf32>) {
   // expected-error @+1 {{rhs has shape [8] but expected the shape of lhs [2, 8, 64] or a trailing part of it}}
   %0 = tx.add %x, %b : tensor<2x8x64xf32>, tensor<8xf32>

@@ -19,6 +19,7 @@ def compile_case(name, flags, expect, files=None):
 
 def cases():
     return [
+        compile_case("compile with bf16 and fp16", ["--bf16", "--fp16"], r"--bf16 and --fp16 are both given; choose one"),
         # Activation recomputation (issue 16): the combinations Megatron refuses.
         compile_case("recompute method with selective",
                      ["--recompute-granularity", "selective", "--recompute-method", "uniform"],

@@ -48,6 +48,9 @@ def cases():
                  module("1x1x1", DEFAULT_PLAN + ', recompute_granularity = "full", recompute_method = "uniform", '
                         'recompute_num_layers = 0 : i64'),
                  r"megac.plan's recompute_num_layers is 0; it must be between 1 and 8192"),
+        opt_case("plan activation precision unknown", ["--megac-autocast"],
+                 module("1x1x1", DEFAULT_PLAN + ', activation_precision = "fp8"'),
+                 r"megac.plan's activation_precision must be a string \(fp32, bf16 or fp16\), got \"fp8\""),
         opt_case("plan sharding at dp 1", ["--megac-data-parallel"],
                  module("1x1x1", DEFAULT_PLAN + ', data_parallel_sharding_strategy = "optim"'),
                  r"megac.plan: --data-parallel-sharding-strategy optim shards .* --data-parallel-size is 1"),

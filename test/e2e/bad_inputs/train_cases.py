@@ -40,6 +40,8 @@ def cases():
                    r"--global-batch-size \(5\) is not a multiple of the micro batch size \(2\)"),
         train_case("bf16 and fp16", ["--bf16", "--fp16"], r"--bf16 and --fp16 are both given"),
         train_case("loss scale without fp16", ["--loss-scale", "1024"], r"--loss-scale 1024 needs --fp16"),
+        train_case("bf16 on an fp32 program", ["--bf16"],
+                   r"--bf16: this program was compiled for fp32; recompile with `megac compile SPEC --bf16 \.\.\.` or drop --bf16"),
         train_case("grad reduce in bf16 without bf16", ["--grad-reduce-in-bf16"], r"--grad-reduce-in-bf16 needs --bf16"),
         train_case("save interval without save", ["--save-interval", "2", "--save", ""],
                    r"--save-interval 2 needs --save DIR"),
