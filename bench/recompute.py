@@ -133,9 +133,8 @@ pays half of that; selective recomputation of the MLP and the norms keeps 6 of 1
 and the attention output) and reruns the norms, one GEMM and the GELU per layer; core_attn, Megatron's default,
 changes nothing here because megac's attention already keeps no s x s term. Without pipeline parallelism the
 activations live in the step's workspace, so the workspace column shows the saving; the peak also holds the training
-state, which recomputation and 16-bit activations do not touch. bf16 halves what each layer keeps; the workspace falls
-by less than half because it also holds the fp32 weight gradients of a layer's backward and the loss's fp32
-statistics. On the CPU bf16 computes in fp32 and converts in every kernel (and rounds the GEMMs' fp32 weights into
+state, which recomputation and 16-bit activations do not touch. bf16 halves what each layer keeps and, in this
+configuration, the workspace (whose peak is where the activations are). On the CPU bf16 computes in fp32 and converts in every kernel (and rounds the GEMMs' fp32 weights into
 scratch copies), so it saves memory, not time: its speed on a GPU, where the tensor cores take 16-bit operands, is
 issue [13]'s."""
     log(section)
