@@ -68,7 +68,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (isProgramFunction(fn))
       continue;
-    for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) // calleeSignature passes float buffers
+    for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) // calleeSignature passes typed buffers
       if (!isa<RankedTensorType>(t) || cppElementType(t).empty())
         return fn.emitOpError() << "argument " << i << " has type " << t
                                 << "; the C++ emitter handles f32, bf16 and f16 tensors only";

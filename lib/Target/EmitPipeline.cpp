@@ -28,8 +28,8 @@ StashLayout stashLayout(TypeRange types) {
   return layout;
 }
 
-/// `float *<name> = <where in the stash>` for stashed value `v` (its element type), named as in
-/// the IR.
+/// `T *<name> = <where in the stash>` for stashed value `v` (T its C++ element type), named as
+/// in the IR.
 std::string stashPointer(Signature &sig, bool constant, Value v, int64_t offset, std::string &name) {
   std::string type = (constant ? "const " : "") + cppElementType(v.getType());
   name = sig.names.take(v, "stashed");
