@@ -21,12 +21,16 @@
 #include "megac/Target/RankCommunication.h"
 #include "megac/Target/RankMemory.h"
 #include "megac/Target/EmitCpp.h"
+#include "megac/Frontend/ModelFlops.h"
+#include "megac/Sim/Simulate.h"
 #include "megac/Transforms/TrainingPipeline.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -40,141 +44,147 @@ namespace cl = llvm::cl;
 
 namespace megac::cli {
 extern cl::SubCommand compile;
+extern cl::SubCommand simulate;
 } // namespace megac::cli
 
 namespace {
 using megac::cli::compile;
+using megac::cli::simulate;
 
 // A list, so that a stray second argument is named in the error rather than refused generically.
-cl::list<std::string> specPaths(cl::Positional, cl::OneOrMore, cl::desc("SPEC.yaml"), cl::sub(compile));
+cl::list<std::string> specPaths(cl::Positional, cl::OneOrMore, cl::desc("SPEC.yaml"), cl::sub(compile), cl::sub(simulate));
 cl::opt<std::string> outDir("o", cl::Required, cl::desc("output folder; OUT/train is the program"),
                             cl::value_desc("OUT"), cl::sub(compile),
                             megac::recordValues<std::string>("-o"));
 cl::opt<std::string> dumpDir("dump-ir", cl::desc("write the IR after every step into DIR"), cl::value_desc("DIR"),
                              cl::sub(compile), megac::recordValues<std::string>("--dump-ir"));
 cl::opt<int64_t> microBatch("micro-batch-size", cl::init(1),
-                            cl::desc("microbatch size (shapes are static; OUT/train checks it)"), cl::sub(compile),
+                            cl::desc("microbatch size (shapes are static; OUT/train checks it)"), cl::sub(compile), cl::sub(simulate),
                             megac::recordValues<int64_t>("--micro-batch-size"));
-cl::opt<int64_t> tp("tensor-model-parallel-size", cl::init(1), cl::desc("tensor parallel size"), cl::sub(compile),
+cl::opt<int64_t> tp("tensor-model-parallel-size", cl::init(1), cl::desc("tensor parallel size"), cl::sub(compile), cl::sub(simulate),
                     megac::recordValues<int64_t>("--tensor-model-parallel-size (--tp)"));
 cl::alias tpAlias("tp", cl::aliasopt(tp), cl::desc("alias for --tensor-model-parallel-size"));
-cl::opt<int64_t> pp("pipeline-model-parallel-size", cl::init(1), cl::desc("pipeline parallel size"), cl::sub(compile),
+cl::opt<int64_t> pp("pipeline-model-parallel-size", cl::init(1), cl::desc("pipeline parallel size"), cl::sub(compile), cl::sub(simulate),
                     megac::recordValues<int64_t>("--pipeline-model-parallel-size (--pp)"));
 cl::alias ppAlias("pp", cl::aliasopt(pp), cl::desc("alias for --pipeline-model-parallel-size"));
-cl::opt<int64_t> dp("data-parallel-size", cl::init(1), cl::desc("data parallel size"), cl::sub(compile),
+cl::opt<int64_t> dp("data-parallel-size", cl::init(1), cl::desc("data parallel size"), cl::sub(compile), cl::sub(simulate),
                     megac::recordValues<int64_t>("--data-parallel-size (--dp)"));
 cl::alias dpAlias("dp", cl::aliasopt(dp), cl::desc("alias for --data-parallel-size"));
 cl::opt<int64_t> vpp("num-virtual-stages-per-pipeline-rank", cl::init(1),
-                     cl::desc("chunks (virtual pipeline stages) per pipeline rank"), cl::sub(compile),
+                     cl::desc("chunks (virtual pipeline stages) per pipeline rank"), cl::sub(compile), cl::sub(simulate),
                      megac::recordValues<int64_t>("--num-virtual-stages-per-pipeline-rank (--vpp)"));
 cl::alias vppAlias("vpp", cl::aliasopt(vpp), cl::desc("alias for --num-virtual-stages-per-pipeline-rank"));
 cl::opt<int64_t> layersPerVirtualStage("num-layers-per-virtual-pipeline-stage", cl::init(0),
-                                       cl::desc("layers per chunk (Megatron's flag; sets --vpp)"), cl::sub(compile),
+                                       cl::desc("layers per chunk (Megatron's flag; sets --vpp)"), cl::sub(compile), cl::sub(simulate),
                                        megac::recordValues<int64_t>("--num-layers-per-virtual-pipeline-stage"));
 cl::opt<std::string> pipelineSchedule("pipeline-schedule",
                                       cl::desc("gpipe, 1f1b or interleaved (default: interleaved when --vpp > 1, "
                                                "else 1f1b)"),
-                                      cl::sub(compile), megac::recordValues<std::string>("--pipeline-schedule"));
+                                      cl::sub(compile), cl::sub(simulate), megac::recordValues<std::string>("--pipeline-schedule"));
 cl::list<int64_t> pipelineLayout("pipeline-layout", cl::CommaSeparated,
                                  cl::desc("layers of each chunk, in chunk order (pp x vpp counts; chunk c runs on "
                                           "pipeline rank c % pp)"),
-                                 cl::sub(compile));
+                                 cl::sub(compile), cl::sub(simulate));
 cl::opt<int64_t> globalBatch("global-batch-size", cl::init(0),
                              cl::desc("samples per iteration; with pipeline parallelism the schedule is compiled "
                                       "for its microbatches (default: micro batch x dp x pp)"),
-                             cl::sub(compile), megac::recordValues<int64_t>("--global-batch-size"));
+                             cl::sub(compile), cl::sub(simulate), megac::recordValues<int64_t>("--global-batch-size"));
 cl::opt<double> forwardCost("pipeline-forward-cost", cl::init(1.0),
                             cl::desc("a chunk forward's cost in the simulated schedule (--dump-ir trace)"),
                             cl::sub(compile), megac::recordValues<double>("--pipeline-forward-cost"));
 cl::opt<double> backwardCost("pipeline-backward-cost", cl::init(2.0),
                              cl::desc("a chunk backward's cost in the simulated schedule"), cl::sub(compile),
                              megac::recordValues<double>("--pipeline-backward-cost"));
-cl::opt<bool> sp("sequence-parallel", cl::desc("sequence parallelism (needs --tp > 1)"), cl::sub(compile),
+cl::opt<bool> sp("sequence-parallel", cl::desc("sequence parallelism (needs --tp > 1)"), cl::sub(compile), cl::sub(simulate),
                  megac::recordValues<bool>("--sequence-parallel (--sp)"));
 cl::alias spAlias("sp", cl::aliasopt(sp), cl::desc("alias for --sequence-parallel"));
 cl::opt<int64_t> makeVocabDivisible("make-vocab-size-divisible-by", cl::init(128),
                                     cl::desc("pad the vocabulary to a multiple of this x tp (Megatron's flag; 1 = "
                                              "pad only as tp needs)"),
-                                    cl::sub(compile), megac::recordValues<int64_t>("--make-vocab-size-divisible-by"));
+                                    cl::sub(compile), cl::sub(simulate), megac::recordValues<int64_t>("--make-vocab-size-divisible-by"));
 cl::opt<int64_t> ddpBucketSize("ddp-bucket-size", cl::init(40000000),
                                cl::desc("elements per data-parallel gradient all-reduce (Megatron's flag and default)"),
-                               cl::sub(compile), megac::recordValues<int64_t>("--ddp-bucket-size"));
+                               cl::sub(compile), cl::sub(simulate), megac::recordValues<int64_t>("--ddp-bucket-size"));
 cl::opt<bool> overlapGradReduce("overlap-grad-reduce",
                                 cl::desc("start each data-parallel gradient bucket's all-reduce during the last "
                                          "microbatch's backward, once its gradients are final (Megatron's flag)"),
-                                cl::sub(compile), megac::recordValues<bool>("--overlap-grad-reduce"));
+                                cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--overlap-grad-reduce"));
 cl::opt<bool> useDistributedOptimizer(
     "use-distributed-optimizer",
     cl::desc("shard the optimizer state over the data-parallel ranks, gradients reduce-scattered (Megatron's "
              "flag; = --data-parallel-sharding-strategy optim)"),
-    cl::sub(compile), megac::recordValues<bool>("--use-distributed-optimizer"));
+    cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--use-distributed-optimizer"));
 cl::opt<std::string> shardingStrategy(
     "data-parallel-sharding-strategy",
     cl::desc("no_shard, optim (ZeRO-1), optim_grads (ZeRO-2) or optim_grads_params (ZeRO-3 / FSDP): the training "
              "state sharded over the data-parallel ranks (Megatron-FSDP's flag)"),
-    cl::sub(compile), megac::recordValues<std::string>("--data-parallel-sharding-strategy"));
+    cl::sub(compile), cl::sub(simulate), megac::recordValues<std::string>("--data-parallel-sharding-strategy"));
 cl::opt<int64_t> shardDegree("data-parallel-shard-degree", cl::init(0),
                              cl::desc("dp ranks one copy of the sharded state spreads over (torchtitan's flag; "
                                       "dp = shard x replicate; -1 = the rest of dp)"),
-                             cl::sub(compile), megac::recordValues<int64_t>("--data-parallel-shard-degree"));
+                             cl::sub(compile), cl::sub(simulate), megac::recordValues<int64_t>("--data-parallel-shard-degree"));
 cl::opt<int64_t> replicateDegree("data-parallel-replicate-degree", cl::init(0),
                                  cl::desc("copies of the sharded state, each over dp / replicate ranks (torchtitan's "
                                           "flag: hybrid sharding)"),
-                                 cl::sub(compile), megac::recordValues<int64_t>("--data-parallel-replicate-degree"));
+                                 cl::sub(compile), cl::sub(simulate), megac::recordValues<int64_t>("--data-parallel-replicate-degree"));
 cl::opt<int64_t> optimizerInstances("num-distributed-optimizer-instances", cl::init(0),
                                     cl::desc("copies of the distributed optimizer's state, each sharded over dp / N "
                                              "ranks (Megatron's flag)"),
-                                    cl::sub(compile),
+                                    cl::sub(compile), cl::sub(simulate),
                                     megac::recordValues<int64_t>("--num-distributed-optimizer-instances"));
 cl::opt<bool> overlapParamGather("overlap-param-gather",
                                  cl::desc("prefetch the next parameter all-gather while the current layer computes "
                                           "(Megatron's flag; needs sharding and --overlap-grad-reduce)"),
-                                 cl::sub(compile), megac::recordValues<bool>("--overlap-param-gather"));
+                                 cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--overlap-param-gather"));
 cl::opt<std::string> reshardAfterForward(
     "fsdp-reshard-after-forward",
     cl::desc("optim_grads_params: free gathered parameters after forward: default (always, never under pipeline "
              "parallelism), always or never (torchtitan's option)"),
-    cl::sub(compile), megac::recordValues<std::string>("--fsdp-reshard-after-forward"));
+    cl::sub(compile), cl::sub(simulate), megac::recordValues<std::string>("--fsdp-reshard-after-forward"));
 cl::opt<bool> optimizerCpuOffload("optimizer-cpu-offload",
                                   cl::desc("ZeRO-Offload: step the distributed optimizer's shards on the host, their "
                                            "master weights and moments in host memory (Megatron's flag)"),
-                                  cl::sub(compile), megac::recordValues<bool>("--optimizer-cpu-offload"));
+                                  cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--optimizer-cpu-offload"));
 cl::opt<std::string> offloadFraction("optimizer-offload-fraction",
                                      cl::desc("with --optimizer-cpu-offload: the share of each rank's shard stepped on "
                                               "the host, above 0 and at most 1 (default 1; Megatron's flag)"),
-                                     cl::sub(compile), megac::recordValues<std::string>("--optimizer-offload-fraction"));
+                                     cl::sub(compile), cl::sub(simulate), megac::recordValues<std::string>("--optimizer-offload-fraction"));
 cl::opt<std::string> recomputeGranularity(
     "recompute-granularity",
     cl::desc("full (each layer recomputed in backward from its stashed input) or selective (the modules of "
              "--recompute-modules recomputed inside each layer) (Megatron's flag)"),
-    cl::sub(compile), megac::recordValues<std::string>("--recompute-granularity"));
+    cl::sub(compile), cl::sub(simulate), megac::recordValues<std::string>("--recompute-granularity"));
 cl::opt<bool> recomputeActivations("recompute-activations",
-                                   cl::desc("= --recompute-granularity selective (Megatron's flag)"), cl::sub(compile),
+                                   cl::desc("= --recompute-granularity selective (Megatron's flag)"), cl::sub(compile), cl::sub(simulate),
                                    megac::recordValues<bool>("--recompute-activations"));
 cl::opt<std::string> recomputeMethod("recompute-method",
                                      cl::desc("full recomputation: uniform (groups of --recompute-num-layers layers, "
                                               "each stashing its input) or block (the first --recompute-num-layers "
                                               "layers of each pipeline chunk) (Megatron's flag)"),
-                                     cl::sub(compile), megac::recordValues<std::string>("--recompute-method"));
+                                     cl::sub(compile), cl::sub(simulate), megac::recordValues<std::string>("--recompute-method"));
 cl::opt<int64_t> recomputeNumLayers("recompute-num-layers", cl::init(0),
                                     cl::desc("full recomputation: N of --recompute-method (Megatron's flag)"),
-                                    cl::sub(compile), megac::recordValues<int64_t>("--recompute-num-layers"));
+                                    cl::sub(compile), cl::sub(simulate), megac::recordValues<int64_t>("--recompute-num-layers"));
 cl::list<std::string> recomputeModules("recompute-modules", cl::CommaSeparated,
                                        cl::desc("selective recomputation: core_attn (default), mlp, layernorm, "
                                                 "comma-separated (Megatron's flag)"),
-                                       cl::sub(compile));
+                                       cl::sub(compile), cl::sub(simulate));
 cl::opt<bool> distributeSavedActivations(
     "distribute-saved-activations",
     cl::desc("full recomputation with tp: split each stashed layer input over the tensor-parallel ranks, gathered "
              "again before it is recomputed (Megatron's flag)"),
-    cl::sub(compile), megac::recordValues<bool>("--distribute-saved-activations"));
+    cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--distribute-saved-activations"));
 cl::opt<bool> bf16("bf16",
                    cl::desc("store activations and their gradients in bf16 (autocast rules: GEMM inputs and outputs, "
                             "norms' outputs, attention); loss, softmax statistics, parameters, their gradients and "
                             "the optimizer stay fp32 (Megatron's flag, compile-time: OUT/train runs in bf16)"),
-                   cl::sub(compile), megac::recordValues<bool>("--bf16"));
+                   cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--bf16"));
 cl::opt<bool> fp16("fp16", cl::desc("as --bf16 in fp16 (OUT/train scales the loss dynamically) (Megatron's flag)"),
-                   cl::sub(compile), megac::recordValues<bool>("--fp16"));
+                   cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--fp16"));
+cl::opt<std::string> clusterFile("cluster", cl::desc("the cluster to simulate on: a cluster file (docs/simulate.md)"),
+                                 cl::value_desc("FILE.yaml"), cl::sub(simulate),
+                                 megac::recordValues<std::string>("--cluster"));
+cl::opt<bool> simulationJson("json", cl::desc("print the simulation as one JSON object"), cl::sub(simulate));
 cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds which (pp, dp, tp) coordinate"),
                          cl::sub(compile));
 cl::opt<bool> noBuild("no-build", cl::desc("write OUT/main.cpp (main.cu) and OUT/CMakeLists.txt but do not build"),
@@ -184,7 +194,7 @@ cl::opt<std::string> targetName("target", cl::init("cpu"),
                                 cl::sub(compile), megac::recordValues<std::string>("--target"));
 
 int fail(const Twine &message) {
-  errs() << "megac compile: error: " << message << "\n";
+  errs() << (megac::cli::simulate ? "megac simulate" : "megac compile") << ": error: " << message << "\n";
   return 1;
 }
 
@@ -290,9 +300,12 @@ Expected<megac::ParallelPlan> planFromFlags() {
     return createStringError("--global-batch-size " + std::to_string(globalBatch) +
                              " is not a positive multiple of micro batch x dp = " + std::to_string(perIteration) +
                              "; use " + std::to_string(std::max<int64_t>(1, globalBatch / perIteration) * perIteration));
-  if (pp == 1)
+  if (pp == 1) {
+    if (megac::cli::simulate) // simulated for that batch, compiled for one microbatch
+      return plan;
     return createStringError("--global-batch-size is compiled in only with pipeline parallelism; without it pass it "
                              "to OUT/train instead");
+  }
   const int64_t microbatches = globalBatch / perIteration;
   if (microbatches > megac::limits::kMicrobatches)
     return createStringError("--global-batch-size " + std::to_string(globalBatch) + " makes " +
@@ -324,12 +337,48 @@ std::string headerRankLayout(const megac::ParallelPlan &plan) {
 constexpr StringRef kOutputFiles[] = {"main.cpp",        "main.cu",          "main.o", "CMakeLists.txt",
                                       "memory-plan.txt", "rank-memory.json", "rank-communication.json", "train"};
 
+/// megac simulate: the compiled module's iteration on `cluster`, printed (or as JSON).
+int simulatePlan(mlir::ModuleOp module, const megac::ParallelPlan &plan, const megac::ModelSpec &spec,
+                 const megac::sim::Cluster &cluster) {
+  std::string code, memoryPlan;
+  raw_string_ostream codeOs(code), planOs(memoryPlan);
+  SmallVector<megac::StageBuffers> buffers; // the memory plan needs what the program allocates
+  if (failed(megac::emitTrainingProgram(module, megac::EmitOptions{}, codeOs, planOs, &buffers)))
+    return fail("emitting the program failed (see the error above)");
+  SmallVector<megac::StageStateMemory> memory = megac::stateMemory(module, plan);
+  megac::addProgramBuffers(memory, buffers);
+  megac::sim::SimulationInputs inputs;
+  inputs.globalBatch = globalBatch;
+  inputs.microBatch = microBatch;
+  inputs.seqLength = spec.seqLength;
+  inputs.modelFlopsPerSample = megac::modelFlopsPerSample(spec);
+  inputs.sixteenBitGemms = plan.precision != megac::ActivationPrecision::Fp32;
+  const megac::sim::Simulation result = megac::sim::simulate(module, plan, cluster, inputs, memory);
+  if (simulationJson)
+    outs() << formatv("{0:2}", json::Value(megac::sim::simulationJson(result, cluster))) << "\n";
+  else
+    megac::sim::printSimulation(result, cluster, "megac: ", outs());
+  return 0;
+}
+
 } // namespace
 
 int megac::runCompile() {
   auto start = std::chrono::steady_clock::now();
+  const bool simulating = static_cast<bool>(megac::cli::simulate);
   if (Error e = checkFlags())
     return fail(toString(std::move(e)));
+  std::optional<sim::Cluster> cluster;
+  if (simulating) {
+    if (clusterFile.empty())
+      return fail("megac simulate needs --cluster FILE.yaml: the machine to simulate on (docs/simulate.md)");
+    if (globalBatch == 0)
+      return fail("megac simulate needs --global-batch-size B: the samples of one iteration");
+    Expected<sim::Cluster> loaded = sim::loadCluster(clusterFile);
+    if (!loaded)
+      return fail(toString(loaded.takeError()));
+    cluster = std::move(*loaded);
+  }
   Expected<megac::Target> target = resolveTarget();
   if (!target)
     return fail(toString(target.takeError()));
@@ -395,6 +444,8 @@ int megac::runCompile() {
     return fail("the pass pipeline failed (see the error above)");
   if (!dumps.ok())
     return 1;
+  if (simulating)
+    return simulatePlan(*module, plan, *spec, *cluster);
   for (pipe::ScheduleOp scheduleOp : module->getOps<pipe::ScheduleOp>()) {
     Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(scheduleOp);
     if (!schedule)

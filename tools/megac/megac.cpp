@@ -1,4 +1,4 @@
-// megac: the compiler driver. Subcommands: compile, data.
+// megac: the compiler driver. Subcommands: compile, simulate, data.
 #include "Commands.h"
 #include "UnknownFlags.h"
 
@@ -9,6 +9,7 @@
 namespace megac::cli {
 llvm::cl::SubCommand compile("compile", "Compile a model spec and a parallel plan into OUT/train");
 llvm::cl::SubCommand data("data", "Turn text files into a Megatron indexed dataset (byte tokenizer)");
+llvm::cl::SubCommand simulate("simulate", "Predict a plan's iteration time, throughput and memory on a cluster");
 } // namespace megac::cli
 
 int main(int argc, char **argv) {
@@ -20,8 +21,9 @@ int main(int argc, char **argv) {
   llvm::cl::ParseCommandLineOptions(argc, argv,
                                     "megac: trains transformers the Megatron-LM way, compiled\n\n"
                                     "  megac compile SPEC.yaml -o OUT [plan flags]\n"
+                                    "  megac simulate SPEC.yaml --cluster FILE.yaml --global-batch-size B [plan flags]\n"
                                     "  megac data --input FILE... --output-prefix PREFIX\n");
-  if (megac::cli::compile)
+  if (megac::cli::compile || megac::cli::simulate)
     return megac::runCompile();
   if (megac::cli::data)
     return megac::runData();

@@ -118,13 +118,23 @@ struct SimEvent {
 
 struct Simulation {
   double makespan;       // infinity if the schedule deadlocks
-  double busyPerRank;    // V * m * (tf + tb)
+  double busyPerRank;    // V * m * (tf + tb): the busiest rank's compute time
   double bubbleFraction; // (makespan - busy) / busy
   std::vector<SimEvent> events; // every action, rank by rank, in list order
 };
 
+/// How long each action takes: a forward or backward (compute), and a message from its send to
+/// its arrival (message, given the send).
+struct ActionCosts {
+  std::function<double(const Action &)> compute;
+  std::function<double(const Action &)> message;
+};
+
 /// Runs every rank's list in order: an op starts when its rank is free and its inputs have
-/// arrived; a message arrives tcomm after its send. Meant for schedules that pass verifySchedule.
+/// arrived; a message arrives costs.message after its send. Meant for schedules that pass
+/// verifySchedule. busyPerRank is the busiest rank's compute time.
+Simulation simulate(const Schedule &s, const ActionCosts &costs);
+/// The same with every forward tf, every backward tb and every message tcomm.
 Simulation simulate(const Schedule &s, double tf, double tb, double tcomm = 0);
 
 /// One line per rank, compute only: "rank 0: F0.0 F0.1 B0.0 ...".

@@ -7,7 +7,7 @@
 
 namespace megac::pipeline::detail {
 
-Run runSchedule(const Schedule &s, double tf, double tb, double tcomm) {
+Run runSchedule(const Schedule &s, const ActionCosts &costs) {
   int P = static_cast<int>(s.ranks.size());
   // Channel (src, dst, payload) holds the arrival times of the messages sent on it.
   auto channel = [&](int src, int dst, ActionKind k) { return channelIndex(P, src, dst, isActivation(k)); };
@@ -34,12 +34,12 @@ Run runSchedule(const Schedule &s, double tf, double tb, double tcomm) {
       bool peerOk = a.peer >= 0 && a.peer < P;
       SimEvent e{r, a.kind, a.chunk, a.microbatch, now, now};
       if (a.kind == ActionKind::Forward || a.kind == ActionKind::Backward) {
-        e.end = now + (a.kind == ActionKind::Forward ? tf : tb);
+        e.end = now + costs.compute(a);
       } else if (isSend(a.kind)) {
         if (!peerOk)
           break;
         size_t ch = channel(r, a.peer, a.kind);
-        arrivals[ch].push_back(now + tcomm);
+        arrivals[ch].push_back(now + costs.message(a));
         if (waitingOn[a.peer] == static_cast<long>(ch)) {
           waitingOn[a.peer] = -1;
           ready.push_back(a.peer);

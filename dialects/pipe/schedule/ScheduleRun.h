@@ -7,6 +7,7 @@
 #include "pipe/schedule/Schedule.h"
 
 #include <cstddef>
+#include <functional>
 
 namespace megac::pipeline::detail {
 
@@ -30,6 +31,6 @@ struct Run {
   bool completed = true;          // false: some rank is stuck at a receive
 };
 
-Run runSchedule(const Schedule &s, double tf, double tb, double tcomm);
+Run runSchedule(const Schedule &s, const ActionCosts &costs);
 
 } // namespace megac::pipeline::detail

@@ -256,7 +256,7 @@ private:
   // 3. Run the lists with buffered sends and blocking receives; whoever cannot finish waits on
   //    a message that is only sent after something that waits on it.
   llvm::Error checkDeadlock() {
-    detail::Run run = detail::runSchedule(s, 1.0, 1.0, 0.0);
+    detail::Run run = detail::runSchedule(s, {[](const Action &) { return 1.0; }, [](const Action &) { return 0.0; }});
     if (run.completed)
       return llvm::Error::success();
     std::string message = "pipeline schedule deadlocks: ";

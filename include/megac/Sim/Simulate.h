@@ -1,0 +1,62 @@
+// megac simulate: a plan's iteration time on a cluster, from the compiled per-rank program itself
+// (every op, collective and pipeline step the IR holds) and a cost model: GEMMs and attention at
+// the device's peak x a size-dependent efficiency, everything else at its memory bandwidth, each
+// kernel a launch cost, collectives as bytes each rank sends (the ring count RankCommunication
+// uses) over the link the group spans. docs/simulate.md explains the model and its limits.
+#pragma once
+
+#include "megac/Plan/ParallelPlan.h"
+#include "megac/Sim/Cluster.h"
+#include "megac/Target/RankMemory.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace megac::sim {
+
+/// Seconds of one iteration spent on each kind of work, on the rank that finishes last.
+struct TimeSplit {
+  double compute = 0;   // GEMMs and attention
+  double memory = 0;    // memory-bound kernels (norms, activations, elementwise, loss) and launches
+  double tpComm = 0;    // tensor-parallel collectives (on the critical path)
+  double bubble = 0;    // pipeline: waiting for other stages (and their messages)
+  double dpComm = 0;    // data-parallel collectives not hidden behind backward
+  double optimizer = 0; // the optimizer step and the gradient norm
+  double total() const { return compute + memory + tpComm + bubble + dpComm + optimizer; }
+};
+
+struct Simulation {
+  double iterationSeconds = 0;
+  double tokensPerSecond = 0;
+  double tflopsPerDevice = 0; // model FLOPs (megac's count, as the training log) / time / devices
+  double mfu = 0;             // of the cluster's 16-bit or fp32 peak, as the program computes
+  TimeSplit split;
+  int64_t slowestStage = 0;
+  std::vector<double> memoryGiBPerStage; // the memory plan's peak per rank of each stage
+  bool fits = true;
+};
+
+struct SimulationInputs {
+  int64_t globalBatch = 0;     // samples per iteration
+  int64_t microBatch = 1;
+  int64_t seqLength = 0;
+  double modelFlopsPerSample = 0;
+  bool sixteenBitGemms = false; // the GEMMs run at the 16-bit peak
+};
+
+/// Simulates one iteration of `module` (after the whole pass pipeline) under `plan` on `cluster`;
+/// `memory` is the per-stage plan megac compile prints (stateMemory + addProgramBuffers).
+Simulation simulate(mlir::ModuleOp module, const ParallelPlan &plan, const Cluster &cluster,
+                    const SimulationInputs &inputs, llvm::ArrayRef<StageStateMemory> memory);
+
+/// The figures for a person, each line starting with `prefix`.
+void printSimulation(const Simulation &s, const Cluster &cluster, llvm::StringRef prefix, llvm::raw_ostream &os);
+/// The same as one JSON object (iteration_time_s, tokens_per_s, tflops_per_gpu, mfu,
+/// memory_gib_per_gpu, fits, time_split_s).
+llvm::json::Object simulationJson(const Simulation &s, const Cluster &cluster);
+
+} // namespace megac::sim

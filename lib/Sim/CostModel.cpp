@@ -1,0 +1,132 @@
+#include "CostModel.h"
+
+#include "megac/Plan/PlanIR.h"
+#include "megart/comm_counting.h"
+#include "tx/TxNames.h"
+#include "tx/TxOps.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace megac;
+using namespace megac::sim;
+
+namespace {
+
+int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
+ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+double bytesOf(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t ? double(t.getNumElements()) * (t.getElementTypeBitWidth() / 8) : 0.0;
+}
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+/// What an op reads and writes: its tensor operands and results.
+double touchedBytes(Operation *op) {
+  double bytes = 0;
+  for (Value v : op->getOperands())
+    bytes += bytesOf(v);
+  for (Value v : op->getResults())
+    bytes += bytesOf(v);
+  return bytes;
+}
+
+} // namespace
+
+const Link &megac::sim::linkFor(const Cluster &cluster, int64_t stride, int64_t size) {
+  return stride * size <= cluster.devicesPerNode ? cluster.intraNode : cluster.interNode;
+}
+
+double megac::sim::transferSeconds(const Link &link, double bytesPerRank, int64_t steps) {
+  return bytesPerRank / (link.busBandwidthGBps * 1e9) + double(steps) * link.latencyUs * 1e-6;
+}
+
+double CostModel::gemmSeconds(double flops, int64_t smallestSide, double bytes) const {
+  double efficiency = cluster.gemmEfficiency;
+  if (cluster.gemmSaturation > 0 && smallestSide < cluster.gemmSaturation)
+    efficiency *= double(std::max<int64_t>(smallestSide, 1)) / double(cluster.gemmSaturation);
+  const double peak = (sixteenBitGemms ? cluster.peakTflops16 : cluster.peakTflops32) * 1e12;
+  return std::max(flops / (peak * efficiency), memorySeconds(bytes)) + cluster.kernelLaunchUs * 1e-6;
+}
+
+double CostModel::memorySeconds(double bytes) const { return bytes / (cluster.memoryBandwidthGBps * 1e9); }
+
+WorkCost CostModel::function(func::FuncOp fn) {
+  if (auto it = memo.find(fn.getName()); it != memo.end())
+    return it->second;
+  WorkCost total;
+  for (Operation &o : fn.getBody().front())
+    total += op(&o);
+  memo[fn.getName()] = total;
+  return total;
+}
+
+WorkCost CostModel::op(Operation *o) {
+  WorkCost c;
+  const double launch = cluster.kernelLaunchUs * 1e-6;
+  // A GEMM of batch x [m, k] x [k, n].
+  auto gemm = [&](int64_t batch, int64_t m, int64_t n, int64_t k) {
+    c.compute = gemmSeconds(2.0 * double(batch) * m * n * k, std::min({m, n, k}), touchedBytes(o));
+  };
+  // Attention on [b, s, heads, d] queries: QK^T and PV (a causal mask skips half the tiles, as a
+  // flash kernel does); the backward recomputes the scores and makes dV, dP, dQ and dK: 5 GEMMs
+  // for the forward's 2 (FlashAttention-2's count).
+  auto attention = [&](Value query, bool causal, double gemms) {
+    ArrayRef<int64_t> q = shapeOf(query);
+    const double flops = gemms * 2.0 * double(q[0]) * q[2] * q[1] * q[1] * q[3] * (causal ? 0.5 : 1.0);
+    c.compute = gemmSeconds(flops, std::min(q[1], q[3]), touchedBytes(o));
+  };
+  auto collective = [&](StringRef grid, ArrayRef<int16_t> axes, double sent, int64_t stepsPerRank) {
+    // Only tensor-parallel collectives sit in a step's critical path here; data-parallel ones
+    // are costed by the simulation from the plan's byte counts.
+    if (grid != names::kGrid || axes.size() != 1 || axes[0] != static_cast<int16_t>(GridAxis::Tp) || plan.tp == 1)
+      return;
+    c.tp = transferSeconds(linkFor(cluster, 1, plan.tp), sent, stepsPerRank * (plan.tp - 1));
+  };
+  llvm::TypeSwitch<Operation *>(o)
+      .Case([&](func::CallOp call) {
+        if (auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee()))
+          c = function(callee);
+      })
+      .Case([&](tx::MatmulOp m) {
+        ArrayRef<int64_t> l = shapeOf(m.getLhs()), out = shapeOf(m.getResult());
+        const int64_t k = m.getTransposeLhs() ? l[l.size() - 2] : l.back();
+        if (shapeOf(m.getRhs()).size() == 2 && l.size() > 2) // a shared weight: the batch folds into rows
+          gemm(1, product(out.drop_back()), out.back(), k);
+        else
+          gemm(product(out.drop_back(2)), out[out.size() - 2], out.back(), k);
+      })
+      .Case<tx::MatmulBiasOp, tx::MatmulBiasGeluOp>([&](auto l) {
+        ArrayRef<int64_t> w = shapeOf(l.getWeight());
+        const int64_t k = l.getTransposeRhs() ? w[1] : w[0], n = l.getTransposeRhs() ? w[0] : w[1];
+        gemm(1, numel(l.getInput()) / k, n, k);
+      })
+      .Case([&](tx::AttentionOp a) { attention(a.getQuery(), a.getCausal(), 2); })
+      .Case([&](tx::AttentionGradOp a) { attention(a.getQuery(), a.getCausal(), 5); })
+      .Case([&](shard::AllReduceOp r) {
+        collective(r.getGrid(), r.getGridAxes(), megart::all_reduce_bytes(bytesOf(r.getResult()), plan.tp), 2);
+      })
+      .Case([&](shard::AllGatherOp g) {
+        collective(g.getGrid(), g.getGridAxes(), megart::gather_bytes(bytesOf(g.getResult()), plan.tp), 1);
+      })
+      .Case([&](shard::ReduceScatterOp s) {
+        collective(s.getGrid(), s.getGridAxes(), megart::gather_bytes(bytesOf(s.getInput()), plan.tp), 1);
+      })
+      .Case([&](shard::AllSliceOp s) { c.memory = memorySeconds(bytesOf(s.getResult())) + launch; })
+      // Views and bookkeeping: no kernel.
+      .Case<tx::ReshapeOp, tx::ParamOp, tx::BucketParamOp, tx::LocalParamShardOp, tx::GradBucketOp,
+            tx::WaitParamGatherOp, tx::StartGradSyncOp, func::ReturnOp>([](Operation *) {})
+      .Case([&](tx::EmbeddingOp e) { c.memory = memorySeconds(2 * bytesOf(e.getResult()) + bytesOf(e.getIds())) + launch; })
+      .Default([&](Operation *) {
+        // Memory-bound: norms, activations, rope, elementwise, the loss, gradient accumulation.
+        c.memory = memorySeconds(touchedBytes(o)) + launch;
+      });
+  return c;
+}

@@ -1,0 +1,53 @@
+// The cost of the compiled program's functions on one device: each op's seconds by kind, from its
+// shapes and types in the IR. Tensor-parallel collectives are costed where they run (they sit on
+// the critical path); data-parallel and pipeline traffic is costed by Simulate.cpp, which knows
+// what overlaps.
+#pragma once
+
+#include "megac/Plan/ParallelPlan.h"
+#include "megac/Sim/Cluster.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace megac::sim {
+
+struct WorkCost {
+  double compute = 0, memory = 0, tp = 0; // seconds
+  double seconds() const { return compute + memory + tp; }
+  WorkCost &operator+=(const WorkCost &o) {
+    compute += o.compute, memory += o.memory, tp += o.tp;
+    return *this;
+  }
+};
+
+/// The link a collective over `size` ranks spaced `stride` apart takes: inside a node when they
+/// all fit in one (Megatron's rank order: tp fastest, then dp, then pp, nodes in rank order).
+const Link &linkFor(const Cluster &cluster, int64_t stride, int64_t size);
+/// Seconds to send `bytesPerRank` (the ring count: what each rank puts on the wire) in `steps`
+/// ring steps over `link`.
+double transferSeconds(const Link &link, double bytesPerRank, int64_t steps);
+
+class CostModel {
+public:
+  CostModel(mlir::ModuleOp module, const ParallelPlan &plan, const Cluster &cluster, bool sixteenBitGemms)
+      : module(module), plan(plan), cluster(cluster), sixteenBitGemms(sixteenBitGemms) {}
+
+  /// One call of `fn`, its callees included (memoised by name).
+  WorkCost function(mlir::func::FuncOp fn);
+  /// One op (a call: its callee).
+  WorkCost op(mlir::Operation *op);
+
+private:
+  double gemmSeconds(double flops, int64_t smallestSide, double bytes) const;
+  double memorySeconds(double bytes) const;
+
+  mlir::ModuleOp module;
+  const ParallelPlan &plan;
+  const Cluster &cluster;
+  bool sixteenBitGemms;
+  llvm::StringMap<WorkCost> memo;
+};
+
+} // namespace megac::sim

@@ -1,0 +1,157 @@
+// One iteration: each stage's compute from the cost model, the pipeline's schedule replayed with
+// those costs (megac's verified pipe.schedule, not a formula), then the data-parallel traffic
+// the plan sends (RankCommunication's bytes) and the optimizer step.
+#include "megac/Sim/Simulate.h"
+
+#include "CostModel.h"
+#include "megac/Target/RankCommunication.h"
+#include "pipe/PipeOps.h"
+#include "pipe/ScheduleIR.h"
+#include "tx/TxChunks.h"
+#include "tx/TxNames.h"
+#include "tx/TxOps.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+using namespace megac;
+using namespace megac::sim;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// AdamW per element of the rank's shard: reads the parameter, its gradient and both moments,
+// writes the parameter and both moments (7 x 4 bytes), and the gradient norm reads the gradient
+// once more.
+constexpr double kOptimizerBytesPerElement = 8 * 4;
+
+/// The data-parallel link: consecutive dp ranks are tp ranks apart.
+const Link &dpLink(const Cluster &cluster, const ParallelPlan &plan) {
+  return linkFor(cluster, plan.tp, plan.shardDegree > 1 ? plan.shardDegree : plan.dp);
+}
+
+/// What a stage's rank does besides its microbatches: the data-parallel traffic still exposed
+/// after `overlappable` seconds of backward, and the optimizer step.
+struct StageTail {
+  double dp = 0, optimizer = 0;
+};
+
+StageTail stageTail(const Cluster &cluster, const ParallelPlan &plan, const StageCommunication &sent,
+                    const StageStateMemory &memory, int64_t microbatches, double overlappable) {
+  StageTail t;
+  if (plan.dp > 1) {
+    const double bytes = sent.perIteration.dp + double(microbatches) * sent.perMicrobatch.dp;
+    const double seconds = transferSeconds(dpLink(cluster, plan), bytes, 2 * (plan.dp - 1));
+    t.dp = plan.overlapGradReduce ? std::max(0.0, seconds - overlappable) : seconds;
+  }
+  const double elements = double(memory.optimizerBytes) / 8.0; // two fp32 moments per element
+  t.optimizer = elements * kOptimizerBytesPerElement / (cluster.memoryBandwidthGBps * 1e9);
+  return t;
+}
+
+/// The cost of @train_step's ops after the loss: its backward, which --overlap-grad-reduce's
+/// bucket syncs can hide behind on the iteration's last microbatch.
+double backwardSeconds(CostModel &model, func::FuncOp step) {
+  double seconds = 0;
+  bool afterLoss = false;
+  for (Operation &op : step.getBody().front()) {
+    if (afterLoss)
+      seconds += model.op(&op).seconds();
+    afterLoss |= isa<tx::CrossEntropyOp, tx::CrossEntropyFromStatsOp>(op);
+  }
+  return seconds;
+}
+
+} // namespace
+
+Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const Cluster &cluster,
+                                const SimulationInputs &in, ArrayRef<StageStateMemory> memory) {
+  CostModel model(module, plan, cluster, in.sixteenBitGemms);
+  const SmallVector<StageCommunication> sent = communicationPlan(module, plan);
+  const int64_t microbatches = std::max<int64_t>(1, in.globalBatch / (in.microBatch * plan.dp));
+  Simulation s;
+  double slowest = -1;
+  if (plan.pp == 1) {
+    auto step = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
+    const WorkCost one = model.function(step);
+    StageTail tail = stageTail(cluster, plan, sent[0], memory[0], microbatches, backwardSeconds(model, step));
+    s.split.compute = microbatches * one.compute;
+    s.split.memory = microbatches * one.memory;
+    s.split.tpComm = microbatches * one.tp;
+    s.split.dpComm = tail.dp;
+    s.split.optimizer = tail.optimizer;
+    slowest = s.split.total();
+  } else {
+    // Each chunk's forward and backward from its functions; a message takes the boundary tensor
+    // over the pipeline link.
+    auto ops = module.getOps<pipe::ScheduleOp>();
+    llvm::Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(*ops.begin());
+    if (!schedule) {
+      llvm::consumeError(schedule.takeError());
+      return s;
+    }
+    const int64_t chunks = plan.pp * plan.vpp;
+    std::vector<WorkCost> forward(chunks), backward(chunks);
+    std::vector<double> boundaryBytes(chunks, 0.0); // chunk c's output (= chunk c + 1's input)
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      std::optional<int64_t> c = tx::chunkOf(fn);
+      if (!c || *c >= chunks)
+        continue;
+      const bool isBackward = names::isBackwardHalf(fn.getName());
+      (isBackward ? backward : forward)[*c] = model.function(fn);
+      if (!isBackward && *c + 1 < chunks) {
+        auto type = cast<RankedTensorType>(fn.getResultTypes()[0]);
+        boundaryBytes[*c] = double(type.getNumElements()) * (type.getElementTypeBitWidth() / 8);
+      }
+    }
+    const Link &ppLink = linkFor(cluster, plan.tp * plan.dp, plan.pp);
+    pipeline::ActionCosts costs{
+        [&](const pipeline::Action &a) {
+          return (a.kind == pipeline::ActionKind::Forward ? forward : backward)[a.chunk].seconds();
+        },
+        [&](const pipeline::Action &a) {
+          // An activation leaves chunk c for c + 1; a gradient leaves chunk c for c - 1.
+          const bool activation = a.kind == pipeline::ActionKind::SendActivation;
+          const int64_t boundary = activation ? a.chunk : a.chunk - 1;
+          return boundary < 0 ? 0.0 : transferSeconds(ppLink, boundaryBytes[boundary], 1);
+        }};
+    pipeline::Simulation run = pipeline::simulate(*schedule, costs);
+    std::vector<double> finish(plan.pp, 0.0), busy(plan.pp, 0.0);
+    for (const pipeline::SimEvent &e : run.events) {
+      finish[e.rank] = std::max(finish[e.rank], e.end);
+      if (e.kind == pipeline::ActionKind::Forward || e.kind == pipeline::ActionKind::Backward)
+        busy[e.rank] += e.end - e.start;
+    }
+    for (int64_t stage = 0; stage < plan.pp; ++stage) {
+      WorkCost work;
+      for (int64_t c = stage; c < chunks; c += plan.pp) {
+        work += forward[c];
+        work += backward[c];
+      }
+      StageTail tail = stageTail(cluster, plan, sent[stage], memory[stage], microbatches, 0.0);
+      const double total = finish[stage] + tail.dp + tail.optimizer;
+      if (total <= slowest)
+        continue;
+      slowest = total;
+      s.slowestStage = stage;
+      s.split = TimeSplit{};
+      s.split.compute = microbatches * work.compute;
+      s.split.memory = microbatches * work.memory;
+      s.split.tpComm = microbatches * work.tp;
+      s.split.bubble = finish[stage] - busy[stage];
+      s.split.dpComm = tail.dp;
+      s.split.optimizer = tail.optimizer;
+    }
+  }
+  s.iterationSeconds = slowest;
+  const double samples = double(in.globalBatch);
+  s.tokensPerSecond = samples * double(in.seqLength) / s.iterationSeconds;
+  s.tflopsPerDevice = in.modelFlopsPerSample * samples / s.iterationSeconds / double(plan.worldSize()) / 1e12;
+  s.mfu = s.tflopsPerDevice / (in.sixteenBitGemms ? cluster.peakTflops16 : cluster.peakTflops32);
+  for (const StageStateMemory &m : memory) {
+    s.memoryGiBPerStage.push_back(double(m.totalBytes()) / kGiB);
+    s.fits = s.fits && s.memoryGiBPerStage.back() <= cluster.memoryGiB;
+  }
+  return s;
+}

@@ -1,0 +1,48 @@
+"""megac simulate: the cluster file and the simulation's own flags."""
+from bad_inputs.case import Case
+
+AREA = "simulate"
+# A complete cluster file (test/Sim/Inputs/toy.yaml's keys); cases change one line.
+CLUSTER = {
+    "name": "toy", "device": "toy accelerator", "devices_per_node": "4", "peak_tflops_16bit": "100",
+    "peak_tflops_fp32": "10", "gemm_efficiency": "0.5", "gemm_saturation_rows": "0",
+    "memory_bandwidth_gbps": "1000", "memory_gib": "16", "kernel_launch_us": "0",
+    "intra_node_bus_bandwidth_gbps": "100", "intra_node_latency_us": "0",
+    "inter_node_bus_bandwidth_gbps": "10", "inter_node_latency_us": "0",
+}
+
+
+def cluster(**changes):
+    keys = dict(CLUSTER)
+    keys.update(changes)
+    return "".join(f"{k}: {v}\n" for k, v in keys.items() if v is not None)
+
+
+def simulate_case(name, text, expect, flags=None):
+    files = {"cluster.yaml": text} if text is not None else {}
+    argv = ["{megac}", "simulate", "{spec}", "--cluster", "{scratch}/cluster.yaml"]
+    return Case(AREA, name, argv + (flags if flags is not None else ["--global-batch-size", "8"]), expect, files=files)
+
+
+def cases():
+    return [
+        simulate_case("no cluster file", None, r"--cluster .*cluster.yaml: cannot read it"),
+        simulate_case("cluster key missing", cluster(memory_gib=None), r"missing key 'memory_gib'"),
+        simulate_case("cluster key unknown", cluster(tflops=1), r"unknown key 'tflops'; the keys are"),
+        simulate_case("cluster efficiency above 1", cluster(gemm_efficiency=1.5),
+                      r"gemm_efficiency is 1.5; it must be between 0.001 and 1"),
+        simulate_case("cluster bandwidth zero", cluster(intra_node_bus_bandwidth_gbps=0),
+                      r"intra_node_bus_bandwidth_gbps is 0; it must be between"),
+        simulate_case("cluster bandwidth nan", cluster(memory_bandwidth_gbps=".nan"),
+                      r"memory_bandwidth_gbps must be a finite number, got '.nan'"),
+        simulate_case("cluster devices per node fractional", cluster(devices_per_node=2.5),
+                      r"devices_per_node and gemm_saturation_rows must be whole numbers"),
+        simulate_case("cluster not a mapping", "- a\n- b\n", r"expected a mapping of keys to values"),
+        simulate_case("cluster key twice", cluster() + "memory_gib: 8\n", r"memory_gib is given twice"),
+        simulate_case("simulate without a global batch", cluster(), r"megac simulate needs --global-batch-size B",
+                      flags=[]),
+        Case(AREA, "simulate without a cluster", ["{megac}", "simulate", "{spec}", "--global-batch-size", "8"],
+             r"megac simulate needs --cluster FILE.yaml"),
+        simulate_case("simulate global batch not a multiple", cluster(), r"--global-batch-size 7 is not a positive "
+                      r"multiple of micro batch x dp = 2", flags=["--global-batch-size", "7", "--dp", "2"]),
+    ]
