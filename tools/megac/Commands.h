@@ -2,10 +2,15 @@
 
 namespace megac {
 
-/// `megac compile SPEC.yaml -o OUT [plan flags]`: spec -> IR -> passes -> C++ -> OUT/train.
+/// `megac compile SPEC.yaml -o OUT [plan flags]`: spec -> IR -> passes -> C++ -> OUT/train;
+/// `megac simulate SPEC.yaml --cluster FILE.yaml --global-batch-size B [plan flags]`: the same
+/// passes, then one iteration simulated on the cluster.
 int runCompile();
 
 /// `megac data --input FILE... --output-prefix PREFIX`: text -> Megatron indexed dataset.
 int runData();
+
+/// `megac calibrate --target cpu -o FILE.yaml`: this machine's speeds as a cluster file.
+int runCalibrate();
 
 } // namespace megac

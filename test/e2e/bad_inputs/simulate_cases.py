@@ -1,4 +1,4 @@
-"""megac simulate: the cluster file and the simulation's own flags."""
+"""megac simulate and megac calibrate: the cluster file and their own flags."""
 from bad_inputs.case import Case
 
 AREA = "simulate"
@@ -25,7 +25,7 @@ def simulate_case(name, text, expect, flags=None):
 
 
 def cases():
-    return [
+    return calibrate_cases() + [
         simulate_case("no cluster file", None, r"--cluster .*cluster.yaml: cannot read it"),
         simulate_case("cluster key missing", cluster(memory_gib=None), r"missing key 'memory_gib'"),
         simulate_case("cluster key unknown", cluster(tflops=1), r"unknown key 'tflops'; the keys are"),
@@ -45,4 +45,16 @@ def cases():
              r"megac simulate needs --cluster FILE.yaml"),
         simulate_case("simulate global batch not a multiple", cluster(), r"--global-batch-size 7 is not a positive "
                       r"multiple of micro batch x dp = 2", flags=["--global-batch-size", "7", "--dp", "2"]),
+    ]
+
+
+def calibrate_cases():
+    out = "{scratch}/cluster.yaml"
+    return [
+        Case(AREA, "calibrate a gpu", ["{megac}", "calibrate", "--target", "cuda", "-o", out],
+             r"--target cuda: only cpu can be calibrated so far", absent=[out]),
+        Case(AREA, "calibrate 0 ranks", ["{megac}", "calibrate", "--ranks", "0", "-o", out],
+             r"--ranks is 0; give 1 to 64", absent=[out]),
+        Case(AREA, "calibrate 0 threads", ["{megac}", "calibrate", "--threads", "0", "-o", out],
+             r"--threads is 0; give 1 to 1024", absent=[out]),
     ]
