@@ -300,19 +300,18 @@ Expected<megac::ParallelPlan> planFromFlags() {
     return createStringError("--global-batch-size " + std::to_string(globalBatch) +
                              " is not a positive multiple of micro batch x dp = " + std::to_string(perIteration) +
                              "; use " + std::to_string(std::max<int64_t>(1, globalBatch / perIteration) * perIteration));
-  if (pp == 1) {
-    if (megac::cli::simulate) // simulated for that batch, compiled for one microbatch
-      return plan;
+  if (pp == 1 && !megac::cli::simulate)
     return createStringError("--global-batch-size is compiled in only with pipeline parallelism; without it pass it "
                              "to OUT/train instead");
-  }
   const int64_t microbatches = globalBatch / perIteration;
   if (microbatches > megac::limits::kMicrobatches)
     return createStringError("--global-batch-size " + std::to_string(globalBatch) + " makes " +
                              std::to_string(microbatches) + " microbatches per iteration (global batch / (micro batch " +
                              std::to_string(microBatch) + " x dp " + std::to_string(dp) + ")), more than the " +
                              std::to_string(megac::limits::kMicrobatches) +
-                             " a pipeline schedule may have; lower --global-batch-size or raise --micro-batch-size");
+                             " an iteration may have; lower --global-batch-size or raise --micro-batch-size");
+  if (pp == 1) // megac simulate: simulated for that batch, compiled for one microbatch
+    return plan;
   plan.numMicrobatches = microbatches;
   return plan;
 }
