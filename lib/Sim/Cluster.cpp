@@ -28,6 +28,7 @@ const NumberKey kNumbers[] = {
     {"peak_tflops_16bit", &Cluster::peakTflops16, 1e-6, 1e6},
     {"peak_tflops_fp32", &Cluster::peakTflops32, 1e-6, 1e6},
     {"gemm_efficiency", &Cluster::gemmEfficiency, 1e-3, 1},
+    {"attention_efficiency", &Cluster::attentionEfficiency, 1e-4, 1},
     {"memory_bandwidth_gbps", &Cluster::memoryBandwidthGBps, 1e-3, 1e6},
     {"memory_gib", &Cluster::memoryGiB, 1e-3, 1e6},
     {"kernel_launch_us", &Cluster::kernelLaunchUs, 0, 1e6},

@@ -56,6 +56,12 @@ double CostModel::gemmSeconds(double flops, int64_t smallestSide, double bytes) 
   return std::max(flops / (peak * efficiency), memorySeconds(bytes)) + cluster.kernelLaunchUs * 1e-6;
 }
 
+double CostModel::attentionSeconds(double flops, double bytes) const {
+  const double peak = (sixteenBitGemms ? cluster.peakTflops16 : cluster.peakTflops32) * 1e12;
+  return std::max(flops / (peak * cluster.attentionEfficiency), memorySeconds(bytes)) +
+         cluster.kernelLaunchUs * 1e-6;
+}
+
 double CostModel::memorySeconds(double bytes) const { return bytes / (cluster.memoryBandwidthGBps * 1e9); }
 
 WorkCost CostModel::function(func::FuncOp fn) {
@@ -81,7 +87,7 @@ WorkCost CostModel::op(Operation *o) {
   auto attention = [&](Value query, bool causal, double gemms) {
     ArrayRef<int64_t> q = shapeOf(query);
     const double flops = gemms * 2.0 * double(q[0]) * q[2] * q[1] * q[1] * q[3] * (causal ? 0.5 : 1.0);
-    c.compute = gemmSeconds(flops, std::min(q[1], q[3]), touchedBytes(o));
+    c.compute = attentionSeconds(flops, touchedBytes(o));
   };
   auto collective = [&](StringRef grid, ArrayRef<int16_t> axes, double sent, int64_t stepsPerRank) {
     // Only tensor-parallel collectives sit in a step's critical path here; data-parallel ones

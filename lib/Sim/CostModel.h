@@ -41,6 +41,7 @@ public:
 
 private:
   double gemmSeconds(double flops, int64_t smallestSide, double bytes) const;
+  double attentionSeconds(double flops, double bytes) const;
   double memorySeconds(double bytes) const;
 
   mlir::ModuleOp module;

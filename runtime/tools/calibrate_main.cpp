@@ -49,6 +49,20 @@ double gemm_rate(int64_t n, bool sixteen_bit) {
   return 2.0 * double(n) * n * n / t;
 }
 
+/// FLOP/s of causal attention forward + backward on [1, s, heads, d], counted as the simulator
+/// counts it: (2 + 5) GEMMs of 2 x heads x s^2 x d, halved by the causal mask.
+double attention_rate(int64_t s, int64_t heads, int64_t d) {
+  const int64_t n = s * heads * d;
+  std::vector<float> q(n, 0.1f), k(n, 0.2f), v(n, 0.3f), out(n), dout(n, 0.01f), dq(n), dk(n), dv(n);
+  const float scale = 1.0f / 8.0f;
+  const double t = seconds_per_call([&] {
+    megart::cpu::attention_forward(out.data(), q.data(), k.data(), v.data(), 1, s, heads, heads, d, scale, true);
+    megart::cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), 1, s,
+                                    heads, heads, d, scale, true);
+  }, 5);
+  return 7.0 * 2.0 * double(heads) * s * s * d * 0.5 / t;
+}
+
 } // namespace
 
 int main() {
@@ -73,6 +87,8 @@ int main() {
   const double saturation = saturations.empty() ? 0.0 : saturations[saturations.size() / 2];
   world->barrier();
   const double peak16 = gemm_rate(1024, true);
+  world->barrier();
+  const double attention = attention_rate(512, 8, 64);
 
   // Memory-bound: out = a + b over 16 Mi floats (3 x 4 bytes per element), and a one-element
   // kernel for the fixed cost of a call.
@@ -107,6 +123,8 @@ int main() {
   std::printf("gemm_efficiency: 1  # the peak is what a large GEMM measured\n");
   std::printf("gemm_saturation_rows: %.0f  # median of side x peak / rate over the GEMMs below 95%% of peak\n",
               saturation);
+  std::printf("attention_efficiency: %.6g  # causal attention fwd + bwd, s 512, 8 heads of 64, / the fp32 peak\n",
+              std::min(1.0, attention / peak32));
   std::printf("memory_bandwidth_gbps: %.6g  # out = a + b over 16 Mi floats, 12 bytes per element\n", stream / 1e9);
   const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)) / ranks;
   std::printf("memory_gib: %.6g  # the machine's physical memory / the ranks sharing it\n", memory / (1 << 30));

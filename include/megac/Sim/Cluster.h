@@ -29,6 +29,10 @@ struct Cluster {
   // reach proportionally less (a simple size curve, documented in docs/simulate.md).
   double gemmEfficiency = 1;
   int64_t gemmSaturation = 0;
+  // The fraction of peak the attention kernels (forward and backward, FLOPs counted as the GEMMs
+  // of a flash kernel: docs/simulate.md) reach: their softmax and masking make them slower than
+  // a plain GEMM.
+  double attentionEfficiency = 1;
   double memoryBandwidthGBps = 0; // what memory-bound kernels stream at
   double memoryGiB = 0;           // per device
   double kernelLaunchUs = 0;      // fixed cost of each kernel

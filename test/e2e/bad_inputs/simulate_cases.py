@@ -5,7 +5,7 @@ AREA = "simulate"
 # A complete cluster file (test/Sim/Inputs/toy.yaml's keys); cases change one line.
 CLUSTER = {
     "name": "toy", "device": "toy accelerator", "devices_per_node": "4", "peak_tflops_16bit": "100",
-    "peak_tflops_fp32": "10", "gemm_efficiency": "0.5", "gemm_saturation_rows": "0",
+    "peak_tflops_fp32": "10", "gemm_efficiency": "0.5", "gemm_saturation_rows": "0", "attention_efficiency": "0.25",
     "memory_bandwidth_gbps": "1000", "memory_gib": "16", "kernel_launch_us": "0",
     "intra_node_bus_bandwidth_gbps": "100", "intra_node_latency_us": "0",
     "inter_node_bus_bandwidth_gbps": "10", "inter_node_latency_us": "0",
