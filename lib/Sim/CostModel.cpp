@@ -1,6 +1,7 @@
 #include "CostModel.h"
 
 #include "megac/Plan/PlanIR.h"
+#include "megac/Target/TensorBytes.h"
 #include "megart/comm_counting.h"
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"
@@ -18,10 +19,7 @@ namespace {
 
 int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
 ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
-double bytesOf(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t ? double(t.getNumElements()) * (t.getElementTypeBitWidth() / 8) : 0.0;
-}
+double bytesOf(Value v) { return isa<RankedTensorType>(v.getType()) ? double(tensorBytes(v.getType())) : 0.0; }
 int64_t product(ArrayRef<int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims)
@@ -48,18 +46,16 @@ double megac::sim::transferSeconds(const Link &link, double bytesPerRank, int64_
   return bytesPerRank / (link.busBandwidthGBps * 1e9) + double(steps) * link.latencyUs * 1e-6;
 }
 
-double CostModel::gemmSeconds(double flops, int64_t smallestSide, double bytes) const {
-  double efficiency = cluster.gemmEfficiency;
-  if (cluster.gemmSaturation > 0 && smallestSide < cluster.gemmSaturation)
-    efficiency *= double(std::max<int64_t>(smallestSide, 1)) / double(cluster.gemmSaturation);
+double CostModel::computeSeconds(double flops, double efficiency, double bytes) const {
   const double peak = (sixteenBitGemms ? cluster.peakTflops16 : cluster.peakTflops32) * 1e12;
   return std::max(flops / (peak * efficiency), memorySeconds(bytes)) + cluster.kernelLaunchUs * 1e-6;
 }
 
-double CostModel::attentionSeconds(double flops, double bytes) const {
-  const double peak = (sixteenBitGemms ? cluster.peakTflops16 : cluster.peakTflops32) * 1e12;
-  return std::max(flops / (peak * cluster.attentionEfficiency), memorySeconds(bytes)) +
-         cluster.kernelLaunchUs * 1e-6;
+double CostModel::gemmSeconds(double flops, int64_t smallestSide, double bytes) const {
+  double efficiency = cluster.gemmEfficiency;
+  if (cluster.gemmSaturation > 0 && smallestSide < cluster.gemmSaturation)
+    efficiency *= double(std::max<int64_t>(smallestSide, 1)) / double(cluster.gemmSaturation);
+  return computeSeconds(flops, efficiency, bytes);
 }
 
 double CostModel::memorySeconds(double bytes) const { return bytes / (cluster.memoryBandwidthGBps * 1e9); }
@@ -87,7 +83,7 @@ WorkCost CostModel::op(Operation *o) {
   auto attention = [&](Value query, bool causal, double gemms) {
     ArrayRef<int64_t> q = shapeOf(query);
     const double flops = gemms * 2.0 * double(q[0]) * q[2] * q[1] * q[1] * q[3] * (causal ? 0.5 : 1.0);
-    c.compute = attentionSeconds(flops, touchedBytes(o));
+    c.compute = computeSeconds(flops, cluster.attentionEfficiency, touchedBytes(o));
   };
   auto collective = [&](StringRef grid, ArrayRef<int16_t> axes, double sent, int64_t stepsPerRank) {
     // Only tensor-parallel collectives sit in a step's critical path here; data-parallel ones

@@ -40,8 +40,10 @@ public:
   WorkCost op(mlir::Operation *op);
 
 private:
+  /// `flops` at the peak of the program's GEMM precision x `efficiency`, at least `bytes` over
+  /// the memory bandwidth, plus a launch.
+  double computeSeconds(double flops, double efficiency, double bytes) const;
   double gemmSeconds(double flops, int64_t smallestSide, double bytes) const;
-  double attentionSeconds(double flops, double bytes) const;
   double memorySeconds(double bytes) const;
 
   mlir::ModuleOp module;

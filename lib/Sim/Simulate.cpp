@@ -5,6 +5,7 @@
 
 #include "CostModel.h"
 #include "megac/Target/RankCommunication.h"
+#include "megac/Target/TensorBytes.h"
 #include "pipe/PipeOps.h"
 #include "pipe/ScheduleIR.h"
 #include "tx/TxChunks.h"
@@ -50,6 +51,18 @@ StageTail stageTail(const Cluster &cluster, const ParallelPlan &plan, const Stag
   return t;
 }
 
+/// A rank's iteration: `microbatches` x its per-microbatch work, then its waits and its tail.
+TimeSplit splitOf(const WorkCost &perMicrobatch, int64_t microbatches, double bubble, const StageTail &tail) {
+  TimeSplit t;
+  t.compute = microbatches * perMicrobatch.compute;
+  t.memory = microbatches * perMicrobatch.memory;
+  t.tpComm = microbatches * perMicrobatch.tp;
+  t.bubble = bubble;
+  t.dpComm = tail.dp;
+  t.optimizer = tail.optimizer;
+  return t;
+}
+
 /// The cost of @train_step's ops after the loss: its backward, which --overlap-grad-reduce's
 /// bucket syncs can hide behind on the iteration's last microbatch.
 double backwardSeconds(CostModel &model, func::FuncOp step) {
@@ -76,11 +89,7 @@ Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const
     auto step = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     const WorkCost one = model.function(step);
     StageTail tail = stageTail(cluster, plan, sent[0], memory[0], microbatches, backwardSeconds(model, step));
-    s.split.compute = microbatches * one.compute;
-    s.split.memory = microbatches * one.memory;
-    s.split.tpComm = microbatches * one.tp;
-    s.split.dpComm = tail.dp;
-    s.split.optimizer = tail.optimizer;
+    s.split = splitOf(one, microbatches, 0.0, tail);
     slowest = s.split.total();
   } else {
     // Each chunk's forward and backward from its functions; a message takes the boundary tensor
@@ -100,10 +109,8 @@ Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const
         continue;
       const bool isBackward = names::isBackwardHalf(fn.getName());
       (isBackward ? backward : forward)[*c] = model.function(fn);
-      if (!isBackward && *c + 1 < chunks) {
-        auto type = cast<RankedTensorType>(fn.getResultTypes()[0]);
-        boundaryBytes[*c] = double(type.getNumElements()) * (type.getElementTypeBitWidth() / 8);
-      }
+      if (!isBackward && *c + 1 < chunks)
+        boundaryBytes[*c] = double(tensorBytes(fn.getResultTypes()[0]));
     }
     const Link &ppLink = linkFor(cluster, plan.tp * plan.dp, plan.pp);
     pipeline::ActionCosts costs{
@@ -135,13 +142,7 @@ Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const
         continue;
       slowest = total;
       s.slowestStage = stage;
-      s.split = TimeSplit{};
-      s.split.compute = microbatches * work.compute;
-      s.split.memory = microbatches * work.memory;
-      s.split.tpComm = microbatches * work.tp;
-      s.split.bubble = finish[stage] - busy[stage];
-      s.split.dpComm = tail.dp;
-      s.split.optimizer = tail.optimizer;
+      s.split = splitOf(work, microbatches, finish[stage] - busy[stage], tail);
     }
   }
   s.iterationSeconds = slowest;

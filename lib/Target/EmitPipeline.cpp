@@ -23,7 +23,7 @@ StashLayout stashLayout(TypeRange types) {
   StashLayout layout;
   for (Type t : types) {
     layout.offsets.push_back(layout.bytes);
-    layout.bytes += alignUp(cast<RankedTensorType>(t).getNumElements() * elementBytes(t));
+    layout.bytes += alignUp(tensorBytes(t));
   }
   return layout;
 }

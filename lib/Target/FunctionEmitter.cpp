@@ -14,8 +14,6 @@ using namespace mlir;
 namespace megac::emit {
 
 int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
-int64_t elementBytes(Type t) { return cast<RankedTensorType>(t).getElementTypeBitWidth() / 8; }
-int64_t bytesOf(Value v) { return numel(v) * elementBytes(v.getType()); }
 std::string cppElementType(Type t) {
   Type e = cast<RankedTensorType>(t).getElementType();
   return e.isF32() ? "float" : e.isBF16() ? "megart::bf16_t" : e.isF16() ? "megart::fp16_t" : "";

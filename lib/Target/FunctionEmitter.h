@@ -6,6 +6,7 @@
 #pragma once
 
 #include "megac/Target/EmitCpp.h"
+#include "megac/Target/TensorBytes.h"
 #include "tx/TxOps.h"
 #include "tx/TxParamTable.h"
 
@@ -71,10 +72,8 @@ mlir::FailureOr<int64_t> emitFunction(mlir::func::FuncOp fn, Signature sig, cons
 Signature calleeSignature(mlir::func::FuncOp fn);
 
 int64_t numel(mlir::Value v);
-/// Bytes of one element of a tensor the emitter handles: 4 (f32, i32) or 2 (bf16, f16).
-int64_t elementBytes(mlir::Type tensorType);
 /// Bytes of a tensor value's buffer.
-int64_t bytesOf(mlir::Value v);
+inline int64_t bytesOf(mlir::Value v) { return tensorBytes(v.getType()); }
 /// The C++ element type of a float tensor's buffer: float, megart::bf16_t or megart::fp16_t;
 /// "" for another element type.
 std::string cppElementType(mlir::Type tensorType);

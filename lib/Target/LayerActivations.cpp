@@ -1,4 +1,5 @@
 #include "megac/Target/LayerActivations.h"
+#include "megac/Target/TensorBytes.h"
 
 #include "tx/TxLocations.h"
 #include "tx/TxNames.h"
@@ -28,7 +29,7 @@ static SavedActivation saved(Value v, StringRef name) {
   SavedActivation s;
   s.name = name.empty() ? "?" : name.str();
   s.elements = type.getNumElements();
-  s.bytes = s.elements * static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
+  s.bytes = tensorBytes(type);
   return s;
 }
 

@@ -1,6 +1,7 @@
 #include "megac/Target/RankCommunication.h"
 
 #include "megac/Plan/PlanIR.h"
+#include "megac/Target/TensorBytes.h"
 #include "megart/comm_counting.h"
 #include "tx/TxChunks.h"
 #include "tx/TxNames.h"
@@ -21,11 +22,6 @@ namespace {
 constexpr int64_t kFloatBytes = 4, kDoubleBytes = 8;
 constexpr int64_t kGradAlignFloats = 16; // ParamStore's 64-byte gradient alignment (no_shard)
 
-/// A tensor's bytes: fp32 4 per element, a 16-bit activation (--bf16 / --fp16) 2.
-int64_t bytesOf(Type t) {
-  auto tensor = cast<RankedTensorType>(t);
-  return tensor.getNumElements() * tensor.getElementTypeBitWidth() / 8;
-}
 
 /// The bytes per rank of one stage's work, found by walking what its functions call.
 class StageWalk {
@@ -49,15 +45,15 @@ public:
       if (auto r = dyn_cast<shard::AllReduceOp>(op)) {
         auto bucket = r.getInput().getDefiningOp<tx::GradBucketOp>();
         const int64_t sent = bucket ? bucketFloats(bucket.getFirst(), bucket.getLast()) * kFloatBytes
-                                    : bytesOf(r.getResult().getType());
+                                    : tensorBytes(r.getResult().getType());
         add(bytes, r.getGrid(), r.getGridAxes(),
             megart::all_reduce_bytes(double(sent), collectiveSize(plan, r.getGrid(), r.getGridAxes())));
       } else if (auto g = dyn_cast<shard::AllGatherOp>(op)) {
         add(bytes, g.getGrid(), g.getGridAxes(),
-            megart::gather_bytes(double(bytesOf(g.getResult().getType())), collectiveSize(plan, g.getGrid(), g.getGridAxes())));
+            megart::gather_bytes(double(tensorBytes(g.getResult().getType())), collectiveSize(plan, g.getGrid(), g.getGridAxes())));
       } else if (auto s = dyn_cast<shard::ReduceScatterOp>(op)) {
         add(bytes, s.getGrid(), s.getGridAxes(),
-            megart::gather_bytes(double(bytesOf(s.getInput().getType())), collectiveSize(plan, s.getGrid(), s.getGridAxes())));
+            megart::gather_bytes(double(tensorBytes(s.getInput().getType())), collectiveSize(plan, s.getGrid(), s.getGridAxes())));
       } else if (auto start = dyn_cast<tx::StartGradSyncOp>(op)) {
         if (std::optional<uint64_t> shard = start.getShardNumel()) {
           // The distributed optimizer's reduce-scatter over the shard group, then (hybrid) the
@@ -204,9 +200,9 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
       if (names::isBackwardHalf(fn.getName()))
         continue;
       if (chunk != chunks - 1)
-        c.perMicrobatch.pp += double(bytesOf(fn.getResultTypes()[0]));
+        c.perMicrobatch.pp += double(tensorBytes(fn.getResultTypes()[0]));
       if (chunk != 0)
-        c.perMicrobatch.pp += double(bytesOf(fn.getArgument(2).getType()));
+        c.perMicrobatch.pp += double(tensorBytes(fn.getArgument(2).getType()));
     }
     auto syncFn = module.lookupSymbol<func::FuncOp>(names::stageSyncName(s));
     for (const std::string &name : {names::stageSyncName(s), names::stageGatherName(s)})
