@@ -106,6 +106,15 @@ def replace_docs_block(docs, begin, end, markdown, append_if_missing=False):
         f.write(text)
 
 
+def publish(section, write_docs, docs, begin, end):
+    """Prints a benchmark's docs section and, with --write-docs, puts it between begin and end in
+    docs (appended when the markers are missing)."""
+    log(section)
+    if write_docs:
+        replace_docs_block(docs, begin, end, section, append_if_missing=True)
+        log(f"wrote the section to {docs}")
+
+
 def write_random_tokens(argv, vocab_size, seed):
     """The benches' data worker (run under Debian's python, which has numpy): --data-path PREFIX
     --tokens N writes one document of N random token ids < vocab_size (fixed seed) as a Megatron

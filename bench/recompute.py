@@ -35,7 +35,7 @@ import sys
 import tempfile
 
 from bench_util import (CpuMeter, benchmark_args, cpu_model, git_rev, loadavg, log, prepare_gpt2, read_metrics,
-                        replace_docs_block, run, write_random_tokens)
+                        publish, run, write_random_tokens)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs", "benchmarks.md")
@@ -137,10 +137,7 @@ state, which recomputation and 16-bit activations do not touch. bf16 halves what
 configuration, the workspace (whose peak is where the activations are). On the CPU bf16 computes in fp32 and converts in every kernel (and rounds the GEMMs' fp32 weights into
 scratch copies), so it saves memory, not time: its speed on a GPU, where the tensor cores take 16-bit operands, is
 issue [13]'s."""
-    log(section)
-    if args.write_docs:
-        replace_docs_block(DOCS, BEGIN, END, section, append_if_missing=True)
-        log(f"wrote the section to {DOCS}")
+    publish(section, args.write_docs, DOCS, BEGIN, END)
     return 0 if ok else 1
 
 

@@ -37,7 +37,7 @@ import sys
 import tempfile
 
 from bench_util import (CpuMeter, benchmark_args, cpu_model, git_rev, loadavg, log, prepare_gpt2, read_metrics,
-                        replace_docs_block, run, write_random_tokens)
+                        publish, run, write_random_tokens)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs", "benchmarks.md")
@@ -141,10 +141,7 @@ gathered parameter buckets of ZeRO-2/3) does not shrink with d. ZeRO-1 and ZeRO-
 gradient reduce-scatter per further microbatch for ZeRO-2; ZeRO-3 also all-gathers the parameters for every
 microbatch's forward and again for its backward. On 2 oversubscribed cores the collectives are memory copies, so the
 speed differences mostly show the extra copies and the more, smaller messages."""
-    log(section)
-    if args.write_docs:
-        replace_docs_block(DOCS, BEGIN, END, section, append_if_missing=True)
-        log(f"wrote the section to {DOCS}")
+    publish(section, args.write_docs, DOCS, BEGIN, END)
     return 0 if ok else 1
 
 

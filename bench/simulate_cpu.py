@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 from bench_util import (CpuMeter, benchmark_args, cpu_model, git_rev, loadavg, log, prepare_gpt2, read_metrics,
-                        replace_docs_block, run, write_random_tokens)
+                        publish, run, write_random_tokens)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs", "benchmarks.md")
@@ -107,10 +107,7 @@ file `megac calibrate --target cpu --ranks 2 --threads 1` wrote in the same run 
 The calibration it used:
 
 {calibration}"""
-    log(section)
-    if args.write_docs:
-        replace_docs_block(DOCS, BEGIN, END, section, append_if_missing=True)
-        log(f"wrote the section to {DOCS}")
+    publish(section, args.write_docs, DOCS, BEGIN, END)
     return 0 if ok else 1
 
 
