@@ -34,6 +34,21 @@ const NumberKey kNumbers[] = {
     {"kernel_launch_us", &Cluster::kernelLaunchUs, 0, 1e6},
 };
 
+/// A whole-number key and its lower bound.
+struct CountKey {
+  const char *key;
+  int64_t Cluster::*field;
+  int64_t min;
+};
+
+const CountKey kCounts[] = {
+    {"devices_per_node", &Cluster::devicesPerNode, 1},
+    {"gemm_saturation_rows", &Cluster::gemmSaturation, 0},
+    {"gemm_tile_rows", &Cluster::gemmTileRows, 1},
+    {"gemm_tile_cols", &Cluster::gemmTileCols, 1},
+    {"gemm_tiles_at_once", &Cluster::gemmTilesAtOnce, 0},
+};
+
 /// Link keys: "<prefix>_bus_bandwidth_gbps" and "<prefix>_latency_us".
 const std::pair<const char *, Link Cluster::*> kLinks[] = {{"intra_node", &Cluster::intraNode},
                                                            {"inter_node", &Cluster::interNode}};
@@ -45,7 +60,9 @@ std::string shortNumber(double v) {
 }
 
 std::vector<std::string> knownKeys() {
-  std::vector<std::string> keys = {"name", "device", "devices_per_node", "gemm_saturation_rows"};
+  std::vector<std::string> keys = {"name", "device"};
+  for (const CountKey &k : kCounts)
+    keys.push_back(k.key);
   for (const NumberKey &k : kNumbers)
     keys.push_back(k.key);
   for (auto [prefix, field] : kLinks) {
@@ -128,27 +145,30 @@ Expected<Cluster> megac::sim::parseCluster(StringRef yamlText, StringRef where) 
     (c.*field).busBandwidthGBps = *bw;
     (c.*field).latencyUs = *latency;
   }
-  Expected<double> perNode = number("devices_per_node", 1, 1 << 20);
-  Expected<double> saturation = number("gemm_saturation_rows", 0, 1 << 30);
-  if (!perNode)
-    return perNode.takeError();
-  if (!saturation)
-    return saturation.takeError();
-  if (*perNode != std::floor(*perNode) || *saturation != std::floor(*saturation))
-    return fail("devices_per_node and gemm_saturation_rows must be whole numbers");
-  c.devicesPerNode = static_cast<int64_t>(*perNode);
-  c.gemmSaturation = static_cast<int64_t>(*saturation);
+  for (const CountKey &k : kCounts) {
+    Expected<double> v = number(k.key, double(k.min), double(1 << 30));
+    if (!v)
+      return v.takeError();
+    if (*v != std::floor(*v))
+      return fail(Twine(k.key) + " is " + shortNumber(*v) + "; it must be a whole number");
+    c.*k.field = static_cast<int64_t>(*v);
+  }
   return c;
 }
 
 Expected<Cluster> megac::sim::loadCluster(StringRef nameOrPath) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> file = MemoryBuffer::getFile(nameOrPath, /*IsText=*/true);
+  // A bare name is one of the project's cluster files (clusters/NAME.yaml).
+  std::string path = nameOrPath.str();
+  if (!nameOrPath.contains('/') && !nameOrPath.ends_with(".yaml") && !nameOrPath.empty())
+    path = (Twine(MEGAC_CLUSTER_DIR) + "/" + nameOrPath + ".yaml").str();
+  ErrorOr<std::unique_ptr<MemoryBuffer>> file = MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!file)
     return createStringError(inconvertibleErrorCode(),
-                             "--cluster " + nameOrPath + ": cannot read it (" + file.getError().message() +
-                                 "); give a cluster file (docs/simulate.md has the schema)");
+                             "--cluster " + nameOrPath + ": cannot read " + path + " (" + file.getError().message() +
+                                 "); give a cluster file or the name of one in " MEGAC_CLUSTER_DIR
+                                 " (selene-a100, dgx-h100; docs/simulate.md has the schema)");
   if ((*file)->getBufferSize() > (1 << 20))
     return createStringError(inconvertibleErrorCode(),
                              "--cluster " + nameOrPath + " is over 1 MiB; a cluster file is a few lines of YAML");
-  return parseCluster((*file)->getBuffer(), nameOrPath);
+  return parseCluster((*file)->getBuffer(), path);
 }

@@ -10,6 +10,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace megac;
@@ -20,6 +21,7 @@ namespace {
 int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
 ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
 double bytesOf(Value v) { return isa<RankedTensorType>(v.getType()) ? double(tensorBytes(v.getType())) : 0.0; }
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t product(ArrayRef<int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims)
@@ -51,10 +53,25 @@ double CostModel::computeSeconds(double flops, double efficiency, double bytes) 
   return std::max(flops / (peak * efficiency), memorySeconds(bytes)) + cluster.kernelLaunchUs * 1e-6;
 }
 
-double CostModel::gemmSeconds(double flops, int64_t smallestSide, double bytes) const {
+double CostModel::gemmSeconds(int64_t batch, int64_t m, int64_t n, int64_t k, double bytes) const {
+  const double flops = 2.0 * double(batch) * double(m) * double(n) * double(k);
   double efficiency = cluster.gemmEfficiency;
+  const int64_t smallestSide = std::min({m, n, k});
   if (cluster.gemmSaturation > 0 && smallestSide < cluster.gemmSaturation)
     efficiency *= double(std::max<int64_t>(smallestSide, 1)) / double(cluster.gemmSaturation);
+  if (cluster.gemmTilesAtOnce > 0) {
+    // The share of the tiles' waves that is useful output, the tile laid either way on the
+    // output (the library picks the better).
+    auto useful = [&](int64_t tileRows, int64_t tileCols) {
+      const double tiles = double(batch) * double(ceilDiv(m, tileRows)) * double(ceilDiv(n, tileCols));
+      const double waves = std::ceil(tiles / double(cluster.gemmTilesAtOnce));
+      return double(batch) * double(m) * double(n) /
+             (waves * double(cluster.gemmTilesAtOnce) * double(tileRows) * double(tileCols));
+    };
+    const int64_t small = std::min(cluster.gemmTileRows, cluster.gemmTileCols);
+    efficiency *= std::max({useful(cluster.gemmTileRows, cluster.gemmTileCols),
+                            useful(cluster.gemmTileCols, cluster.gemmTileRows), useful(small, small)});
+  }
   return computeSeconds(flops, efficiency, bytes);
 }
 
@@ -75,7 +92,7 @@ WorkCost CostModel::op(Operation *o) {
   const double launch = cluster.kernelLaunchUs * 1e-6;
   // A GEMM of batch x [m, k] x [k, n].
   auto gemm = [&](int64_t batch, int64_t m, int64_t n, int64_t k) {
-    c.compute = gemmSeconds(2.0 * double(batch) * m * n * k, std::min({m, n, k}), touchedBytes(o));
+    c.compute = gemmSeconds(batch, m, n, k, touchedBytes(o));
   };
   // Attention on [b, s, heads, d] queries: QK^T and PV (a causal mask skips half the tiles, as a
   // flash kernel does); the backward recomputes the scores and makes dV, dP, dQ and dK: 5 GEMMs
@@ -84,6 +101,28 @@ WorkCost CostModel::op(Operation *o) {
     ArrayRef<int64_t> q = shapeOf(query);
     const double flops = gemms * 2.0 * double(q[0]) * q[2] * q[1] * q[1] * q[3] * (causal ? 0.5 : 1.0);
     c.compute = computeSeconds(flops, cluster.attentionEfficiency, touchedBytes(o));
+  };
+  // Megatron's unfused attention: the scores written out as a [b x heads, s, s] tensor of the
+  // activations' type by a batched GEMM, a softmax that reads and writes them, and a batched GEMM
+  // with V; its backward makes dV and dP, the softmax gradient (reading P and dP, writing dS), then
+  // dQ and dK. The mask is applied inside the softmax kernel; the full square is computed.
+  auto unfusedAttention = [&](Value query, bool backward) {
+    ArrayRef<int64_t> q = shapeOf(query);
+    const int64_t batch = q[0] * q[2], s = q[1], d = q[3];
+    const double scoreBytes = double(batch) * double(s) * double(s) * double(tensorBytes(query.getType())) /
+                              double(numel(query));
+    const double ioBytes = touchedBytes(o) / (backward ? 4.0 : 2.0); // one q-sized tensor, roughly
+    auto batchedGemm = [&](int64_t m, int64_t n, int64_t k, double bytes) {
+      return gemmSeconds(batch, m, n, k, bytes);
+    };
+    if (!backward) {
+      c.compute = batchedGemm(s, s, d, 2 * ioBytes + scoreBytes) + batchedGemm(s, d, s, scoreBytes + 2 * ioBytes);
+      c.memory = memorySeconds(2 * scoreBytes) + launch;
+    } else {
+      c.compute = batchedGemm(s, d, s, scoreBytes + 2 * ioBytes) + batchedGemm(s, s, d, 2 * ioBytes + scoreBytes) +
+                  batchedGemm(s, d, s, scoreBytes + 2 * ioBytes) + batchedGemm(s, d, s, scoreBytes + 2 * ioBytes);
+      c.memory = memorySeconds(3 * scoreBytes) + launch;
+    }
   };
   auto collective = [&](StringRef grid, ArrayRef<int16_t> axes, double sent, int64_t stepsPerRank) {
     // Only tensor-parallel collectives sit in a step's critical path here; data-parallel ones
@@ -110,8 +149,18 @@ WorkCost CostModel::op(Operation *o) {
         const int64_t k = l.getTransposeRhs() ? w[1] : w[0], n = l.getTransposeRhs() ? w[0] : w[1];
         gemm(1, numel(l.getInput()) / k, n, k);
       })
-      .Case([&](tx::AttentionOp a) { attention(a.getQuery(), a.getCausal(), 2); })
-      .Case([&](tx::AttentionGradOp a) { attention(a.getQuery(), a.getCausal(), 5); })
+      .Case([&](tx::AttentionOp a) {
+        if (unfusedAttention_)
+          unfusedAttention(a.getQuery(), false);
+        else
+          attention(a.getQuery(), a.getCausal(), 2);
+      })
+      .Case([&](tx::AttentionGradOp a) {
+        if (unfusedAttention_)
+          unfusedAttention(a.getQuery(), true);
+        else
+          attention(a.getQuery(), a.getCausal(), 5);
+      })
       .Case([&](shard::AllReduceOp r) {
         collective(r.getGrid(), r.getGridAxes(), megart::all_reduce_bytes(bytesOf(r.getResult()), plan.tp), 2);
       })

@@ -31,8 +31,10 @@ double transferSeconds(const Link &link, double bytesPerRank, int64_t steps);
 
 class CostModel {
 public:
-  CostModel(mlir::ModuleOp module, const ParallelPlan &plan, const Cluster &cluster, bool sixteenBitGemms)
-      : module(module), plan(plan), cluster(cluster), sixteenBitGemms(sixteenBitGemms) {}
+  CostModel(mlir::ModuleOp module, const ParallelPlan &plan, const Cluster &cluster, bool sixteenBitGemms,
+            bool unfusedAttention)
+      : module(module), plan(plan), cluster(cluster), sixteenBitGemms(sixteenBitGemms),
+        unfusedAttention_(unfusedAttention) {}
 
   /// One call of `fn`, its callees included (memoised by name).
   WorkCost function(mlir::func::FuncOp fn);
@@ -43,13 +45,16 @@ private:
   /// `flops` at the peak of the program's GEMM precision x `efficiency`, at least `bytes` over
   /// the memory bandwidth, plus a launch.
   double computeSeconds(double flops, double efficiency, double bytes) const;
-  double gemmSeconds(double flops, int64_t smallestSide, double bytes) const;
+  /// batch x [m, k] x [k, n] at the GEMM efficiency, less its size fall-off and its tile and
+  /// wave quantization.
+  double gemmSeconds(int64_t batch, int64_t m, int64_t n, int64_t k, double bytes) const;
   double memorySeconds(double bytes) const;
 
   mlir::ModuleOp module;
   const ParallelPlan &plan;
   const Cluster &cluster;
   bool sixteenBitGemms;
+  bool unfusedAttention_; // cost attention as Megatron's unfused kernels (--attention-backend unfused)
   llvm::StringMap<WorkCost> memo;
 };
 

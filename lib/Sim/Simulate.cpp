@@ -38,17 +38,27 @@ struct StageTail {
   double dp = 0, optimizer = 0;
 };
 
-StageTail stageTail(const Cluster &cluster, const ParallelPlan &plan, const StageCommunication &sent,
-                    const StageStateMemory &memory, int64_t microbatches, double overlappable) {
+StageTail stageTail(const Cluster &cluster, const ParallelPlan &plan, const SimulationInputs &in,
+                    const StageCommunication &sent, const StageStateMemory &memory, int64_t microbatches,
+                    double overlappable) {
   StageTail t;
   if (plan.dp > 1) {
-    const double bytes = sent.perIteration.dp + double(microbatches) * sent.perMicrobatch.dp;
+    // Without sharding every dp byte is a gradient sum, counted in fp32.
+    const double gradientScale = in.gradReduceIn16Bit ? 0.5 : 1.0;
+    const double bytes = gradientScale * (sent.perIteration.dp + double(microbatches) * sent.perMicrobatch.dp);
     const double seconds = transferSeconds(dpLink(cluster, plan), bytes, 2 * (plan.dp - 1));
     t.dp = plan.overlapGradReduce ? std::max(0.0, seconds - overlappable) : seconds;
   }
   const double elements = double(memory.optimizerBytes) / 8.0; // two fp32 moments per element
   t.optimizer = elements * kOptimizerBytesPerElement / (cluster.memoryBandwidthGBps * 1e9);
   return t;
+}
+
+/// The tail's spans in a trace: the exposed data-parallel sync, then the optimizer step.
+void addTail(std::vector<TraceSpan> &trace, int64_t stage, double start, const StageTail &tail) {
+  if (tail.dp > 0)
+    trace.push_back({stage, "data-parallel sync", "dp_communication", start, start + tail.dp});
+  trace.push_back({stage, "optimizer", "optimizer", start + tail.dp, start + tail.dp + tail.optimizer});
 }
 
 /// A rank's iteration: `microbatches` x its per-microbatch work, then its waits and its tail.
@@ -80,7 +90,7 @@ double backwardSeconds(CostModel &model, func::FuncOp step) {
 
 Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const Cluster &cluster,
                                 const SimulationInputs &in, ArrayRef<StageStateMemory> memory) {
-  CostModel model(module, plan, cluster, in.sixteenBitGemms);
+  CostModel model(module, plan, cluster, in.sixteenBitGemms, in.unfusedAttention);
   const SmallVector<StageCommunication> sent = communicationPlan(module, plan);
   const int64_t microbatches = std::max<int64_t>(1, in.globalBatch / (in.microBatch * plan.dp));
   Simulation s;
@@ -88,9 +98,14 @@ Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const
   if (plan.pp == 1) {
     auto step = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     const WorkCost one = model.function(step);
-    StageTail tail = stageTail(cluster, plan, sent[0], memory[0], microbatches, backwardSeconds(model, step));
+    StageTail tail = stageTail(cluster, plan, in, sent[0], memory[0], microbatches, backwardSeconds(model, step));
     s.split = splitOf(one, microbatches, 0.0, tail);
     slowest = s.split.total();
+    if (in.trace) {
+      for (int64_t m = 0; m < microbatches; ++m)
+        s.trace.push_back({0, "step " + std::to_string(m), "step", m * one.seconds(), (m + 1) * one.seconds(), -1, m});
+      addTail(s.trace, 0, microbatches * one.seconds(), tail);
+    }
   } else {
     // Each chunk's forward and backward from its functions; a message takes the boundary tensor
     // over the pipeline link.
@@ -127,8 +142,16 @@ Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const
     std::vector<double> finish(plan.pp, 0.0), busy(plan.pp, 0.0);
     for (const pipeline::SimEvent &e : run.events) {
       finish[e.rank] = std::max(finish[e.rank], e.end);
-      if (e.kind == pipeline::ActionKind::Forward || e.kind == pipeline::ActionKind::Backward)
-        busy[e.rank] += e.end - e.start;
+      const bool forwardOrBackward = e.kind == pipeline::ActionKind::Forward || e.kind == pipeline::ActionKind::Backward;
+      if (!forwardOrBackward)
+        continue;
+      busy[e.rank] += e.end - e.start;
+      if (in.trace) {
+        const bool isForward = e.kind == pipeline::ActionKind::Forward;
+        s.trace.push_back({e.rank,
+                           (isForward ? "F" : "B") + std::to_string(e.chunk) + "." + std::to_string(e.microbatch),
+                           isForward ? "forward" : "backward", e.start, e.end, e.chunk, e.microbatch});
+      }
     }
     for (int64_t stage = 0; stage < plan.pp; ++stage) {
       WorkCost work;
@@ -136,8 +159,10 @@ Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const
         work += forward[c];
         work += backward[c];
       }
-      StageTail tail = stageTail(cluster, plan, sent[stage], memory[stage], microbatches, 0.0);
+      StageTail tail = stageTail(cluster, plan, in, sent[stage], memory[stage], microbatches, 0.0);
       const double total = finish[stage] + tail.dp + tail.optimizer;
+      if (in.trace)
+        addTail(s.trace, stage, finish[stage], tail);
       if (total <= slowest)
         continue;
       slowest = total;

@@ -123,6 +123,7 @@ int main() {
   std::printf("gemm_efficiency: 1  # the peak is what a large GEMM measured\n");
   std::printf("gemm_saturation_rows: %.0f  # median of side x peak / rate over the GEMMs below 95%% of peak\n",
               saturation);
+  std::printf("gemm_tile_rows: 1\ngemm_tile_cols: 1\ngemm_tiles_at_once: 0  # a CPU: no tile or wave quantization\n");
   std::printf("attention_efficiency: %.6g  # causal attention fwd + bwd, s 512, 8 heads of 64, / the fp32 peak\n",
               std::min(1.0, attention / peak32));
   std::printf("memory_bandwidth_gbps: %.6g  # out = a + b over 16 Mi floats, 12 bytes per element\n", stream / 1e9);

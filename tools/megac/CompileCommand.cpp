@@ -181,9 +181,22 @@ cl::opt<bool> bf16("bf16",
                    cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--bf16"));
 cl::opt<bool> fp16("fp16", cl::desc("as --bf16 in fp16 (OUT/train scales the loss dynamically) (Megatron's flag)"),
                    cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--fp16"));
-cl::opt<std::string> clusterFile("cluster", cl::desc("the cluster to simulate on: a cluster file (docs/simulate.md)"),
-                                 cl::value_desc("FILE.yaml"), cl::sub(simulate),
+cl::opt<std::string> clusterFile("cluster", cl::desc("the cluster to simulate on: a cluster file (docs/simulate.md) or the name of one in clusters/"),
+                                 cl::value_desc("NAME|FILE.yaml"), cl::sub(simulate),
                                  megac::recordValues<std::string>("--cluster"));
+cl::opt<std::string> attentionBackend("attention-backend",
+                                      cl::desc("how attention is costed: flash (a fused kernel at the cluster's "
+                                               "attention_efficiency, default) or unfused (Megatron's unfused path: "
+                                               "batched GEMMs and a softmax over the s x s scores)"),
+                                      cl::value_desc("flash|unfused"), cl::init("flash"), cl::sub(simulate));
+cl::opt<bool> gradReduceIn16Bit("grad-reduce-in-bf16",
+                                cl::desc("cost the data-parallel gradient sums at 2 bytes per element (as OUT/train "
+                                         "--grad-reduce-in-bf16 runs them; plain data parallelism only)"),
+                                cl::sub(simulate));
+cl::opt<std::string> tracePath("trace",
+                               cl::desc("write the simulated iteration as a Perfetto / Chrome trace, one process "
+                                        "per rank class (pp stage)"),
+                               cl::value_desc("FILE.json"), cl::sub(simulate), megac::recordValues<std::string>("--trace"));
 cl::opt<bool> simulationJson("json", cl::desc("print the simulation as one JSON object"), cl::sub(simulate));
 cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds which (pp, dp, tp) coordinate"),
                          cl::sub(compile));
@@ -352,7 +365,13 @@ int simulatePlan(mlir::ModuleOp module, const megac::ParallelPlan &plan, const m
   inputs.seqLength = spec.seqLength;
   inputs.modelFlopsPerSample = megac::modelFlopsPerSample(spec);
   inputs.sixteenBitGemms = plan.precision != megac::ActivationPrecision::Fp32;
+  inputs.unfusedAttention = attentionBackend == "unfused";
+  inputs.gradReduceIn16Bit = gradReduceIn16Bit;
+  inputs.trace = !tracePath.empty();
   const megac::sim::Simulation result = megac::sim::simulate(module, plan, cluster, inputs, memory);
+  if (!tracePath.empty() &&
+      !megac::writeTextFile(tracePath, [&](raw_ostream &os) { os << megac::sim::traceJson(result, cluster) << "\n"; }))
+    return 1;
   if (simulationJson)
     outs() << formatv("{0:2}", json::Value(megac::sim::simulationJson(result, cluster))) << "\n";
   else
@@ -370,9 +389,11 @@ int megac::runCompile() {
   std::optional<sim::Cluster> cluster;
   if (simulating) {
     if (clusterFile.empty())
-      return fail("megac simulate needs --cluster FILE.yaml: the machine to simulate on (docs/simulate.md)");
+      return fail("megac simulate needs --cluster NAME|FILE.yaml: the machine to simulate on (selene-a100, dgx-h100, or a file: docs/simulate.md)");
     if (globalBatch == 0)
       return fail("megac simulate needs --global-batch-size B: the samples of one iteration");
+    if (attentionBackend != "flash" && attentionBackend != "unfused")
+      return fail("--attention-backend " + attentionBackend + " is not known; give flash or unfused");
     Expected<sim::Cluster> loaded = sim::loadCluster(clusterFile);
     if (!loaded)
       return fail(toString(loaded.takeError()));
@@ -443,6 +464,10 @@ int megac::runCompile() {
     return fail("the pass pipeline failed (see the error above)");
   if (!dumps.ok())
     return 1;
+  if (simulating && gradReduceIn16Bit && plan.sharding != ShardingStrategy::NoShard)
+    return fail("--grad-reduce-in-bf16 with --data-parallel-sharding-strategy " +
+                std::string(shardingStrategyName(plan.sharding)) +
+                ": OUT/train sums 16-bit gradients only without sharding; drop one of the two");
   if (simulating)
     return simulatePlan(*module, plan, *spec, *cluster);
   for (pipe::ScheduleOp scheduleOp : module->getOps<pipe::ScheduleOp>()) {

@@ -29,6 +29,11 @@ struct Cluster {
   // reach proportionally less (a simple size curve, documented in docs/simulate.md).
   double gemmEfficiency = 1;
   int64_t gemmSaturation = 0;
+  // Tile and wave quantization (NVIDIA's GEMM guide): a GEMM's output is computed in tiles of
+  // `gemmTileRows` x `gemmTileCols`, `gemmTilesAtOnce` at a time (one wave: a tile per SM); a
+  // partly filled tile or wave costs a full one. `gemmEfficiency` is then the rate of full waves
+  // of full tiles. 0 tiles at once: no quantization (a CPU).
+  int64_t gemmTileRows = 1, gemmTileCols = 1, gemmTilesAtOnce = 0;
   // The fraction of peak the attention kernels (forward and backward, FLOPs counted as the GEMMs
   // of a flash kernel: docs/simulate.md) reach: their softmax and masking make them slower than
   // a plain GEMM.
@@ -39,8 +44,8 @@ struct Cluster {
   Link intraNode, interNode;
 };
 
-/// The cluster file at `path`.
-llvm::Expected<Cluster> loadCluster(llvm::StringRef path);
+/// The cluster file at `nameOrPath`, or clusters/NAME.yaml for a bare name.
+llvm::Expected<Cluster> loadCluster(llvm::StringRef nameOrPath);
 /// Parses a cluster file's text; `where` names it in errors.
 llvm::Expected<Cluster> parseCluster(llvm::StringRef yaml, llvm::StringRef where);
 

@@ -14,6 +14,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace megac::sim {
@@ -29,6 +30,15 @@ struct TimeSplit {
   double total() const { return compute + memory + tpComm + bubble + dpComm + optimizer; }
 };
 
+/// One span of a rank class's iteration in a trace: a chunk's forward or backward (pipeline), a
+/// microbatch's step (no pipeline), or the tail's data-parallel sync and optimizer step.
+struct TraceSpan {
+  int64_t stage = 0; // the rank class: its pp stage (tp and dp ranks of a stage do the same)
+  std::string name, category;
+  double start = 0, end = 0; // seconds from the iteration's start
+  int64_t chunk = -1, microbatch = -1;
+};
+
 struct Simulation {
   double iterationSeconds = 0;
   double tokensPerSecond = 0;
@@ -38,6 +48,7 @@ struct Simulation {
   int64_t slowestStage = 0;
   std::vector<double> memoryGiBPerStage; // the memory plan's peak per rank of each stage
   bool fits = true;
+  std::vector<TraceSpan> trace; // filled when SimulationInputs::trace is set
 };
 
 struct SimulationInputs {
@@ -46,12 +57,22 @@ struct SimulationInputs {
   int64_t seqLength = 0;
   double modelFlopsPerSample = 0;
   bool sixteenBitGemms = false; // the GEMMs run at the 16-bit peak
+  // Attention costed as Megatron's unfused kernels (the s x s scores written out, a softmax
+  // kernel, batched GEMMs) instead of the cluster's fused attention efficiency.
+  bool unfusedAttention = false;
+  // The data-parallel gradient sums travel in 16 bits (--grad-reduce-in-bf16; plain DDP only).
+  bool gradReduceIn16Bit = false;
+  bool trace = false; // keep every span for --trace
 };
 
 /// Simulates one iteration of `module` (after the whole pass pipeline) under `plan` on `cluster`;
 /// `memory` is the per-stage plan megac compile prints (stateMemory + addProgramBuffers).
 Simulation simulate(mlir::ModuleOp module, const ParallelPlan &plan, const Cluster &cluster,
                     const SimulationInputs &inputs, llvm::ArrayRef<StageStateMemory> memory);
+
+/// --trace: `s.trace` as a Chrome / Perfetto trace (JSON), one process per rank class (pp stage),
+/// times in microseconds.
+std::string traceJson(const Simulation &s, const Cluster &cluster);
 
 /// The figures for a person, each line starting with `prefix`.
 void printSimulation(const Simulation &s, const Cluster &cluster, llvm::StringRef prefix, llvm::raw_ostream &os);

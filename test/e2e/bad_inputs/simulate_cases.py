@@ -5,7 +5,8 @@ AREA = "simulate"
 # A complete cluster file (test/Sim/Inputs/toy.yaml's keys); cases change one line.
 CLUSTER = {
     "name": "toy", "device": "toy accelerator", "devices_per_node": "4", "peak_tflops_16bit": "100",
-    "peak_tflops_fp32": "10", "gemm_efficiency": "0.5", "gemm_saturation_rows": "0", "attention_efficiency": "0.25",
+    "peak_tflops_fp32": "10", "gemm_efficiency": "0.5", "gemm_saturation_rows": "0",
+    "gemm_tile_rows": "1", "gemm_tile_cols": "1", "gemm_tiles_at_once": "0", "attention_efficiency": "0.25",
     "memory_bandwidth_gbps": "1000", "memory_gib": "16", "kernel_launch_us": "0",
     "intra_node_bus_bandwidth_gbps": "100", "intra_node_latency_us": "0",
     "inter_node_bus_bandwidth_gbps": "10", "inter_node_latency_us": "0",
@@ -26,7 +27,7 @@ def simulate_case(name, text, expect, flags=None):
 
 def cases():
     return calibrate_cases() + [
-        simulate_case("no cluster file", None, r"--cluster .*cluster.yaml: cannot read it"),
+        simulate_case("no cluster file", None, r"--cluster .*cluster.yaml: cannot read .*cluster.yaml"),
         simulate_case("cluster key missing", cluster(memory_gib=None), r"missing key 'memory_gib'"),
         simulate_case("cluster key unknown", cluster(tflops=1), r"unknown key 'tflops'; the keys are"),
         simulate_case("cluster efficiency above 1", cluster(gemm_efficiency=1.5),
@@ -36,13 +37,15 @@ def cases():
         simulate_case("cluster bandwidth nan", cluster(memory_bandwidth_gbps=".nan"),
                       r"memory_bandwidth_gbps must be a finite number, got '.nan'"),
         simulate_case("cluster devices per node fractional", cluster(devices_per_node=2.5),
-                      r"devices_per_node and gemm_saturation_rows must be whole numbers"),
+                      r"devices_per_node is 2.5; it must be a whole number"),
+        simulate_case("cluster tile of 0 rows", cluster(gemm_tile_rows=0),
+                      r"gemm_tile_rows is 0; it must be between 1 and"),
         simulate_case("cluster not a mapping", "- a\n- b\n", r"expected a mapping of keys to values"),
         simulate_case("cluster key twice", cluster() + "memory_gib: 8\n", r"memory_gib is given twice"),
         simulate_case("simulate without a global batch", cluster(), r"megac simulate needs --global-batch-size B",
                       flags=[]),
         Case(AREA, "simulate without a cluster", ["{megac}", "simulate", "{spec}", "--global-batch-size", "8"],
-             r"megac simulate needs --cluster FILE.yaml"),
+             r"megac simulate needs --cluster NAME\|FILE.yaml"),
         simulate_case("simulate global batch 2^40", cluster(), r"--global-batch-size 1099511627776 makes "
                       r"1099511627776 microbatches per iteration .* more than the 65536 an iteration may have",
                       flags=["--global-batch-size", "1099511627776"]),
