@@ -114,6 +114,12 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
                               << " chunks but the plan has pp " << stages << " and megac-pipeline-split made "
                               << numChunks << " chunks";
   std::vector<int64_t> peaks = pipeline::peakStash(schedule);
+  // Every stage's steps: when a stage's sent buffers come back depends on all of them.
+  std::vector<std::vector<megart::PipelineStep>> allSteps(static_cast<size_t>(stages));
+  for (int64_t s = 0; s < stages; ++s)
+    for (const pipeline::Action &a : schedule.ranks[s])
+      allSteps[s].push_back({static_cast<int32_t>(a.kind), static_cast<int32_t>(a.chunk), static_cast<int32_t>(a.peer)});
+  const std::vector<std::vector<int64_t>> reclaim = megart::send_reclaim_steps(allSteps);
   std::string stageTable = "const megart::PipelineStageDesc kStages[] = {\n";
   SmallVector<StageBuffers> stageBuffers;
   for (int64_t s = 0; s < stages; ++s) {
@@ -180,10 +186,8 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
                   flatFields + "},\n";
     plan << "stage " << s << ": arena " << arena << " bytes\n";
     // The executor's buffer pool, as the runtime sizes it (one shared definition).
-    std::vector<megart::PipelineStep> steps;
-    for (const pipeline::Action &a : schedule.ranks[s])
-      steps.push_back({static_cast<int32_t>(a.kind), static_cast<int32_t>(a.chunk), static_cast<int32_t>(a.peer)});
-    const megart::PipelineBufferPlan pool = megart::plan_pipeline_buffers(steps, chunkSizes, numChunks);
+    const megart::PipelineBufferPlan pool =
+        megart::plan_pipeline_buffers(allSteps[s], chunkSizes, numChunks, reclaim[s]);
     StageBuffers buffers;
     buffers.workspaceBytes = arena;
     buffers.activationBytes = pool.bytes(megart::PipelineBufferKind::Activations);

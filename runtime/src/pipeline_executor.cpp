@@ -172,7 +172,16 @@ void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, in
 
 // ---------------------------------------------------------------------------------------------
 
-PipelineBufferPlan stage_buffer_plan(const PipelineStageDesc &stage, int64_t num_chunks) {
+std::vector<std::vector<PipelineStep>> pipeline_steps(const PipelineStageDesc *stages, int64_t pp_size) {
+  std::vector<std::vector<PipelineStep>> steps(static_cast<size_t>(pp_size));
+  for (int64_t r = 0; r < pp_size; ++r)
+    for (int64_t i = 0; i < stages[r].num_ops; ++i)
+      steps[r].push_back({static_cast<int32_t>(stages[r].ops[i].kind), stages[r].ops[i].chunk, stages[r].ops[i].peer});
+  return steps;
+}
+
+PipelineBufferPlan stage_buffer_plan(const PipelineStageDesc &stage, int64_t num_chunks,
+                                     const std::vector<int64_t> &reclaim) {
   std::vector<PipelineStep> steps;
   for (int64_t i = 0; i < stage.num_ops; ++i)
     steps.push_back({static_cast<int32_t>(stage.ops[i].kind), stage.ops[i].chunk, stage.ops[i].peer});
@@ -181,7 +190,7 @@ PipelineBufferPlan stage_buffer_plan(const PipelineStageDesc &stage, int64_t num
     const ChunkDesc &c = stage.chunks[i];
     chunks.push_back({c.chunk, c.stash_bytes, c.input_numel * c.element_bytes, c.output_numel * c.element_bytes});
   }
-  return plan_pipeline_buffers(steps, chunks, num_chunks);
+  return plan_pipeline_buffers(steps, chunks, num_chunks, reclaim);
 }
 
 DeviceBuffer PipelineExecutor::BufferPool::take(int64_t bytes, MemoryCategory category) {
@@ -204,14 +213,16 @@ void PipelineExecutor::BufferPool::give(DeviceBuffer buffer) {
     free_[{buffer.category(), buffer.bytes()}].push_back(std::move(buffer));
 }
 
-PipelineExecutor::PipelineExecutor(const PipelineStageDesc &stage, int64_t pp_rank,
+PipelineExecutor::PipelineExecutor(const PipelineStageDesc *stages, int64_t pp_rank,
                                    int64_t pp_size, int64_t virtual_size,
                                    int64_t num_microbatches, Device &device)
-    : stage_(stage), pp_rank_(pp_rank), pp_size_(pp_size), num_chunks_(pp_size * virtual_size),
+    : stage_(stages[pp_rank]), pp_rank_(pp_rank), pp_size_(pp_size), num_chunks_(pp_size * virtual_size),
       num_microbatches_(num_microbatches), pool_(device) {
+  const PipelineStageDesc &stage = stage_;
   validate_pipeline_stage(stage, pp_rank, pp_size, virtual_size, num_microbatches);
   arena_ = DeviceBuffer(device, static_cast<size_t>(stage.arena_bytes), MemoryCategory::Workspace);
-  const PipelineBufferPlan plan = stage_buffer_plan(stage, pp_size * virtual_size);
+  reclaim_ = send_reclaim_steps(pipeline_steps(stages, pp_size))[static_cast<size_t>(pp_rank)];
+  const PipelineBufferPlan plan = stage_buffer_plan(stage, pp_size * virtual_size, reclaim_);
   for (const auto &[key, count] : plan.count)
     pool_.reserve(static_cast<MemoryCategory>(key.first), key.second, count);
   pool_.reserve(MemoryCategory::Communication, plan.channel_bytes, 1);
@@ -233,12 +244,13 @@ PipelineExecutor::Slots &PipelineExecutor::slots(int32_t chunk, int32_t microbat
   return slots_[static_cast<size_t>((chunk / pp_size_) * num_microbatches_ + microbatch)];
 }
 
-void PipelineExecutor::reclaim_finished_sends(bool wait_all, Communicator &pp) {
+void PipelineExecutor::reclaim_sends(int64_t step, Communicator &pp) {
   size_t kept = 0;
   for (PendingSend &s : sends_) {
-    if (wait_all)
-      pp.wait(*s.request);
-    if (wait_all || s.request->test()) {
+    const bool due = s.reclaim_before <= step;
+    if (due)
+      pp.wait(*s.request); // the receiver is known to have its message: returns at once
+    if (due || s.request->test()) {
       s.request.reset();
       pool_.give(std::move(s.buffer));
     } else {
@@ -308,13 +320,13 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
     const bool first = op.chunk == 0, last = op.chunk == num_chunks_ - 1;
     const int32_t *mb_ids = ids + op.microbatch * tokens_per_microbatch;
     const int32_t *mb_labels = labels + op.microbatch * tokens_per_microbatch;
+    reclaim_sends(i, pp); // their buffers may serve this op
     Slots &s = slots(op.chunk, op.microbatch);
     const int64_t in_bytes = chunk.input_numel * chunk.element_bytes,
                   out_bytes = chunk.output_numel * chunk.element_bytes;
     constexpr int64_t kWord = sizeof(float); // what pp.isend / irecv count
     switch (op.kind) {
     case PipeOpKind::Forward: {
-      reclaim_finished_sends(false, pp); // their buffers may serve this op
       s.stash = pool_.take(chunk.stash_bytes, MemoryCategory::Activations);
       if (!last) // sent to the next stage
         s.output = pool_.take(out_bytes, MemoryCategory::Communication);
@@ -331,7 +343,6 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
       break;
     }
     case PipeOpKind::Backward: {
-      reclaim_finished_sends(false, pp);
       if (!first)
         s.input_grad = pool_.take(in_bytes, MemoryCategory::Communication); // sent back
       chunk.backward(final_backward_[static_cast<size_t>(i)] ? ctx : plain, params, grads, arena_.as<char>(),
@@ -351,13 +362,13 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
       send.request = pp.isend(buffer.as<const float>(), (act ? out_bytes : in_bytes) / kWord, op.peer,
                               act ? p2p_tag::kPipelineActivation : p2p_tag::kPipelineGrad);
       send.buffer = std::move(buffer);
+      send.reclaim_before = reclaim_[static_cast<size_t>(i)];
       sends_.push_back(std::move(send));
       break;
     }
     case PipeOpKind::RecvActivation:
     case PipeOpKind::RecvGrad: {
       const bool act = op.kind == PipeOpKind::RecvActivation;
-      reclaim_finished_sends(false, pp);
       DeviceBuffer &buffer = act ? s.input : s.output_grad;
       buffer = pool_.take(act ? in_bytes : out_bytes, MemoryCategory::Communication);
       std::unique_ptr<Request> r =
@@ -370,7 +381,7 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
   }
   const char *phase = activity.phase;
   activity = CommActivity{activity.iteration, "completing the schedule's last sends"};
-  reclaim_finished_sends(true, pp); // nothing of this iteration is still in flight
+  reclaim_sends(stage_.num_ops, pp); // nothing of this iteration is still in flight
   activity.phase = phase;
   return result;
 }

@@ -150,7 +150,7 @@ constexpr double kSaveWaitSeconds = 7 * 24 * 3600.0;
 struct Pipeline {
   Pipeline(const ProgramDesc &program, const ParamStore &store, const ProcessGrid &grid)
       : stage(program.stages[grid.coord().pp]),
-        executor(stage, grid.coord().pp, grid.shape().pp, program.virtual_pipeline_size,
+        executor(program.stages, grid.coord().pp, grid.shape().pp, program.virtual_pipeline_size,
                  program.num_microbatches, store.device()),
         tied(program, store, grid) {}
   const PipelineStageDesc &stage;

@@ -114,7 +114,7 @@ TEST(PipelineStage, ChunkTables) {
   toy::Program p;
   toy::build<2, 2>(p, toy::one_f_one_b());
   p.ops[0][0].microbatch = 7;
-  expect_error([&] { megart::PipelineExecutor(p.stages[0], 0, 2, 1, toy::kMicrobatches); },
+  expect_error([&] { megart::PipelineExecutor(p.stages.data(), 0, 2, 1, toy::kMicrobatches); },
                {"microbatch 7 is outside 0..3", kFix});
 }
 

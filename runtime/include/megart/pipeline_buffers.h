@@ -1,16 +1,19 @@
 // The buffers a pipeline stage's executor holds: stashes (Activations) and the activations and
 // gradients it sends and receives (Communication), taken from a pool keyed by (category, bytes)
-// and given back when done with. How many of each the pool ever needs follows from the schedule
-// alone if a sent buffer comes back only at the end of the iteration (the latest a send can
-// complete): a buffer that comes back earlier can only save an allocation. The executor
-// allocates exactly this plan up front, and megac predicts a rank's memory with the same function,
-// so prediction and measurement are one definition. Header-only, free of MLIR and of the rest
-// of the runtime.
+// and given back when done with. How many of each the pool ever needs follows from the schedules
+// of all stages: a sent buffer comes back at the first step by which its stage knows, through the
+// messages it has received, that the receiver has finished the matching receive
+// (send_reclaim_steps); the executor waits for the send there, which then returns at once. A
+// buffer that comes back earlier can only save an allocation. The executor allocates exactly this
+// plan up front, and megac predicts a rank's memory with the same functions, so prediction and
+// measurement are one definition. Header-only, free of MLIR and of the rest of the runtime.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -45,15 +48,95 @@ struct PipelineBufferPlan {
   }
 };
 
+// Per stage, per step: for a send, the index of the step of its own stage before which its buffer
+// comes back (steps.size(): only at the end of the iteration); -1 for other steps. A stage
+// receives its k-th message on a channel (sender, receiver, activation or gradient) from the
+// sender's k-th send on it, in order (MPI's non-overtaking rule, one tag per kind). The schedule
+// is run with vector clocks (clock[r][q]: how many of q's steps r knows are done; a receive
+// learns what its sender knew when it sent, and the receiver completes a receive before its next
+// step): a send to q whose receive is q's step j is known done once clock[r][q] > j, which only a
+// receive can make true. If the schedules cannot all run to the end (a deadlock the verifier
+// would have refused), every send comes back at the end.
+inline std::vector<std::vector<int64_t>> send_reclaim_steps(const std::vector<std::vector<PipelineStep>> &stages) {
+  const int64_t p = static_cast<int64_t>(stages.size());
+  std::vector<std::vector<int64_t>> reclaim(stages.size());
+  for (size_t r = 0; r < stages.size(); ++r) {
+    reclaim[r].assign(stages[r].size(), -1);
+    for (size_t i = 0; i < stages[r].size(); ++i)
+      if (stages[r][i].kind == 2 || stages[r][i].kind == 4)
+        reclaim[r][i] = static_cast<int64_t>(stages[r].size());
+  }
+  struct Message {
+    int64_t sender_step;
+    std::vector<int64_t> clock; // the sender's when it sent
+  };
+  // (sender, receiver, activation?) -> messages sent and not yet received, in order.
+  std::map<std::tuple<int64_t, int64_t, bool>, std::deque<Message>> in_flight;
+  struct Pending {
+    int64_t send_step, receiver, receive_step; // receive_step -1 until received
+  };
+  std::vector<std::vector<Pending>> pending(stages.size());
+  // Where each send of a stage is received: (sender, send step) -> (index into pending).
+  std::map<std::pair<int64_t, int64_t>, size_t> pending_index;
+  std::vector<std::vector<int64_t>> clock(stages.size(), std::vector<int64_t>(stages.size(), 0));
+  std::vector<size_t> next(stages.size(), 0);
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int64_t r = 0; r < p; ++r) {
+      while (next[r] < stages[r].size()) {
+        const PipelineStep &s = stages[r][next[r]];
+        const int64_t i = static_cast<int64_t>(next[r]);
+        const bool receive = s.kind == 3 || s.kind == 5, send = s.kind == 2 || s.kind == 4;
+        if ((receive || send) && (s.peer < 0 || s.peer >= p))
+          return reclaim; // malformed: the executor's validation says so
+        if (receive) {
+          auto &queue = in_flight[{s.peer, r, s.kind == 3}];
+          if (queue.empty())
+            break; // its message is not sent yet
+          const Message m = std::move(queue.front());
+          queue.pop_front();
+          for (int64_t q = 0; q < p; ++q)
+            clock[r][q] = std::max(clock[r][q], m.clock[q]);
+          pending[s.peer][pending_index.at({s.peer, m.sender_step})].receive_step = i;
+        }
+        clock[r][r] = i + 1;
+        if (send) {
+          pending_index[{r, i}] = pending[r].size();
+          pending[r].push_back({i, s.peer, -1});
+          in_flight[{r, s.peer, s.kind == 2}].push_back({i, clock[r]});
+        }
+        if (receive)
+          for (Pending &q : pending[r])
+            if (q.receive_step >= 0 && reclaim[r][q.send_step] == static_cast<int64_t>(stages[r].size()) &&
+                clock[r][q.receiver] > q.receive_step)
+              reclaim[r][q.send_step] = i + 1;
+        ++next[r];
+        progress = true;
+      }
+    }
+  }
+  for (size_t r = 0; r < stages.size(); ++r)
+    if (next[r] != stages[r].size()) { // deadlocked: back at the end, as without the analysis
+      for (size_t q = 0; q < stages.size(); ++q)
+        for (int64_t &at : reclaim[q])
+          if (at >= 0)
+            at = static_cast<int64_t>(stages[q].size());
+      break;
+    }
+  return reclaim;
+}
+
 // The pool's plan for `steps` (one iteration of a stage) over its chunks `chunks` of
 // `num_chunks` (chunk 0 has no input, the last no output). Walks the executor's takes and gives
 // in its order (pipeline_executor.cpp): a forward takes its stash and (not on the last chunk) its
 // output, then gives back its input; a backward takes its input gradient (not on chunk 0), then
 // gives back its stash and output gradient; a receive takes its buffer; a sent buffer stays taken
-// to the end of the iteration. Sizes the caller has checked (no overflow).
+// until the step `reclaim` (send_reclaim_steps for this stage; empty: the end of the iteration).
+// Sizes the caller has checked (no overflow).
 inline PipelineBufferPlan plan_pipeline_buffers(const std::vector<PipelineStep> &steps,
                                                 const std::vector<PipelineChunkSizes> &chunks,
-                                                int64_t num_chunks) {
+                                                int64_t num_chunks, const std::vector<int64_t> &reclaim = {}) {
   using Key = std::pair<PipelineBufferKind, int64_t>;
   const auto act = PipelineBufferKind::Activations, comm = PipelineBufferKind::Communication;
   PipelineBufferPlan plan;
@@ -77,7 +160,11 @@ inline PipelineBufferPlan plan_pipeline_buffers(const std::vector<PipelineStep> 
     return PipelineChunkSizes{chunk, 0, 0, 0};
   };
   std::map<std::pair<int32_t, int32_t>, bool> channels; // (kind of send or receive, peer)
-  for (const PipelineStep &s : steps) {
+  std::multimap<int64_t, Key> coming_back;               // step index -> a sent buffer back before it
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const PipelineStep &s = steps[i];
+    for (auto [it, end] = coming_back.equal_range(static_cast<int64_t>(i)); it != end; ++it)
+      give(it->second);
     const PipelineChunkSizes c = sizes(s.chunk);
     const bool first = s.chunk == 0, last = s.chunk == num_chunks - 1;
     if (s.kind >= 2)
@@ -103,7 +190,9 @@ inline PipelineBufferPlan plan_pipeline_buffers(const std::vector<PipelineStep> 
     case 5: // RecvGrad
       take({comm, c.output_bytes});
       break;
-    default: // a send: its buffer comes back at the end
+    default: // a send: its buffer comes back before step reclaim[i] (or at the end)
+      if (i < reclaim.size() && reclaim[i] >= 0)
+        coming_back.insert({reclaim[i], {comm, s.kind == 2 ? c.output_bytes : c.input_bytes}});
       break;
     }
   }

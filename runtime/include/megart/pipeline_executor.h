@@ -32,8 +32,12 @@ const char *pipe_op_name(PipeOpKind kind);
 void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, int64_t pp_size,
                              int64_t virtual_size, int64_t num_microbatches);
 
-// The buffer pool `stage` needs (pipeline_buffers.h), from its schedule and chunk sizes.
-PipelineBufferPlan stage_buffer_plan(const PipelineStageDesc &stage, int64_t num_chunks);
+// The steps of each of the `pp_size` stages' schedules, as pipeline_buffers.h takes them.
+std::vector<std::vector<PipelineStep>> pipeline_steps(const PipelineStageDesc *stages, int64_t pp_size);
+// The buffer pool stage `pp_rank` of `stages` needs (pipeline_buffers.h), from the schedules and
+// its chunk sizes; `reclaim` is send_reclaim_steps(pipeline_steps(...))[pp_rank].
+PipelineBufferPlan stage_buffer_plan(const PipelineStageDesc &stage, int64_t num_chunks,
+                                     const std::vector<int64_t> &reclaim);
 
 struct PipelineIterationResult {
   double loss_sum = 0;     // sum of the last chunk's microbatch losses (0 on other ranks)
@@ -43,9 +47,11 @@ struct PipelineIterationResult {
 
 class PipelineExecutor {
 public:
-  // Validates the stage (validate_pipeline_stage) and allocates its workspace on `device`,
-  // where its activations, gradients and stashes live too.
-  PipelineExecutor(const PipelineStageDesc &stage, int64_t pp_rank, int64_t pp_size,
+  // Runs `stages[pp_rank]` (the program's table of all `pp_size` stages: when a sent buffer
+  // comes back depends on the other stages' schedules). Validates the stage
+  // (validate_pipeline_stage) and allocates its workspace on `device`, where its activations,
+  // gradients and stashes live too.
+  PipelineExecutor(const PipelineStageDesc *stages, int64_t pp_rank, int64_t pp_size,
                    int64_t virtual_size, int64_t num_microbatches, Device &device = cpu_device());
   ~PipelineExecutor();
   PipelineExecutor(const PipelineExecutor &) = delete;
@@ -78,22 +84,27 @@ private:
     Device &device_;
     std::map<std::pair<MemoryCategory, size_t>, std::vector<DeviceBuffer>> free_;
   };
-  // A send in flight and the buffer it reads (declared first: it outlives the request).
+  // A send in flight and the buffer it reads (declared first: it outlives the request); it is
+  // waited for before step `reclaim_before` at the latest (send_reclaim_steps).
   struct PendingSend {
     DeviceBuffer buffer;
     std::unique_ptr<Request> request;
+    int64_t reclaim_before = 0;
   };
   // Buffers waiting for the op that uses them, per (local chunk, microbatch).
   struct Slots {
     DeviceBuffer input, output, output_grad, input_grad, stash;
   };
 
-  void reclaim_finished_sends(bool wait_all, Communicator &pp);
+  // Gives back the buffers of sends that have finished; waits for those due before `step`
+  // (every one when `step` is past the last).
+  void reclaim_sends(int64_t step, Communicator &pp);
   void open_channels(Communicator &pp);
   Slots &slots(int32_t chunk, int32_t microbatch);
 
   const PipelineStageDesc &stage_;
   std::vector<char> final_backward_; // per op: the last Backward of its chunk
+  std::vector<int64_t> reclaim_;      // per op: for a send, the step its buffer is due back before
   int64_t pp_rank_, pp_size_, num_chunks_, num_microbatches_;
   DeviceBuffer arena_;
   BufferPool pool_;

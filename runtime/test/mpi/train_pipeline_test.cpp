@@ -73,7 +73,7 @@ void check_one_iteration(const toy::Program &pipe, const std::vector<int64_t> &p
   for (int64_t i = 0; i < ref.size(); ++i)
     ref_index[ref.desc(i).name] = i;
 
-  megart::PipelineExecutor executor(stage, rank, 2, pipe.desc.virtual_pipeline_size,
+  megart::PipelineExecutor executor(pipe.desc.stages, rank, 2, pipe.desc.virtual_pipeline_size,
                                     toy::kMicrobatches);
   megart::TiedGradients tied(pipe.desc, store, *grid);
   for (int iteration = 0; iteration < 2; ++iteration) { // buffers are reused the second time
