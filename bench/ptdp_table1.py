@@ -3,9 +3,11 @@
 facts.md): the ten GPT models on Selene (clusters/selene-a100.yaml), each at the table's tp, pp,
 GPU count and batch, simulated and printed beside the paper's TFLOP/s per GPU (issue 17: within 10%).
 
-    /usr/bin/python3 bench/ptdp_table1.py                # ~5 s: prints the table
+    /usr/bin/python3 bench/ptdp_table1.py                # ~2 min: the table, then megac plan per row
     /usr/bin/python3 bench/ptdp_table1.py --write-docs   # also writes its section of docs/benchmarks.md
-    /usr/bin/python3 bench/ptdp_table1.py --check        # lit: the figures add up, the 1T row < 10 s
+    /usr/bin/python3 bench/ptdp_table1.py --check [--plan-rows 1.7,1008]
+                                                         # lit: the figures add up, the 1T row < 10 s,
+                                                         # megac plan on those rows < 60 s, >= the paper
 
 TFLOP/s per GPU are counted as the paper counts them: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per
 iteration (full recomputation included) over the simulated iteration time and the GPUs.
@@ -85,6 +87,53 @@ def simulate_row(megac, workdir, row):
     return dict(row=row, dp=dp, flags=flags, sim=sim, tflops=tflops, error=tflops / paper - 1, wall=wall)
 
 
+def plan_row(megac, workdir, result):
+    """megac plan for the row's GPUs and batch (the same costing), timed; its best plan compiled
+    (--no-build) to show the compiler accepts it."""
+    params, heads, hidden, layers, tp, pp, gpus, batch, paper = result["row"]
+    spec = os.path.join(workdir, f"gpt-{params}b.yaml")
+    cmd = [megac, "plan", spec, "--gpus", str(gpus), "--cluster", "selene-a100", "--global-batch-size", str(batch),
+           "--fp16", "--attention-backend", "unfused", "--grad-reduce-in-bf16", "--top", "1"]
+    start = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    if r.returncode != 0:
+        sys.exit(f"error: {' '.join(cmd)} failed:\n{r.stdout}{r.stderr}")
+    best = next(line for line in r.stdout.splitlines() if line.startswith("1. "))
+    compile_cmd = next(line for line in r.stdout.splitlines() if line.strip().startswith("megac compile")).split()
+    out = os.path.join(workdir, f"plan-{params}b")
+    compile_cmd = [megac] + compile_cmd[1:compile_cmd.index("-o")] + ["--no-build", "-o", out]
+    compiled = subprocess.run(compile_cmd, capture_output=True, text=True).returncode == 0
+    tokens = float(best.split()[1])
+    plan = best.split(": ", 1)[1]
+    return dict(tokens=tokens, plan=plan, wall=wall, compiled=compiled,
+                paper_tokens=result["sim"]["tokens_per_s"], summary=r.stdout.splitlines()[1])
+
+
+def plan_table(results, plans):
+    lines = ["| params (B) | GPUs | megac plan's best plan | its tokens/s | the paper's plan | ratio | compiles | "
+             "megac plan s |", "|---|---|---|---|---|---|---|---|"]
+    for r, p in zip(results, plans):
+        if p is None:
+            continue
+        lines.append(f"| {r['row'][0]} | {r['row'][6]} | {p['plan']} | {p['tokens']:.4g} | {p['paper_tokens']:.4g} | "
+                     f"{p['tokens'] / p['paper_tokens']:.3f} | {'yes' if p['compiled'] else 'NO'} | {p['wall']:.1f} |")
+    return lines
+
+
+def check_plans(results, plans):
+    failed = 0
+    for r, p in zip(results, plans):
+        if p is None:
+            continue
+        name = f"{r['row'][0]}B"
+        ok = p["wall"] < 60 and p["tokens"] >= p["paper_tokens"] and p["compiled"]
+        failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} megac plan {name}: {p['wall']:.1f} s (bound 60), best plan "
+              f"{p['tokens']:.4g} tokens/s vs the paper's plan {p['paper_tokens']:.4g}, compiles: {p['compiled']}")
+    return failed
+
+
 def table(results):
     lines = ["| params (B) | tp | pp | dp | v | GPUs | batch | paper TFLOP/s | simulated | error | bubble | tp comm "
              "| dp comm | memory GiB (fits 80?) | simulate s |",
@@ -128,7 +177,6 @@ def check(results):
         failed += 1
     else:
         print(f"ok   the 1T row on 3072 GPUs simulates in {one_t['wall']:.2f} s (bound 10 s)")
-    print(f"{failed} failed")
     return failed
 
 
@@ -137,13 +185,22 @@ def main():
     ap.add_argument("--megac", default=os.path.join(REPO, "build", "bin", "megac"))
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--check", action="store_true", help="check what must hold (lit) instead of publishing")
+    ap.add_argument("--plan-rows", default=None,
+                    help="comma-separated params (B) of the rows to run megac plan on (default: all, or none with "
+                         "--check)")
     a = ap.parse_args()
+    wanted = ([float(x) for x in a.plan_rows.split(",")] if a.plan_rows is not None
+              else [] if a.check else [row[0] for row in ROWS])
     with tempfile.TemporaryDirectory(prefix="ptdp-table1-") as workdir:
         results = [simulate_row(a.megac, workdir, row) for row in ROWS]
+        plans = [plan_row(a.megac, workdir, r) if r["row"][0] in wanted else None for r in results]
     lines = table(results)
+    plan_lines = plan_table(results, plans) if any(plans) else []
     if a.check:
-        print("\n".join(lines))
-        return 1 if check(results) else 0
+        print("\n".join(lines + [""] + plan_lines))
+        failed = check(results) + check_plans(results, plans)
+        print(f"{failed} failed")
+        return 1 if failed else 0
     section = "\n".join([
         BEGIN,
         f"### megac simulate against PTD-P Table 1 (Selene, A100 80GB) — {datetime.date.today()}, {git_rev()}",
@@ -156,6 +213,12 @@ def main():
         *[f"- {x}" for x in ASSUMPTIONS],
         "",
         *lines,
+        "",
+        "`megac plan` for each row (the row's GPUs and batch, the same costing and assumptions; it searches tp, pp, "
+        "vpp, dp, sp, micro batch, recomputation and sharding, docs/simulate.md), its best plan against the paper's "
+        "plan as simulated above, tokens/s; 'compiles': `megac compile` of the printed command with --no-build:",
+        "",
+        *plan_lines,
         END,
     ])
     publish(section, a.write_docs, DOCS, BEGIN, END)

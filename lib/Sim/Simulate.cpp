@@ -98,6 +98,7 @@ Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const
   if (plan.pp == 1) {
     auto step = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     const WorkCost one = model.function(step);
+    s.microbatchSeconds = one.seconds();
     StageTail tail = stageTail(cluster, plan, in, sent[0], memory[0], microbatches, backwardSeconds(model, step));
     s.split = splitOf(one, microbatches, 0.0, tail);
     slowest = s.split.total();
@@ -127,6 +128,8 @@ Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const
       if (!isBackward && *c + 1 < chunks)
         boundaryBytes[*c] = double(tensorBytes(fn.getResultTypes()[0]));
     }
+    for (int64_t c = 0; c < chunks; ++c)
+      s.microbatchSeconds += forward[c].seconds() + backward[c].seconds();
     const Link &ppLink = linkFor(cluster, plan.tp * plan.dp, plan.pp);
     pipeline::ActionCosts costs{
         [&](const pipeline::Action &a) {

@@ -10,6 +10,9 @@ int runCompile();
 /// `megac data --input FILE... --output-prefix PREFIX`: text -> Megatron indexed dataset.
 int runData();
 
+/// `megac plan SPEC.yaml --gpus N --cluster C --global-batch-size B`: the fastest plans that fit.
+int runPlan();
+
 /// `megac calibrate --target cpu -o FILE.yaml`: this machine's speeds as a cluster file.
 int runCalibrate();
 

@@ -5,6 +5,7 @@
 #include "IRDumps.h"
 #include "PipelineSchedule.h"
 #include "RepeatedFlags.h"
+#include "SimulateProgram.h"
 #include "StagedOutput.h"
 #include "TextFile.h"
 #include "pipe/ScheduleIR.h"
@@ -352,23 +353,12 @@ constexpr StringRef kOutputFiles[] = {"main.cpp",        "main.cu",          "ma
 /// megac simulate: the compiled module's iteration on `cluster`, printed (or as JSON).
 int simulatePlan(mlir::ModuleOp module, const megac::ParallelPlan &plan, const megac::ModelSpec &spec,
                  const megac::sim::Cluster &cluster) {
-  std::string code, memoryPlan;
-  raw_string_ostream codeOs(code), planOs(memoryPlan);
-  SmallVector<megac::StageBuffers> buffers; // the memory plan needs what the program allocates
-  if (failed(megac::emitTrainingProgram(module, megac::EmitOptions{}, codeOs, planOs, &buffers)))
-    return fail("emitting the program failed (see the error above)");
-  SmallVector<megac::StageStateMemory> memory = megac::stateMemory(module, plan);
-  megac::addProgramBuffers(memory, buffers);
-  megac::sim::SimulationInputs inputs;
-  inputs.globalBatch = globalBatch;
-  inputs.microBatch = microBatch;
-  inputs.seqLength = spec.seqLength;
-  inputs.modelFlopsPerSample = megac::modelFlopsPerSample(spec);
-  inputs.sixteenBitGemms = plan.precision != megac::ActivationPrecision::Fp32;
-  inputs.unfusedAttention = attentionBackend == "unfused";
-  inputs.gradReduceIn16Bit = gradReduceIn16Bit;
-  inputs.trace = !tracePath.empty();
-  const megac::sim::Simulation result = megac::sim::simulate(module, plan, cluster, inputs, memory);
+  megac::sim::SimulationInputs options;
+  options.unfusedAttention = attentionBackend == "unfused";
+  options.gradReduceIn16Bit = gradReduceIn16Bit;
+  options.trace = !tracePath.empty();
+  const megac::sim::Simulation result =
+      megac::simulateModule(module, plan, spec, microBatch, globalBatch, cluster, options);
   if (!tracePath.empty() &&
       !megac::writeTextFile(tracePath, [&](raw_ostream &os) { os << megac::sim::traceJson(result, cluster) << "\n"; }))
     return 1;

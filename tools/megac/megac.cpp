@@ -1,4 +1,4 @@
-// megac: the compiler driver. Subcommands: compile, simulate, calibrate, data.
+// megac: the compiler driver. Subcommands: compile, simulate, plan, calibrate, data.
 #include "Commands.h"
 #include "UnknownFlags.h"
 
@@ -10,6 +10,7 @@ namespace megac::cli {
 llvm::cl::SubCommand compile("compile", "Compile a model spec and a parallel plan into OUT/train");
 llvm::cl::SubCommand data("data", "Turn text files into a Megatron indexed dataset (byte tokenizer)");
 llvm::cl::SubCommand simulate("simulate", "Predict a plan's iteration time, throughput and memory on a cluster");
+llvm::cl::SubCommand plan("plan", "Search the parallel plans of a model on a cluster for the fastest that fits");
 llvm::cl::SubCommand calibrate("calibrate", "Measure this machine and write a cluster file for megac simulate");
 } // namespace megac::cli
 
@@ -22,7 +23,8 @@ int main(int argc, char **argv) {
   llvm::cl::ParseCommandLineOptions(argc, argv,
                                     "megac: trains transformers the Megatron-LM way, compiled\n\n"
                                     "  megac compile SPEC.yaml -o OUT [plan flags]\n"
-                                    "  megac simulate SPEC.yaml --cluster FILE.yaml --global-batch-size B [plan flags]\n"
+                                    "  megac simulate SPEC.yaml --cluster NAME|FILE.yaml --global-batch-size B [plan flags]\n"
+                                    "  megac plan SPEC.yaml --gpus N --cluster NAME --global-batch-size B\n"
                                     "  megac calibrate --target cpu -o FILE.yaml\n"
                                     "  megac data --input FILE... --output-prefix PREFIX\n");
   if (megac::cli::compile || megac::cli::simulate)
@@ -31,6 +33,8 @@ int main(int argc, char **argv) {
     return megac::runData();
   if (megac::cli::calibrate)
     return megac::runCalibrate();
+  if (megac::cli::plan)
+    return megac::runPlan();
   llvm::errs() << "megac: say what to do: `megac compile SPEC.yaml -o OUT` or `megac data ...` "
                   "(`megac --help` lists both)\n";
   return 1;

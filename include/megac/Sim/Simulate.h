@@ -46,6 +46,10 @@ struct Simulation {
   double mfu = 0;             // of the cluster's 16-bit or fp32 peak, as the program computes
   TimeSplit split;
   int64_t slowestStage = 0;
+  // One microbatch through every chunk of the model (its compute, memory-bound kernels and tp
+  // collectives, summed over the stages): the same however pp splits the layers, so a plan that
+  // differs only in pp, vpp or dp takes at least microbatches x this / pp (megac plan's bound).
+  double microbatchSeconds = 0;
   std::vector<double> memoryGiBPerStage; // the memory plan's peak per rank of each stage
   bool fits = true;
   std::vector<TraceSpan> trace; // filled when SimulationInputs::trace is set

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -76,6 +77,7 @@ inline std::vector<std::vector<int64_t>> send_reclaim_steps(const std::vector<st
     int64_t send_step, receiver, receive_step; // receive_step -1 until received
   };
   std::vector<std::vector<Pending>> pending(stages.size());
+  std::vector<std::list<size_t>> outstanding(stages.size()); // indices into pending not yet settled
   // Where each send of a stage is received: (sender, send step) -> (index into pending).
   std::map<std::pair<int64_t, int64_t>, size_t> pending_index;
   std::vector<std::vector<int64_t>> clock(stages.size(), std::vector<int64_t>(stages.size(), 0));
@@ -102,15 +104,21 @@ inline std::vector<std::vector<int64_t>> send_reclaim_steps(const std::vector<st
         }
         clock[r][r] = i + 1;
         if (send) {
+          outstanding[r].push_back(pending[r].size());
           pending_index[{r, i}] = pending[r].size();
           pending[r].push_back({i, s.peer, -1});
           in_flight[{r, s.peer, s.kind == 2}].push_back({i, clock[r]});
         }
-        if (receive)
-          for (Pending &q : pending[r])
-            if (q.receive_step >= 0 && reclaim[r][q.send_step] == static_cast<int64_t>(stages[r].size()) &&
-                clock[r][q.receiver] > q.receive_step)
+        if (receive) // what this stage has learned may settle its sends still out
+          for (auto it = outstanding[r].begin(); it != outstanding[r].end();) {
+            const Pending &q = pending[r][*it];
+            if (q.receive_step >= 0 && clock[r][q.receiver] > q.receive_step) {
               reclaim[r][q.send_step] = i + 1;
+              it = outstanding[r].erase(it);
+            } else {
+              ++it;
+            }
+          }
         ++next[r];
         progress = true;
       }

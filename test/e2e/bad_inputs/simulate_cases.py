@@ -26,7 +26,7 @@ def simulate_case(name, text, expect, flags=None):
 
 
 def cases():
-    return calibrate_cases() + [
+    return calibrate_cases() + plan_cases() + [
         simulate_case("no cluster file", None, r"--cluster .*cluster.yaml: cannot read .*cluster.yaml"),
         simulate_case("cluster key missing", cluster(memory_gib=None), r"missing key 'memory_gib'"),
         simulate_case("cluster key unknown", cluster(tflops=1), r"unknown key 'tflops'; the keys are"),
@@ -51,6 +51,27 @@ def cases():
                       flags=["--global-batch-size", "1099511627776"]),
         simulate_case("simulate global batch not a multiple", cluster(), r"--global-batch-size 7 is not a positive "
                       r"multiple of micro batch x dp = 2", flags=["--global-batch-size", "7", "--dp", "2"]),
+    ]
+
+
+def plan_case(name, flags, expect):
+    return Case(AREA, name, ["{megac}", "plan", "{spec}"] + flags, expect)
+
+
+def plan_cases():
+    base = ["--gpus", "4", "--cluster", "selene-a100", "--global-batch-size", "8"]
+    return [
+        plan_case("plan without gpus", base[2:], r"--gpus is 0; give the number of GPUs"),
+        plan_case("plan without a cluster", base[:2] + base[4:], r"megac plan needs --cluster NAME\|FILE.yaml"),
+        plan_case("plan without a batch", base[:4], r"--global-batch-size is 0; give the samples per iteration"),
+        plan_case("plan unknown cluster", base[:2] + ["--cluster", "nosuch"] + base[4:],
+                  r"--cluster nosuch: cannot read .*clusters/nosuch.yaml"),
+        plan_case("plan top 0", base + ["--top", "0"], r"--top is 0; give 1 to 100"),
+        plan_case("plan negative memory", base + ["--max-memory", "-1"], r"--max-memory is -1.*; give GiB per GPU"),
+        plan_case("plan nothing fits", base + ["--max-memory", "0.0001"],
+                  r"no plan fits in 0.0001.* GiB per GPU; raise --max-memory or use more GPUs"),
+        plan_case("plan both precisions", base + ["--bf16", "--fp16"], r"--bf16 and --fp16 are both given"),
+        Case(AREA, "plan no spec", ["{megac}", "plan"] + base, r"give the model: megac plan SPEC.yaml"),
     ]
 
 

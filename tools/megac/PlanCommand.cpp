@@ -1,0 +1,332 @@
+// megac plan SPEC.yaml --gpus N --cluster C --global-batch-size B: searches tp, pp, vpp, dp, sp,
+// micro batch, recomputation and the sharding strategy for the plan megac simulate predicts the
+// most tokens/s for, among those the compiler accepts and whose memory plan fits, and prints the
+// best few with the `megac compile` command for each.
+//
+// Every candidate that is simulated is compiled and simulated exactly as `megac simulate` would
+// (SimulateProgram.h). What keeps the search short is what it does not simulate:
+// - tp stays inside a node (at most devices_per_node, as the PTD-P paper advises); sp is on
+//   whenever tp > 1 (the same bytes on the wire, less memory and fewer memory-bound kernels);
+// - the distributed optimizer (optim) is always used with dp > 1 (the same bytes as an
+//   all-reduce, a smaller optimizer step and less memory); ZeRO-3 (optim_grads_params) and
+//   recomputation only add work, so they are tried in that order, and a candidate is skipped once
+//   a cheaper variant of the same (tp, pp, vpp, micro batch) fits;
+// - a memory lower bound (the layers' weights, their gradients and sharded optimizer state,
+//   nothing else) rejects a candidate before it is compiled;
+// - a time lower bound: one microbatch through the whole model costs the same however pp splits
+//   it (Simulation::microbatchSeconds), so once a plan with the same tp, micro batch and
+//   recomputation has been simulated, a candidate needs at least microbatches x that / pp; it is
+//   skipped when 0.9 x that is already slower than the best plans found.
+#include "Commands.h"
+#include "RepeatedFlags.h"
+#include "SimulateProgram.h"
+#include "TextFile.h"
+
+#include "megac/Frontend/ModelSpec.h"
+#include "megac/Plan/PlanLimits.h"
+#include "megac/Plan/RecomputeFlags.h"
+#include "megac/Plan/ShardingFlags.h"
+#include "megac/Sim/Cluster.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace llvm;
+
+namespace megac::cli {
+extern cl::SubCommand plan;
+} // namespace megac::cli
+
+namespace {
+
+using megac::cli::plan;
+
+cl::opt<std::string> planSpecPath(cl::Positional, cl::desc("SPEC.yaml"), cl::sub(plan));
+cl::opt<int64_t> gpus("gpus", cl::desc("the GPUs the plan must use (tp x pp x dp)"), cl::init(0), cl::sub(plan),
+                      megac::recordValues<int64_t>("--gpus"));
+cl::opt<std::string> planCluster("cluster", cl::desc("the cluster: a name in clusters/ or a cluster file"),
+                                 cl::value_desc("NAME|FILE.yaml"), cl::sub(plan),
+                                 megac::recordValues<std::string>("--cluster"));
+cl::opt<int64_t> planGlobalBatch("global-batch-size", cl::desc("samples per iteration"), cl::init(0),
+                                 cl::sub(plan), megac::recordValues<int64_t>("--global-batch-size"));
+cl::opt<double> maxMemory("max-memory", cl::desc("GiB a GPU may use (default: the cluster's memory)"),
+                          cl::init(0), cl::sub(plan), megac::recordValues<double>("--max-memory"));
+cl::opt<bool> planBf16("bf16", cl::desc("activations in bf16"), cl::sub(plan));
+cl::opt<bool> planFp16("fp16", cl::desc("activations in fp16"), cl::sub(plan));
+cl::opt<std::string> planAttention("attention-backend", cl::desc("as megac simulate: flash (default) or unfused"),
+                                   cl::init("flash"), cl::sub(plan));
+cl::opt<bool> planGradReduce16("grad-reduce-in-bf16",
+                               cl::desc("as megac simulate: 16-bit gradient sums (plans without sharding only)"),
+                               cl::sub(plan));
+cl::opt<int64_t> top("top", cl::desc("how many of the best plans to print"), cl::init(5), cl::sub(plan),
+                     megac::recordValues<int64_t>("--top"));
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+int fail(const Twine &message) {
+  errs() << "megac plan: error: " << message << "\n";
+  return 1;
+}
+
+std::string shortNumber(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i <= n; ++i)
+    if (n % i == 0)
+      d.push_back(i);
+  return d;
+}
+
+enum class Recompute { None, Selective, Full };
+/// Ordered by the work they add: plain data parallelism (only with --grad-reduce-in-bf16, or dp
+/// 1), the distributed optimizer, ZeRO-3.
+enum class Sharding { None, Optim, OptimGradsParams };
+const char *recomputeName(Recompute r) {
+  return r == Recompute::None ? "none" : r == Recompute::Selective ? "selective" : "full";
+}
+
+/// One point of the search: the flags megac compile would take.
+struct Candidate {
+  int64_t tp = 1, pp = 1, vpp = 1, dp = 1, microBatch = 1;
+  Recompute recompute = Recompute::None;
+  Sharding sharding = Sharding::None;
+
+  std::vector<std::string> flags() const {
+    std::vector<std::string> f = {"--tp", std::to_string(tp), "--pp", std::to_string(pp), "--dp", std::to_string(dp),
+                                  "--micro-batch-size", std::to_string(microBatch)};
+    if (tp > 1)
+      f.push_back("--sp");
+    if (vpp > 1)
+      f.insert(f.end(), {"--vpp", std::to_string(vpp)});
+    if (sharding != Sharding::None)
+      f.insert(f.end(), {"--data-parallel-sharding-strategy", shardingName()});
+    if (recompute == Recompute::Selective)
+      f.insert(f.end(), {"--recompute-granularity", "selective", "--recompute-modules", "mlp,layernorm"});
+    if (recompute == Recompute::Full)
+      f.insert(f.end(), {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers",
+                         "1"});
+    return f;
+  }
+  const char *shardingName() const {
+    return sharding == Sharding::None ? "no_shard" : sharding == Sharding::Optim ? "optim" : "optim_grads_params";
+  }
+};
+
+/// The plan megac compile makes of the candidate's flags (its checks included).
+Expected<megac::ParallelPlan> planOf(const Candidate &c, int64_t globalBatch, megac::ActivationPrecision precision) {
+  megac::ParallelPlan p;
+  p.tp = c.tp, p.pp = c.pp, p.dp = c.dp, p.vpp = c.vpp, p.sp = c.tp > 1;
+  if (c.pp > 1)
+    p.numMicrobatches = globalBatch / (c.microBatch * c.dp);
+  if (Error e = megac::checkPlanLimits(p, megac::kPlanFlagNames))
+    return std::move(e);
+  megac::ShardingFlags sharding;
+  if (c.sharding != Sharding::None)
+    sharding.strategy = c.shardingName();
+  if (Error e = megac::resolveSharding(p, sharding))
+    return std::move(e);
+  megac::RecomputeFlags recompute;
+  if (c.recompute == Recompute::Selective)
+    recompute.granularity = "selective", recompute.modules = {"mlp", "layernorm"};
+  if (c.recompute == Recompute::Full)
+    recompute.granularity = "full", recompute.method = "uniform", recompute.numLayers = 1;
+  if (Error e = megac::resolveRecompute(p, recompute))
+    return std::move(e);
+  p.precision = precision;
+  return p;
+}
+
+/// A lower bound on a rank's memory: the weight matrices of its share of the layers (no
+/// embedding, norms or biases), their fp32 gradients and the AdamW moments, sharded as the
+/// candidate shards them; no activations or buffers.
+double memoryLowerBoundBytes(const megac::ModelSpec &spec, const Candidate &c) {
+  const double h = double(spec.hiddenSize), kv = double(spec.numQueryGroups) * double(spec.headDim());
+  const double mlp = (spec.activation == "swiglu" ? 3.0 : 2.0) * h * double(spec.ffnHiddenSize);
+  const double perLayer = h * (h + 2 * kv) + h * h + mlp;
+  const double params = perLayer * double(spec.numLayers / c.pp) / double(c.tp);
+  const double d = double(c.dp);
+  // fp32 parameters (4) + gradients (4) + two moments (8), per strategy.
+  // (optim_grads_params under pp keeps the parameters gathered: optim_grads' state).
+  const double perParam = c.sharding == Sharding::None                     ? 16.0
+                          : c.sharding == Sharding::Optim                  ? 8.0 + 8.0 / d
+                          : c.pp == 1                                      ? 16.0 / d
+                                                                           : 4.0 + 12.0 / d;
+  return params * perParam;
+}
+
+struct Result {
+  Candidate candidate;
+  megac::sim::Simulation sim;
+  double memoryGiB = 0;
+};
+
+} // namespace
+
+int megac::runPlan() {
+  const auto start = std::chrono::steady_clock::now();
+  if (planSpecPath.empty())
+    return fail("give the model: megac plan SPEC.yaml --gpus N --cluster NAME --global-batch-size B");
+  if (gpus < 1 || gpus > (1 << 20))
+    return fail("--gpus is " + Twine(gpus.getValue()) + "; give the number of GPUs, 1 to 1048576");
+  if (planGlobalBatch < 1 || planGlobalBatch > (int64_t(1) << 30))
+    return fail("--global-batch-size is " + Twine(planGlobalBatch.getValue()) +
+                "; give the samples per iteration, 1 to 2^30");
+  if (planCluster.empty())
+    return fail("megac plan needs --cluster NAME|FILE.yaml (selene-a100, dgx-h100, or a file: docs/simulate.md)");
+  if (top < 1 || top > 100)
+    return fail("--top is " + Twine(top.getValue()) + "; give 1 to 100");
+  if (planBf16 && planFp16)
+    return fail("--bf16 and --fp16 are both given; choose one");
+  if (planAttention != "flash" && planAttention != "unfused")
+    return fail("--attention-backend " + planAttention + " is not known; give flash or unfused");
+  if (!std::isfinite(maxMemory) || maxMemory < 0 || maxMemory > 1e6)
+    return fail("--max-memory is " + shortNumber(maxMemory) + "; give GiB per GPU, above 0");
+  Expected<sim::Cluster> cluster = sim::loadCluster(planCluster);
+  if (!cluster)
+    return fail(toString(cluster.takeError()));
+  const double memoryLimitGiB = maxMemory > 0 ? double(maxMemory) : cluster->memoryGiB;
+  Expected<std::string> specText = readTextFile(planSpecPath, 1 << 20, "spec");
+  if (!specText)
+    return fail(toString(specText.takeError()));
+  Expected<ModelSpec> spec = parseModelSpec(*specText, planSpecPath);
+  if (!spec)
+    return fail(toString(spec.takeError()));
+  const ActivationPrecision precision =
+      planBf16 ? ActivationPrecision::Bf16 : planFp16 ? ActivationPrecision::Fp16 : ActivationPrecision::Fp32;
+  sim::SimulationInputs options;
+  options.unfusedAttention = planAttention == "unfused";
+  options.gradReduceIn16Bit = planGradReduce16;
+
+  // The candidates, cheapest first within each (tp, pp, vpp, micro batch).
+  std::vector<Candidate> candidates;
+  for (int64_t tp : divisors(gpus)) {
+    if (tp > cluster->devicesPerNode)
+      continue;
+    for (int64_t pp : divisors(gpus / tp)) {
+      if (pp > spec->numLayers || spec->numLayers % pp != 0)
+        continue;
+      const int64_t dp = gpus / (tp * pp);
+      if (planGlobalBatch % dp != 0)
+        continue;
+      std::vector<int64_t> vpps = {1};
+      if (pp > 1)
+        for (int64_t v : divisors(spec->numLayers / pp))
+          if (v > 1)
+            vpps.push_back(v);
+      for (int64_t vpp : vpps)
+        for (int64_t mb : {1, 2, 4, 8, 16}) {
+          if ((planGlobalBatch / dp) % mb != 0)
+            continue;
+          const int64_t microbatches = planGlobalBatch / dp / mb;
+          if (vpp > 1 && microbatches % pp != 0) // Megatron's interleaving needs m % pp == 0
+            continue;
+          std::vector<Sharding> shardings = {Sharding::None};
+          if (dp > 1 && !planGradReduce16) // 16-bit gradient sums are costed without sharding
+            shardings = {Sharding::Optim, Sharding::OptimGradsParams};
+          for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+            for (Sharding sharding : shardings)
+              candidates.push_back({tp, pp, vpp, dp, mb, r, sharding});
+        }
+    }
+  }
+
+  mlir::MLIRContext context;
+  std::vector<Result> best; // sorted, fastest first, at most `top`
+  std::map<std::tuple<int64_t, int64_t, Recompute>, double> microbatchSeconds; // (tp, mb, recompute)
+  // Per (tp, pp, vpp, micro batch): the recomputation and sharding of the variants that fit.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<std::pair<Recompute, Sharding>>> fitting;
+  int64_t simulated = 0, refused = 0, tooBigBound = 0, tooBig = 0, slowerBound = 0, dominated = 0;
+  for (const Candidate &c : candidates) {
+    // A variant of the same layout that does less work already fits.
+    auto &fits = fitting[{c.tp, c.pp, c.vpp, c.microBatch}];
+    if (llvm::any_of(fits, [&](auto f) { return f.first <= c.recompute && f.second <= c.sharding; })) {
+      ++dominated;
+      continue;
+    }
+    if (memoryLowerBoundBytes(*spec, c) / kGiB > memoryLimitGiB) {
+      ++tooBigBound;
+      continue;
+    }
+    const int64_t microbatches = planGlobalBatch / (c.dp * c.microBatch);
+    if (auto it = microbatchSeconds.find({c.tp, c.microBatch, c.recompute});
+        it != microbatchSeconds.end() && int64_t(best.size()) >= top &&
+        0.9 * double(microbatches) * it->second / double(c.pp) > best.back().sim.iterationSeconds) {
+      ++slowerBound;
+      continue;
+    }
+    Expected<ParallelPlan> p = planOf(c, planGlobalBatch, precision);
+    if (!p) {
+      consumeError(p.takeError());
+      ++refused;
+      continue;
+    }
+    Expected<mlir::OwningOpRef<mlir::ModuleOp>> module = compileForSimulation(context, *spec, *p, c.microBatch);
+    if (!module) {
+      consumeError(module.takeError());
+      ++refused;
+      continue;
+    }
+    Result r{c, simulateModule(**module, *p, *spec, c.microBatch, planGlobalBatch, *cluster, options), 0};
+    ++simulated;
+    microbatchSeconds[{c.tp, c.microBatch, c.recompute}] = r.sim.microbatchSeconds;
+    for (double gib : r.sim.memoryGiBPerStage)
+      r.memoryGiB = std::max(r.memoryGiB, gib);
+    if (r.memoryGiB > memoryLimitGiB) {
+      ++tooBig;
+      continue;
+    }
+    fits.push_back({c.recompute, c.sharding});
+    best.push_back(std::move(r));
+    std::stable_sort(best.begin(), best.end(),
+                     [](const Result &a, const Result &b) { return a.sim.iterationSeconds < b.sim.iterationSeconds; });
+    if (int64_t(best.size()) > top)
+      best.pop_back();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  outs() << "megac plan: " << spec->path << " on " << gpus << " x " << cluster->device << " (" << cluster->name
+         << "), global batch " << planGlobalBatch << ", " << activationPrecisionName(precision) << ", at most "
+         << format("%g", memoryLimitGiB) << " GiB per GPU\n";
+  outs() << format("megac plan: %zu candidates: %lld simulated, %lld refused by the compiler, %lld over the memory "
+                   "(%lld by the lower bound), %lld slower than the best by the time bound, %lld skipped for a "
+                   "cheaper variant that fits; %.1f s\n",
+                   candidates.size(), (long long)simulated, (long long)refused, (long long)(tooBig + tooBigBound),
+                   (long long)tooBigBound, (long long)slowerBound, (long long)dominated, seconds);
+  if (best.empty())
+    return fail("no plan fits in " + shortNumber(memoryLimitGiB) + " GiB per GPU; raise --max-memory or use more GPUs");
+  int rank = 1;
+  for (const Result &r : best) {
+    const Candidate &c = r.candidate;
+    outs() << format("%d. %.4g tokens/s, %.4g TFLOP/s per GPU (MFU %.1f%%), iteration %.4g s, %.1f GiB per GPU: "
+                     "tp %lld pp %lld vpp %lld dp %lld, micro batch %lld, recompute %s, %s\n",
+                     rank++, r.sim.tokensPerSecond, r.sim.tflopsPerDevice, 100 * r.sim.mfu, r.sim.iterationSeconds,
+                     r.memoryGiB, (long long)c.tp, (long long)c.pp, (long long)c.vpp, (long long)c.dp,
+                     (long long)c.microBatch, recomputeName(c.recompute), c.shardingName());
+    outs() << "   megac compile " << spec->path;
+    for (const std::string &f : c.flags())
+      outs() << " " << f;
+    if (precision != ActivationPrecision::Fp32)
+      outs() << " --" << activationPrecisionName(precision);
+    // Without pp the batch is not compiled in: OUT/train takes it.
+    if (c.pp > 1)
+      outs() << " --global-batch-size " << planGlobalBatch << " -o OUT\n";
+    else
+      outs() << " -o OUT   (then OUT/train --global-batch-size " << planGlobalBatch << ")\n";
+  }
+  return 0;
+}

@@ -1,0 +1,58 @@
+#include "SimulateProgram.h"
+
+#include "megac/Frontend/BuildModel.h"
+#include "megac/Frontend/ModelFlops.h"
+#include "megac/Frontend/ModelSize.h"
+#include "megac/Frontend/PlanChecks.h"
+#include "megac/Plan/RecomputeFlags.h"
+#include "megac/Target/EmitCpp.h"
+#include "megac/Target/RankMemory.h"
+#include "megac/Transforms/TrainingPipeline.h"
+
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace megac {
+
+Expected<mlir::OwningOpRef<mlir::ModuleOp>> compileForSimulation(mlir::MLIRContext &context, const ModelSpec &spec,
+                                                                 ParallelPlan &plan, int64_t microBatch) {
+  if (Error e = resolvePipeline(plan, spec))
+    return std::move(e);
+  if (Error e = validatePlan(plan, spec))
+    return std::move(e);
+  if (Error e = checkRecomputeLayers(plan, spec.numLayers))
+    return std::move(e);
+  if (Error e = checkProgramSize(spec, plan, microBatch))
+    return std::move(e);
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildModel(context, spec, plan, microBatch);
+  if (failed(mlir::verify(*module)))
+    return createStringError("internal: the frontend built invalid IR for " + spec.path);
+  mlir::PassManager pm(&context);
+  buildTrainingPipeline(pm);
+  if (failed(pm.run(*module)))
+    return createStringError("the pass pipeline failed (see the error above)");
+  return std::move(module);
+}
+
+sim::Simulation simulateModule(mlir::ModuleOp module, const ParallelPlan &plan, const ModelSpec &spec,
+                               int64_t microBatch, int64_t globalBatch, const sim::Cluster &cluster,
+                               sim::SimulationInputs options) {
+  std::string code, memoryPlan;
+  raw_string_ostream codeOs(code), planOs(memoryPlan);
+  SmallVector<StageBuffers> buffers; // the memory plan needs what the program allocates
+  if (failed(emitTrainingProgram(module, EmitOptions{}, codeOs, planOs, &buffers)))
+    report_fatal_error("megac: emitting a program the passes accepted failed");
+  SmallVector<StageStateMemory> memory = stateMemory(module, plan);
+  addProgramBuffers(memory, buffers);
+  options.globalBatch = globalBatch;
+  options.microBatch = microBatch;
+  options.seqLength = spec.seqLength;
+  options.modelFlopsPerSample = modelFlopsPerSample(spec);
+  options.sixteenBitGemms = plan.precision != ActivationPrecision::Fp32;
+  return sim::simulate(module, plan, cluster, options, memory);
+}
+
+} // namespace megac
