@@ -202,7 +202,6 @@ def main():
         print(f"{failed} failed")
         return 1 if failed else 0
     section = "\n".join([
-        BEGIN,
         f"### megac simulate against PTD-P Table 1 (Selene, A100 80GB) — {datetime.date.today()}, {git_rev()}",
         "",
         "`/usr/bin/python3 bench/ptdp_table1.py --write-docs`: clusters/selene-a100.yaml (every constant from a "
@@ -219,7 +218,6 @@ def main():
         "plan as simulated above, tokens/s; 'compiles': `megac compile` of the printed command with --no-build:",
         "",
         *plan_lines,
-        END,
     ])
     publish(section, a.write_docs, DOCS, BEGIN, END)
     return 0
