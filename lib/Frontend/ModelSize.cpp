@@ -5,6 +5,7 @@
 #include "llvm/Support/CheckedArithmetic.h"
 
 #include <optional>
+#include <utility>
 
 using namespace llvm;
 using namespace megac;
@@ -33,19 +34,25 @@ Error checkWeight(StringRef what, StringRef rowsName, int64_t rows, StringRef co
               " (2^40) one tensor may have; lower " + fix);
 }
 
-/// Parameters of the whole model with `vocabRows` rows in the embedding (and LM head).
-Error checkParameters(const ModelSpec &s, int64_t vocabRows, StringRef vocabName) {
-  // Every size is within its own limit (< 2^25), so each term below is < 2^50 and only the
-  // products with num_layers and the sums need checking.
+/// Parameters of one layer, and of the embeddings (with `vocabRows` rows, the LM head and the
+/// final norm). Every size is within its own limit (< 2^25), so each term is < 2^50.
+std::pair<int64_t, int64_t> layerAndEmbeddingParameters(const ModelSpec &s, int64_t vocabRows) {
   const int64_t H = s.hiddenSize, F = s.ffnHiddenSize, kv = s.numQueryGroups * s.headDim();
   const bool swiglu = s.activation == "swiglu";
   const int64_t attention = H * (H + 2 * kv) + H * H + (s.addBiasLinear ? 2 * H + 2 * kv : 0);
   const int64_t mlp = (swiglu ? 3 : 2) * H * F + (s.addBiasLinear ? F + H : 0);
   const int64_t perLayer = attention + mlp + 4 * H; // two norms, weights and biases
-  std::optional<int64_t> layers = checkedMul(s.numLayers, perLayer);
   int64_t embeddings = vocabRows * H * (s.tieEmbeddings ? 1 : 2) + 2 * H; // + the final norm
   if (s.positionEmbeddingType == "learned")
     embeddings += s.maxPositionEmbeddings * H;
+  return {perLayer, embeddings};
+}
+
+/// Parameters of the whole model with `vocabRows` rows in the embedding (and LM head).
+Error checkParameters(const ModelSpec &s, int64_t vocabRows, StringRef vocabName) {
+  // Only the products with num_layers and the sums need checking.
+  auto [perLayer, embeddings] = layerAndEmbeddingParameters(s, vocabRows);
+  std::optional<int64_t> layers = checkedMul(s.numLayers, perLayer);
   std::optional<int64_t> total = layers ? checkedAdd(*layers, embeddings) : layers;
   if (total && *total <= limits::kParameters)
     return Error::success();
@@ -105,4 +112,9 @@ Error megac::checkProgramSize(const ModelSpec &s, const ParallelPlan &plan, int6
                 " multiply-adds, is more than the " + Twine(limits::kAttentionWork) +
                 " (2^60) megac allows; lower --micro-batch-size or seq_length");
   return Error::success();
+}
+
+int64_t megac::parameterCount(const ModelSpec &s) {
+  auto [perLayer, embeddings] = layerAndEmbeddingParameters(s, s.vocabSize);
+  return s.numLayers * perLayer + embeddings; // checkSpecSize bounded it by 2^44
 }

@@ -105,24 +105,17 @@ WorkCost CostModel::op(Operation *o) {
   // Megatron's unfused attention: the scores written out as a [b x heads, s, s] tensor of the
   // activations' type by a batched GEMM, a softmax that reads and writes them, and a batched GEMM
   // with V; its backward makes dV and dP, the softmax gradient (reading P and dP, writing dS), then
-  // dQ and dK. The mask is applied inside the softmax kernel; the full square is computed.
+  // dQ and dK. The mask is applied inside the softmax kernel; the full square is computed. Each
+  // GEMM reads or writes the scores once and two q-sized tensors (K and V counted as Q's size).
   auto unfusedAttention = [&](Value query, bool backward) {
     ArrayRef<int64_t> q = shapeOf(query);
     const int64_t batch = q[0] * q[2], s = q[1], d = q[3];
-    const double scoreBytes = double(batch) * double(s) * double(s) * double(tensorBytes(query.getType())) /
-                              double(numel(query));
-    const double ioBytes = touchedBytes(o) / (backward ? 4.0 : 2.0); // one q-sized tensor, roughly
-    auto batchedGemm = [&](int64_t m, int64_t n, int64_t k, double bytes) {
-      return gemmSeconds(batch, m, n, k, bytes);
-    };
-    if (!backward) {
-      c.compute = batchedGemm(s, s, d, 2 * ioBytes + scoreBytes) + batchedGemm(s, d, s, scoreBytes + 2 * ioBytes);
-      c.memory = memorySeconds(2 * scoreBytes) + launch;
-    } else {
-      c.compute = batchedGemm(s, d, s, scoreBytes + 2 * ioBytes) + batchedGemm(s, s, d, 2 * ioBytes + scoreBytes) +
-                  batchedGemm(s, d, s, scoreBytes + 2 * ioBytes) + batchedGemm(s, d, s, scoreBytes + 2 * ioBytes);
-      c.memory = memorySeconds(3 * scoreBytes) + launch;
-    }
+    const double qBytes = bytesOf(query), scoreBytes = qBytes / double(d) * double(s);
+    const double gemmBytes = scoreBytes + 2 * qBytes;
+    const double scores = gemmSeconds(batch, s, s, d, gemmBytes); // QK^T, and dP = dO V^T
+    const double weighted = gemmSeconds(batch, s, d, s, gemmBytes); // PV, and dV, dQ, dK
+    c.compute = backward ? scores + 3 * weighted : scores + weighted;
+    c.memory = memorySeconds((backward ? 3 : 2) * scoreBytes) + launch;
   };
   auto collective = [&](StringRef grid, ArrayRef<int16_t> axes, double sent, int64_t stepsPerRank) {
     // Only tensor-parallel collectives sit in a step's critical path here; data-parallel ones

@@ -30,6 +30,12 @@ void megac::sim::printSimulation(const Simulation &s, const Cluster &cluster, ll
   for (double gib : s.memoryGiBPerStage)
     os << llvm::format(" %.2f", gib);
   os << llvm::format(" GiB (of %.4g GiB): ", cluster.memoryGiB) << (s.fits ? "fits" : "DOES NOT FIT") << "\n";
+  if (s.trainTokens > 0)
+    os << prefix
+       << llvm::format("training %.4g tokens: %.4g days at the simulated tokens/s (Megatron's estimate 6TP/(nX), "
+                       "X the simulated TFLOP/s per device: %.4g days)",
+                       s.trainTokens, s.trainSeconds / 86400, s.trainEstimateSeconds / 86400)
+       << "\n";
 }
 
 llvm::json::Object megac::sim::simulationJson(const Simulation &s, const Cluster &cluster) {
@@ -39,7 +45,7 @@ llvm::json::Object megac::sim::simulationJson(const Simulation &s, const Cluster
   llvm::json::Array memory;
   for (double gib : s.memoryGiBPerStage)
     memory.push_back(gib);
-  return llvm::json::Object{{"cluster", cluster.name},
+  llvm::json::Object out{{"cluster", cluster.name},
                             {"iteration_time_s", s.iterationSeconds},
                             {"tokens_per_s", s.tokensPerSecond},
                             {"tflops_per_gpu", s.tflopsPerDevice},
@@ -48,4 +54,10 @@ llvm::json::Object megac::sim::simulationJson(const Simulation &s, const Cluster
                             {"fits", s.fits},
                             {"slowest_pp_stage", s.slowestStage},
                             {"time_split_s", std::move(split)}};
+  if (s.trainTokens > 0) {
+    out["train_tokens"] = s.trainTokens;
+    out["train_time_s"] = s.trainSeconds;
+    out["train_time_estimate_s"] = s.trainEstimateSeconds;
+  }
+  return out;
 }

@@ -178,6 +178,12 @@ Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const
   s.tokensPerSecond = samples * double(in.seqLength) / s.iterationSeconds;
   s.tflopsPerDevice = in.modelFlopsPerSample * samples / s.iterationSeconds / double(plan.worldSize()) / 1e12;
   s.mfu = s.tflopsPerDevice / (in.sixteenBitGemms ? cluster.peakTflops16 : cluster.peakTflops32);
+  if (in.trainTokens > 0) {
+    s.trainTokens = in.trainTokens;
+    s.trainSeconds = in.trainTokens / s.tokensPerSecond;
+    s.trainEstimateSeconds =
+        6.0 * in.trainTokens * double(in.parameters) / (double(plan.worldSize()) * s.tflopsPerDevice * 1e12);
+  }
   for (const StageStateMemory &m : memory) {
     s.memoryGiBPerStage.push_back(double(m.totalBytes()) / kGiB);
     s.fits = s.fits && s.memoryGiBPerStage.back() <= cluster.memoryGiB;

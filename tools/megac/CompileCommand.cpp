@@ -198,6 +198,9 @@ cl::opt<std::string> tracePath("trace",
                                cl::desc("write the simulated iteration as a Perfetto / Chrome trace, one process "
                                         "per rank class (pp stage)"),
                                cl::value_desc("FILE.json"), cl::sub(simulate), megac::recordValues<std::string>("--trace"));
+cl::opt<double> trainTokens("train-tokens",
+                            cl::desc("a token budget: print how long training it takes (e.g. 3e11)"), cl::init(0),
+                            cl::sub(simulate), megac::recordValues<double>("--train-tokens"));
 cl::opt<bool> simulationJson("json", cl::desc("print the simulation as one JSON object"), cl::sub(simulate));
 cl::opt<bool> rankLayout("rank-layout", cl::desc("print which global rank holds which (pp, dp, tp) coordinate"),
                          cl::sub(compile));
@@ -357,6 +360,8 @@ int simulatePlan(mlir::ModuleOp module, const megac::ParallelPlan &plan, const m
   options.unfusedAttention = attentionBackend == "unfused";
   options.gradReduceIn16Bit = gradReduceIn16Bit;
   options.trace = !tracePath.empty();
+  options.trainTokens = trainTokens;
+  options.parameters = megac::parameterCount(spec);
   const megac::sim::Simulation result =
       megac::simulateModule(module, plan, spec, microBatch, globalBatch, cluster, options);
   if (!tracePath.empty() &&
@@ -382,6 +387,11 @@ int megac::runCompile() {
       return fail("megac simulate needs --cluster NAME|FILE.yaml: the machine to simulate on (selene-a100, dgx-h100, or a file: docs/simulate.md)");
     if (globalBatch == 0)
       return fail("megac simulate needs --global-batch-size B: the samples of one iteration");
+    if (!std::isfinite(trainTokens) || trainTokens < 0 || trainTokens > 1e18) {
+      std::string value;
+      raw_string_ostream(value) << format("%g", double(trainTokens));
+      return fail("--train-tokens is " + value + "; give a number of tokens, e.g. 3e11 (at most 1e18)");
+    }
     if (attentionBackend != "flash" && attentionBackend != "unfused")
       return fail("--attention-backend " + attentionBackend + " is not known; give flash or unfused");
     Expected<sim::Cluster> loaded = sim::loadCluster(clusterFile);

@@ -41,7 +41,7 @@ bool megac::writeTextFile(llvm::StringRef path, llvm::function_ref<void(llvm::ra
     ec = file.os().error();
   }
   if (ec) {
-    llvm::errs() << "megac compile: error: cannot write " << path << ": " << ec.message() << "\n";
+    llvm::errs() << "megac: error: cannot write " << path << ": " << ec.message() << "\n";
     file.os().clear_error();
     return false;
   }

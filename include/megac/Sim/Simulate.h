@@ -53,6 +53,10 @@ struct Simulation {
   std::vector<double> memoryGiBPerStage; // the memory plan's peak per rank of each stage
   bool fits = true;
   std::vector<TraceSpan> trace; // filled when SimulationInputs::trace is set
+  // With a token budget: the training time at the simulated tokens/s, and Megatron's estimate
+  // 6TP/(nX) (P parameters, n devices, X the simulated model FLOP/s per device; the PTD-P paper's
+  // 8TP/(nX) counts X with full recomputation's extra forward, the same time).
+  double trainTokens = 0, trainSeconds = 0, trainEstimateSeconds = 0;
 };
 
 struct SimulationInputs {
@@ -67,6 +71,8 @@ struct SimulationInputs {
   // The data-parallel gradient sums travel in 16 bits (--grad-reduce-in-bf16; plain DDP only).
   bool gradReduceIn16Bit = false;
   bool trace = false; // keep every span for --trace
+  double trainTokens = 0; // --train-tokens: a token budget to time (0: none)
+  int64_t parameters = 0; // the model's, for Megatron's 6TP/(nX) cross-check
 };
 
 /// Simulates one iteration of `module` (after the whole pass pipeline) under `plan` on `cluster`;
