@@ -137,16 +137,27 @@ double clip_grad_norm(const std::vector<std::pair<float *, int64_t>> &grads, flo
 // Learning-rate schedule (Megatron's OptimizerParamScheduler.get_lr)
 
 void LrSchedule::validate() const {
-  if (style != "constant" && style != "linear" && style != "cosine")
-    throw Error("lr decay style '" + style + "' is not supported; use one of: constant, linear, "
-                "cosine");
+  if (style != "constant" && style != "linear" && style != "cosine" && style != "inverse-square-root" &&
+      style != "WSD")
+    throw Error("lr decay style '" + style + "' is not supported; use one of: constant, linear, cosine, "
+                "inverse-square-root, WSD");
   if (!(min_lr >= 0))
     throw Error("min_lr is " + std::to_string(min_lr) + "; it must be >= 0");
   if (!(max_lr >= min_lr))
     throw Error("min_lr (" + std::to_string(min_lr) + ") is greater than max_lr (" +
                 std::to_string(max_lr) + "); lower min_lr or raise max_lr");
+  if (!(init_lr >= 0 && init_lr <= max_lr))
+    throw Error("the warmup's initial lr is " + std::to_string(init_lr) + "; it must be between 0 and max_lr (" +
+                std::to_string(max_lr) + ")");
   if (warmup_iters < 0)
     throw Error("lr warmup iters is " + std::to_string(warmup_iters) + "; it must be >= 0");
+  if (warmup_fraction >= 0 && warmup_iters > 0)
+    throw Error("lr warmup is given both as a fraction and as iterations; give one");
+  if (!(warmup_fraction < 1))
+    throw Error("lr warmup fraction is " + std::to_string(warmup_fraction) + "; it must be below 1");
+  if (samples_per_iteration < 1)
+    throw Error("the schedule's samples per iteration is " + std::to_string(samples_per_iteration) +
+                "; it must be >= 1");
   if (style != "constant") {
     // The decay span (decay - warmup) divides the progress; Megatron asserts the same.
     if (decay_iters <= 0)
@@ -157,22 +168,50 @@ void LrSchedule::validate() const {
                   ") is greater than lr decay iters (" + std::to_string(decay_iters) +
                   "); warmup must end before decay does");
   }
+  if (style == "WSD" && (wsd_decay_iters < 1 || wsd_decay_iters > decay_iters))
+    throw Error("WSD's anneal is " + std::to_string(wsd_decay_iters) + " iterations; it must be 1 to the decay's " +
+                std::to_string(decay_iters) + " (--lr-wsd-decay-iters)");
+  if (wsd_style != "linear" && wsd_style != "cosine" && wsd_style != "exponential")
+    throw Error("WSD decay style '" + wsd_style + "' is not supported; use one of: linear, cosine, exponential");
 }
 
-double LrSchedule::lr_at(int64_t num_steps) const {
+double LrSchedule::lr_at(int64_t iterations) const {
   validate();
-  if (num_steps < 0)
-    throw Error("lr schedule asked for step " + std::to_string(num_steps) + "; steps start at 0");
-  // Same operation order as Megatron, so the doubles agree.
-  if (warmup_iters > 0 && num_steps <= warmup_iters)
-    return max_lr * static_cast<double>(num_steps) / static_cast<double>(warmup_iters);
+  if (iterations < 0)
+    throw Error("lr schedule asked for step " + std::to_string(iterations) + "; steps start at 0");
+  // Megatron's units (samples) and its operation order, so the doubles agree.
+  const int64_t g = samples_per_iteration;
+  const int64_t num_steps = iterations * g, decay_steps = decay_iters * g;
+  const double warmup_steps =
+      warmup_fraction >= 0 ? warmup_fraction * static_cast<double>(decay_steps) : static_cast<double>(warmup_iters * g);
+  if (warmup_steps > 0 && static_cast<double>(num_steps) <= warmup_steps)
+    return init_lr + (max_lr - init_lr) * static_cast<double>(num_steps) / warmup_steps;
   if (style == "constant")
     return max_lr;
-  if (num_steps > decay_iters)
+  if (num_steps > decay_steps)
     return min_lr;
-  const double ratio = static_cast<double>(num_steps - warmup_iters) /
-                       static_cast<double>(decay_iters - warmup_iters);
-  const double coeff = style == "linear" ? 1.0 - ratio : 0.5 * (std::cos(M_PI * ratio) + 1.0);
+  if (style == "inverse-square-root") {
+    const double warmup = std::max(warmup_steps, 1.0);
+    const double steps = static_cast<double>(std::max<int64_t>(num_steps, 1));
+    return std::max(min_lr, max_lr * std::pow(warmup, 0.5) / std::pow(steps, 0.5)); // Python: x ** 0.5
+  }
+  const double ratio = (static_cast<double>(num_steps) - warmup_steps) / (static_cast<double>(decay_steps) - warmup_steps);
+  double coeff = 0;
+  if (style == "linear") {
+    coeff = 1.0 - ratio;
+  } else if (style == "cosine") {
+    coeff = 0.5 * (std::cos(M_PI * ratio) + 1.0);
+  } else { // WSD: stable at max_lr, then the anneal over its last wsd_decay_iters
+    const int64_t wsd_steps = wsd_decay_iters * g, anneal_start = decay_steps - wsd_steps;
+    if (num_steps <= anneal_start) {
+      coeff = 1.0;
+    } else {
+      const double wsd_ratio = static_cast<double>(num_steps - anneal_start) / static_cast<double>(wsd_steps);
+      coeff = wsd_style == "linear"   ? 1.0 - wsd_ratio
+              : wsd_style == "cosine" ? 0.5 * (std::cos(M_PI * wsd_ratio) + 1.0)
+                                      : 2.0 * std::pow(0.5, wsd_ratio) - 1.0;
+    }
+  }
   return min_lr + coeff * (max_lr - min_lr);
 }
 

@@ -143,10 +143,19 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   app.add_option("--lr", f.lr, "Peak learning rate")->required(!layout_only);
   app.add_option("--min-lr", f.min_lr, "Learning rate at the end of decay")->capture_default_str();
   app.add_option("--lr-decay-style", f.lr_decay_style, "How the lr falls from --lr to --min-lr after warmup")
-      ->check(CLI::IsMember({"constant", "linear", "cosine"}))
+      ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root", "WSD"}))
       ->capture_default_str();
   app.add_option("--lr-warmup-iters", f.lr_warmup_iters, "Linear warmup iterations")
       ->capture_default_str();
+  app.add_option("--lr-warmup-fraction", f.lr_warmup_fraction,
+                 "Linear warmup as a fraction of --lr-decay-iters (instead of --lr-warmup-iters)");
+  app.add_option("--lr-warmup-init", f.lr_warmup_init, "The lr warmup starts from")->capture_default_str();
+  app.add_option("--lr-wsd-decay-style", f.lr_wsd_decay_style, "WSD: how the lr anneals at the end")
+      ->check(CLI::IsMember({"linear", "cosine", "exponential"}))
+      ->capture_default_str();
+  app.add_option("--lr-wsd-decay-iters", f.lr_wsd_decay_iters,
+                 "WSD: the iterations of the anneal, the last of --lr-decay-iters")
+      ->check(CLI::PositiveNumber);
   app.add_option("--lr-decay-iters", f.lr_decay_iters, "Decay iterations (default: --train-iters)")
       ->check(CLI::PositiveNumber);
   app.add_option("--weight-decay", f.weight_decay, "AdamW weight decay (not on biases/norms)")
@@ -367,6 +376,25 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
     throw Error("--lr-warmup-iters (" + std::to_string(f.lr_warmup_iters) +
                 ") is greater than --lr-decay-iters (" + std::to_string(f.lr_decay_iters) +
                 "); warmup must end before decay does");
+  if (f.lr_warmup_fraction >= 0 || !std::isfinite(f.lr_warmup_fraction)) {
+    require(std::isfinite(f.lr_warmup_fraction) && f.lr_warmup_fraction < 1,
+            "--lr-warmup-fraction is " + num(f.lr_warmup_fraction) + "; it must be in [0, 1) (of --lr-decay-iters)");
+    require(f.lr_warmup_iters == 0, "--lr-warmup-fraction and --lr-warmup-iters are both given; give one "
+                                    "(Megatron takes one of them)");
+  } else {
+    require(f.lr_warmup_fraction == -1, "--lr-warmup-fraction is " + num(f.lr_warmup_fraction) +
+                                            "; it must be in [0, 1) (of --lr-decay-iters)");
+  }
+  require(std::isfinite(f.lr_warmup_init) && f.lr_warmup_init >= 0 && f.lr_warmup_init <= f.lr,
+          "--lr-warmup-init is " + num(f.lr_warmup_init) + "; it must be between 0 and --lr (" + num(f.lr) + ")");
+  if (f.lr_decay_style == "WSD")
+    require(f.lr_wsd_decay_iters >= 1 && f.lr_wsd_decay_iters <= f.lr_decay_iters,
+            "--lr-decay-style WSD needs --lr-wsd-decay-iters between 1 and --lr-decay-iters (" +
+                std::to_string(f.lr_decay_iters) + "), got " + std::to_string(f.lr_wsd_decay_iters) +
+                ": the anneal is the last of the decay's iterations");
+  else
+    require(f.lr_wsd_decay_iters == 0, "--lr-wsd-decay-iters is for --lr-decay-style WSD (this run has " +
+                                           f.lr_decay_style + "); drop it or use WSD");
   require(std::isfinite(f.weight_decay) && f.weight_decay >= 0,
           "--weight-decay is " + num(f.weight_decay) + "; it must be >= 0");
   require(f.adam_beta1 >= 0 && f.adam_beta1 < 1,
@@ -404,8 +432,17 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
               "; it must be >= 0 (0: no limit)");
   resolve_precision_flags(f);
   // The schedule's own checks (same rules; keeps the two from drifting apart).
-  LrSchedule schedule{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters, f.lr_decay_iters};
-  schedule.validate();
+  lr_schedule(f).validate();
+}
+
+LrSchedule lr_schedule(const TrainFlags &f) {
+  LrSchedule s{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters, f.lr_decay_iters};
+  s.warmup_fraction = f.lr_warmup_fraction;
+  s.init_lr = f.lr_warmup_init;
+  s.wsd_style = f.lr_wsd_decay_style;
+  s.wsd_decay_iters = f.lr_wsd_decay_iters;
+  s.samples_per_iteration = std::max<int64_t>(f.global_batch_size, 1);
+  return s;
 }
 
 } // namespace megart

@@ -51,7 +51,7 @@ public:
             Communicator *pp = nullptr, const std::vector<char> *counted = nullptr)
       : store_(store), device_(store.device()), tp_(tp), pp_(pp), counted_(counted),
         sharded_(store.sharded()),
-        schedule_{f.lr_decay_style, f.lr, f.min_lr, f.lr_warmup_iters, f.lr_decay_iters},
+        schedule_(lr_schedule(f)),
         config_{f.adam_beta1, f.adam_beta2, f.adam_eps, f.weight_decay},
         clip_(static_cast<float>(f.clip_grad)), steps_(steps_taken) {
     if (sharded_) {

@@ -126,6 +126,12 @@ void check_schedule(const ScheduleArgs &saved, const TrainFlags &f) {
   compare("--lr-warmup-iters", std::to_string(saved.lr_warmup_iters), std::to_string(f.lr_warmup_iters));
   compare("--lr-decay-iters", std::to_string(saved.lr_decay_iters), std::to_string(f.lr_decay_iters));
   compare("--weight-decay", exact(saved.weight_decay), exact(f.weight_decay));
+  compare("--lr-warmup-fraction", exact(saved.lr_warmup_fraction), exact(f.lr_warmup_fraction));
+  compare("--lr-warmup-init", exact(saved.lr_warmup_init), exact(f.lr_warmup_init));
+  if (f.lr_decay_style == "WSD" || saved.lr_decay_style == "WSD") {
+    compare("--lr-wsd-decay-style", saved.lr_wsd_decay_style, f.lr_wsd_decay_style);
+    compare("--lr-wsd-decay-iters", std::to_string(saved.lr_wsd_decay_iters), std::to_string(f.lr_wsd_decay_iters));
+  }
   if (!differs.empty())
     throw Error("--load " + f.load + ": this run's schedule differs from the checkpoint's: " + differs +
                 ". A resumed run continues the checkpoint's schedule (--lr-decay-iters defaults to "
@@ -334,7 +340,13 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
       << ", global batch " << B << " = "
       << (dp > 1 ? "dp " + std::to_string(dp) + " x " : std::string()) << B / (b * dp)
       << " x micro batch " << b << ", lr " << fmt("%g", f.lr) << " (" << f.lr_decay_style
-      << " to " << fmt("%g", f.min_lr) << ", warmup " << f.lr_warmup_iters << "), clip-grad "
+      << (f.lr_decay_style == "WSD" ? " with a " + f.lr_wsd_decay_style + " anneal over the last " +
+                                          std::to_string(f.lr_wsd_decay_iters) + " iterations"
+                                    : std::string())
+      << " to " << fmt("%g", f.min_lr) << ", warmup "
+      << (f.lr_warmup_fraction >= 0 ? fmt("%g", f.lr_warmup_fraction) + " of the decay"
+                                    : std::to_string(f.lr_warmup_iters))
+      << "), clip-grad "
       << fmt("%g", f.clip_grad) << std::endl;
   if (!f.save.empty()) {
     out << "  checkpoints: " << f.save << ", "

@@ -82,6 +82,7 @@ public:
       fail(name(key), "is " + v.brief() + ", not a string");
     return v.string;
   }
+  bool has(const std::string &key) const { return object_.get(key) != nullptr; }
   ObjectReader object(const std::string &key) const {
     return ObjectReader(member(key), path_, name(key));
   }
@@ -174,6 +175,13 @@ TrainState parse_train_state(const std::string &text, const std::string &path) {
   s.schedule.lr_warmup_iters = args.integer("lr_warmup_iters", 0);
   s.schedule.lr_decay_iters = args.integer("lr_decay_iters", 1);
   s.schedule.weight_decay = args.real("weight_decay");
+  // Written since the WSD schedule and the warmup fraction (a state without them had neither).
+  if (args.has("lr_warmup_fraction")) {
+    s.schedule.lr_warmup_fraction = args.real("lr_warmup_fraction");
+    s.schedule.lr_warmup_init = args.real("lr_warmup_init");
+    s.schedule.lr_wsd_decay_style = args.string("lr_wsd_decay_style");
+    s.schedule.lr_wsd_decay_iters = args.integer("lr_wsd_decay_iters", 0);
+  }
   return s;
 }
 
@@ -188,6 +196,10 @@ std::string format_train_args(const TrainFlags &f) {
       .string("lr_decay_style", f.lr_decay_style)
       .integer("lr_warmup_iters", f.lr_warmup_iters)
       .integer("lr_decay_iters", f.lr_decay_iters)
+      .real("lr_warmup_fraction", f.lr_warmup_fraction)
+      .real("lr_warmup_init", f.lr_warmup_init)
+      .string("lr_wsd_decay_style", f.lr_wsd_decay_style)
+      .integer("lr_wsd_decay_iters", f.lr_wsd_decay_iters)
       .real("weight_decay", f.weight_decay)
       .real("adam_beta1", f.adam_beta1)
       .real("adam_beta2", f.adam_beta2)

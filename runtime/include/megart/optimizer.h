@@ -66,18 +66,25 @@ float clip_coefficient(double total_norm, float max_norm);
 // A non-finite norm is returned without touching the gradients.
 double clip_grad_norm(const std::vector<std::pair<float *, int64_t>> &grads, float max_norm);
 
-// Megatron's OptimizerParamScheduler for the learning rate, counted in iterations.
+// Megatron's OptimizerParamScheduler for the learning rate. Megatron counts its steps in samples
+// (the scheduler steps by the global batch each iteration); so does lr_at, so the doubles agree.
 struct LrSchedule {
-  std::string style = "constant"; // constant | linear | cosine
+  std::string style = "constant"; // constant | linear | cosine | inverse-square-root | WSD
   double max_lr = 0;
   double min_lr = 0;
   int64_t warmup_iters = 0;
   int64_t decay_iters = 0; // Megatron's --lr-decay-iters (defaults to --train-iters)
+  // --lr-warmup-fraction: warmup = fraction x the decay (in place of warmup_iters); < 0: not given.
+  double warmup_fraction = -1;
+  double init_lr = 0;                    // --lr-warmup-init: where warmup starts
+  std::string wsd_style = "exponential"; // --lr-wsd-decay-style: WSD's anneal
+  int64_t wsd_decay_iters = 0;           // --lr-wsd-decay-iters: WSD's anneal, the last of the decay
+  int64_t samples_per_iteration = 1;     // the global batch size
 
   // Throws naming the bad field: unknown style, negative or inverted rates or iterations.
   void validate() const;
-  // The rate after `num_steps` scheduler steps. Megatron steps the scheduler after each
-  // iteration, so training iteration k (1-based) uses lr_at(k - 1): see lr_for_iteration.
+  // The rate after `num_steps` scheduler steps (iterations). Megatron steps the scheduler after
+  // each iteration, so training iteration k (1-based) uses lr_at(k - 1): see lr_for_iteration.
   double lr_at(int64_t num_steps) const;
   double lr_for_iteration(int64_t iteration) const { return lr_at(iteration - 1); }
 };

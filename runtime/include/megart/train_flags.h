@@ -3,6 +3,7 @@
 #pragma once
 
 #include "megart/device.h"
+#include "megart/optimizer.h"
 #include "megart/program.h"
 
 #include <cstdint>
@@ -24,6 +25,10 @@ struct TrainFlags {
   std::string lr_decay_style = "linear";
   int64_t lr_warmup_iters = 0;
   int64_t lr_decay_iters = 0;       // 0 = not given: --train-iters
+  double lr_warmup_fraction = -1;   // --lr-warmup-fraction (of the decay); < 0 = not given
+  double lr_warmup_init = 0;        // --lr-warmup-init: the lr warmup starts from
+  std::string lr_wsd_decay_style = "exponential"; // --lr-wsd-decay-style (WSD's anneal)
+  int64_t lr_wsd_decay_iters = 0;   // --lr-wsd-decay-iters (WSD: required)
   double weight_decay = 0.01;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
@@ -74,6 +79,9 @@ struct TrainFlags {
   // would do nothing.
   std::vector<std::string> dynamic_scale_flags_given;
 };
+
+// The lr schedule the flags give (Megatron's OptimizerParamScheduler arguments).
+LrSchedule lr_schedule(const TrainFlags &f);
 
 // fp32 unless --bf16 or --fp16.
 inline Precision compute_precision(const TrainFlags &f) {

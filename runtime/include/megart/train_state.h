@@ -24,6 +24,9 @@ struct ScheduleArgs {
   std::string lr_decay_style;
   int64_t lr_warmup_iters = 0, lr_decay_iters = 0;
   double weight_decay = 0;
+  double lr_warmup_fraction = -1, lr_warmup_init = 0;
+  std::string lr_wsd_decay_style = "exponential";
+  int64_t lr_wsd_decay_iters = 0;
 };
 
 struct TrainState {
