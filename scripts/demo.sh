@@ -3,7 +3,7 @@
 # compile the tiny GPT-2 in examples/ with a parallel plan (tensor parallel 2 with sequence
 # parallelism) and train it on CPU on 2 MPI ranks, on the license texts every Debian machine has
 # in /usr/share/common-licenses (read at run time, nothing downloaded), showing the loss fall.
-# Writes out/demo/{metrics.jsonl,loss.png} and the IR after every pass in out/demo/ir/.
+# Writes out/demo/{metrics.jsonl,run.png} and the IR after every pass in out/demo/ir/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
@@ -25,11 +25,11 @@ OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS \
   "$out/gpt2/train" --data-path "$out/corpus" --train-iters 300 --global-batch-size 16 \
   --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 20 --weight-decay 0.1 \
   --clip-grad 1.0 --log-interval 25 --metrics-file "$out/metrics.jsonl"
-python3 scripts/plot_loss.py "$out/metrics.jsonl" "$out/loss.png"
+/usr/bin/python3 scripts/plot_run.py "$out/metrics.jsonl" "$out/run.png"
 python3 - "$out/metrics.jsonl" <<'PY'
 import json, sys
 m = [json.loads(line) for line in open(sys.argv[1])]
 first, last = m[0]["lm_loss"], sum(x["lm_loss"] for x in m[-10:]) / 10
 print(f"demo: lm loss {first:.3f} at iteration 1 -> {last:.3f} (mean of the last 10 of {len(m)})")
 PY
-echo "demo: IR after each pass in $out/ir/, generated C++ in $out/gpt2/main.cpp, loss curve in $out/loss.png"
+echo "demo: IR after each pass in $out/ir/, generated C++ in $out/gpt2/main.cpp, loss, lr, gradient norm and tokens/s in $out/run.png"

@@ -10,6 +10,7 @@ packages=(
   libopenblas-dev libopenblas0-openmp                     # CPU GEMM (OpenMP build: one thread pool)
   libgtest-dev                                            # runtime unit tests
   python3-torch python3-numpy python3-yaml                          # PyTorch reference tests (run with /usr/bin/python3)
+  python3-matplotlib                                      # scripts/plot_run.py: a run as a PNG
   python3-venv python3-pip                                # build/pyenv: pinned PyPI clients (scripts/python_env.sh)
 )
 
