@@ -209,6 +209,12 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   app.add_option("--log-interval", f.log_interval, "Print the log line every K iterations")
       ->capture_default_str();
   app.add_option("--metrics-file", f.metrics_file, "JSONL file: one object per iteration");
+  app.add_option("--tensorboard-dir", f.tensorboard_dir,
+                 "Write TensorBoard event files here (lm loss, learning-rate, grad-norm, throughput, ...)");
+  app.add_option("--tensorboard-log-interval", f.tensorboard_log_interval,
+                 "Iterations between TensorBoard records")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   CLI::Option *bucket = app.add_option("--ddp-bucket-size", f.ddp_bucket_size,
                                        "Elements per data-parallel gradient all-reduce (programs from "
                                        "megac compile have it compiled in)")

@@ -1,4 +1,5 @@
 #include "megart/train_loop.h"
+#include "megart/tensorboard.h"
 
 #include "megart/aligned_buffer.h"
 #include "megart/error.h"
@@ -169,7 +170,8 @@ struct ActivityScope {
 
 TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, const TrainState &start,
                            ParamStore &store, TrainData &data, ProcessGrid &grid,
-                           MetricsFile *metrics, std::ostream &out, int64_t resident_at_start) {
+                           MetricsFile *metrics, std::ostream &out, int64_t resident_at_start,
+                           TensorBoardWriter *tensorboard) {
   using Clock = std::chrono::steady_clock;
   const int64_t b = program.micro_batch_size, s = program.seq_length;
   const int64_t B = f.global_batch_size, dp = grid.shape().dp;
@@ -416,6 +418,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     it.resident_growth_bytes = resident_growth;
     if (metrics)
       metrics->append(it);
+    if (tensorboard && (it.iteration % f.tensorboard_log_interval == 0 || !it.memory.empty()))
+      tensorboard->iteration(it);
 
     window.iterations += 1;
     window.seconds += seconds;

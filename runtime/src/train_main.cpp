@@ -124,7 +124,8 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
       [&] {
         print_header(log, program, flags, grid, setup);
         const TrainResult r = run_train_loop(program, flags, setup.start, *setup.store,
-                                             *setup.data, grid, setup.metrics.get(), log, resident_at_start);
+                                             *setup.data, grid, setup.metrics.get(), log, resident_at_start,
+                                             setup.tensorboard.get());
         log << "training done: " << r.iterations << " iterations, final lm loss "
             << fmt("%.6f", r.final_loss);
         if (r.skipped_iterations > 0)

@@ -292,10 +292,25 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
 }
 
 void open_metrics(TrainSetup &setup, const TrainFlags &flags, const ProcessGrid &grid) {
-  if (!flags.metrics_file.empty() && grid.global_rank() == 0)
-    setup.metrics = std::make_unique<MetricsFile>(
-        setup.start.iteration > 0 ? MetricsFile::open_resumed(flags.metrics_file, setup.start.iteration)
-                                  : MetricsFile::open(flags.metrics_file));
+  if (grid.global_rank() != 0)
+    return;
+  // The event file first (a bad --tensorboard-dir fails before the metrics file is truncated);
+  // it goes again if the metrics file cannot be opened.
+  if (!flags.tensorboard_dir.empty())
+    setup.tensorboard = std::make_unique<TensorBoardWriter>(TensorBoardWriter::open(flags.tensorboard_dir));
+  try {
+    if (!flags.metrics_file.empty())
+      setup.metrics = std::make_unique<MetricsFile>(
+          setup.start.iteration > 0 ? MetricsFile::open_resumed(flags.metrics_file, setup.start.iteration)
+                                    : MetricsFile::open(flags.metrics_file));
+  } catch (...) {
+    if (setup.tensorboard) {
+      const std::string path = setup.tensorboard->path();
+      setup.tensorboard.reset();
+      std::remove(path.c_str());
+    }
+    throw;
+  }
 }
 
 void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,

@@ -59,6 +59,8 @@ struct TrainFlags {
   bool exit_signal_handler = false;
   int64_t log_interval = 1;
   std::string metrics_file;         // --metrics-file FILE.jsonl
+  std::string tensorboard_dir;      // --tensorboard-dir DIR: event files for TensorBoard
+  int64_t tensorboard_log_interval = 1;
   int64_t ddp_bucket_size = 40'000'000; // --ddp-bucket-size: elements per dp all-reduce
   bool ddp_bucket_size_given = false;   // given on the command line (not the default)
   bool overlap_grad_reduce = false;     // --overlap-grad-reduce: compiled in; checked against it

@@ -16,6 +16,8 @@
 
 namespace megart {
 
+class TensorBoardWriter;
+
 struct TrainResult {
   int64_t iterations = 0;          // the last iteration run
   int64_t optimizer_steps = 0;      // iterations whose gradients were finite
@@ -69,7 +71,7 @@ struct TrainResult {
 TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &flags,
                            const TrainState &start, ParamStore &store, TrainData &data,
                            ProcessGrid &grid, MetricsFile *metrics, std::ostream &out,
-                           int64_t resident_at_start = -1);
+                           int64_t resident_at_start = -1, TensorBoardWriter *tensorboard = nullptr);
 
 // Model FLOPs of one iteration (global_batch_size x ProgramDesc::model_flops_per_sample), or -1
 // when the program does not know its FLOPs.

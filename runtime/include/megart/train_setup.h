@@ -5,6 +5,7 @@
 #pragma once
 
 #include "megart/metrics.h"
+#include "megart/tensorboard.h"
 #include "megart/param_store.h"
 #include "megart/process_grid.h"
 #include "megart/program.h"
@@ -27,6 +28,7 @@ struct TrainSetup {
   std::unique_ptr<TrainData> data;
   std::unique_ptr<ParamStore> store; // this rank's blocks (of its stage's tensors with pp > 1)
   std::unique_ptr<MetricsFile> metrics; // global rank 0 only, opened by open_metrics
+  std::unique_ptr<TensorBoardWriter> tensorboard; // --tensorboard-dir: global rank 0 only, likewise
   // Where the run starts: iteration 0 with this run's seed, or a resumed checkpoint's state.
   TrainState start;
   std::string weights_from;   // "initialised with seed 1234", "loaded from ...", "resumed from ..."
