@@ -57,6 +57,32 @@ def make_license_corpus(megac, prefix):
     run(cmd)
 
 
+def library_check_args(doc, library):
+    """The command line of the checks of OUT/train against a library in build/pyenv (--megac,
+    --python: build/pyenv's, --spec, --workdir); makes the work folder and the license corpus in
+    it. Returns (args, corpus prefix)."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--megac", required=True)
+    ap.add_argument("--python", required=True, help=f"build/pyenv's python ({library} installed)")
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    corpus = os.path.join(a.workdir, "corpus")
+    make_license_corpus(a.megac, corpus)
+    return a, corpus
+
+
+def python_json(python, code, args, what):
+    """Runs `code` under `python` with `args` and returns the JSON it prints; exits naming `what`
+    with its errors if it fails."""
+    out = subprocess.run([python, "-c", code] + list(args), capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{what} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout)
+
+
 def compare_metrics(test_path, ref_path, tolerance, names, what, keys=("lm_loss", "grad_norm"), steps=10):
     """Per-step relative difference of `keys` between two --metrics-file outputs, which must both
     hold `steps` iterations. Returns (ok, report): cuda_parity.py, mixed_precision.py and

@@ -9,13 +9,11 @@ past its decay into --min-lr.
 
     lr_schedule.py --megac build/bin/megac --python build/pyenv/bin/python --spec SPEC --workdir DIR
 """
-import argparse
 import json
 import os
-import subprocess
 import sys
 
-from e2e_util import make_license_corpus, metrics, run
+from e2e_util import library_check_args, metrics, python_json, run
 
 ITERS, BATCH = 40, 4
 SCHEDULES = {
@@ -77,22 +75,11 @@ def megatron_lrs(python, flags, lr, min_lr):
                init_lr=flag(flags, "--lr-warmup-init", 0.0, float),
                wsd_iters=flag(flags, "--lr-wsd-decay-iters", 0, int),
                wsd_style=flag(flags, "--lr-wsd-decay-style", "exponential"))
-    out = subprocess.run([python, "-c", MEGATRON, json.dumps(cfg)], capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"megatron-core's scheduler failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout)
+    return python_json(python, MEGATRON, [json.dumps(cfg)], "megatron-core's scheduler")
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--megac", required=True)
-    ap.add_argument("--python", required=True, help="build/pyenv's python (megatron-core installed)")
-    ap.add_argument("--spec", required=True)
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    corpus = os.path.join(a.workdir, "corpus")
-    make_license_corpus(a.megac, corpus)
+    a, corpus = library_check_args(__doc__, "megatron-core")
     out = os.path.join(a.workdir, "prog")
     run([a.megac, "compile", a.spec, "--micro-batch-size", "2", "-o", out])
     lr, min_lr = 1e-3, 1e-4

@@ -7,16 +7,13 @@ carries the memory peak). A corrupted record is refused by the reader (the CRCs 
 
     tensorboard_events.py --megac build/bin/megac --python build/pyenv/bin/python --spec SPEC --workdir DIR
 """
-import argparse
 import glob
-import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 
-from e2e_util import make_license_corpus, metrics, run
+from e2e_util import library_check_args, metrics, python_json, run
 
 READ = r'''
 import json, sys
@@ -36,22 +33,11 @@ def f32(x):
 
 
 def read(python, folder):
-    out = subprocess.run([python, "-c", READ, folder], capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"TensorBoard's reader failed on {folder}:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout)
+    return python_json(python, READ, [folder], f"TensorBoard's reader on {folder}")
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--megac", required=True)
-    ap.add_argument("--python", required=True, help="build/pyenv's python (tensorboard installed)")
-    ap.add_argument("--spec", required=True)
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    corpus = os.path.join(a.workdir, "corpus")
-    make_license_corpus(a.megac, corpus)
+    a, corpus = library_check_args(__doc__, "tensorboard")
     progs = {}
     for precision in ([], ["--fp16"]):  # fp16 (compiled so) adds the loss scale
         progs[bool(precision)] = os.path.join(a.workdir, "prog" + "".join(precision).replace("--", "-"))
