@@ -73,13 +73,12 @@ inline std::vector<std::vector<int64_t>> send_reclaim_steps(const std::vector<st
   };
   // (sender, receiver, activation?) -> messages sent and not yet received, in order.
   std::map<std::tuple<int64_t, int64_t, bool>, std::deque<Message>> in_flight;
-  struct Pending {
-    int64_t send_step, receiver, receive_step; // receive_step -1 until received
-  };
-  std::vector<std::vector<Pending>> pending(stages.size());
-  std::vector<std::list<size_t>> outstanding(stages.size()); // indices into pending not yet settled
-  // Where each send of a stage is received: (sender, send step) -> (index into pending).
-  std::map<std::pair<int64_t, int64_t>, size_t> pending_index;
+  // Per stage, per send step: the receiver's step that received it (-1: not yet); and the send
+  // steps whose buffers are not known back yet.
+  std::vector<std::vector<int64_t>> received_at(stages.size());
+  std::vector<std::list<int64_t>> outstanding(stages.size());
+  for (size_t r = 0; r < stages.size(); ++r)
+    received_at[r].assign(stages[r].size(), -1);
   std::vector<std::vector<int64_t>> clock(stages.size(), std::vector<int64_t>(stages.size(), 0));
   std::vector<size_t> next(stages.size(), 0);
   bool progress = true;
@@ -100,20 +99,18 @@ inline std::vector<std::vector<int64_t>> send_reclaim_steps(const std::vector<st
           queue.pop_front();
           for (int64_t q = 0; q < p; ++q)
             clock[r][q] = std::max(clock[r][q], m.clock[q]);
-          pending[s.peer][pending_index.at({s.peer, m.sender_step})].receive_step = i;
+          received_at[s.peer][m.sender_step] = i;
         }
         clock[r][r] = i + 1;
         if (send) {
-          outstanding[r].push_back(pending[r].size());
-          pending_index[{r, i}] = pending[r].size();
-          pending[r].push_back({i, s.peer, -1});
+          outstanding[r].push_back(i);
           in_flight[{r, s.peer, s.kind == 2}].push_back({i, clock[r]});
         }
         if (receive) // what this stage has learned may settle its sends still out
           for (auto it = outstanding[r].begin(); it != outstanding[r].end();) {
-            const Pending &q = pending[r][*it];
-            if (q.receive_step >= 0 && clock[r][q.receiver] > q.receive_step) {
-              reclaim[r][q.send_step] = i + 1;
+            const int64_t at = received_at[r][*it];
+            if (at >= 0 && clock[r][stages[r][*it].peer] > at) {
+              reclaim[r][*it] = i + 1;
               it = outstanding[r].erase(it);
             } else {
               ++it;
