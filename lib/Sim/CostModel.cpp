@@ -143,13 +143,13 @@ WorkCost CostModel::op(Operation *o) {
         gemm(1, numel(l.getInput()) / k, n, k);
       })
       .Case([&](tx::AttentionOp a) {
-        if (unfusedAttention_)
+        if (costsUnfusedAttention)
           unfusedAttention(a.getQuery(), false);
         else
           attention(a.getQuery(), a.getCausal(), 2);
       })
       .Case([&](tx::AttentionGradOp a) {
-        if (unfusedAttention_)
+        if (costsUnfusedAttention)
           unfusedAttention(a.getQuery(), true);
         else
           attention(a.getQuery(), a.getCausal(), 5);

@@ -34,7 +34,7 @@ public:
   CostModel(mlir::ModuleOp module, const ParallelPlan &plan, const Cluster &cluster, bool sixteenBitGemms,
             bool unfusedAttention)
       : module(module), plan(plan), cluster(cluster), sixteenBitGemms(sixteenBitGemms),
-        unfusedAttention_(unfusedAttention) {}
+        costsUnfusedAttention(unfusedAttention) {}
 
   /// One call of `fn`, its callees included (memoised by name).
   WorkCost function(mlir::func::FuncOp fn);
@@ -54,7 +54,7 @@ private:
   const ParallelPlan &plan;
   const Cluster &cluster;
   bool sixteenBitGemms;
-  bool unfusedAttention_; // cost attention as Megatron's unfused kernels (--attention-backend unfused)
+  bool costsUnfusedAttention; // cost attention as Megatron's unfused kernels (--attention-backend unfused)
   llvm::StringMap<WorkCost> memo;
 };
 

@@ -14,7 +14,6 @@
 #include "megac/Frontend/BuildModel.h"
 #include "megac/Frontend/HuggingFaceConfig.h"
 #include "megac/Frontend/ModelSize.h"
-#include "megac/Frontend/PlanChecks.h"
 #include "megac/Limits.h"
 #include "megac/Plan/PlanLimits.h"
 #include "megac/Plan/RecomputeFlags.h"
@@ -46,11 +45,13 @@ namespace cl = llvm::cl;
 namespace megac::cli {
 extern cl::SubCommand compile;
 extern cl::SubCommand simulate;
+extern cl::SubCommand plan;
 } // namespace megac::cli
 
 namespace {
 using megac::cli::compile;
 using megac::cli::simulate;
+using megac::cli::plan;
 
 // A list, so that a stray second argument is named in the error rather than refused generically.
 cl::list<std::string> specPaths(cl::Positional, cl::OneOrMore, cl::desc("SPEC.yaml"), cl::sub(compile), cl::sub(simulate));
@@ -89,7 +90,8 @@ cl::list<int64_t> pipelineLayout("pipeline-layout", cl::CommaSeparated,
 cl::opt<int64_t> globalBatch("global-batch-size", cl::init(0),
                              cl::desc("samples per iteration; with pipeline parallelism the schedule is compiled "
                                       "for its microbatches (default: micro batch x dp x pp)"),
-                             cl::sub(compile), cl::sub(simulate), megac::recordValues<int64_t>("--global-batch-size"));
+                             cl::sub(compile), cl::sub(simulate), cl::sub(plan),
+                             megac::recordValues<int64_t>("--global-batch-size"));
 cl::opt<double> forwardCost("pipeline-forward-cost", cl::init(1.0),
                             cl::desc("a chunk forward's cost in the simulated schedule (--dump-ir trace)"),
                             cl::sub(compile), megac::recordValues<double>("--pipeline-forward-cost"));
@@ -179,21 +181,22 @@ cl::opt<bool> bf16("bf16",
                    cl::desc("store activations and their gradients in bf16 (autocast rules: GEMM inputs and outputs, "
                             "norms' outputs, attention); loss, softmax statistics, parameters, their gradients and "
                             "the optimizer stay fp32 (Megatron's flag, compile-time: OUT/train runs in bf16)"),
-                   cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--bf16"));
+                   cl::sub(compile), cl::sub(simulate), cl::sub(plan), megac::recordValues<bool>("--bf16"));
 cl::opt<bool> fp16("fp16", cl::desc("as --bf16 in fp16 (OUT/train scales the loss dynamically) (Megatron's flag)"),
-                   cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--fp16"));
+                   cl::sub(compile), cl::sub(simulate), cl::sub(plan), megac::recordValues<bool>("--fp16"));
 cl::opt<std::string> clusterFile("cluster", cl::desc("the cluster to simulate on: a cluster file (docs/simulate.md) or the name of one in clusters/"),
-                                 cl::value_desc("NAME|FILE.yaml"), cl::sub(simulate),
+                                 cl::value_desc("NAME|FILE.yaml"), cl::sub(simulate), cl::sub(plan),
                                  megac::recordValues<std::string>("--cluster"));
 cl::opt<std::string> attentionBackend("attention-backend",
                                       cl::desc("how attention is costed: flash (a fused kernel at the cluster's "
                                                "attention_efficiency, default) or unfused (Megatron's unfused path: "
                                                "batched GEMMs and a softmax over the s x s scores)"),
-                                      cl::value_desc("flash|unfused"), cl::init("flash"), cl::sub(simulate));
+                                      cl::value_desc("flash|unfused"), cl::init("flash"), cl::sub(simulate),
+                                      cl::sub(plan));
 cl::opt<bool> gradReduceIn16Bit("grad-reduce-in-bf16",
                                 cl::desc("cost the data-parallel gradient sums at 2 bytes per element (as OUT/train "
                                          "--grad-reduce-in-bf16 runs them; plain data parallelism only)"),
-                                cl::sub(simulate));
+                                cl::sub(simulate), cl::sub(plan));
 cl::opt<std::string> tracePath("trace",
                                cl::desc("write the simulated iteration as a Perfetto / Chrome trace, one process "
                                         "per rank class (pp stage)"),
@@ -280,6 +283,15 @@ Error checkFlags() {
   return Error::success();
 }
 
+/// --bf16 / --fp16, one at most.
+Expected<megac::ActivationPrecision> precisionFromFlags() {
+  if (bf16 && fp16)
+    return createStringError("--bf16 and --fp16 are both given; choose one: --bf16 (fp32's exponent range, no loss "
+                             "scaling) or --fp16 (dynamic loss scaling)");
+  return bf16 ? megac::ActivationPrecision::Bf16 : fp16 ? megac::ActivationPrecision::Fp16
+                                                        : megac::ActivationPrecision::Fp32;
+}
+
 /// The plan the flags give: sizes within megac/Limits.h before anything multiplies them, and
 /// --global-batch-size turned into microbatches.
 Expected<megac::ParallelPlan> planFromFlags() {
@@ -304,12 +316,10 @@ Expected<megac::ParallelPlan> planFromFlags() {
                                   {recomputeModules.begin(), recomputeModules.end()}, distributeSavedActivations};
   if (Error e = megac::resolveRecompute(plan, recompute))
     return std::move(e);
-  if (bf16 && fp16)
-    return createStringError("--bf16 and --fp16 are both given; choose one: --bf16 (fp32's exponent range, no loss "
-                             "scaling) or --fp16 (dynamic loss scaling)");
-  plan.precision = bf16 ? megac::ActivationPrecision::Bf16
-                   : fp16 ? megac::ActivationPrecision::Fp16
-                          : megac::ActivationPrecision::Fp32;
+  Expected<megac::ActivationPrecision> precision = precisionFromFlags();
+  if (!precision)
+    return precision.takeError();
+  plan.precision = *precision;
   if (globalBatch == 0)
     return plan;
   const int64_t perIteration = microBatch * dp; // both < 2^21
@@ -355,10 +365,9 @@ constexpr StringRef kOutputFiles[] = {"main.cpp",        "main.cu",          "ma
 
 /// megac simulate: the compiled module's iteration on `cluster`, printed (or as JSON).
 int simulatePlan(mlir::ModuleOp module, const megac::ParallelPlan &plan, const megac::ModelSpec &spec,
-                 const megac::sim::Cluster &cluster) {
-  megac::sim::SimulationInputs options;
-  options.unfusedAttention = attentionBackend == "unfused";
-  options.gradReduceIn16Bit = gradReduceIn16Bit;
+                 const megac::SimulationFlags &flags) {
+  const megac::sim::Cluster &cluster = flags.cluster;
+  megac::sim::SimulationInputs options = flags.options;
   options.trace = !tracePath.empty();
   options.trainTokens = trainTokens;
   options.parameters = megac::parameterCount(spec);
@@ -381,10 +390,8 @@ int megac::runCompile() {
   const bool simulating = static_cast<bool>(megac::cli::simulate);
   if (Error e = checkFlags())
     return fail(toString(std::move(e)));
-  std::optional<sim::Cluster> cluster;
+  std::optional<SimulationFlags> simulation;
   if (simulating) {
-    if (clusterFile.empty())
-      return fail("megac simulate needs --cluster NAME|FILE.yaml: the machine to simulate on (selene-a100, dgx-h100, or a file: docs/simulate.md)");
     if (globalBatch == 0)
       return fail("megac simulate needs --global-batch-size B: the samples of one iteration");
     if (!std::isfinite(trainTokens) || trainTokens < 0 || trainTokens > 1e18) {
@@ -392,12 +399,10 @@ int megac::runCompile() {
       raw_string_ostream(value) << format("%g", double(trainTokens));
       return fail("--train-tokens is " + value + "; give a number of tokens, e.g. 3e11 (at most 1e18)");
     }
-    if (attentionBackend != "flash" && attentionBackend != "unfused")
-      return fail("--attention-backend " + attentionBackend + " is not known; give flash or unfused");
-    Expected<sim::Cluster> loaded = sim::loadCluster(clusterFile);
-    if (!loaded)
-      return fail(toString(loaded.takeError()));
-    cluster = std::move(*loaded);
+    Expected<SimulationFlags> flags = simulationFlags();
+    if (!flags)
+      return fail(toString(flags.takeError()));
+    simulation = std::move(*flags);
   }
   Expected<megac::Target> target = resolveTarget();
   if (!target)
@@ -419,14 +424,12 @@ int megac::runCompile() {
   if (overlapGradReduce && dp == 1)
     errs() << "megac compile: note: --overlap-grad-reduce has nothing to overlap without data parallelism "
               "(--dp 1); the program is the same without it\n";
-  if (Error e = resolvePipeline(plan, *spec))
+  if (Error e = megac::checkPlanAgainstSpec(plan, *spec, microBatch))
     return fail(specPath + ": " + toString(std::move(e)));
-  if (Error e = validatePlan(plan, *spec))
-    return fail(specPath + ": " + toString(std::move(e)));
-  if (Error e = megac::checkRecomputeLayers(plan, spec->numLayers))
-    return fail(specPath + ": " + toString(std::move(e)));
-  if (Error e = checkProgramSize(*spec, plan, microBatch))
-    return fail(specPath + ": " + toString(std::move(e)));
+  if (simulating && gradReduceIn16Bit && plan.sharding != ShardingStrategy::NoShard)
+    return fail("--grad-reduce-in-bf16 with --data-parallel-sharding-strategy " +
+                std::string(shardingStrategyName(plan.sharding)) +
+                ": OUT/train sums 16-bit gradients only without sharding; drop one of the two");
   if (rankLayout)
     outs() << plan.rankLayout();
   // The precision OUT/train runs in. The CUDA kernels take fp32 activations only so far: there
@@ -464,12 +467,8 @@ int megac::runCompile() {
     return fail("the pass pipeline failed (see the error above)");
   if (!dumps.ok())
     return 1;
-  if (simulating && gradReduceIn16Bit && plan.sharding != ShardingStrategy::NoShard)
-    return fail("--grad-reduce-in-bf16 with --data-parallel-sharding-strategy " +
-                std::string(shardingStrategyName(plan.sharding)) +
-                ": OUT/train sums 16-bit gradients only without sharding; drop one of the two");
   if (simulating)
-    return simulatePlan(*module, plan, *spec, *cluster);
+    return simulatePlan(*module, plan, *spec, *simulation);
   for (pipe::ScheduleOp scheduleOp : module->getOps<pipe::ScheduleOp>()) {
     Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(scheduleOp);
     if (!schedule)
@@ -534,4 +533,23 @@ int megac::runCompile() {
          << "megac: wrote " << outDir << "/" << (noBuild ? sourceName(*target) : StringRef("train")) << " in "
          << format("%.1f", seconds) << " s\n";
   return 0;
+}
+
+Expected<megac::SimulationFlags> megac::simulationFlags() {
+  const char *command = megac::cli::simulate ? "megac simulate" : "megac plan";
+  if (clusterFile.empty())
+    return createStringError(Twine(command) + " needs --cluster NAME|FILE.yaml: the machine to simulate on "
+                                              "(selene-a100, dgx-h100, or a file: docs/simulate.md)");
+  if (attentionBackend != "flash" && attentionBackend != "unfused")
+    return createStringError("--attention-backend " + attentionBackend + " is not known; give flash or unfused");
+  Expected<ActivationPrecision> precision = precisionFromFlags();
+  if (!precision)
+    return precision.takeError();
+  Expected<sim::Cluster> cluster = sim::loadCluster(clusterFile);
+  if (!cluster)
+    return cluster.takeError();
+  SimulationFlags flags{std::move(*cluster), {}, *precision, globalBatch};
+  flags.options.unfusedAttention = attentionBackend == "unfused";
+  flags.options.gradReduceIn16Bit = gradReduceIn16Bit;
+  return flags;
 }

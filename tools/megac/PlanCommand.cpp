@@ -52,23 +52,13 @@ namespace {
 
 using megac::cli::plan;
 
+// --cluster, --global-batch-size, --bf16 / --fp16, --attention-backend and --grad-reduce-in-bf16
+// are megac simulate's (simulationFlags()).
 cl::opt<std::string> planSpecPath(cl::Positional, cl::desc("SPEC.yaml"), cl::sub(plan));
-cl::opt<int64_t> gpus("gpus", cl::desc("the GPUs the plan must use (tp x pp x dp)"), cl::init(0), cl::sub(plan),
-                      megac::recordValues<int64_t>("--gpus"));
-cl::opt<std::string> planCluster("cluster", cl::desc("the cluster: a name in clusters/ or a cluster file"),
-                                 cl::value_desc("NAME|FILE.yaml"), cl::sub(plan),
-                                 megac::recordValues<std::string>("--cluster"));
-cl::opt<int64_t> planGlobalBatch("global-batch-size", cl::desc("samples per iteration"), cl::init(0),
-                                 cl::sub(plan), megac::recordValues<int64_t>("--global-batch-size"));
 cl::opt<double> maxMemory("max-memory", cl::desc("GiB a GPU may use (default: the cluster's memory)"),
                           cl::init(0), cl::sub(plan), megac::recordValues<double>("--max-memory"));
-cl::opt<bool> planBf16("bf16", cl::desc("activations in bf16"), cl::sub(plan));
-cl::opt<bool> planFp16("fp16", cl::desc("activations in fp16"), cl::sub(plan));
-cl::opt<std::string> planAttention("attention-backend", cl::desc("as megac simulate: flash (default) or unfused"),
-                                   cl::init("flash"), cl::sub(plan));
-cl::opt<bool> planGradReduce16("grad-reduce-in-bf16",
-                               cl::desc("as megac simulate: 16-bit gradient sums (plans without sharding only)"),
-                               cl::sub(plan));
+cl::opt<int64_t> gpus("gpus", cl::desc("the GPUs the plan must use (tp x pp x dp)"), cl::init(0), cl::sub(plan),
+                      megac::recordValues<int64_t>("--gpus"));
 cl::opt<int64_t> top("top", cl::desc("how many of the best plans to print"), cl::init(5), cl::sub(plan),
                      megac::recordValues<int64_t>("--top"));
 
@@ -184,45 +174,36 @@ int megac::runPlan() {
     return fail("give the model: megac plan SPEC.yaml --gpus N --cluster NAME --global-batch-size B");
   if (gpus < 1 || gpus > (1 << 20))
     return fail("--gpus is " + Twine(gpus.getValue()) + "; give the number of GPUs, 1 to 1048576");
-  if (planGlobalBatch < 1 || planGlobalBatch > (int64_t(1) << 30))
-    return fail("--global-batch-size is " + Twine(planGlobalBatch.getValue()) +
-                "; give the samples per iteration, 1 to 2^30");
-  if (planCluster.empty())
-    return fail("megac plan needs --cluster NAME|FILE.yaml (selene-a100, dgx-h100, or a file: docs/simulate.md)");
   if (top < 1 || top > 100)
     return fail("--top is " + Twine(top.getValue()) + "; give 1 to 100");
-  if (planBf16 && planFp16)
-    return fail("--bf16 and --fp16 are both given; choose one");
-  if (planAttention != "flash" && planAttention != "unfused")
-    return fail("--attention-backend " + planAttention + " is not known; give flash or unfused");
   if (!std::isfinite(maxMemory) || maxMemory < 0 || maxMemory > 1e6)
     return fail("--max-memory is " + shortNumber(maxMemory) + "; give GiB per GPU, above 0");
-  Expected<sim::Cluster> cluster = sim::loadCluster(planCluster);
-  if (!cluster)
-    return fail(toString(cluster.takeError()));
-  const double memoryLimitGiB = maxMemory > 0 ? double(maxMemory) : cluster->memoryGiB;
+  Expected<SimulationFlags> flags = simulationFlags();
+  if (!flags)
+    return fail(toString(flags.takeError()));
+  const sim::Cluster &cluster = flags->cluster;
+  const int64_t globalBatch = flags->globalBatch;
+  const bool gradReduceIn16Bit = flags->options.gradReduceIn16Bit;
+  if (globalBatch < 1 || globalBatch > (int64_t(1) << 30))
+    return fail("--global-batch-size is " + Twine(globalBatch) + "; give the samples per iteration, 1 to 2^30");
+  const double memoryLimitGiB = maxMemory > 0 ? double(maxMemory) : cluster.memoryGiB;
   Expected<std::string> specText = readTextFile(planSpecPath, 1 << 20, "spec");
   if (!specText)
     return fail(toString(specText.takeError()));
   Expected<ModelSpec> spec = parseModelSpec(*specText, planSpecPath);
   if (!spec)
     return fail(toString(spec.takeError()));
-  const ActivationPrecision precision =
-      planBf16 ? ActivationPrecision::Bf16 : planFp16 ? ActivationPrecision::Fp16 : ActivationPrecision::Fp32;
-  sim::SimulationInputs options;
-  options.unfusedAttention = planAttention == "unfused";
-  options.gradReduceIn16Bit = planGradReduce16;
 
   // The candidates, cheapest first within each (tp, pp, vpp, micro batch).
   std::vector<Candidate> candidates;
   for (int64_t tp : divisors(gpus)) {
-    if (tp > cluster->devicesPerNode)
+    if (tp > cluster.devicesPerNode)
       continue;
     for (int64_t pp : divisors(gpus / tp)) {
       if (pp > spec->numLayers || spec->numLayers % pp != 0)
         continue;
       const int64_t dp = gpus / (tp * pp);
-      if (planGlobalBatch % dp != 0)
+      if (globalBatch % dp != 0)
         continue;
       std::vector<int64_t> vpps = {1};
       if (pp > 1)
@@ -231,13 +212,13 @@ int megac::runPlan() {
             vpps.push_back(v);
       for (int64_t vpp : vpps)
         for (int64_t mb : {1, 2, 4, 8, 16}) {
-          if ((planGlobalBatch / dp) % mb != 0)
+          if ((globalBatch / dp) % mb != 0)
             continue;
-          const int64_t microbatches = planGlobalBatch / dp / mb;
+          const int64_t microbatches = globalBatch / dp / mb;
           if (vpp > 1 && microbatches % pp != 0) // Megatron's interleaving needs m % pp == 0
             continue;
           std::vector<Sharding> shardings = {Sharding::None};
-          if (dp > 1 && !planGradReduce16) // 16-bit gradient sums are costed without sharding
+          if (dp > 1 && !gradReduceIn16Bit) // 16-bit gradient sums are costed without sharding
             shardings = {Sharding::Optim, Sharding::OptimGradsParams};
           for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
             for (Sharding sharding : shardings)
@@ -263,14 +244,14 @@ int megac::runPlan() {
       ++tooBigBound;
       continue;
     }
-    const int64_t microbatches = planGlobalBatch / (c.dp * c.microBatch);
+    const int64_t microbatches = globalBatch / (c.dp * c.microBatch);
     if (auto it = microbatchSeconds.find({c.tp, c.microBatch, c.recompute});
         it != microbatchSeconds.end() && int64_t(best.size()) >= top &&
         0.9 * double(microbatches) * it->second / double(c.pp) > best.back().sim.iterationSeconds) {
       ++slowerBound;
       continue;
     }
-    Expected<ParallelPlan> p = planOf(c, planGlobalBatch, precision);
+    Expected<ParallelPlan> p = planOf(c, globalBatch, flags->precision);
     if (!p) {
       consumeError(p.takeError());
       ++refused;
@@ -282,7 +263,7 @@ int megac::runPlan() {
       ++refused;
       continue;
     }
-    Result r{c, simulateModule(**module, *p, *spec, c.microBatch, planGlobalBatch, *cluster, options), 0};
+    Result r{c, simulateModule(**module, *p, *spec, c.microBatch, globalBatch, cluster, flags->options), 0};
     ++simulated;
     microbatchSeconds[{c.tp, c.microBatch, c.recompute}] = r.sim.microbatchSeconds;
     for (double gib : r.sim.memoryGiBPerStage)
@@ -299,8 +280,8 @@ int megac::runPlan() {
       best.pop_back();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  outs() << "megac plan: " << spec->path << " on " << gpus << " x " << cluster->device << " (" << cluster->name
-         << "), global batch " << planGlobalBatch << ", " << activationPrecisionName(precision) << ", at most "
+  outs() << "megac plan: " << spec->path << " on " << gpus << " x " << cluster.device << " (" << cluster.name
+         << "), global batch " << globalBatch << ", " << activationPrecisionName(flags->precision) << ", at most "
          << format("%g", memoryLimitGiB) << " GiB per GPU\n";
   outs() << format("megac plan: %zu candidates: %lld simulated, %lld refused by the compiler, %lld over the memory "
                    "(%lld by the lower bound), %lld slower than the best by the time bound, %lld skipped for a "
@@ -320,13 +301,13 @@ int megac::runPlan() {
     outs() << "   megac compile " << spec->path;
     for (const std::string &f : c.flags())
       outs() << " " << f;
-    if (precision != ActivationPrecision::Fp32)
-      outs() << " --" << activationPrecisionName(precision);
+    if (flags->precision != ActivationPrecision::Fp32)
+      outs() << " --" << activationPrecisionName(flags->precision);
     // Without pp the batch is not compiled in: OUT/train takes it.
     if (c.pp > 1)
-      outs() << " --global-batch-size " << planGlobalBatch << " -o OUT\n";
+      outs() << " --global-batch-size " << globalBatch << " -o OUT\n";
     else
-      outs() << " -o OUT   (then OUT/train --global-batch-size " << planGlobalBatch << ")\n";
+      outs() << " -o OUT   (then OUT/train --global-batch-size " << globalBatch << ")\n";
   }
   return 0;
 }

@@ -17,15 +17,19 @@ using namespace llvm;
 
 namespace megac {
 
+Error checkPlanAgainstSpec(ParallelPlan &plan, const ModelSpec &spec, int64_t microBatch) {
+  if (Error e = resolvePipeline(plan, spec))
+    return e;
+  if (Error e = validatePlan(plan, spec))
+    return e;
+  if (Error e = checkRecomputeLayers(plan, spec.numLayers))
+    return e;
+  return checkProgramSize(spec, plan, microBatch);
+}
+
 Expected<mlir::OwningOpRef<mlir::ModuleOp>> compileForSimulation(mlir::MLIRContext &context, const ModelSpec &spec,
                                                                  ParallelPlan &plan, int64_t microBatch) {
-  if (Error e = resolvePipeline(plan, spec))
-    return std::move(e);
-  if (Error e = validatePlan(plan, spec))
-    return std::move(e);
-  if (Error e = checkRecomputeLayers(plan, spec.numLayers))
-    return std::move(e);
-  if (Error e = checkProgramSize(spec, plan, microBatch))
+  if (Error e = checkPlanAgainstSpec(plan, spec, microBatch))
     return std::move(e);
   mlir::OwningOpRef<mlir::ModuleOp> module = buildModel(context, spec, plan, microBatch);
   if (failed(mlir::verify(*module)))

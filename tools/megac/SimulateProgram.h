@@ -1,5 +1,5 @@
-// What megac simulate and megac plan share: a plan compiled for simulation (every pass of megac
-// compile, nothing written) and the compiled module simulated on a cluster.
+// What megac compile, simulate and plan share: a plan checked against the spec, compiled for
+// simulation (every pass of megac compile, nothing written), and simulated on a cluster.
 #pragma once
 
 #include "megac/Frontend/ModelSpec.h"
@@ -13,8 +13,23 @@
 
 namespace megac {
 
-/// `plan` (from flags: resolvePipeline not yet called) checked as megac compile checks it, the
-/// model built and the whole pass pipeline run. Errors say why the compiler refuses the plan.
+/// The flags megac simulate and megac plan share, checked: --cluster (loaded), --attention-backend,
+/// --grad-reduce-in-bf16 (as costing options), --bf16 / --fp16 and --global-batch-size (0: not
+/// given). Defined with the flags, in CompileCommand.cpp.
+struct SimulationFlags {
+  sim::Cluster cluster;
+  sim::SimulationInputs options;
+  ActivationPrecision precision = ActivationPrecision::Fp32;
+  int64_t globalBatch = 0;
+};
+llvm::Expected<SimulationFlags> simulationFlags();
+
+/// megac compile's checks of `plan` (from flags: resolvePipeline not yet called) against the spec
+/// and the micro batch, before any IR is built; resolves the pipeline's layout into `plan`.
+llvm::Error checkPlanAgainstSpec(ParallelPlan &plan, const ModelSpec &spec, int64_t microBatch);
+
+/// `plan` checked (checkPlanAgainstSpec), the model built and the whole pass pipeline run.
+/// Errors say why the compiler refuses the plan.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> compileForSimulation(mlir::MLIRContext &context,
                                                                        const ModelSpec &spec, ParallelPlan &plan,
                                                                        int64_t microBatch);

@@ -49,6 +49,11 @@ def cases():
         simulate_case("simulate global batch 2^40", cluster(), r"--global-batch-size 1099511627776 makes "
                       r"1099511627776 microbatches per iteration .* more than the 65536 an iteration may have",
                       flags=["--global-batch-size", "1099511627776"]),
+        simulate_case("simulate 16-bit gradient sums with sharding", cluster(),
+                      r"--grad-reduce-in-bf16 with --data-parallel-sharding-strategy optim: OUT/train sums 16-bit "
+                      r"gradients only without sharding",
+                      flags=["--global-batch-size", "8", "--dp", "2", "--grad-reduce-in-bf16",
+                             "--data-parallel-sharding-strategy", "optim"]),
         simulate_case("simulate negative token budget", cluster(), r"--train-tokens is -5; give a number of tokens",
                       flags=["--global-batch-size", "8", "--train-tokens", "-5"]),
         simulate_case("simulate global batch not a multiple", cluster(), r"--global-batch-size 7 is not a positive "
