@@ -114,6 +114,8 @@ Error megac::checkProgramSize(const ModelSpec &s, const ParallelPlan &plan, int6
   return Error::success();
 }
 
+int64_t megac::layerParameters(const ModelSpec &s) { return layerAndEmbeddingParameters(s, s.vocabSize).first; }
+
 int64_t megac::parameterCount(const ModelSpec &s) {
   auto [perLayer, embeddings] = layerAndEmbeddingParameters(s, s.vocabSize);
   return s.numLayers * perLayer + embeddings; // checkSpecSize bounded it by 2^44

@@ -22,6 +22,7 @@
 #include "SimulateProgram.h"
 #include "TextFile.h"
 
+#include "megac/Frontend/ModelSize.h"
 #include "megac/Frontend/ModelSpec.h"
 #include "megac/Plan/PlanLimits.h"
 #include "megac/Plan/RecomputeFlags.h"
@@ -142,14 +143,11 @@ Expected<megac::ParallelPlan> planOf(const Candidate &c, int64_t globalBatch, me
   return p;
 }
 
-/// A lower bound on a rank's memory: the weight matrices of its share of the layers (no
-/// embedding, norms or biases), their fp32 gradients and the AdamW moments, sharded as the
-/// candidate shards them; no activations or buffers.
+/// A lower bound on a rank's memory: its share of the layers' parameters (at most 1/tp of each
+/// layer: norms are not split; no embedding), their fp32 gradients and the AdamW moments, sharded
+/// as the candidate shards them; no activations or buffers.
 double memoryLowerBoundBytes(const megac::ModelSpec &spec, const Candidate &c) {
-  const double h = double(spec.hiddenSize), kv = double(spec.numQueryGroups) * double(spec.headDim());
-  const double mlp = (spec.activation == "swiglu" ? 3.0 : 2.0) * h * double(spec.ffnHiddenSize);
-  const double perLayer = h * (h + 2 * kv) + h * h + mlp;
-  const double params = perLayer * double(spec.numLayers / c.pp) / double(c.tp);
+  const double params = double(megac::layerParameters(spec)) * double(spec.numLayers / c.pp) / double(c.tp);
   const double d = double(c.dp);
   // fp32 parameters (4) + gradients (4) + two moments (8), per strategy.
   // (optim_grads_params under pp keeps the parameters gathered: optim_grads' state).
