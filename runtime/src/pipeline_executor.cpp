@@ -172,25 +172,22 @@ void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, in
 
 // ---------------------------------------------------------------------------------------------
 
-std::vector<std::vector<PipelineStep>> pipeline_steps(const PipelineStageDesc *stages, int64_t pp_size) {
+StageBufferPlan stage_buffer_plan(const PipelineStageDesc *stages, int64_t pp_rank, int64_t pp_size,
+                                  int64_t num_chunks) {
   std::vector<std::vector<PipelineStep>> steps(static_cast<size_t>(pp_size));
   for (int64_t r = 0; r < pp_size; ++r)
     for (int64_t i = 0; i < stages[r].num_ops; ++i)
       steps[r].push_back({static_cast<int32_t>(stages[r].ops[i].kind), stages[r].ops[i].chunk, stages[r].ops[i].peer});
-  return steps;
-}
-
-PipelineBufferPlan stage_buffer_plan(const PipelineStageDesc &stage, int64_t num_chunks,
-                                     const std::vector<int64_t> &reclaim) {
-  std::vector<PipelineStep> steps;
-  for (int64_t i = 0; i < stage.num_ops; ++i)
-    steps.push_back({static_cast<int32_t>(stage.ops[i].kind), stage.ops[i].chunk, stage.ops[i].peer});
+  StageBufferPlan plan;
+  plan.reclaim = send_reclaim_steps(steps)[static_cast<size_t>(pp_rank)];
+  const PipelineStageDesc &stage = stages[pp_rank];
   std::vector<PipelineChunkSizes> chunks;
   for (int64_t i = 0; i < stage.num_chunks; ++i) {
     const ChunkDesc &c = stage.chunks[i];
     chunks.push_back({c.chunk, c.stash_bytes, c.input_numel * c.element_bytes, c.output_numel * c.element_bytes});
   }
-  return plan_pipeline_buffers(steps, chunks, num_chunks, reclaim);
+  plan.pool = plan_pipeline_buffers(steps[static_cast<size_t>(pp_rank)], chunks, num_chunks, plan.reclaim);
+  return plan;
 }
 
 DeviceBuffer PipelineExecutor::BufferPool::take(int64_t bytes, MemoryCategory category) {
@@ -221,11 +218,11 @@ PipelineExecutor::PipelineExecutor(const PipelineStageDesc *stages, int64_t pp_r
   const PipelineStageDesc &stage = stage_;
   validate_pipeline_stage(stage, pp_rank, pp_size, virtual_size, num_microbatches);
   arena_ = DeviceBuffer(device, static_cast<size_t>(stage.arena_bytes), MemoryCategory::Workspace);
-  reclaim_ = send_reclaim_steps(pipeline_steps(stages, pp_size))[static_cast<size_t>(pp_rank)];
-  const PipelineBufferPlan plan = stage_buffer_plan(stage, pp_size * virtual_size, reclaim_);
-  for (const auto &[key, count] : plan.count)
+  StageBufferPlan plan = stage_buffer_plan(stages, pp_rank, pp_size, pp_size * virtual_size);
+  reclaim_ = std::move(plan.reclaim);
+  for (const auto &[key, count] : plan.pool.count)
     pool_.reserve(static_cast<MemoryCategory>(key.first), key.second, count);
-  pool_.reserve(MemoryCategory::Communication, plan.channel_bytes, 1);
+  pool_.reserve(MemoryCategory::Communication, plan.pool.channel_bytes, 1);
   slots_.resize(static_cast<size_t>(virtual_size * num_microbatches));
   final_backward_.assign(static_cast<size_t>(stage.num_ops), 0);
   std::vector<bool> seen(static_cast<size_t>(pp_size * virtual_size), false);

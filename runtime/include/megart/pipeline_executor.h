@@ -32,12 +32,14 @@ const char *pipe_op_name(PipeOpKind kind);
 void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, int64_t pp_size,
                              int64_t virtual_size, int64_t num_microbatches);
 
-// The steps of each of the `pp_size` stages' schedules, as pipeline_buffers.h takes them.
-std::vector<std::vector<PipelineStep>> pipeline_steps(const PipelineStageDesc *stages, int64_t pp_size);
-// The buffer pool stage `pp_rank` of `stages` needs (pipeline_buffers.h), from the schedules and
-// its chunk sizes; `reclaim` is send_reclaim_steps(pipeline_steps(...))[pp_rank].
-PipelineBufferPlan stage_buffer_plan(const PipelineStageDesc &stage, int64_t num_chunks,
-                                     const std::vector<int64_t> &reclaim);
+// The buffer pool stage `pp_rank` of the program's `pp_size` stages needs, and the step before
+// which each of its sends comes back (pipeline_buffers.h: both follow from every stage's schedule).
+struct StageBufferPlan {
+  PipelineBufferPlan pool;
+  std::vector<int64_t> reclaim;
+};
+StageBufferPlan stage_buffer_plan(const PipelineStageDesc *stages, int64_t pp_rank, int64_t pp_size,
+                                  int64_t num_chunks);
 
 struct PipelineIterationResult {
   double loss_sum = 0;     // sum of the last chunk's microbatch losses (0 on other ranks)
