@@ -2,9 +2,12 @@
 
 #include "megart/checked_math.h"
 #include "megart/error.h"
+#include "megart/json.h"
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace megart {
 
@@ -26,12 +29,35 @@ void check_vocab(const IndexedDataset &ds, int64_t vocab_size) {
   }
 }
 
+// PREFIX.tokenizer.json, written by megac data: a tokenizer whose vocabulary is larger than the
+// model's can give ids the model has no row for, even where this dataset happens not to.
+void check_tokenizer(const std::string &prefix, int64_t vocab_size) {
+  const std::string path = prefix + ".tokenizer.json";
+  std::ifstream in(path);
+  if (!in)
+    return; // datasets made by other tools say nothing of their tokenizer
+  std::stringstream text;
+  text << in.rdbuf();
+  const JsonValue record = parse_json(text.str(), path);
+  const JsonValue *type = record.get("tokenizer_type"), *vocab = record.get("vocab_size");
+  if (!type || !type->is_string() || !vocab || !vocab->is_integer())
+    throw Error(path + ": needs a string tokenizer_type and an integer vocab_size (megac data writes it); "
+                "remake the dataset with megac data, or delete the file");
+  if (vocab->integer > vocab_size)
+    throw Error("--data-path " + prefix + " was tokenized by " + type->string + " with a vocabulary of " +
+                std::to_string(vocab->integer) + " (" + path + "), more than the model's vocab_size " +
+                std::to_string(vocab_size) + "; compile a spec with vocab_size >= " +
+                std::to_string(vocab->integer) + " (Megatron pads it to a multiple of 128), or tokenize "
+                "the data with the model's tokenizer");
+}
+
 } // namespace
 
 TrainData::TrainData(const std::string &prefix, int64_t seq_length, int64_t vocab_size)
     : dataset_(IndexedDataset::open(prefix)), seq_length_(seq_length),
       num_samples_(dataset_.num_samples(seq_length)),
       scratch_(static_cast<size_t>(seq_length + 1)) {
+  check_tokenizer(prefix, vocab_size);
   check_vocab(dataset_, vocab_size);
 }
 

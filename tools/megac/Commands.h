@@ -7,7 +7,7 @@ namespace megac {
 /// passes, then one iteration simulated on the cluster.
 int runCompile();
 
-/// `megac data --input FILE... --output-prefix PREFIX`: text -> Megatron indexed dataset.
+/// `megac data --input FILE... --output-prefix PREFIX`: text or JSON lines -> Megatron indexed dataset(s).
 int runData();
 
 /// `megac plan SPEC.yaml --gpus N --cluster C --global-batch-size B`: the fastest plans that fit.

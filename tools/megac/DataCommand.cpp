@@ -1,15 +1,21 @@
-// megac data: text files -> Megatron indexed dataset with the built-in byte tokenizer.
+// megac data: text or JSON lines -> Megatron indexed dataset(s), with megac's byte tokenizer
+// (here, in C++) or a library tokenizer (Hugging Face tokenizers, SentencePiece: in Python, by
+// megac_tokenizer.py). Beside each dataset, PREFIX.tokenizer.json records the tokenizer.
 #include "Commands.h"
 #include "DocumentStream.h"
 #include "RepeatedFlags.h"
+#include "TokenizerProcess.h"
 
+#include "megart/atomic_file.h"
 #include "megart/byte_tokenizer.h"
 #include "megart/error.h"
 #include "megart/indexed_dataset.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <memory>
 #include <new>
 
 using namespace llvm;
@@ -22,23 +28,167 @@ extern cl::SubCommand data;
 namespace {
 using megac::cli::data;
 
-cl::list<std::string> inputs("input", cl::OneOrMore, cl::desc("a text file (repeat for more)"),
+cl::list<std::string> inputs("input", cl::OneOrMore, cl::desc("a text or JSON-lines file (repeat for more)"),
                              cl::value_desc("FILE"), cl::sub(data));
 cl::opt<std::string> outputPrefix("output-prefix", cl::Required,
-                                  cl::desc("writes PREFIX.bin and PREFIX.idx"), cl::sub(data),
-                                  megac::recordValues<std::string>("--output-prefix"));
+                                  cl::desc("writes PREFIX.bin and PREFIX.idx; from JSON lines, "
+                                           "PREFIX_KEY_document.bin/.idx per key (as Megatron)"),
+                                  cl::sub(data), megac::recordValues<std::string>("--output-prefix"));
 cl::opt<bool> splitParagraphs("split-paragraphs",
-                              cl::desc("each blank-line-separated paragraph is a document "
+                              cl::desc("each blank-line-separated paragraph of a text input is a document "
                                        "(default: each file is one document)"),
                               cl::sub(data), megac::recordValues<bool>("--split-paragraphs"));
+cl::opt<std::string> tokenizerType("tokenizer-type", cl::init("ByteTokenizer"),
+                                   cl::desc("ByteTokenizer (megac's, vocab 257), GPT2BPETokenizer, "
+                                            "HuggingFaceTokenizer or SentencePieceTokenizer"),
+                                   cl::sub(data), megac::recordValues<std::string>("--tokenizer-type"));
+cl::opt<std::string> vocabFile("vocab-file", cl::desc("GPT2BPETokenizer's vocab.json"), cl::value_desc("FILE"),
+                               cl::sub(data), megac::recordValues<std::string>("--vocab-file"));
+cl::opt<std::string> mergeFile("merge-file", cl::desc("GPT2BPETokenizer's merges.txt"), cl::value_desc("FILE"),
+                               cl::sub(data), megac::recordValues<std::string>("--merge-file"));
+cl::opt<std::string> tokenizerModel("tokenizer-model",
+                                    cl::desc("HuggingFaceTokenizer's tokenizer.json (or its folder); "
+                                             "SentencePieceTokenizer's .model"),
+                                    cl::value_desc("PATH"), cl::sub(data),
+                                    megac::recordValues<std::string>("--tokenizer-model"));
+cl::list<std::string> jsonKeys("json-keys", cl::CommaSeparated,
+                               cl::desc("the inputs are JSON lines; tokenize these string fields (default: text)"),
+                               cl::value_desc("KEY,..."), cl::sub(data));
+cl::opt<bool> appendEod("append-eod", cl::init(true),
+                        cl::desc("end each document with the tokenizer's end-of-document token (default: "
+                                 "true; --append-eod=false leaves it out)"),
+                        cl::sub(data), megac::recordValues<bool>("--append-eod"));
+cl::opt<unsigned> workers("workers", cl::init(1), cl::desc("tokenizer processes (library tokenizers)"),
+                          cl::sub(data), megac::recordValues<unsigned>("--workers"));
 
 // A document is held in memory with its tokens (4 bytes each): 64 MiB of text takes 320 MiB.
 // The byte tokenizer is for tests and small corpora: one run reads at most 16 GiB.
 constexpr megac::DocumentLimits kLimits{uint64_t(1) << 26, uint64_t(1) << 34};
+constexpr unsigned kMaxWorkers = 256;
+const char *const kTokenizerTypes[] = {"ByteTokenizer", "GPT2BPETokenizer", "HuggingFaceTokenizer",
+                                       "SentencePieceTokenizer"};
 
 int fail(const Twine &message) {
   errs() << "megac data: error: " << message << "\n";
   return 1;
+}
+
+bool isJsonLines(StringRef path) { return path.ends_with(".json") || path.ends_with(".jsonl"); }
+
+/// The flags that do not fit together, as an error message; none: std::nullopt.
+std::optional<std::string> checkFlags(bool json) {
+  if (!is_contained(kTokenizerTypes, StringRef(tokenizerType)))
+    return "--tokenizer-type " + tokenizerType +
+           ": unknown; use ByteTokenizer, GPT2BPETokenizer, HuggingFaceTokenizer or SentencePieceTokenizer";
+  if (workers < 1 || workers > kMaxWorkers)
+    return "--workers " + std::to_string(workers) + ": must be 1 to " + std::to_string(kMaxWorkers);
+  bool bpe = tokenizerType == "GPT2BPETokenizer", model = !bpe && tokenizerType != "ByteTokenizer";
+  if ((!vocabFile.empty() || !mergeFile.empty()) && !bpe)
+    return "--vocab-file and --merge-file are GPT2BPETokenizer's; --tokenizer-type is " + tokenizerType;
+  if (!tokenizerModel.empty() && !model)
+    return "--tokenizer-model is HuggingFaceTokenizer's and SentencePieceTokenizer's; --tokenizer-type is " +
+           tokenizerType;
+  if (json && splitParagraphs)
+    return std::string("--split-paragraphs is for text inputs; each JSON line is one document");
+  for (const std::string &path : inputs)
+    if (isJsonLines(path) != isJsonLines(inputs.front()) && jsonKeys.empty())
+      return "--input " + inputs.front() + " and --input " + path +
+             ": one is JSON lines (.json/.jsonl) and one text; make a dataset of each, or give --json-keys to "
+             "read every input as JSON lines";
+  return std::nullopt;
+}
+
+/// PREFIX.tokenizer.json: the tokenizer a dataset was made with (OUT/train checks the model's
+/// vocabulary against it; checkpoints carry it on).
+void writeTokenizerRecord(const std::string &prefix, StringRef json) {
+  megart::AtomicFile file(prefix + ".tokenizer.json");
+  file.write(json.data(), json.size());
+  file.write("\n", 1);
+  file.commit();
+}
+
+int byteTokenizerData() {
+  megart::IndexedDatasetWriter writer(outputPrefix, megart::dtype_for_vocab(megart::kByteVocabSize));
+  int64_t documents = 0, tokens = 0;
+  uint64_t bytesRead = 0;
+  for (const std::string &path : inputs) {
+    Error e = megac::readDocuments(path, splitParagraphs, kLimits, bytesRead, [&](StringRef doc) -> Error {
+      std::vector<int32_t> ids = megart::byte_tokenizer::encode(std::string_view(doc.data(), doc.size()));
+      if (appendEod)
+        ids.push_back(megart::kEndOfDocument);
+      tokens += ids.size();
+      writer.add_document(ids);
+      ++documents;
+      return Error::success();
+    });
+    if (e)
+      return fail(toString(std::move(e)) + "; nothing was written");
+  }
+  writer.finalize();
+  writeTokenizerRecord(outputPrefix, R"({"tokenizer_type": "ByteTokenizer", "vocab_size": )" +
+                                         std::to_string(megart::kByteVocabSize) +
+                                         R"(, "eod": )" + std::to_string(megart::kEndOfDocument) + "}");
+  outs() << "megac data: wrote " << outputPrefix << ".bin/.idx: " << documents << " documents, " << tokens
+         << " tokens (ByteTokenizer, vocab " << megart::kByteVocabSize << ")\n";
+  return 0;
+}
+
+int libraryTokenizerData(bool json) {
+  std::vector<std::string> args = {"--tokenizer-type", tokenizerType, "--workers", std::to_string(workers),
+                                   "--input-format", json ? "jsonl" : "text"};
+  for (const std::string &path : inputs)
+    args.insert(args.end(), {"--input", path});
+  for (const std::string &key : jsonKeys)
+    args.insert(args.end(), {"--json-keys", key});
+  for (auto [flag, value] : {std::pair{"--vocab-file", &vocabFile}, std::pair{"--merge-file", &mergeFile},
+                             std::pair{"--tokenizer-model", &tokenizerModel}})
+    if (!value->empty())
+      args.insert(args.end(), {flag, *value});
+  if (splitParagraphs)
+    args.push_back("--split-paragraphs");
+  if (appendEod)
+    args.push_back("--append-eod");
+
+  struct Output {
+    std::string prefix;
+    std::unique_ptr<megart::IndexedDatasetWriter> writer;
+    int64_t documents = 0, tokens = 0;
+  };
+  std::vector<Output> outputs;
+  megac::TokenizerHeader header;
+  Error e = megac::runTokenizer(
+      args,
+      [&](const megac::TokenizerHeader &h) -> Error {
+        header = h;
+        for (const std::string &key : h.keys) {
+          std::string prefix = json ? outputPrefix + "_" + key + "_document" : std::string(outputPrefix);
+          outputs.push_back({prefix, std::make_unique<megart::IndexedDatasetWriter>(
+                                         prefix, megart::dtype_for_vocab(h.vocabSize))});
+        }
+        return Error::success();
+      },
+      [&](size_t key, const std::vector<int32_t> &ids) -> Error {
+        Output &out = outputs[key];
+        for (int32_t id : ids)
+          if (id < 0 || id >= header.vocabSize)
+            return createStringError(inconvertibleErrorCode(), "the tokenizer gave id " + std::to_string(id) +
+                                                                   ", outside its vocabulary of " +
+                                                                   std::to_string(header.vocabSize));
+        out.writer->add_document(ids);
+        ++out.documents;
+        out.tokens += ids.size();
+        return Error::success();
+      });
+  if (e)
+    return fail(toString(std::move(e)) + "; nothing was written");
+  for (Output &out : outputs)
+    out.writer->finalize();
+  for (Output &out : outputs) {
+    writeTokenizerRecord(out.prefix, header.json);
+    outs() << "megac data: wrote " << out.prefix << ".bin/.idx: " << out.documents << " documents, "
+           << out.tokens << " tokens (" << tokenizerType << ", vocab " << header.vocabSize << ")\n";
+  }
+  return 0;
 }
 
 } // namespace
@@ -46,28 +196,15 @@ int fail(const Twine &message) {
 int megac::runData() {
   if (std::optional<std::string> conflict = conflictingFlagValues())
     return fail(*conflict);
-  // The writer stages PREFIX.bin in a temporary file; leaving this scope early, by an error or
+  bool json = !jsonKeys.empty() || isJsonLines(inputs.front());
+  if (std::optional<std::string> problem = checkFlags(json))
+    return fail(*problem);
+  // The writers stage PREFIX.bin in a temporary file; leaving this scope early, by an error or
   // an exception, removes it, so a failed run writes nothing.
   try {
-    megart::IndexedDatasetWriter writer(outputPrefix, megart::dtype_for_vocab(megart::kByteVocabSize));
-    int64_t documents = 0, tokens = 0;
-    uint64_t bytesRead = 0;
-    for (const std::string &path : inputs) {
-      Error e = readDocuments(path, splitParagraphs, kLimits, bytesRead, [&](StringRef doc) -> Error {
-        std::vector<int32_t> ids = megart::byte_tokenizer::encode(std::string_view(doc.data(), doc.size()));
-        ids.push_back(megart::kEndOfDocument); // Megatron's --append-eod
-        tokens += ids.size();
-        writer.add_document(ids);
-        ++documents;
-        return Error::success();
-      });
-      if (e)
-        return fail(toString(std::move(e)) + "; nothing was written");
-    }
-    writer.finalize();
-    outs() << "megac data: wrote " << outputPrefix << ".bin/.idx: " << documents << " documents, " << tokens
-           << " tokens (byte tokenizer, vocab " << megart::kByteVocabSize << ")\n";
-    return 0;
+    if (tokenizerType == "ByteTokenizer" && !json)
+      return byteTokenizerData();
+    return libraryTokenizerData(json);
   } catch (const megart::Error &e) {
     return fail(e.what());
   } catch (const std::bad_alloc &) {

@@ -8,7 +8,7 @@
 
 namespace megac::cli {
 llvm::cl::SubCommand compile("compile", "Compile a model spec and a parallel plan into OUT/train");
-llvm::cl::SubCommand data("data", "Turn text files into a Megatron indexed dataset (byte tokenizer)");
+llvm::cl::SubCommand data("data", "Tokenize text or JSON lines into Megatron indexed datasets");
 llvm::cl::SubCommand simulate("simulate", "Predict a plan's iteration time, throughput and memory on a cluster");
 llvm::cl::SubCommand plan("plan", "Search the parallel plans of a model on a cluster for the fastest that fits");
 llvm::cl::SubCommand calibrate("calibrate", "Measure this machine and write a cluster file for megac simulate");
@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
                                     "  megac simulate SPEC.yaml --cluster NAME|FILE.yaml --global-batch-size B [plan flags]\n"
                                     "  megac plan SPEC.yaml --gpus N --cluster NAME --global-batch-size B\n"
                                     "  megac calibrate --target cpu -o FILE.yaml\n"
-                                    "  megac data --input FILE... --output-prefix PREFIX\n");
+                                    "  megac data --input FILE... --output-prefix PREFIX [--tokenizer-type T ...]\n");
   if (megac::cli::compile || megac::cli::simulate)
     return megac::runCompile();
   if (megac::cli::data)

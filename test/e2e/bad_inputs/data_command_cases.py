@@ -5,8 +5,13 @@ AREA = "megac data"
 OUTPUTS = ["{scratch}/d.bin", "{scratch}/d.idx"]
 
 
+JSON_OUTPUTS = ["{scratch}/d_text_document.bin", "{scratch}/d_text_document.idx", "{scratch}/d_text_document.tokenizer.json"]
+FILES = {"text.txt": "hello\n\nworld\n", "a.jsonl": '{"text": "hello"}\n{"text": "world"}\n',
+         "bad.jsonl": '{"text": "hello"}\n{"text": 3}\n', "notjson.jsonl": '{"text": "hello"}\nhello\n'}
+
+
 def data_case(name, args, expect):
-    return Case(AREA, name, ["{megac}", "data"] + args, expect, absent=OUTPUTS, files={"text.txt": "hello\n\nworld\n"})
+    return Case(AREA, name, ["{megac}", "data"] + args, expect, absent=OUTPUTS + JSON_OUTPUTS, files=FILES)
 
 
 def cases():
@@ -31,6 +36,34 @@ def cases():
                   r"--output-prefix is given 2 times with different values"),
         data_case("unknown flag", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/d", "--hidden"],
                   r"unknown flag --hidden"),
+        data_case("unknown tokenizer type", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/d",
+                                             "--tokenizer-type", "GPT2Tokenizer"],
+                  r"--tokenizer-type GPT2Tokenizer: unknown; use ByteTokenizer, GPT2BPETokenizer"),
+        data_case("workers 0", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/d", "--workers", "0"],
+                  r"--workers 0: must be 1 to 256"),
+        data_case("GPT-2 BPE without its vocab file", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/d",
+                                                       "--tokenizer-type", "GPT2BPETokenizer"],
+                  r"--tokenizer-type GPT2BPETokenizer needs --vocab-file FILE.*nothing was written"),
+        data_case("missing tokenizer model", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/d",
+                                              "--tokenizer-type", "SentencePieceTokenizer",
+                                              "--tokenizer-model", "{scratch}/nothing.model"],
+                  r"--tokenizer-model .*nothing\.model: no such file"),
+        data_case("tokenizer model for GPT-2 BPE", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/d",
+                                                    "--tokenizer-type", "GPT2BPETokenizer", "--tokenizer-model", "x"],
+                  r"--tokenizer-model is HuggingFaceTokenizer's and SentencePieceTokenizer's"),
+        data_case("JSON line without the key", ["--input", "{scratch}/a.jsonl", "--output-prefix", "{scratch}/d",
+                                                "--json-keys", "body"],
+                  r"a\.jsonl: line 1 has no key \"body\".*found: text"),
+        data_case("JSON key not a string", ["--input", "{scratch}/bad.jsonl", "--output-prefix", "{scratch}/d"],
+                  r"bad\.jsonl: line 2 has a int for key \"text\""),
+        data_case("a line that is not JSON", ["--input", "{scratch}/notjson.jsonl", "--output-prefix", "{scratch}/d"],
+                  r"notjson\.jsonl: line 2 is not JSON"),
+        data_case("JSON lines and text mixed", ["--input", "{scratch}/a.jsonl", "--input", "{scratch}/text.txt",
+                                                "--output-prefix", "{scratch}/d"],
+                  r"one is JSON lines \(\.json/\.jsonl\) and one text"),
+        data_case("paragraphs of JSON lines", ["--input", "{scratch}/a.jsonl", "--output-prefix", "{scratch}/d",
+                                               "--split-paragraphs"],
+                  r"--split-paragraphs is for text inputs"),
         data_case("output folder missing", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/no/d"],
                   r"no/d\.bin: cannot create temporary file"),
     ]

@@ -5,8 +5,8 @@ from bad_inputs.case import Case
 AREA = "data files"
 
 
-def data_case(name, expect, idx=None, bin_=None, flags=()):
-    content = {}
+def data_case(name, expect, idx=None, bin_=None, flags=(), tokenizer=None):
+    content = {} if tokenizer is None else {"d.tokenizer.json": tokenizer}
     if idx is not None:
         content["d.idx"] = idx
     if bin_ is not None:
@@ -34,6 +34,13 @@ def cases():
         data_case("bin shorter than the idx says", r"d\.bin", idx=good_idx, bin_=files.dataset_bin(GOOD_TOKENS[:100])),
         data_case("token outside the vocabulary", r"token id 1000 at position 5 is outside the compiled vocabulary",
                   idx=good_idx, bin_=files.dataset_bin(GOOD_TOKENS[:5] + [1000] + GOOD_TOKENS[6:])),
+        data_case("tokenizer larger than the model's vocabulary",
+                  r"--data-path .*d was tokenized by GPT2BPETokenizer with a vocabulary of 50257 .*compile a spec "
+                  r"with vocab_size >= 50257", idx=good_idx, bin_=files.dataset_bin(GOOD_TOKENS),
+                  tokenizer='{"tokenizer_type": "GPT2BPETokenizer", "vocab_size": 50257, "eod": 50256}'),
+        data_case("tokenizer record without its vocab_size", r"d\.tokenizer\.json: needs a string tokenizer_type and "
+                  r"an integer vocab_size", idx=good_idx, bin_=files.dataset_bin(GOOD_TOKENS),
+                  tokenizer='{"tokenizer_type": "GPT2BPETokenizer"}'),
         data_case("empty dataset", r"has 0", idx=files.dataset_idx([]), bin_=b""),
         data_case("too few samples", r"--train-iters \(2000\) x --global-batch-size", idx=good_idx,
                   bin_=files.dataset_bin(GOOD_TOKENS), flags=["--train-iters", "2000"]),

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""megac data's token ids against the libraries that define them, on a few MB of mixed text (the
+machine's license and copyright texts, paragraph by paragraph, and a JSON-lines file with two
+keys and unicode): GPT-2 byte-level BPE (vocab.json + merges.txt trained here) against Hugging
+Face tokenizers and, on the license texts, transformers' pure-Python GPT2Tokenizer; a
+tokenizer.json (Unigram, a BOS added by its post-processor) against tokenizers; SentencePiece
+(a model trained here) against sentencepiece; the byte tokenizer's Python path against its C++
+one. Each dataset is read back with megatron-core's own IndexedDataset (0.12.1, loaded by path),
+and --workers 2 writes the same bytes as --workers 1.
+
+Runs under build/pyenv's python (tokenizers, sentencepiece, transformers, megatron-core):
+    tokenizer_ids.py --megac build/bin/megac --workdir DIR
+"""
+import argparse
+import glob
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import types
+
+import numpy as np
+import sentencepiece
+import tokenizers
+from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import GPT2Tokenizer
+
+CORPUS_BYTES = 3 << 20
+UNICODE = ["naïve café — déjà vu", "東京都の天気は晴れです。", "🚀 launch 👩‍👩‍👧 family", "Ελληνικά και русский",
+           "مرحبا بالعالم", "e\u0301 combining, ﬁ ligature, \u00a0nbsp", "tab\tand\r\nCRLF", ""]
+
+
+def run(cmd, env=None):
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})})
+    if result.returncode != 0:
+        sys.exit(f"command failed ({result.returncode}): {' '.join(cmd)}\n{result.stdout[-3000:]}")
+    return result.stdout
+
+
+def megatron_indexed_dataset():
+    """megatron-core's IndexedDataset class; its package __init__ needs a newer torch, so the
+    module is loaded by path with its two imports from the package stubbed."""
+    root = importlib.util.find_spec("megatron").submodule_search_locations[0]
+    stubs = {"megatron": {}, "megatron.core": {}, "megatron.core.datasets": {},
+             "megatron.core.utils": {"log_single_rank": lambda *a, **k: None},
+             "megatron.core.datasets.utils_s3": {"S3Config": object, "is_s3_path": lambda path: False,
+                                                 "maybe_download_file": None, "object_exists": None,
+                                                 "parse_s3_path": None}}
+    for name, attrs in stubs.items():
+        module = types.ModuleType(name)
+        module.__dict__.update(attrs)
+        sys.modules[name] = module
+    spec = importlib.util.spec_from_file_location("indexed_dataset", root + "/core/datasets/indexed_dataset.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.IndexedDataset
+
+
+def read_documents(IndexedDataset, prefix):
+    ds = IndexedDataset(prefix)
+    assert len(ds.document_indices) - 1 == len(ds), "one sequence per document"
+    return [ds[i].astype(np.int64).tolist() for i in range(len(ds))]
+
+
+def make_corpus(workdir):
+    """Text files (licenses first, then copyright files up to CORPUS_BYTES) and a JSON-lines file."""
+    licenses = sorted(p for p in glob.glob("/usr/share/common-licenses/*") if os.path.isfile(p))
+    texts, total = list(licenses), sum(os.path.getsize(p) for p in licenses)
+    for path in sorted(glob.glob("/usr/share/doc/*/copyright")):
+        if total > CORPUS_BYTES:
+            break
+        try:
+            with open(path, encoding="utf-8") as f:
+                f.read()
+        except (UnicodeDecodeError, OSError):
+            continue
+        texts.append(path)
+        total += os.path.getsize(path)
+    jsonl = os.path.join(workdir, "mixed.jsonl")
+    with open(jsonl, "w", encoding="utf-8") as f:
+        paragraphs = []
+        for path in licenses:
+            with open(path, encoding="utf-8") as lic:
+                paragraphs += [p for p in lic.read().split("\n\n") if p.strip()]
+        for i, p in enumerate(paragraphs):
+            extra = UNICODE[i % len(UNICODE)]
+            f.write(json.dumps({"text": p + " " + extra, "title": extra, "id": i}, ensure_ascii=i % 2 == 0) + "\n")
+    return licenses, texts, jsonl, total
+
+
+def train_tokenizers(workdir, texts):
+    gpt2 = tokenizers.ByteLevelBPETokenizer()
+    gpt2.train(texts, vocab_size=3000, special_tokens=["<|endoftext|>"], show_progress=False)
+    gpt2.save_model(workdir, "gpt2")
+    unigram = tokenizers.Tokenizer(models.Unigram())
+    unigram.normalizer = normalizers.NFKC()
+    unigram.pre_tokenizer = pre_tokenizers.Metaspace()
+    unigram.decoder = decoders.Metaspace()
+    unigram.train(texts, trainers.UnigramTrainer(vocab_size=2000, special_tokens=["<unk>", "<s>", "</s>"],
+                                                 unk_token="<unk>", show_progress=False))
+    unigram.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[
+        ("<s>", unigram.token_to_id("<s>"))])
+    folder = os.path.join(workdir, "unigram")
+    os.makedirs(folder, exist_ok=True)
+    unigram.save(os.path.join(folder, "tokenizer.json"))
+    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+        json.dump({"eos_token": "</s>"}, f)
+    sentencepiece.SentencePieceTrainer.train(input=",".join(texts[:12]), model_prefix=os.path.join(workdir, "sp"),
+                                             vocab_size=1500, model_type="bpe", byte_fallback=True,
+                                             minloglevel=2)
+    return folder
+
+
+def paragraphs_of(megac, IndexedDataset, workdir, texts):
+    """The documents megac's C++ reader makes of the text files with --split-paragraphs, from its
+    byte tokenizer's dataset: what each library tokenizer must be given."""
+    prefix = os.path.join(workdir, "bytes")
+    run([megac, "data", *sum((["--input", t] for t in texts), []), "--split-paragraphs", "--output-prefix", prefix])
+    docs = read_documents(IndexedDataset, prefix)
+    assert all(d[-1] == 256 for d in docs)
+    return [bytes(d[:-1]).decode("utf-8") for d in docs], docs
+
+
+def compare(name, got, expected):
+    if len(got) != len(expected):
+        sys.exit(f"FAIL {name}: {len(got)} documents, expected {len(expected)}")
+    for i, (g, e) in enumerate(zip(got, expected)):
+        if g != e:
+            first = next(j for j in range(min(len(g), len(e)) + 1) if j == min(len(g), len(e)) or g[j] != e[j])
+            sys.exit(f"FAIL {name}: document {i} differs at token {first}: got {g[first:first + 8]}, "
+                     f"expected {e[first:first + 8]}")
+    print(f"ok   {name}: {len(got)} documents, {sum(map(len, got))} tokens equal")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--megac", required=True)
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    os.environ["MEGAC_PYTHON"] = sys.executable  # megac data's tokenizer runs in this python
+    IndexedDataset = megatron_indexed_dataset()
+    licenses, texts, jsonl, total = make_corpus(args.workdir)
+    print(f"corpus: {len(texts)} text files, {total / 1e6:.1f} MB, and {jsonl}")
+    unigram_folder = train_tokenizers(args.workdir, texts)
+    paragraphs, byte_docs = paragraphs_of(args.megac, IndexedDataset, args.workdir, texts)
+    with open(jsonl, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+
+    vocab, merges = (os.path.join(args.workdir, n) for n in ("gpt2-vocab.json", "gpt2-merges.txt"))
+    bpe = tokenizers.Tokenizer(models.BPE.from_file(vocab, merges))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    unigram = tokenizers.Tokenizer.from_file(os.path.join(unigram_folder, "tokenizer.json"))
+    sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(args.workdir, "sp.model"))
+    cases = {  # flags, reference encode, end-of-document id
+        "GPT2BPETokenizer": (["--vocab-file", vocab, "--merge-file", merges], lambda t: bpe.encode(t).ids,
+                             bpe.token_to_id("<|endoftext|>")),
+        "HuggingFaceTokenizer": (["--tokenizer-model", unigram_folder], lambda t: unigram.encode(t).ids,
+                                 unigram.token_to_id("</s>")),
+        "SentencePieceTokenizer": (["--tokenizer-model", os.path.join(args.workdir, "sp.model")], sp.encode,
+                                   sp.eos_id()),
+    }
+    for kind, (flags, encode, eod) in cases.items():
+        prefix = os.path.join(args.workdir, kind)
+        run([args.megac, "data", "--tokenizer-type", kind, *flags, *sum((["--input", t] for t in texts), []),
+             "--split-paragraphs", "--output-prefix", prefix, "--workers", "2"])
+        compare(f"{kind}, text paragraphs", read_documents(IndexedDataset, prefix),
+                [encode(p) + [eod] for p in paragraphs])
+        with open(prefix + ".tokenizer.json") as f:
+            record = json.load(f)
+        assert record["tokenizer_type"] == kind and record["eod"] == eod, record
+        run([args.megac, "data", "--tokenizer-type", kind, *flags, "--input", jsonl, "--json-keys", "text,title",
+             "--output-prefix", prefix + "-json"])
+        for key in ("text", "title"):
+            compare(f"{kind}, JSON key {key}", read_documents(IndexedDataset, f"{prefix}-json_{key}_document"),
+                    [encode(r[key]) + [eod] for r in records])
+
+    # The pure-Python GPT-2 tokenizer of transformers, an implementation apart from tokenizers'.
+    slow = GPT2Tokenizer(vocab, merges)
+    license_paragraphs = paragraphs_of(args.megac, IndexedDataset, args.workdir, licenses)[0]
+    prefix = os.path.join(args.workdir, "gpt2-licenses")
+    run([args.megac, "data", "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", vocab, "--merge-file", merges,
+         *sum((["--input", t] for t in licenses), []), "--split-paragraphs", "--output-prefix", prefix,
+         "--append-eod=false"])
+    compare("GPT2BPETokenizer vs transformers' GPT2Tokenizer, licenses", read_documents(IndexedDataset, prefix),
+            [slow.encode(p) for p in license_paragraphs])
+
+    # The byte tokenizer read by Python (JSON lines) against the C++ reader's (text).
+    prefix = os.path.join(args.workdir, "bytes-json")
+    with open(os.path.join(args.workdir, "paragraphs.jsonl"), "w", encoding="utf-8") as f:
+        for p in paragraphs:
+            f.write(json.dumps({"text": p}) + "\n")
+    run([args.megac, "data", "--input", f.name, "--output-prefix", prefix])
+    compare("ByteTokenizer, Python's JSON reader vs C++'s text reader",
+            read_documents(IndexedDataset, prefix + "_text_document"), byte_docs)
+
+    # --workers 2 and 1 write the same bytes.
+    one = os.path.join(args.workdir, "SentencePieceTokenizer-one")
+    run([args.megac, "data", "--tokenizer-type", "SentencePieceTokenizer", "--tokenizer-model",
+         os.path.join(args.workdir, "sp.model"), *sum((["--input", t] for t in texts), []), "--split-paragraphs",
+         "--output-prefix", one, "--workers", "1"])
+    for ext in (".bin", ".idx"):
+        with open(one + ext, "rb") as a, open(os.path.join(args.workdir, "SentencePieceTokenizer") + ext, "rb") as b:
+            if a.read() != b.read():
+                sys.exit(f"FAIL --workers 1 and 2 wrote different {ext} files")
+    print("ok   --workers 1 and --workers 2 write the same .bin and .idx")
+
+
+if __name__ == "__main__":
+    main()

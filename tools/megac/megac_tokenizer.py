@@ -1,0 +1,318 @@
+"""megac's tokenizers, from the libraries that define them, and megac data's reader for them.
+
+Tokenizer types carry Megatron's names: GPT2BPETokenizer (vocab.json + merges.txt, through Hugging
+Face `tokenizers`), HuggingFaceTokenizer (a tokenizer.json, or a folder holding one), and
+SentencePieceTokenizer (a .model, through `sentencepiece`), besides megac's ByteTokenizer.
+
+`megac data` runs `encode-corpus` and reads its standard output: one JSON line describing the
+tokenizer, then per document and JSON key a record (uint32 key index, uint64 count, count int32
+ids, little-endian), then a closing record with key index 0xFFFFFFFF. An error is one line on
+standard error starting "megac data: error:", exit status 1, and no closing record.
+"""
+import argparse
+import array
+import json
+import multiprocessing
+import os
+import struct
+import sys
+import time
+
+END = 0xFFFFFFFF
+RECORD = struct.Struct("<IQ")
+# A document (a JSON line, a paragraph or a file) is held in memory whole: refuse longer ones.
+DOCUMENT_LIMIT = 1 << 26
+EOD_CANDIDATES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eot_id|>")
+
+
+class Failure(Exception):
+    pass
+
+
+class ByteTokenizer:
+    """Every UTF-8 byte is a token; 256 ends a document (megart/byte_tokenizer.h)."""
+
+    def __init__(self):
+        self.vocab_size, self.eod, self.files = 257, 256, {}
+
+    def encode(self, text):
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids):
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+
+class HuggingFaceTokenizer:
+    """A `tokenizers` Tokenizer; encode adds what its post-processor adds (a BOS, for Llama's)."""
+
+    def __init__(self, tokenizer, files, eod_token=None):
+        self.tok, self.files = tokenizer, files
+        self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        vocab = tokenizer.get_vocab(with_added_tokens=True)
+        names = [eod_token] if eod_token else [n for n in EOD_CANDIDATES if n in vocab]
+        self.eod = vocab.get(names[0]) if names else None
+
+    def encode(self, text):
+        return self.tok.encode(text).ids
+
+    def decode(self, ids):
+        return self.tok.decode(ids, skip_special_tokens=False)
+
+
+class SentencePieceTokenizer:
+    def __init__(self, model_file):
+        import sentencepiece
+        self.sp = sentencepiece.SentencePieceProcessor(model_file=model_file)
+        self.files = {"tokenizer_model": model_file}
+        self.vocab_size = self.sp.get_piece_size()
+        self.eod = self.sp.eos_id() if self.sp.eos_id() >= 0 else None
+
+    def encode(self, text):
+        return self.sp.encode(text)
+
+    def decode(self, ids):
+        return self.sp.decode(ids)
+
+
+def need_file(flag, path, tokenizer_type):
+    if not path:
+        raise Failure(f"--tokenizer-type {tokenizer_type} needs {flag} FILE")
+    if not os.path.isfile(path):
+        raise Failure(f"{flag} {path}: no such file")
+    return os.path.abspath(path)
+
+
+def import_library(name, tokenizer_type):
+    try:
+        return __import__(name)
+    except ImportError:
+        raise Failure(f"--tokenizer-type {tokenizer_type} needs the Python package '{name}', which "
+                      f"{sys.executable} cannot import; run scripts/python_env.sh (it installs the pinned "
+                      f"version into build/pyenv) or set MEGAC_PYTHON to a python that has it")
+
+
+def load(tokenizer_type, vocab_file=None, merge_file=None, tokenizer_model=None):
+    if tokenizer_type == "ByteTokenizer":
+        return ByteTokenizer()
+    if tokenizer_type == "GPT2BPETokenizer":
+        vocab, merges = need_file("--vocab-file", vocab_file, tokenizer_type), need_file("--merge-file", merge_file,
+                                                                                         tokenizer_type)
+        tokenizers = import_library("tokenizers", tokenizer_type)
+        tok = tokenizers.Tokenizer(tokenizers.models.BPE.from_file(vocab, merges))
+        # GPT-2's byte-level BPE: bytes mapped to printable characters, split by GPT-2's pattern.
+        tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = tokenizers.decoders.ByteLevel()
+        return HuggingFaceTokenizer(tok, {"vocab_file": vocab, "merge_file": merges}, "<|endoftext|>")
+    if tokenizer_type == "HuggingFaceTokenizer":
+        if tokenizer_model and os.path.isdir(tokenizer_model):
+            tokenizer_model = os.path.join(tokenizer_model, "tokenizer.json")
+        path = need_file("--tokenizer-model", tokenizer_model, tokenizer_type)
+        tokenizers = import_library("tokenizers", tokenizer_type)
+        try:
+            tok = tokenizers.Tokenizer.from_file(path)
+        except Exception as e:
+            raise Failure(f"--tokenizer-model {path}: not a Hugging Face tokenizer.json ({e})")
+        return HuggingFaceTokenizer(tok, {"tokenizer_model": path}, eos_token_of(os.path.dirname(path)))
+    if tokenizer_type == "SentencePieceTokenizer":
+        path = need_file("--tokenizer-model", tokenizer_model, tokenizer_type)
+        import_library("sentencepiece", tokenizer_type)
+        try:
+            return SentencePieceTokenizer(path)
+        except Exception as e:
+            raise Failure(f"--tokenizer-model {path}: not a SentencePiece model ({e})")
+    raise Failure(f"--tokenizer-type {tokenizer_type}: unknown; use ByteTokenizer, GPT2BPETokenizer, "
+                  f"HuggingFaceTokenizer or SentencePieceTokenizer")
+
+
+def eos_token_of(folder):
+    """The eos_token a tokenizer_config.json beside the tokenizer.json names, as transformers reads it."""
+    try:
+        with open(os.path.join(folder, "tokenizer_config.json")) as f:
+            eos = json.load(f).get("eos_token")
+    except (OSError, ValueError):
+        return None
+    return eos.get("content") if isinstance(eos, dict) else eos
+
+
+# ---- documents ----
+
+def too_long(path, where):
+    return Failure(f"--input {path}: {where} is longer than {DOCUMENT_LIMIT} bytes ({DOCUMENT_LIMIT >> 20} MiB), "
+                   f"the most megac data holds in memory at once; cut the text into smaller documents")
+
+
+def text_documents(path, split_paragraphs):
+    """A whole file, or each blank-line-separated paragraph (its lines each ending in '\\n')."""
+    with open(path, encoding="utf-8", newline="") as f:
+        if not split_paragraphs:
+            text = f.read(DOCUMENT_LIMIT + 1)
+            if len(text) > DOCUMENT_LIMIT:
+                raise too_long(path, "the file")
+            yield [text]
+            return
+        lines, size = [], 0
+        for line in iter(lambda: f.readline(DOCUMENT_LIMIT + 1), ""):
+            if line.strip(" \t\n\v\f\r"):  # the C++ reader's blank line
+                lines.append(line.rstrip("\n") + "\n")
+                size += len(lines[-1])
+                if size > DOCUMENT_LIMIT:
+                    raise too_long(path, "a paragraph")
+                continue
+            if lines:
+                yield ["".join(lines)]
+            lines, size = [], 0
+        if lines:
+            yield ["".join(lines)]
+
+
+def json_documents(path, keys):
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(iter(lambda: f.readline(DOCUMENT_LIMIT + 1), ""), 1):
+            if len(line) > DOCUMENT_LIMIT:
+                raise too_long(path, f"line {number}")
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as e:
+                raise Failure(f"--input {path}: line {number} is not JSON ({e}); each line must be one object "
+                              f"such as {{\"text\": \"...\"}}")
+            if not isinstance(record, dict):
+                raise Failure(f"--input {path}: line {number} is not a JSON object")
+            values = []
+            for key in keys:
+                if not isinstance(record.get(key), str):
+                    got = "has no" if key not in record else f"has a {type(record[key]).__name__} for"
+                    raise Failure(f"--input {path}: line {number} {got} key \"{key}\"; --json-keys names the "
+                                  f"string fields to tokenize (found: {', '.join(sorted(record)) or 'none'})")
+                values.append(record[key])
+            yield values
+
+
+def read_documents(args, keys):
+    for path in args.input:
+        try:
+            if args.input_format(path) == "jsonl":
+                yield from json_documents(path, keys)
+            else:
+                yield from text_documents(path, args.split_paragraphs)
+        except UnicodeDecodeError as e:
+            raise Failure(f"--input {path}: not UTF-8 text ({e})")
+        except OSError as e:
+            raise Failure(f"--input {path}: cannot read it ({e.strerror})")
+
+
+# ---- workers ----
+
+_worker_tokenizer = None
+
+
+def start_worker(spec):
+    global _worker_tokenizer
+    _worker_tokenizer = load(**spec)
+
+
+def encode_batch(batch):
+    return [[_worker_tokenizer.encode(v) for v in values] for values in batch]
+
+
+def batches(documents, size):
+    batch = []
+    for values in documents:
+        batch.append(values)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class Progress:
+    """documents/s, MB/s and ETA on stderr, once a second, for runs that last (small ones print nothing)."""
+
+    def __init__(self, total_bytes):
+        self.total, self.start, self.last = total_bytes, time.monotonic(), time.monotonic()
+        self.documents = self.bytes = 0
+
+    def add(self, documents, nbytes):
+        self.documents += documents
+        self.bytes += nbytes
+        now = time.monotonic()
+        if now - self.last < 1.0 or now - self.start < 2.0:
+            return
+        self.last, elapsed = now, now - self.start
+        rate = self.bytes / elapsed
+        eta = f", ETA {max(self.total - self.bytes, 0) / rate:.0f} s" if self.total and rate > 0 else ""
+        print(f"megac data: {self.documents} documents ({self.documents / elapsed:.0f} documents/s, "
+              f"{rate / 1e6:.1f} MB/s{eta})", file=sys.stderr, flush=True)
+
+
+def encode_corpus(args):
+    spec = dict(tokenizer_type=args.tokenizer_type, vocab_file=args.vocab_file, merge_file=args.merge_file,
+                tokenizer_model=args.tokenizer_model)
+    tokenizer = load(**spec)
+    if args.append_eod and tokenizer.eod is None:
+        raise Failure(f"--append-eod: the {args.tokenizer_type} tokenizer has no end-of-document token "
+                      f"(tried {', '.join(EOD_CANDIDATES)} and an eos_token in tokenizer_config.json); "
+                      f"give --append-eod=false")
+    keys = args.json_keys or ["text"]
+    out = sys.stdout.buffer
+    header = dict(tokenizer_type=args.tokenizer_type, vocab_size=tokenizer.vocab_size, eod=tokenizer.eod,
+                  files=tokenizer.files, keys=keys)
+    out.write((json.dumps(header) + "\n").encode())
+    total = sum(os.path.getsize(p) for p in args.input if os.path.isfile(p))
+    progress = Progress(total)
+    work = batches(read_documents(args, keys), 64)
+    pool = None
+    if args.workers > 1:
+        pool = multiprocessing.Pool(args.workers, initializer=start_worker, initargs=(spec,))
+        encoded = pool.imap(encode_batch, work)
+    else:
+        start_worker(spec)
+        encoded = map(encode_batch, work)
+    try:
+        for batch in encoded:
+            nbytes = 0
+            for ids_per_key in batch:
+                for k, ids in enumerate(ids_per_key):
+                    if args.append_eod:
+                        ids.append(tokenizer.eod)
+                    out.write(RECORD.pack(k, len(ids)))
+                    out.write(array.array("i", ids).tobytes())
+                    nbytes += len(ids)
+            progress.add(len(batch), nbytes)
+    finally:
+        if pool:
+            pool.terminate()
+    out.write(RECORD.pack(END, 0))
+    out.flush()
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="megac_tokenizer.py")
+    sub = ap.add_subparsers(dest="command", required=True)
+    corpus = sub.add_parser("encode-corpus")
+    corpus.add_argument("--input", action="append", required=True)
+    corpus.add_argument("--input-format", choices=["auto", "text", "jsonl"], default="auto")
+    corpus.add_argument("--json-keys", action="append")
+    corpus.add_argument("--split-paragraphs", action="store_true")
+    corpus.add_argument("--append-eod", action="store_true")
+    corpus.add_argument("--workers", type=int, default=1)
+    for flag in ("--tokenizer-type", "--vocab-file", "--merge-file", "--tokenizer-model"):
+        corpus.add_argument(flag)
+    args = ap.parse_args()
+    fmt = args.input_format
+    # As Megatron's preprocess_data.py, --json-keys means JSON lines; so does a .json/.jsonl name.
+    args.input_format = lambda path: fmt if fmt != "auto" else (
+        "jsonl" if args.json_keys or path.endswith((".json", ".jsonl")) else "text")
+    try:
+        encode_corpus(args)
+    except Failure as e:
+        print(f"megac data: error: {e}; nothing was written", file=sys.stderr)
+        sys.exit(1)
+    except BrokenPipeError:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
