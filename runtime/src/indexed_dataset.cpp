@@ -351,6 +351,12 @@ void IndexedDataset::read_tokens(int64_t start, int64_t count, int32_t *out) con
   }
 }
 
+int64_t IndexedDataset::document_token_start(int64_t doc) const {
+  if (doc < 0 || doc > num_documents())
+    throw Error(prefix_ + ": document " + std::to_string(doc) + " out of range 0.." + std::to_string(num_documents()));
+  return token_starts_.at(static_cast<size_t>(doc_idx_[static_cast<size_t>(doc)]));
+}
+
 int64_t IndexedDataset::num_samples(int64_t seq_length) const {
   if (seq_length <= 0)
     throw Error("seq_length is " + std::to_string(seq_length) + "; it must be positive");

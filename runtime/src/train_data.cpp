@@ -5,6 +5,7 @@
 #include "megart/json.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -13,11 +14,12 @@ namespace megart {
 
 namespace {
 
-void check_vocab(const IndexedDataset &ds, int64_t vocab_size) {
+// Every token of [begin, end) of the stream within [0, vocab_size).
+void check_vocab(const IndexedDataset &ds, int64_t begin, int64_t end, int64_t vocab_size) {
   constexpr int64_t kChunk = 1 << 20;
-  std::vector<int32_t> buf(static_cast<size_t>(std::min<int64_t>(kChunk, ds.num_tokens())));
-  for (int64_t start = 0; start < ds.num_tokens(); start += kChunk) {
-    const int64_t n = std::min(kChunk, ds.num_tokens() - start);
+  std::vector<int32_t> buf(static_cast<size_t>(std::min<int64_t>(kChunk, end - begin)));
+  for (int64_t start = begin; start < end; start += kChunk) {
+    const int64_t n = std::min(kChunk, end - start);
     ds.read_tokens(start, n, buf.data());
     for (int64_t i = 0; i < n; ++i)
       if (buf[i] < 0 || buf[i] >= vocab_size)
@@ -54,18 +56,75 @@ void check_tokenizer(const std::string &prefix, int64_t vocab_size) {
 } // namespace
 
 TrainData::TrainData(const std::string &prefix, int64_t seq_length, int64_t vocab_size)
-    : dataset_(IndexedDataset::open(prefix)), seq_length_(seq_length),
-      num_samples_(dataset_.num_samples(seq_length)),
+    : TrainData({{-1, prefix}}, {}, 0, seq_length, vocab_size, "--data-path") {}
+
+TrainData::TrainData(const std::vector<BlendEntry> &blend, const std::vector<double> &split, int which,
+                     int64_t seq_length, int64_t vocab_size, const std::string &flag)
+    : flag_(flag), seq_length_(seq_length), blend_(std::vector<double>{}),
       scratch_(static_cast<size_t>(seq_length + 1)) {
-  check_tokenizer(prefix, vocab_size);
-  check_vocab(dataset_, vocab_size);
+  if (seq_length <= 0)
+    throw Error("seq_length is " + std::to_string(seq_length) + "; it must be positive");
+  for (const BlendEntry &entry : blend) {
+    IndexedDataset ds = IndexedDataset::open(entry.prefix);
+    check_tokenizer(entry.prefix, vocab_size);
+    const DocumentRange docs =
+        split.empty() ? DocumentRange{0, ds.num_documents()} : split_documents(split, which, ds.num_documents());
+    const int64_t begin = ds.document_token_start(docs.begin), end = ds.document_token_start(docs.end);
+    check_vocab(ds, begin, end, vocab_size);
+    const int64_t samples = end - begin > 1 ? (end - begin - 1) / seq_length : 0;
+    parts_.push_back({std::move(ds), entry.weight, docs, begin, end, samples, {}});
+    num_samples_ += samples;
+  }
+  std::vector<double> weights;
+  for (const Part &part : parts_) // unweighted: by size, each dataset's samples used once
+    weights.push_back(part.weight >= 0 ? part.weight
+                                       : static_cast<double>(part.num_samples) /
+                                             static_cast<double>(std::max<int64_t>(num_samples_, 1)));
+  blend_ = BlendOrder(std::move(weights));
+}
+
+int64_t TrainData::num_tokens() const {
+  int64_t tokens = 0;
+  for (const Part &part : parts_)
+    tokens += part.token_end - part.token_begin;
+  return tokens;
+}
+
+std::string TrainData::describe(int64_t used) const {
+  const bool whole = parts_.size() == 1 && parts_[0].documents.begin == 0 &&
+                     parts_[0].documents.end == parts_[0].dataset.num_documents();
+  if (whole)
+    return parts_[0].dataset.prefix();
+  const std::vector<int64_t> counts = blend_.counts(std::min(used, num_samples_));
+  std::string text;
+  for (size_t d = 0; d < parts_.size(); ++d) {
+    const Part &p = parts_[d];
+    char weight[32];
+    std::snprintf(weight, sizeof weight, "%.4g", p.weight >= 0 ? p.weight : 0.0);
+    text += "\n    " + std::string(p.weight >= 0 ? weight : "by size") + " " + p.dataset.prefix() + ": documents " +
+            std::to_string(p.documents.begin) + ".." + std::to_string(p.documents.end) + " of " +
+            std::to_string(p.dataset.num_documents()) + ", " + std::to_string(p.num_samples) +
+            " samples; gives " + std::to_string(counts[d]);
+  }
+  return text;
 }
 
 void TrainData::require_samples(int64_t first, int64_t iterations, int64_t global_batch_size) const {
   const std::optional<int64_t> used = checked_mul(iterations, global_batch_size);
   const std::optional<int64_t> need = used ? checked_add(first, *used) : std::nullopt;
-  if (need && *need <= num_samples_)
+  const std::string what = parts_.size() == 1 ? parts_[0].dataset.prefix() : flag_ + "'s blend";
+  if (need && *need <= num_samples_) {
+    // The blend draws from each dataset by weight: one may run out before the others.
+    const std::vector<int64_t> counts = blend_.counts(*need);
+    for (size_t d = 0; d < parts_.size(); ++d)
+      if (counts[d] > parts_[d].num_samples)
+        throw Error(flag_ + ": " + parts_[d].dataset.prefix() + " must give " + std::to_string(counts[d]) +
+                    " of the blend's first " + std::to_string(*need) + " samples (weight " +
+                    std::to_string(parts_[d].weight) + "), but has " + std::to_string(parts_[d].num_samples) +
+                    " of " + std::to_string(seq_length_) + "+1 tokens; use fewer --train-iters, a smaller weight "
+                    "for it, or more data (samples are not reused)");
     return;
+  }
   const int64_t left = std::max<int64_t>(num_samples_ - first, 0);
   const int64_t max_iters = left / global_batch_size;
   const std::string after = first > 0 ? " after the " + std::to_string(first) + " already used" : "";
@@ -73,8 +132,8 @@ void TrainData::require_samples(int64_t first, int64_t iterations, int64_t globa
               std::to_string(iterations) + ") x --global-batch-size (" +
               std::to_string(global_batch_size) + ") needs " +
               (used ? std::to_string(*used) : std::string("more than 2^63")) + " samples of " +
-              std::to_string(seq_length_) + "+1 tokens" + after + ", but " + dataset_.prefix() +
-              " has " + std::to_string(num_samples_) + " (" + std::to_string(dataset_.num_tokens()) +
+              std::to_string(seq_length_) + "+1 tokens" + after + ", but " + what +
+              " has " + std::to_string(num_samples_) + " (" + std::to_string(num_tokens()) +
               " tokens); " +
               (max_iters > 0 ? "use --train-iters " + std::to_string(max_iters + (first > 0 ? first / global_batch_size : 0)) + " or fewer"
                              : "use a smaller --global-batch-size") +
@@ -82,17 +141,24 @@ void TrainData::require_samples(int64_t first, int64_t iterations, int64_t globa
 }
 
 void TrainData::set_order(bool shuffle, uint64_t seed) {
-  order_.clear();
-  if (shuffle)
-    order_ = shuffled_sample_order(num_samples_, seed);
+  for (size_t d = 0; d < parts_.size(); ++d) {
+    parts_[d].order.clear();
+    // The first dataset keeps the seed itself: one dataset's order is what it always was.
+    if (shuffle)
+      parts_[d].order = shuffled_sample_order(parts_[d].num_samples, seed ^ (0x9E3779B97F4A7C15ull * d));
+  }
 }
 
 void TrainData::fill(int64_t first, int64_t count, int32_t *ids, int32_t *labels) {
   const size_t s = static_cast<size_t>(seq_length_);
   for (int64_t j = 0; j < count; ++j) {
-    const int64_t pos = first + j;
-    const int64_t sample = order_.empty() ? pos : order_.at(static_cast<size_t>(pos));
-    dataset_.sample(sample, seq_length_, scratch_.data());
+    const auto [d, index] = blend_.at(first + j);
+    const Part &part = parts_[static_cast<size_t>(d)];
+    const int64_t sample = part.order.empty() ? index : part.order.at(static_cast<size_t>(index));
+    if (sample >= part.num_samples)
+      throw Error(part.dataset.prefix() + ": sample " + std::to_string(sample) + " out of range (" +
+                  std::to_string(part.num_samples) + " samples)"); // require_samples prevents it
+    part.dataset.read_tokens(part.token_begin + sample * seq_length_, seq_length_ + 1, scratch_.data());
     std::memcpy(ids + j * s, scratch_.data(), s * sizeof(int32_t));
     std::memcpy(labels + j * s, scratch_.data() + 1, s * sizeof(int32_t));
   }

@@ -129,8 +129,25 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   const bool layout_only = std::any_of(argv + std::min(argc, 1), argv + argc, [](const char *a) {
     return std::strcmp(a, "--rank-layout") == 0;
   });
-  app.add_option("--data-path", f.data_path, "Dataset prefix: PREFIX.bin + PREFIX.idx")
-      ->required(!layout_only);
+  // A blend's values follow the flag (--data-path 0.3 A 0.7 B); a repeated flag adds to it.
+  const auto blend_option = [&](const char *name, std::vector<std::string> &into, const char *help) {
+    return app.add_option(name, into, help)->expected(1, 1 << 20)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  };
+  CLI::Option *data_path = blend_option("--data-path", f.data_path,
+                                        "Dataset prefix (PREFIX.bin + PREFIX.idx), or a blend: W1 PREFIX1 W2 PREFIX2 ...");
+  CLI::Option *train_data_path =
+      blend_option("--train-data-path", f.train_data_path, "The training blend, instead of --data-path's split");
+  blend_option("--valid-data-path", f.valid_data_path, "The validation blend, instead of --data-path's split")
+      ->needs(train_data_path);
+  blend_option("--test-data-path", f.test_data_path, "The test blend, instead of --data-path's split")
+      ->needs(train_data_path);
+  data_path->excludes(train_data_path);
+  const bool split_paths = std::any_of(argv + std::min(argc, 1), argv + argc, [](const char *a) {
+    return std::strncmp(a, "--train-data-path", 17) == 0;
+  });
+  data_path->required(!layout_only && !split_paths);
+  app.add_option("--split", f.split, "Train, valid and test fractions of each dataset's documents, e.g. 949,50,1")
+      ->needs(data_path);
   app.add_option("--train-iters", f.train_iters, "Number of training iterations")
       ->required(!layout_only);
   app.add_option("--micro-batch-size", f.micro_batch_size,

@@ -213,6 +213,25 @@ std::string fmt(const char *format, double x) {
 
 } // namespace
 
+std::unique_ptr<TrainData> open_split_data(const TrainFlags &flags, int which, const ProgramDesc &program) {
+  static const char *const kSplitFlags[] = {"--train-data-path", "--valid-data-path", "--test-data-path"};
+  if (!flags.train_data_path.empty()) {
+    const std::vector<std::string> &paths =
+        which == 0 ? flags.train_data_path : which == 1 ? flags.valid_data_path : flags.test_data_path;
+    if (paths.empty())
+      return nullptr;
+    return std::make_unique<TrainData>(parse_blend(paths, kSplitFlags[which]), std::vector<double>{}, 0,
+                                       program.seq_length, program.vocab_size, kSplitFlags[which]);
+  }
+  const std::vector<double> split = flags.split.empty() ? std::vector<double>{} : parse_split(flags.split);
+  if (which > 0 && (split.empty() || split[static_cast<size_t>(which)] == 0))
+    return nullptr;
+  if (which == 0 && !split.empty() && split[0] == 0)
+    throw Error("--split " + flags.split + " gives training no documents; e.g. --split 949,50,1");
+  return std::make_unique<TrainData>(parse_blend(flags.data_path, "--data-path"), split, which, program.seq_length,
+                                     program.vocab_size, "--data-path");
+}
+
 TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
                             const ProcessGrid &grid) {
   validate_program(program);
@@ -242,11 +261,11 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   const bool resume = source.resume && !flags.finetune;
   if (resume)
     restore_state(s.start, read_train_state(source.state_file), flags, source);
-  s.data = std::make_unique<TrainData>(flags.data_path, program.seq_length, program.vocab_size);
+  s.data = open_split_data(flags, 0, program);
   if (resume && !flags.no_load_rng && s.start.data_num_samples != s.data->num_samples())
     throw Error("--load " + flags.load + ": the checkpoint's data order is over " +
-                std::to_string(s.start.data_num_samples) + " samples, but " + flags.data_path +
-                " has " + std::to_string(s.data->num_samples()) +
+                std::to_string(s.start.data_num_samples) + " samples, but the training data has " +
+                std::to_string(s.data->num_samples()) +
                 "; resume with the data it was trained on, or add --no-load-rng to draw a new "
                 "order over this data (or --finetune to start a new run from its weights)");
   s.start.data_num_samples = s.data->num_samples();
@@ -340,7 +359,8 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
         << "; AdamW moments sharded over dp " << sharded->group().size() << ": "
         << sharded->shard_numel() << " elements each\n";
   }
-  out << "  data: " << f.data_path << ": " << data.dataset().num_tokens() << " tokens, "
+  out << "  data: " << data.describe((f.train_iters - setup.start.iteration) * B + setup.start.consumed_samples)
+      << ": " << data.num_tokens() << " tokens, "
       << data.num_samples() << " samples of " << p.seq_length << "+1 tokens; using "
       << (f.train_iters - setup.start.iteration) * B
       << (setup.start.shuffle ? " in shuffled order" : " in dataset order")

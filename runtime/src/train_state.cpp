@@ -187,7 +187,10 @@ TrainState parse_train_state(const std::string &text, const std::string &path) {
 
 std::string format_train_args(const TrainFlags &f) {
   ObjectWriter w("    ");
-  w.string("data_path", f.data_path)
+  std::string data_path; // as given: a prefix, or a blend's weights and prefixes
+  for (const std::string &v : f.data_path.empty() ? f.train_data_path : f.data_path)
+    data_path += (data_path.empty() ? "" : " ") + v;
+  w.string("data_path", data_path)
       .integer("train_iters", f.train_iters)
       .integer("micro_batch_size", f.micro_batch_size)
       .integer("global_batch_size", f.global_batch_size)

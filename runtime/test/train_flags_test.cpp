@@ -54,7 +54,7 @@ TEST(TrainFlags, MegatronDefaults) {
   program.micro_batch_size = 4;
   megart::resolve_train_flags(p.flags, program);
   const TrainFlags &f = p.flags;
-  EXPECT_EQ(f.data_path, "d");
+  EXPECT_EQ(f.data_path, std::vector<std::string>{"d"});
   EXPECT_EQ(f.train_iters, 10);
   EXPECT_EQ(f.micro_batch_size, 4);
   EXPECT_EQ(f.global_batch_size, 4);

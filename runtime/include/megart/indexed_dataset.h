@@ -43,6 +43,9 @@ public:
   // Megatron's document index: starts at 0, one entry per document end (sequence numbers).
   const std::vector<int64_t> &document_index() const { return doc_idx_; }
 
+  // Tokens of the stream before document `doc` (0 <= doc <= num_documents()).
+  int64_t document_token_start(int64_t doc) const;
+
   // `count` tokens of the concatenated stream starting at token `start`.
   void read_tokens(int64_t start, int64_t count, int32_t *out) const;
 

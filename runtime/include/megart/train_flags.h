@@ -15,7 +15,12 @@
 namespace megart {
 
 struct TrainFlags {
-  std::string data_path;            // --data-path PREFIX (PREFIX.bin + PREFIX.idx)
+  // --data-path PREFIX (PREFIX.bin + PREFIX.idx), or a blend: W1 PREFIX1 W2 PREFIX2 ... (or
+  // prefixes alone, weighted by size); --split cuts each dataset's documents into train, valid
+  // and test. --train-data-path / --valid-data-path / --test-data-path: a blend per split instead.
+  std::vector<std::string> data_path;
+  std::string split;                // "949,50,1"; empty: every document trains
+  std::vector<std::string> train_data_path, valid_data_path, test_data_path;
   int64_t train_iters = 0;          // --train-iters
   int64_t micro_batch_size = 0;     // --micro-batch-size; 0 = not given: the compiled one
   int64_t global_batch_size = 0;    // --global-batch-size; 0 = not given: micro batch x dp

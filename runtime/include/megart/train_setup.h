@@ -24,6 +24,11 @@ namespace megart {
 // less than it (hybrid sharding), else dp.
 int64_t hybrid_shard_degree(const ProgramDesc &program, int64_t dp);
 
+// The data of split `which` (0 train, 1 valid, 2 test): --train-data-path (and its valid / test
+// siblings) when given, else --data-path with --split. Null when the split has no data (valid or
+// test without a path or a --split share); the training split must have some.
+std::unique_ptr<TrainData> open_split_data(const TrainFlags &flags, int which, const ProgramDesc &program);
+
 struct TrainSetup {
   std::unique_ptr<TrainData> data;
   std::unique_ptr<ParamStore> store; // this rank's blocks (of its stage's tensors with pp > 1)

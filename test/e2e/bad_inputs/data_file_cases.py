@@ -19,9 +19,35 @@ def data_case(name, expect, idx=None, bin_=None, flags=(), tokenizer=None):
 GOOD_TOKENS = list(range(200)) * 2
 
 
+def blend_case(name, data_flags, expect):
+    return Case(AREA, name, ["{train}", *data_flags, "--lr", "1e-3", "--train-iters", "2", "--save", "{scratch}/ck",
+                             "--metrics-file", "{scratch}/m.jsonl"], expect, absent=["{scratch}/ck", "{scratch}/m.jsonl"])
+
+
 def cases():
     good_idx = files.dataset_idx([400])
     return [
+        blend_case("blend with a weight missing", ["--data-path", "0.3", "{data}", "{data}"],
+                   r"--data-path: 0\.3 looks like a weight, but the values are not weight-prefix pairs"),
+        blend_case("blend with a negative weight", ["--data-path", "-0.5", "{data}", "1", "{data}"],
+                   r"--data-path: weight -0\.5 of .* is negative"),
+        blend_case("blend of zero weights", ["--data-path", "0", "{data}", "0", "{data}"],
+                   r"--data-path: the weights add up to 0"),
+        blend_case("blend with a missing dataset", ["--data-path", "0.5", "{data}", "0.5", "{scratch}/none"],
+                   r"none\.idx: not found"),
+        blend_case("blend one dataset cannot feed", ["--data-path", "0.999", "{data}", "0.001", "{data}",
+                                                     "--split", "999,1", "--global-batch-size", "4096"],
+                   r"--data-path: .* must give \d+ of the blend's first 8192 samples"),
+        blend_case("split with no training share", ["--data-path", "{data}", "--split", "0,1,0"],
+                   r"--split 0,1,0 gives training no documents"),
+        blend_case("split of four parts", ["--data-path", "{data}", "--split", "1,2,3,4"],
+                   r"--split 1,2,3,4: needs one to three numbers"),
+        blend_case("data path and train data path", ["--data-path", "{data}", "--train-data-path", "{data}"],
+                   r"--data-path excludes --train-data-path"),
+        blend_case("valid data path alone", ["--data-path", "{data}", "--valid-data-path", "{data}"],
+                   r"--valid-data-path requires --train-data-path"),
+        blend_case("split with train data path", ["--train-data-path", "{data}", "--split", "9,1"],
+                   r"--split requires --data-path"),
         data_case("no dataset", r"d\.idx: not found"),
         data_case("idx but no bin", r"d\.bin", idx=good_idx),
         data_case("idx truncated", r"d\.idx: truncated", idx=good_idx[:40], bin_=files.dataset_bin(GOOD_TOKENS)),

@@ -1,0 +1,130 @@
+#include "megart/data_blend.h"
+
+#include "megart/error.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <regex>
+
+namespace megart {
+
+namespace {
+
+// A whole-string finite number, or nothing.
+bool parse_number(const std::string &text, double &value) {
+  if (text.empty())
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  value = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && errno == 0 && std::isfinite(value);
+}
+
+} // namespace
+
+std::vector<BlendEntry> parse_blend(const std::vector<std::string> &values, const std::string &flag) {
+  if (values.empty())
+    throw Error(flag + " needs a dataset prefix, or weights and prefixes: " + flag + " 0.3 PREFIX_A 0.7 PREFIX_B");
+  std::vector<BlendEntry> blend;
+  size_t numbers = 0;
+  for (size_t i = 0; i + 1 < values.size(); i += 2) {
+    double w;
+    numbers += parse_number(values[i], w);
+  }
+  const bool weighted = values.size() % 2 == 0 && numbers == values.size() / 2;
+  if (!weighted) {
+    for (const std::string &v : values) {
+      double w;
+      if (parse_number(v, w))
+        throw Error(flag + ": " + v + " looks like a weight, but the values are not weight-prefix pairs; give " +
+                    flag + " W1 PREFIX1 W2 PREFIX2 ..., or prefixes alone");
+      blend.push_back({-1, v});
+    }
+    return blend;
+  }
+  double total = 0;
+  for (size_t i = 0; i < values.size(); i += 2) {
+    double w;
+    parse_number(values[i], w);
+    if (w < 0)
+      throw Error(flag + ": weight " + values[i] + " of " + values[i + 1] + " is negative; weights must be >= 0");
+    total += w;
+    blend.push_back({w, values[i + 1]});
+  }
+  if (!(total > 0))
+    throw Error(flag + ": the weights add up to 0; give at least one dataset a positive weight");
+  for (BlendEntry &e : blend)
+    e.weight /= total;
+  return blend;
+}
+
+std::vector<double> parse_split(const std::string &text) {
+  // Megatron reads every run of digits and dots as a number: "949,50,1", "949, 50, 1", "98/2".
+  static const std::regex number("[.0-9]+");
+  std::vector<double> split;
+  for (std::sregex_iterator it(text.begin(), text.end(), number), end; it != end; ++it) {
+    double v;
+    if (!parse_number(it->str(), v))
+      throw Error("--split " + text + ": " + it->str() + " is not a number");
+    split.push_back(v);
+  }
+  if (split.empty() || split.size() > 3)
+    throw Error("--split " + text + ": needs one to three numbers (train, valid, test), e.g. --split 949,50,1");
+  split.resize(3, 0.0);
+  const double total = split[0] + split[1] + split[2];
+  if (!(total > 0))
+    throw Error("--split " + text + ": the parts add up to 0; e.g. --split 949,50,1");
+  for (double &v : split)
+    v /= total;
+  return split;
+}
+
+DocumentRange split_documents(const std::vector<double> &split, int which, int64_t num_documents) {
+  double before = 0;
+  for (int i = 0; i < which; ++i)
+    before += split.at(static_cast<size_t>(i));
+  const double after = before + split.at(static_cast<size_t>(which));
+  const double n = static_cast<double>(num_documents);
+  // Megatron rounds each bookend (Python's round: halves to even, as std::nearbyint does).
+  return {static_cast<int64_t>(std::nearbyint(before * n)), static_cast<int64_t>(std::nearbyint(after * n))};
+}
+
+BlendOrder::BlendOrder(std::vector<double> weights)
+    : weights_(std::move(weights)), taken_(weights_.size(), 0) {}
+
+size_t BlendOrder::advance() {
+  const double i = std::max(static_cast<double>(position_), 1.0);
+  size_t best = 0;
+  double best_error = weights_[0] * i - static_cast<double>(taken_[0]);
+  for (size_t d = 1; d < weights_.size(); ++d) {
+    const double error = weights_[d] * i - static_cast<double>(taken_[d]);
+    if (error > best_error) {
+      best_error = error;
+      best = d;
+    }
+  }
+  ++taken_[best];
+  ++position_;
+  return best;
+}
+
+std::pair<int, int64_t> BlendOrder::at(int64_t position) {
+  if (position < position_) {
+    std::fill(taken_.begin(), taken_.end(), 0);
+    position_ = 0;
+  }
+  while (position_ < position)
+    advance();
+  const size_t d = advance();
+  return {static_cast<int>(d), taken_[d] - 1};
+}
+
+std::vector<int64_t> BlendOrder::counts(int64_t count) const {
+  BlendOrder walk(weights_);
+  while (walk.position_ < count)
+    walk.advance();
+  return walk.taken_;
+}
+
+} // namespace megart
