@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Draws a training run (OUT/train --metrics-file) as one PNG with matplotlib (Debian's
-python3-matplotlib): the lm loss, the learning rate, the gradient norm and tokens/s, each against
-the iteration.
+python3-matplotlib): the lm loss (with the validation and test losses where the run evaluated),
+the learning rate, the gradient norm and tokens/s, each against the iteration.
 
     /usr/bin/python3 scripts/plot_run.py metrics.jsonl run.png
 """
@@ -26,9 +26,15 @@ def main(metrics_path, png_path):
     for ax, (key, title, scale) in zip(axes.flat, PANELS):
         points = [(r["iteration"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
         if points:
-            ax.plot(*zip(*points), linewidth=1.2)
+            ax.plot(*zip(*points), linewidth=1.2, label="train")
             if scale == "log" and all(y > 0 for _, y in points):
                 ax.set_yscale("log")
+        if key == "lm_loss":  # the evaluations (--eval-interval), where the run has them
+            for eval_key, label, marker in (("valid_lm_loss", "validation", "o-"), ("test_lm_loss", "test", "s")):
+                evals = [(r["iteration"], r[eval_key]) for r in records if isinstance(r.get(eval_key), (int, float))]
+                if evals:
+                    ax.plot(*zip(*evals), marker, markersize=3, linewidth=1.2, label=label)
+                    ax.legend(fontsize=8)
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
     for ax in axes[1]:

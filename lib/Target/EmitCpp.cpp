@@ -29,8 +29,45 @@ Signature trainStepSignature(func::FuncOp fn) {
   return sig;
 }
 
+/// @eval_step: the validation loss of one microbatch, no backward.
+Signature evalStepSignature(func::FuncOp fn) {
+  Signature sig;
+  sig.prototype = "float eval_step(const megart::StepContext &ctx, float *const *params, char *ws,\n"
+                  "                const int32_t *ids, const int32_t *labels) {";
+  sig.args = {"ids", "labels", "0.0f"}; // the loss gradient: nothing reads it before the loss
+  sig.results.assign(fn.getNumResults(), "");
+  sig.hasParams = true;
+  sig.returnedScalar = 0;
+  return sig;
+}
+
+/// @train_step's ops up to the loss it returns (autodiff puts the backward after it), with the
+/// values nothing then reads removed: the forward the training step runs, op for op, for
+/// evaluation. A new function in `module`, named @eval_step.
+FailureOr<func::FuncOp> forwardUpToLoss(ModuleOp module, func::FuncOp trainStep) {
+  OpBuilder b(module.getContext());
+  b.setInsertionPointAfter(trainStep);
+  auto fn = cast<func::FuncOp>(b.clone(*trainStep));
+  fn.setSymName(names::kEvalStep);
+  Block &body = fn.getBody().front();
+  Operation *terminator = body.getTerminator();
+  Operation *loss = terminator->getOperand(0).getDefiningOp();
+  if (!loss || loss->getBlock() != &body)
+    return trainStep.emitOpError("emit: the returned loss must be computed in the step's body");
+  while (terminator->getPrevNode() != loss) // last first: an op's users come after it
+    terminator->getPrevNode()->erase();
+  for (Operation *op = loss->getPrevNode(); op;) {
+    Operation *prev = op->getPrevNode();
+    if (op->getNumResults() > 0 && op->use_empty())
+      op->erase();
+    op = prev;
+  }
+  return fn;
+}
+
 bool isProgramFunction(func::FuncOp fn) {
-  return fn.getName() == names::kTrainStep || fn.getName().starts_with(names::kSyncGradients) ||
+  return fn.getName() == names::kTrainStep || fn.getName() == names::kEvalStep ||
+         fn.getName().starts_with(names::kSyncGradients) ||
          fn.getName().starts_with(names::kGatherParams) ||
          tx::chunkOf(fn).has_value();
 }
@@ -105,6 +142,20 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     FailureOr<int64_t> bytes = emitFunction(entryFn, sig, params, scratch, os, plan);
     if (failed(bytes))
       return failure();
+    FailureOr<func::FuncOp> evalFn = forwardUpToLoss(module, entryFn);
+    if (failed(evalFn))
+      return failure();
+    Signature evalSig = evalStepSignature(*evalFn);
+    evalSig.target = options.target;
+    FailureOr<int64_t> evalBytes = emitFunction(*evalFn, evalSig, params, scratch, os, plan);
+    evalFn->erase();
+    if (failed(evalBytes))
+      return failure();
+    // It runs in the training step's workspace, which the memory plan counts.
+    if (*evalBytes > *bytes)
+      return entryFn.emitOpError() << "emit: eval_step needs " << *evalBytes << " bytes of workspace, more than "
+                                   << "train_step's " << *bytes;
+    fields.evalStep = names::kEvalStep.str();
     auto syncFn = module.lookupSymbol<func::FuncOp>(names::kSyncGradients);
     if (syncFn && failed(emitSyncGradients(syncFn, params, os)))
       return failure();
@@ -141,6 +192,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("num_params", Twine(fields.numParams));
   field("arena_bytes", Twine(fields.arenaBytes));
   field("step", fields.step);
+  field("eval_step", fields.evalStep);
   field("tensor_parallel_size", Twine(parallelPlan->tp));
   field("pipeline_parallel_size", Twine(parallelPlan->pp));
   field("data_parallel_size", Twine(parallelPlan->dp));

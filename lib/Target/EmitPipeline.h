@@ -18,6 +18,7 @@ struct ProgramFields {
   int64_t numParams = 0;
   int64_t arenaBytes = 0;
   std::string step = "nullptr";
+  std::string evalStep = "nullptr"; // pipelined programs evaluate with their chunks' forwards
   std::string syncGradients = "nullptr";
   std::string stages = "nullptr";
   int64_t numMicrobatches = 0;

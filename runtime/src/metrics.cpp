@@ -81,6 +81,13 @@ std::string format_log_line(const IterationMetrics &m, int64_t train_iters,
   return s;
 }
 
+std::string format_eval_block(const std::string &what, const std::string &at, double loss) {
+  const std::string line = " " + what + " loss at " + at + " | lm loss value: " + format("%.6E", loss) +
+                           " | lm loss PPL: " + format("%.6E", std::exp(std::min(20.0, loss))) + " | ";
+  const std::string dashes(line.size() + 1, '-');
+  return dashes + "\n" + line + "\n" + dashes;
+}
+
 std::string format_metrics_json(const IterationMetrics &m) {
   std::string s = "{";
   s += "\"iteration\":" + std::to_string(m.iteration);
@@ -109,6 +116,10 @@ std::string format_metrics_json(const IterationMetrics &m) {
   if (!m.pipeline_stash_peak_measured.empty())
     s += ",\"pipeline_stash_peak_measured\":" + array(m.pipeline_stash_peak_measured) +
          ",\"pipeline_stash_peak_predicted\":" + array(m.pipeline_stash_peak_predicted);
+  for (const auto &[name, loss] : {std::pair{"valid", m.valid_lm_loss}, std::pair{"test", m.test_lm_loss}})
+    if (loss)
+      s += std::string(",\"") + name + "_lm_loss\":" + json_exact(*loss) + ",\"" + name +
+           "_ppl\":" + json_exact(std::exp(std::min(20.0, *loss)));
   if (!m.memory.empty())
     s += ",\"memory\":" + memory_json(m.memory[0]);
   if (!m.communication.empty()) {

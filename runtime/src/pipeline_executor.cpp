@@ -383,4 +383,50 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
   return result;
 }
 
+PipelineIterationResult PipelineExecutor::run_forward_only(const StepContext &ctx, float *const *params,
+                                                           const int32_t *ids, const int32_t *labels,
+                                                           int64_t tokens_per_microbatch) {
+  Communicator &pp = *ctx.pp;
+  CommActivity &activity = comm_activity();
+  PipelineIterationResult result;
+  StepContext plain = ctx;
+  plain.grad_sync = nullptr;
+  constexpr int64_t kWord = sizeof(float);
+  for (int64_t m = 0; m < num_microbatches_; ++m) {
+    const int32_t *mb_ids = ids + m * tokens_per_microbatch, *mb_labels = labels + m * tokens_per_microbatch;
+    for (int64_t c = pp_rank_; c < num_chunks_; c += pp_size_) {
+      const ChunkDesc &chunk = stage_.chunks[c / pp_size_];
+      const bool first = c == 0, last = c == num_chunks_ - 1;
+      activity.op = "evaluation forward";
+      activity.chunk = static_cast<int32_t>(c);
+      activity.microbatch = static_cast<int32_t>(m);
+      DeviceBuffer input, output;
+      if (!first) { // from the stage of chunk c - 1, which ran it just before
+        input = pool_.take(chunk.input_numel * chunk.element_bytes, MemoryCategory::Communication);
+        std::unique_ptr<Request> r = pp.irecv(input.as<float>(), chunk.input_numel * chunk.element_bytes / kWord,
+                                              static_cast<int>((c - 1) % pp_size_), p2p_tag::kPipelineActivation);
+        pp.wait(*r);
+      }
+      DeviceBuffer stash = pool_.take(chunk.stash_bytes, MemoryCategory::Activations);
+      if (!last)
+        output = pool_.take(chunk.output_numel * chunk.element_bytes, MemoryCategory::Communication);
+      const float loss = chunk.forward(plain, params, arena_.as<char>(), mb_ids, mb_labels,
+                                       first ? nullptr : input.as<const float>(),
+                                       last ? nullptr : output.as<float>(), stash.as<char>());
+      if (last) {
+        result.loss_sum += loss;
+        result.loss_count += 1;
+      } else { // the next chunk's stage receives it before anything else
+        std::unique_ptr<Request> r = pp.isend(output.as<const float>(), chunk.output_numel * chunk.element_bytes / kWord,
+                                              static_cast<int>((c + 1) % pp_size_), p2p_tag::kPipelineActivation);
+        pp.wait(*r);
+      }
+      pool_.give(std::move(input));
+      pool_.give(std::move(output));
+      pool_.give(std::move(stash));
+    }
+  }
+  return result;
+}
+
 } // namespace megart

@@ -3,8 +3,10 @@
 #include "megart/error.h"
 #include "megart/metrics.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <unistd.h>
@@ -130,6 +132,12 @@ void TensorBoardWriter::iteration(const IterationMetrics &m) {
   scalar("tokens-per-second", step, m.tokens_per_s);
   if (m.grad_norm >= 0)
     scalar("grad-norm", step, m.grad_norm);
+  // Megatron's evaluation tags.
+  for (const auto &[name, loss] : {std::pair{"validation", m.valid_lm_loss}, std::pair{"test", m.test_lm_loss}})
+    if (loss) {
+      scalar(std::string("lm loss ") + name, step, *loss);
+      scalar(std::string("lm loss ") + name + " ppl", step, std::exp(std::min(20.0, *loss)));
+    }
   if (m.loss_scale >= 0)
     scalar("loss-scale", step, m.loss_scale);
   if (m.tflops_per_gpu >= 0)

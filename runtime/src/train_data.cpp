@@ -109,7 +109,8 @@ std::string TrainData::describe(int64_t used) const {
   return text;
 }
 
-void TrainData::require_samples(int64_t first, int64_t iterations, int64_t global_batch_size) const {
+void TrainData::require_samples(int64_t first, int64_t iterations, int64_t global_batch_size,
+                                const std::string &iterations_flag) const {
   const std::optional<int64_t> used = checked_mul(iterations, global_batch_size);
   const std::optional<int64_t> need = used ? checked_add(first, *used) : std::nullopt;
   const std::string what = parts_.size() == 1 ? parts_[0].dataset.prefix() : flag_ + "'s blend";
@@ -121,21 +122,21 @@ void TrainData::require_samples(int64_t first, int64_t iterations, int64_t globa
         throw Error(flag_ + ": " + parts_[d].dataset.prefix() + " must give " + std::to_string(counts[d]) +
                     " of the blend's first " + std::to_string(*need) + " samples (weight " +
                     std::to_string(parts_[d].weight) + "), but has " + std::to_string(parts_[d].num_samples) +
-                    " of " + std::to_string(seq_length_) + "+1 tokens; use fewer --train-iters, a smaller weight "
+                    " of " + std::to_string(seq_length_) + "+1 tokens; use a smaller " + iterations_flag + ", a smaller weight "
                     "for it, or more data (samples are not reused)");
     return;
   }
   const int64_t left = std::max<int64_t>(num_samples_ - first, 0);
   const int64_t max_iters = left / global_batch_size;
   const std::string after = first > 0 ? " after the " + std::to_string(first) + " already used" : "";
-  throw Error(std::string(first > 0 ? "the remaining iterations (" : "--train-iters (") +
+  throw Error((first > 0 ? std::string("the remaining iterations (") : iterations_flag + " (") +
               std::to_string(iterations) + ") x --global-batch-size (" +
               std::to_string(global_batch_size) + ") needs " +
               (used ? std::to_string(*used) : std::string("more than 2^63")) + " samples of " +
               std::to_string(seq_length_) + "+1 tokens" + after + ", but " + what +
               " has " + std::to_string(num_samples_) + " (" + std::to_string(num_tokens()) +
               " tokens); " +
-              (max_iters > 0 ? "use --train-iters " + std::to_string(max_iters + (first > 0 ? first / global_batch_size : 0)) + " or fewer"
+              (max_iters > 0 ? "use " + iterations_flag + " " + std::to_string(max_iters + (first > 0 ? first / global_batch_size : 0)) + " or fewer"
                              : "use a smaller --global-batch-size") +
               ", or more data (samples are not reused)");
 }

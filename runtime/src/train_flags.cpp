@@ -225,6 +225,14 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
                "as the run reaches them)");
   app.add_option("--log-interval", f.log_interval, "Print the log line every K iterations")
       ->capture_default_str();
+  app.add_option("--eval-interval", f.eval_interval,
+                 "Iterations between evaluations on the validation data (and one at the end)")
+      ->capture_default_str();
+  app.add_option("--eval-iters", f.eval_iters,
+                 "Global batches of validation (and test) data per evaluation; 0: none")
+      ->capture_default_str();
+  app.add_flag("--skip-train", f.skip_train,
+               "Evaluate the loaded weights on the validation and test data, and train nothing");
   app.add_option("--metrics-file", f.metrics_file, "JSONL file: one object per iteration");
   app.add_option("--tensorboard-dir", f.tensorboard_dir,
                  "Write TensorBoard event files here (lm loss, learning-rate, grad-norm, throughput, ...)");
@@ -284,6 +292,7 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   for (const char *name : {"--train-iters", "--micro-batch-size", "--global-batch-size",
                            "--lr-warmup-iters", "--lr-decay-iters", "--seed", "--ckpt-step",
                            "--save-interval", "--keep-latest-k", "--exit-interval", "--log-interval",
+                           "--eval-interval", "--eval-iters",
                            "--ddp-bucket-size", "--loss-scale-window", "--hysteresis"})
     app.get_option(name)->check(kWholeNumber);
   for (const char *name : {"--lr", "--min-lr", "--weight-decay", "--adam-beta1", "--adam-beta2",
@@ -431,6 +440,10 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
   require(f.seed >= 0, "--seed is " + std::to_string(f.seed) + "; it must be >= 0");
   require(f.log_interval >= 1,
           "--log-interval is " + std::to_string(f.log_interval) + "; it must be at least 1");
+  require(f.eval_interval >= 1,
+          "--eval-interval is " + std::to_string(f.eval_interval) + "; it must be at least 1");
+  require(f.eval_iters >= 0, "--eval-iters is " + std::to_string(f.eval_iters) + "; it must be >= 0");
+  require(!f.skip_train || f.eval_iters > 0, "--skip-train evaluates, but --eval-iters is 0; give --eval-iters N");
   require(f.save_interval >= 0,
           "--save-interval is " + std::to_string(f.save_interval) + "; it must be >= 0");
   if (f.save_interval > 0 && f.save.empty())

@@ -171,7 +171,7 @@ struct ActivityScope {
 TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, const TrainState &start,
                            ParamStore &store, TrainData &data, ProcessGrid &grid,
                            MetricsFile *metrics, std::ostream &out, int64_t resident_at_start,
-                           TensorBoardWriter *tensorboard) {
+                           TensorBoardWriter *tensorboard, TrainData *valid, TrainData *test) {
   using Clock = std::chrono::steady_clock;
   const int64_t b = program.micro_batch_size, s = program.seq_length;
   const int64_t B = f.global_batch_size, dp = grid.shape().dp;
@@ -214,6 +214,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   DistributedOptimizerState *const sharded = store.sharded();
   const GatherParamsFn compiled_gather = pipelined ? pipe->stage.gather_params : program.gather_params;
   data.set_order(start.shuffle, start.seed); // the same order on every rank
+  for (TrainData *eval : {valid, test})
+    if (eval)
+      eval->set_order(start.shuffle, start.seed);
   // fp16 only. Every rank sees the same norm, so every rank's scaler takes the same path.
   const std::unique_ptr<LossScaler> scaler = make_loss_scaler(f);
   if (scaler && start.loss_scaler)
@@ -252,7 +255,51 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     grad_sync.reduce_in_bf16(store.flat_grads(), store.flat_grads_numel());
   StepContext sync_ctx = ctx;
   sync_ctx.grad_sync = &grad_sync;
+  // The mean loss of the first --eval-iters global batches of `eval_data`: the training step's
+  // forward (the compiled eval_step, or every chunk's forward down the pipeline), no backward;
+  // each dp rank its share of each batch, as in training.
+  auto evaluate = [&](TrainData &eval_data) {
+    activity.phase("evaluation");
+    double total = 0;
+    for (int64_t e = 0; e < f.eval_iters; ++e) {
+      eval_data.fill(e * B + grid.coord().dp * per_rank, num_micro * b, ids.data(), labels.data());
+      device.copy_from_host(device_ids.data(), ids.data(), token_bytes);
+      device.copy_from_host(device_labels.data(), labels.data(), token_bytes);
+      double loss_sum = 0;
+      if (pipelined) {
+        loss_sum = pipe->executor
+                       .run_forward_only(ctx, store.param_table(), device_ids.as<int32_t>(),
+                                         device_labels.as<int32_t>(), tokens_per_micro)
+                       .loss_sum; // only the last stage has the losses; 0 elsewhere
+      } else {
+        if (!program.eval_step)
+          throw Error("compiled program: it has no eval_step; regenerate it with megac compile");
+        for (int64_t m = 0; m < num_micro; ++m)
+          loss_sum += program.eval_step(ctx, store.param_table(), arena.as<char>(),
+                                        device_ids.as<int32_t>() + m * tokens_per_micro,
+                                        device_labels.as<int32_t>() + m * tokens_per_micro);
+      }
+      double loss = loss_sum / static_cast<double>(num_micro);
+      if (pipelined)
+        grid.pp().all_reduce_sum(&loss, 1);
+      if (dp > 1) {
+        grid.dp().all_reduce_sum(&loss, 1);
+        loss /= static_cast<double>(dp);
+      }
+      total += loss;
+    }
+    return total / static_cast<double>(f.eval_iters);
+  };
   TrainResult result;
+  if (f.skip_train) { // the loaded weights, evaluated
+    for (auto [eval, what] : {std::pair{valid, "validation"}, std::pair{test, "test"}})
+      if (eval)
+        out << format_eval_block(what, "iteration " + std::to_string(start.iteration), evaluate(*eval))
+            << std::endl;
+    result.iterations = start.iteration;
+    result.optimizer_steps = start.optimizer_steps;
+    return result;
+  }
   LogWindow window;
   const int64_t skipped_before = start.skipped_iterations;
   const Clock::time_point trained_since = Clock::now();
@@ -416,6 +463,11 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     it.pipeline_stash_peak_predicted = peaks.predicted;
     it.memory = memory;
     it.resident_growth_bytes = resident_growth;
+    const bool at_end = k == f.train_iters; // Megatron evaluates again after training
+    if (valid && (k % f.eval_interval == 0 || at_end))
+      it.valid_lm_loss = evaluate(*valid);
+    if (test && at_end)
+      it.test_lm_loss = evaluate(*test);
     if (metrics)
       metrics->append(it);
     if (tensorboard && (it.iteration % f.tensorboard_log_interval == 0 || !it.memory.empty()))
@@ -443,6 +495,10 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       out << format_log_line(line, f.train_iters) << std::endl;
       window = LogWindow{};
     }
+    if (it.valid_lm_loss)
+      out << format_eval_block("validation", "iteration " + std::to_string(k), *it.valid_lm_loss) << std::endl;
+    if (it.test_lm_loss)
+      out << format_eval_block("test", "the end of training", *it.test_lm_loss) << std::endl;
 
     if (!peaks.measured.empty()) {
       out << peaks.describe() << std::endl;

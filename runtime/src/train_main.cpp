@@ -125,7 +125,11 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
         print_header(log, program, flags, grid, setup);
         const TrainResult r = run_train_loop(program, flags, setup.start, *setup.store,
                                              *setup.data, grid, setup.metrics.get(), log, resident_at_start,
-                                             setup.tensorboard.get());
+                                             setup.tensorboard.get(), setup.valid.get(), setup.test.get());
+        if (flags.skip_train) {
+          log << "evaluation done (--skip-train): nothing trained" << std::endl;
+          return;
+        }
         log << "training done: " << r.iterations << " iterations, final lm loss "
             << fmt("%.6f", r.final_loss);
         if (r.skipped_iterations > 0)

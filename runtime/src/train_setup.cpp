@@ -162,7 +162,7 @@ void restore_state(TrainState &start, const TrainState &saved, const TrainFlags 
                 std::to_string(saved.iteration) + ", but its folder is iteration " +
                 std::to_string(source.iteration) + "; the checkpoint is damaged (load another iteration "
                 "with --ckpt-step N)");
-  if (saved.iteration >= flags.train_iters)
+  if (saved.iteration >= flags.train_iters && !flags.skip_train)
     throw Error("--load " + flags.load + ": the checkpoint is at iteration " +
                 std::to_string(saved.iteration) + ", so --train-iters " +
                 std::to_string(flags.train_iters) + " leaves nothing to train; --train-iters is "
@@ -269,8 +269,23 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
                 "; resume with the data it was trained on, or add --no-load-rng to draw a new "
                 "order over this data (or --finetune to start a new run from its weights)");
   s.start.data_num_samples = s.data->num_samples();
-  s.data->require_samples(s.start.consumed_samples, flags.train_iters - s.start.iteration,
-                          flags.global_batch_size);
+  if (!flags.skip_train)
+    s.data->require_samples(s.start.consumed_samples, flags.train_iters - s.start.iteration,
+                            flags.global_batch_size);
+  if (flags.eval_iters > 0) { // every evaluation reads the same first --eval-iters batches
+    s.valid = open_split_data(flags, 1, program);
+    s.test = open_split_data(flags, 2, program);
+    for (auto [eval, what] : {std::pair{s.valid.get(), "validation"}, std::pair{s.test.get(), "test"}})
+      if (eval)
+        try {
+          eval->require_samples(0, flags.eval_iters, flags.global_batch_size, "--eval-iters");
+        } catch (const Error &e) {
+          throw Error(std::string("the ") + what + " data: " + e.what());
+        }
+  }
+  if (flags.skip_train && !s.valid && !s.test)
+    throw Error("--skip-train evaluates, but there is no validation or test data: give --split (e.g. 949,50,1) "
+                "or --valid-data-path");
   if (!flags.save.empty() && grid.global_rank() == 0) { // the only rank that writes checkpoints
     check_save_dir(flags.save);
     s.removed_temps = remove_stale_checkpoint_temps(flags.save);

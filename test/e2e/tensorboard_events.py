@@ -8,6 +8,7 @@ carries the memory peak). A corrupted record is refused by the reader (the CRCs 
     tensorboard_events.py --megac build/bin/megac --python build/pyenv/bin/python --spec SPEC --workdir DIR
 """
 import glob
+import math
 import os
 import shutil
 import struct
@@ -26,6 +27,10 @@ print(json.dumps({tag: [[e.step, e.value] for e in acc.Scalars(tag)] for tag in 
 TAGS = {"lm loss": ("lm_loss", 1), "learning-rate": ("lr", 1), "grad-norm": ("grad_norm", 1),
         "tokens-per-second": ("tokens_per_s", 1), "iteration-time": ("ms_per_iter", 1e-3),
         "batch-size": ("global_batch_size", 1)}
+
+
+# --split's validation share, evaluated every 3 iterations (the fp32 run).
+EVAL = ["--split", "90,10", "--eval-interval", "3", "--eval-iters", "1"]
 
 
 def f32(x):
@@ -57,7 +62,7 @@ def main():
         run([os.path.join(progs[bool(extra)], "train"), "--data-path", corpus, "--train-iters", "9", "--global-batch-size", "4",
              "--lr", "1e-3", "--lr-decay-style", "cosine", "--lr-warmup-iters", "2", "--no-shuffle",
              "--metrics-file", jsonl, "--tensorboard-dir", folder, "--tensorboard-log-interval", str(interval)]
-            + extra)
+            + extra + (EVAL if label == "fp32" else []))
         records = {m["iteration"]: m for m in metrics(jsonl)}
         scalars = read(a.python, folder)
         steps = [1] + [i for i in range(1, 10) if i % interval == 0 and i != 1]
@@ -68,6 +73,14 @@ def main():
             check(f"{label} {tag}", [s for s, _ in got] == steps and
                   all(abs(g - w) <= 1e-6 * abs(w) for (_, g), (_, w) in zip(got, want)),
                   f"steps {[s for s, _ in got]}, first {got[0][1] if got else None!r} (metrics: {want[0][1]!r})")
+        if label == "fp32":  # the evaluations at 3, 6 and 9
+            for tag, key, fn in (("lm loss validation", "valid_lm_loss", lambda x: x),
+                                 ("lm loss validation ppl", "valid_lm_loss", lambda x: math.exp(min(20, x)))):
+                got = scalars.get(tag, [])
+                want = [[i, f32(fn(records[i][key]))] for i in (3, 6, 9)]
+                check(f"{label} {tag}", [s for s, _ in got] == [3, 6, 9] and
+                      all(abs(g - w) <= 1e-6 * abs(w) for (_, g), (_, w) in zip(got, want)),
+                      f"steps {[s for s, _ in got]}, first {got[0][1] if got else None!r} (metrics: {want[0][1]!r})")
         check(f"{label} memory", [s for s, _ in scalars.get("mem-max-allocated-bytes", [])] == [1],
               f"mem-max-allocated-bytes at steps {[s for s, _ in scalars.get('mem-max-allocated-bytes', [])]}")
 

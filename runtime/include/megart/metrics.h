@@ -6,6 +6,7 @@
 #include "megart/memory_accounting.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,14 @@ struct IterationMetrics {
   // its start to this record: not the checkpoint saves after it), as comm_counting.h counts;
   // one entry without pp. Empty: omitted.
   std::vector<CommunicationBytes> communication;
+  // Evaluation after this iteration (--eval-interval, and the last): the mean loss over
+  // --eval-iters batches of the validation / test data; none: omitted.
+  std::optional<double> valid_lm_loss, test_lm_loss;
 };
+
+// Megatron's evaluation block: " validation loss at iteration 10 | lm loss value: ... | lm loss
+// PPL: ... | " between two lines of dashes (`what` "validation" or "test"; PPL = exp(min(20, loss))).
+std::string format_eval_block(const std::string &what, const std::string &at, double loss);
 
 // Megatron's training_log line, e.g.
 //  [2026-11-21 10:00:00] iteration        3/      10 | consumed samples:           24 | ...

@@ -68,6 +68,13 @@ public:
                               const int32_t *ids, const int32_t *labels,
                               int64_t tokens_per_microbatch, float dloss);
 
+  // The forward of every microbatch, no backward: evaluation. Chunk by chunk in global order
+  // (chunk c, then c + 1 on the next stage), so each stage receives what the stage before it
+  // just sent: no schedule to verify, no overlap between stages. Returns the last chunk's
+  // losses; leaves gradients and the training schedule's buffers as they were.
+  PipelineIterationResult run_forward_only(const StepContext &ctx, float *const *params, const int32_t *ids,
+                                           const int32_t *labels, int64_t tokens_per_microbatch);
+
 private:
   // Activation, gradient and stash buffers, reused across microbatches and iterations so the
   // steady state allocates nothing. Keyed by category and size in bytes: a buffer is reused

@@ -81,6 +81,11 @@ struct StepContext {
 using StepFn = float (*)(const StepContext &ctx, float *const *params, float *const *grads,
                          char *arena, const int32_t *ids, const int32_t *labels, float dloss);
 
+// The forward of the same microbatch up to its loss, the training step's own ops and no
+// backward: the validation loss (--eval-iters). Runs in the same arena.
+using EvalFn = float (*)(const StepContext &ctx, float *const *params, char *arena, const int32_t *ids,
+                         const int32_t *labels);
+
 // Starts the sum of the gradients over the data-parallel ranks after the last microbatch of an
 // iteration, in the buckets the compiler chose: one ctx.grad_sync->start each; the runtime then
 // waits for them (GradSync::finish).
@@ -204,6 +209,7 @@ struct ProgramDesc {
   int64_t num_params;
   int64_t arena_bytes;
   StepFn step;
+  EvalFn eval_step = nullptr;        // null with pipeline parallelism (the chunks' forwards serve)
   // The parallel plan the program was compiled for; the world size must be their product.
   int64_t tensor_parallel_size = 1;
   int64_t pipeline_parallel_size = 1;

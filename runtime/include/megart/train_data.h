@@ -35,7 +35,9 @@ public:
   // Throws unless samples first .. first + iterations * global_batch_size - 1 exist, each
   // dataset having the ones the blend draws from it (a resumed run starts past the samples it
   // consumed), naming the numbers and fixes. The product is checked: flags never wrap.
-  void require_samples(int64_t first, int64_t iterations, int64_t global_batch_size) const;
+  // `iterations_flag` names the flag the iterations came from.
+  void require_samples(int64_t first, int64_t iterations, int64_t global_batch_size,
+                       const std::string &iterations_flag = "--train-iters") const;
 
   // Each dataset's sample order: its order, or shuffled_sample_order(its samples, a seed that
   // is `seed` for the first dataset and derived from it for the others).

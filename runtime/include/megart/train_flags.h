@@ -63,6 +63,12 @@ struct TrainFlags {
   double exit_duration_in_mins = 0;
   bool exit_signal_handler = false;
   int64_t log_interval = 1;
+  // Validation (when there is validation data: --split's second share or --valid-data-path):
+  // every --eval-interval iterations and at the end, --eval-iters batches of the global batch,
+  // forward only; the test data once at the end. --skip-train: only evaluate (with --load).
+  int64_t eval_interval = 1000;
+  int64_t eval_iters = 100;
+  bool skip_train = false;
   std::string metrics_file;         // --metrics-file FILE.jsonl
   std::string tensorboard_dir;      // --tensorboard-dir DIR: event files for TensorBoard
   int64_t tensorboard_log_interval = 1;

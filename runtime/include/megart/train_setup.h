@@ -31,6 +31,7 @@ std::unique_ptr<TrainData> open_split_data(const TrainFlags &flags, int which, c
 
 struct TrainSetup {
   std::unique_ptr<TrainData> data;
+  std::unique_ptr<TrainData> valid, test; // null: none (or --eval-iters 0)
   std::unique_ptr<ParamStore> store; // this rank's blocks (of its stage's tensors with pp > 1)
   std::unique_ptr<MetricsFile> metrics; // global rank 0 only, opened by open_metrics
   std::unique_ptr<TensorBoardWriter> tensorboard; // --tensorboard-dir: global rank 0 only, likewise

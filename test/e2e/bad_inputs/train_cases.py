@@ -14,6 +14,14 @@ def train_case(name, flags, expect, area=AREA, program="{train}", env=None, file
 
 def cases():
     return [
+        train_case("eval interval 0", ["--eval-interval", "0"], r"--eval-interval is 0; it must be at least 1"),
+        train_case("eval iters negative", ["--eval-iters", "-1"], r"--eval-iters"),
+        train_case("skip train without evaluation data", ["--skip-train"],
+                   r"--skip-train evaluates, but there is no validation or test data: give --split"),
+        train_case("skip train with eval iters 0", ["--skip-train", "--eval-iters", "0", "--split", "9,1"],
+                   r"--skip-train evaluates, but --eval-iters is 0"),
+        train_case("more validation batches than data", ["--split", "99,1", "--eval-iters", "100000"],
+                   r"the validation data: --eval-iters \(100000\) x --global-batch-size \(2\) needs 200000 samples"),
         train_case("global batch 2^62", ["--global-batch-size", "4611686018427387904"],
                    r"--global-batch-size \(4611686018427387904\) needs more than 2\^63 samples.*use a smaller --global-batch-size"),
         train_case("train iters 2^62", ["--train-iters", "4611686018427387904"],

@@ -1,0 +1,120 @@
+"""Evaluation (--eval-iters, --split), run with /usr/bin/python3:
+
+1. megac trains a few iterations on the license corpus split 70,20,10 and saves; `--skip-train
+   --load` evaluates the checkpoint on its validation data; Hugging Face transformers
+   (build/pyenv) loads the same checkpoint folder and computes the loss on the same validation
+   samples (the validation split's documents at Megatron's bookend, cut into samples of s + 1
+   tokens in order): equal within 1e-5.
+2. The same checkpoint evaluated under tp2 + sp, dp2 and pp2 vpp2 (the pipeline's forward-only
+   run): the single rank's validation loss within 1e-5.
+3. During training, the validation loss is in the log and the metrics file every
+   --eval-interval iterations and at the end, and the test loss at the end."""
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from e2e_util import MPI_ENV, make_license_corpus, metrics, relative, run  # noqa: E402
+from plan_parity import plan_flags  # noqa: E402
+
+TOLERANCE = 1e-5
+SPLIT, EVAL_ITERS, BATCH = (70, 20, 10), 2, 8
+EVAL = ["--split", ",".join(map(str, SPLIT)), "--eval-iters", str(EVAL_ITERS), "--global-batch-size", str(BATCH),
+        "--no-shuffle", "--lr", "1e-3"]
+
+# Runs in build/pyenv (transformers over Debian's torch): the loss over the validation samples.
+HF_LOSS = r"""
+import json, sys
+import numpy as np, torch, transformers
+sys.path.insert(0, sys.argv[5])
+from indexed_dataset import IndexedDataset
+folder, prefix, seq, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+split = [float(x) for x in sys.argv[6].split(",")]
+ds = IndexedDataset(prefix)
+documents = len(ds.doc_idx) - 1
+begin = int(round(split[0] / sum(split) * documents))  # Megatron's bookend: validation starts here
+tokens = np.concatenate([ds[i] for i in range(int(ds.doc_idx[begin]), len(ds))]).astype(np.int64)
+ids = torch.tensor(np.stack([tokens[i * seq:i * seq + seq] for i in range(count)]))
+labels = torch.tensor(np.stack([tokens[i * seq + 1:i * seq + seq + 1] for i in range(count)]))
+model = transformers.AutoModelForCausalLM.from_pretrained(folder)
+model.eval()
+with torch.no_grad():
+    logits = model(input_ids=ids).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(), labels.reshape(-1))
+print(json.dumps({"loss": float(loss), "samples": count}))
+"""
+
+
+def validation_loss(output):
+    m = re.search(r"validation loss at iteration \d+ \| lm loss value: (\S+) \|", output)
+    if not m:
+        sys.exit(f"FAIL: no validation loss in the output:\n{output[-3000:]}")
+    return float(m.group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--megac", required=True)
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--python", required=True, help="build/pyenv/bin/python (scripts/python_env.sh)")
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    w = lambda *p: os.path.join(args.workdir, *p)
+    make_license_corpus(args.megac, w("corpus"))
+    shutil.rmtree(w("ckpt"), ignore_errors=True)
+    failures = []
+
+    run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w("single")])
+    train = [w("single", "train"), "--data-path", w("corpus"), *EVAL, "--train-iters", "5", "--eval-interval", "2",
+             "--metrics-file", w("train.jsonl"), "--save", w("ckpt")]
+    out = run(train)
+    records = metrics(w("train.jsonl"))
+    evaluated = [r["iteration"] for r in records if "valid_lm_loss" in r]
+    tested = [r["iteration"] for r in records if "test_lm_loss" in r]
+    ok = evaluated == [2, 4, 5] and tested == [5] and out.count("validation loss at iteration") == 3 and \
+        out.count("test loss at the end of training") == 1
+    print(f"{'ok  ' if ok else 'FAIL'} --eval-interval 2 over 5 iterations: validation after {evaluated}, "
+          f"test after {tested}")
+    if not ok:
+        failures.append("eval-interval")
+
+    single = validation_loss(run([w("single", "train"), "--data-path", w("corpus"), *EVAL, "--train-iters", "5",
+                                  "--skip-train", "--load", w("ckpt")]))
+    if abs(single - records[-1]["valid_lm_loss"]) > 1e-6 * abs(single):  # the log prints 7 digits
+        failures.append("skip-train")
+        print(f"FAIL --skip-train's validation loss {single} is not the last training evaluation's "
+              f"{records[-1]['valid_lm_loss']}")
+    with open(args.spec) as f:
+        seq = re.search(r"^seq_length:\s*(\d+)", f.read(), re.M).group(1)
+    hf = json.loads(run([args.python, "-c", HF_LOSS, w("ckpt", "iter_0000005"), w("corpus"), seq,
+                         str(EVAL_ITERS * BATCH), os.path.join(HERE, "..", "reference"),
+                         ",".join(map(str, SPLIT))]))
+    err = abs(single - hf["loss"])
+    print(f"{'ok  ' if err <= TOLERANCE else 'FAIL'} validation loss of the checkpoint: megac {single:.7g}, "
+          f"transformers {hf['loss']:.7g} on the same {hf['samples']} samples (difference {err:.2e})")
+    if err > TOLERANCE:
+        failures.append("transformers")
+
+    for plan in ("tp2sp", "dp2", "pp2vpp2"):
+        flags, world = plan_flags(plan)
+        if "--global-batch-size" in flags:
+            flags[flags.index("--global-batch-size") + 1] = str(BATCH)
+        run([args.megac, "compile", args.spec, "--micro-batch-size", "2", *flags, "-o", w(plan)])
+        loss = validation_loss(run(["mpirun", "-np", str(world), w(plan, "train"), "--data-path", w("corpus"), *EVAL,
+                                    "--train-iters", "5", "--skip-train", "--load", w("ckpt")], env=MPI_ENV))
+        err = relative(loss, single)
+        print(f"{'ok  ' if err <= TOLERANCE else 'FAIL'} {plan}: validation loss {loss:.7g} vs single rank "
+              f"{single:.7g} (relative {err:.2e})")
+        if err > TOLERANCE:
+            failures.append(plan)
+    if failures:
+        sys.exit(f"FAIL: {', '.join(failures)}")
+
+
+if __name__ == "__main__":
+    main()
