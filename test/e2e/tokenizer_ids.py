@@ -16,7 +16,6 @@ import glob
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import types
 
@@ -26,17 +25,11 @@ import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import GPT2Tokenizer
 
+from e2e_util import run
+
 CORPUS_BYTES = 3 << 20
 UNICODE = ["naïve café — déjà vu", "東京都の天気は晴れです。", "🚀 launch 👩‍👩‍👧 family", "Ελληνικά και русский",
            "مرحبا بالعالم", "e\u0301 combining, ﬁ ligature, \u00a0nbsp", "tab\tand\r\nCRLF", ""]
-
-
-def run(cmd, env=None):
-    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})})
-    if result.returncode != 0:
-        sys.exit(f"command failed ({result.returncode}): {' '.join(cmd)}\n{result.stdout[-3000:]}")
-    return result.stdout
 
 
 def megatron_indexed_dataset():
