@@ -6,7 +6,8 @@ Face tokenizers and, on the license texts, transformers' pure-Python GPT2Tokeniz
 tokenizer.json (Unigram, a BOS added by its post-processor) against tokenizers; SentencePiece
 (a model trained here) against sentencepiece; the byte tokenizer's Python path against its C++
 one. Each dataset is read back with megatron-core's own IndexedDataset (0.12.1, loaded by path),
-and --workers 2 writes the same bytes as --workers 1.
+some are byte for byte what its IndexedDatasetBuilder writes, and --workers 2 writes the same
+bytes as --workers 1.
 
 Runs under build/pyenv's python (tokenizers, sentencepiece, transformers, megatron-core):
     tokenizer_ids.py --megac build/bin/megac --workdir DIR
@@ -33,7 +34,7 @@ UNICODE = ["naïve café — déjà vu", "東京都の天気は晴れです。",
 
 
 def megatron_indexed_dataset():
-    """megatron-core's IndexedDataset class; its package __init__ needs a newer torch, so the
+    """megatron-core's indexed_dataset module; its package __init__ needs a newer torch, so the
     module is loaded by path with its two imports from the package stubbed."""
     root = importlib.util.find_spec("megatron").submodule_search_locations[0]
     stubs = {"megatron": {}, "megatron.core": {}, "megatron.core.datasets": {},
@@ -48,7 +49,7 @@ def megatron_indexed_dataset():
     spec = importlib.util.spec_from_file_location("indexed_dataset", root + "/core/datasets/indexed_dataset.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.IndexedDataset
+    return module
 
 
 def read_documents(IndexedDataset, prefix):
@@ -116,6 +117,22 @@ def paragraphs_of(megac, IndexedDataset, workdir, texts):
     return [bytes(d[:-1]).decode("utf-8") for d in docs], docs
 
 
+def same_files_as_megatron(megatron, prefix, documents, vocab_size):
+    """megatron-core's IndexedDatasetBuilder given the same documents (as its preprocess_data.py
+    gives them: an empty document adds no sequence) writes byte for byte megac's PREFIX.bin/.idx."""
+    dtype = np.uint16 if vocab_size < 65500 else np.int32  # its DType.optimal_dtype
+    theirs = prefix + "-megatron"
+    builder = megatron.IndexedDatasetBuilder(theirs + ".bin", dtype=dtype)
+    for doc in documents:
+        builder.add_document(np.array(doc, dtype=np.int64), [len(doc)] if doc else [])
+    builder.finalize(theirs + ".idx")
+    for ext in (".bin", ".idx"):
+        with open(prefix + ext, "rb") as a, open(theirs + ext, "rb") as b:
+            if a.read() != b.read():
+                sys.exit(f"FAIL {prefix}{ext} differs from what megatron-core's IndexedDatasetBuilder writes")
+    print(f"ok   {os.path.basename(prefix)}: .bin and .idx byte for byte as megatron-core's IndexedDatasetBuilder")
+
+
 def compare(name, got, expected):
     if len(got) != len(expected):
         sys.exit(f"FAIL {name}: {len(got)} documents, expected {len(expected)}")
@@ -134,7 +151,8 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     os.environ["MEGAC_PYTHON"] = sys.executable  # megac data's tokenizer runs in this python
-    IndexedDataset = megatron_indexed_dataset()
+    megatron = megatron_indexed_dataset()
+    IndexedDataset = megatron.IndexedDataset
     licenses, texts, jsonl, total = make_corpus(args.workdir)
     print(f"corpus: {len(texts)} text files, {total / 1e6:.1f} MB, and {jsonl}")
     unigram_folder = train_tokenizers(args.workdir, texts)
@@ -169,6 +187,8 @@ def main():
         for key in ("text", "title"):
             compare(f"{kind}, JSON key {key}", read_documents(IndexedDataset, f"{prefix}-json_{key}_document"),
                     [encode(r[key]) + [eod] for r in records])
+        same_files_as_megatron(megatron, f"{prefix}-json_title_document", [encode(r["title"]) + [eod] for r in records],
+                               record["vocab_size"])
 
     # The pure-Python GPT-2 tokenizer of transformers, an implementation apart from tokenizers'.
     slow = GPT2Tokenizer(vocab, merges)
@@ -177,8 +197,10 @@ def main():
     run([args.megac, "data", "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", vocab, "--merge-file", merges,
          *sum((["--input", t] for t in licenses), []), "--split-paragraphs", "--output-prefix", prefix,
          "--append-eod=false"])
+    expected = [slow.encode(p) for p in license_paragraphs]
     compare("GPT2BPETokenizer vs transformers' GPT2Tokenizer, licenses", read_documents(IndexedDataset, prefix),
-            [slow.encode(p) for p in license_paragraphs])
+            expected)
+    same_files_as_megatron(megatron, prefix, expected, len(slow))
 
     # The byte tokenizer read by Python (JSON lines) against the C++ reader's (text).
     prefix = os.path.join(args.workdir, "bytes-json")
