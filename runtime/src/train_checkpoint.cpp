@@ -322,6 +322,8 @@ std::string save_checkpoint(const std::string &dir, const TrainState &state,
   write_text((fs::path(staging) / kStateFile).string(), format_train_state(state));
   if (!options.hf_config_json.empty())
     write_text((fs::path(staging) / kConfigFile).string(), options.hf_config_json);
+  for (const auto &[name, content] : options.extra_files)
+    write_text((fs::path(staging) / name).string(), content);
   sync_folder(staging);
   crash_point("save:staged");
   publish_folder(staging, final, dir);

@@ -2,13 +2,10 @@
 
 #include "megart/checked_math.h"
 #include "megart/error.h"
-#include "megart/json.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace megart {
 
@@ -31,25 +28,14 @@ void check_vocab(const IndexedDataset &ds, int64_t begin, int64_t end, int64_t v
   }
 }
 
-// PREFIX.tokenizer.json, written by megac data: a tokenizer whose vocabulary is larger than the
-// model's can give ids the model has no row for, even where this dataset happens not to.
-void check_tokenizer(const std::string &prefix, int64_t vocab_size) {
-  const std::string path = prefix + ".tokenizer.json";
-  std::ifstream in(path);
-  if (!in)
-    return; // datasets made by other tools say nothing of their tokenizer
-  std::stringstream text;
-  text << in.rdbuf();
-  const JsonValue record = parse_json(text.str(), path);
-  const JsonValue *type = record.get("tokenizer_type"), *vocab = record.get("vocab_size");
-  if (!type || !type->is_string() || !vocab || !vocab->is_integer())
-    throw Error(path + ": needs a string tokenizer_type and an integer vocab_size (megac data writes it); "
-                "remake the dataset with megac data, or delete the file");
-  if (vocab->integer > vocab_size)
-    throw Error("--data-path " + prefix + " was tokenized by " + type->string + " with a vocabulary of " +
-                std::to_string(vocab->integer) + " (" + path + "), more than the model's vocab_size " +
+// A tokenizer whose vocabulary is larger than the model's can give ids the model has no row
+// for, even where this dataset happens not to.
+void check_tokenizer(const TokenizerRecord &record, const std::string &prefix, int64_t vocab_size) {
+  if (record.vocab_size > vocab_size)
+    throw Error("--data-path " + prefix + " was tokenized by " + record.type + " with a vocabulary of " +
+                std::to_string(record.vocab_size) + " (" + record.path + "), more than the model's vocab_size " +
                 std::to_string(vocab_size) + "; compile a spec with vocab_size >= " +
-                std::to_string(vocab->integer) + " (Megatron pads it to a multiple of 128), or tokenize "
+                std::to_string(record.vocab_size) + " (Megatron pads it to a multiple of 128), or tokenize "
                 "the data with the model's tokenizer");
 }
 
@@ -66,7 +52,15 @@ TrainData::TrainData(const std::vector<BlendEntry> &blend, const std::vector<dou
     throw Error("seq_length is " + std::to_string(seq_length) + "; it must be positive");
   for (const BlendEntry &entry : blend) {
     IndexedDataset ds = IndexedDataset::open(entry.prefix);
-    check_tokenizer(entry.prefix, vocab_size);
+    if (std::optional<TokenizerRecord> record = read_tokenizer_record(entry.prefix)) {
+      check_tokenizer(*record, entry.prefix, vocab_size);
+      // One blend, one tokenizer: the same id must mean the same text in every dataset.
+      if (tokenizer_ && (record->type != tokenizer_->type || record->files != tokenizer_->files))
+        throw Error(flag + ": " + record->path + " and " + tokenizer_->path + " name different tokenizers (" +
+                    record->type + ", " + tokenizer_->type + "); blend datasets made with the same tokenizer");
+      if (!tokenizer_)
+        tokenizer_ = std::move(record);
+    }
     const DocumentRange docs =
         split.empty() ? DocumentRange{0, ds.num_documents()} : split_documents(split, which, ds.num_documents());
     const int64_t begin = ds.document_token_start(docs.begin), end = ds.document_token_start(docs.end);

@@ -225,6 +225,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   CheckpointOptions checkpoint_options;
   checkpoint_options.hf_config_json = program.hf_config_json ? program.hf_config_json : "";
   checkpoint_options.keep_latest = f.keep_latest_k;
+  if (!f.save.empty() && saves && data.tokenizer()) // prepare_training checked that they are there
+    checkpoint_options.extra_files = tokenizer_checkpoint_files(*data.tokenizer());
   const std::string args_json = format_train_args(f), plan_json = format_program_plan(program);
 
   StepContext ctx = grid.step_context();

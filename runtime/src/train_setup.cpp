@@ -272,6 +272,8 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   if (!flags.skip_train)
     s.data->require_samples(s.start.consumed_samples, flags.train_iters - s.start.iteration,
                             flags.global_batch_size);
+  if (!flags.save.empty() && s.data->tokenizer()) // checkpoints carry its files: they must be there
+    tokenizer_checkpoint_files(*s.data->tokenizer());
   if (flags.eval_iters > 0) { // every evaluation reads the same first --eval-iters batches
     s.valid = open_split_data(flags, 1, program);
     s.test = open_split_data(flags, 2, program);

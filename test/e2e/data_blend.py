@@ -79,7 +79,7 @@ def main():
     prefixes = make_datasets(args.megac, args.workdir)
     blend = sum(([str(WEIGHTS[n]), prefixes[n]] for n in WEIGHTS), [])
     train = ["--data-path", *blend, "--split", ",".join(map(str, SPLIT)), "--train-iters", str(ITERS),
-             "--global-batch-size", str(BATCH), "--lr", "1e-3", "--seed", "7"]
+             "--global-batch-size", str(BATCH), "--lr", "1e-3", "--seed", "7", "--eval-iters", "2", "--eval-interval", "5"]
     failures = []
 
     # One rank: the counts and the split, against megatron-core.

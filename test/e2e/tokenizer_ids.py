@@ -5,18 +5,21 @@ keys and unicode): GPT-2 byte-level BPE (vocab.json + merges.txt trained here) a
 Face tokenizers and, on the license texts, transformers' pure-Python GPT2Tokenizer; a
 tokenizer.json (Unigram, a BOS added by its post-processor) against tokenizers; SentencePiece
 (a model trained here) against sentencepiece; the byte tokenizer's Python path against its C++
-one. Each dataset is read back with megatron-core's own IndexedDataset (0.12.1, loaded by path),
+one. A checkpoint trained on each carries the tokenizer: transformers' AutoTokenizer loads the
+iteration folder and encodes as the library does. Each dataset is read back with megatron-core's own IndexedDataset (0.12.1, loaded by path),
 some are byte for byte what its IndexedDatasetBuilder writes, and --workers 2 writes the same
 bytes as --workers 1.
 
 Runs under build/pyenv's python (tokenizers, sentencepiece, transformers, megatron-core):
-    tokenizer_ids.py --megac build/bin/megac --workdir DIR
+    tokenizer_ids.py --megac build/bin/megac --spec examples/gpt2-tiny.yaml --workdir DIR
 """
 import argparse
 import glob
 import importlib.util
 import json
 import os
+import re
+import shutil
 import sys
 import types
 
@@ -133,6 +136,32 @@ def same_files_as_megatron(megatron, prefix, documents, vocab_size):
     print(f"ok   {os.path.basename(prefix)}: .bin and .idx byte for byte as megatron-core's IndexedDatasetBuilder")
 
 
+def checkpoint_tokenizers(args, cases, texts):
+    """Trains one iteration on each library tokenizer's dataset and saves; AutoTokenizer loads
+    the checkpoint folder (megac_tokenizer.json, the tokenizer's files in Hugging Face's layout
+    and tokenizer_config.json) and encodes `texts` as the library does."""
+    from transformers import AutoTokenizer
+    w = lambda *p: os.path.join(args.workdir, *p)
+    with open(args.spec) as f:  # the spec, with room for every vocabulary trained here
+        spec = re.sub(r"^vocab_size:.*$", "vocab_size: 3072", f.read(), flags=re.M)
+    with open(w("spec-3072.yaml"), "w") as f:
+        f.write(spec)
+    run([args.megac, "compile", w("spec-3072.yaml"), "--micro-batch-size", "2", "-o", w("prog")])
+    for kind, (_, encode, _) in cases.items():
+        shutil.rmtree(w("ckpt-" + kind), ignore_errors=True)
+        run([w("prog", "train"), "--data-path", w(kind), "--train-iters", "1", "--global-batch-size", "2",
+             "--lr", "1e-3", "--save", w("ckpt-" + kind)])
+        folder = w("ckpt-" + kind, "iter_0000001")
+        with open(os.path.join(folder, "megac_tokenizer.json")) as f:
+            recorded = json.load(f)["tokenizer_type"]
+        # SentencePiece: transformers' own class for it (its conversion to a fast tokenizer is
+        # another implementation, which does not read every model alike).
+        tok = AutoTokenizer.from_pretrained(folder, use_fast=kind != "SentencePieceTokenizer")
+        got = [tok.encode(t) for t in texts]
+        compare(f"{kind} from the checkpoint ({type(tok).__name__}, recorded {recorded})", got,
+                [encode(t) for t in texts])
+
+
 def compare(name, got, expected):
     if len(got) != len(expected):
         sys.exit(f"FAIL {name}: {len(got)} documents, expected {len(expected)}")
@@ -147,6 +176,7 @@ def compare(name, got, expected):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megac", required=True)
+    ap.add_argument("--spec", required=True, help="a GPT-2 spec (its vocab_size is raised to 3072)")
     ap.add_argument("--workdir", required=True)
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
@@ -189,6 +219,10 @@ def main():
                     [encode(r[key]) + [eod] for r in records])
         same_files_as_megatron(megatron, f"{prefix}-json_title_document", [encode(r["title"]) + [eod] for r in records],
                                record["vocab_size"])
+
+    # Checkpoints carry the tokenizer: transformers' AutoTokenizer loads the iteration folder and
+    # encodes as the library did.
+    checkpoint_tokenizers(args, cases, paragraphs[:300] + [r["text"] for r in records])
 
     # The pure-Python GPT-2 tokenizer of transformers, an implementation apart from tokenizers'.
     slow = GPT2Tokenizer(vocab, merges)

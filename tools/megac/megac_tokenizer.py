@@ -112,7 +112,11 @@ def load(tokenizer_type, vocab_file=None, merge_file=None, tokenizer_model=None)
             tok = tokenizers.Tokenizer.from_file(path)
         except Exception as e:
             raise Failure(f"--tokenizer-model {path}: not a Hugging Face tokenizer.json ({e})")
-        return HuggingFaceTokenizer(tok, {"tokenizer_model": path}, eos_token_of(os.path.dirname(path)))
+        files = {"tokenizer_model": path}
+        config = os.path.join(os.path.dirname(path), "tokenizer_config.json")
+        if os.path.isfile(config):  # checkpoints carry it on (its eos_token, its class)
+            files["tokenizer_config"] = config
+        return HuggingFaceTokenizer(tok, files, eos_token_of(os.path.dirname(path)))
     if tokenizer_type == "SentencePieceTokenizer":
         path = need_file("--tokenizer-model", tokenizer_model, tokenizer_type)
         import_library("sentencepiece", tokenizer_type)

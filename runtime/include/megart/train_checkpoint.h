@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace megart {
@@ -49,6 +50,8 @@ struct CheckpointGroup {
 struct CheckpointOptions {
   std::string hf_config_json;  // written as config.json when not empty
   int64_t keep_latest = 0;     // > 0: remove older iteration folders beyond the newest K
+  // Further files of the folder, name -> content: the tokenizer's (tokenizer_record.h).
+  std::vector<std::pair<std::string, std::string>> extra_files;
 };
 
 // Collective over the group: every stage assembles its tensors over tp, and the writer (tp

@@ -7,6 +7,7 @@
 
 #include "megart/data_blend.h"
 #include "megart/indexed_dataset.h"
+#include "megart/tokenizer_record.h"
 
 #include <cstdint>
 #include <string>
@@ -28,6 +29,9 @@ public:
   int64_t seq_length() const { return seq_length_; }
   int64_t num_samples() const { return num_samples_; } // all datasets together
   int64_t num_tokens() const;
+  // The tokenizer the datasets were made with (PREFIX.tokenizer.json; every dataset of a blend
+  // must name the same), or none.
+  const std::optional<TokenizerRecord> &tokenizer() const { return tokenizer_; }
   // "PREFIX" for one dataset, or a line per dataset: weight, documents, samples, and how many
   // of the first `used` samples of the blend it gives.
   std::string describe(int64_t used) const;
@@ -63,6 +67,7 @@ private:
   std::vector<Part> parts_;
   int64_t num_samples_ = 0;
   BlendOrder blend_;
+  std::optional<TokenizerRecord> tokenizer_;
   std::vector<int32_t> scratch_;
 };
 

@@ -33,6 +33,14 @@ def cases():
                    r"--data-path: weight -0\.5 of .* is negative"),
         blend_case("blend of zero weights", ["--data-path", "0", "{data}", "0", "{data}"],
                    r"--data-path: the weights add up to 0"),
+        Case(AREA, "blend of two tokenizers", ["{train}", "--data-path", "{scratch}/a", "{scratch}/b", "--lr", "1e-3",
+                                                "--train-iters", "1", "--metrics-file", "{scratch}/m.jsonl"],
+             r"--data-path: .*b\.tokenizer\.json and .*a\.tokenizer\.json name different tokenizers",
+             absent=["{scratch}/m.jsonl"],
+             files={"a.idx": files.dataset_idx([400]), "a.bin": files.dataset_bin(GOOD_TOKENS),
+                    "b.idx": files.dataset_idx([400]), "b.bin": files.dataset_bin(GOOD_TOKENS),
+                    "a.tokenizer.json": '{"tokenizer_type": "ByteTokenizer", "vocab_size": 257}',
+                    "b.tokenizer.json": '{"tokenizer_type": "SentencePieceTokenizer", "vocab_size": 200}'}),
         blend_case("blend with a missing dataset", ["--data-path", "0.5", "{data}", "0.5", "{scratch}/none"],
                    r"none\.idx: not found"),
         blend_case("blend one dataset cannot feed", ["--data-path", "0.999", "{data}", "0.001", "{data}",
@@ -64,6 +72,10 @@ def cases():
                   r"--data-path .*d was tokenized by GPT2BPETokenizer with a vocabulary of 50257 .*compile a spec "
                   r"with vocab_size >= 50257", idx=good_idx, bin_=files.dataset_bin(GOOD_TOKENS),
                   tokenizer='{"tokenizer_type": "GPT2BPETokenizer", "vocab_size": 50257, "eod": 50256}'),
+        data_case("tokenizer file gone before a save", r"d\.tokenizer\.json: vocab_file /nonexistent/vocab\.json: "
+                  r"cannot read it", idx=good_idx, bin_=files.dataset_bin(GOOD_TOKENS),
+                  tokenizer='{"tokenizer_type": "GPT2BPETokenizer", "vocab_size": 257, '
+                            '"files": {"vocab_file": "/nonexistent/vocab.json"}}'),
         data_case("tokenizer record without its vocab_size", r"d\.tokenizer\.json: needs a string tokenizer_type and "
                   r"an integer vocab_size", idx=good_idx, bin_=files.dataset_bin(GOOD_TOKENS),
                   tokenizer='{"tokenizer_type": "GPT2BPETokenizer"}'),

@@ -1,0 +1,33 @@
+// The tokenizer a dataset was made with: PREFIX.tokenizer.json, written by megac data
+// (tools/megac/megac_tokenizer.py's header: tokenizer_type, vocab_size, eod, files). Training
+// checks the model's vocabulary against it, and every checkpoint carries it on: the record as
+// megac_tokenizer.json and the tokenizer's own files in Hugging Face's layout, so that
+// transformers' AutoTokenizer loads the checkpoint folder as it loads the model.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace megart {
+
+struct TokenizerRecord {
+  std::string path; // PREFIX.tokenizer.json
+  std::string json; // as written
+  std::string type; // "GPT2BPETokenizer", ...
+  int64_t vocab_size = 0;
+  std::map<std::string, std::string> files; // role ("vocab_file", ...) -> absolute path
+};
+
+// PREFIX.tokenizer.json, or none when the dataset has none (made by another tool). Throws
+// megart::Error naming the file when it is malformed.
+std::optional<TokenizerRecord> read_tokenizer_record(const std::string &prefix);
+
+// The files a checkpoint folder gets for `record`: name -> content. Reads the tokenizer's files
+// (throws megart::Error naming one that is gone or over 256 MiB).
+std::vector<std::pair<std::string, std::string>> tokenizer_checkpoint_files(const TokenizerRecord &record);
+
+} // namespace megart
