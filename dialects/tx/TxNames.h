@@ -53,6 +53,8 @@ inline constexpr llvm::StringLiteral kForwardEntry = "forward";
 inline constexpr llvm::StringLiteral kTrainStep = "train_step";
 /// @train_step's forward up to the loss, for evaluation (emitted, not a pass's output).
 inline constexpr llvm::StringLiteral kEvalStep = "eval_step";
+/// @train_step's forward up to the logits, for generation (emitted for single-rank fp32 programs).
+inline constexpr llvm::StringLiteral kLogitsStep = "logits_step";
 /// The device grid every collective refers to, and the pipeline schedule.
 inline constexpr llvm::StringLiteral kGrid = "grid";
 /// Hybrid sharding: @grid's dp axis as replicas x shards (megac-data-parallel makes it).

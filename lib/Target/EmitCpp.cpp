@@ -65,8 +65,44 @@ FailureOr<func::FuncOp> forwardUpToLoss(ModuleOp module, func::FuncOp trainStep)
   return fn;
 }
 
+/// @logits_step: one microbatch's logits [b, s, padded vocab], for generation.
+Signature logitsStepSignature(func::FuncOp fn) {
+  Signature sig;
+  sig.prototype = "void logits_step(const megart::StepContext &ctx, float *const *params, char *ws,\n"
+                  "                 const int32_t *ids, float *logits) {";
+  sig.args = {"ids", "nullptr", "0.0f"}; // no labels, no loss gradient: nothing reads them
+  sig.results = {"logits"};
+  sig.hasParams = true;
+  return sig;
+}
+
+/// @eval_step cut back to the logits the loss reads: the function returns them instead. Null
+/// when the loss is not a cross-entropy of fp32 logits (a 16-bit program's are 16-bit).
+func::FuncOp logitsOf(func::FuncOp evalStep) {
+  Block &body = evalStep.getBody().front();
+  Operation *terminator = body.getTerminator();
+  auto loss = terminator->getOperand(0).getDefiningOp<tx::CrossEntropyOp>();
+  if (!loss)
+    return nullptr;
+  Value logits = loss->getOperand(0);
+  auto type = dyn_cast<RankedTensorType>(logits.getType());
+  if (!type || !type.getElementType().isF32())
+    return nullptr;
+  OpBuilder b(evalStep.getContext());
+  b.setInsertionPointAfter(evalStep);
+  auto fn = cast<func::FuncOp>(b.clone(*evalStep));
+  fn.setSymName(names::kLogitsStep);
+  Block &cloned = fn.getBody().front();
+  Operation *ret = cloned.getTerminator();
+  Operation *clonedLoss = ret->getOperand(0).getDefiningOp();
+  ret->setOperand(0, clonedLoss->getOperand(0));
+  clonedLoss->erase();
+  fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), {type}));
+  return fn;
+}
+
 bool isProgramFunction(func::FuncOp fn) {
-  return fn.getName() == names::kTrainStep || fn.getName() == names::kEvalStep ||
+  return fn.getName() == names::kTrainStep || fn.getName() == names::kEvalStep || fn.getName() == names::kLogitsStep ||
          fn.getName().starts_with(names::kSyncGradients) ||
          fn.getName().starts_with(names::kGatherParams) ||
          tx::chunkOf(fn).has_value();
@@ -148,9 +184,23 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     Signature evalSig = evalStepSignature(*evalFn);
     evalSig.target = options.target;
     FailureOr<int64_t> evalBytes = emitFunction(*evalFn, evalSig, params, scratch, os, plan);
+    // Generation (OUT/train generate) reads the whole vocabulary's logits: one rank, fp32.
+    func::FuncOp logitsFn = parallelPlan->tp == 1 && parallelPlan->dp == 1 ? logitsOf(*evalFn) : nullptr;
     evalFn->erase();
     if (failed(evalBytes))
       return failure();
+    if (logitsFn) {
+      Signature logitsSig = logitsStepSignature(logitsFn);
+      logitsSig.target = options.target;
+      FailureOr<int64_t> logitsBytes = emitFunction(logitsFn, logitsSig, params, scratch, os, plan);
+      logitsFn->erase();
+      if (failed(logitsBytes))
+        return failure();
+      if (*logitsBytes > *bytes)
+        return entryFn.emitOpError() << "emit: logits_step needs " << *logitsBytes
+                                     << " bytes of workspace, more than train_step's " << *bytes;
+      fields.logitsStep = names::kLogitsStep.str();
+    }
     // It runs in the training step's workspace, which the memory plan counts.
     if (*evalBytes > *bytes)
       return entryFn.emitOpError() << "emit: eval_step needs " << *evalBytes << " bytes of workspace, more than "
@@ -193,6 +243,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("arena_bytes", Twine(fields.arenaBytes));
   field("step", fields.step);
   field("eval_step", fields.evalStep);
+  field("logits_step", fields.logitsStep);
   field("tensor_parallel_size", Twine(parallelPlan->tp));
   field("pipeline_parallel_size", Twine(parallelPlan->pp));
   field("data_parallel_size", Twine(parallelPlan->dp));

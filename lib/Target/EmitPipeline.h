@@ -19,6 +19,7 @@ struct ProgramFields {
   int64_t arenaBytes = 0;
   std::string step = "nullptr";
   std::string evalStep = "nullptr"; // pipelined programs evaluate with their chunks' forwards
+  std::string logitsStep = "nullptr"; // single-rank fp32 programs only (generation)
   std::string syncGradients = "nullptr";
   std::string stages = "nullptr";
   int64_t numMicrobatches = 0;

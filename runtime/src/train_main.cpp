@@ -3,6 +3,8 @@
 // checkpoints); a rank that fails says so with its rank.
 #include "megart/train_driver.h"
 
+#include "megart/generate.h"
+
 #include "megart/comm_mpi.h"
 #include "megart/error.h"
 #include "megart/exit_signal.h"
@@ -180,6 +182,8 @@ int train_on_grid(int argc, const char *const *argv, const ProgramDesc &program,
 
 int train_main(int argc, const char *const *argv, const ProgramDesc &program, std::ostream &out,
                std::ostream &err) {
+  if (argc > 1 && std::strcmp(argv[1], "generate") == 0) // OUT/train generate ... (megart/generate.h)
+    return generate_main(argc - 1, argv + 1, program, out, err);
   // Before MPI starts, the launcher's numbering says which process speaks for all: flag errors
   // and --help are the same on every rank and are printed once.
   const LaunchEnv launch = detect_launch_env();

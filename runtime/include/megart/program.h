@@ -85,6 +85,10 @@ using StepFn = float (*)(const StepContext &ctx, float *const *params, float *co
 // backward: the validation loss (--eval-iters). Runs in the same arena.
 using EvalFn = float (*)(const StepContext &ctx, float *const *params, char *arena, const int32_t *ids,
                          const int32_t *labels);
+// The same forward up to the logits: writes [micro batch, seq, padded vocab] floats to `logits`
+// (generation, OUT/train generate). Single-rank fp32 programs only.
+using LogitsFn = void (*)(const StepContext &ctx, float *const *params, char *arena, const int32_t *ids,
+                          float *logits);
 
 // Starts the sum of the gradients over the data-parallel ranks after the last microbatch of an
 // iteration, in the buckets the compiler chose: one ctx.grad_sync->start each; the runtime then
@@ -210,6 +214,7 @@ struct ProgramDesc {
   int64_t arena_bytes;
   StepFn step;
   EvalFn eval_step = nullptr;        // null with pipeline parallelism (the chunks' forwards serve)
+  LogitsFn logits_step = nullptr;    // null unless one rank computes in fp32
   // The parallel plan the program was compiled for; the world size must be their product.
   int64_t tensor_parallel_size = 1;
   int64_t pipeline_parallel_size = 1;

@@ -12,8 +12,20 @@ def train_case(name, flags, expect, area=AREA, program="{train}", env=None, file
                 absent=[SAVE, METRICS], env=env or {}, files=files or {})
 
 
+def generate_case(name, flags, expect, program="{train}"):
+    return Case("train flags", name, [program, "generate", "--load", "{ckpt}", *flags], expect)
+
+
 def cases():
     return [
+        generate_case("generate from a dp 2 program", ["--prompt-ids", "1,2"], r"this program has no logits_step: "
+                      r"generation needs one rank in fp32", program="{train_dp2}"),
+        generate_case("generate past seq_length", ["--prompt-ids", "1,2", "--max-new-tokens", "100"],
+                      r"--prompt-ids \(2 tokens\) \+ --max-new-tokens \(100\) exceed the model's seq_length 32"),
+        generate_case("generate from an id outside the vocabulary", ["--prompt-ids", "1,300"],
+                      r"--prompt-ids: 300 is not a token id of this model \(0 to 256\)"),
+        generate_case("generate without a prompt", [], r"--prompt-ids is required"),
+        generate_case("generate top p 0", ["--prompt-ids", "1", "--top-p", "0"], r"--top-p: must be > 0 and <= 1"),
         train_case("eval interval 0", ["--eval-interval", "0"], r"--eval-interval is 0; it must be at least 1"),
         train_case("eval iters negative", ["--eval-iters", "-1"], r"--eval-iters"),
         train_case("skip train without evaluation data", ["--skip-train"],

@@ -1,0 +1,162 @@
+#include "megart/generate.h"
+
+#include "megart/device.h"
+#include "megart/error.h"
+#include "megart/param_store.h"
+#include "megart/train_checkpoint.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+#include <string>
+
+namespace megart {
+
+namespace {
+
+// SplitMix64: the same draws on every machine for a seed.
+struct Generator {
+  uint64_t state;
+  double uniform() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-53;
+  }
+};
+
+std::vector<int32_t> parse_ids(const std::string &text, int64_t vocab_size) {
+  std::vector<int32_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char *end = nullptr;
+    const long long id = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || id < 0 || id >= vocab_size)
+      throw Error("--prompt-ids: " + item + " is not a token id of this model (0 to " + std::to_string(vocab_size - 1) +
+                  ")");
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  if (ids.empty())
+    throw Error("--prompt-ids: give at least one token id, e.g. --prompt-ids 84,104,101");
+  return ids;
+}
+
+} // namespace
+
+int32_t next_token(const float *logits, int64_t vocab_size, const SamplingOptions &o, double uniform) {
+  if (o.top_k == 1 || o.temperature == 0) // greedy: the first of the largest, as torch.argmax
+    return static_cast<int32_t>(std::max_element(logits, logits + vocab_size) - logits);
+  std::vector<int32_t> order(static_cast<size_t>(vocab_size));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  if (o.top_k > 0 && o.top_k < vocab_size)
+    order.resize(static_cast<size_t>(o.top_k));
+  std::vector<double> p(order.size());
+  double total = 0;
+  for (size_t i = 0; i < order.size(); ++i)
+    total += p[i] = std::exp((static_cast<double>(logits[order[i]]) - logits[order[0]]) / o.temperature);
+  size_t keep = order.size();
+  if (o.top_p < 1) { // the smallest prefix whose probability reaches top p
+    double mass = 0;
+    for (keep = 0; keep < order.size() && mass < o.top_p * total; ++keep)
+      mass += p[keep];
+  }
+  double kept = std::accumulate(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
+  double target = uniform * kept;
+  for (size_t i = 0; i + 1 < keep; ++i) {
+    if (target < p[i])
+      return order[i];
+    target -= p[i];
+  }
+  return order[keep - 1];
+}
+
+int generate_main(int argc, const char *const *argv, const ProgramDesc &program, std::ostream &out,
+                  std::ostream &err) {
+  CLI::App app{"Generates tokens from a checkpoint with the compiled forward (one rank, fp32)"};
+  std::string load, prompt;
+  int64_t max_new = 32, seed = 1234, eod = -1;
+  SamplingOptions sampling;
+  app.add_option("--load", load, "Checkpoint folder (its latest iteration), an iteration folder or a Hugging Face folder")
+      ->required();
+  app.add_option("--prompt-ids", prompt, "The prompt's token ids, comma-separated")->required();
+  app.add_option("--max-new-tokens", max_new, "Tokens to generate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--temperature", sampling.temperature, "Logits / temperature; 0: greedy")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  app.add_option("--top-k", sampling.top_k, "Draw among the k likeliest (0: all; 1: greedy)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
+      ->capture_default_str();
+  app.add_option("--top-p", sampling.top_p, "Draw among the likeliest whose probability reaches p")
+      ->check(CLI::Validator(
+          [](const std::string &v) {
+            const double p = std::strtod(v.c_str(), nullptr);
+            return p > 0 && p <= 1 ? std::string() : "must be > 0 and <= 1 (1: every token)";
+          },
+          "(0, 1]"))
+      ->capture_default_str();
+  app.add_option("--seed", seed, "Seed of the draws")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--eod", eod, "Stop after this id (the tokenizer's end of document)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::ParseError &e) {
+    err << "error: " << e.what() << "\nRun with --help to list the flags.\n" << std::flush;
+    return 1;
+  }
+  try {
+    if (!program.logits_step)
+      throw Error("this program has no logits_step: generation needs one rank in fp32; compile the spec with "
+                  "megac compile SPEC -o OUT (no --tp, --pp, --dp, --bf16 or --fp16)");
+    const std::vector<int32_t> prompt_ids = parse_ids(prompt, program.vocab_size);
+    const int64_t s = program.seq_length, b = program.micro_batch_size;
+    if (static_cast<int64_t>(prompt_ids.size()) + max_new > s)
+      throw Error("--prompt-ids (" + std::to_string(prompt_ids.size()) + " tokens) + --max-new-tokens (" +
+                  std::to_string(max_new) + ") exceed the model's seq_length " + std::to_string(s) +
+                  "; generate fewer tokens or shorten the prompt");
+    ParamStore store(program.params, program.num_params);
+    store.load(resolve_load(load, -1, /*with_optimizer=*/false).weight_files);
+    int64_t padded = 0; // rows of the logits: the vocabulary padded as the program was compiled
+    for (int64_t i = 0; i < program.num_params; ++i)
+      if (program.params[i].padded)
+        padded = std::max(padded, program.params[i].shape[0]);
+    if (padded < program.vocab_size)
+      padded = program.vocab_size;
+    DeviceBuffer arena(cpu_device(), static_cast<size_t>(program.arena_bytes), MemoryCategory::Workspace);
+    std::vector<int32_t> ids(static_cast<size_t>(b * s), 0); // row 0 holds the text; causal: the rest is unread
+    std::vector<float> logits(static_cast<size_t>(b * s * padded));
+    std::copy(prompt_ids.begin(), prompt_ids.end(), ids.begin());
+    int64_t length = static_cast<int64_t>(prompt_ids.size());
+    Generator generator{static_cast<uint64_t>(seed)};
+    StepContext ctx;
+    std::vector<int32_t> generated;
+    for (int64_t k = 0; k < max_new; ++k) {
+      program.logits_step(ctx, store.param_table(), arena.as<char>(), ids.data(), logits.data());
+      const int32_t next = next_token(logits.data() + (length - 1) * padded, program.vocab_size, sampling,
+                                      generator.uniform());
+      generated.push_back(next);
+      ids[static_cast<size_t>(length++)] = next;
+      if (next == eod)
+        break;
+    }
+    auto list = [](const std::vector<int32_t> &v) {
+      std::string text = "[";
+      for (size_t i = 0; i < v.size(); ++i)
+        text += (i ? ", " : "") + std::to_string(v[i]);
+      return text + "]";
+    };
+    out << "{\"prompt_ids\": " << list(prompt_ids) << ", \"ids\": " << list(generated) << "}" << std::endl;
+    return 0;
+  } catch (const Error &e) {
+    err << "error: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+} // namespace megart
