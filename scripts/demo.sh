@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 out=out/demo
 mkdir -p "$out"
+rm -rf "$out/ckpt" # a new run each time
 
 inputs=()
 for f in /usr/share/common-licenses/*; do
@@ -25,7 +26,7 @@ OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS \
   "$out/gpt2/train" --data-path "$out/corpus" --train-iters 300 --global-batch-size 16 \
   --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 20 --weight-decay 0.1 \
   --clip-grad 1.0 --log-interval 25 --split 95,5 --eval-interval 100 --eval-iters 4 \
-  --metrics-file "$out/metrics.jsonl"
+  --metrics-file "$out/metrics.jsonl" --save "$out/ckpt"
 /usr/bin/python3 scripts/plot_run.py "$out/metrics.jsonl" "$out/run.png"
 python3 - "$out/metrics.jsonl" <<'PY'
 import json, sys
@@ -35,4 +36,7 @@ valid = [(x["iteration"], x["valid_lm_loss"]) for x in m if "valid_lm_loss" in x
 print(f"demo: lm loss {first:.3f} at iteration 1 -> {last:.3f} (mean of the last 10 of {len(m)}); validation loss "
       + ", ".join(f"{v:.3f} at {i}" for i, v in valid))
 PY
+# The trained model continues a text (its spec compiled for one rank, the data's byte tokenizer).
+echo "demo: the model's continuation of \"This License\" (greedy):"
+./build/bin/megac generate "$out/ckpt" --prompt "This License" --max-new-tokens 20 --top-k 1
 echo "demo: IR after each pass in $out/ir/, generated C++ in $out/gpt2/main.cpp, train and validation loss, lr, gradient norm and tokens/s in $out/run.png"

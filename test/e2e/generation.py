@@ -1,8 +1,10 @@
 """Generation (OUT/train generate: the compiled forward up to the logits, megart/generate.h)
 against Hugging Face transformers, run with /usr/bin/python3: GPT-2 and Llama trained a little
 on the license corpus (seq_length raised to 64) and saved; greedy decoding of 32 tokens from the
-checkpoint equals transformers' `generate(do_sample=False)` on the same folder token for token.
-Sampling with a seed repeats itself and differs from greedy."""
+checkpoint equals transformers' `generate(do_sample=False)` on the same folder token for token,
+and `megac generate CHECKPOINT --prompt TEXT` (the checkpoint's spec compiled for it, the text
+through the tokenizer the checkpoint carries) prints that continuation. Sampling with a seed
+repeats itself and differs from greedy."""
 import argparse
 import json
 import os
@@ -66,6 +68,15 @@ def main():
         if not ok:
             print(f"     megac        {ours}\n     transformers {theirs}")
             failures.append(name)
+        # megac generate: the same, from text, with the tokenizer the checkpoint carries.
+        text_out = run([args.megac, "generate", w(name + "-ckpt"), "--prompt", PROMPT.decode(), "--top-k", "1",
+                        "--max-new-tokens", str(NEW_TOKENS)])
+        expected = PROMPT.decode() + bytes(i for i in theirs if i < 256).decode("utf-8", "replace")
+        ok = expected in text_out
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: megac generate --prompt prints transformers' continuation")
+        if not ok:
+            print(f"     megac generate printed {text_out!r}\n     expected {expected!r}")
+            failures.append(name + " megac generate")
         drawn = [json.loads(run(generate + ["--temperature", "0.8", "--top-p", "0.9", "--seed", "7"]))["ids"]
                  for _ in range(2)]
         ok = drawn[0] == drawn[1] and drawn[0] != ours

@@ -16,4 +16,7 @@ int runPlan();
 /// `megac calibrate --target cpu -o FILE.yaml`: this machine's speeds as a cluster file.
 int runCalibrate();
 
+/// `megac generate CHECKPOINT --prompt TEXT`: the checkpoint's model continues the text.
+int runGenerate();
+
 } // namespace megac

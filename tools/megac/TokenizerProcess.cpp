@@ -5,6 +5,7 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Program.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -72,11 +73,16 @@ Expected<megac::TokenizerHeader> parseHeader(StringRef line) {
 } // namespace
 
 std::string megac::tokenizerPython() {
-  if (const char *python = std::getenv("MEGAC_PYTHON"); python && *python)
-    return python;
-  if (sys::fs::can_execute(MEGAC_PYTHON_ENV))
+  std::string python = "python3";
+  if (const char *chosen = std::getenv("MEGAC_PYTHON"); chosen && *chosen)
+    python = chosen;
+  else if (sys::fs::can_execute(MEGAC_PYTHON_ENV))
     return MEGAC_PYTHON_ENV;
-  return "python3";
+  // A full path: not every way of starting a program searches PATH.
+  if (StringRef(python).contains('/'))
+    return python;
+  ErrorOr<std::string> found = sys::findProgramByName(python);
+  return found ? *found : python;
 }
 
 Error megac::runTokenizer(ArrayRef<std::string> args, function_ref<Error(const TokenizerHeader &)> onHeader,

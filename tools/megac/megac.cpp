@@ -1,4 +1,4 @@
-// megac: the compiler driver. Subcommands: compile, simulate, plan, calibrate, data.
+// megac: the compiler driver. Subcommands: compile, simulate, plan, calibrate, data, generate.
 #include "Commands.h"
 #include "UnknownFlags.h"
 
@@ -12,6 +12,7 @@ llvm::cl::SubCommand data("data", "Tokenize text or JSON lines into Megatron ind
 llvm::cl::SubCommand simulate("simulate", "Predict a plan's iteration time, throughput and memory on a cluster");
 llvm::cl::SubCommand plan("plan", "Search the parallel plans of a model on a cluster for the fastest that fits");
 llvm::cl::SubCommand calibrate("calibrate", "Measure this machine and write a cluster file for megac simulate");
+llvm::cl::SubCommand generate("generate", "Continue a text with the model of a checkpoint");
 } // namespace megac::cli
 
 int main(int argc, char **argv) {
@@ -26,6 +27,7 @@ int main(int argc, char **argv) {
                                     "  megac simulate SPEC.yaml --cluster NAME|FILE.yaml --global-batch-size B [plan flags]\n"
                                     "  megac plan SPEC.yaml --gpus N --cluster NAME --global-batch-size B\n"
                                     "  megac calibrate --target cpu -o FILE.yaml\n"
+                                    "  megac generate CHECKPOINT --prompt TEXT [--max-new-tokens N --top-k K ...]\n"
                                     "  megac data --input FILE... --output-prefix PREFIX [--tokenizer-type T ...]\n");
   if (megac::cli::compile || megac::cli::simulate)
     return megac::runCompile();
@@ -33,6 +35,8 @@ int main(int argc, char **argv) {
     return megac::runData();
   if (megac::cli::calibrate)
     return megac::runCalibrate();
+  if (megac::cli::generate)
+    return megac::runGenerate();
   if (megac::cli::plan)
     return megac::runPlan();
   llvm::errs() << "megac: say what to do: `megac compile SPEC.yaml -o OUT` or `megac data ...` "

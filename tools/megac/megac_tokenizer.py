@@ -4,7 +4,8 @@ Tokenizer types carry Megatron's names: GPT2BPETokenizer (vocab.json + merges.tx
 Face `tokenizers`), HuggingFaceTokenizer (a tokenizer.json, or a folder holding one), and
 SentencePieceTokenizer (a .model, through `sentencepiece`), besides megac's ByteTokenizer.
 
-`megac data` runs `encode-corpus` and reads its standard output: one JSON line describing the
+`megac generate` runs `encode` and `decode` with the tokenizer a checkpoint carries. `megac data`
+runs `encode-corpus` and reads its standard output: one JSON line describing the
 tokenizer, then per document and JSON key a record (uint32 key index, uint64 count, count int32
 ids, little-endian), then a closing record with key index 0xFFFFFFFF. An error is one line on
 standard error starting "megac data: error:", exit status 1, and no closing record.
@@ -292,9 +293,33 @@ def encode_corpus(args):
     out.flush()
 
 
+def load_from_checkpoint(folder):
+    """The tokenizer a checkpoint carries (OUT/train copies it in): megac_tokenizer.json names its
+    type and end-of-document id; its files are the checkpoint's copies, in Hugging Face's names."""
+    path = os.path.join(folder, "megac_tokenizer.json")
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, ValueError) as e:
+        raise Failure(f"{path}: cannot read the checkpoint's tokenizer ({e})")
+    kind, file = record.get("tokenizer_type"), lambda name: os.path.join(folder, name)
+    files = {"ByteTokenizer": {}, "GPT2BPETokenizer": dict(vocab_file=file("vocab.json"), merge_file=file("merges.txt")),
+             "HuggingFaceTokenizer": dict(tokenizer_model=file("tokenizer.json")),
+             "SentencePieceTokenizer": dict(tokenizer_model=file("tokenizer.model"))}
+    if kind not in files:
+        raise Failure(f"{path}: unknown tokenizer_type {kind!r}")
+    return load(kind, **files[kind]), record
+
+
 def main():
     ap = argparse.ArgumentParser(prog="megac_tokenizer.py")
     sub = ap.add_subparsers(dest="command", required=True)
+    encode = sub.add_parser("encode", help="a checkpoint's tokenizer: text -> {ids, eod} as JSON")
+    encode.add_argument("--checkpoint", required=True)
+    encode.add_argument("--text", required=True)
+    decode = sub.add_parser("decode", help="a checkpoint's tokenizer: comma-separated ids -> text")
+    decode.add_argument("--checkpoint", required=True)
+    decode.add_argument("--ids", required=True)
     corpus = sub.add_parser("encode-corpus")
     corpus.add_argument("--input", action="append", required=True)
     corpus.add_argument("--input-format", choices=["auto", "text", "jsonl"], default="auto")
@@ -305,6 +330,16 @@ def main():
     for flag in ("--tokenizer-type", "--vocab-file", "--merge-file", "--tokenizer-model"):
         corpus.add_argument(flag)
     args = ap.parse_args()
+    if args.command in ("encode", "decode"):
+        try:
+            tokenizer, record = load_from_checkpoint(args.checkpoint)
+            if args.command == "encode":
+                print(json.dumps({"ids": tokenizer.encode(args.text), "eod": record.get("eod")}))
+            else:
+                sys.stdout.write(tokenizer.decode([int(i) for i in args.ids.split(",") if i]))
+        except Failure as e:
+            sys.exit(f"megac generate: error: {e}")
+        return
     fmt = args.input_format
     # As Megatron's preprocess_data.py, --json-keys means JSON lines; so does a .json/.jsonl name.
     args.input_format = lambda path: fmt if fmt != "auto" else (

@@ -1,0 +1,191 @@
+// megac generate: text from a checkpoint. Compiles the spec the checkpoint records for one rank
+// in fp32 (a temporary OUT), encodes the prompt with the tokenizer the checkpoint carries
+// (megac_tokenizer.py), runs `OUT/train generate` and decodes what it drew.
+#include "Commands.h"
+#include "RepeatedFlags.h"
+#include "TextFile.h"
+#include "TokenizerProcess.h"
+
+#include "megac/Config.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+namespace cl = llvm::cl;
+
+namespace megac::cli {
+extern cl::SubCommand generate;
+} // namespace megac::cli
+
+namespace {
+using megac::cli::generate;
+
+cl::opt<std::string> checkpoint(cl::Positional, cl::desc("CHECKPOINT (a --save folder or one iteration's folder)"),
+                                cl::sub(generate));
+cl::opt<std::string> prompt("prompt", cl::desc("the text to continue"), cl::sub(generate),
+                            megac::recordValues<std::string>("--prompt"));
+cl::opt<unsigned> maxNewTokens("max-new-tokens", cl::init(32), cl::desc("tokens to generate"), cl::sub(generate),
+                               megac::recordValues<unsigned>("--max-new-tokens"));
+cl::opt<double> temperature("temperature", cl::init(1.0), cl::desc("logits / temperature; 0: greedy"),
+                            cl::sub(generate), megac::recordValues<double>("--temperature"));
+cl::opt<unsigned> topK("top-k", cl::init(0), cl::desc("draw among the k likeliest (0: all; 1: greedy)"),
+                       cl::sub(generate), megac::recordValues<unsigned>("--top-k"));
+cl::opt<double> topP("top-p", cl::init(1.0), cl::desc("draw among the likeliest whose probability reaches p"),
+                     cl::sub(generate), megac::recordValues<double>("--top-p"));
+cl::opt<unsigned> seed("seed", cl::init(1234), cl::desc("seed of the draws"), cl::sub(generate),
+                       megac::recordValues<unsigned>("--seed"));
+
+int fail(const Twine &message) {
+  errs() << "megac generate: error: " << message << "\n";
+  return 1;
+}
+
+/// Runs `args` with its standard output in `output` (a file); fails naming the command.
+Error runTo(ArrayRef<std::string> args, StringRef output) {
+  SmallVector<StringRef> refs(args.begin(), args.end());
+  std::optional<StringRef> redirects[] = {std::nullopt, output, std::nullopt};
+  std::string message;
+  int rc = sys::ExecuteAndWait(args[0], refs, std::nullopt, redirects, 0, 0, &message);
+  if (rc == 0)
+    return Error::success();
+  std::string cmd;
+  for (const std::string &a : args)
+    cmd += a + " ";
+  return createStringError(inconvertibleErrorCode(), "`" + cmd + "` failed (" +
+                                                         (message.empty() ? "exit " + std::to_string(rc) : message) +
+                                                         "); its error is above");
+}
+
+// What the steps print is small; a checkpoint's train_state.json holds the flags and the spec.
+constexpr uint64_t kMaxRead = uint64_t(1) << 26;
+
+Expected<std::string> readAll(StringRef path) { return megac::readTextFile(path, kMaxRead, "file"); }
+
+/// The iteration folder: CHECKPOINT itself, or the one its tracker names.
+Expected<std::string> iterationFolder(StringRef dir) {
+  SmallString<256> state(dir);
+  sys::path::append(state, "train_state.json");
+  if (sys::fs::exists(state))
+    return dir.str();
+  SmallString<256> tracker(dir);
+  sys::path::append(tracker, "latest_checkpointed_iteration.txt");
+  Expected<std::string> latest = readAll(tracker);
+  if (!latest)
+    return createStringError(inconvertibleErrorCode(),
+                             dir + ": neither an iteration folder (train_state.json) nor a --save folder "
+                                   "(latest_checkpointed_iteration.txt); give OUT/train's --save folder");
+  std::string name = "iter_" + std::string(7 - std::min<size_t>(7, StringRef(*latest).trim().size()), '0') +
+                     StringRef(*latest).trim().str();
+  SmallString<256> folder(dir);
+  sys::path::append(folder, name);
+  return std::string(folder);
+}
+
+} // namespace
+
+int megac::runGenerate() {
+  if (std::optional<std::string> conflict = conflictingFlagValues())
+    return fail(*conflict);
+  if (checkpoint.empty())
+    return fail("say which checkpoint: megac generate CHECKPOINT --prompt TEXT");
+  if (prompt.empty())
+    return fail("--prompt TEXT is required (the text to continue)");
+  Expected<std::string> folder = iterationFolder(checkpoint);
+  if (!folder)
+    return fail(toString(folder.takeError()));
+  SmallString<256> statePath(*folder), tokenizerPath(*folder);
+  sys::path::append(statePath, "train_state.json");
+  sys::path::append(tokenizerPath, "megac_tokenizer.json");
+  if (!sys::fs::exists(tokenizerPath))
+    return fail(*folder + " carries no tokenizer (megac_tokenizer.json: its data was not made by megac data); "
+                          "give token ids to OUT/train generate --prompt-ids instead");
+  Expected<std::string> state = readAll(statePath);
+  if (!state)
+    return fail(toString(state.takeError()));
+  Expected<json::Value> parsed = json::parse(*state);
+  const json::Object *object = parsed ? parsed->getAsObject() : nullptr;
+  std::optional<StringRef> spec = object ? object->getString("spec") : std::nullopt;
+  if (!spec || spec->empty()) {
+    if (!parsed)
+      consumeError(parsed.takeError());
+    return fail(statePath + ": records no spec to compile the model from (an older checkpoint?)");
+  }
+
+  // Everything temporary lives in one folder, removed at the end.
+  SmallString<128> work;
+  if (std::error_code ec = sys::fs::createUniqueDirectory("megac-generate", work))
+    return fail("cannot make a temporary folder: " + ec.message());
+  auto path = [&](StringRef name) {
+    SmallString<256> p(work);
+    sys::path::append(p, name);
+    return std::string(p);
+  };
+  auto result = [&]() -> Error {
+    if (!writeTextFile(path("spec.yaml"), [&](raw_ostream &os) { os << *spec; }))
+      return createStringError(inconvertibleErrorCode(), "cannot write the spec (the error is above)");
+    std::string self = sys::fs::getMainExecutable(nullptr, (void *)&runGenerate);
+    if (Error e = runTo({self, "compile", path("spec.yaml"), "--micro-batch-size", "1", "-o", path("prog")},
+                        path("compile.log")))
+      return e;
+    std::string python = tokenizerPython();
+    if (Error e = runTo({python, MEGAC_TOKENIZER_SCRIPT, "encode", "--checkpoint", *folder, "--text", prompt},
+                        path("prompt.json")))
+      return e;
+    Expected<std::string> encoded = readAll(path("prompt.json"));
+    if (!encoded)
+      return encoded.takeError();
+    Expected<json::Value> ids = json::parse(*encoded);
+    const json::Object *encodedObject = ids ? ids->getAsObject() : nullptr;
+    const json::Array *promptIds = encodedObject ? encodedObject->getArray("ids") : nullptr;
+    std::optional<int64_t> eod = encodedObject ? encodedObject->getInteger("eod") : std::nullopt;
+    if (!promptIds || promptIds->empty()) {
+      if (!ids)
+        consumeError(ids.takeError());
+      return createStringError(inconvertibleErrorCode(), "the prompt encodes to no tokens");
+    }
+    std::string list;
+    for (const json::Value &id : *promptIds)
+      list += (list.empty() ? "" : ",") + std::to_string(id.getAsInteger().value_or(0));
+    std::vector<std::string> run = {path("prog/train"), "generate", "--load", *folder, "--prompt-ids", list,
+                                    "--max-new-tokens", std::to_string(maxNewTokens),
+                                    "--temperature", std::to_string(temperature), "--top-k", std::to_string(topK),
+                                    "--top-p", std::to_string(topP), "--seed", std::to_string(seed)};
+    if (eod)
+      run.insert(run.end(), {"--eod", std::to_string(*eod)});
+    if (Error e = runTo(run, path("generated.json")))
+      return e;
+    Expected<std::string> generated = readAll(path("generated.json"));
+    if (!generated)
+      return generated.takeError();
+    Expected<json::Value> out = json::parse(*generated);
+    const json::Array *newIds = out && out->getAsObject() ? out->getAsObject()->getArray("ids") : nullptr;
+    if (!newIds) {
+      if (!out)
+        consumeError(out.takeError());
+      return createStringError(inconvertibleErrorCode(), "OUT/train generate printed no ids");
+    }
+    std::string newList;
+    for (const json::Value &id : *newIds)
+      newList += (newList.empty() ? "" : ",") + std::to_string(id.getAsInteger().value_or(0));
+    if (Error e = runTo({python, MEGAC_TOKENIZER_SCRIPT, "decode", "--checkpoint", *folder, "--ids", newList},
+                        path("completion.txt")))
+      return e;
+    Expected<std::string> completion = readAll(path("completion.txt"));
+    if (!completion)
+      return completion.takeError();
+    outs() << prompt << *completion << "\n";
+    outs().flush();
+    errs() << "megac generate: " << newIds->size() << " tokens (ids " << newList << ")\n";
+    return Error::success();
+  }();
+  sys::fs::remove_directories(work);
+  if (result)
+    return fail(toString(std::move(result)));
+  return 0;
+}
