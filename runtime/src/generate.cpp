@@ -2,6 +2,7 @@
 
 #include "megart/device.h"
 #include "megart/error.h"
+#include "megart/param_init.h"
 #include "megart/param_store.h"
 #include "megart/train_checkpoint.h"
 
@@ -17,16 +18,10 @@ namespace megart {
 
 namespace {
 
-// SplitMix64: the same draws on every machine for a seed.
+// A SplitMix64 stream: the same draws on every machine for a seed.
 struct Generator {
   uint64_t state;
-  double uniform() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * 0x1.0p-53;
-  }
+  double uniform() { return static_cast<double>(splitmix64_mix(state += 0x9E3779B97F4A7C15ull) >> 11) * 0x1.0p-53; }
 };
 
 std::vector<int32_t> parse_ids(const std::string &text, int64_t vocab_size) {

@@ -67,6 +67,27 @@ constexpr uint64_t kMaxRead = uint64_t(1) << 26;
 
 Expected<std::string> readAll(StringRef path) { return megac::readTextFile(path, kMaxRead, "file"); }
 
+/// The JSON object a step wrote to `path`; fails naming the step.
+Expected<json::Object> readObject(StringRef path, StringRef step) {
+  Expected<std::string> text = readAll(path);
+  if (!text)
+    return text.takeError();
+  Expected<json::Value> value = json::parse(*text);
+  if (!value)
+    return createStringError(inconvertibleErrorCode(), step + " printed no JSON: " + toString(value.takeError()));
+  if (json::Object *object = value->getAsObject())
+    return std::move(*object);
+  return createStringError(inconvertibleErrorCode(), step + " printed no JSON object");
+}
+
+/// "1,2,3": the ids as the programs' flags take them.
+std::string commaJoined(const json::Array &ids) {
+  std::string list;
+  for (const json::Value &id : ids)
+    list += (list.empty() ? "" : ",") + std::to_string(id.getAsInteger().value_or(-1));
+  return list;
+}
+
 /// The iteration folder: CHECKPOINT itself, or the one its tracker names.
 Expected<std::string> iterationFolder(StringRef dir) {
   SmallString<256> state(dir);
@@ -105,17 +126,12 @@ int megac::runGenerate() {
   if (!sys::fs::exists(tokenizerPath))
     return fail(*folder + " carries no tokenizer (megac_tokenizer.json: its data was not made by megac data); "
                           "give token ids to OUT/train generate --prompt-ids instead");
-  Expected<std::string> state = readAll(statePath);
+  Expected<json::Object> state = readObject(statePath, "the checkpoint");
   if (!state)
     return fail(toString(state.takeError()));
-  Expected<json::Value> parsed = json::parse(*state);
-  const json::Object *object = parsed ? parsed->getAsObject() : nullptr;
-  std::optional<StringRef> spec = object ? object->getString("spec") : std::nullopt;
-  if (!spec || spec->empty()) {
-    if (!parsed)
-      consumeError(parsed.takeError());
+  std::optional<StringRef> spec = state->getString("spec");
+  if (!spec || spec->empty())
     return fail(statePath + ": records no spec to compile the model from (an older checkpoint?)");
-  }
 
   // Everything temporary lives in one folder, removed at the end.
   SmallString<128> work;
@@ -137,21 +153,14 @@ int megac::runGenerate() {
     if (Error e = runTo({python, MEGAC_TOKENIZER_SCRIPT, "encode", "--checkpoint", *folder, "--text", prompt},
                         path("prompt.json")))
       return e;
-    Expected<std::string> encoded = readAll(path("prompt.json"));
+    Expected<json::Object> encoded = readObject(path("prompt.json"), "megac_tokenizer.py encode");
     if (!encoded)
       return encoded.takeError();
-    Expected<json::Value> ids = json::parse(*encoded);
-    const json::Object *encodedObject = ids ? ids->getAsObject() : nullptr;
-    const json::Array *promptIds = encodedObject ? encodedObject->getArray("ids") : nullptr;
-    std::optional<int64_t> eod = encodedObject ? encodedObject->getInteger("eod") : std::nullopt;
-    if (!promptIds || promptIds->empty()) {
-      if (!ids)
-        consumeError(ids.takeError());
+    const json::Array *promptIds = encoded->getArray("ids");
+    std::optional<int64_t> eod = encoded->getInteger("eod");
+    if (!promptIds || promptIds->empty())
       return createStringError(inconvertibleErrorCode(), "the prompt encodes to no tokens");
-    }
-    std::string list;
-    for (const json::Value &id : *promptIds)
-      list += (list.empty() ? "" : ",") + std::to_string(id.getAsInteger().value_or(0));
+    const std::string list = commaJoined(*promptIds);
     std::vector<std::string> run = {path("prog/train"), "generate", "--load", *folder, "--prompt-ids", list,
                                     "--max-new-tokens", std::to_string(maxNewTokens),
                                     "--temperature", std::to_string(temperature), "--top-k", std::to_string(topK),
@@ -160,19 +169,13 @@ int megac::runGenerate() {
       run.insert(run.end(), {"--eod", std::to_string(*eod)});
     if (Error e = runTo(run, path("generated.json")))
       return e;
-    Expected<std::string> generated = readAll(path("generated.json"));
+    Expected<json::Object> generated = readObject(path("generated.json"), "OUT/train generate");
     if (!generated)
       return generated.takeError();
-    Expected<json::Value> out = json::parse(*generated);
-    const json::Array *newIds = out && out->getAsObject() ? out->getAsObject()->getArray("ids") : nullptr;
-    if (!newIds) {
-      if (!out)
-        consumeError(out.takeError());
+    const json::Array *newIds = generated->getArray("ids");
+    if (!newIds)
       return createStringError(inconvertibleErrorCode(), "OUT/train generate printed no ids");
-    }
-    std::string newList;
-    for (const json::Value &id : *newIds)
-      newList += (newList.empty() ? "" : ",") + std::to_string(id.getAsInteger().value_or(0));
+    const std::string newList = commaJoined(*newIds);
     if (Error e = runTo({python, MEGAC_TOKENIZER_SCRIPT, "decode", "--checkpoint", *folder, "--ids", newList},
                         path("completion.txt")))
       return e;
