@@ -9,8 +9,6 @@
    run): the single rank's validation loss within 1e-5.
 3. During training, the validation loss is in the log and the metrics file every
    --eval-interval iterations and at the end, and the test loss at the end."""
-import argparse
-import json
 import os
 import re
 import shutil
@@ -18,7 +16,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from e2e_util import MPI_ENV, make_license_corpus, metrics, relative, run  # noqa: E402
+from e2e_util import MPI_ENV, library_check_args, metrics, python_json, relative, run  # noqa: E402
 from plan_parity import plan_flags  # noqa: E402
 
 TOLERANCE = 1e-5
@@ -57,15 +55,8 @@ def validation_loss(output):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--megac", required=True)
-    ap.add_argument("--spec", required=True)
-    ap.add_argument("--python", required=True, help="build/pyenv/bin/python (scripts/python_env.sh)")
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
+    args, _ = library_check_args(__doc__, "transformers")  # makes the license corpus in the workdir
     w = lambda *p: os.path.join(args.workdir, *p)
-    make_license_corpus(args.megac, w("corpus"))
     shutil.rmtree(w("ckpt"), ignore_errors=True)
     failures = []
 
@@ -91,9 +82,9 @@ def main():
               f"{records[-1]['valid_lm_loss']}")
     with open(args.spec) as f:
         seq = re.search(r"^seq_length:\s*(\d+)", f.read(), re.M).group(1)
-    hf = json.loads(run([args.python, "-c", HF_LOSS, w("ckpt", "iter_0000005"), w("corpus"), seq,
-                         str(EVAL_ITERS * BATCH), os.path.join(HERE, "..", "reference"),
-                         ",".join(map(str, SPLIT))]))
+    hf = python_json(args.python, HF_LOSS, [w("ckpt", "iter_0000005"), w("corpus"), seq, str(EVAL_ITERS * BATCH),
+                                            os.path.join(HERE, "..", "reference"), ",".join(map(str, SPLIT))],
+                     "transformers' loss")
     err = abs(single - hf["loss"])
     print(f"{'ok  ' if err <= TOLERANCE else 'FAIL'} validation loss of the checkpoint: megac {single:.7g}, "
           f"transformers {hf['loss']:.7g} on the same {hf['samples']} samples (difference {err:.2e})")

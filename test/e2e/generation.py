@@ -14,7 +14,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from e2e_util import make_license_corpus, run  # noqa: E402
+from e2e_util import make_license_corpus, python_json, run  # noqa: E402
 
 NEW_TOKENS = 32
 PROMPT = b"This License applies to any "
@@ -60,7 +60,8 @@ def main():
                     ",".join(map(str, prompt)), "--max-new-tokens", str(NEW_TOKENS)]
         ours = json.loads(run(generate + ["--top-k", "1"]))["ids"]
         folder = w(name + "-ckpt", "iter_0000220")
-        theirs = json.loads(run([args.python, "-c", HF_GENERATE, folder, json.dumps(prompt), str(NEW_TOKENS)]))
+        theirs = python_json(args.python, HF_GENERATE, [folder, json.dumps(prompt), str(NEW_TOKENS)],
+                             "transformers' generate")
         text = bytes(i for i in ours if i < 256).decode("utf-8", "replace")
         ok = ours == theirs and len(set(ours)) >= 3
         print(f"{'ok  ' if ok else 'FAIL'} {name}: greedy {len(ours)} tokens {'equal' if ours == theirs else 'differ from'}"

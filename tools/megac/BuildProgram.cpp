@@ -1,4 +1,5 @@
 #include "BuildProgram.h"
+#include "RunCommand.h"
 
 #include "megac/Config.h"
 
@@ -6,7 +7,6 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
@@ -21,16 +21,9 @@ int fail(const Twine &message) {
 
 /// Runs one build command; on failure says which and how it ended.
 int run(ArrayRef<std::string> args, const Twine &what) {
-  SmallVector<StringRef> argRefs(args.begin(), args.end());
-  std::string message;
-  int rc = sys::ExecuteAndWait(args[0], argRefs, std::nullopt, {}, 0, 0, &message);
-  if (rc == 0)
-    return 0;
-  std::string cmd;
-  for (StringRef a : argRefs)
-    cmd += a.str() + " ";
-  return fail(what + " failed (" + (message.empty() ? "exit " + std::to_string(rc) : message) +
-              "); the command was:\n  " + cmd);
+  if (Error e = runCommand(args, what))
+    return fail(toString(std::move(e)));
+  return 0;
 }
 
 void appendSplit(SmallVectorImpl<std::string> &args, StringRef list, StringRef prefix = "") {

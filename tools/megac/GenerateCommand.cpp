@@ -3,6 +3,7 @@
 // (megac_tokenizer.py), runs `OUT/train generate` and decodes what it drew.
 #include "Commands.h"
 #include "RepeatedFlags.h"
+#include "RunCommand.h"
 #include "TextFile.h"
 #include "TokenizerProcess.h"
 
@@ -13,7 +14,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
@@ -44,22 +44,6 @@ cl::opt<unsigned> seed("seed", cl::init(1234), cl::desc("seed of the draws"), cl
 int fail(const Twine &message) {
   errs() << "megac generate: error: " << message << "\n";
   return 1;
-}
-
-/// Runs `args` with its standard output in `output` (a file); fails naming the command.
-Error runTo(ArrayRef<std::string> args, StringRef output) {
-  SmallVector<StringRef> refs(args.begin(), args.end());
-  std::optional<StringRef> redirects[] = {std::nullopt, output, std::nullopt};
-  std::string message;
-  int rc = sys::ExecuteAndWait(args[0], refs, std::nullopt, redirects, 0, 0, &message);
-  if (rc == 0)
-    return Error::success();
-  std::string cmd;
-  for (const std::string &a : args)
-    cmd += a + " ";
-  return createStringError(inconvertibleErrorCode(), "`" + cmd + "` failed (" +
-                                                         (message.empty() ? "exit " + std::to_string(rc) : message) +
-                                                         "); its error is above");
 }
 
 // What the steps print is small; a checkpoint's train_state.json holds the flags and the spec.
@@ -146,12 +130,12 @@ int megac::runGenerate() {
     if (!writeTextFile(path("spec.yaml"), [&](raw_ostream &os) { os << *spec; }))
       return createStringError(inconvertibleErrorCode(), "cannot write the spec (the error is above)");
     std::string self = sys::fs::getMainExecutable(nullptr, (void *)&runGenerate);
-    if (Error e = runTo({self, "compile", path("spec.yaml"), "--micro-batch-size", "1", "-o", path("prog")},
-                        path("compile.log")))
+    if (Error e = runCommand({self, "compile", path("spec.yaml"), "--micro-batch-size", "1", "-o", path("prog")},
+                             "compiling the checkpoint's spec", StringRef(path("compile.log"))))
       return e;
     std::string python = tokenizerPython();
-    if (Error e = runTo({python, MEGAC_TOKENIZER_SCRIPT, "encode", "--checkpoint", *folder, "--text", prompt},
-                        path("prompt.json")))
+    if (Error e = runCommand({python, MEGAC_TOKENIZER_SCRIPT, "encode", "--checkpoint", *folder, "--text", prompt},
+                             "encoding the prompt", StringRef(path("prompt.json"))))
       return e;
     Expected<json::Object> encoded = readObject(path("prompt.json"), "megac_tokenizer.py encode");
     if (!encoded)
@@ -167,7 +151,7 @@ int megac::runGenerate() {
                                     "--top-p", std::to_string(topP), "--seed", std::to_string(seed)};
     if (eod)
       run.insert(run.end(), {"--eod", std::to_string(*eod)});
-    if (Error e = runTo(run, path("generated.json")))
+    if (Error e = runCommand(run, "generating", StringRef(path("generated.json"))))
       return e;
     Expected<json::Object> generated = readObject(path("generated.json"), "OUT/train generate");
     if (!generated)
@@ -176,8 +160,8 @@ int megac::runGenerate() {
     if (!newIds)
       return createStringError(inconvertibleErrorCode(), "OUT/train generate printed no ids");
     const std::string newList = commaJoined(*newIds);
-    if (Error e = runTo({python, MEGAC_TOKENIZER_SCRIPT, "decode", "--checkpoint", *folder, "--ids", newList},
-                        path("completion.txt")))
+    if (Error e = runCommand({python, MEGAC_TOKENIZER_SCRIPT, "decode", "--checkpoint", *folder, "--ids", newList},
+                             "decoding the tokens", StringRef(path("completion.txt"))))
       return e;
     Expected<std::string> completion = readAll(path("completion.txt"));
     if (!completion)
