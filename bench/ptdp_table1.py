@@ -46,7 +46,7 @@ ASSUMPTIONS = [
     "full recomputation of every layer (--recompute-granularity full --recompute-method uniform "
     "--recompute-num-layers 1), as the paper's 96 B s l h^2 count assumes",
     "attention costed as Megatron's unfused kernels of 2021 (--attention-backend unfused: the s x s scores "
-    "written out, a softmax, batched GEMMs); no dropout (megac has none; the paper's runs had Megatron's 0.1)",
+    "written out, a softmax, batched GEMMs); no dropout (the simulator does not cost it; the paper's runs had Megatron's 0.1)",
     "data-parallel gradient sums in 16 bits (--grad-reduce-in-bf16: Megatron's fp16 default without "
     "--accumulate-allreduce-grads-in-fp32), not overlapped with backward (Megatron's local DDP of 2021)",
     "megac's own program otherwise: the pipeline sends whole boundary tensors (no scatter/gather "

@@ -59,6 +59,8 @@ LogicalResult RmsNormGradOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyDropoutRate(*this, getDropoutAttr())))
+    return failure();
   return verifyAttentionOperands(*this, getQuery(), getKey(), getValue());
 }
 

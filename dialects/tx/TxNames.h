@@ -42,9 +42,19 @@ inline constexpr llvm::StringLiteral kSavedForAttr = "megac.saved_for";
 /// Selective recomputation: on an op of a layer's backward half, a forward op rerun there; on
 /// the backward half, the names of the saved activations it recomputes.
 inline constexpr llvm::StringLiteral kRecomputedAttr = "megac.recomputed";
+/// On every call of a layer's function (its forward, backward and recomputed halves): the
+/// layer's index in the model, which draws that layer's dropout masks.
+inline constexpr llvm::StringLiteral kLayerIndexAttr = "megac.layer_index";
 /// On a pipeline chunk function: its chunk and the number of values its forward stashes.
 inline constexpr llvm::StringLiteral kChunkAttr = "megac.chunk";
 inline constexpr llvm::StringLiteral kStashAttr = "megac.stash";
+
+// ---- dropout sites: the stream of each mask a layer draws (megart/dropout.h) -------------------
+
+inline constexpr int64_t kEmbeddingDropoutStream = 0;       // after the embeddings (outside layers)
+inline constexpr int64_t kAttentionDropoutStream = 1;       // the attention probabilities
+inline constexpr int64_t kAttentionOutputDropoutStream = 2; // the attention's output projection
+inline constexpr int64_t kMlpOutputDropoutStream = 3;       // the MLP's output projection
 
 // ---- symbols ----------------------------------------------------------------------------------
 

@@ -147,10 +147,11 @@ LogicalResult SwigluOp::verify() {
 }
 
 LogicalResult DropoutOp::verify() {
-  double rate = getRate().convertToDouble();
-  if (rate >= 0.0 && rate < 1.0)
-    return success();
-  return emitOpError() << "rate must be in [0, 1), found " << rate;
+  if (failed(verifyDropoutRate(*this, getRateAttr())))
+    return failure();
+  if (getStream() > static_cast<uint64_t>(kMaxDropoutStream))
+    return emitOpError() << "stream must be in [0, " << kMaxDropoutStream << "], found " << getStream();
+  return success();
 }
 
 LogicalResult RopeOp::verify() {
@@ -165,6 +166,8 @@ LogicalResult RopeOp::verify() {
 }
 
 LogicalResult AttentionOp::verify() {
+  if (failed(verifyDropoutRate(*this, getDropoutAttr())))
+    return failure();
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue())))
     return failure();
   return expectShape(*this, "result", shapeOf(getResult()), shapeOf(getQuery()), "the shape of query");

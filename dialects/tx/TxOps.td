@@ -161,9 +161,11 @@ def Tx_SwigluOp : Tx_Op<"swiglu", [Tx_ShardingRule, Pure, DeclareOpInterfaceMeth
 def Tx_DropoutOp : Tx_Op<"dropout", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
   let summary = "dropout: zero each element with probability `rate`, scale the rest by 1/(1-rate)";
   let description = [{
-    The mask is a function of the run's seed, the iteration, the microbatch and `stream`, a
-    number the frontend gives each dropout site, so the backward pass and every parallel plan
-    draw the same mask.
+    The mask is a function of the run's seed, the iteration, the layer that runs the op (the
+    `megac.layer_index` of its function's call; none outside layers), `stream` (the site within
+    the layer) and each element's coordinates in the iteration's global batch (megart/dropout.h),
+    so the backward pass (the same op on the gradient) and every parallel plan draw the same
+    mask. Evaluation runs it as the identity.
   }];
   let arguments = (ins Tx_FloatTensor:$input, F64Attr:$rate, I64Attr:$stream);
   let results = (outs Tx_FloatTensor:$result);
@@ -195,13 +197,15 @@ def Tx_AttentionOp : Tx_Op<"attention", [Tx_ShardingRule, Pure, DeclareOpInterfa
     `query` is `[batch, seq, heads, head_dim]`; `key` and `value` are
     `[batch, seq, query_groups, head_dim]` with `heads` a multiple of `query_groups`: query
     head h attends with key/value head h / (heads / query_groups). With `causal`, position i
-    sees keys 0..i. Scores are `scale * q.k`, softmax over keys.
+    sees keys 0..i. Scores are `scale * q.k`, softmax over keys. With `dropout`, the
+    probabilities are dropped at that rate (stream megac::names::kAttentionDropoutStream of the
+    layer that runs it; the mask is recomputed in the backward, never stored).
   }];
   let arguments = (ins Tx_FloatTensor:$query, Tx_FloatTensor:$key, Tx_FloatTensor:$value,
-                       UnitAttr:$causal, F64Attr:$scale);
+                       UnitAttr:$causal, F64Attr:$scale, OptionalAttr<F64Attr>:$dropout);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`causal` $causal^)? `scale` $scale attr-dict
+    $query `,` $key `,` $value (`causal` $causal^)? `scale` $scale (`dropout` $dropout^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `->` type($result)
   }];
   let hasVerifier = 1;

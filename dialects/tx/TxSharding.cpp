@@ -350,7 +350,15 @@ LogicalResult GeluOp::shard(ShardingRewriter &r) { return shardElementwise(*this
 LogicalResult GeluGradOp::shard(ShardingRewriter &r) { return shardElementwise(*this, r); }
 LogicalResult SwigluOp::shard(ShardingRewriter &r) { return shardElementwise(*this, r); }
 LogicalResult SwigluGradOp::shard(ShardingRewriter &r) { return shardElementwise(*this, r); }
-LogicalResult DropoutOp::shard(ShardingRewriter &r) { return shardElementwise(*this, r); }
+/// Masks are drawn on global coordinates (megart/dropout.h), so any split draws the single rank's
+/// mask. Partial sums become whole first: with sequence parallelism reduce-scattered along the
+/// sequence, as Megatron's bias-dropout-add after a row-parallel layer.
+LogicalResult DropoutOp::shard(ShardingRewriter &r) {
+  Value input = getInput();
+  if (r.get(input).isPartial() && r.seqSplittable(input))
+    r.require(*this, 0, Sharding::split(kSequenceDim), r.reduceRule(input, /*scatter=*/true, getOperationName()));
+  return shardElementwise(*this, r);
+}
 
 // ---- attention ----------------------------------------------------------------------------------
 

@@ -71,6 +71,16 @@ inline LogicalResult verifyEpsilon(Operation *op, APFloat eps) {
 }
 
 /// Query [b, s, heads, d]; key and value [b, s, groups, d] with heads a multiple of groups.
+/// Dropout streams fit the 8 bits the runtime's site key gives them (megart/dropout.h).
+inline constexpr int64_t kMaxDropoutStream = 255;
+
+/// A dropout rate (absent: none) must be in [0, 1).
+inline LogicalResult verifyDropoutRate(Operation *op, FloatAttr rate) {
+  if (!rate || (rate.getValueAsDouble() >= 0.0 && rate.getValueAsDouble() < 1.0))
+    return success();
+  return op->emitOpError() << "dropout rate must be in [0, 1), found " << rate.getValueAsDouble();
+}
+
 inline LogicalResult verifyAttentionOperands(Operation *op, Value query, Value key, Value value) {
   constexpr StringRef layout = "[batch, seq, heads, head_dim]";
   for (auto [what, v] : {std::pair<StringRef, Value>{"query", query}, {"key", key}, {"value", value}})

@@ -242,6 +242,14 @@ private:
     return y;
   }
 
+  /// Megatron's hidden dropout (before each residual add, and after the embeddings): none at rate 0.
+  Value hiddenDropout(Value x, int64_t stream, StringRef name) {
+    if (s.hiddenDropout == 0.0)
+      return x;
+    return tx::DropoutOp::create(b, at(name, "hidden_dropout"), x, b.getF64FloatAttr(s.hiddenDropout),
+                                 b.getI64IntegerAttr(stream));
+  }
+
   func::FuncOp buildLayer() {
     SmallVector<Type> inputs{f32({B, S, H})};
     for (const LayerParam &p : layerParams)
@@ -277,8 +285,10 @@ private:
     Value attn = tx::AttentionOp::create(
         b, at("attn", "num_attention_heads"), f32({B, S, heads, D}), heads4(q, heads, "q", "num_attention_heads"),
         heads4(k, groups, "k", "num_query_groups"), reshape(v, {B, S, groups, D}, "v_heads", "num_query_groups"),
-        b.getUnitAttr(), b.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(D))));
+        b.getUnitAttr(), b.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(D))),
+        s.attentionDropout > 0.0 ? b.getF64FloatAttr(s.attentionDropout) : FloatAttr());
     Value o = linear(p, reshape(attn, {B, S, H}, "attn_merged", "num_attention_heads"), H, "attn_proj", "hidden_size");
+    o = hiddenDropout(o, names::kAttentionOutputDropoutStream, "attn_proj_dropout");
     Value r1 = tx::AddOp::create(b, at("residual_1", "num_layers"), x, o);
 
     Value h2 = norm(p, r1, gpt2 ? "ln_2" : "post_attention_layernorm");
@@ -291,6 +301,7 @@ private:
       Value gate = linear(p, h2, F, "gate", "ffn_hidden_size"), up = linear(p, h2, F, "up", "ffn_hidden_size");
       m = linear(p, tx::SwigluOp::create(b, at("swiglu", "activation"), gate, up), H, "down", "ffn_hidden_size");
     }
+    m = hiddenDropout(m, names::kMlpOutputDropoutStream, "mlp_dropout");
     Value r2 = tx::AddOp::create(b, at("residual_2", "num_layers"), r1, m);
     func::ReturnOp::create(b, keyLoc("num_layers"), r2);
     return fn;
@@ -331,12 +342,15 @@ private:
         wpe = tx::SliceOp::create(b, at("positions", "seq_length"), f32({S, H}), wpe, 0, 0);
       x = tx::AddOp::create(b, at("embeddings", "position_embedding_type"), x, wpe);
     }
+    x = hiddenDropout(x, names::kEmbeddingDropoutStream, "embeddings_dropout");
     for (int64_t i = 0; i < s.numLayers; ++i) {
       SmallVector<Value> operands{x};
       for (const LayerParam &p : layerParams)
         operands.push_back(declareParam(layerPrefix(i) + p.name, p.shape, p.placement, p.init, p.std, p.offsets,
                                         p.fullShape, /*padded=*/false, p.block));
-      x = func::CallOp::create(b, at("layer_" + std::to_string(i), "num_layers"), layer, operands).getResult(0);
+      auto call = func::CallOp::create(b, at("layer_" + std::to_string(i), "num_layers"), layer, operands);
+      call->setAttr(names::kLayerIndexAttr, b.getI64IntegerAttr(i));
+      x = call.getResult(0);
     }
     x = finalNorm(x);
     Value head = s.tieEmbeddings ? wte : vocabTable("lm_head.weight");

@@ -38,9 +38,9 @@ HuggingFaceConfig gpt2(const ModelSpec &s) {
                   {"n_inner", s.ffnHiddenSize},
                   {"activation_function", "gelu_new"}, // the tanh approximation megac computes
                   {"layer_norm_epsilon", s.normEpsilon},
-                  {"resid_pdrop", 0.0},
-                  {"embd_pdrop", 0.0},
-                  {"attn_pdrop", 0.0},
+                  {"resid_pdrop", s.hiddenDropout},
+                  {"embd_pdrop", s.hiddenDropout},
+                  {"attn_pdrop", s.attentionDropout},
                   {"scale_attn_weights", true},
                   {"tie_word_embeddings", s.tieEmbeddings},
                   {"torch_dtype", "float32"}}),
@@ -65,7 +65,7 @@ HuggingFaceConfig llama(const ModelSpec &s) {
                   {"rms_norm_eps", s.normEpsilon},
                   {"rope_theta", s.rotaryBase},
                   {"attention_bias", false},
-                  {"attention_dropout", 0.0},
+                  {"attention_dropout", s.attentionDropout}, // LlamaForCausalLM has no hidden dropout
                   {"tie_word_embeddings", s.tieEmbeddings},
                   {"torch_dtype", "float32"}}),
           ""};

@@ -242,8 +242,8 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
                   "layout; use rope, or family gpt2");
   for (auto [k, v] : {std::pair<StringRef, double>{"hidden_dropout", s.hiddenDropout},
                       {"attention_dropout", s.attentionDropout}})
-    if (v != 0.0)
-      return r.fail(k + " is " + number(v) + ", but dropout is not supported yet; set it to 0");
+    if (!(v >= 0.0 && v < 1.0))
+      return r.fail(k + " is " + number(v) + ", but a dropout rate must be in [0, 1) (Megatron's default: 0.1)");
   // The products of the sizes (weights, parameters), each size being within its limit.
   if (Error e = checkSpecSize(s))
     return r.fail(toString(std::move(e)));

@@ -177,6 +177,57 @@ private:
   LogicalResult unsupported(Operation &op, StringRef why) {
     return op.emitOpError() << "cannot be emitted as C++: " << why;
   }
+  /// Where this rank's block of `v` starts along each dimension, and the global size: a
+  /// dimension megac-tensor-parallel split over tp starts at the rank's share.
+  FailureOr<std::pair<std::string, std::string>> globalPlacement(Operation &op, Value v) {
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
+    tx::ShardingAttr sharding = tx::recordedSharding(v);
+    if (sharding && !sharding.getPartial().empty())
+      return unsupported(op, "dropout of partial sums (megac-tensor-parallel makes them whole first)");
+    std::optional<int64_t> split = sharding ? sharding.splitDim(names::kTensorAxis) : std::nullopt;
+    if (split && *split == 0)
+      return unsupported(op, "dropout of a value split over tp along its batch dimension");
+    std::string offsets = "{", extents = "{";
+    for (auto [d, size] : llvm::enumerate(shape)) {
+      const bool tp = split && static_cast<int64_t>(d) == *split;
+      offsets += (d ? ", " : "") + (tp ? "ctx.tp->rank() * " + std::to_string(size) : std::string("0"));
+      extents += (d ? ", " : "") + (d == 0 ? std::string("0") : tp ? "ctx.tp->size() * " + std::to_string(size)
+                                                                 : std::to_string(size));
+    }
+    return std::make_pair(offsets + "}", extents + "}");
+  }
+  /// `megart::dropout_block(ctx, ...)`: the dropout op's rate, stream and this rank's block.
+  FailureOr<std::string> dropoutBlock(tx::DropoutOp d) {
+    auto placement = globalPlacement(*d, d.getResult());
+    if (failed(placement))
+      return failure();
+    std::string shape = "{";
+    for (auto [i, size] : llvm::enumerate(shapeOf(d.getResult())))
+      shape += (i ? ", " : "") + std::to_string(size);
+    return "megart::dropout_block(ctx, " + labelled("rate", floatLiteral(d.getRate().convertToDouble())) + ", " +
+           labelled("stream", std::to_string(d.getStream())) + ", " + labelled("shape", shape + "}") + ", " +
+           labelled("offset", placement->first) + ", " + labelled("extent", placement->second) + ")";
+  }
+  /// `megart::attention_dropout(ctx, ...)` for an attention (or its gradient) on `query` whose
+  /// probabilities are dropped at `rate`; "" without dropout.
+  FailureOr<std::string> attentionDropout(Operation &op, FloatAttr rateAttr, Value query) {
+    const double rate = rateAttr ? rateAttr.getValueAsDouble() : 0.0;
+    if (rate == 0.0)
+      return std::string();
+    if (onDevice())
+      return unsupported(op, "attention dropout on the CUDA target is not implemented yet (issue 20); set "
+                             "attention_dropout to 0");
+    const int64_t heads = shapeOf(query)[2];
+    tx::ShardingAttr sharding = tx::recordedSharding(query);
+    std::optional<int64_t> split = sharding ? sharding.splitDim(names::kTensorAxis) : std::nullopt;
+    if (split && *split != 2)
+      return unsupported(op, "attention dropout with the query split over tp along a dimension other than heads");
+    const std::string h = std::to_string(heads);
+    return "megart::attention_dropout(ctx, " + labelled("rate", floatLiteral(rate)) + ", " +
+           labelled("stream", std::to_string(names::kAttentionDropoutStream)) + ", " +
+           labelled("head_offset", split ? "ctx.tp->rank() * " + h : std::string("0")) + ", " +
+           labelled("heads", split ? "ctx.tp->size() * " + h : h) + ")";
+  }
 
   func::FuncOp fn;
   Signature &sig;
@@ -192,6 +243,25 @@ private:
   /// Waits for the collectives whose results `op` reads (or, at the return, for every one left).
   void waitFor(Operation &op);
 };
+
+/// Whether the function `call` calls draws dropout masks (a dropout op or an attention with a
+/// nonzero rate).
+bool drawsDropout(func::CallOp call) {
+  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
+  if (!callee)
+    return false;
+  WalkResult r = callee.walk([](Operation *op) {
+    FloatAttr rate;
+    if (auto d = dyn_cast<tx::DropoutOp>(op))
+      rate = d.getRateAttr();
+    else if (auto a = dyn_cast<tx::AttentionOp>(op))
+      rate = a.getDropoutAttr();
+    else if (auto g = dyn_cast<tx::AttentionGradOp>(op))
+      rate = g.getDropoutAttr();
+    return rate && rate.getValueAsDouble() != 0.0 ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return r.wasInterrupted();
+}
 
 /// The value whose buffer `v` lives in: a reshape views its input, a gradient bucket add updates
 /// its bucket in place, a bucket parameter is a view of its bucket.
@@ -324,10 +394,13 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
   for (Value r : op.getResults())
     if (auto it = arenaDecl.find(r); it != arenaDecl.end())
       os << it->second << "\n";
-  auto call = [&](StringRef kernel, std::initializer_list<std::string> args) {
+  auto callWith = [&](StringRef kernel, ArrayRef<std::string> args) {
     os << "  " << kernel << "(";
     llvm::interleaveComma(args, os);
     os << ");\n";
+  };
+  auto call = [&](StringRef kernel, std::initializer_list<std::string> args) {
+    callWith(kernel, ArrayRef<std::string>(args.begin(), args.size()));
   };
   auto n = [](int64_t v) { return std::to_string(v); };
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
@@ -649,10 +722,17 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](tx::DropoutOp d) {
-        if (!d.getRate().isZero())
-          return unsupported(op, "dropout with a non-zero rate needs the runtime's per-iteration seed, "
-                                 "which the emitter does not pass yet");
-        copy(ptr(d), ptr(d.getInput()), bytesOf(d));
+        if (d.getRate().isZero()) {
+          copy(ptr(d), ptr(d.getInput()), bytesOf(d));
+          return success();
+        }
+        if (onDevice())
+          return unsupported(op, "dropout on the CUDA target is not implemented yet (issue 20); set "
+                                 "hidden_dropout to 0");
+        FailureOr<std::string> block = dropoutBlock(d);
+        if (failed(block))
+          return failure();
+        call("apply_dropout", {ptr(d), ptr(d.getInput()), *block});
         return success();
       })
       .Case([&](tx::RopeOp r) {
@@ -664,19 +744,32 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::AttentionOp a) {
         ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
-        call("attention_forward",
-             {ptr(a), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()), L("batch", n(q[0])), L("seq", n(q[1])),
-              L("heads", n(q[2])), L("kv_heads", n(k[2])), L("head_dim", n(q[3])),
-              L("scale", floatLiteral(a.getScale().convertToDouble())), L("causal", b(a.getCausal()))});
+        FailureOr<std::string> dropout = attentionDropout(op, a.getDropoutAttr(), a.getQuery());
+        if (failed(dropout))
+          return failure();
+        std::vector<std::string> args{ptr(a), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
+                                      L("batch", n(q[0])), L("seq", n(q[1])), L("heads", n(q[2])),
+                                      L("kv_heads", n(k[2])), L("head_dim", n(q[3])),
+                                      L("scale", floatLiteral(a.getScale().convertToDouble())),
+                                      L("causal", b(a.getCausal()))};
+        if (!dropout->empty())
+          args.push_back(*dropout);
+        callWith("attention_forward", args);
         return success();
       })
       .Case([&](tx::AttentionGradOp a) {
         ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
-        call("attention_backward",
-             {ptr(a.getQueryGrad()), ptr(a.getKeyGrad()), ptr(a.getValueGrad()), ptr(a.getGrad()), ptr(a.getQuery()),
-              ptr(a.getKey()), ptr(a.getValue()), L("batch", n(q[0])), L("seq", n(q[1])), L("heads", n(q[2])),
-              L("kv_heads", n(k[2])), L("head_dim", n(q[3])), L("scale", floatLiteral(a.getScale().convertToDouble())),
-              L("causal", b(a.getCausal()))});
+        FailureOr<std::string> dropout = attentionDropout(op, a.getDropoutAttr(), a.getQuery());
+        if (failed(dropout))
+          return failure();
+        std::vector<std::string> args{
+            ptr(a.getQueryGrad()), ptr(a.getKeyGrad()), ptr(a.getValueGrad()), ptr(a.getGrad()), ptr(a.getQuery()),
+            ptr(a.getKey()), ptr(a.getValue()), L("batch", n(q[0])), L("seq", n(q[1])), L("heads", n(q[2])),
+            L("kv_heads", n(k[2])), L("head_dim", n(q[3])), L("scale", floatLiteral(a.getScale().convertToDouble())),
+            L("causal", b(a.getCausal()))};
+        if (!dropout->empty())
+          args.push_back(*dropout);
+        callWith("attention_backward", args);
         return success();
       })
       .Case([&](tx::CrossEntropyOp c) {
@@ -698,7 +791,13 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](func::CallOp c) {
         maxCallee = std::max(maxCallee, calleeScratch.lookup(c.getCallee()));
-        os << "  " << c.getCallee() << "(ctx, ws + " << frameBytes;
+        // A layer's function draws that layer's dropout masks.
+        auto layer = c->getAttrOfType<IntegerAttr>(names::kLayerIndexAttr);
+        if (!layer && drawsDropout(c))
+          return unsupported(op, "the callee draws dropout masks, which need the call's " +
+                                     names::kLayerIndexAttr.str() + " (the layer's index)");
+        os << "  " << c.getCallee() << "(" << (layer ? "ctx.for_layer(" + n(layer.getInt()) + ")" : "ctx")
+           << ", ws + " << frameBytes;
         for (Value a : c.getOperands())
           os << ",\n      " << ptr(a);
         for (Value r : c.getResults())

@@ -217,6 +217,8 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
       for (unsigned i = 0; i < split.numResults; ++i)
         call.getResult(i).replaceAllUsesWith(fwdCall.getResult(i));
       fwdCall->setAttr(names::kLayerAttr, call.getCalleeAttr());
+      if (Attribute index = call->getAttr(names::kLayerIndexAttr))
+        fwdCall->setAttr(names::kLayerIndexAttr, index);
       call.erase();
     }
 
@@ -238,6 +240,8 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
       for (Value r : call.getResults().take_front(split.numResults))
         inputs.push_back(s.cotangentOrZeros(r));
       auto bwdCall = func::CallOp::create(s.builder(), call.getLoc(), split.bwd, inputs);
+      if (Attribute index = call->getAttr(names::kLayerIndexAttr)) // the backward redraws its masks
+        bwdCall->setAttr(names::kLayerIndexAttr, index);
       SmallVector<Value> operandCotangents(call.getNumOperands(), nullptr);
       for (auto [i, arg] : llvm::enumerate(split.differentiableArgs))
         operandCotangents[arg] = bwdCall.getResult(i);

@@ -1,7 +1,7 @@
 // Scaled dot-product attention with grouped query heads and an optional causal mask.
 // Works one query row at a time with a per-thread row of scores (never seq x seq per head);
 // softmax is two-pass (max, then exp and sum in double). The backward recomputes the
-// probabilities instead of saving them.
+// probabilities (and the dropout mask, megart/dropout.h) instead of saving them.
 // Templates over the tensors' storage type (kernels.h): loads widen; out, dq, dk and dv are
 // summed in fp32 (in the output itself when it is fp32) and rounded once when complete.
 #include "kernels_detail.h"
@@ -77,6 +77,34 @@ inline void accumulate_key_grads(float* __restrict dq, float* __restrict dk, flo
   }
 }
 
+// Attention dropout of query row (b, h, i): m[j] = mask / (1 - rate) for keys j < keys, the
+// probabilities' global coordinates (first_sample + b, head_offset + h, i, j) of a
+// [samples, heads, seq, seq] site. Returns false (m untouched) when the rate is 0.
+bool dropout_row(float* m, const AttentionDropout& d, int64_t b, int64_t h, int64_t i, int64_t seq,
+                 int64_t keys) {
+  if (d.rate == 0.0f)
+    return false;
+  const uint64_t threshold = dropout_keep_threshold(d.rate);
+  const float keep_scale = dropout_keep_scale(d.rate);
+  const uint64_t row = ((static_cast<uint64_t>(d.first_sample + b) * static_cast<uint64_t>(d.heads) +
+                         static_cast<uint64_t>(d.head_offset + h)) * static_cast<uint64_t>(seq) +
+                        static_cast<uint64_t>(i)) * static_cast<uint64_t>(seq);
+  for (int64_t j = 0; j < keys; ++j)
+    m[j] = dropout_bits(d.key, row + static_cast<uint64_t>(j)) >= threshold ? keep_scale : 0.0f;
+  return true;
+}
+
+void check_dropout(const char* kernel, const AttentionDropout& d, int64_t q_heads) {
+  if (d.rate == 0.0f)
+    return;
+  if (!(d.rate > 0.0f && d.rate < 1.0f))
+    throw Error(std::string(kernel) + ": dropout rate (" + std::to_string(d.rate) + ") must be in [0, 1)");
+  if (d.first_sample < 0 || d.head_offset < 0 || d.head_offset + q_heads > d.heads)
+    throw Error(std::string(kernel) + ": dropout heads [" + std::to_string(d.head_offset) + ", " +
+                std::to_string(d.head_offset + q_heads) + ") outside the layer's " + std::to_string(d.heads) +
+                " (or a negative first sample " + std::to_string(d.first_sample) + ")");
+}
+
 // fp32 scratch for 16-bit outputs (none when they are fp32 and sum in place).
 template <typename A> size_t scratch_size(int64_t n) {
   return std::is_same_v<A, float> ? 0 : static_cast<size_t>(n);
@@ -87,13 +115,15 @@ template <typename A> size_t scratch_size(int64_t n) {
 template <typename A>
 void attention_forward(A* out, const A* q, const A* k, const A* v, int64_t batch, int64_t seq,
                        int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
-                       bool causal) {
+                       bool causal, const AttentionDropout& dropout) {
   check_heads("attention_forward", q_heads, kv_heads);
+  check_dropout("attention_forward", dropout, q_heads);
   const Shape sh{batch, seq, q_heads, kv_heads, head_dim};
   const int64_t rows = batch * q_heads * seq;
 #pragma omp parallel if (rows * seq * head_dim > (1 << 16))
   {
-    std::vector<float> p(static_cast<size_t>(seq)), acc(scratch_size<A>(head_dim));
+    std::vector<float> p(static_cast<size_t>(seq)), acc(scratch_size<A>(head_dim)),
+        mask(dropout.rate == 0.0f ? 0 : static_cast<size_t>(seq));
     // Causal rows differ in cost; dynamic chunks balance them. Rows are independent, so the
     // schedule does not change the result.
 #pragma omp for schedule(dynamic, 16)
@@ -102,6 +132,9 @@ void attention_forward(A* out, const A* q, const A* k, const A* v, int64_t batch
       const int64_t g = h / sh.group();
       const int64_t keys = causal ? i + 1 : seq;
       softmax_row(p.data(), q + sh.q_at(b, i, h), k, sh, b, g, keys, scale);
+      if (dropout_row(mask.data(), dropout, b, h, i, seq, keys))
+        for (int64_t j = 0; j < keys; ++j)
+          p[j] *= mask[j];
       float* __restrict o = detail::accumulator(out + sh.q_at(b, i, h), acc.data());
       for (int64_t d = 0; d < head_dim; ++d)
         o[d] = 0.0f;
@@ -119,16 +152,20 @@ void attention_forward(A* out, const A* q, const A* k, const A* v, int64_t batch
 template <typename A>
 void attention_backward(A* dq, A* dk, A* dv, const A* dout, const A* q, const A* k, const A* v,
                         int64_t batch, int64_t seq, int64_t q_heads, int64_t kv_heads,
-                        int64_t head_dim, float scale, bool causal) {
-  // Per query row i with probabilities p_j and dP_j = dout_i . v_j:
+                        int64_t head_dim, float scale, bool causal,
+                        const AttentionDropout& dropout) {
+  // Per query row i with probabilities p_j, the dropout's m_j (mask / (1 - rate); 1 without)
+  // and dP_j = m_j dout_i . v_j:
   //   dS_j = p_j (dP_j - sum_l p_l dP_l),  dq_i = scale sum_j dS_j k_j,
-  //   dk_j += scale dS_j q_i,  dv_j += p_j dout_i.
+  //   dk_j += scale dS_j q_i,  dv_j += m_j p_j dout_i.
   check_heads("attention_backward", q_heads, kv_heads);
+  check_dropout("attention_backward", dropout, q_heads);
   const Shape sh{batch, seq, q_heads, kv_heads, head_dim};
   const int64_t tasks = batch * kv_heads;
 #pragma omp parallel if (tasks > 1 && batch * q_heads * seq * seq * head_dim > (1 << 16))
   {
-    std::vector<float> p(static_cast<size_t>(seq)), dp(static_cast<size_t>(seq));
+    std::vector<float> p(static_cast<size_t>(seq)), dp(static_cast<size_t>(seq)),
+        mask(dropout.rate == 0.0f ? 0 : static_cast<size_t>(seq));
     // This task's dk / dv ([seq, head_dim] each) and one dq row, in fp32 for 16-bit outputs.
     std::vector<float> dk_acc(scratch_size<A>(seq * head_dim)), dv_acc(dk_acc.size()),
         dq_acc(scratch_size<A>(head_dim));
@@ -154,9 +191,12 @@ void attention_backward(A* dq, A* dk, A* dv, const A* dout, const A* q, const A*
           const A* qi = q + sh.q_at(b, i, h);
           const A* doi = dout + sh.q_at(b, i, h);
           softmax_row(p.data(), qi, k, sh, b, g, keys, scale);
+          const bool dropped = dropout_row(mask.data(), dropout, b, h, i, seq, keys);
           double pdp = 0.0;
           for (int64_t j = 0; j < keys; ++j) {
             dp[j] = dot(doi, v + sh.kv_at(b, j, g), head_dim);
+            if (dropped)
+              dp[j] *= mask[j];
             pdp += static_cast<double>(p[j]) * dp[j];
           }
           const float row_dot = static_cast<float>(pdp);
@@ -166,7 +206,7 @@ void attention_backward(A* dq, A* dk, A* dv, const A* dout, const A* q, const A*
           for (int64_t j = 0; j < keys; ++j) {
             const float ds = scale * (p[j] * (dp[j] - row_dot));
             accumulate_key_grads(dqi, dk_row(j), dv_row(j), k + sh.kv_at(b, j, g), qi, doi, ds,
-                                 p[j], head_dim);
+                                 dropped ? p[j] * mask[j] : p[j], head_dim);
           }
           detail::store_row(dq + sh.q_at(b, i, h), dqi, head_dim);
         }
@@ -180,23 +220,25 @@ void attention_backward(A* dq, A* dk, A* dv, const A* dout, const A* q, const A*
 
 void attention_forward(float* out, const float* q, const float* k, const float* v, int64_t batch,
                        int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                       float scale, bool causal) {
-  attention_forward<float>(out, q, k, v, batch, seq, q_heads, kv_heads, head_dim, scale, causal);
+                       float scale, bool causal, const AttentionDropout& dropout) {
+  attention_forward<float>(out, q, k, v, batch, seq, q_heads, kv_heads, head_dim, scale, causal,
+                           dropout);
 }
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                         const float* k, const float* v, int64_t batch, int64_t seq,
                         int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
-                        bool causal) {
+                        bool causal, const AttentionDropout& dropout) {
   attention_backward<float>(dq, dk, dv, dout, q, k, v, batch, seq, q_heads, kv_heads, head_dim,
-                            scale, causal);
+                            scale, causal, dropout);
 }
 
 #define MEGART_ATTENTION(A)                                                                        \
   template void attention_forward<A>(A*, const A*, const A*, const A*, int64_t, int64_t, int64_t,  \
-                                     int64_t, int64_t, float, bool);                               \
+                                     int64_t, int64_t, float, bool, const AttentionDropout&);      \
   template void attention_backward<A>(A*, A*, A*, const A*, const A*, const A*, const A*, int64_t, \
-                                      int64_t, int64_t, int64_t, int64_t, float, bool);
+                                      int64_t, int64_t, int64_t, int64_t, float, bool,             \
+                                      const AttentionDropout&);
 MEGART_ATTENTION(bf16_t)
 MEGART_ATTENTION(fp16_t)
 

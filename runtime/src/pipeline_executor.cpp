@@ -328,7 +328,7 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
       if (!last) // sent to the next stage
         s.output = pool_.take(out_bytes, MemoryCategory::Communication);
       const float loss = chunk.forward(
-          plain, params, arena_.as<char>(), mb_ids, mb_labels,
+          plain.for_microbatch(op.microbatch), params, arena_.as<char>(), mb_ids, mb_labels,
           first ? nullptr : s.input.as<const float>(),
           last ? nullptr : s.output.as<float>(), s.stash.as<char>());
       if (last) {
@@ -342,7 +342,8 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
     case PipeOpKind::Backward: {
       if (!first)
         s.input_grad = pool_.take(in_bytes, MemoryCategory::Communication); // sent back
-      chunk.backward(final_backward_[static_cast<size_t>(i)] ? ctx : plain, params, grads, arena_.as<char>(),
+      chunk.backward((final_backward_[static_cast<size_t>(i)] ? ctx : plain).for_microbatch(op.microbatch), params,
+                     grads, arena_.as<char>(),
                      mb_ids, mb_labels, dloss, s.stash.as<char>(),
                      last ? nullptr : s.output_grad.as<const float>(),
                      first ? nullptr : s.input_grad.as<float>());

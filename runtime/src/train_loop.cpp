@@ -262,6 +262,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   // each dp rank its share of each batch, as in training.
   auto evaluate = [&](TrainData &eval_data) {
     activity.phase("evaluation");
+    StepContext eval_ctx = ctx;
+    eval_ctx.dropout = DropoutDraw{}; // off: dropout is the identity in evaluation
     double total = 0;
     for (int64_t e = 0; e < f.eval_iters; ++e) {
       eval_data.fill(e * B + grid.coord().dp * per_rank, num_micro * b, ids.data(), labels.data());
@@ -270,14 +272,14 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       double loss_sum = 0;
       if (pipelined) {
         loss_sum = pipe->executor
-                       .run_forward_only(ctx, store.param_table(), device_ids.as<int32_t>(),
+                       .run_forward_only(eval_ctx, store.param_table(), device_ids.as<int32_t>(),
                                          device_labels.as<int32_t>(), tokens_per_micro)
                        .loss_sum; // only the last stage has the losses; 0 elsewhere
       } else {
         if (!program.eval_step)
           throw Error("compiled program: it has no eval_step; regenerate it with megac compile");
         for (int64_t m = 0; m < num_micro; ++m)
-          loss_sum += program.eval_step(ctx, store.param_table(), arena.as<char>(),
+          loss_sum += program.eval_step(eval_ctx, store.param_table(), arena.as<char>(),
                                         device_ids.as<int32_t>() + m * tokens_per_micro,
                                         device_labels.as<int32_t>() + m * tokens_per_micro);
       }
@@ -320,6 +322,12 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     const double loss_scale = scaler ? scaler->scale() : 1.0;
     const float scaled_dloss = static_cast<float>(static_cast<double>(dloss) * loss_scale);
     data.fill(first, num_micro * b, ids.data(), labels.data());
+    for (StepContext *c : {&ctx, &sync_ctx}) { // this iteration's dropout masks (megart/dropout.h)
+      c->dropout.on = true;
+      c->dropout.iteration_key = dropout_iteration_key(static_cast<uint64_t>(f.seed), k);
+      c->dropout.rank_first_sample = grid.coord().dp * per_rank;
+      c->dropout.micro_batch_size = b;
+    }
     device.copy_from_host(device_ids.data(), ids.data(), token_bytes);
     device.copy_from_host(device_labels.data(), labels.data(), token_bytes);
     if (pipelined) {
@@ -335,7 +343,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       for (int64_t m = 0; m < num_micro; ++m) {
         const bool last = m == num_micro - 1;
         const int64_t at = m * tokens_per_micro;
-        loss_sum += program.step(overlapped && last ? sync_ctx : ctx, store.param_table(),
+        loss_sum += program.step((overlapped && last ? sync_ctx : ctx).for_microbatch(m), store.param_table(),
                                  store.grad_table(), arena.as<char>(), device_ids.as<int32_t>() + at,
                                  device_labels.as<int32_t>() + at, scaled_dloss);
       }

@@ -26,7 +26,9 @@ struct AttnShape {
 };
 
 // Naive double reference: full score matrix per (batch, head), explicit mask and softmax.
-DVec ref_attention(const DVec& q, const DVec& k, const DVec& v, const AttnShape& s) {
+// With dropout, probability (b, h, i, j) is scaled by the documented mask (megart/dropout.h).
+DVec ref_attention(const DVec& q, const DVec& k, const DVec& v, const AttnShape& s,
+                   const megart::AttentionDropout& drop = {}) {
   DVec out(q.size(), 0.0);
   const int64_t D = s.head_dim, group = s.q_heads / s.kv_heads;
   auto qa = [&](int64_t b, int64_t t, int64_t h) { return ((b * s.seq + t) * s.q_heads + h) * D; };
@@ -51,9 +53,16 @@ DVec ref_attention(const DVec& q, const DVec& k, const DVec& v, const AttnShape&
           x = std::exp(x - mx); // masked: exp(-inf) = 0
           sum += x;
         }
-        for (int64_t j = 0; j < s.seq; ++j)
+        for (int64_t j = 0; j < s.seq; ++j) {
+          double m = 1.0;
+          if (drop.rate != 0.0f) {
+            const uint64_t e = (((drop.first_sample + b) * drop.heads + drop.head_offset + h) * s.seq + i) * s.seq + j;
+            m = megart::dropout_bits(drop.key, e) >= megart::dropout_keep_threshold(drop.rate)
+                    ? megart::dropout_keep_scale(drop.rate) : 0.0;
+          }
           for (int64_t e = 0; e < D; ++e)
-            out[qa(b, i, h) + e] += sc[j] / sum * v[ka(b, j, g) + e];
+            out[qa(b, i, h) + e] += sc[j] / sum * m * v[ka(b, j, g) + e];
+        }
       }
   return out;
 }
@@ -100,6 +109,70 @@ TEST(KernelsAttention, BackwardMatchesFiniteDifferences) {
     expect_close(dv, fd_grad([&](const DVec& x) { return ref_attention(qd, kd, x, s); }, vd, dd),
                  kBackwardRtol, "attention dv " + s.name());
   }
+}
+
+megart::AttentionDropout attention_dropout(float rate, int64_t first_sample, int64_t head_offset, int64_t heads) {
+  return {rate, /*key=*/0x5eedull, first_sample, head_offset, heads};
+}
+
+TEST(KernelsAttention, DropoutMatchesReference) {
+  for (const AttnShape& s : kShapes) {
+    const Vec q = random_vec(s.q_numel(), 1, -2.0f, 2.0f), k = random_vec(s.kv_numel(), 2, -2.0f, 2.0f),
+              v = random_vec(s.kv_numel(), 3), dout = random_vec(s.q_numel(), 7);
+    const megart::AttentionDropout drop = attention_dropout(0.3f, 3, 1, s.q_heads + 2);
+    Vec out(s.q_numel(), 99.0f), plain(s.q_numel());
+    cpu::attention_forward(out.data(), q.data(), k.data(), v.data(), s.batch, s.seq, s.q_heads, s.kv_heads,
+                           s.head_dim, s.scale(), s.causal, drop);
+    const DVec qd = to_double(q), kd = to_double(k), vd = to_double(v), dd = to_double(dout);
+    expect_close(out, ref_attention(qd, kd, vd, s, drop), kForwardRtol, "attention dropout " + s.name());
+    Vec dq(q.size(), 99.0f), dk(k.size(), 99.0f), dv(v.size(), 99.0f);
+    cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), s.batch,
+                            s.seq, s.q_heads, s.kv_heads, s.head_dim, s.scale(), s.causal, drop);
+    expect_close(dq, fd_grad([&](const DVec& x) { return ref_attention(x, kd, vd, s, drop); }, qd, dd),
+                 kBackwardRtol, "attention dropout dq " + s.name());
+    expect_close(dk, fd_grad([&](const DVec& x) { return ref_attention(qd, x, vd, s, drop); }, kd, dd),
+                 kBackwardRtol, "attention dropout dk " + s.name());
+    expect_close(dv, fd_grad([&](const DVec& x) { return ref_attention(qd, kd, x, s, drop); }, vd, dd),
+                 kBackwardRtol, "attention dropout dv " + s.name());
+  }
+}
+
+// Tensor parallelism: a rank with query heads [2, 4) of 4 (kv head 1 of 2) and head offset 2
+// drops what the whole layer drops on those heads, so its output rows are the whole's.
+TEST(KernelsAttention, DropoutOfAHeadSplitIsTheWholes) {
+  const AttnShape whole{2, 6, 4, 2, 4, true}, half{2, 6, 2, 1, 4, true};
+  const Vec q = random_vec(whole.q_numel(), 11, -2.0f, 2.0f), k = random_vec(whole.kv_numel(), 12, -2.0f, 2.0f),
+            v = random_vec(whole.kv_numel(), 13);
+  Vec out(q.size());
+  cpu::attention_forward(out.data(), q.data(), k.data(), v.data(), whole.batch, whole.seq, whole.q_heads,
+                         whole.kv_heads, whole.head_dim, whole.scale(), true, attention_dropout(0.5f, 0, 0, 4));
+  auto rows = [](const Vec& x, int64_t heads, int64_t first, int64_t count, int64_t rows_total) {
+    Vec r; // heads [first, first + count) of every (batch, seq) row, head_dim 4
+    for (int64_t t = 0; t < rows_total; ++t)
+      r.insert(r.end(), x.begin() + (t * heads + first) * 4, x.begin() + (t * heads + first + count) * 4);
+    return r;
+  };
+  const Vec qh = rows(q, 4, 2, 2, 12), kh = rows(k, 2, 1, 1, 12), vh = rows(v, 2, 1, 1, 12);
+  Vec local(qh.size());
+  cpu::attention_forward(local.data(), qh.data(), kh.data(), vh.data(), half.batch, half.seq, half.q_heads,
+                         half.kv_heads, half.head_dim, half.scale(), true, attention_dropout(0.5f, 0, 2, 4));
+  EXPECT_EQ(local, rows(out, 4, 2, 2, 12));
+  Vec other(q.size()); // another key drops other probabilities
+  cpu::attention_forward(other.data(), q.data(), k.data(), v.data(), whole.batch, whole.seq, whole.q_heads,
+                         whole.kv_heads, whole.head_dim, whole.scale(), true, {0.5f, 0x5eedull + 1, 0, 0, 4});
+  EXPECT_NE(other, out);
+}
+
+TEST(KernelsAttention, BadDropoutThrows) {
+  const AttnShape s{1, 3, 2, 1, 4, true};
+  Vec q(s.q_numel(), 0.1f), k(s.kv_numel(), 0.1f), v(s.kv_numel(), 0.1f), out(q.size());
+  auto run = [&](megart::AttentionDropout d) {
+    cpu::attention_forward(out.data(), q.data(), k.data(), v.data(), s.batch, s.seq, s.q_heads, s.kv_heads,
+                           s.head_dim, s.scale(), true, d);
+  };
+  EXPECT_THROW(run(attention_dropout(1.0f, 0, 0, 2)), megart::Error);
+  EXPECT_THROW(run(attention_dropout(0.1f, 0, 1, 2)), megart::Error); // heads [1, 3) of 2
+  EXPECT_NO_THROW(run(attention_dropout(0.1f, 0, 0, 2)));
 }
 
 TEST(KernelsAttention, BackwardIsDeterministicAcrossThreadCounts) {

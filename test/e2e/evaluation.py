@@ -7,7 +7,9 @@
    tokens in order): equal within 1e-5.
 2. The same checkpoint evaluated under tp2 + sp, dp2 and pp2 vpp2 (the pipeline's forward-only
    run): the single rank's validation loss within 1e-5.
-3. During training, the validation loss is in the log and the metrics file every
+3. The same checkpoint in a program compiled with dropout 0.1: the same validation loss (dropout
+   is the identity in evaluation).
+4. During training, the validation loss is in the log and the metrics file every
    --eval-interval iterations and at the end, and the test loss at the end."""
 import os
 import re
@@ -80,6 +82,21 @@ def main():
         failures.append("skip-train")
         print(f"FAIL --skip-train's validation loss {single} is not the last training evaluation's "
               f"{records[-1]['valid_lm_loss']}")
+    # Dropout is the identity in evaluation: the same model with dropout 0.1 evaluates the same.
+    with open(args.spec) as f, open(w("dropout.yaml"), "w") as g:
+        g.write(f.read() + "\nhidden_dropout: 0.1\nattention_dropout: 0.1\n")
+    run([args.megac, "compile", w("dropout.yaml"), "--micro-batch-size", "2", "-o", w("dropout")])
+    shutil.rmtree(w("ckpt-dropout"), ignore_errors=True)
+    run([w("dropout", "train"), "--data-path", w("corpus"), *EVAL, "--train-iters", "5", "--eval-interval", "5",
+         "--metrics-file", w("dropout.jsonl"), "--save", w("ckpt-dropout")])
+    during = metrics(w("dropout.jsonl"))[-1]["valid_lm_loss"]
+    after = [validation_loss(run([w(program, "train"), "--data-path", w("corpus"), *EVAL, "--train-iters", "5",
+                                  "--skip-train", "--load", w("ckpt-dropout")])) for program in ("dropout", "single")]
+    ok = all(abs(loss - during) <= 1e-6 * abs(during) for loss in after)  # the log prints 7 digits
+    print(f"{'ok  ' if ok else 'FAIL'} dropout 0.1: validation loss during training {during:.7g}, of its checkpoint "
+          f"with and without dropout {after[0]:.7g}, {after[1]:.7g}")
+    if not ok:
+        failures.append("dropout in evaluation")
     with open(args.spec) as f:
         seq = re.search(r"^seq_length:\s*(\d+)", f.read(), re.M).group(1)
     hf = python_json(args.python, HF_LOSS, [w("ckpt", "iter_0000005"), w("corpus"), seq, str(EVAL_ITERS * BATCH),

@@ -10,6 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import dropout
+
 
 def _param(*shape):
     return nn.Parameter(torch.empty(*shape, dtype=torch.float32))
@@ -81,6 +83,7 @@ class Attention(nn.Module):
         super().__init__()
         h, d = spec.hidden_size, spec.head_dim
         self.heads, self.groups, self.d, self.gpt2 = spec.num_attention_heads, spec.num_query_groups, d, gpt2
+        self.attention_dropout = spec.attention_dropout
         kv, bias = self.groups * d, spec.add_bias_linear
         if gpt2:  # fused Conv1D; output columns [q (h) | k (kv) | v (kv)], heads contiguous
             self.c_attn = Linear(h, h + 2 * kv, bias, conv1d=True)
@@ -91,7 +94,7 @@ class Attention(nn.Module):
             self.v_proj = Linear(h, kv, bias, conv1d=False)
             self.o_proj = Linear(h, h, bias, conv1d=False)
 
-    def forward(self, x, rope=None):
+    def forward(self, x, rope=None, drop=None):
         B, S, h = x.shape
         if self.gpt2:
             q, k, v = self.c_attn(x).split([h, self.groups * self.d, self.groups * self.d], dim=-1)
@@ -107,6 +110,8 @@ class Attention(nn.Module):
         scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.d))
         causal = torch.ones(S, S, dtype=torch.bool).triu(1)
         probs = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
+        if drop is not None:
+            probs = drop(probs, self.attention_dropout, dropout.ATTENTION)
         o = (probs @ v).transpose(1, 2).reshape(B, S, h)
         return self.c_proj(o) if self.gpt2 else self.o_proj(o)
 
@@ -141,20 +146,20 @@ class Block(nn.Module):
         else:
             self.input_layernorm, self.self_attn = norm(), Attention(spec, False)
             self.post_attention_layernorm, self.mlp = norm(), MLP(spec, False)
+        self.hidden_dropout = spec.hidden_dropout
         self.parts = (("ln_1", "attn", "ln_2") if gpt2 else
                       ("input_layernorm", "self_attn", "post_attention_layernorm"))
 
-    def forward(self, x, rope):
+    def forward(self, x, rope, drop=None):
+        """drop(x, rate, stream): this layer's dropout (None: none)."""
         n1, attn, n2 = (getattr(self, p) for p in self.parts)
-        x = x + attn(n1(x), rope)
-        return x + self.mlp(n2(x))
+        hidden = (lambda y, stream: y) if drop is None else (lambda y, stream: drop(y, self.hidden_dropout, stream))
+        x = x + hidden(attn(n1(x), rope, drop), dropout.ATTENTION_OUTPUT)
+        return x + hidden(self.mlp(n2(x)), dropout.MLP_OUTPUT)
 
 
 def check_supported(spec):
     """Combinations the reference implements; raises ValueError naming the field otherwise."""
-    if spec.hidden_dropout != 0.0 or spec.attention_dropout != 0.0:
-        raise ValueError("the reference supports only hidden_dropout = attention_dropout = 0.0 "
-                         f"(got {spec.hidden_dropout}, {spec.attention_dropout})")
     if spec.family == "gpt2" and spec.activation != "gelu":
         raise ValueError("family gpt2 has no Hugging Face layout for activation swiglu; use family llama")
     if spec.family == "llama" and spec.activation != "swiglu":
@@ -188,6 +193,12 @@ class Transformer(nn.Module):
             self.lm_head = Linear(h, V, bias=False, conv1d=False)  # [V, h]
         self.rope = (rope_tables(spec.seq_length, spec.head_dim, spec.rotary_base)
                      if spec.position_embedding_type == "rope" else None)
+        self.draw = None  # a dropout.Draw while training a microbatch; None: no dropout
+
+    def _dropout(self, x, rate, layer, stream):
+        if self.draw is None or rate == 0.0:
+            return x
+        return x * torch.from_numpy(self.draw.mask(rate, tuple(x.shape), layer, stream))
 
     def forward(self, ids):
         """ids [B, S] int64 -> logits [B, S, V]."""
@@ -198,8 +209,9 @@ class Transformer(nn.Module):
         if self.rope is None:
             x = x + body.wpe.weight[:S]
         rope = None if self.rope is None else (self.rope[0][:S], self.rope[1][:S])
-        for block in blocks:
-            x = block(x, rope)
+        x = self._dropout(x, self.spec.hidden_dropout, -1, dropout.EMBEDDING)
+        for i, block in enumerate(blocks):
+            x = block(x, rope, lambda y, rate, stream, i=i: self._dropout(y, rate, i, stream))
         x = final(x)
         head = emb.weight if self.spec.tie_embeddings else self.lm_head.weight
         return x @ head.t()

@@ -14,6 +14,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dropout import Draw  # noqa: E402
 from indexed_dataset import GPTSamples, IndexedDataset  # noqa: E402
 from model import Transformer, init_weights  # noqa: E402
 from safetensors_io import load_file, save_file  # noqa: E402
@@ -39,7 +40,7 @@ def build_parser():
     p.add_argument("--clip-grad", type=float, default=1.0, help="0 disables clipping")
     p.add_argument("--load", help="initial weights (.safetensors, Hugging Face names)")
     p.add_argument("--init-out", help="write seeded initial weights here (then train if --train-iters)")
-    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--seed", type=int, default=1234, help="initial weights and dropout masks (as OUT/train)")
     p.add_argument("--metrics-file", help="JSONL: one {iteration, lm_loss, grad_norm, lr} per iteration")
     return p
 
@@ -112,6 +113,7 @@ def train(model, samples, a, log=None):
             pairs = [samples[i] for i in range(first, first + b)]
             ids = torch.stack([torch.from_numpy(x) for x, _ in pairs])
             labels = torch.stack([torch.from_numpy(y) for _, y in pairs])
+            model.draw = Draw(a.seed, k, m * b)  # this microbatch's dropout masks
             loss = model.loss(ids, labels)
             (loss / num_micro).backward()
             loss_sum += loss.item()

@@ -17,6 +17,7 @@
 //    gradients, losses and softmax statistics stay float.
 #pragma once
 
+#include "megart/dropout.h"
 #include "megart/half.h"
 #include "megart/precision.h"
 
@@ -189,11 +190,13 @@ void rope_forward(A *y, const A *x, int64_t batch, int64_t seq, int64_t heads, i
 // q, out: [batch, seq, q_heads, head_dim]; k, v: [batch, seq, kv_heads, head_dim].
 // Grouped query attention: query head h reads kv head h / (q_heads / kv_heads).
 // scores = scale * q.k; when causal, key position <= query position; softmax over keys (stable,
-// two passes over a per-thread row of scores); out = P v.
+// two passes over a per-thread row of scores); out = P v. With dropout (rate > 0), P's element
+// (sample, head, i, j) is dropped as a [samples, heads, seq, seq] dropout site (megart/dropout.h):
+// out = (P * mask / (1 - rate)) v.
 // Throws megart::Error if q_heads is not a multiple of kv_heads.
 void attention_forward(float* out, const float* q, const float* k, const float* v, int64_t batch,
                        int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                       float scale, bool causal);
+                       float scale, bool causal, const AttentionDropout &dropout = {});
 
 // Recomputes the probabilities from q and k. Writes dq [like q], dk and dv [like k]; dk/dv sum
 // over the query heads of each group. Threads split (batch, kv_head) pairs, so each owns its
@@ -201,17 +204,18 @@ void attention_forward(float* out, const float* q, const float* k, const float* 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                         const float* k, const float* v, int64_t batch, int64_t seq,
                         int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
-                        bool causal);
+                        bool causal, const AttentionDropout &dropout = {});
 
 // 16-bit: every tensor (q, k, v, out, dout, dq, dk, dv) is A*; scores, probabilities and the
 // dq / dk / dv sums stay fp32 until the one rounding on store.
 template <typename A>
 void attention_forward(A *out, const A *q, const A *k, const A *v, int64_t batch, int64_t seq, int64_t q_heads,
-                       int64_t kv_heads, int64_t head_dim, float scale, bool causal);
+                       int64_t kv_heads, int64_t head_dim, float scale, bool causal,
+                       const AttentionDropout &dropout = {});
 template <typename A>
 void attention_backward(A *dq, A *dk, A *dv, const A *dout, const A *q, const A *k, const A *v, int64_t batch,
                         int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
-                        bool causal);
+                        bool causal, const AttentionDropout &dropout = {});
 
 // ---- Loss (kernels_loss.cpp) --------------------------------------------------------------
 
@@ -258,19 +262,11 @@ template <typename A> void scale(A *out, const A *x, float s, int64_t n);
 
 // ---- Dropout (kernels_dropout.cpp) --------------------------------------------------------
 
-// Counter-based random bits for element e (global index offset + i) under seed:
-//   z = seed * 0xD1B54A32D192ED03 + e, then the splitmix64 output function of z,
-//   bits = upper 32 bits of that.
-// Any device implementing this gets the same mask.
-uint32_t dropout_random_bits(uint64_t seed, uint64_t element);
-
-// Element offset + i is kept iff dropout_random_bits(seed, offset + i) >= floor(rate * 2^32)
-// (rate converted to double first); kept elements are scaled by 1/(1-rate), dropped ones are 0.
-// rate == 0 copies. Throws megart::Error unless 0 <= rate < 1.
-void dropout_forward(float* y, const float* x, int64_t n, float rate, uint64_t seed,
-                     uint64_t offset);
-// dx = dy * mask / (1 - rate), with the same mask as the forward of (seed, offset).
-void dropout_backward(float* dx, const float* dy, int64_t n, float rate, uint64_t seed,
-                      uint64_t offset);
+// y = x * mask / (1 - rate) over a rank's block of a dropout site (megart/dropout.h): element
+// (i0, i1, ...) of the block is element e = ((offset0 + i0) * extent1 + offset1 + i1) * ... of
+// the site's global tensor, kept iff dropout_bits(key, e) >= dropout_keep_threshold(rate). The
+// backward is the same map on the gradient. rate 0 copies; y may be x. Throws megart::Error
+// unless 0 <= rate < 1, 1 <= rank <= 4 and the block lies inside the extents.
+template <typename A> void apply_dropout(A *y, const A *x, const DropoutBlock &block);
 
 } // namespace megart::cpu

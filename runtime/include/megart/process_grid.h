@@ -55,7 +55,15 @@ public:
   // after split_data_parallel, else dp and a group of one.
   Communicator &dp_shard() const { return dp_shard_ ? *dp_shard_ : *dp_; }
   Communicator &dp_replicate() const { return dp_replicate_ ? *dp_replicate_ : *self_; }
-  StepContext step_context() const { return {tp_.get(), dp_.get(), pp_.get(), &dp_shard(), &dp_replicate()}; }
+  StepContext step_context() const {
+    StepContext ctx;
+    ctx.tp = tp_.get();
+    ctx.dp = dp_.get();
+    ctx.pp = pp_.get();
+    ctx.dp_shard = &dp_shard();
+    ctx.dp_replicate = &dp_replicate();
+    return ctx;
+  }
 
   // Hybrid sharding: splits dp into groups of `shard_degree` consecutive dp ranks (dp_shard) and
   // the ranks with the same place in each group (dp_replicate). Collective over dp; before

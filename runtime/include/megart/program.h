@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "megart/comm.h"
 #include "megart/device.h"
+#include "megart/dropout.h"
 #include "megart/grad_sync.h"
 
 namespace megart {
@@ -47,9 +49,9 @@ public:
 // What a step needs besides tensors: the communicators of the rank's grid axes (size-1
 // communicators where the plan does not split that axis).
 struct StepContext {
-  Communicator *tp;
-  Communicator *dp;
-  Communicator *pp;
+  Communicator *tp = nullptr;
+  Communicator *dp = nullptr;
+  Communicator *pp = nullptr;
   // Sharded data parallelism: the dp ranks the state is sharded over, and with hybrid sharding
   // (FlatLayoutDesc::shard_degree < dp) the replicas whose shards are summed: dp rank =
   // replica x shard_degree + shard rank. Without hybrid sharding dp_shard is dp and dp_replicate
@@ -70,7 +72,54 @@ struct StepContext {
   float *param_shards = nullptr;
   // --overlap-param-gather with ZeRO-1/2: the gathers to wait for (null: nothing overlapped).
   ParamGathers *param_gathers = nullptr;
+  // Dropout masks (megart/dropout.h): on for training microbatches, with the iteration's key and
+  // the microbatch's first sample from the runtime (for_microbatch) and the layer from the call
+  // of a layer's function (for_layer); off in evaluation and generation.
+  DropoutDraw dropout;
+
+  StepContext for_layer(int64_t layer) const {
+    StepContext c = *this;
+    c.dropout.layer = layer;
+    return c;
+  }
+  // Microbatch m of the dp rank's share of the iteration.
+  StepContext for_microbatch(int64_t m) const {
+    StepContext c = *this;
+    c.dropout.first_sample = dropout.rank_first_sample + m * dropout.micro_batch_size;
+    return c;
+  }
 };
+
+// What a compiled dropout site passes its kernel: its rate and stream (from the IR), where the
+// rank's block lies in the site's global tensor (from the plan; offset[0] within the microbatch)
+// and the step's draw. Off (evaluation, generation) gives rate 0: the identity.
+inline DropoutBlock dropout_block(const StepContext &ctx, float rate, int64_t stream,
+                                  std::initializer_list<int64_t> shape,
+                                  std::initializer_list<int64_t> offset,
+                                  std::initializer_list<int64_t> extent) {
+  DropoutBlock block;
+  block.rate = ctx.dropout.on ? rate : 0.0f;
+  block.key = dropout_site_key(ctx.dropout.iteration_key, ctx.dropout.layer, stream);
+  block.rank = static_cast<int32_t>(shape.size());
+  for (int32_t d = 0; d < block.rank && d < kDropoutMaxRank; ++d) {
+    block.shape[d] = shape.begin()[d];
+    block.offset[d] = offset.begin()[d];
+    block.extent[d] = extent.begin()[d];
+  }
+  block.offset[0] += ctx.dropout.first_sample;
+  return block;
+}
+
+inline AttentionDropout attention_dropout(const StepContext &ctx, float rate, int64_t stream,
+                                          int64_t head_offset, int64_t heads) {
+  AttentionDropout d;
+  d.rate = ctx.dropout.on ? rate : 0.0f;
+  d.key = dropout_site_key(ctx.dropout.iteration_key, ctx.dropout.layer, stream);
+  d.first_sample = ctx.dropout.first_sample;
+  d.head_offset = head_offset;
+  d.heads = heads;
+  return d;
+}
 
 // Runs forward and backward of one microbatch. Adds each parameter's gradient, scaled by
 // `dloss` (the loss's own gradient: 1 / (microbatches per dp rank x dp size), so the sum over

@@ -218,6 +218,22 @@ func.func @dropout_rate(%x: tensor<2x8x64xf32>) {
 
 // -----
 
+func.func @dropout_stream(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{stream must be in [0, 255], found 256}}
+  %0 = tx.dropout %x rate 0.1 stream 256 : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @attention_dropout_rate(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x2x16xf32>) {
+  // expected-error @+1 {{dropout rate must be in [0, 1), found -5.000000e-01}}
+  %0 = tx.attention %q, %k, %v causal scale 0.25 dropout -0.5 : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x4x16xf32>
+  return
+}
+
+// -----
+
 func.func @rope_rank(%x: tensor<2x8x64xf32>) {
   // expected-error @+1 {{input must have rank 4 [batch, seq, heads, head_dim], found [2, 8, 64]}}
   %0 = tx.rope %x theta 10000.0 : tensor<2x8x64xf32>

@@ -2,8 +2,9 @@
 layer_activations) against Megatron's per-layer activation formulas (arXiv 2205.05198, bytes at
 16 bits), term by term: sbh(34 + 5as/h) without parallelism, sbh(10 + 24/t + 5as/(ht)) with tp,
 sbh/t (34 + 5as/h) with tp + sp, 34 sbh/t with selective recomputation, 2 sbh with full.
-Documented differences: dropout 0 keeps no masks (2 sbh bytes: 1 byte per element, after
-attention and after the MLP; 2 sbh / t with sp), and the attention keeps no s x s term (its
+Documented differences: megac keeps no dropout masks at any rate, it redraws them in the backward
+(megart/dropout.h; Megatron's 2 sbh bytes: 1 byte per element, after attention and after the MLP;
+2 sbh / t with sp), and the attention keeps no s x s term (its
 backward recomputes the scores from q, k and v, as a flash attention does: the 5as/h term is 0).
 Programs are compiled with --bf16 (16-bit activations) and compared in bytes; the same plan in
 fp32 must keep exactly twice the bytes (the activations halve). Then the pipeline: with pp, each

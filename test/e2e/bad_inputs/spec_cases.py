@@ -47,6 +47,10 @@ def cases():
         spec_case("rotary_base inf", with_keys([("family", "llama"), ("rotary_base", "inf")]),
                   r"rotary_base is 'inf', which is not a finite number"),
         spec_case("hidden_dropout -.inf", with_key("hidden_dropout", "-.inf"), r"hidden_dropout is '-\.inf'"),
+        spec_case("hidden_dropout 1", with_key("hidden_dropout", "1"),
+                  r"hidden_dropout is 1, but a dropout rate must be in \[0, 1\) \(Megatron's default: 0\.1\)"),
+        spec_case("attention_dropout -0.1", with_key("attention_dropout", "-0.1"),
+                  r"attention_dropout is -0\.1, but a dropout rate must be in \[0, 1\)"),
         spec_case("an empty second document", GOOD + "---\n", r"second YAML document"),
         # Products of the sizes.
         spec_case("attention weight over 2^40", with_keys([("hidden_size", 1048576), ("num_attention_heads", 16)]),

@@ -1,0 +1,85 @@
+// Dropout masks that every parallel plan agrees on: whether an element is kept is a pure function
+// of (--seed, iteration, layer, site, the element's coordinates in the iteration's global batch),
+// never of the rank, the thread or the order of work. So the backward (and a recomputed forward)
+// regenerates the mask instead of storing it, and tp, sp, dp and pp runs drop exactly the
+// elements the single-rank run drops.
+//
+//   mix(z)          = splitmix64's output function (megart/param_init.h)
+//   iteration key   = mix(mix(seed ^ kDropoutSalt) + iteration * G)           G = 0x9E3779B97F4A7C15
+//   site key        = mix(iteration key + mix(((layer + 1) << 8) | stream))    layer -1: outside layers
+//   bits(key, e)    = upper 32 bits of mix(key + (e + 1) * G)                  (a SplitMix64 stream)
+//   kept            = bits >= floor(rate * 2^32)     (rate in double); kept elements x float(1 / (1 - rate))
+//
+// e is the element's row-major index in the global tensor of its site: a hidden activation
+// [global batch, seq, hidden] or attention probabilities [global batch, heads, seq, seq], the
+// batch coordinate being the sample's place in the iteration's global batch.
+#pragma once
+
+#include <cstdint>
+
+namespace megart {
+
+inline constexpr uint64_t kDropoutSalt = 0x64726F706F7574ull; // "dropout"
+inline constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+inline constexpr int kDropoutMaxRank = 4;
+inline constexpr int64_t kDropoutMaxStream = 255;
+
+inline uint64_t dropout_mix(uint64_t z) {
+  z ^= z >> 30;
+  z *= 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 27;
+  z *= 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+inline uint64_t dropout_iteration_key(uint64_t seed, int64_t iteration) {
+  return dropout_mix(dropout_mix(seed ^ kDropoutSalt) + static_cast<uint64_t>(iteration) * kGolden);
+}
+
+inline uint64_t dropout_site_key(uint64_t iteration_key, int64_t layer, int64_t stream) {
+  return dropout_mix(iteration_key + dropout_mix((static_cast<uint64_t>(layer + 1) << 8) |
+                                                 static_cast<uint64_t>(stream)));
+}
+
+inline uint32_t dropout_bits(uint64_t key, uint64_t element) {
+  return static_cast<uint32_t>(dropout_mix(key + (element + 1) * kGolden) >> 32);
+}
+
+// The bits at or above which an element is kept: floor(rate * 2^32), rate in [0, 1).
+inline uint64_t dropout_keep_threshold(float rate) {
+  return static_cast<uint64_t>(static_cast<double>(rate) * 4294967296.0);
+}
+
+// What a kept element is multiplied by: 1 / (1 - rate) in double, rounded to float.
+inline float dropout_keep_scale(float rate) { return static_cast<float>(1.0 / (1.0 - static_cast<double>(rate))); }
+
+// What a step knows about the masks it draws (StepContext::dropout).
+struct DropoutDraw {
+  bool on = false;            // training; evaluation and generation leave dropout the identity
+  uint64_t iteration_key = 0;     // dropout_iteration_key(--seed, iteration)
+  int64_t rank_first_sample = 0; // the dp rank's first sample's place in the iteration's global batch
+  int64_t micro_batch_size = 0;
+  int64_t first_sample = 0; // the running microbatch's first sample (StepContext::for_microbatch)
+  int64_t layer = -1;       // the transformer layer whose compiled function runs (set by its call)
+};
+
+// A rank's block of one dropout site's global tensor: dimension 0 counts samples.
+struct DropoutBlock {
+  float rate = 0.0f; // 0: the identity (a copy)
+  uint64_t key = 0;  // the site key
+  int32_t rank = 0;
+  int64_t shape[kDropoutMaxRank] = {};  // the block
+  int64_t offset[kDropoutMaxRank] = {}; // its first element's global coordinates
+  int64_t extent[kDropoutMaxRank] = {}; // the global tensor's sizes (dimension 0 unused)
+};
+
+// Attention dropout on the probabilities [samples, heads, seq, seq] inside the fused attention.
+struct AttentionDropout {
+  float rate = 0.0f; // 0: none
+  uint64_t key = 0;
+  int64_t first_sample = 0; // batch row 0's place in the global batch
+  int64_t head_offset = 0;  // local head 0's global index (tensor parallelism)
+  int64_t heads = 0;        // all heads of the layer
+};
+
+} // namespace megart
