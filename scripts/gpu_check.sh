@@ -8,7 +8,8 @@
 #            tests) into build-gpu/ at the repo root and builds `all`: the cpu-*/cuda-* programs
 #            and the CUDA unit tests, not the bench-* programs
 #   test     megart-cuda-tests; the 2-rank NCCL test only with >= 2 GPUs and MPI
-#   parity   fp32, CUDA vs CPU program, 10 steps: lm_loss and grad_norm within 1e-4 relative
+#   parity   fp32, CUDA vs CPU program, 10 steps: lm_loss and grad_norm within 1e-4 relative (the
+#            example models, and with dropout 0.1: test/e2e/specs/*-dropout.yaml)
 #   bf16     CUDA program, 50 steps, --bf16 vs fp32: lm_loss within 2% relative per step
 #   bench    bench/gpu_vs_pytorch.py (megac vs PyTorch bf16 throughput and MFU); it builds the
 #            bench-* programs it needs through build-program
@@ -436,7 +437,7 @@ record_comparison() { # LABEL TXT ARGS...
 phase_parity() {
   local model train t rc
   mapfile -t train < <(train_args 10)
-  for model in gpt2-tiny llama-tiny; do
+  for model in gpt2-tiny llama-tiny gpt2-dropout llama-dropout; do
     build_program "cpu-$model" && build_program "cuda-$model" || { record "parity $model" FAIL "build failed"; continue; }
     [ $DRY = 1 ] || rm -f "$RES/parity-$model"-*.jsonl # OUT/train may append to an old one
     for t in cpu cuda; do

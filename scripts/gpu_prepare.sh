@@ -55,6 +55,12 @@ for model in gpt2-tiny llama-tiny; do
   compile "cuda-$model" cuda "examples/$model.yaml" 2 yes
   compile "cuda-bf16-$model" cuda "examples/$model.yaml" 2 yes --bf16 # OUT/train runs as compiled
 done
+# Dropout 0.1 (hidden and attention): the GPU draws the CPU's masks (megart/dropout.h), so the
+# fp32 parity holds with it too.
+for model in gpt2-dropout llama-dropout; do
+  compile "cpu-$model" cpu "test/e2e/specs/$model.yaml" 2 yes
+  compile "cuda-$model" cuda "test/e2e/specs/$model.yaml" 2 yes
+done
 # Throughput (bench/gpu_vs_pytorch.py), built only when the bench asks. The micro batch is
 # compiled in, so the neighbours of the default size (124m: 8, 1.3b: 4) are ready too, in case
 # the default does not fit or fits more.

@@ -214,9 +214,6 @@ private:
     const double rate = rateAttr ? rateAttr.getValueAsDouble() : 0.0;
     if (rate == 0.0)
       return std::string();
-    if (onDevice())
-      return unsupported(op, "attention dropout on the CUDA target is not implemented yet (issue 20); set "
-                             "attention_dropout to 0");
     const int64_t heads = shapeOf(query)[2];
     tx::ShardingAttr sharding = tx::recordedSharding(query);
     std::optional<int64_t> split = sharding ? sharding.splitDim(names::kTensorAxis) : std::nullopt;
@@ -726,9 +723,6 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           copy(ptr(d), ptr(d.getInput()), bytesOf(d));
           return success();
         }
-        if (onDevice())
-          return unsupported(op, "dropout on the CUDA target is not implemented yet (issue 20); set "
-                                 "hidden_dropout to 0");
         FailureOr<std::string> block = dropoutBlock(d);
         if (failed(block))
           return failure();

@@ -77,32 +77,20 @@ inline void accumulate_key_grads(float* __restrict dq, float* __restrict dk, flo
   }
 }
 
-// Attention dropout of query row (b, h, i): m[j] = mask / (1 - rate) for keys j < keys, the
-// probabilities' global coordinates (first_sample + b, head_offset + h, i, j) of a
-// [samples, heads, seq, seq] site. Returns false (m untouched) when the rate is 0.
+// Attention dropout of query row (b, h, i): m[j] = attention_dropout_factor for keys j < keys.
+// Returns false (m untouched) when the rate is 0.
 bool dropout_row(float* m, const AttentionDropout& d, int64_t b, int64_t h, int64_t i, int64_t seq,
                  int64_t keys) {
   if (d.rate == 0.0f)
     return false;
-  const uint64_t threshold = dropout_keep_threshold(d.rate);
-  const float keep_scale = dropout_keep_scale(d.rate);
-  const uint64_t row = ((static_cast<uint64_t>(d.first_sample + b) * static_cast<uint64_t>(d.heads) +
-                         static_cast<uint64_t>(d.head_offset + h)) * static_cast<uint64_t>(seq) +
-                        static_cast<uint64_t>(i)) * static_cast<uint64_t>(seq);
   for (int64_t j = 0; j < keys; ++j)
-    m[j] = dropout_bits(d.key, row + static_cast<uint64_t>(j)) >= threshold ? keep_scale : 0.0f;
+    m[j] = attention_dropout_factor(d, b, h, i, j, seq);
   return true;
 }
 
 void check_dropout(const char* kernel, const AttentionDropout& d, int64_t q_heads) {
-  if (d.rate == 0.0f)
-    return;
-  if (!(d.rate > 0.0f && d.rate < 1.0f))
-    throw Error(std::string(kernel) + ": dropout rate (" + std::to_string(d.rate) + ") must be in [0, 1)");
-  if (d.first_sample < 0 || d.head_offset < 0 || d.head_offset + q_heads > d.heads)
-    throw Error(std::string(kernel) + ": dropout heads [" + std::to_string(d.head_offset) + ", " +
-                std::to_string(d.head_offset + q_heads) + ") outside the layer's " + std::to_string(d.heads) +
-                " (or a negative first sample " + std::to_string(d.first_sample) + ")");
+  if (const std::string error = attention_dropout_error(d, q_heads); !error.empty())
+    throw Error(std::string(kernel) + ": " + error);
 }
 
 // fp32 scratch for 16-bit outputs (none when they are fp32 and sum in place).

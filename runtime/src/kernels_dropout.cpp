@@ -13,56 +13,28 @@ namespace {
 
 constexpr int64_t kParallelMin = 1 << 14;
 
-void check_block(const DropoutBlock &b) {
-  auto fail = [](const std::string &what) { throw Error("apply_dropout: " + what); };
-  if (!(b.rate >= 0.0f && b.rate < 1.0f))
-    fail("rate (" + std::to_string(b.rate) + ") must be in [0, 1)");
-  if (b.rank < 1 || b.rank > kDropoutMaxRank)
-    fail("rank " + std::to_string(b.rank) + " is outside [1, " + std::to_string(kDropoutMaxRank) + "]");
-  for (int d = 0; d < b.rank; ++d) {
-    if (b.shape[d] < 0 || b.offset[d] < 0)
-      fail("dimension " + std::to_string(d) + " has a negative size or offset");
-    if (d > 0 && b.offset[d] + b.shape[d] > b.extent[d])
-      fail("dimension " + std::to_string(d) + ": the block [" + std::to_string(b.offset[d]) + ", " +
-           std::to_string(b.offset[d] + b.shape[d]) + ") reaches past the extent " + std::to_string(b.extent[d]));
-  }
-}
-
 } // namespace
 
 template <typename A> void apply_dropout(A *y, const A *x, const DropoutBlock &b) {
-  check_block(b);
-  int64_t inner = 1; // elements per block row (the last dimension)
-  int64_t rows = 1;
+  if (const std::string error = dropout_block_error(b); !error.empty())
+    throw Error("apply_dropout: " + error);
+  int64_t n = 1;
   for (int d = 0; d < b.rank; ++d)
-    (d == b.rank - 1 ? inner : rows) *= b.shape[d];
+    n *= b.shape[d];
   if (b.rate == 0.0f) {
     if (y != x)
-      std::memmove(y, x, sizeof(A) * static_cast<size_t>(rows * inner));
+      std::memmove(y, x, sizeof(A) * static_cast<size_t>(n));
     return;
   }
   const uint64_t threshold = dropout_keep_threshold(b.rate);
   const float keep_scale = dropout_keep_scale(b.rate);
-#pragma omp parallel for schedule(static) if (rows * inner > kParallelMin)
+  const int64_t inner = b.shape[b.rank - 1], rows = inner == 0 ? 0 : n / inner;
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
-    // The row's global index: the block coordinates of row r (last dimension 0), mapped through
-    // offset and extent, row-major.
-    uint64_t global = 0;
-    int64_t rest = r;
-    uint64_t coords[kDropoutMaxRank] = {};
-    for (int d = b.rank - 2; d >= 0; --d) {
-      coords[d] = static_cast<uint64_t>(rest % b.shape[d] + b.offset[d]);
-      rest /= b.shape[d];
-    }
-    for (int d = 0; d < b.rank - 1; ++d)
-      global = (d == 0 ? 0 : global * static_cast<uint64_t>(b.extent[d])) + coords[d];
-    const int last = b.rank - 1;
-    global = (last == 0 ? 0 : global * static_cast<uint64_t>(b.extent[last])) + static_cast<uint64_t>(b.offset[last]);
-    const A *xr = x + r * inner;
-    A *yr = y + r * inner;
+    const uint64_t row = dropout_global_index(b, r * inner); // the row's elements are consecutive
     for (int64_t i = 0; i < inner; ++i) {
-      const bool keep = dropout_bits(b.key, global + static_cast<uint64_t>(i)) >= threshold;
-      yr[i] = from_float<A>(keep ? to_float(xr[i]) * keep_scale : 0.0f);
+      const bool keep = dropout_bits(b.key, row + static_cast<uint64_t>(i)) >= threshold;
+      y[r * inner + i] = from_float<A>(keep ? to_float(x[r * inner + i]) * keep_scale : 0.0f);
     }
   }
 }

@@ -1,7 +1,8 @@
 // Fused attention backward (flash-attention-2 style split, fp32), after the statistics pre-pass
 // (forward_kernel<D, true>) has written each query row's lse and delta = dout . out:
-//   p_ij = exp(scale q_i.k_j - lse_i),  ds_ij = p_ij (dout_i.v_j - delta_i),
-//   dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i,  dv_j = sum_i p_ij dout_i.
+//   p_ij = exp(scale q_i.k_j - lse_i),  ds_ij = p_ij (m_ij dout_i.v_j - delta_i),
+//   dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i,  dv_j = sum_i m_ij p_ij dout_i,
+// with m_ij dropout's mask / (1 - rate) (1 without dropout), recomputed from its key.
 // dq_kernel owns query rows and walks the keys; dkv_kernel owns key rows and walks the queries
 // of every head of its group. Each output element is written by one thread that sums in a
 // fixed order: no atomics, deterministic.
@@ -84,8 +85,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < RQ; ++i) {
       const int64_t row = q0 + ty + kGrid * i;
       for (int j = 0; j < CK; ++j) {
-        const float p = visible(row, k0 + tx + kGrid * j, s) ? expf(s.scale * sc[i][j] - row_lse[i]) : 0.0f;
-        dss[(ty + kGrid * i) * (BK + 1) + tx + kGrid * j] = p * (dp[i][j] - row_delta[i]);
+        const int64_t key = k0 + tx + kGrid * j;
+        const float p = visible(row, key, s) ? expf(s.scale * sc[i][j] - row_lse[i]) : 0.0f;
+        const float m = dropout_factor(s, b, h, row, key);
+        dss[(ty + kGrid * i) * (BK + 1) + tx + kGrid * j] = p * (m * dp[i][j] - row_delta[i]);
       }
     }
     __syncthreads(); // dss complete
@@ -194,8 +197,9 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < CQ; ++j) {
           const int r = tx + kGrid * j;
           const float p = visible(q0 + r, key, s) ? expf(s.scale * sc[i][j] - lse_s[r]) : 0.0f;
-          ps[(ty + kGrid * i) * (BQ + 1) + r] = p;
-          dss[(ty + kGrid * i) * (BQ + 1) + r] = p * (dp[i][j] - delta_s[r]);
+          const float m = dropout_factor(s, b, h, q0 + r, key);
+          ps[(ty + kGrid * i) * (BQ + 1) + r] = m * p;
+          dss[(ty + kGrid * i) * (BQ + 1) + r] = p * (m * dp[i][j] - delta_s[r]);
         }
       }
       __syncthreads(); // ps, dss complete

@@ -2,6 +2,8 @@
 // problem shape, tile loads and row reductions. Device code only.
 #pragma once
 
+#include "megart/dropout.h"
+
 #include <cstdint>
 
 namespace megart::cuda::attention {
@@ -22,7 +24,13 @@ struct Shape {
   int head_dim;                 // <= the kernel's D (columns past it are zero in shared memory)
   float scale;
   bool causal;
+  AttentionDropout dropout; // rate 0: none
 };
+
+// Probability (row, key) of local head h of batch b: its dropout mask / (1 - rate), or 1.
+__device__ __forceinline__ float dropout_factor(const Shape &s, int64_t b, int h, int64_t row, int64_t key) {
+  return attention_dropout_factor(s.dropout, b, h, row, key, s.seq);
+}
 
 // Rows [row0, row0 + ROWS) of one head into tile[ROWS][D + 1]. `head` points at (batch, seq 0,
 // head, 0); rows are `row_stride` floats apart. Rows past seq and columns past head_dim are

@@ -22,7 +22,8 @@ template <int D> constexpr size_t forward_smem_bytes() {
 // slice of the output and its rows' running max m and sum l (online softmax): the scores of a
 // tile are rescaled into the running output, so no score matrix outlives a tile.
 // kStats (the backward's pre-pass): instead of out, writes per row lse = m + log l and
-// delta = dout . out (= sum_j p_j dp_j, the softmax backward's row term), indexed
+// delta = dout . out (= sum_j p_j dp_j, the softmax backward's row term, with dp_j = m_j dout . v_j
+// under dropout's m_j), indexed
 // [batch, q_head, seq].
 template <int D, bool kStats>
 __global__ void __launch_bounds__(kThreads) forward_kernel(float *out, float *lse, float *delta, const float *q,
@@ -83,7 +84,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(float *out, float *ls
       float sum = 0.0f;
       for (int j = 0; j < CK; ++j) {
         const float p = expf(sc[i][j] - shift);
-        ps[(ty + kGrid * i) * (BK + 1) + tx + kGrid * j] = p;
+        // Dropout scales what multiplies V, not the softmax's normalizer.
+        ps[(ty + kGrid * i) * (BK + 1) + tx + kGrid * j] = p * dropout_factor(s, b, h, row, k0 + tx + kGrid * j);
         sum += p;
       }
       l[i] = l[i] * rescale + row_sum(sum);

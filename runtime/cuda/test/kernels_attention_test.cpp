@@ -76,6 +76,32 @@ TEST_P(CudaAttention, BackwardMatchesCpu) {
   expect_matches_cpu(dv.get(), want_dv, "attention_backward dv " + c.name());
 }
 
+// With dropout (rate 0.2, heads 1.. of a wider layer, batch rows from sample 3): the GPU draws
+// the CPU's masks, so forward and backward match as without dropout; a wrong mask index is off
+// by O(1).
+TEST_P(CudaAttention, DropoutMatchesCpu) {
+  const Case c = GetParam();
+  const megart::AttentionDropout drop{0.2f, 0x5eedull, 3, 1, c.q_heads + 2};
+  const auto q = random_floats(c.q_size(), 8), k = random_floats(c.kv_size(), 9), v = random_floats(c.kv_size(), 10);
+  const auto dout = random_floats(c.q_size(), 11);
+  std::vector<float> want(c.q_size()), want_dq(c.q_size()), want_dk(c.kv_size()), want_dv(c.kv_size());
+  megart::cpu::attention_forward(want.data(), q.data(), k.data(), v.data(), c.batch, c.seq, c.q_heads, c.kv_heads,
+                                 c.head_dim, c.scale(), c.causal, drop);
+  megart::cpu::attention_backward(want_dq.data(), want_dk.data(), want_dv.data(), dout.data(), q.data(), k.data(),
+                                  v.data(), c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal,
+                                  drop);
+  DeviceArray<float> d_q(q), d_k(k), d_v(v), d_dout(dout), out(nans(c.q_size()));
+  DeviceArray<float> dq(nans(c.q_size())), dk(nans(c.kv_size())), dv(nans(c.kv_size()));
+  attention_forward(out.data(), d_q.data(), d_k.data(), d_v.data(), c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim,
+                    c.scale(), c.causal, drop);
+  attention_backward(dq.data(), dk.data(), dv.data(), d_dout.data(), d_q.data(), d_k.data(), d_v.data(), c.batch, c.seq,
+                     c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal, drop);
+  expect_matches_cpu(out.get(), want, "attention_forward dropout out " + c.name());
+  expect_matches_cpu(dq.get(), want_dq, "attention_backward dropout dq " + c.name());
+  expect_matches_cpu(dk.get(), want_dk, "attention_backward dropout dk " + c.name());
+  expect_matches_cpu(dv.get(), want_dv, "attention_backward dropout dv " + c.name());
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                          ::testing::Values(Case{1, 1, 2, 1, 16, true},     // one token: p = 1, dq = dk = 0
                                            Case{1, 5, 1, 1, 8, false},     // head_dim below the smallest bucket

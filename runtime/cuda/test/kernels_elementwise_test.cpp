@@ -73,6 +73,31 @@ TEST_F(CudaElementwise, ScaleOutOfPlaceAndInPlace) {
   }
 }
 
+// Dropout is one multiplication by the same float per element on both sides: exact. The blocks
+// sit inside a wider tensor (an sp / tp rank's share, a later microbatch's samples).
+TEST_F(CudaElementwise, DropoutMatchesCpuExactly) {
+  for (const auto &[outer, inner] : kShapes) {
+    DropoutBlock block;
+    block.rate = 0.3f;
+    block.key = 0xfeedull + static_cast<uint64_t>(inner);
+    block.rank = 3;
+    const int64_t dims[] = {2, outer, inner}, offset[] = {5, outer, 1}, extent[] = {0, 3 * outer, inner + 3};
+    for (int d = 0; d < 3; ++d) {
+      block.shape[d] = dims[d];
+      block.offset[d] = offset[d];
+      block.extent[d] = extent[d];
+    }
+    const auto x = random_floats(2 * outer * inner, 5);
+    std::vector<float> want(x.size());
+    megart::cpu::apply_dropout(want.data(), x.data(), block);
+    DeviceArray<float> dx(x), out(x.size());
+    apply_dropout(out.data(), dx.data(), block);
+    EXPECT_EQ(out.get(), want) << "dropout " << shape(outer, inner);
+    apply_dropout(dx.data(), dx.data(), block); // in place
+    EXPECT_EQ(dx.get(), want) << "dropout in place " << shape(outer, inner);
+  }
+}
+
 TEST_F(CudaElementwise, ReduceSumLeading) {
   for (const auto &[outer, inner] : {std::pair<int64_t, int64_t>{1, 5}, {33, 129}, {1000, 3}, {70, 300}, {64, 1}}) {
     const auto x = random_floats(outer * inner, 6);

@@ -16,6 +16,14 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+// The mask functions run on the host and in CUDA kernels alike.
+#ifdef __CUDACC__
+#define MEGART_HOST_DEVICE __host__ __device__
+#else
+#define MEGART_HOST_DEVICE
+#endif
 
 namespace megart {
 
@@ -24,7 +32,7 @@ inline constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
 inline constexpr int kDropoutMaxRank = 4;
 inline constexpr int64_t kDropoutMaxStream = 255;
 
-inline uint64_t dropout_mix(uint64_t z) {
+MEGART_HOST_DEVICE inline uint64_t dropout_mix(uint64_t z) {
   z ^= z >> 30;
   z *= 0xBF58476D1CE4E5B9ull;
   z ^= z >> 27;
@@ -32,26 +40,26 @@ inline uint64_t dropout_mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-inline uint64_t dropout_iteration_key(uint64_t seed, int64_t iteration) {
+MEGART_HOST_DEVICE inline uint64_t dropout_iteration_key(uint64_t seed, int64_t iteration) {
   return dropout_mix(dropout_mix(seed ^ kDropoutSalt) + static_cast<uint64_t>(iteration) * kGolden);
 }
 
-inline uint64_t dropout_site_key(uint64_t iteration_key, int64_t layer, int64_t stream) {
+MEGART_HOST_DEVICE inline uint64_t dropout_site_key(uint64_t iteration_key, int64_t layer, int64_t stream) {
   return dropout_mix(iteration_key + dropout_mix((static_cast<uint64_t>(layer + 1) << 8) |
                                                  static_cast<uint64_t>(stream)));
 }
 
-inline uint32_t dropout_bits(uint64_t key, uint64_t element) {
+MEGART_HOST_DEVICE inline uint32_t dropout_bits(uint64_t key, uint64_t element) {
   return static_cast<uint32_t>(dropout_mix(key + (element + 1) * kGolden) >> 32);
 }
 
 // The bits at or above which an element is kept: floor(rate * 2^32), rate in [0, 1).
-inline uint64_t dropout_keep_threshold(float rate) {
+MEGART_HOST_DEVICE inline uint64_t dropout_keep_threshold(float rate) {
   return static_cast<uint64_t>(static_cast<double>(rate) * 4294967296.0);
 }
 
 // What a kept element is multiplied by: 1 / (1 - rate) in double, rounded to float.
-inline float dropout_keep_scale(float rate) { return static_cast<float>(1.0 / (1.0 - static_cast<double>(rate))); }
+MEGART_HOST_DEVICE inline float dropout_keep_scale(float rate) { return static_cast<float>(1.0 / (1.0 - static_cast<double>(rate))); }
 
 // What a step knows about the masks it draws (StepContext::dropout).
 struct DropoutDraw {
@@ -73,6 +81,36 @@ struct DropoutBlock {
   int64_t extent[kDropoutMaxRank] = {}; // the global tensor's sizes (dimension 0 unused)
 };
 
+// Why a block cannot be dropped ("" when it can): the rate outside [0, 1), a rank outside
+// [1, kDropoutMaxRank], a negative size or offset, or a block reaching past its extent.
+inline std::string dropout_block_error(const DropoutBlock &b) {
+  if (!(b.rate >= 0.0f && b.rate < 1.0f))
+    return "rate (" + std::to_string(b.rate) + ") must be in [0, 1)";
+  if (b.rank < 1 || b.rank > kDropoutMaxRank)
+    return "rank " + std::to_string(b.rank) + " is outside [1, " + std::to_string(kDropoutMaxRank) + "]";
+  for (int d = 0; d < b.rank; ++d) {
+    if (b.shape[d] < 0 || b.offset[d] < 0)
+      return "dimension " + std::to_string(d) + " has a negative size or offset";
+    if (d > 0 && b.offset[d] + b.shape[d] > b.extent[d])
+      return "dimension " + std::to_string(d) + ": the block [" + std::to_string(b.offset[d]) + ", " +
+             std::to_string(b.offset[d] + b.shape[d]) + ") reaches past the extent " + std::to_string(b.extent[d]);
+  }
+  return "";
+}
+
+// Element `i` of the block's row-major order: its index in the site's global tensor.
+MEGART_HOST_DEVICE inline uint64_t dropout_global_index(const DropoutBlock &b, int64_t i) {
+  uint64_t coords[kDropoutMaxRank] = {};
+  for (int d = b.rank - 1; d >= 0; --d) {
+    coords[d] = static_cast<uint64_t>(i % b.shape[d] + b.offset[d]);
+    i /= b.shape[d];
+  }
+  uint64_t global = coords[0];
+  for (int d = 1; d < b.rank; ++d)
+    global = global * static_cast<uint64_t>(b.extent[d]) + coords[d];
+  return global;
+}
+
 // Attention dropout on the probabilities [samples, heads, seq, seq] inside the fused attention.
 struct AttentionDropout {
   float rate = 0.0f; // 0: none
@@ -81,5 +119,30 @@ struct AttentionDropout {
   int64_t head_offset = 0;  // local head 0's global index (tensor parallelism)
   int64_t heads = 0;        // all heads of the layer
 };
+
+// Why an attention's dropout cannot run over `q_heads` local heads ("" when it can).
+inline std::string attention_dropout_error(const AttentionDropout &d, int64_t q_heads) {
+  if (d.rate == 0.0f)
+    return "";
+  if (!(d.rate > 0.0f && d.rate < 1.0f))
+    return "dropout rate (" + std::to_string(d.rate) + ") must be in [0, 1)";
+  if (d.first_sample < 0 || d.head_offset < 0 || d.head_offset + q_heads > d.heads)
+    return "dropout heads [" + std::to_string(d.head_offset) + ", " + std::to_string(d.head_offset + q_heads) +
+           ") outside the layer's " + std::to_string(d.heads) + " (or a negative first sample " +
+           std::to_string(d.first_sample) + ")";
+  return "";
+}
+
+// Probability (sample b of the batch, local head h, query row, key) of a [samples, heads, seq,
+// seq] site: its mask / (1 - rate), or 1 without dropout.
+MEGART_HOST_DEVICE inline float attention_dropout_factor(const AttentionDropout &d, int64_t b, int64_t h, int64_t row,
+                                                         int64_t key, int64_t seq) {
+  if (d.rate == 0.0f)
+    return 1.0f;
+  const uint64_t e = ((static_cast<uint64_t>(d.first_sample + b) * static_cast<uint64_t>(d.heads) +
+                       static_cast<uint64_t>(d.head_offset + h)) * static_cast<uint64_t>(seq) +
+                      static_cast<uint64_t>(row)) * static_cast<uint64_t>(seq) + static_cast<uint64_t>(key);
+  return dropout_bits(d.key, e) >= dropout_keep_threshold(d.rate) ? dropout_keep_scale(d.rate) : 0.0f;
+}
 
 } // namespace megart

@@ -152,10 +152,6 @@ def cases():
         compile_case("conflicting sp aliases", ["--tp", "2", "--sp", "--sequence-parallel=false"],
                      r"--sequence-parallel \(--sp\) is given 2 times with different values"),
         compile_case("conflicting targets", ["--target", "cpu", "--target", "cuda"], r"--target is given 2 times"),
-        compile_case("dropout on the CUDA target", ["--target", "cuda"],
-                     r"hidden_dropout to 0|attention_dropout to 0",
-                     files={"spec.yaml": "family: gpt2\nnum_layers: 2\nhidden_size: 64\nnum_attention_heads: 4\n"
-                                         "seq_length: 32\nvocab_size: 257\nhidden_dropout: 0.1\n"}),
         compile_case("unknown flag starting with h", ["--hello"], r"unknown flag --hello"),
         compile_case("unknown flag starting with o", ["--output", "x"], r"unknown flag --output"),
         Case(AREA, "-o is a file", ["{megac}", "compile", "{spec}", "-o", "{scratch}/file", "--no-build"],
