@@ -190,6 +190,8 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   s.positionEmbeddingType = gpt2 ? "learned" : "rope";
   s.tieEmbeddings = gpt2;
   s.addBiasLinear = gpt2;
+  // Megatron's and GPT-2's dropout; Hugging Face Llama has none.
+  s.hiddenDropout = s.attentionDropout = gpt2 ? 0.1 : 0.0;
   for (IntKey k : {IntKey{"num_query_groups", &s.numQueryGroups, limits::kAttentionHeads},
                    IntKey{"ffn_hidden_size", &s.ffnHiddenSize, limits::kFfnHiddenSize},
                    IntKey{"max_position_embeddings", &s.maxPositionEmbeddings, limits::kSeqLength}})

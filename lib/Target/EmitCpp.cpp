@@ -76,9 +76,22 @@ Signature logitsStepSignature(func::FuncOp fn) {
   return sig;
 }
 
-/// @eval_step cut back to the logits the loss reads: the function returns them instead. Null
-/// when the loss is not a cross-entropy of fp32 logits (a 16-bit program's are 16-bit).
-func::FuncOp logitsOf(func::FuncOp evalStep) {
+/// decode_step: one position's logits [b, 1, padded vocab] with the KV cache in ctx.
+Signature decodeStepSignature() {
+  Signature sig;
+  sig.prototype = "void decode_step(const megart::StepContext &ctx, float *const *params, char *ws,\n"
+                  "                 const int32_t *ids, float *logits) {";
+  sig.args = {"ids", "nullptr"}; // the frontend's forward(ids, labels): no labels
+  sig.results = {"logits"};
+  sig.hasParams = true;
+  sig.decode = true;
+  return sig;
+}
+
+/// `evalStep` cut back to the logits the loss reads, named `name`: the function returns them
+/// instead. Null when the loss is not a cross-entropy of fp32 logits (a 16-bit program's are
+/// 16-bit).
+func::FuncOp logitsOf(func::FuncOp evalStep, StringRef name = names::kLogitsStep) {
   Block &body = evalStep.getBody().front();
   Operation *terminator = body.getTerminator();
   auto loss = terminator->getOperand(0).getDefiningOp<tx::CrossEntropyOp>();
@@ -91,7 +104,7 @@ func::FuncOp logitsOf(func::FuncOp evalStep) {
   OpBuilder b(evalStep.getContext());
   b.setInsertionPointAfter(evalStep);
   auto fn = cast<func::FuncOp>(b.clone(*evalStep));
-  fn.setSymName(names::kLogitsStep);
+  fn.setSymName(name);
   Block &cloned = fn.getBody().front();
   Operation *ret = cloned.getTerminator();
   Operation *clonedLoss = ret->getOperand(0).getDefiningOp();
@@ -99,6 +112,51 @@ func::FuncOp logitsOf(func::FuncOp evalStep) {
   clonedLoss->erase();
   fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), {type}));
   return fn;
+}
+
+/// decode_step and its callees from `decode`, the frontend's module of the spec built for
+/// seq_length 1: its layer function as decode_<name>, its forward cut back to the logits. Its
+/// parameters must be the training step's `params`, in their order (same names, same blocks).
+/// Returns the workspace bytes decode_step needs and sets `kvRow`, the floats one position of
+/// one sample keeps in a layer's cache (kv heads x head dim).
+FailureOr<int64_t> emitDecodeStep(ModuleOp decode, const tx::ParamTable &params, raw_ostream &os,
+                                  raw_ostream &plan, int64_t &kvRow) {
+  kvRow = 0;
+  decode.walk([&](tx::AttentionOp a) {
+    ArrayRef<int64_t> key = cast<RankedTensorType>(a.getKey().getType()).getShape(); // [b, 1, kv heads, head dim]
+    kvRow = key[2] * key[3];
+  });
+  auto forward = decode.lookupSymbol<func::FuncOp>(names::kForwardEntry);
+  if (!forward)
+    return decode.emitError("emit: the decode module has no @") << names::kForwardEntry;
+  tx::ParamTable decodeParams(forward);
+  if (decodeParams.size() != params.size())
+    return decode.emitError() << "emit: the decode module declares " << decodeParams.size()
+                              << " parameters, the training step " << params.size();
+  for (int64_t i = 0; i < params.size(); ++i)
+    if (decodeParams[i].getName() != params[i].getName() || decodeParams[i].getOffsets() != params[i].getOffsets())
+      return decodeParams[i].emitOpError() << "is parameter " << i << " of the decode module, but the training "
+                                           << "step's is " << params[i].getName();
+  llvm::StringMap<int64_t> scratch;
+  tx::ParamTable noParams;
+  for (auto fn : llvm::make_early_inc_range(decode.getOps<func::FuncOp>())) {
+    if (fn == forward)
+      continue;
+    auto name = StringAttr::get(decode.getContext(), "decode_" + fn.getName());
+    if (failed(SymbolTable::replaceAllSymbolUses(fn, name, decode)))
+      return fn.emitOpError("emit: cannot rename for decode_step");
+    SymbolTable::setSymbolName(fn, name);
+    FailureOr<int64_t> bytes = emitFunction(fn, calleeSignature(fn, /*decode=*/true), noParams, scratch, os, plan);
+    if (failed(bytes))
+      return failure();
+    scratch[fn.getName()] = *bytes;
+  }
+  func::FuncOp logits = logitsOf(forward, "decode_step");
+  if (!logits)
+    return forward.emitOpError("emit: decode_step needs the forward to end in a cross-entropy of fp32 logits");
+  FailureOr<int64_t> bytes = emitFunction(logits, decodeStepSignature(), decodeParams, scratch, os, plan);
+  logits->erase();
+  return bytes;
 }
 
 bool isProgramFunction(func::FuncOp fn) {
@@ -200,6 +258,16 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
         return entryFn.emitOpError() << "emit: logits_step needs " << *logitsBytes
                                      << " bytes of workspace, more than train_step's " << *bytes;
       fields.logitsStep = names::kLogitsStep.str();
+      if (options.decodeModule && !cuda) {
+        FailureOr<int64_t> decodeBytes = emitDecodeStep(options.decodeModule, params, os, plan, fields.kvCacheRow);
+        if (failed(decodeBytes))
+          return failure();
+        if (*decodeBytes > *bytes)
+          return entryFn.emitOpError() << "emit: decode_step needs " << *decodeBytes
+                                       << " bytes of workspace, more than train_step's " << *bytes;
+        fields.decodeStep = "decode_step";
+        fields.kvCacheLayers = dim("num_layers");
+      }
     }
     // It runs in the training step's workspace, which the memory plan counts.
     if (*evalBytes > *bytes)
@@ -244,6 +312,9 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("step", fields.step);
   field("eval_step", fields.evalStep);
   field("logits_step", fields.logitsStep);
+  field("decode_step", fields.decodeStep);
+  field("kv_cache_layers", Twine(fields.kvCacheLayers));
+  field("kv_cache_row", Twine(fields.kvCacheRow));
   field("tensor_parallel_size", Twine(parallelPlan->tp));
   field("pipeline_parallel_size", Twine(parallelPlan->pp));
   field("data_parallel_size", Twine(parallelPlan->dp));

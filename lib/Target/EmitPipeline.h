@@ -20,6 +20,8 @@ struct ProgramFields {
   std::string step = "nullptr";
   std::string evalStep = "nullptr"; // pipelined programs evaluate with their chunks' forwards
   std::string logitsStep = "nullptr"; // single-rank fp32 programs only (generation)
+  std::string decodeStep = "nullptr"; // the same on the CPU, with a KV cache
+  int64_t kvCacheLayers = 0, kvCacheRow = 0;
   std::string syncGradients = "nullptr";
   std::string stages = "nullptr";
   int64_t numMicrobatches = 0;

@@ -664,9 +664,14 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       .Case<tx::SliceOp, tx::PadOp>([&](auto s) {
         ArrayRef<int64_t> in = shapeOf(s.getInput()), out = shapeOf(s.getResult());
         int64_t d = s.getDim();
+        // Decoding, the learned positions' row is the position being computed.
+        auto param = s.getInput().template getDefiningOp<tx::ParamOp>();
+        const bool position = sig.decode && isa<tx::SliceOp>(op) && param && param.getRole() &&
+                              *param.getRole() == tx::ParamRole::PositionEmbedding && d == 0;
         call(isa<tx::SliceOp>(op) ? "slice" : "pad",
              {ptr(s), ptr(s.getInput()), L("outer", n(prod(in.take_front(d)))), L("in_dim", n(in[d])),
-              L("out_dim", n(out[d])), L("inner", n(prod(in.drop_front(d + 1)))), L("offset", n(s.getOffset()))});
+              L("out_dim", n(out[d])), L("inner", n(prod(in.drop_front(d + 1)))),
+              L("offset", position ? "ctx.kv_cache->position" : n(s.getOffset()))});
         return success();
       })
       .Case([&](tx::LayerNormOp ln) {
@@ -733,11 +738,21 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         ArrayRef<int64_t> s = shapeOf(r.getInput());
         call("rope_forward", {ptr(r), ptr(r.getInput()), L("batch", n(s[0])), L("seq", n(s[1])), L("heads", n(s[2])),
                               L("head_dim", n(s[3])), L("theta", floatLiteral(r.getTheta().convertToDouble())),
-                              L("position_offset", "0"), L("inverse", b(r.getInverse()))});
+                              L("position_offset", sig.decode ? "ctx.kv_cache->position" : "0"),
+                              L("inverse", b(r.getInverse()))});
         return success();
       })
       .Case([&](tx::AttentionOp a) {
         ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
+        if (sig.decode) { // one position against the layer's cache
+          if (q[1] != 1 || !a.getCausal())
+            return unsupported(op, "decoding needs causal attention over one position");
+          call("attention_decode",
+               {ptr(a), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()), "*ctx.kv_cache", "ctx.layer",
+                L("batch", n(q[0])), L("heads", n(q[2])), L("kv_heads", n(k[2])), L("head_dim", n(q[3])),
+                L("scale", floatLiteral(a.getScale().convertToDouble()))});
+          return success();
+        }
         FailureOr<std::string> dropout = attentionDropout(op, a.getDropoutAttr(), a.getQuery());
         if (failed(dropout))
           return failure();
@@ -838,8 +853,9 @@ FailureOr<int64_t> emitFunction(func::FuncOp fn, Signature sig, const tx::ParamT
   return FunctionEmitter(fn, sig, params, calleeScratch, os).emit(plan);
 }
 
-Signature calleeSignature(func::FuncOp fn) {
+Signature calleeSignature(func::FuncOp fn, bool decode) {
   Signature sig;
+  sig.decode = decode;
   sig.prototype = "void " + fn.getName().str() + "(const megart::StepContext &ctx, char *ws";
   Block &body = fn.getBody().front();
   for (BlockArgument arg : body.getArguments()) {

@@ -58,6 +58,10 @@ struct Signature {
   int returnedScalar = -1;     // result returned as `float` (the loss), or -1
   std::string returnDefault;   // returned when returnedScalar is -1 ("" = void)
   Target target = Target::Cpu; // whose kernels the body calls, on whose memory
+  /// Generation's decode_step and its callees: the function computes one position,
+  /// ctx.kv_cache->position, of a model built for seq_length 1: attention reads and extends
+  /// the layer's KV cache, rotary embeddings and learned positions take that position.
+  bool decode = false;
 };
 
 /// Emits `fn` with `sig` to `os`, its workspace plan to `plan`; returns the workspace bytes it
@@ -69,7 +73,7 @@ mlir::FailureOr<int64_t> emitFunction(mlir::func::FuncOp fn, Signature sig, cons
 /// A callee (a layer's forward or backward half): `void name(ctx, ws, const float *<argument>...,
 /// float *<result>...)`, each named after the IR value (the layer's parameters by their
 /// checkpoint names: ln_1_weight).
-Signature calleeSignature(mlir::func::FuncOp fn);
+Signature calleeSignature(mlir::func::FuncOp fn, bool decode = false);
 
 int64_t numel(mlir::Value v);
 /// Bytes of a tensor value's buffer.

@@ -97,6 +97,9 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
       ->capture_default_str();
   app.add_option("--seed", seed, "Seed of the draws")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--eod", eod, "Stop after this id (the tokenizer's end of document)");
+  bool no_kv_cache = false;
+  app.add_flag("--no-kv-cache", no_kv_cache,
+               "Rerun the whole window for each token (logits_step) instead of one position with a KV cache");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -130,11 +133,39 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
     int64_t length = static_cast<int64_t>(prompt_ids.size());
     Generator generator{static_cast<uint64_t>(seed)};
     StepContext ctx;
+    // With a KV cache (decode_step): each layer's keys and values of the positions so far.
+    const bool use_cache = program.decode_step && !no_kv_cache;
+    const int64_t layers = use_cache ? program.kv_cache_layers : 0;
+    const size_t cache_floats = static_cast<size_t>(b * s * program.kv_cache_row); // compiled-in sizes
+    std::vector<std::vector<float>> keys(static_cast<size_t>(layers), std::vector<float>(cache_floats)),
+        values = keys;
+    std::vector<float *> key_ptrs, value_ptrs;
+    for (int64_t l = 0; l < layers; ++l) {
+      key_ptrs.push_back(keys[static_cast<size_t>(l)].data());
+      value_ptrs.push_back(values[static_cast<size_t>(l)].data());
+    }
+    KvCache cache{key_ptrs.data(), value_ptrs.data(), layers, s, 0};
+    StepContext cache_ctx;
+    cache_ctx.kv_cache = &cache;
+    std::vector<int32_t> token(static_cast<size_t>(b), 0); // row 0's token; the other rows are unread
+    int64_t cached = 0;                                     // positions in the cache
+    // The logits of the last position of ids[0, length): the whole window again, or with the
+    // cache the positions not yet in it (the prompt, then one a token).
+    auto last_logits = [&]() -> const float * {
+      if (!use_cache) {
+        program.logits_step(ctx, store.param_table(), arena.as<char>(), ids.data(), logits.data());
+        return logits.data() + (length - 1) * padded;
+      }
+      for (; cached < length; ++cached) {
+        cache.position = cached;
+        token[0] = ids[static_cast<size_t>(cached)];
+        program.decode_step(cache_ctx, store.param_table(), arena.as<char>(), token.data(), logits.data());
+      }
+      return logits.data();
+    };
     std::vector<int32_t> generated;
     for (int64_t k = 0; k < max_new; ++k) {
-      program.logits_step(ctx, store.param_table(), arena.as<char>(), ids.data(), logits.data());
-      const int32_t next = next_token(logits.data() + (length - 1) * padded, program.vocab_size, sampling,
-                                      generator.uniform());
+      const int32_t next = next_token(last_logits(), program.vocab_size, sampling, generator.uniform());
       generated.push_back(next);
       ids[static_cast<size_t>(length++)] = next;
       if (next == eod)
@@ -146,7 +177,8 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
         text += (i ? ", " : "") + std::to_string(v[i]);
       return text + "]";
     };
-    out << "{\"prompt_ids\": " << list(prompt_ids) << ", \"ids\": " << list(generated) << "}" << std::endl;
+    out << "{\"prompt_ids\": " << list(prompt_ids) << ", \"ids\": " << list(generated)
+        << ", \"kv_cache\": " << (use_cache ? "true" : "false") << "}" << std::endl;
     return 0;
   } catch (const Error &e) {
     err << "error: " << e.what() << std::endl;

@@ -9,6 +9,7 @@
 #include "megart/kernels.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -219,6 +220,43 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         bool causal, const AttentionDropout& dropout) {
   attention_backward<float>(dq, dk, dv, dout, q, k, v, batch, seq, q_heads, kv_heads, head_dim,
                             scale, causal, dropout);
+}
+
+void attention_decode(float* out, const float* q, const float* k, const float* v, const KvCache& cache,
+                      int64_t layer, int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                      float scale) {
+  check_heads("attention_decode", q_heads, kv_heads);
+  if (layer < 0 || layer >= cache.layers || cache.position < 0 || cache.position >= cache.capacity)
+    throw Error("attention_decode: layer " + std::to_string(layer) + " position " +
+                std::to_string(cache.position) + " outside the KV cache (" + std::to_string(cache.layers) +
+                " layers, " + std::to_string(cache.capacity) + " positions)");
+  const int64_t row = kv_heads * head_dim; // one position of one sample
+  float* keys = cache.keys[layer];
+  float* values = cache.values[layer];
+  for (int64_t b = 0; b < batch; ++b) {
+    std::memcpy(keys + (b * cache.capacity + cache.position) * row, k + b * row, sizeof(float) * row);
+    std::memcpy(values + (b * cache.capacity + cache.position) * row, v + b * row, sizeof(float) * row);
+  }
+  // The cache is [batch, capacity, kv_heads, head_dim]: the layout attention_forward reads k and
+  // v in, with seq = capacity, so softmax_row and the sum over keys are the forward's own.
+  const Shape sh{batch, cache.capacity, q_heads, kv_heads, head_dim};
+  const int64_t keys_seen = cache.position + 1;
+  std::vector<float> p(static_cast<size_t>(keys_seen));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < q_heads; ++h) {
+      const int64_t g = h / sh.group();
+      const float* qrow = q + (b * q_heads + h) * head_dim;
+      softmax_row(p.data(), qrow, keys, sh, b, g, keys_seen, scale);
+      float* o = out + (b * q_heads + h) * head_dim;
+      for (int64_t d = 0; d < head_dim; ++d)
+        o[d] = 0.0f;
+      for (int64_t j = 0; j < keys_seen; ++j) {
+        const float pj = p[j];
+        const float* vj = values + sh.kv_at(b, j, g);
+        for (int64_t d = 0; d < head_dim; ++d)
+          o[d] += pj * vj[d];
+      }
+    }
 }
 
 #define MEGART_ATTENTION(A)                                                                        \

@@ -175,6 +175,50 @@ TEST(KernelsAttention, BadDropoutThrows) {
   EXPECT_NO_THROW(run(attention_dropout(0.1f, 0, 0, 2)));
 }
 
+// Decoding position by position with a KV cache gives attention_forward's causal rows bit for
+// bit (the same arithmetic over the cached keys), grouped-query heads included.
+TEST(KernelsAttention, DecodeWithACacheIsTheCausalForward) {
+  const AttnShape s{2, 7, 4, 2, 8, true};
+  const Vec q = random_vec(s.q_numel(), 21, -2.0f, 2.0f), k = random_vec(s.kv_numel(), 22, -2.0f, 2.0f),
+            v = random_vec(s.kv_numel(), 23);
+  Vec whole(q.size());
+  cpu::attention_forward(whole.data(), q.data(), k.data(), v.data(), s.batch, s.seq, s.q_heads, s.kv_heads,
+                         s.head_dim, s.scale(), true);
+  const int64_t layers = 3, layer = 1, qrow = s.q_heads * s.head_dim, kvrow = s.kv_heads * s.head_dim;
+  std::vector<Vec> keys(layers, Vec(s.batch * s.seq * kvrow, 7.0f)), values = keys;
+  std::vector<float*> kp, vp;
+  for (int64_t l = 0; l < layers; ++l) {
+    kp.push_back(keys[l].data());
+    vp.push_back(values[l].data());
+  }
+  megart::KvCache cache{kp.data(), vp.data(), layers, s.seq, 0};
+  for (int64_t t = 0; t < s.seq; ++t) {
+    Vec qt, kt, vt, out(s.batch * qrow, 99.0f); // position t of each sample
+    for (int64_t b = 0; b < s.batch; ++b) {
+      qt.insert(qt.end(), q.begin() + (b * s.seq + t) * qrow, q.begin() + (b * s.seq + t + 1) * qrow);
+      kt.insert(kt.end(), k.begin() + (b * s.seq + t) * kvrow, k.begin() + (b * s.seq + t + 1) * kvrow);
+      vt.insert(vt.end(), v.begin() + (b * s.seq + t) * kvrow, v.begin() + (b * s.seq + t + 1) * kvrow);
+    }
+    cache.position = t;
+    cpu::attention_decode(out.data(), qt.data(), kt.data(), vt.data(), cache, layer, s.batch, s.q_heads, s.kv_heads,
+                          s.head_dim, s.scale());
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t i = 0; i < qrow; ++i)
+        ASSERT_EQ(out[b * qrow + i], whole[(b * s.seq + t) * qrow + i]) << "position " << t << " sample " << b;
+  }
+  EXPECT_EQ(keys[0], Vec(keys[0].size(), 7.0f)); // other layers' caches untouched
+  EXPECT_EQ(Vec(keys[1].begin(), keys[1].begin() + s.seq * kvrow), Vec(k.begin(), k.begin() + s.seq * kvrow));
+  Vec out(s.batch * qrow);
+  cache.position = s.seq; // past the cache
+  EXPECT_THROW(cpu::attention_decode(out.data(), q.data(), k.data(), v.data(), cache, layer, s.batch, s.q_heads,
+                                     s.kv_heads, s.head_dim, s.scale()),
+               megart::Error);
+  cache.position = 0;
+  EXPECT_THROW(cpu::attention_decode(out.data(), q.data(), k.data(), v.data(), cache, layers, s.batch, s.q_heads,
+                                     s.kv_heads, s.head_dim, s.scale()),
+               megart::Error);
+}
+
 TEST(KernelsAttention, BackwardIsDeterministicAcrossThreadCounts) {
   // Large enough to pass the kernel's parallel threshold, with several (batch, kv head) tasks.
   const AttnShape s{3, 48, 4, 2, 16, true};

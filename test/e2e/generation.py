@@ -1,7 +1,9 @@
-"""Generation (OUT/train generate: the compiled forward up to the logits, megart/generate.h)
+"""Generation (OUT/train generate: decode_step, one position at a time with a KV cache, or
+with --no-kv-cache the compiled forward up to the logits over the whole window, megart/generate.h)
 against Hugging Face transformers, run with /usr/bin/python3: GPT-2 and Llama trained a little
 on the license corpus (seq_length raised to 64) and saved; greedy decoding of 32 tokens from the
 checkpoint equals transformers' `generate(do_sample=False)` on the same folder token for token,
+with the cache and without,
 and `megac generate CHECKPOINT --prompt TEXT` (the checkpoint's spec compiled for it, the text
 through the tokenizer the checkpoint carries) prints that continuation. Sampling with a seed
 repeats itself and differs from greedy."""
@@ -58,7 +60,17 @@ def main():
              "--lr", "3e-3", "--min-lr", "3e-4", "--lr-decay-style", "cosine", "--lr-warmup-iters", "20", "--save", w(name + "-ckpt")])
         generate = [w(name, "train"), "generate", "--load", w(name + "-ckpt"), "--prompt-ids",
                     ",".join(map(str, prompt)), "--max-new-tokens", str(NEW_TOKENS)]
-        ours = json.loads(run(generate + ["--top-k", "1"]))["ids"]
+        greedy = json.loads(run(generate + ["--top-k", "1"]))
+        ours = greedy["ids"]
+        # The KV cache (decode_step: one position at a time) and the window rerun (logits_step)
+        # decode the same tokens.
+        window = json.loads(run(generate + ["--top-k", "1", "--no-kv-cache"]))
+        ok = greedy["kv_cache"] is True and window["kv_cache"] is False and window["ids"] == ours
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: greedy with the KV cache {'equals' if window['ids'] == ours else 'differs from'}"
+              f" the window rerun (kv_cache {greedy['kv_cache']}, {window['kv_cache']})")
+        if not ok:
+            print(f"     cache  {ours}\n     window {window['ids']}")
+            failures.append(name + " kv cache")
         folder = w(name + "-ckpt", "iter_0000220")
         theirs = python_json(args.python, HF_GENERATE, [folder, json.dumps(prompt), str(NEW_TOKENS)],
                              "transformers' generate")
@@ -78,10 +90,15 @@ def main():
         if not ok:
             print(f"     megac generate printed {text_out!r}\n     expected {expected!r}")
             failures.append(name + " megac generate")
-        drawn = [json.loads(run(generate + ["--temperature", "0.8", "--top-p", "0.9", "--seed", "7"]))["ids"]
-                 for _ in range(2)]
-        ok = drawn[0] == drawn[1] and drawn[0] != ours
-        print(f"{'ok  ' if ok else 'FAIL'} {name}: sampling with --seed 7 repeats itself and differs from greedy")
+        sample = generate + ["--temperature", "0.8", "--top-p", "0.9", "--seed", "7"]
+        drawn = [json.loads(run(sample))["ids"] for _ in range(2)]
+        # Sampling reads the whole distribution (greedy only its top): the cache must give the
+        # window's draws too. A draw would need to land within float rounding of a boundary to
+        # tell them apart.
+        drawn_window = json.loads(run(sample + ["--no-kv-cache"]))["ids"]
+        ok = drawn[0] == drawn[1] and drawn[0] != ours and drawn[0] == drawn_window
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: sampling with --seed 7 repeats itself, differs from greedy and "
+              f"{'equals' if drawn[0] == drawn_window else 'differs from'} the window rerun's")
         if not ok:
             failures.append(name + " sampling")
     if failures:

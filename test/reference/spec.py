@@ -11,10 +11,11 @@ import yaml
 REQUIRED = ("family", "num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size")
 
 FAMILY_DEFAULTS = {
+    # Dropout: Megatron's and GPT-2's 0.1; Hugging Face Llama's 0.
     "gpt2": dict(normalization="LayerNorm", activation="gelu", position_embedding_type="learned",
-                 tie_embeddings=True, add_bias_linear=True),
+                 tie_embeddings=True, add_bias_linear=True, hidden_dropout=0.1, attention_dropout=0.1),
     "llama": dict(normalization="RMSNorm", activation="swiglu", position_embedding_type="rope",
-                  tie_embeddings=False, add_bias_linear=False),
+                  tie_embeddings=False, add_bias_linear=False, hidden_dropout=0.0, attention_dropout=0.0),
 }
 
 CHOICES = {
@@ -99,7 +100,6 @@ def make_spec(raw, where="spec"):
     family = _check_type("family", raw["family"], "choice", where)
     h = raw["hidden_size"]
     vals = dict(FAMILY_DEFAULTS[family], norm_epsilon=1e-5, rotary_base=10000.0,
-                hidden_dropout=0.0, attention_dropout=0.0,
                 num_query_groups=raw.get("num_attention_heads"),
                 ffn_hidden_size=_default_ffn(family, h) if isinstance(h, int) else None,
                 max_position_embeddings=raw.get("seq_length"))

@@ -490,7 +490,18 @@ int megac::runCompile() {
   std::string code, memoryPlan;
   raw_string_ostream codeOs(code), planOs(memoryPlan);
   const HuggingFaceConfig hfConfig = huggingFaceConfig(*spec);
-  const EmitOptions emitOptions{header, summary, hfConfig.json, *specText, *target, precision};
+  EmitOptions emitOptions{header, summary, hfConfig.json, *specText, *target, precision};
+  // Generation's decode_step (one position with a KV cache): the same model built for one
+  // position, where one rank computes in fp32 on the CPU (as logits_step).
+  mlir::OwningOpRef<mlir::ModuleOp> decodeModule;
+  if (plan.worldSize() == 1 && precision == ActivationPrecision::Fp32 && *target == megac::Target::Cpu) {
+    ModelSpec onePosition = *spec;
+    onePosition.seqLength = 1;
+    decodeModule = buildModel(context, onePosition, plan, microBatch);
+    if (failed(mlir::verify(*decodeModule)))
+      return fail("internal: the frontend built invalid decode IR for " + specPath);
+    emitOptions.decodeModule = *decodeModule;
+  }
   SmallVector<StageBuffers> buffers;
   if (failed(emitTrainingProgram(*module, emitOptions, codeOs, planOs, &buffers)))
     return fail("emitting C++ failed (see the error above)");

@@ -27,6 +27,10 @@ struct EmitOptions {
   // The precision OUT/train runs in (its --bf16 / --fp16 must agree): the plan's activation
   // precision, or on CUDA the GEMMs' alone (activations stay fp32 there).
   ActivationPrecision precision = ActivationPrecision::Fp32;
+  // The frontend's module of the same spec built for seq_length 1 (null: none): emitted as
+  // decode_step, generation's one position with a KV cache, where the program has a
+  // logits_step on the CPU.
+  mlir::ModuleOp decodeModule;
 };
 
 /// What the emitted program has the runtime allocate per rank besides the training state, per

@@ -68,7 +68,6 @@ struct DropoutDraw {
   int64_t rank_first_sample = 0; // the dp rank's first sample's place in the iteration's global batch
   int64_t micro_batch_size = 0;
   int64_t first_sample = 0; // the running microbatch's first sample (StepContext::for_microbatch)
-  int64_t layer = -1;       // the transformer layer whose compiled function runs (set by its call)
 };
 
 // A rank's block of one dropout site's global tensor: dimension 0 counts samples.

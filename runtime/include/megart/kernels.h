@@ -20,6 +20,7 @@
 #include "megart/dropout.h"
 #include "megart/half.h"
 #include "megart/precision.h"
+#include "megart/program.h"
 
 #include <cstdint>
 
@@ -205,6 +206,15 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         const float* k, const float* v, int64_t batch, int64_t seq,
                         int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
                         bool causal, const AttentionDropout &dropout = {});
+
+// One position of causal attention with a KV cache (generation): q, out [batch, 1, q_heads,
+// head_dim]; k, v [batch, 1, kv_heads, head_dim] are stored at cache.position of `layer`'s
+// cache, then each query head attends to the cached positions 0 .. cache.position. Row
+// cache.position of attention_forward over the whole sequence, in the same arithmetic. Throws
+// megart::Error if the layer or position is outside the cache or the heads do not divide.
+void attention_decode(float* out, const float* q, const float* k, const float* v, const KvCache& cache,
+                      int64_t layer, int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                      float scale);
 
 // 16-bit: every tensor (q, k, v, out, dout, dq, dk, dv) is A*; scores, probabilities and the
 // dq / dk / dv sums stay fp32 until the one rounding on store.

@@ -46,6 +46,17 @@ public:
   virtual void wait(int64_t bucket) = 0;
 };
 
+// Generation with a KV cache: each layer's keys and values of the positions computed so far,
+// [micro batch, capacity, kv heads, head dim] floats per layer. decode_step computes position
+// `position` (its keys and values land there) attending to positions 0 .. position.
+struct KvCache {
+  float *const *keys = nullptr;   // [layers]
+  float *const *values = nullptr; // [layers]
+  int64_t layers = 0;
+  int64_t capacity = 0; // seq_length
+  int64_t position = 0;
+};
+
 // What a step needs besides tensors: the communicators of the rank's grid axes (size-1
 // communicators where the plan does not split that axis).
 struct StepContext {
@@ -73,13 +84,18 @@ struct StepContext {
   // --overlap-param-gather with ZeRO-1/2: the gathers to wait for (null: nothing overlapped).
   ParamGathers *param_gathers = nullptr;
   // Dropout masks (megart/dropout.h): on for training microbatches, with the iteration's key and
-  // the microbatch's first sample from the runtime (for_microbatch) and the layer from the call
-  // of a layer's function (for_layer); off in evaluation and generation.
+  // the microbatch's first sample from the runtime (for_microbatch); off in evaluation and
+  // generation.
   DropoutDraw dropout;
+  // The transformer layer whose compiled function runs (set by its call, for_layer): it draws
+  // that layer's dropout masks and reads that layer's KV cache. -1 outside layers.
+  int64_t layer = -1;
+  // Generation's decode_step: the keys and values of the positions before (null otherwise).
+  const KvCache *kv_cache = nullptr;
 
-  StepContext for_layer(int64_t layer) const {
+  StepContext for_layer(int64_t l) const {
     StepContext c = *this;
-    c.dropout.layer = layer;
+    c.layer = l;
     return c;
   }
   // Microbatch m of the dp rank's share of the iteration.
@@ -99,7 +115,7 @@ inline DropoutBlock dropout_block(const StepContext &ctx, float rate, int64_t st
                                   std::initializer_list<int64_t> extent) {
   DropoutBlock block;
   block.rate = ctx.dropout.on ? rate : 0.0f;
-  block.key = dropout_site_key(ctx.dropout.iteration_key, ctx.dropout.layer, stream);
+  block.key = dropout_site_key(ctx.dropout.iteration_key, ctx.layer, stream);
   block.rank = static_cast<int32_t>(shape.size());
   for (int32_t d = 0; d < block.rank && d < kDropoutMaxRank; ++d) {
     block.shape[d] = shape.begin()[d];
@@ -114,7 +130,7 @@ inline AttentionDropout attention_dropout(const StepContext &ctx, float rate, in
                                           int64_t head_offset, int64_t heads) {
   AttentionDropout d;
   d.rate = ctx.dropout.on ? rate : 0.0f;
-  d.key = dropout_site_key(ctx.dropout.iteration_key, ctx.dropout.layer, stream);
+  d.key = dropout_site_key(ctx.dropout.iteration_key, ctx.layer, stream);
   d.first_sample = ctx.dropout.first_sample;
   d.head_offset = head_offset;
   d.heads = heads;
@@ -137,6 +153,10 @@ using EvalFn = float (*)(const StepContext &ctx, float *const *params, char *are
 // The same forward up to the logits: writes [micro batch, seq, padded vocab] floats to `logits`
 // (generation, OUT/train generate). Single-rank fp32 programs only.
 using LogitsFn = void (*)(const StepContext &ctx, float *const *params, char *arena, const int32_t *ids,
+                          float *logits);
+// One position of the same model with a KV cache (ctx.kv_cache): ids [micro batch, 1], the token
+// at ctx.kv_cache->position; writes its logits [micro batch, 1, padded vocab] (generation).
+using DecodeFn = void (*)(const StepContext &ctx, float *const *params, char *arena, const int32_t *ids,
                           float *logits);
 
 // Starts the sum of the gradients over the data-parallel ranks after the last microbatch of an
@@ -264,6 +284,9 @@ struct ProgramDesc {
   StepFn step;
   EvalFn eval_step = nullptr;        // null with pipeline parallelism (the chunks' forwards serve)
   LogitsFn logits_step = nullptr;    // null unless one rank computes in fp32
+  DecodeFn decode_step = nullptr;    // null unless one rank computes in fp32 on the CPU
+  int64_t kv_cache_layers = 0;       // decode_step's cache: layers, and floats per position and
+  int64_t kv_cache_row = 0;          // sample (kv heads x head dim)
   // The parallel plan the program was compiled for; the world size must be their product.
   int64_t tensor_parallel_size = 1;
   int64_t pipeline_parallel_size = 1;
