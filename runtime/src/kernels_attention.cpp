@@ -65,6 +65,20 @@ void softmax_row(float* p, const A* qrow, const A* k, const Shape& sh, int64_t b
     p[j] *= inv;
 }
 
+// o[0, head_dim) = sum_j p[j] v_j over keys j < keys of kv head g of batch b, in key order.
+template <typename A>
+void weighted_values(float* __restrict o, const float* p, const A* v, const Shape& sh, int64_t b,
+                     int64_t g, int64_t keys) {
+  for (int64_t d = 0; d < sh.head_dim; ++d)
+    o[d] = 0.0f;
+  for (int64_t j = 0; j < keys; ++j) {
+    const float pj = p[j];
+    const A* vj = v + sh.kv_at(b, j, g);
+    for (int64_t d = 0; d < sh.head_dim; ++d)
+      o[d] += pj * to_float(vj[d]);
+  }
+}
+
 // dq += ds k_j, dk_j += ds q_i, dv_j += p_j dout_i. Outputs never alias inputs (kernels.h);
 // saying so with restrict lets the loop vectorize without runtime overlap checks.
 template <typename A>
@@ -124,15 +138,8 @@ void attention_forward(A* out, const A* q, const A* k, const A* v, int64_t batch
       if (dropout_row(mask.data(), dropout, b, h, i, seq, keys))
         for (int64_t j = 0; j < keys; ++j)
           p[j] *= mask[j];
-      float* __restrict o = detail::accumulator(out + sh.q_at(b, i, h), acc.data());
-      for (int64_t d = 0; d < head_dim; ++d)
-        o[d] = 0.0f;
-      for (int64_t j = 0; j < keys; ++j) {
-        const float pj = p[j];
-        const A* vj = v + sh.kv_at(b, j, g);
-        for (int64_t d = 0; d < head_dim; ++d)
-          o[d] += pj * to_float(vj[d]);
-      }
+      float* o = detail::accumulator(out + sh.q_at(b, i, h), acc.data());
+      weighted_values(o, p.data(), v, sh, b, g, keys);
       detail::store_row(out + sh.q_at(b, i, h), o, head_dim);
     }
   }
@@ -238,7 +245,7 @@ void attention_decode(float* out, const float* q, const float* k, const float* v
     std::memcpy(values + (b * cache.capacity + cache.position) * row, v + b * row, sizeof(float) * row);
   }
   // The cache is [batch, capacity, kv_heads, head_dim]: the layout attention_forward reads k and
-  // v in, with seq = capacity, so softmax_row and the sum over keys are the forward's own.
+  // v in, with seq = capacity, so softmax_row and weighted_values are the forward's own.
   const Shape sh{batch, cache.capacity, q_heads, kv_heads, head_dim};
   const int64_t keys_seen = cache.position + 1;
   std::vector<float> p(static_cast<size_t>(keys_seen));
@@ -247,15 +254,7 @@ void attention_decode(float* out, const float* q, const float* k, const float* v
       const int64_t g = h / sh.group();
       const float* qrow = q + (b * q_heads + h) * head_dim;
       softmax_row(p.data(), qrow, keys, sh, b, g, keys_seen, scale);
-      float* o = out + (b * q_heads + h) * head_dim;
-      for (int64_t d = 0; d < head_dim; ++d)
-        o[d] = 0.0f;
-      for (int64_t j = 0; j < keys_seen; ++j) {
-        const float pj = p[j];
-        const float* vj = values + sh.kv_at(b, j, g);
-        for (int64_t d = 0; d < head_dim; ++d)
-          o[d] += pj * vj[d];
-      }
+      weighted_values(out + (b * q_heads + h) * head_dim, p.data(), values, sh, b, g, keys_seen);
     }
 }
 
