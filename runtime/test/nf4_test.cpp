@@ -1,0 +1,102 @@
+// NF4 (megart/nf4.h) on its own: the layout, the round trip's error bound, the statistics'
+// size and the bad inputs. test/e2e/nf4_bitsandbytes.py holds the bytes against bitsandbytes.
+#include "megart/error.h"
+#include "megart/nf4.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace {
+
+std::vector<float> random_weights(int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float &v : x)
+    v = normal(rng);
+  return x;
+}
+
+TEST(Nf4, CodesPackTwoPerByteHighNibbleFirst) {
+  // One block: its absmax is 1, so each value is its own code.
+  std::vector<float> x = {-1.0f, 1.0f, 0.0f, megart::kNf4Codes[3], megart::kNf4Codes[12], -0.5f};
+  const megart::Nf4Tensor t = megart::nf4_quantize(x.data(), 6, 64, false);
+  ASSERT_EQ(t.packed.size(), 3u);
+  EXPECT_EQ(t.packed[0], 0x0F); // -1 -> code 0 (high nibble), 1 -> code 15
+  EXPECT_EQ(t.packed[1], 0x73); // 0 -> 7, codes[3] -> 3
+  EXPECT_EQ(t.packed[2], 0xC2); // codes[12] -> 12, -0.5 -> nearest -0.525 (2)
+  EXPECT_EQ(t.absmax, std::vector<float>{1.0f});
+}
+
+TEST(Nf4, NearestCodeBreaksTiesTowardTheLowerIndex) {
+  const float table[] = {0.0f, 0.5f, 1.0f};
+  EXPECT_EQ(megart::nf4_nearest(table, 3, 0.25f), 0);
+  EXPECT_EQ(megart::nf4_nearest(table, 3, 0.75f), 1);
+  EXPECT_EQ(megart::nf4_nearest(table, 3, 0.26f), 1);
+  EXPECT_EQ(megart::nf4_nearest(table, 3, 7.0f), 2);
+}
+
+// Each weight comes back within half the widest gap between neighbouring codes (-1 to -0.6962)
+// times its block's absmax; with double quantization the absmax itself carries the 8-bit map's
+// error, bounded here by 1% of it.
+TEST(Nf4, RoundTripErrorIsBoundedByTheCodeGaps) {
+  const int64_t n = 64 * 600 + 32; // 601 blocks, the last partial; 3 statistics blocks
+  const std::vector<float> x = random_weights(n, 1);
+  float widest = 0.0f;
+  for (int k = 1; k < 16; ++k)
+    widest = std::max(widest, megart::kNf4Codes[k] - megart::kNf4Codes[k - 1]);
+  for (bool double_quant : {false, true}) {
+    const megart::Nf4Tensor t = megart::nf4_quantize(x.data(), n, 64, double_quant);
+    std::vector<float> y(static_cast<size_t>(n));
+    megart::nf4_dequantize(y.data(), t);
+    for (int64_t b = 0; b < t.blocks(); ++b) {
+      float absmax = 0.0f;
+      for (int64_t i = b * 64; i < std::min(n, (b + 1) * 64); ++i)
+        absmax = std::max(absmax, std::fabs(x[static_cast<size_t>(i)]));
+      EXPECT_NEAR(t.block_absmax(b), absmax, double_quant ? 0.01f * absmax : 0.0f) << b;
+      for (int64_t i = b * 64; i < std::min(n, (b + 1) * 64); ++i)
+        ASSERT_LE(std::fabs(y[static_cast<size_t>(i)] - x[static_cast<size_t>(i)]),
+                  0.5f * widest * absmax * (double_quant ? 1.02f : 1.0001f))
+            << "element " << i << (double_quant ? " (double quantization)" : "");
+    }
+  }
+}
+
+// QLoRA's figure: 4 + 8/64 + 32/(64 x 256) = 4.127 bits per weight with double quantization.
+TEST(Nf4, DoubleQuantizationStoresAbout4Point13BitsPerWeight) {
+  const int64_t n = 64 * 256 * 8;
+  const std::vector<float> x = random_weights(n, 2);
+  const double with = 8.0 * megart::nf4_quantize(x.data(), n, 64, true).bytes() / n;
+  const double without = 8.0 * megart::nf4_quantize(x.data(), n, 64, false).bytes() / n;
+  EXPECT_NEAR(with, 4.0 + 8.0 / 64 + 32.0 / (64 * 256), 1e-3); // + the one offset
+  EXPECT_DOUBLE_EQ(without, 4.5);
+}
+
+TEST(Nf4, DynamicMapIsSignedAndAscending) {
+  const std::array<float, 256> &map = megart::nf4_dynamic_map();
+  int negative = 0, zeros = 0;
+  for (size_t i = 0; i < map.size(); ++i) {
+    if (i > 0)
+      EXPECT_LT(map[i - 1], map[i]) << i;
+    negative += map[i] < 0.0f;
+    zeros += map[i] == 0.0f;
+  }
+  EXPECT_EQ(negative, 127);
+  EXPECT_EQ(zeros, 1);
+  EXPECT_EQ(map.back(), 1.0f);
+  EXPECT_NEAR(map.front(), -0.99297, 1e-5);
+}
+
+TEST(Nf4, BadInputsThrow) {
+  std::vector<float> x(8, 0.5f);
+  EXPECT_THROW(megart::nf4_quantize(x.data(), 7, 64, false), megart::Error); // odd count
+  EXPECT_THROW(megart::nf4_quantize(x.data(), 0, 64, false), megart::Error);
+  EXPECT_THROW(megart::nf4_quantize(x.data(), 8, 63, false), megart::Error);
+  x[3] = NAN;
+  EXPECT_THROW(megart::nf4_quantize(x.data(), 8, 64, false), megart::Error);
+}
+
+} // namespace
