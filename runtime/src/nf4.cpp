@@ -131,15 +131,20 @@ Nf4Tensor nf4_quantize(const float *x, int64_t numel, int64_t block_size, bool d
   return t;
 }
 
-void nf4_dequantize(float *out, const Nf4Tensor &t) {
-  for (int64_t b = 0; b < t.blocks(); ++b) {
+void nf4_dequantize_range(float *out, const Nf4Tensor &t, int64_t first, int64_t count) {
+  if (first < 0 || count < 0 || first + count > t.numel)
+    throw Error("nf4_dequantize_range: elements [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                ") outside the tensor's " + std::to_string(t.numel));
+  const int64_t end = first + count;
+  for (int64_t b = first / t.block_size; b * t.block_size < end; ++b) {
     const float scale = t.block_absmax(b);
-    const int64_t first = b * t.block_size, end = std::min(t.numel, first + t.block_size);
-    for (int64_t i = first; i < end; ++i) {
+    for (int64_t i = std::max(first, b * t.block_size); i < std::min(end, (b + 1) * t.block_size); ++i) {
       const uint8_t byte = t.packed[static_cast<size_t>(i / 2)];
-      out[i] = kNf4Codes[i % 2 == 0 ? byte >> 4 : byte & 0xF] * scale;
+      out[i - first] = kNf4Codes[i % 2 == 0 ? byte >> 4 : byte & 0xF] * scale;
     }
   }
 }
+
+void nf4_dequantize(float *out, const Nf4Tensor &t) { nf4_dequantize_range(out, t, 0, t.numel); }
 
 } // namespace megart

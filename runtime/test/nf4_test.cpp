@@ -1,6 +1,7 @@
 // NF4 (megart/nf4.h) on its own: the layout, the round trip's error bound, the statistics'
-// size and the bad inputs. test/e2e/nf4_bitsandbytes.py holds the bytes against bitsandbytes.
+// size, the GEMM with an NF4 weight and the bad inputs. test/e2e/nf4_bitsandbytes.py holds the bytes against bitsandbytes.
 #include "megart/error.h"
+#include "megart/kernels.h"
 #include "megart/nf4.h"
 
 #include <gtest/gtest.h>
@@ -97,6 +98,32 @@ TEST(Nf4, BadInputsThrow) {
   EXPECT_THROW(megart::nf4_quantize(x.data(), 8, 63, false), megart::Error);
   x[3] = NAN;
   EXPECT_THROW(megart::nf4_quantize(x.data(), 8, 64, false), megart::Error);
+}
+
+} // namespace
+
+namespace {
+
+// The GEMM with an NF4 weight equals dequantize-then-gemm up to the sum's order, over several
+// tiles (a weight of 600 x 1000 is 3 tiles of 262 rows), with beta accumulating.
+TEST(Nf4, GemmEqualsDequantizeThenGemm) {
+  const int64_t m = 5, n = 600, k = 1000;
+  const std::vector<float> w = random_weights(n * k, 3), a = random_weights(m * k, 4);
+  const megart::Nf4Tensor q = megart::nf4_quantize(w.data(), n * k, 64, true);
+  std::vector<float> dense(static_cast<size_t>(n * k));
+  megart::nf4_dequantize(dense.data(), q);
+  std::vector<float> expected(static_cast<size_t>(m * n), 0.5f), got = expected;
+  megart::cpu::gemm(expected.data(), a.data(), dense.data(), m, n, k, false, true, 1.0f, 1.0f);
+  megart::cpu::gemm_nf4(got.data(), a.data(), q, m, n, k, 1.0f);
+  float scale = 0.0f;
+  for (float v : expected)
+    scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], expected[i], 1e-5f * scale) << i;
+  std::vector<float> part(300);
+  megart::nf4_dequantize_range(part.data(), q, 1000, 300); // across block boundaries
+  EXPECT_EQ(part, std::vector<float>(dense.begin() + 1000, dense.begin() + 1300));
+  EXPECT_THROW(megart::cpu::gemm_nf4(got.data(), a.data(), q, m, n, k + 1), megart::Error);
 }
 
 } // namespace

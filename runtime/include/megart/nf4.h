@@ -62,5 +62,15 @@ Nf4Tensor nf4_quantize(const float *x, int64_t numel, int64_t block_size, bool d
 
 // out[0, numel) = NF4 code x the block's absmax (dequantize_4bit).
 void nf4_dequantize(float *out, const Nf4Tensor &t);
+// The same for elements [first, first + count) only, into out[0, count).
+void nf4_dequantize_range(float *out, const Nf4Tensor &t, int64_t first, int64_t count);
+
+namespace cpu {
+// C[m, n] = A[m, k] W^T + beta C with W [n, k] stored as NF4 (a Linear weight [out, in],
+// row-major): W is dequantized a tile of rows at a time into fp32 scratch as the product needs
+// it, never whole. Equal to nf4_dequantize then gemm(transpose_b) up to the fp32 sum's order.
+// Throws megart::Error if w does not hold n x k elements.
+void gemm_nf4(float *c, const float *a, const Nf4Tensor &w, int64_t m, int64_t n, int64_t k, float beta = 0.0f);
+} // namespace cpu
 
 } // namespace megart
