@@ -154,7 +154,8 @@ def prepare_gpt2(script, python, work, sizes, tokens, init_seed):
     with open(spec, "w") as f:
         f.write(f"# {os.path.relpath(script, REPO)}: GPT-2, vocab {sizes['vocab_size']} (random token ids)\n"
                 "family: gpt2\n")
-        f.write("".join(f"{k}: {v}\n" for k, v in sizes.items()))
+        # No dropout unless the bench asks: the figures compare with baselines that have none.
+        f.write("".join(f"{k}: {v}\n" for k, v in {"hidden_dropout": 0.0, "attention_dropout": 0.0, **sizes}.items()))
     run([python, script, "--worker-data", "--data-path", os.path.join(work, "data"), "--tokens", str(tokens)])
     run([python, os.path.join(REPO, "test", "reference", "train.py"), "--spec", spec, "--init-out",
          os.path.join(work, "init.safetensors"), "--seed", str(init_seed)])

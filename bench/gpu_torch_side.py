@@ -21,7 +21,9 @@ LR, CLIP = 6e-4, 1.0  # bench/gpu_vs_pytorch.py gives OUT/train the same
 
 
 def build_model(spec):
-    """GPT-2 with test/reference's parameter names and layouts (Conv1D weights [in, out])."""
+    """GPT-2 with test/reference's parameter names and layouts (Conv1D weights [in, out]), with the
+    spec's dropout where megac's program has it (after the embeddings, on the attention
+    probabilities, before each residual add)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -55,12 +57,13 @@ def build_model(spec):
             B, S, h = x.shape
             q, k, v = (t.view(B, S, spec.num_attention_heads, -1).transpose(1, 2)
                        for t in self.c_attn(x).split(h, dim=-1))
+            p = spec.attention_dropout if self.training else 0.0  # megac's program drops as the spec says
             if sdpa is not None:  # flash / memory-efficient kernels, causal without a mask
-                o = sdpa(q, k, v, is_causal=True)
+                o = sdpa(q, k, v, is_causal=True, dropout_p=p)
             else:  # torch < 2.0: the reference's way
                 scores = (q @ k.transpose(-1, -2)) / (q.shape[-1] ** 0.5)
                 mask = torch.ones(S, S, dtype=torch.bool, device=x.device).triu(1)
-                o = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
+                o = F.dropout(torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1), p, self.training) @ v
             return self.c_proj(o.transpose(1, 2).reshape(B, S, h))
 
     class Block(nn.Module):
@@ -72,8 +75,9 @@ def build_model(spec):
             self.mlp.c_fc, self.mlp.c_proj = Conv1D(h, spec.ffn_hidden_size), Conv1D(spec.ffn_hidden_size, h)
 
         def forward(self, x):
-            x = x + self.attn(self.ln_1(x))
-            return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
+            drop = lambda y: F.dropout(y, spec.hidden_dropout, self.training)
+            x = x + drop(self.attn(self.ln_1(x)))
+            return x + drop(self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh")))
 
     class GPT2(nn.Module):
         def __init__(self):
@@ -87,7 +91,8 @@ def build_model(spec):
 
         def forward(self, ids):
             t = self.transformer
-            x = F.embedding(ids, t.wte.weight) + t.wpe.weight[:ids.shape[1]]
+            x = F.dropout(F.embedding(ids, t.wte.weight) + t.wpe.weight[:ids.shape[1]], spec.hidden_dropout,
+                          self.training)
             for block in t.h:
                 x = block(x)
             return F.linear(t.ln_f(x), t.wte.weight)  # tied LM head

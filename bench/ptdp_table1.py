@@ -74,7 +74,8 @@ def simulate_row(megac, workdir, row):
     spec = os.path.join(workdir, f"gpt-{params}b.yaml")
     with open(spec, "w") as f:
         f.write(f"# PTD-P Table 1, {params}B\nfamily: gpt2\nnum_layers: {layers}\nhidden_size: {hidden}\n"
-                f"num_attention_heads: {heads}\nseq_length: {S}\nvocab_size: {V}\n")
+                f"num_attention_heads: {heads}\nseq_length: {S}\nvocab_size: {V}\n"
+                "hidden_dropout: 0.0\nattention_dropout: 0.0\n")  # the simulator does not cost dropout
     dp, flags = plan_flags(heads, hidden, layers, tp, pp, gpus)
     cmd = [megac, "simulate", spec, "--cluster", "selene-a100", "--global-batch-size", str(batch), "--json"] + flags
     start = time.monotonic()

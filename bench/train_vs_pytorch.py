@@ -165,6 +165,7 @@ def write_spec(path, family):
         f.write(f"family: {family}\n")
         for k, v in SIZES.items():
             f.write(f"{k}: {v}\n")
+        f.write("hidden_dropout: 0.0\nattention_dropout: 0.0\n")  # PyTorch's side has none
 
 
 def median_tps(records, warmup):
