@@ -1,13 +1,14 @@
-// OUT/train generate: text generation from a checkpoint with the compiled forward (the
-// program's logits_step: one rank, fp32). Each new token runs the forward over the whole window
-// (no KV cache yet: O(window^2), for checking what a model learned, not for serving).
+// OUT/train generate: text generation from a checkpoint with the compiled model (one rank,
+// fp32). With the program's decode_step (CPU) each position runs once, attending to each layer's
+// KV cache; --no-kv-cache (or a program without decode_step) reruns logits_step, the forward over
+// the whole window, for each token.
 //
 //   OUT/train generate --load DIR --prompt-ids 84,104,101 [--max-new-tokens 32]
-//       [--temperature 1] [--top-k 0] [--top-p 1] [--seed 1234] [--eod ID]
+//       [--temperature 1] [--top-k 0] [--top-p 1] [--seed 1234] [--eod ID] [--no-kv-cache]
 //
 // Greedy with --top-k 1 (or --temperature 0); otherwise sampled: logits / temperature, the
 // top k, then the smallest set of probability >= top p, drawn with a generator seeded by --seed.
-// Prints one JSON line: {"prompt_ids": [...], "ids": [...new ids...]}.
+// Prints one JSON line: {"prompt_ids": [...], "ids": [...new ids...], "kv_cache": true|false}.
 #pragma once
 
 #include "megart/program.h"
