@@ -2,8 +2,8 @@
 
 #include "megart/device.h"
 #include "megart/error.h"
-#include "megart/param_init.h"
 #include "megart/param_store.h"
+#include "megart/splitmix.h"
 #include "megart/train_checkpoint.h"
 
 #include <CLI/CLI.hpp>
@@ -21,7 +21,7 @@ namespace {
 // A SplitMix64 stream: the same draws on every machine for a seed.
 struct Generator {
   uint64_t state;
-  double uniform() { return static_cast<double>(splitmix64_mix(state += 0x9E3779B97F4A7C15ull) >> 11) * 0x1.0p-53; }
+  double uniform() { return static_cast<double>(splitmix64_mix(state += kSplitmixGamma) >> 11) * 0x1.0p-53; }
 };
 
 std::vector<int32_t> parse_ids(const std::string &text, int64_t vocab_size) {
@@ -145,8 +145,7 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
       value_ptrs.push_back(values[static_cast<size_t>(l)].data());
     }
     KvCache cache{key_ptrs.data(), value_ptrs.data(), layers, s, 0};
-    StepContext cache_ctx;
-    cache_ctx.kv_cache = &cache;
+    ctx.kv_cache = &cache; // logits_step does not read it
     std::vector<int32_t> token(static_cast<size_t>(b), 0); // row 0's token; the other rows are unread
     int64_t cached = 0;                                     // positions in the cache
     // The logits of the last position of ids[0, length): the whole window again, or with the
@@ -159,7 +158,7 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
       for (; cached < length; ++cached) {
         cache.position = cached;
         token[0] = ids[static_cast<size_t>(cached)];
-        program.decode_step(cache_ctx, store.param_table(), arena.as<char>(), token.data(), logits.data());
+        program.decode_step(ctx, store.param_table(), arena.as<char>(), token.data(), logits.data());
       }
       return logits.data();
     };

@@ -8,7 +8,6 @@
 namespace megart {
 
 namespace {
-constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ull;
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 } // namespace
 
@@ -21,22 +20,14 @@ uint64_t fnv1a64(const char *text) {
   return h;
 }
 
-uint64_t splitmix64_mix(uint64_t z) {
-  z ^= z >> 30;
-  z *= 0xBF58476D1CE4E5B9ull;
-  z ^= z >> 27;
-  z *= 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 uint64_t init_tensor_key(uint64_t seed, const char *name) {
   return splitmix64_mix(splitmix64_mix(seed) ^ fnv1a64(name));
 }
 
 double init_standard_normal(uint64_t key, uint64_t element) {
   const uint64_t j = 2 * element + 1;
-  const uint64_t r1 = splitmix64_mix(key + j * kGoldenGamma);
-  const uint64_t r2 = splitmix64_mix(key + (j + 1) * kGoldenGamma);
+  const uint64_t r1 = splitmix64_mix(key + j * kSplitmixGamma);
+  const uint64_t r2 = splitmix64_mix(key + (j + 1) * kSplitmixGamma);
   // +1 keeps u1 away from 0, where the log would be infinite.
   const double u1 = static_cast<double>((r1 >> 11) + 1) * 0x1.0p-53;
   const double u2 = static_cast<double>((r2 >> 11) + 1) * 0x1.0p-53;

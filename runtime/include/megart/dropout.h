@@ -4,7 +4,7 @@
 // regenerates the mask instead of storing it, and tp, sp, dp and pp runs drop exactly the
 // elements the single-rank run drops.
 //
-//   mix(z)          = splitmix64's output function (megart/param_init.h)
+//   mix(z)          = splitmix64's output function (megart/splitmix.h)
 //   iteration key   = mix(mix(seed ^ kDropoutSalt) + iteration * G)           G = 0x9E3779B97F4A7C15
 //   site key        = mix(iteration key + mix(((layer + 1) << 8) | stream))    layer -1: outside layers
 //   bits(key, e)    = upper 32 bits of mix(key + (e + 1) * G)                  (a SplitMix64 stream)
@@ -15,42 +15,27 @@
 // batch coordinate being the sample's place in the iteration's global batch.
 #pragma once
 
+#include "megart/splitmix.h"
+
 #include <cstdint>
 #include <string>
-
-// The mask functions run on the host and in CUDA kernels alike.
-#ifdef __CUDACC__
-#define MEGART_HOST_DEVICE __host__ __device__
-#else
-#define MEGART_HOST_DEVICE
-#endif
 
 namespace megart {
 
 inline constexpr uint64_t kDropoutSalt = 0x64726F706F7574ull; // "dropout"
-inline constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
 inline constexpr int kDropoutMaxRank = 4;
-inline constexpr int64_t kDropoutMaxStream = 255;
-
-MEGART_HOST_DEVICE inline uint64_t dropout_mix(uint64_t z) {
-  z ^= z >> 30;
-  z *= 0xBF58476D1CE4E5B9ull;
-  z ^= z >> 27;
-  z *= 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 MEGART_HOST_DEVICE inline uint64_t dropout_iteration_key(uint64_t seed, int64_t iteration) {
-  return dropout_mix(dropout_mix(seed ^ kDropoutSalt) + static_cast<uint64_t>(iteration) * kGolden);
+  return splitmix64_mix(splitmix64_mix(seed ^ kDropoutSalt) + static_cast<uint64_t>(iteration) * kSplitmixGamma);
 }
 
 MEGART_HOST_DEVICE inline uint64_t dropout_site_key(uint64_t iteration_key, int64_t layer, int64_t stream) {
-  return dropout_mix(iteration_key + dropout_mix((static_cast<uint64_t>(layer + 1) << 8) |
+  return splitmix64_mix(iteration_key + splitmix64_mix((static_cast<uint64_t>(layer + 1) << 8) |
                                                  static_cast<uint64_t>(stream)));
 }
 
 MEGART_HOST_DEVICE inline uint32_t dropout_bits(uint64_t key, uint64_t element) {
-  return static_cast<uint32_t>(dropout_mix(key + (element + 1) * kGolden) >> 32);
+  return static_cast<uint32_t>(splitmix64_mix(key + (element + 1) * kSplitmixGamma) >> 32);
 }
 
 // The bits at or above which an element is kept: floor(rate * 2^32), rate in [0, 1).

@@ -19,8 +19,8 @@
 
 #include "megart/dropout.h"
 #include "megart/half.h"
+#include "megart/kv_cache.h"
 #include "megart/precision.h"
-#include "megart/program.h"
 
 #include <cstdint>
 

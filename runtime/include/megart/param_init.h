@@ -12,13 +12,13 @@
 #pragma once
 
 #include "megart/program.h"
+#include "megart/splitmix.h"
 
 #include <cstdint>
 
 namespace megart {
 
 uint64_t fnv1a64(const char *text);
-uint64_t splitmix64_mix(uint64_t z);
 // The per-tensor key above.
 uint64_t init_tensor_key(uint64_t seed, const char *name);
 // A standard normal sample for element `element` of the tensor with this key.

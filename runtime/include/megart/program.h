@@ -9,6 +9,7 @@
 #include "megart/device.h"
 #include "megart/dropout.h"
 #include "megart/grad_sync.h"
+#include "megart/kv_cache.h"
 
 namespace megart {
 
@@ -44,17 +45,6 @@ class ParamGathers {
 public:
   virtual ~ParamGathers() = default;
   virtual void wait(int64_t bucket) = 0;
-};
-
-// Generation with a KV cache: each layer's keys and values of the positions computed so far,
-// [micro batch, capacity, kv heads, head dim] floats per layer. decode_step computes position
-// `position` (its keys and values land there) attending to positions 0 .. position.
-struct KvCache {
-  float *const *keys = nullptr;   // [layers]
-  float *const *values = nullptr; // [layers]
-  int64_t layers = 0;
-  int64_t capacity = 0; // seq_length
-  int64_t position = 0;
 };
 
 // What a step needs besides tensors: the communicators of the rank's grid axes (size-1
