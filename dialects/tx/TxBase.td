@@ -42,6 +42,9 @@ def Tx_ParamInit : I32EnumAttr<"ParamInit", "how a parameter is initialised with
     I32EnumAttrCase<"Normal", 0, "normal">,
     I32EnumAttrCase<"Zeros", 1, "zeros">,
     I32EnumAttrCase<"Ones", 2, "ones">,
+    // U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in the full tensor's last dimension: PyTorch's
+    // kaiming_uniform_(a = sqrt 5), nn.Linear's default and PEFT's for LoRA's A
+    I32EnumAttrCase<"KaimingUniform", 3, "kaiming_uniform">,
   ]> {
   let cppNamespace = "::megac::tx";
 }

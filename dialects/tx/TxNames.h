@@ -45,6 +45,12 @@ inline constexpr llvm::StringLiteral kRecomputedAttr = "megac.recomputed";
 /// On every call of a layer's function (its forward, backward and recomputed halves): the
 /// layer's index in the model, which draws that layer's dropout masks.
 inline constexpr llvm::StringLiteral kLayerIndexAttr = "megac.layer_index";
+/// On an argument of a layer's function that every call passes a frozen tx.param (LoRA's base
+/// weights): megac-autodiff computes no gradient for it.
+inline constexpr llvm::StringLiteral kFrozenArgAttr = "megac.frozen";
+/// In the LoRA pass's dropout streams: a layer's adapted module m draws stream
+/// kLoraDropoutStream + m (after the hidden and attention dropout streams).
+inline constexpr int64_t kLoraDropoutStream = 16;
 /// On a pipeline chunk function: its chunk and the number of values its forward stashes.
 inline constexpr llvm::StringLiteral kChunkAttr = "megac.chunk";
 inline constexpr llvm::StringLiteral kStashAttr = "megac.stash";

@@ -28,7 +28,9 @@ def Tx_ParamOp : Tx_Op<"param", [Tx_ShardingRule, Pure]> {
     splits: the output features of a column-parallel weight or bias, the input features of a
     row-parallel weight, the vocabulary of an embedding. Without a role the parameter stays
     whole. `init` says how training initialises it without a checkpoint.
-    Rank-1 parameters (biases, norm weights) get no weight decay.
+    Rank-1 parameters (biases, norm weights) get no weight decay. A `frozen` parameter is
+    read, never trained (the base model under LoRA): it gets no gradient and no optimizer
+    state, and the runtime keeps it apart from the trainable ones (StepContext::frozen).
 
     ```mlir
     %wte = tx.param "transformer.wte.weight" role vocab_embedding parallel_dim 0
@@ -40,11 +42,11 @@ def Tx_ParamOp : Tx_Op<"param", [Tx_ShardingRule, Pure]> {
   let arguments = (ins StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$offsets,
                        OptionalAttr<DenseI64ArrayAttr>:$full_shape, UnitAttr:$padded,
                        OptionalAttr<Tx_ParamRole>:$role, OptionalAttr<I64Attr>:$parallel_dim,
-                       Tx_ParamInit:$init, OptionalAttr<F64Attr>:$std);
+                       Tx_ParamInit:$init, OptionalAttr<F64Attr>:$std, UnitAttr:$frozen);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = [{
     $name (`at` $offsets^ `of` $full_shape)? (`padded` $padded^)? (`role` $role^)? (`parallel_dim` $parallel_dim^)?
-    `init` `(` $init (`,` `std` `=` $std^)? `)`
+    `init` `(` $init (`,` `std` `=` $std^)? `)` (`frozen` $frozen^)?
     attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
@@ -74,13 +76,14 @@ def Tx_MatmulOp : Tx_Op<"matmul", [Tx_ShardingRule, Pure, DeclareOpInterfaceMeth
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`). `rhs` is either a matrix
     `[K, N]` (`[N, K]` with `transpose_rhs`), shared by every batch entry, or has the same
-    batch dimensions as `lhs`. The result is `[..., M, N]`.
+    batch dimensions as `lhs`. The result is `[..., M, N]`, times `scale` when given (the
+    GEMM's alpha: LoRA's alpha / r).
   }];
   let arguments = (ins Tx_FloatTensor:$lhs, Tx_FloatTensor:$rhs,
-                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs, OptionalAttr<F64Attr>:$scale);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = [{
-    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)? attr-dict
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)? (`scale` $scale^)? attr-dict
     `:` type($lhs) `,` type($rhs) `->` type($result)
   }];
   let hasVerifier = 1;

@@ -11,15 +11,17 @@ ParamTable::Key ParamTable::keyOf(ParamOp p) {
   return {p.getName().str(), std::move(offsets)};
 }
 
-ParamTable::ParamTable(llvm::ArrayRef<func::FuncOp> fns) {
+ParamTable::ParamTable(llvm::ArrayRef<func::FuncOp> fns, bool frozen) : frozen(frozen) {
   for (func::FuncOp fn : fns)
     fn.walk([&](ParamOp p) {
-      if (index.emplace(keyOf(p), size()).second)
+      if (p.getFrozen() == frozen && index.emplace(keyOf(p), size()).second)
         entries.push_back(p);
     });
 }
 
 std::optional<int64_t> ParamTable::find(ParamOp p) const {
+  if (p.getFrozen() != frozen)
+    return std::nullopt;
   auto it = index.find(keyOf(p));
   return it == index.end() ? std::nullopt : std::optional<int64_t>(it->second);
 }

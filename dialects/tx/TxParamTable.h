@@ -16,16 +16,19 @@ namespace megac::tx {
 
 /// The distinct parameter blocks (checkpoint name + block offsets) of some functions, numbered
 /// in order of first appearance. GPT-2's fused c_attn is three blocks of one checkpoint tensor;
-/// a parameter cloned into several functions (pipeline chunks) is one entry.
+/// a parameter cloned into several functions (pipeline chunks) is one entry. A table holds the
+/// trainable parameters (params[i], grads[i]) or, with `frozen`, the frozen ones (the base model
+/// under LoRA: ctx.frozen[i], no gradient, no optimizer state); never both.
 class ParamTable {
 public:
   ParamTable() = default;
-  explicit ParamTable(llvm::ArrayRef<mlir::func::FuncOp> fns);
+  explicit ParamTable(llvm::ArrayRef<mlir::func::FuncOp> fns, bool frozen = false);
 
   /// `p`'s entry, or none when `p` is a block no function of the table declares.
   std::optional<int64_t> find(ParamOp p) const;
   /// The smallest entry among the parameters `fn` declares.
   std::optional<int64_t> firstIn(mlir::func::FuncOp fn) const;
+  bool holdsFrozen() const { return frozen; }
 
   int64_t size() const { return static_cast<int64_t>(entries.size()); }
   ParamOp operator[](int64_t i) const { return entries[i]; }
@@ -34,6 +37,7 @@ public:
 private:
   using Key = std::pair<std::string, std::vector<int64_t>>;
   static Key keyOf(ParamOp p);
+  bool frozen = false;
   std::vector<ParamOp> entries;
   std::map<Key, int64_t> index;
 };

@@ -23,8 +23,10 @@ Value reshape(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape) {
 }
 
 /// op(lhs) op(rhs), stored with the element type of `primal`, the value it is the cotangent of
-/// (autocast: an fp32 weight's gradient from 16-bit activations is accumulated and kept in fp32).
-Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transposeLhs, bool transposeRhs, Value primal) {
+/// (autocast: an fp32 weight's gradient from 16-bit activations is accumulated and kept in fp32),
+/// times `scale` when given (the forward's: both gradients of a scaled product carry it).
+Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transposeLhs, bool transposeRhs, Value primal,
+             FloatAttr scale = {}) {
   ArrayRef<int64_t> l = shapeOf(lhs), r = shapeOf(rhs);
   int64_t m = transposeLhs ? l.back() : l[l.size() - 2];
   int64_t n = transposeRhs ? r[r.size() - 2] : r.back();
@@ -32,7 +34,7 @@ Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transposeLhs
   shape.append({m, n});
   return MatmulOp::create(b, loc, typeWithShape(primal, shape), lhs, rhs,
                           transposeLhs ? b.getUnitAttr() : UnitAttr(),
-                          transposeRhs ? b.getUnitAttr() : UnitAttr());
+                          transposeRhs ? b.getUnitAttr() : UnitAttr(), scale);
 }
 
 /// The cotangent of a value broadcast to `grad`'s shape: summed back to `like`'s shape (and
@@ -56,22 +58,23 @@ SmallVector<Value> EmbeddingOp::buildVjp(OpBuilder &b, ValueRange cot) {
 SmallVector<Value> MatmulOp::buildVjp(OpBuilder &b, ValueRange cot) {
   Location loc = getLoc();
   Value dc = cot[0], a = getLhs(), w = getRhs();
+  FloatAttr s = getScaleAttr();
   bool ta = getTransposeLhs(), tb = getTransposeRhs();
   if (shapeOf(w).size() == 2 && shapeOf(a).size() > 2) {
     if (ta) {
       emitOpError("autodiff does not handle transpose_lhs with a broadcast rhs");
       return {};
     }
-    Value da = matmul(b, loc, dc, w, false, !tb, a);
+    Value da = matmul(b, loc, dc, w, false, !tb, a, s);
     int64_t k = shapeOf(a).back(), n = shapeOf(dc).back();
     int64_t rows = cast<RankedTensorType>(a.getType()).getNumElements() / k;
     Value aFlat = reshape(b, loc, a, {rows, k});
     Value dcFlat = reshape(b, loc, dc, {rows, n});
-    Value dw = tb ? matmul(b, loc, dcFlat, aFlat, true, false, w) : matmul(b, loc, aFlat, dcFlat, true, false, w);
+    Value dw = tb ? matmul(b, loc, dcFlat, aFlat, true, false, w, s) : matmul(b, loc, aFlat, dcFlat, true, false, w, s);
     return {da, dw};
   }
-  Value da = ta ? matmul(b, loc, w, dc, tb, true, a) : matmul(b, loc, dc, w, false, !tb, a);
-  Value dw = tb ? matmul(b, loc, dc, a, true, ta, w) : matmul(b, loc, a, dc, !ta, false, w);
+  Value da = ta ? matmul(b, loc, w, dc, tb, true, a, s) : matmul(b, loc, dc, w, false, !tb, a, s);
+  Value dw = tb ? matmul(b, loc, dc, a, true, ta, w, s) : matmul(b, loc, a, dc, !ta, false, w, s);
   return {da, dw};
 }
 

@@ -43,7 +43,11 @@ FailureOr<SmallVector<Tensor>> evalTxOp(Operation *op, ArrayRef<const Tensor *> 
         return one(embedding(arg(0), arg(1)));
       })
       .Case([&](MatmulOp o) -> FailureOr<Results> {
-        return one(matmul(arg(0), arg(1), o.getTransposeLhs(), o.getTransposeRhs()));
+        Tensor product = matmul(arg(0), arg(1), o.getTransposeLhs(), o.getTransposeRhs());
+        if (o.getScale())
+          for (double &v : product.data)
+            v *= o.getScale()->convertToDouble();
+        return one(std::move(product));
       })
       .Case([&](AddOp) -> FailureOr<Results> { return one(broadcastAdd(arg(0), arg(1))); })
       .Case([&](MulOp) -> FailureOr<Results> { return one(broadcastMul(arg(0), arg(1))); })

@@ -195,7 +195,7 @@ private:
                                offsetsAttr, fullAttr, padded ? b.getUnitAttr() : UnitAttr(),
                                tx::ParamRoleAttr::get(b.getContext(), placement.role),
                                placement.dim ? b.getI64IntegerAttr(*placement.dim) : IntegerAttr(),
-                               tx::ParamInitAttr::get(b.getContext(), init), stdAttr);
+                               tx::ParamInitAttr::get(b.getContext(), init), stdAttr, UnitAttr());
   }
 
   // ---- layer --------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ private:
     SmallVector<int64_t> shape(cast<RankedTensorType>(x.getType()).getShape());
     shape.back() = out;
     Value y = tx::MatmulOp::create(b, at(bias ? (name + "_gemm").str() : name, key), f32(shape), x, w, UnitAttr(),
-                                   gpt2 ? UnitAttr() : b.getUnitAttr());
+                                   gpt2 ? UnitAttr() : b.getUnitAttr(), FloatAttr());
     return bias ? tx::AddOp::create(b, at(name, "add_bias_linear"), y, bias).getResult() : y;
   }
 
@@ -355,7 +355,8 @@ private:
     x = finalNorm(x);
     Value head = s.tieEmbeddings ? wte : vocabTable("lm_head.weight");
     Value logits =
-        tx::MatmulOp::create(b, at("logits", "vocab_size"), f32({B, S, Vp}), x, head, UnitAttr(), b.getUnitAttr());
+        tx::MatmulOp::create(b, at("logits", "vocab_size"), f32({B, S, Vp}), x, head, UnitAttr(), b.getUnitAttr(),
+                             FloatAttr());
     Value loss = tx::CrossEntropyOp::create(b, at("loss", "vocab_size"), f32({}), logits, fn.getArgument(1),
                                             Vp == V ? IntegerAttr() : b.getI64IntegerAttr(V));
     func::ReturnOp::create(b, keyLoc("family"), loss);

@@ -1,6 +1,8 @@
 #include "megac/Plan/ParallelPlan.h"
 #include "megart/grid_layout.h"
 
+#include <cstdio>
+
 using namespace megac;
 
 std::string ParallelPlan::summary() const {
@@ -25,6 +27,11 @@ std::string ParallelPlan::summary() const {
   }
   if (precision != ActivationPrecision::Fp32)
     text += std::string(" ") + activationPrecisionName(precision);
+  if (lora.enabled()) {
+    char alpha[32];
+    std::snprintf(alpha, sizeof alpha, "%g", lora.alpha);
+    text += " lora r " + std::to_string(lora.rank) + " alpha " + alpha + (lora.rslora ? " rslora" : "");
+  }
   return text;
 }
 

@@ -1,5 +1,6 @@
 #include "megac/Plan/PlanIR.h"
 #include "megac/Limits.h"
+#include "megac/Plan/LoraFlags.h"
 #include "megac/Plan/PlanLimits.h"
 #include "megac/Plan/RecomputeFlags.h"
 #include "megac/Plan/ShardingFlags.h"
@@ -10,6 +11,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <cstdio>
 
 using namespace mlir;
@@ -42,12 +44,19 @@ constexpr StringLiteral kRecomputeModuleList = "recompute_modules";
 constexpr StringLiteral kDistributeSaved = "distribute_saved_activations";
 // 16-bit activations (megac compile --bf16 / --fp16), recorded only when not fp32.
 constexpr StringLiteral kPrecision = "activation_precision";
+// LoRA (megac compile --lora-rank), recorded only when on: PEFT's names.
+constexpr StringLiteral kLoraRank = "lora_rank";
+constexpr StringLiteral kLoraAlpha = "lora_alpha";
+constexpr StringLiteral kLoraDropout = "lora_dropout";
+constexpr StringLiteral kLoraModules = "lora_target_modules";
+constexpr StringLiteral kUseRslora = "use_rslora";
 constexpr StringRef kPlanKeys[] = {
     kSequenceParallel,    kVirtualStages,        kSchedule,           kLayout,
     kMicrobatches,        kBucketSize,           kOverlapGradReduce,  kVocabDivisibleBy,
     kShardingStrategy,    kShardDegree,          kOverlapParamGather, kReshardAfterForward,
     kOffloadFraction,     kRecomputeGranularity, kRecomputeMethod,    kRecomputeNumLayers,
-    kRecomputeModuleList, kDistributeSaved,      kPrecision};
+    kRecomputeModuleList, kDistributeSaved,      kPrecision,          kLoraRank,
+    kLoraAlpha,           kLoraDropout,          kLoraModules,        kUseRslora};
 
 // What limit errors call each field: the grid's axes and the plan's keys.
 const PlanFieldNames &irNames() {
@@ -116,6 +125,16 @@ void megac::recordPlan(ModuleOp module, const ParallelPlan &plan) {
   }
   if (plan.precision != ActivationPrecision::Fp32)
     entries.push_back(b.getNamedAttr(kPrecision, b.getStringAttr(activationPrecisionName(plan.precision))));
+  if (plan.lora.enabled()) {
+    SmallVector<Attribute> modules;
+    for (const std::string &m : plan.lora.modules)
+      modules.push_back(b.getStringAttr(m));
+    entries.append({b.getNamedAttr(kLoraRank, b.getI64IntegerAttr(plan.lora.rank)),
+                    b.getNamedAttr(kLoraAlpha, b.getF64FloatAttr(plan.lora.alpha)),
+                    b.getNamedAttr(kLoraDropout, b.getF64FloatAttr(plan.lora.dropout)),
+                    b.getNamedAttr(kLoraModules, b.getArrayAttr(modules)),
+                    b.getNamedAttr(kUseRslora, b.getBoolAttr(plan.lora.rslora))});
+  }
   grid->setAttr(names::kPlanAttr, b.getDictionaryAttr(entries));
 }
 
@@ -158,7 +177,34 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
       os << value;
       return fail(names::kPlanAttr.str() + "'s " + key + " must be " + expected + ", got " + text);
     };
-    if (key == kSequenceParallel || key == kOverlapGradReduce || key == kOverlapParamGather ||
+    if (key == kLoraRank) {
+      auto v = dyn_cast<IntegerAttr>(value);
+      if (!v || isa<BoolAttr>(value) || !v.getType().isSignlessInteger() || v.getType().getIntOrFloatBitWidth() > 64)
+        return wrong("an integer (i64)");
+      if (v.getInt() < 1 || v.getInt() > kMaxLoraRank)
+        return fail(names::kPlanAttr.str() + "'s " + key + " is " + Twine(v.getInt()) + "; it must be between 1 and " +
+                    Twine(kMaxLoraRank));
+      result.lora.rank = v.getInt();
+    } else if (key == kLoraAlpha || key == kLoraDropout) {
+      auto v = dyn_cast<FloatAttr>(value);
+      if (!v || !v.getType().isF64())
+        return wrong(key == kLoraAlpha ? "a positive number (f64)" : "a rate (f64) in [0, 1)");
+      double x = v.getValueAsDouble();
+      if (key == kLoraAlpha ? !(std::isfinite(x) && x > 0) : !(x >= 0 && x < 1))
+        return wrong(key == kLoraAlpha ? "a positive number (f64)" : "a rate (f64) in [0, 1)");
+      (key == kLoraAlpha ? result.lora.alpha : result.lora.dropout) = x;
+    } else if (key == kLoraModules) {
+      auto v = dyn_cast<ArrayAttr>(value);
+      if (!v || v.empty() || !llvm::all_of(v, [](Attribute a) { return isa<StringAttr>(a); }))
+        return wrong("a non-empty array of module paths inside a layer (\"attn.c_attn\")");
+      for (Attribute a : v)
+        result.lora.modules.push_back(cast<StringAttr>(a).str());
+    } else if (key == kUseRslora) {
+      auto v = dyn_cast<BoolAttr>(value);
+      if (!v)
+        return wrong("true or false");
+      result.lora.rslora = v.getValue();
+    } else if (key == kSequenceParallel || key == kOverlapGradReduce || key == kOverlapParamGather ||
         key == kDistributeSaved) {
       auto v = dyn_cast<BoolAttr>(value);
       if (!v)
@@ -251,6 +297,13 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
     return fail(names::kPlanAttr.str() + ": " + llvm::toString(std::move(e)));
   if (llvm::Error e = resolveRecompute(result, recompute))
     return fail(names::kPlanAttr.str() + ": " + llvm::toString(std::move(e)));
+  const bool anyLora = plan.get(kLoraAlpha) || plan.get(kLoraDropout) || plan.get(kLoraModules) || plan.get(kUseRslora);
+  if (anyLora && (!result.lora.enabled() || result.lora.modules.empty() || result.lora.alpha == 0))
+    return fail(names::kPlanAttr.str() + ": LoRA needs " + kLoraRank.str() + ", " + kLoraAlpha.str() + " and " +
+                kLoraModules.str() + " together");
+  if (result.lora.enabled() && (result.lora.modules.empty() || result.lora.alpha == 0))
+    return fail(names::kPlanAttr.str() + "'s " + kLoraRank.str() + " needs " + kLoraAlpha.str() + " and " +
+                kLoraModules.str());
   const int64_t chunks = result.pp * result.vpp; // both bounded: no overflow
   if (!result.pipelineLayout.empty() && static_cast<int64_t>(result.pipelineLayout.size()) != chunks)
     return fail(kLayout.str() + " has " + Twine(result.pipelineLayout.size()) + " entries; it needs pp x " +

@@ -231,8 +231,10 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     fields = *stages;
   } else {
     tx::ParamTable params(entryFn); // the numbering passes refer to
+    tx::ParamTable frozen(entryFn, /*frozen=*/true);
     Signature sig = trainStepSignature(entryFn);
     sig.target = options.target;
+    sig.frozenParams = &frozen;
     FailureOr<int64_t> bytes = emitFunction(entryFn, sig, params, scratch, os, plan);
     if (failed(bytes))
       return failure();
@@ -241,6 +243,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
       return failure();
     Signature evalSig = evalStepSignature(*evalFn);
     evalSig.target = options.target;
+    evalSig.frozenParams = &frozen;
     FailureOr<int64_t> evalBytes = emitFunction(*evalFn, evalSig, params, scratch, os, plan);
     // Generation (OUT/train generate) reads the whole vocabulary's logits: one rank, fp32.
     func::FuncOp logitsFn = parallelPlan->tp == 1 && parallelPlan->dp == 1 ? logitsOf(*evalFn) : nullptr;
@@ -250,6 +253,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     if (logitsFn) {
       Signature logitsSig = logitsStepSignature(logitsFn);
       logitsSig.target = options.target;
+    logitsSig.frozenParams = &frozen;
       FailureOr<int64_t> logitsBytes = emitFunction(logitsFn, logitsSig, params, scratch, os, plan);
       logitsFn->erase();
       if (failed(logitsBytes))
@@ -286,6 +290,11 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     emitParamTable("kParams", params, os);
     fields.params = "kParams";
     fields.numParams = params.size();
+    if (frozen.size() > 0) {
+      emitParamTable("kFrozenParams", frozen, os);
+      fields.frozenParams = "kFrozenParams";
+      fields.numFrozenParams = frozen.size();
+    }
     fields.arenaBytes = *bytes;
     fields.step = names::kTrainStep.str();
     fields.syncGradients = syncFn ? names::kSyncGradients.str() : "nullptr";
@@ -308,6 +317,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("model_flops_per_sample", Twine(cast<IntegerAttr>(model.get("flops_per_sample")).getInt()) + ".0");
   field("params", fields.params);
   field("num_params", Twine(fields.numParams));
+  field("frozen_params", fields.frozenParams);
+  field("num_frozen_params", Twine(fields.numFrozenParams));
   field("arena_bytes", Twine(fields.arenaBytes));
   field("step", fields.step);
   field("eval_step", fields.evalStep);
@@ -328,6 +339,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("overlap_param_gather", gathersOverlap ? "true" : "false");
   field("hf_config_json", options.hfConfigJson.empty() ? "nullptr" : cString(options.hfConfigJson));
   field("spec_yaml", options.specYaml.empty() ? "nullptr" : cString(options.specYaml));
+  field("adapter_config_json", options.adapterConfigJson.empty() ? "nullptr" : cString(options.adapterConfigJson));
   field("compiled_precision", cString(activationPrecisionName(options.precision)));
   if (!fields.flatFields.empty()) // ", .flat_layout = &kFlatLayout, .gather_params = gather_params"
     os << "    " << StringRef(fields.flatFields).drop_front(2) << ",\n";

@@ -124,7 +124,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
   SmallVector<StageBuffers> stageBuffers;
   for (int64_t s = 0; s < stages; ++s) {
     SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s, stages);
-    tx::ParamTable params(fns);
+    tx::ParamTable params(fns), frozen(fns, /*frozen=*/true);
     int64_t arena = 0;
     std::string chunkTable;
     std::vector<megart::PipelineChunkSizes> chunkSizes;
@@ -134,6 +134,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
       bool first = c == 0, last = c == numChunks - 1, backward = names::isBackwardHalf(fn.getName());
       Signature sig = backward ? backwardSignature(fn, numStashed, first, last) : forwardSignature(fn, first, last);
       sig.target = target;
+      sig.frozenParams = &frozen;
       FailureOr<int64_t> bytes = emitFunction(fn, sig, params, calleeScratch, os, plan);
       if (failed(bytes))
         return failure();
@@ -171,6 +172,12 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
       flatFields = *sharded;
     }
     emitParamTable(prefix + "Params", params, os);
+    std::string frozenFields;
+    if (frozen.size() > 0) {
+      emitParamTable(prefix + "FrozenParams", frozen, os);
+      frozenFields = ", .frozen_params = " + prefix + "FrozenParams, .num_frozen_params = " +
+                     std::to_string(frozen.size());
+    }
     os << "const megart::ChunkDesc " << prefix << "Chunks[] = {\n" << chunkTable << "};\n\n";
     os << "// pipeline rank " << s << ": " << schedule.ranks[s].size() << " steps\n";
     os << "const megart::PipeOp " << prefix << "Ops[] = {\n";
@@ -183,7 +190,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
                   "Chunks, .num_chunks = " + std::to_string(fns.size() / 2) + ", .ops = " + prefix +
                   "Ops, .num_ops = " + std::to_string(schedule.ranks[s].size()) +
                   ", .predicted_peak_stash = " + std::to_string(peaks[s]) + ", .sync_gradients = " + sync +
-                  flatFields + "},\n";
+                  flatFields + frozenFields + "},\n";
     plan << "stage " << s << ": arena " << arena << " bytes\n";
     // The executor's buffer pool, as the runtime sizes it (one shared definition).
     const megart::PipelineBufferPlan pool =

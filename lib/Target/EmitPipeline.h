@@ -16,6 +16,8 @@ namespace megac::emit {
 struct ProgramFields {
   std::string params = "nullptr";
   int64_t numParams = 0;
+  std::string frozenParams = "nullptr"; // the frozen parameters' table (LoRA's base), or none
+  int64_t numFrozenParams = 0;
   int64_t arenaBytes = 0;
   std::string step = "nullptr";
   std::string evalStep = "nullptr"; // pipelined programs evaluate with their chunks' forwards

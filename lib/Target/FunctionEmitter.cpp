@@ -414,6 +414,18 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       .Case([&](tx::ParamOp p) -> LogicalResult {
         if (!sig.hasParams)
           return unsupported(op, "tx.param must be in a function that gets the parameter table");
+        if (p.getFrozen()) { // read, never trained: the runtime's frozen table
+          std::optional<int64_t> k = sig.frozenParams ? sig.frozenParams->find(p) : std::nullopt;
+          if (!k)
+            return unsupported(op, "internal: the frozen parameter is not in its function's frozen table");
+          if (p->use_empty())
+            return success();
+          std::string name = sig.names.take(p.getResult());
+          names[p] = name;
+          os << "  const float *" << name << " = ctx.frozen[" << *k << "]; // " << p.getName() << " "
+             << typeString(p.getType()) << ", frozen\n";
+          return success();
+        }
         std::optional<int64_t> k = params.find(p);
         if (!k)
           return unsupported(op, "internal: the parameter is not in its function's parameter table");
@@ -623,15 +635,21 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           if (ta && l.size() > 2)
             return unsupported(op, "transpose_lhs with a shared rhs and batched lhs");
           int64_t mRows = l.size() > 2 ? prod(out.drop_back()) : rows; // batch folds into rows
-          call("gemm", {ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("m", n(mRows)), L("n", n(cols)), L("k", n(k)),
-                        L("transpose_a", b(ta)), L("transpose_b", b(tb))});
+          SmallVector<std::string> args{ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("m", n(mRows)), L("n", n(cols)),
+                                        L("k", n(k)), L("transpose_a", b(ta)), L("transpose_b", b(tb))};
+          if (m.getScale()) // the GEMM's alpha
+            args.push_back(L("alpha", floatLiteral(m.getScale()->convertToDouble())));
+          callWith("gemm", args);
           return success();
         }
         int64_t batch = prod(out.drop_back(2));
-        call("gemm_batched",
-             {ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("batch", n(batch)), L("m", n(rows)), L("n", n(cols)),
-              L("k", n(k)), L("transpose_a", b(ta)), L("transpose_b", b(tb)), L("stride_a", n(prod(l.take_back(2)))),
-              L("stride_b", n(prod(r.take_back(2)))), L("stride_c", n(rows * cols))});
+        SmallVector<std::string> args{ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("batch", n(batch)),
+                                      L("m", n(rows)), L("n", n(cols)), L("k", n(k)), L("transpose_a", b(ta)),
+                                      L("transpose_b", b(tb)), L("stride_a", n(prod(l.take_back(2)))),
+                                      L("stride_b", n(prod(r.take_back(2)))), L("stride_c", n(rows * cols))};
+        if (m.getScale())
+          args.push_back(L("alpha", floatLiteral(m.getScale()->convertToDouble())));
+        callWith("gemm_batched", args);
         return success();
       })
       .Case<tx::MatmulBiasOp, tx::MatmulBiasGeluOp>([&](auto l) {

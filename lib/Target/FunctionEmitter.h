@@ -55,6 +55,8 @@ struct Signature {
   std::string prologue;        // declarations before the body
   CppNames names;              // the names the prototype and prologue took
   bool hasParams = false;      // tx.param / tx.param_grad allowed (params, grads)
+  /// The frozen parameters' table (ctx.frozen[i]); null: the program has none.
+  const tx::ParamTable *frozenParams = nullptr;
   int returnedScalar = -1;     // result returned as `float` (the loss), or -1
   std::string returnDefault;   // returned when returnedScalar is -1 ("" = void)
   Target target = Target::Cpu; // whose kernels the body calls, on whose memory

@@ -30,7 +30,7 @@ void emitParamTable(StringRef name, const tx::ParamTable &params, llvm::raw_ostr
       llvm::interleaveComma(v, os);
       os << "}";
     };
-    static const char *inits[] = {"Normal", "Zeros", "Ones"};
+    static const char *inits[] = {"Normal", "Zeros", "Ones", "KaimingUniform"};
     os << "    {.name = " << cString(op.getName()) << ", .rank = " << shape.size() << ", .shape = ";
     list(shape);
     os << ", .offsets = ";

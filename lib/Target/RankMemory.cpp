@@ -16,10 +16,22 @@ namespace {
 constexpr int64_t kFloatBytes = 4;        // fp32 parameters, gradients and moments
 constexpr int64_t kGradAlignFloats = 16;  // ParamStore's 64-byte gradient alignment (no_shard)
 
-StageStateMemory stageMemory(int64_t stage, const tx::ParamTable &table, DictionaryAttr flatLayout,
+StageStateMemory trainableMemory(const tx::ParamTable &table, DictionaryAttr flatLayout, const ParallelPlan &plan);
+
+StageStateMemory stageMemory(int64_t stage, ArrayRef<func::FuncOp> fns, DictionaryAttr flatLayout,
                              const ParallelPlan &plan) {
-  StageStateMemory m;
+  StageStateMemory m = trainableMemory(tx::ParamTable(fns), flatLayout, plan);
   m.stage = stage;
+  // The frozen store: one fp32 allocation per parameter block.
+  const tx::ParamTable frozen(fns, /*frozen=*/true);
+  for (tx::ParamOp p : frozen.all())
+    m.frozenParameters += p.getType().getNumElements();
+  m.frozenBytes = m.frozenParameters * kFloatBytes;
+  return m;
+}
+
+StageStateMemory trainableMemory(const tx::ParamTable &table, DictionaryAttr flatLayout, const ParallelPlan &plan) {
+  StageStateMemory m;
   SmallVector<int64_t> numels;
   for (tx::ParamOp p : table.all())
     numels.push_back(p.getType().getNumElements());
@@ -78,11 +90,11 @@ SmallVector<StageStateMemory> megac::stateMemory(ModuleOp module, const Parallel
   if (!tx::hasChunkFunctions(module)) {
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     if (entry)
-      result.push_back(stageMemory(0, tx::ParamTable(entry), flatLayoutOf(module, names::kSyncGradients), plan));
+      result.push_back(stageMemory(0, {entry}, flatLayoutOf(module, names::kSyncGradients), plan));
     return result;
   }
   for (int64_t s = 0; s < plan.pp; ++s)
-    result.push_back(stageMemory(s, tx::ParamTable(tx::stageFunctions(module, s, plan.pp)),
+    result.push_back(stageMemory(s, tx::stageFunctions(module, s, plan.pp),
                                  flatLayoutOf(module, names::stageSyncName(s)), plan));
   return result;
 }
@@ -112,8 +124,12 @@ void megac::printStateMemory(ArrayRef<StageStateMemory> stages, const ParallelPl
     os << "): parameters " << formatBytes(m.paramBytes) << ", gradients " << formatBytes(m.gradBytes)
        << ", optimizer state " << formatBytes(m.optimizerBytes) << ", master weights " << formatBytes(m.masterBytes)
        << (m.offloadedBytes ? ", offloaded to the host " + formatBytes(m.offloadedBytes) : std::string())
-       << "; total " << formatBytes(m.stateBytes()) << " = " << llvm::format("%.3f", m.bytesPerParameter())
-       << " bytes x " << m.parameters << " parameters";
+       << (m.frozenParameters ? ", frozen parameters " + formatBytes(m.frozenBytes) + " (" +
+                                    std::to_string(m.frozenParameters) + ", no gradient or optimizer state)"
+                              : std::string())
+       << "; total " << formatBytes(m.stateBytes()) << (m.frozenParameters ? " (trainable: " : " = ")
+       << llvm::format("%.3f", m.bytesPerParameter()) << " bytes x " << m.parameters << " parameters"
+       << (m.frozenParameters ? ")" : "");
     if (m.paddingElements)
       os << " (with " << m.paddingElements << " elements of "
          << (plan.sharding == ShardingStrategy::NoShard ? "gradient alignment" : "bucket") << " padding)";
@@ -144,7 +160,9 @@ std::string megac::stateMemoryJson(ArrayRef<StageStateMemory> stages, const Para
                                                           {"workspace", m.workspaceBytes},
                                                           {"communication", m.communicationBytes},
                                                           {"data", m.dataBytes},
-                                                          {"offloaded_optimizer", m.offloadedBytes}}},
+                                                          {"offloaded_optimizer", m.offloadedBytes},
+                                                          {"frozen_parameters", m.frozenBytes}}},
+                                      {"frozen_parameters", m.frozenParameters},
                                       {"data_bytes_per_microbatch", m.dataBytesPerMicrobatch},
                                       {"microbatches", m.microbatches},
                                       {"training_state_bytes", m.stateBytes()},

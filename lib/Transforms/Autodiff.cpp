@@ -5,6 +5,7 @@
 #include "tx/TxOps.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
 
@@ -23,6 +24,34 @@ namespace {
 bool isDifferentiable(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   return tensor && isa<FloatType>(tensor.getElementType());
+}
+
+/// Erases the backward ops of `block` (those not in `forward`) that neither `wanted` nor an op
+/// with effects (tx.param_grad, a layer's backward call) needs: the gradients of what no
+/// gradient is wanted for (frozen parameters) and what only they read.
+void eraseUnwantedBackward(Block &block, const llvm::SmallPtrSetImpl<Operation *> &forward, ArrayRef<Value> wanted) {
+  llvm::SmallPtrSet<Operation *, 32> live;
+  SmallVector<Operation *> work;
+  for (Value v : wanted)
+    if (Operation *def = v.getDefiningOp())
+      work.push_back(def);
+  for (Operation &op : block.without_terminator())
+    if (!forward.contains(&op) && !isMemoryEffectFree(&op))
+      work.push_back(&op);
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (forward.contains(op) || !live.insert(op).second)
+      continue;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        work.push_back(def);
+  }
+  SmallVector<Operation *> dead;
+  for (Operation &op : block.without_terminator())
+    if (!forward.contains(&op) && !live.contains(&op))
+      dead.push_back(&op);
+  for (Operation *op : llvm::reverse(dead)) // last first: a dead op's users are gone before it
+    op->erase();
 }
 
 /// A called function split in two for the backward pass.
@@ -73,12 +102,13 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
   }
   SmallVector<Value> argCotangents;
   for (unsigned i = 0; i < callee.getNumArguments(); ++i)
-    if (isDifferentiable(body.getArgument(i).getType())) {
+    if (isDifferentiable(body.getArgument(i).getType()) && !callee.getArgAttr(i, names::kFrozenArgAttr)) {
       split.differentiableArgs.push_back(i);
       argCotangents.push_back(sweep.cotangentOrZeros(body.getArgument(i)));
     }
 
   // What the backward ops read from the forward: arguments, and forward results (saved).
+  eraseUnwantedBackward(body, isForward, argCotangents);
   SmallVector<Operation *> backwardOps;
   for (Operation &op : body.without_terminator())
     if (!isForward.contains(&op))
@@ -223,6 +253,9 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
     }
 
     auto ret = cast<func::ReturnOp>(body.getTerminator());
+    llvm::SmallPtrSet<Operation *, 32> forwardOps;
+    for (Operation &op : body.without_terminator())
+      forwardOps.insert(&op);
     Value dloss = body.addArgument(lossType, gradientLoc(ret.getOperand(0)));
     ReverseSweep sweep(body);
     sweep.seed(ret.getOperand(0), dloss);
@@ -256,7 +289,7 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
     OpBuilder b(ret);
     DenseMap<Operation *, Operation *> lastAfter; // an op making gradients -> its last tx.param_grad
     for (auto param : llvm::to_vector(body.getOps<tx::ParamOp>()))
-      if (Value grad = sweep.cotangent(param)) {
+      if (Value grad = sweep.cotangent(param); grad && !param.getFrozen()) {
         Operation *&last = lastAfter[grad.getDefiningOp()];
         if (last)
           b.setInsertionPointAfter(last);
@@ -264,6 +297,7 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
           b.setInsertionPointAfterValue(grad);
         last = tx::ParamGradOp::create(b, param.getLoc(), param, grad);
       }
+    eraseUnwantedBackward(body, forwardOps, {}); // frozen parameters' gradients
 
     fn.setFunctionType(FunctionType::get(fn.getContext(), body.getArgumentTypes(), fn.getResultTypes()));
     fn.setName(names::kTrainStep);

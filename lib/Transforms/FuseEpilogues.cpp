@@ -21,7 +21,7 @@ namespace {
 /// The bias add a linear layer's GEMM can absorb: the matmul's only user, adding a vector of
 /// the output's last dimension to it (as lhs: `tx.add %matmul, %bias`).
 tx::AddOp biasAdd(tx::MatmulOp m) {
-  if (m.getTransposeLhs() || cast<RankedTensorType>(m.getRhs().getType()).getRank() != 2 || !m->hasOneUse())
+  if (m.getTransposeLhs() || m.getScale() || cast<RankedTensorType>(m.getRhs().getType()).getRank() != 2 || !m->hasOneUse())
     return nullptr;
   auto add = dyn_cast<tx::AddOp>(*m->getUsers().begin());
   if (!add || add.getLhs() != m.getResult())

@@ -7,6 +7,7 @@
 #include "mlir/Transforms/Passes.h"
 
 void megac::buildTrainingPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createLora());
   pm.addPass(createAutocast());
   pm.addPass(createAutodiff());
   // The backward pass repeats a view for each of its users (the reshape of a norm output for
@@ -22,7 +23,7 @@ void megac::buildTrainingPipeline(mlir::OpPassManager &pm) {
 
 void megac::registerTrainingPipeline() {
   mlir::PassPipelineRegistration<>("megac-training-pipeline",
-                                   "megac compile's passes, in order: autocast, autodiff, cse, recompute, tensor-parallel, pipeline-split, "
+                                   "megac compile's passes, in order: lora, autocast, autodiff, cse, recompute, tensor-parallel, pipeline-split, "
                                    "pipeline-schedule, data-parallel, fuse-epilogues (the plan comes from @grid)",
                                    buildTrainingPipeline);
 }

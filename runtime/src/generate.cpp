@@ -119,7 +119,19 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
                   std::to_string(max_new) + ") exceed the model's seq_length " + std::to_string(s) +
                   "; generate fewer tokens or shorten the prompt");
     ParamStore store(program.params, program.num_params);
-    store.load(resolve_load(load, -1, /*with_optimizer=*/false).weight_files);
+    const LoadSource source = resolve_load(load, -1, /*with_optimizer=*/false);
+    std::unique_ptr<ParamStore> frozen;
+    if (program.num_frozen_params > 0) { // LoRA: the adapters of a checkpoint, its base where it names
+      if (!source.resume)
+        throw Error("--load " + load + ": this LoRA program generates from one of its checkpoints (the adapters "
+                    "and the base model train_state.json names), not from " + source.folder);
+      frozen = ParamStore::frozen(program.frozen_params, program.num_frozen_params, 0, 1, cpu_device());
+      const std::vector<std::string> base = read_train_state(source.state_file).base_weights;
+      if (base.empty())
+        throw Error("--load " + load + ": the checkpoint names no base model (trained from a random one)");
+      frozen->load(base);
+    }
+    store.load(source.weight_files);
     int64_t padded = 0; // rows of the logits: the vocabulary padded as the program was compiled
     for (int64_t i = 0; i < program.num_params; ++i)
       if (program.params[i].padded)
@@ -133,6 +145,8 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
     int64_t length = static_cast<int64_t>(prompt_ids.size());
     Generator generator{static_cast<uint64_t>(seed)};
     StepContext ctx;
+    if (frozen)
+      ctx.frozen = frozen->param_table();
     // With a KV cache (decode_step): each layer's keys and values of the positions so far.
     const bool use_cache = program.decode_step && !no_kv_cache;
     const int64_t layers = use_cache ? program.kv_cache_layers : 0;

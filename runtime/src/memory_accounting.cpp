@@ -9,7 +9,7 @@ std::array<MemoryCategory, kNumMemoryCategories> memory_categories() {
           MemoryCategory::OptimizerState, MemoryCategory::MasterWeights,
           MemoryCategory::Activations,   MemoryCategory::Workspace,
           MemoryCategory::Communication, MemoryCategory::Data,
-          MemoryCategory::OffloadedOptimizer};
+          MemoryCategory::OffloadedOptimizer, MemoryCategory::FrozenParameters};
 }
 
 const char *memory_category_key(MemoryCategory c) {
@@ -23,6 +23,7 @@ const char *memory_category_key(MemoryCategory c) {
   case MemoryCategory::Communication: return "communication";
   case MemoryCategory::Data: return "data";
   case MemoryCategory::OffloadedOptimizer: return "offloaded_optimizer";
+  case MemoryCategory::FrozenParameters: return "frozen_parameters";
   }
   return "unknown";
 }
@@ -32,6 +33,7 @@ const char *memory_category_label(MemoryCategory c) {
   case MemoryCategory::OptimizerState: return "optimizer state";
   case MemoryCategory::MasterWeights: return "master weights";
   case MemoryCategory::OffloadedOptimizer: return "offloaded optimizer (host)";
+  case MemoryCategory::FrozenParameters: return "frozen parameters";
   default: return memory_category_key(c);
   }
 }

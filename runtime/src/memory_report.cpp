@@ -20,7 +20,8 @@ std::string format_bytes(int64_t bytes) {
 std::string describe_memory(const MemoryUsage &usage, const std::string &ranks) {
   std::string s = "memory (" + ranks + "):";
   for (MemoryCategory c : memory_categories())
-    if (c != MemoryCategory::OffloadedOptimizer || usage.peak_of(c) > 0) // only with ZeRO-Offload
+    // ZeRO-Offload's host memory and LoRA's frozen base only where there are some
+    if ((c != MemoryCategory::OffloadedOptimizer && c != MemoryCategory::FrozenParameters) || usage.peak_of(c) > 0)
       s += std::string(" ") + memory_category_label(c) + " " + format_bytes(usage.peak_of(c)) + ",";
   return s + " peak total " + format_bytes(usage.peak_total);
 }

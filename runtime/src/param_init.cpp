@@ -34,9 +34,15 @@ double init_standard_normal(uint64_t key, uint64_t element) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
 }
 
+double init_symmetric_uniform(uint64_t key, uint64_t element) {
+  const uint64_t r = splitmix64_mix(key + (2 * element + 1) * kSplitmixGamma);
+  return 2.0 * (static_cast<double>(r >> 11) * 0x1.0p-53) - 1.0;
+}
+
 void init_param_block(const ParamDesc &desc, uint64_t seed, float *block) {
   const int64_t n = block_numel(desc);
-  if (desc.init != ParamInit::Normal || desc.padded) // padding is 0 whatever the init
+  const bool random = desc.init == ParamInit::Normal || desc.init == ParamInit::KaimingUniform;
+  if (!random || desc.padded) // padding is 0 whatever the init
     std::fill(block, block + n, 0.0f);
   if (desc.init == ParamInit::Zeros)
     return;
@@ -48,6 +54,8 @@ void init_param_block(const ParamDesc &desc, uint64_t seed, float *block) {
   }
   const uint64_t key = init_tensor_key(seed, desc.name);
   const double stddev = desc.init_std;
+  const bool uniform = desc.init == ParamInit::KaimingUniform;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(desc.full_shape[desc.rank - 1]));
   // Collect the rows first so OpenMP can split them; each element's value is independent.
   struct Row { int64_t full, block, count; };
   std::vector<Row> rows;
@@ -57,9 +65,11 @@ void init_param_block(const ParamDesc &desc, uint64_t seed, float *block) {
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
   for (int64_t r = 0; r < num_rows; ++r) {
     const Row row = rows[r];
-    for (int64_t i = 0; i < row.count; ++i)
-      block[row.block + i] =
-          static_cast<float>(stddev * init_standard_normal(key, static_cast<uint64_t>(row.full + i)));
+    for (int64_t i = 0; i < row.count; ++i) {
+      const uint64_t e = static_cast<uint64_t>(row.full + i);
+      block[row.block + i] = static_cast<float>(uniform ? bound * init_symmetric_uniform(key, e)
+                                                        : stddev * init_standard_normal(key, e));
+    }
   }
 }
 

@@ -99,7 +99,7 @@ void validate_one(const ParamDesc &desc, int64_t i) {
                   " in tensor shape " + shape_string(full_shape(desc)) +
                   "; every size must be positive");
   if (desc.init != ParamInit::Normal && desc.init != ParamInit::Zeros &&
-      desc.init != ParamInit::Ones)
+      desc.init != ParamInit::Ones && desc.init != ParamInit::KaimingUniform)
     throw Error(where(desc, i) + " has unknown init " + std::to_string(static_cast<int>(desc.init)));
   if (desc.tp_split_dim < -1 || desc.tp_split_dim >= desc.rank)
     throw Error(where(desc, i) + " has tp_split_dim " + std::to_string(desc.tp_split_dim) +

@@ -57,16 +57,7 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
                        int64_t tp_size, Device &device, const FlatLayoutDesc *flat_layout,
                        Communicator *shard_group)
     : tp_rank_(tp_rank), tp_size_(tp_size), device_(&device) {
-  validate_param_layout(params, num_params, tp_size);
-  if (tp_rank < 0 || tp_rank >= tp_size)
-    throw Error("tensor parallel rank " + std::to_string(tp_rank) + " is outside 0.." +
-                std::to_string(tp_size - 1));
-  program_descs_.assign(params, params + num_params);
-  for (const ParamDesc &d : program_descs_)
-    descs_.push_back(tp_block(d, tp_rank));
-  tensors_ = group_by_tensor(descs_.data(), size());
-  for (const ParamDesc &d : descs_)
-    numel_.push_back(block_numel(d));
+  set_blocks(params, num_params);
   if (flat_layout) {
     // The distributed optimizer: two flat buffers as the compiler laid them out (their sizes are
     // its memory prediction), the moments only for this rank's shards.
@@ -114,13 +105,46 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
   }
 }
 
+void ParamStore::set_blocks(const ParamDesc *params, int64_t num_params) {
+  validate_param_layout(params, num_params, tp_size_);
+  if (tp_rank_ < 0 || tp_rank_ >= tp_size_)
+    throw Error("tensor parallel rank " + std::to_string(tp_rank_) + " is outside 0.." +
+                std::to_string(tp_size_ - 1));
+  program_descs_.assign(params, params + num_params);
+  for (const ParamDesc &d : program_descs_)
+    descs_.push_back(tp_block(d, tp_rank_));
+  tensors_ = group_by_tensor(descs_.data(), size());
+  for (const ParamDesc &d : descs_)
+    numel_.push_back(block_numel(d));
+}
+
+ParamStore::ParamStore(FrozenTag, const ParamDesc *params, int64_t num_params, int64_t tp_rank,
+                       int64_t tp_size, Device &device)
+    : tp_rank_(tp_rank), tp_size_(tp_size), frozen_(true), device_(&device) {
+  set_blocks(params, num_params);
+  for (size_t i = 0; i < descs_.size(); ++i) {
+    params_.emplace_back(device, static_cast<size_t>(numel_[i]) * sizeof(float), MemoryCategory::FrozenParameters);
+    param_ptrs_.push_back(params_.back().as<float>());
+    grad_ptrs_.push_back(nullptr);
+  }
+}
+
+std::unique_ptr<ParamStore> ParamStore::frozen(const ParamDesc *params, int64_t num_params, int64_t tp_rank,
+                                               int64_t tp_size, Device &device) {
+  return std::unique_ptr<ParamStore>(new ParamStore(FrozenTag{}, params, num_params, tp_rank, tp_size, device));
+}
+
 float *ParamStore::exp_avg(int64_t i) {
+  if (frozen_)
+    throw Error("frozen parameters have no optimizer state");
   if (sharded_)
     throw Error("the distributed optimizer keeps no per-parameter moments (they are sharded)");
   return exp_avg_[i].as<float>();
 }
 
 float *ParamStore::exp_avg_sq(int64_t i) {
+  if (frozen_)
+    throw Error("frozen parameters have no optimizer state");
   if (sharded_)
     throw Error("the distributed optimizer keeps no per-parameter moments (they are sharded)");
   return exp_avg_sq_[i].as<float>();
@@ -133,6 +157,8 @@ int64_t ParamStore::num_tensor_elements() const {
 void ParamStore::zero_grads() { device_->zero(flat_grads_.data(), flat_grads_.bytes()); }
 
 void ParamStore::reset_optimizer_state() {
+  if (frozen_)
+    return;
   if (sharded_) {
     sharded_->zero_moments();
     return;
@@ -155,6 +181,8 @@ std::string state_tensor_name(const std::string &name, StateArray which) {
 float *ParamStore::array(int64_t i, StateArray which) const {
   if (which == StateArray::Param && !params_sharded())
     return param_ptrs_[i];
+  if (frozen_)
+    throw Error("frozen parameters have no optimizer state");
   if (which == StateArray::Param) {
     if (!gathered_params_.data())
       throw Error("ZeRO-3 keeps the parameters sharded over the data-parallel ranks: "

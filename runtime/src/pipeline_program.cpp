@@ -170,12 +170,14 @@ void validate_pipeline_program(const ProgramDesc &p) {
     check_tied_buckets(p);
 }
 
-std::map<std::string, std::vector<int64_t>> tensor_stages(const ProgramDesc &p) {
+std::map<std::string, std::vector<int64_t>> tensor_stages(const ProgramDesc &p, bool frozen) {
   std::map<std::string, std::vector<int64_t>> out;
   for (int64_t r = 0; r < p.pipeline_parallel_size; ++r) {
     const PipelineStageDesc &s = p.stages[r];
-    for (int64_t i = 0; i < s.num_params; ++i) {
-      std::vector<int64_t> &stages = out[s.params[i].name];
+    const ParamDesc *params = frozen ? s.frozen_params : s.params;
+    const int64_t n = frozen ? s.num_frozen_params : s.num_params;
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int64_t> &stages = out[params[i].name];
       if (stages.empty() || stages.back() != r)
         stages.push_back(r);
     }

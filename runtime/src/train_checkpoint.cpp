@@ -35,6 +35,8 @@ constexpr const char *kShardIndex = "model.safetensors.index.json";
 constexpr const char *kOptimizerFile = "optimizer.safetensors";
 constexpr const char *kStateFile = "train_state.json";
 constexpr const char *kConfigFile = "config.json";
+constexpr const char *kAdapterFile = "adapter_model.safetensors";
+constexpr const char *kAdapterConfigFile = "adapter_config.json";
 
 std::string read_text(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
@@ -304,8 +306,9 @@ std::string save_checkpoint(const std::string &dir, const TrainState &state,
   {
     std::vector<std::vector<float>> storage;
     const std::vector<NamedTensor> weights = gather_model(store, StateArray::Param, group, storage);
+    const char *file = options.adapter_config_json.empty() ? kModelFile : kAdapterFile;
     if (writer)
-      write_safetensors((fs::path(staging) / kModelFile).string(), weights, {{"format", "pt"}});
+      write_safetensors((fs::path(staging) / file).string(), weights, {{"format", "pt"}});
   }
   crash_point("save:model-written");
   {
@@ -322,6 +325,8 @@ std::string save_checkpoint(const std::string &dir, const TrainState &state,
   write_text((fs::path(staging) / kStateFile).string(), format_train_state(state));
   if (!options.hf_config_json.empty())
     write_text((fs::path(staging) / kConfigFile).string(), options.hf_config_json);
+  if (!options.adapter_config_json.empty())
+    write_text((fs::path(staging) / kAdapterConfigFile).string(), options.adapter_config_json);
   for (const auto &[name, content] : options.extra_files)
     write_text((fs::path(staging) / name).string(), content);
   sync_folder(staging);
@@ -372,7 +377,10 @@ LoadSource resume_from(const std::string &folder, int64_t iteration, const std::
   s.resume = true;
   s.folder = folder;
   s.iteration = iteration;
-  s.weight_files = {(fs::path(folder) / kModelFile).string()};
+  std::error_code exists;
+  const bool adapters = fs::is_regular_file(fs::path(folder) / kAdapterConfigFile, exists);
+  s.adapters = adapters;
+  s.weight_files = {(fs::path(folder) / (adapters ? kAdapterFile : kModelFile)).string()};
   s.optimizer_file = (fs::path(folder) / kOptimizerFile).string();
   s.state_file = (fs::path(folder) / kStateFile).string();
   std::error_code ec;

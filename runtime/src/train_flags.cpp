@@ -193,6 +193,13 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   app.add_option("--ckpt-step", f.ckpt_step,
                  "Resume from this iteration of the --load folder instead of its latest")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--pretrained-checkpoint", f.pretrained_checkpoint,
+                 "A LoRA program's frozen base model: a Hugging Face folder, .safetensors file or "
+                 "*.index.json (default: --load's weights, or the base a LoRA checkpoint names)");
+  app.add_option("--merge-lora", f.merge_lora,
+                 "LoRA: after the last iteration, merge the adapters into the base model and write it "
+                 "to this new folder as a Hugging Face model (needs --save); for an existing checkpoint "
+                 "use OUT/train merge-lora --load CKPT --save DIR");
   app.add_flag("--finetune", f.finetune,
                "Take only the weights of the --load checkpoint: iteration, optimizer, lr "
                "schedule and data start over");
@@ -334,6 +341,18 @@ static void apply_compiled_precision(TrainFlags &f, const ProgramDesc &program) 
 
 void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
   const std::string b = std::to_string(program.micro_batch_size);
+  const bool lora = program.num_frozen_params > 0 ||
+                    (program.pipeline_parallel_size > 1 && program.stages && program.stages[0].num_frozen_params > 0);
+  if (!f.merge_lora.empty() && (!lora || f.save.empty() || f.skip_train))
+    throw Error("--merge-lora " + f.merge_lora + " merges a LoRA run's final adapters, saved at the end: " +
+                (!lora ? std::string("this program trains every parameter (nothing to merge)")
+                       : f.skip_train ? std::string("--skip-train trains nothing; merge a checkpoint with "
+                                                    "OUT/train merge-lora --load CKPT --save DIR")
+                                      : std::string("give --save DIR too")));
+  if (!f.pretrained_checkpoint.empty() && !lora)
+    throw Error("--pretrained-checkpoint " + f.pretrained_checkpoint + " gives a LoRA program's frozen base model, "
+                "but this program trains every parameter: load its weights with --load (or compile with "
+                "megac compile --lora-rank R)");
   apply_compiled_precision(f, program);
   require(f.train_iters >= 1,
           "--train-iters is " + std::to_string(f.train_iters) + "; it must be at least 1");

@@ -171,7 +171,8 @@ struct ActivityScope {
 TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, const TrainState &start,
                            ParamStore &store, TrainData &data, ProcessGrid &grid,
                            MetricsFile *metrics, std::ostream &out, int64_t resident_at_start,
-                           TensorBoardWriter *tensorboard, TrainData *valid, TrainData *test) {
+                           TensorBoardWriter *tensorboard, TrainData *valid, TrainData *test,
+                           const ParamStore *frozen) {
   using Clock = std::chrono::steady_clock;
   const int64_t b = program.micro_batch_size, s = program.seq_length;
   const int64_t B = f.global_batch_size, dp = grid.shape().dp;
@@ -225,11 +226,14 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   CheckpointOptions checkpoint_options;
   checkpoint_options.hf_config_json = program.hf_config_json ? program.hf_config_json : "";
   checkpoint_options.keep_latest = f.keep_latest_k;
+  checkpoint_options.adapter_config_json = program.adapter_config_json ? program.adapter_config_json : "";
   if (!f.save.empty() && saves && data.tokenizer()) // prepare_training checked that they are there
     checkpoint_options.extra_files = tokenizer_checkpoint_files(*data.tokenizer());
   const std::string args_json = format_train_args(f), plan_json = format_program_plan(program);
 
   StepContext ctx = grid.step_context();
+  if (frozen)
+    ctx.frozen = frozen->param_table();
   // ZeRO-2/3: the compiled backward reduce-scatters each microbatch's buckets into these shards.
   const bool grads_in_backward = sharded && sharded->grads_sharded();
   if (grads_in_backward)
@@ -561,6 +565,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
           state.plan_json = plan_json;
           state.program_summary = program.summary ? program.summary : "";
           state.spec_yaml = program.spec_yaml ? program.spec_yaml : "";
+          state.base_weights = start.base_weights;
           const std::string folder =
               save_checkpoint(f.save, state, store, checkpoint_group, checkpoint_options);
           out << "saved checkpoint at iteration " << k << ": " << folder << std::endl;

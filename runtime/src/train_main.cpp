@@ -4,6 +4,8 @@
 #include "megart/train_driver.h"
 
 #include "megart/generate.h"
+#include "megart/lora_merge.h"
+#include "megart/train_checkpoint.h"
 
 #include "megart/comm_mpi.h"
 #include "megart/error.h"
@@ -127,7 +129,8 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
         print_header(log, program, flags, grid, setup);
         const TrainResult r = run_train_loop(program, flags, setup.start, *setup.store,
                                              *setup.data, grid, setup.metrics.get(), log, resident_at_start,
-                                             setup.tensorboard.get(), setup.valid.get(), setup.test.get());
+                                             setup.tensorboard.get(), setup.valid.get(), setup.test.get(),
+                                             setup.frozen.get());
         if (flags.skip_train) {
           log << "evaluation done (--skip-train): nothing trained" << std::endl;
           return;
@@ -137,6 +140,15 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
         if (r.skipped_iterations > 0)
           log << ", " << r.skipped_iterations << " skipped (non-finite gradient norm)";
         log << std::endl;
+        if (!flags.merge_lora.empty() && grid.global_rank() == 0) {
+          if (setup.start.base_weights.empty())
+            throw Error("--merge-lora: the base model was initialised at random (no --load), so there are no base "
+                        "weights to merge into; the adapters are saved in " + flags.save);
+          const std::string folder = iteration_folder(flags.save, flags.train_iters);
+          const MergeReport m = merge_lora(folder, setup.start.base_weights, flags.merge_lora);
+          log << "merged " << m.merged << " adapted weights of " << m.tensors << " tensors into " << flags.merge_lora
+              << " (a Hugging Face folder)" << std::endl;
+        }
         if (r.optimizer_steps == setup.start.optimizer_steps)
           throw Error("every iteration of this run was skipped (" +
                       std::to_string(r.skipped_iterations) +
@@ -184,6 +196,8 @@ int train_main(int argc, const char *const *argv, const ProgramDesc &program, st
                std::ostream &err) {
   if (argc > 1 && std::strcmp(argv[1], "generate") == 0) // OUT/train generate ... (megart/generate.h)
     return generate_main(argc - 1, argv + 1, program, out, err);
+  if (argc > 1 && std::strcmp(argv[1], "merge-lora") == 0) // OUT/train merge-lora ... (megart/lora_merge.h)
+    return merge_lora_main(argc - 1, argv + 1, out, err);
   // Before MPI starts, the launcher's numbering says which process speaks for all: flag errors
   // and --help are the same on every rank and are printed once.
   const LaunchEnv launch = detect_launch_env();

@@ -205,6 +205,73 @@ bool nothing_saved_yet(const TrainFlags &flags) {
                                          !fs::exists(fs::path(flags.load) / "train_state.json", ec));
 }
 
+/// The tensors other pipeline stages hold (the file may have them; they are skipped).
+std::set<std::string> held_elsewhere(const ProgramDesc &program, bool frozen) {
+  std::set<std::string> names;
+  if (program.pipeline_parallel_size > 1)
+    for (const auto &entry : tensor_stages(program, frozen))
+      names.insert(entry.first);
+  return names;
+}
+
+std::vector<std::string> absolute_paths(const std::vector<std::string> &files) {
+  std::vector<std::string> out;
+  for (const std::string &f : files)
+    out.push_back(std::filesystem::absolute(f).lexically_normal().string());
+  return out;
+}
+
+/// A LoRA program: the frozen base model from --pretrained-checkpoint, a Hugging Face folder in
+/// --load, or the base a resumed checkpoint names (its train_state.json); the adapters from the
+/// checkpoint, or new (A kaiming-uniform, B zeros: training starts from the base model).
+void load_lora(TrainSetup &s, const TrainFlags &flags, const ProgramDesc &program, const LoadSource &source,
+               bool resume, bool fresh) {
+  const uint64_t seed = static_cast<uint64_t>(flags.seed);
+  const bool from_checkpoint = !flags.load.empty() && !fresh && source.resume;
+  std::vector<std::string> base;
+  std::string base_from;
+  if (!flags.pretrained_checkpoint.empty()) {
+    base = resolve_load(flags.pretrained_checkpoint, -1, false).weight_files;
+    base_from = "--pretrained-checkpoint";
+  } else if (from_checkpoint) {
+    base = read_train_state(source.state_file).base_weights;
+    if (base.empty())
+      throw Error("--load " + flags.load + ": " + source.state_file + " names no base model (it was trained "
+                  "from a random one); give the base's weights with --pretrained-checkpoint");
+    base_from = "the checkpoint's base_weights";
+  } else if (!flags.load.empty() && !fresh) {
+    base = source.weight_files;
+    base_from = "--load";
+  }
+  if (base.empty()) {
+    s.frozen->init(seed);
+    s.weights_from = "base model initialised with seed " + std::to_string(seed) + " (no --load)";
+  } else {
+    for (const std::string &f : base)
+      if (!std::filesystem::is_regular_file(f))
+        throw Error(base_from + ": the base model's weight file " + f + " is not there (give its folder with "
+                    "--pretrained-checkpoint)");
+    try {
+      s.frozen->load(base, held_elsewhere(program, /*frozen=*/true));
+    } catch (const Error &e) {
+      throw Error(std::string("the base model (") + base_from + "): " + e.what());
+    }
+    s.start.base_weights = absolute_paths(base);
+    s.weights_from = "base model loaded from " + (base.size() == 1 ? base[0] : std::to_string(base.size()) + " files");
+  }
+  if (from_checkpoint) {
+    s.store->load(source.weight_files, held_elsewhere(program, false));
+    if (resume && !flags.no_load_optim)
+      s.store->load_optimizer_state(source.optimizer_file, held_elsewhere(program, false));
+    s.weights_from += resume ? "; adapters resumed from " + source.folder + " at iteration " +
+                                   std::to_string(s.start.iteration)
+                             : "; adapters loaded from " + source.weight_files[0];
+  } else {
+    s.store->init(seed);
+    s.weights_from += "; adapters initialised with seed " + std::to_string(seed);
+  }
+}
+
 std::string fmt(const char *format, double x) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, x);
@@ -256,8 +323,16 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   s.start.shuffle = flags.shuffle;
   LoadSource source;
   const bool fresh = nothing_saved_yet(flags);
-  if (!flags.load.empty() && !fresh)
+  const bool lora = (pipelined ? program.stages[grid.coord().pp].num_frozen_params : program.num_frozen_params) > 0;
+  if (!flags.load.empty() && !fresh) {
     source = resolve_load(flags.load, flags.ckpt_step, !flags.no_load_optim && !flags.finetune);
+    if (lora && source.resume && !source.adapters) // a whole model's checkpoint: LoRA's base
+      source = resolve_load((std::filesystem::path(source.folder) / "model.safetensors").string());
+    if (!lora && source.adapters)
+      throw Error("--load " + flags.load + " is a LoRA checkpoint (adapters only), but this program trains every "
+                  "parameter: compile with the same --lora-rank to resume it, or merge it into a whole model with "
+                  "OUT/train merge-lora --load " + flags.load + " --save DIR");
+  }
   const bool resume = source.resume && !flags.finetune;
   if (resume)
     restore_state(s.start, read_train_state(source.state_file), flags, source);
@@ -302,6 +377,14 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   // Allocated only now: the model's state is the big allocation, the checks above are cheap.
   s.store = std::make_unique<ParamStore>(params, num_params, grid.coord().tp, grid.shape().tp,
                                          program_device(program), flat_layout, &grid.dp_shard());
+  const ParamDesc *frozen = pipelined ? program.stages[grid.coord().pp].frozen_params : program.frozen_params;
+  const int64_t num_frozen =
+      pipelined ? program.stages[grid.coord().pp].num_frozen_params : program.num_frozen_params;
+  if (num_frozen > 0) {
+    s.frozen = ParamStore::frozen(frozen, num_frozen, grid.coord().tp, grid.shape().tp, program_device(program));
+    load_lora(s, flags, program, source, resume, fresh);
+    return s;
+  }
   if (flags.load.empty() || fresh) {
     s.store->init(static_cast<uint64_t>(flags.seed)); // a tied weight starts the same everywhere
     s.weights_from = "initialised with seed " + std::to_string(flags.seed) +
@@ -362,7 +445,11 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
   const bool pipelined = p.pipeline_parallel_size > 1;
   out << "  parameters: " << (pipelined ? model_tensor_elements(p) : store.num_tensor_elements())
       << " in " << (pipelined ? model_tensor_count(p) : static_cast<int64_t>(store.tensors().size()))
-      << " tensors; " << setup.weights_from << "\n";
+      << " tensors";
+  if (setup.frozen) // LoRA: the counts above are the adapters'
+    out << " trained (LoRA adapters), " << (pipelined ? "this stage's " : "") << setup.frozen->num_tensor_elements()
+        << " frozen in " << setup.frozen->tensors().size() << " tensors";
+  out << "; " << setup.weights_from << "\n";
   if (pipelined)
     out << "  pipeline: " << describe_pipeline(p) << "\n";
   if (const DistributedOptimizerState *sharded = store.sharded()) {

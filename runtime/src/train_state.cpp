@@ -127,6 +127,12 @@ std::string format_train_state(const TrainState &s) {
   } else {
     top.raw("loss_scaler", "null");
   }
+  if (!s.base_weights.empty()) {
+    std::string files;
+    for (const std::string &f : s.base_weights)
+      files += (files.empty() ? "[" : ", ") + json_quote(f);
+    top.raw("base_weights", files + "]");
+  }
   top.string("program", s.program_summary)
       .raw("plan", s.plan_json)
       .string("spec", s.spec_yaml)
@@ -166,6 +172,16 @@ TrainState parse_train_state(const std::string &text, const std::string &path) {
     ls.growth_tracker = scaler.integer("growth_tracker", 0);
     ls.hysteresis_tracker = scaler.integer("hysteresis_tracker", INT64_MIN);
     s.loss_scaler = ls;
+  }
+  if (top.has("base_weights")) {
+    const JsonValue &files = top.member("base_weights");
+    if (files.kind != JsonValue::Kind::Array || files.array.empty())
+      throw Error(path + ": base_weights must be a non-empty list of the base model's weight files");
+    for (const JsonValue &f : files.array) {
+      if (f.kind != JsonValue::Kind::String || f.string.empty())
+        throw Error(path + ": base_weights holds " + f.brief() + "; it must list file paths");
+      s.base_weights.push_back(f.string);
+    }
   }
   s.program_summary = top.string("program");
   const ObjectReader args = top.object("args");

@@ -163,15 +163,15 @@ TEST(MetricsJson, MemoryIsAnObjectOfExactBytes) {
   megart::IterationMetrics m = sample_metrics();
   EXPECT_EQ(megart::format_metrics_json(m).find("memory"), std::string::npos);
   megart::MemoryUsage stage0, stage1;
-  stage0.peak = {1, 2, 3, 0, 5, 6, 7, 8, 9};
-  stage0.peak_total = 41;
+  stage0.peak = {1, 2, 3, 0, 5, 6, 7, 8, 9, 10};
+  stage0.peak_total = 51;
   stage0.current_total = 31; // not reported
-  stage1.peak = {4294967297, 0, 0, 0, 0, 0, 0, 0, 0}; // 2^32 + 1: exact, not %g
+  stage1.peak = {4294967297, 0, 0, 0, 0, 0, 0, 0, 0, 0}; // 2^32 + 1: exact, not %g
   stage1.peak_total = 4294967297;
   const std::string one =
       "{\"parameters\":1,\"gradients\":2,\"optimizer_state\":3,\"master_weights\":0,"
       "\"activations\":5,\"workspace\":6,\"communication\":7,\"data\":8,\"offloaded_optimizer\":9,"
-      "\"peak_total\":41}";
+      "\"frozen_parameters\":10,\"peak_total\":51}";
   m.memory = {stage0};
   std::string json = megart::format_metrics_json(m);
   EXPECT_NE(json.find(",\"memory\":" + one + "}"), std::string::npos) << json;
@@ -181,7 +181,7 @@ TEST(MetricsJson, MemoryIsAnObjectOfExactBytes) {
   m.memory = {stage0, stage1};
   json = megart::format_metrics_json(m);
   const megart::JsonValue v = megart::parse_json(json, "record");
-  EXPECT_EQ(v.get("memory")->get("peak_total")->integer, 41);
+  EXPECT_EQ(v.get("memory")->get("peak_total")->integer, 51);
   const megart::JsonValue *stages = v.get("memory_per_pp_stage");
   ASSERT_TRUE(stages && stages->is_array());
   ASSERT_EQ(stages->array.size(), 2u);

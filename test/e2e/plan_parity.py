@@ -78,7 +78,13 @@ def checkpoints_interchange(w, plan, world):
     """The plan's checkpoint holds full tensors under the same Hugging Face names and shapes as
     the single-rank one, and either checkpoint gives the same first-step loss in either program
     (tp2 -> tp1 and tp1 -> tp2)."""
-    ckpt = lambda run_name: w(run_name + "-ckpt", "iter_0000010", "model.safetensors")
+    folder = lambda run_name: w(run_name + "-ckpt", "iter_0000010")
+    # A LoRA program's checkpoint holds its adapters (PEFT's file); it loads as a folder, the base
+    # model from the files it names.
+    lora = os.path.exists(os.path.join(folder("single"), "adapter_model.safetensors"))
+    weights = "adapter_model.safetensors" if lora else "model.safetensors"
+    ckpt = lambda run_name: os.path.join(folder(run_name), weights)
+    load = lambda run_name: ["--load", folder(run_name), "--finetune"] if lora else ["--load", ckpt(run_name)]
     mine, single = load_file(ckpt(plan)), load_file(ckpt("single"))
     shapes = lambda t: {k: tuple(v.shape) for k, v in t.items()}
     if shapes(mine) != shapes(single):
@@ -91,9 +97,9 @@ def checkpoints_interchange(w, plan, world):
                 "--data-path", w("corpus")]
     ok = drift < 1e-2
     for source in ("single", plan):
-        run([w("single", "train")] + one_step + ["--load", ckpt(source), "--metrics-file", w("x-single.jsonl")])
+        run([w("single", "train")] + one_step + load(source) + ["--metrics-file", w("x-single.jsonl")])
         run(["mpirun", "-np", str(world), "--oversubscribe", w(plan, "train")] + one_step +
-            ["--load", ckpt(source), "--metrics-file", w("x-plan.jsonl")], env=MPI_ENV)
+            load(source) + ["--metrics-file", w("x-plan.jsonl")], env=MPI_ENV)
         a, b = metrics(w("x-single.jsonl"))[0]["lm_loss"], metrics(w("x-plan.jsonl"))[0]["lm_loss"]
         ok = ok and abs(a - b) <= TOLERANCE * abs(a)
         print(f"  {plan}: {source}'s checkpoint ({len(single)} full tensors) loaded at tp1 and at {plan}: "
@@ -103,7 +109,8 @@ def checkpoints_interchange(w, plan, world):
 
 
 STATE_CATEGORIES = ("parameters", "gradients", "optimizer_state", "master_weights")
-CATEGORIES = STATE_CATEGORIES + ("activations", "workspace", "communication", "data", "offloaded_optimizer")
+CATEGORIES = STATE_CATEGORIES + ("activations", "workspace", "communication", "data", "offloaded_optimizer",
+                                 "frozen_parameters")
 
 
 def memory_matches(out, first_record, plan, flags):
@@ -157,6 +164,7 @@ def main():
     ap.add_argument("--plans", required=True, help="comma-separated, e.g. tp2,dp2,tp2dp2")
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    ap.add_argument("--compile-flags", default="", help="megac compile flags of every program (LoRA's)")
     args = ap.parse_args()
     bf16 = args.precision == "bf16"
     tolerance = BF16_TOLERANCE if bf16 else TOLERANCE
@@ -168,6 +176,7 @@ def main():
          "--init-out", w("init.safetensors"), "--seed", "11"])
     common = TRAIN + ["--data-path", w("corpus"), "--load", w("init.safetensors")]
     precision = ["--bf16"] if bf16 else []  # compiled in: the programs run as compiled
+    precision += args.compile_flags.split()
 
     run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w("single")] + precision)
     # Each run saves into a fresh folder (a folder holding a later run's checkpoints is refused).

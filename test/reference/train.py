@@ -16,6 +16,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dropout import Draw  # noqa: E402
 from indexed_dataset import GPTSamples, IndexedDataset  # noqa: E402
+from lora import add_lora  # noqa: E402
 from model import Transformer, init_weights  # noqa: E402
 from safetensors_io import load_file, save_file  # noqa: E402
 from spec import load_spec  # noqa: E402
@@ -42,6 +43,11 @@ def build_parser():
     p.add_argument("--init-out", help="write seeded initial weights here (then train if --train-iters)")
     p.add_argument("--seed", type=int, default=1234, help="initial weights and dropout masks (as OUT/train)")
     p.add_argument("--metrics-file", help="JSONL: one {iteration, lm_loss, grad_norm, lr} per iteration")
+    p.add_argument("--lora-rank", type=int, default=0, help="LoRA (PEFT's r): train only adapters (lora.py)")
+    p.add_argument("--lora-alpha", type=float, help="default: the rank")
+    p.add_argument("--lora-target-modules", default="", help="comma-separated paths inside a layer (attn.c_attn)")
+    p.add_argument("--use-rslora", action="store_true")
+    p.add_argument("--adapters-out", help="LoRA: write the trained adapters here (PEFT's names)")
     return p
 
 
@@ -61,8 +67,9 @@ def lr_at(n, a):
 
 def make_optimizer(model, a):
     """AdamW; weight decay on tensors with ndim >= 2 only (not biases / norm weights)."""
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    trained = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters alone
+    decay = [p for p in trained if p.ndim >= 2]
+    no_decay = [p for p in trained if p.ndim < 2]
     groups = [{"params": decay, "weight_decay": a.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=a.lr, betas=(a.adam_beta1, a.adam_beta2), eps=a.adam_eps, foreach=False)
 
@@ -98,7 +105,7 @@ def train(model, samples, a, log=None):
         a.lr_decay_iters = a.train_iters
     check_batches(a, len(samples))
     opt = make_optimizer(model, a)
-    params = list(model.parameters())
+    params = [p for p in model.parameters() if p.requires_grad]
     b, B = a.micro_batch_size, a.global_batch_size
     num_micro = B // b
     metrics = []
@@ -148,6 +155,10 @@ def main(argv=None):
         save_file(model.state_dict(), a.init_out)
         if a.train_iters is None:
             return 0
+    adapters = None
+    if a.lora_rank:
+        adapters = add_lora(model, a.lora_rank, a.lora_alpha if a.lora_alpha is not None else a.lora_rank,
+                            [m for m in a.lora_target_modules.split(",") if m], a.use_rslora, a.seed)
     if a.train_iters is None or a.data_path is None or a.global_batch_size is None:
         raise SystemExit("training needs --data-path, --train-iters and --global-batch-size")
     samples = GPTSamples(IndexedDataset(a.data_path).token_stream(), spec.seq_length)
@@ -163,6 +174,8 @@ def main(argv=None):
     train(model, samples, a, log)
     if out:
         out.close()
+    if a.adapters_out and adapters:
+        save_file({k: v.detach() for k, v in adapters.items()}, a.adapters_out)
     return 0
 
 

@@ -16,6 +16,7 @@
 #include "megac/Frontend/ModelSize.h"
 #include "megac/Limits.h"
 #include "megac/Plan/PlanLimits.h"
+#include "megac/Plan/LoraFlags.h"
 #include "megac/Plan/RecomputeFlags.h"
 #include "megac/Plan/ShardingFlags.h"
 #include "megac/Target/RankCommunication.h"
@@ -177,6 +178,24 @@ cl::opt<bool> distributeSavedActivations(
     cl::desc("full recomputation with tp: split each stashed layer input over the tensor-parallel ranks, gathered "
              "again before it is recomputed (Megatron's flag)"),
     cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--distribute-saved-activations"));
+cl::opt<int64_t> loraRank("lora-rank", cl::init(0),
+                          cl::desc("LoRA fine-tuning: freeze the model and train rank-r adapters on its linear layers "
+                                   "(PEFT's r, e.g. 8; 0: off)"),
+                          cl::sub(compile), cl::sub(simulate), megac::recordValues<int64_t>("--lora-rank"));
+cl::opt<double> loraAlpha("lora-alpha", cl::desc("LoRA: the adapters are scaled by alpha / rank (PEFT's lora_alpha; "
+                                                 "default: the rank)"),
+                          cl::sub(compile), cl::sub(simulate), megac::recordValues<double>("--lora-alpha"));
+cl::opt<double> loraDropout("lora-dropout", cl::init(0.0),
+                            cl::desc("LoRA: dropout on each adapter's input (PEFT's lora_dropout, default 0)"),
+                            cl::sub(compile), cl::sub(simulate), megac::recordValues<double>("--lora-dropout"));
+cl::list<std::string> loraTargetModules(
+    "lora-target-modules", cl::CommaSeparated,
+    cl::desc("LoRA: the linear layers to adapt, by Hugging Face module name (q_proj,v_proj; c_attn) or all-linear "
+             "(every one but the output layer); default PEFT's for the architecture (gpt2: c_attn; llama: "
+             "q_proj,v_proj)"),
+    cl::sub(compile), cl::sub(simulate));
+cl::opt<bool> useRslora("use-rslora", cl::desc("LoRA: scale by alpha / sqrt(rank) (rank-stabilised LoRA, PEFT's flag)"),
+                        cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--use-rslora"));
 cl::opt<bool> bf16("bf16",
                    cl::desc("store activations and their gradients in bf16 (autocast rules: GEMM inputs and outputs, "
                             "norms' outputs, attention); loss, softmax statistics, parameters, their gradients and "
@@ -426,6 +445,12 @@ int megac::runCompile() {
               "(--dp 1); the program is the same without it\n";
   if (Error e = megac::checkPlanAgainstSpec(plan, *spec, microBatch))
     return fail(specPath + ": " + toString(std::move(e)));
+  megac::LoraFlags loraFlags{loraRank, std::nullopt, loraDropout, {loraTargetModules.begin(), loraTargetModules.end()},
+                             useRslora};
+  if (loraAlpha.getNumOccurrences())
+    loraFlags.alpha = loraAlpha;
+  if (Error e = megac::resolveLora(plan, loraFlags, spec->family))
+    return fail(toString(std::move(e)));
   if (simulating && gradReduceIn16Bit && plan.sharding != ShardingStrategy::NoShard)
     return fail("--grad-reduce-in-bf16 with --data-parallel-sharding-strategy " +
                 std::string(shardingStrategyName(plan.sharding)) +
@@ -491,10 +516,13 @@ int megac::runCompile() {
   raw_string_ostream codeOs(code), planOs(memoryPlan);
   const HuggingFaceConfig hfConfig = huggingFaceConfig(*spec);
   EmitOptions emitOptions{header, summary, hfConfig.json, *specText, *target, precision};
+  if (plan.lora.enabled())
+    emitOptions.adapterConfigJson = megac::peftAdapterConfig(plan.lora, spec->family);
   // Generation's decode_step (one position with a KV cache): the same model built for one
   // position, where one rank computes in fp32 on the CPU (as logits_step).
   mlir::OwningOpRef<mlir::ModuleOp> decodeModule;
-  if (plan.worldSize() == 1 && precision == ActivationPrecision::Fp32 && *target == megac::Target::Cpu) {
+  if (plan.worldSize() == 1 && precision == ActivationPrecision::Fp32 && *target == megac::Target::Cpu &&
+      !plan.lora.enabled()) {
     ModelSpec onePosition = *spec;
     onePosition.seqLength = 1;
     decodeModule = buildModel(context, onePosition, plan, microBatch);

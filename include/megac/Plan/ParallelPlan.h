@@ -54,6 +54,19 @@ enum class ActivationPrecision { Fp32, Bf16, Fp16 };
 const char *activationPrecisionName(ActivationPrecision p);
 std::optional<ActivationPrecision> parseActivationPrecision(const std::string &name);
 
+/// LoRA fine-tuning (PEFT's LoraConfig, `megac compile --lora-rank`): the base model frozen, and
+/// on each targeted linear layer of every transformer layer y = W x + (B A x) * scaling, A [r, in],
+/// B [out, r], scaling = alpha / r (alpha / sqrt(r) with rsLoRA). rank 0: no LoRA.
+struct LoraPlan {
+  int64_t rank = 0;
+  double alpha = 0;
+  double dropout = 0;                 // on the adapter's input, as PEFT's lora_dropout
+  std::vector<std::string> modules;   // module paths inside a layer ("attn.c_attn"), the family's order
+  bool rslora = false;
+  bool enabled() const { return rank > 0; }
+  double scaling() const;
+};
+
 struct ParallelPlan {
   // The grid's sizes in Megatron's rank order, slowest first (tp varies fastest).
   int64_t pp = 1, dp = 1, tp = 1;
@@ -84,6 +97,7 @@ struct ParallelPlan {
   double optimizerOffloadFraction = 0;
   RecomputePlan recompute;
   ActivationPrecision precision = ActivationPrecision::Fp32;
+  LoraPlan lora;
   /// Elements of a shard of `shardNumel` stepped on the host.
   int64_t offloadedNumel(int64_t shardNumel) const {
     return static_cast<int64_t>(optimizerOffloadFraction * static_cast<double>(shardNumel));

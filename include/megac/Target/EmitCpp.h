@@ -31,6 +31,9 @@ struct EmitOptions {
   // decode_step, generation's one position with a KV cache, where the program has a
   // logits_step on the CPU.
   mlir::ModuleOp decodeModule;
+  // A LoRA program's adapter_config.json (PEFT's), written beside each checkpoint's adapters;
+  // empty: not a LoRA program.
+  std::string adapterConfigJson;
 };
 
 /// What the emitted program has the runtime allocate per rank besides the training state, per

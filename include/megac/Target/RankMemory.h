@@ -26,6 +26,8 @@ struct StageStateMemory {
   // or with no_shard the gradients' 64-byte alignment.
   int64_t paddingElements = 0;
   int64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0, masterBytes = 0;
+  // Parameters read but never trained (LoRA's base model): their elements and bytes.
+  int64_t frozenParameters = 0, frozenBytes = 0;
   // ZeRO-Offload, host memory: the offloaded elements' master weights, moments and gradients' copy.
   int64_t offloadedBytes = 0;
   // Besides the training state (addProgramBuffers). Data for `microbatches` per iteration: with
@@ -34,11 +36,16 @@ struct StageStateMemory {
   int64_t workspaceBytes = 0, activationBytes = 0, communicationBytes = 0, dataBytes = 0;
   int64_t dataBytesPerMicrobatch = 0, microbatches = 1;
 
-  int64_t stateBytes() const { return paramBytes + gradBytes + optimizerBytes + masterBytes + offloadedBytes; }
+  int64_t stateBytes() const {
+    return paramBytes + gradBytes + optimizerBytes + masterBytes + offloadedBytes + frozenBytes;
+  }
   int64_t totalBytes() const {
     return stateBytes() + workspaceBytes + activationBytes + communicationBytes + dataBytes;
   }
-  double bytesPerParameter() const { return parameters ? double(stateBytes()) / double(parameters) : 0.0; }
+  /// Bytes of training state per trainable parameter (the frozen ones' bytes left out).
+  double bytesPerParameter() const {
+    return parameters ? double(stateBytes() - frozenBytes) / double(parameters) : 0.0;
+  }
 };
 
 /// One entry per pipeline stage, from the parameter tables of the compiled module.

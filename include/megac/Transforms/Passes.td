@@ -6,6 +6,27 @@
 
 include "mlir/Pass/PassBase.td"
 
+def Lora : Pass<"megac-lora", "mlir::ModuleOp"> {
+  let summary = "LoRA: freezes the model and adds low-rank adapters to its linear layers (megac compile --lora-rank)";
+  let description = [{
+    Runs first, on the frontend's forward, with the plan's `lora_*` keys (`@grid`'s
+    `megac.plan`); does nothing without them. Every `tx.param` becomes `frozen` (no gradient,
+    no optimizer state: PEFT's base model). On each module of `lora_target_modules` of the layer
+    function (`attn.c_attn`, `self_attn.q_proj`, ...) the base product y = x W (+ bias) gets
+    PEFT's adapter: `y + ((dropout(x) A^T) B^T) * scaling`, scaling = lora_alpha / lora_rank
+    (lora_alpha / sqrt(lora_rank) with `use_rslora`), the scaling the second GEMM's `scale`.
+    A [r, in] and B [out, r] are new trainable parameters named as PEFT saves them
+    (`base_model.model.<module path>.lora_A.weight`), A initialised kaiming-uniform(a = sqrt 5),
+    B zeros, so training starts from the base model. GPT-2's fused c_attn keeps one A and splits
+    B into the q, k and v blocks of the fused output, as its weight is split.
+
+    Tensor parallelism places the adapters with their base layer: under a column-parallel base
+    B is split on its output (A whole); under a row-parallel base A is split on its input (B
+    whole), so x A^T is a partial sum, reduced before B.
+  }];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
+}
+
 def Autocast : Pass<"megac-autocast", "mlir::ModuleOp"> {
   let summary = "16-bit activations by autocast rules (megac compile --bf16 / --fp16)";
   let description = [{

@@ -24,8 +24,10 @@ enum class MemoryCategory : int32_t {
   // Host memory of ZeRO-Offload (--optimizer-cpu-offload): the offloaded part of this rank's
   // shard's master weights, AdamW moments and gradient copies.
   OffloadedOptimizer,
+  // Weights read but never trained (LoRA's base model: ParamStore's frozen store).
+  FrozenParameters,
 };
-constexpr int kNumMemoryCategories = 9;
+constexpr int kNumMemoryCategories = 10;
 
 // Every category, in the order reports list them.
 std::array<MemoryCategory, kNumMemoryCategories> memory_categories();

@@ -43,6 +43,14 @@ public:
              int64_t tp_size = 1, Device &device = cpu_device(),
              const FlatLayoutDesc *flat_layout = nullptr, Communicator *shard_group = nullptr);
 
+  // The store of a program's frozen parameters (ProgramDesc::frozen_params, LoRA's base model):
+  // the weights alone, allocated as MemoryCategory::FrozenParameters, with no gradients and no
+  // optimizer state (grad(i) is null; the moments' functions throw). init, load, assemble and
+  // gather_tensors work as for trainable parameters.
+  static std::unique_ptr<ParamStore> frozen(const ParamDesc *params, int64_t num_params, int64_t tp_rank,
+                                            int64_t tp_size, Device &device);
+  bool is_frozen() const { return frozen_; }
+
   Device &device() const { return *device_; }
 
   int64_t size() const { return static_cast<int64_t>(descs_.size()); }
@@ -120,6 +128,11 @@ public:
   float *flat_params() { return flat_params_.as<float>(); }
 
 private:
+  struct FrozenTag {};
+  ParamStore(FrozenTag, const ParamDesc *params, int64_t num_params, int64_t tp_rank, int64_t tp_size,
+             Device &device);
+  // What both constructors check and set: this rank's blocks.
+  void set_blocks(const ParamDesc *params, int64_t num_params);
   void reset_optimizer_state();
   // Device pointer to array `which` of parameter i (numel(i) floats).
   float *array(int64_t i, StateArray which) const;
@@ -131,6 +144,7 @@ private:
                    const std::vector<StateArray> &which, const std::set<std::string> &dtypes);
 
   int64_t tp_rank_ = 0, tp_size_ = 1;
+  bool frozen_ = false;
   std::vector<ParamDesc> program_descs_; // as compiled: tp rank 0's blocks
   std::vector<ParamDesc> descs_;         // this rank's blocks
   std::vector<CheckpointTensor> tensors_;

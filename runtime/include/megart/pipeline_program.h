@@ -21,7 +21,7 @@ namespace megart {
 void validate_pipeline_program(const ProgramDesc &program);
 
 // Checkpoint tensor name -> the stages (pp ranks, ascending) whose tables hold it.
-std::map<std::string, std::vector<int64_t>> tensor_stages(const ProgramDesc &program);
+std::map<std::string, std::vector<int64_t>> tensor_stages(const ProgramDesc &program, bool frozen = false);
 
 // Elements of the checkpoint tensors of one stage / of the whole model (a tied tensor once).
 int64_t stage_tensor_elements(const PipelineStageDesc &stage);

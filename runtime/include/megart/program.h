@@ -13,7 +13,9 @@
 
 namespace megart {
 
-enum class ParamInit : int32_t { Normal = 0, Zeros = 1, Ones = 2 };
+// KaimingUniform: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in the full tensor's last dimension
+// (PyTorch's kaiming_uniform_ with a = sqrt 5: PEFT's LoRA A).
+enum class ParamInit : int32_t { Normal = 0, Zeros = 1, Ones = 2, KaimingUniform = 3 };
 
 constexpr int kMaxRank = 4;
 
@@ -82,6 +84,9 @@ struct StepContext {
   int64_t layer = -1;
   // Generation's decode_step: the keys and values of the positions before (null otherwise).
   const KvCache *kv_cache = nullptr;
+  // The frozen parameters (ProgramDesc::frozen_params: LoRA's base model), read by the compiled
+  // functions and never trained; null when the program has none.
+  const float *const *frozen = nullptr;
 
   StepContext for_layer(int64_t l) const {
     StepContext c = *this;
@@ -258,6 +263,9 @@ struct PipelineStageDesc {
   // The distributed optimizer's layout of this stage's table and its all-gathers (null: no_shard).
   const FlatLayoutDesc *flat_layout = nullptr;
   GatherParamsFn gather_params = nullptr;
+  // The frozen parameters this stage's chunks read (see ProgramDesc::frozen_params).
+  const ParamDesc *frozen_params = nullptr;
+  int64_t num_frozen_params = 0;
 };
 
 struct ProgramDesc {
@@ -270,6 +278,11 @@ struct ProgramDesc {
   double model_flops_per_sample;
   const ParamDesc *params;
   int64_t num_params;
+  // Parameters the program reads but never trains (LoRA's base model, `megac compile
+  // --lora-rank`): no gradient, no optimizer state; the compiled code reads ctx.frozen[i]. The
+  // trainable `params` are then the adapters alone.
+  const ParamDesc *frozen_params = nullptr;
+  int64_t num_frozen_params = 0;
   int64_t arena_bytes;
   StepFn step;
   EvalFn eval_step = nullptr;        // null with pipeline parallelism (the chunks' forwards serve)
@@ -308,6 +321,9 @@ struct ProgramDesc {
   // The model spec the program was compiled from (YAML text), kept in every checkpoint's
   // train_state.json so a checkpoint says what it is. Null: none.
   const char *spec_yaml = nullptr;
+  // A LoRA program (frozen_params set): PEFT's adapter_config.json, written beside the adapters
+  // (adapter_model.safetensors) in every checkpoint, so PEFT loads the folder. Null otherwise.
+  const char *adapter_config_json = nullptr;
   // The precision `megac compile` built the program for ("fp32", "bf16" or "fp16": its
   // activations' storage and the GEMMs'); --bf16 / --fp16 must agree, and their absence means
   // this one. Null (a hand-written program): the flags choose the GEMM precision alone.

@@ -4,6 +4,9 @@
 //   DIR/iter_0000010/optimizer.safetensors    AdamW moments: NAME.exp_avg, NAME.exp_avg_sq (F32)
 //   DIR/iter_0000010/train_state.json         iteration, samples, schedule, data, loss scaler
 //   DIR/iter_0000010/config.json              the Hugging Face config (when the program has one)
+// A LoRA program's checkpoint holds its adapters as PEFT does: adapter_model.safetensors and
+// adapter_config.json instead of model.safetensors (the frozen base model stays where it was
+// loaded from; train_state.json names its files).
 // Every tensor is whole, whatever the plan, so any plan can resume from any other's checkpoint.
 //
 // A save is atomic per folder: everything is written into DIR/iter_0000010.tmp.<pid>, synced,
@@ -52,6 +55,10 @@ struct CheckpointOptions {
   int64_t keep_latest = 0;     // > 0: remove older iteration folders beyond the newest K
   // Further files of the folder, name -> content: the tokenizer's (tokenizer_record.h).
   std::vector<std::pair<std::string, std::string>> extra_files;
+  // A LoRA program's (PEFT's adapter_config.json): the store holds the adapters, written as
+  // adapter_model.safetensors beside this config instead of model.safetensors, so PEFT's
+  // PeftModel.from_pretrained(base, folder) loads the folder. Empty: a whole model.
+  std::string adapter_config_json;
 };
 
 // Collective over the group: every stage assembles its tensors over tp, and the writer (tp
@@ -68,6 +75,7 @@ struct LoadSource {
   std::vector<std::string> weight_files; // safetensors files holding the weights
   std::string optimizer_file;            // resume only
   std::string state_file;                // resume only
+  bool adapters = false;                 // a LoRA checkpoint: weight_files is adapter_model.safetensors
 };
 
 // --load PATH: a checkpoint folder with a tracker (its latest iteration, or `step` when >= 0),

@@ -46,6 +46,12 @@ struct TrainFlags {
   // *.index.json or a Hugging Face folder gives the initial weights of a new run.
   std::string load;
   int64_t ckpt_step = -1;           // --ckpt-step N: resume from iter_N instead of the latest
+  // --pretrained-checkpoint: a LoRA program's frozen base model (a Hugging Face folder or
+  // weights file); default: --load's weights, or the base a LoRA checkpoint names.
+  std::string pretrained_checkpoint;
+  // --merge-lora DIR: a LoRA run's final adapters merged into its base model, written to DIR as a
+  // Hugging Face folder after the last iteration (needs --save; megart/lora_merge.h).
+  std::string merge_lora;
   bool finetune = false;            // --finetune: weights only; iteration, optimizer, data restart
   bool no_load_optim = false;       // --no-load-optim: moments, lr schedule and loss scaler restart
   bool no_load_rng = false;         // --no-load-rng: the data order from this run's --seed

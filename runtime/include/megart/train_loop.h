@@ -70,12 +70,14 @@ struct TrainResult {
 // (resident_memory.h; -1: unknown), for the first iteration's report of how much it grew.
 // `valid` / `test` (null: none): evaluated every --eval-interval iterations and after the last
 // (the test data after the last only), --eval-iters global batches each, forward only; with
-// --skip-train once, on the loaded weights, and nothing is trained.
+// --skip-train once, on the loaded weights, and nothing is trained. `frozen`: a LoRA program's
+// base model (the compiled functions read it; null: none).
 TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &flags,
                            const TrainState &start, ParamStore &store, TrainData &data,
                            ProcessGrid &grid, MetricsFile *metrics, std::ostream &out,
                            int64_t resident_at_start = -1, TensorBoardWriter *tensorboard = nullptr,
-                           TrainData *valid = nullptr, TrainData *test = nullptr);
+                           TrainData *valid = nullptr, TrainData *test = nullptr,
+                           const ParamStore *frozen = nullptr);
 
 // Model FLOPs of one iteration (global_batch_size x ProgramDesc::model_flops_per_sample), or -1
 // when the program does not know its FLOPs.

@@ -33,6 +33,8 @@ struct TrainSetup {
   std::unique_ptr<TrainData> data;
   std::unique_ptr<TrainData> valid, test; // null: none (or --eval-iters 0)
   std::unique_ptr<ParamStore> store; // this rank's blocks (of its stage's tensors with pp > 1)
+  // The frozen parameters (LoRA's base model), likewise; null when the program has none.
+  std::unique_ptr<ParamStore> frozen;
   std::unique_ptr<MetricsFile> metrics; // global rank 0 only, opened by open_metrics
   std::unique_ptr<TensorBoardWriter> tensorboard; // --tensorboard-dir: global rank 0 only, likewise
   // Where the run starts: iteration 0 with this run's seed, or a resumed checkpoint's state.

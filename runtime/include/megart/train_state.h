@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace megart {
 
@@ -46,6 +47,9 @@ struct TrainState {
   std::string plan_json = "{}";
   std::string program_summary;
   std::string spec_yaml;
+  // A LoRA program's frozen base model: the weight files it was loaded from (absolute paths),
+  // which a resumed run loads again (the checkpoint holds the adapters alone). Empty otherwise.
+  std::vector<std::string> base_weights;
 };
 
 // The JSON text, one key per line. Doubles are written so they read back bit for bit.

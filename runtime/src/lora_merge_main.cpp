@@ -1,0 +1,48 @@
+// OUT/train merge-lora: a LoRA checkpoint merged into a Hugging Face folder (megart/lora_merge.h).
+#include "megart/error.h"
+#include "megart/lora_merge.h"
+#include "megart/train_checkpoint.h"
+
+#include <CLI/CLI.hpp>
+
+namespace megart {
+
+int merge_lora_main(int argc, const char *const *argv, std::ostream &out, std::ostream &err) {
+  CLI::App app{"Merges a LoRA checkpoint's adapters into its base model: a Hugging Face folder"};
+  std::string load, save, base;
+  app.add_option("--load", load, "The LoRA checkpoint folder (its latest iteration) or an iteration folder")
+      ->required();
+  app.add_option("--save", save, "The new folder of the merged model (config.json, model.safetensors, tokenizer)")
+      ->required();
+  app.add_option("--pretrained-checkpoint", base,
+                 "The base model (default: the files the checkpoint's train_state.json names)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::ParseError &e) {
+    err << "error: " << e.what() << "\nRun with --help to list the flags.\n" << std::flush;
+    return 1;
+  }
+  try {
+    const LoadSource source = resolve_load(load, -1, /*with_optimizer=*/false);
+    if (!source.resume)
+      throw Error("--load " + load + " is not a megac LoRA checkpoint (a folder with adapter_config.json and "
+                  "train_state.json)");
+    std::vector<std::string> base_files =
+        base.empty() ? read_train_state(source.state_file).base_weights : resolve_load(base, -1, false).weight_files;
+    if (base_files.empty())
+      throw Error("--load " + load + ": the checkpoint names no base model (trained from a random one); give "
+                  "--pretrained-checkpoint");
+    const MergeReport r = merge_lora(source.folder, base_files, save);
+    out << "merged " << r.merged << " adapted weights of " << r.tensors << " tensors into " << save
+        << "/model.safetensors (base: " << base_files.front() << (base_files.size() > 1 ? " and more" : "")
+        << "; adapters: " << source.folder << ")" << std::endl;
+    return 0;
+  } catch (const Error &e) {
+    err << "error: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+} // namespace megart
