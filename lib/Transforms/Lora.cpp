@@ -165,9 +165,12 @@ struct LoraPass : public megac::impl::LoraBase<LoraPass> {
     m.aArg = fn.getNumArguments();
     Location argLoc = tx::derivedLoc(fn.getArgument(m.blocks.front().arg), id + "_lora_A_weight", kPass);
     (void)fn.insertArgument(m.aArg, tensor(element, {lora.rank, m.in}), {}, argLoc);
-    for (auto [i, block] : llvm::enumerate(m.blocks)) {
-      int64_t out = cast<RankedTensorType>(block.product.getType()).getShape().back();
-      Location loc = tx::derivedLoc(fn.getArgument(block.arg), id + "_lora_B_weight" + (m.fused ? "_" + std::to_string(i) : ""), kPass);
+    for (const AdaptedBlock &block : m.blocks) {
+      int64_t out = cast<RankedTensorType>(block.output.getType()).getShape().back();
+      // A fused module's blocks as the base's are named: attn_c_attn_weight_q -> ..._lora_B_weight_q.
+      StringRef baseName = tx::valueName(fn.getArgument(block.arg));
+      std::string suffix = baseName.starts_with(id + "_weight") ? baseName.drop_front(id.size() + 7).str() : "";
+      Location loc = tx::derivedLoc(fn.getArgument(block.arg), id + "_lora_B_weight" + suffix, kPass);
       (void)fn.insertArgument(fn.getNumArguments(), tensor(element, {out, lora.rank}), {}, loc);
     }
     // x A^T once, right after the module's first product (every block's input is defined there).

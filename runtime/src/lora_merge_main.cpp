@@ -26,11 +26,11 @@ int merge_lora_main(int argc, const char *const *argv, std::ostream &out, std::o
   }
   try {
     const LoadSource source = resolve_load(load, -1, /*with_optimizer=*/false);
-    if (!source.resume)
-      throw Error("--load " + load + " is not a megac LoRA checkpoint (a folder with adapter_config.json and "
-                  "train_state.json)");
+    if (!source.resume || !source.adapters)
+      throw Error("--load " + load + " is not a megac LoRA checkpoint (a folder with adapter_config.json, "
+                  "adapter_model.safetensors and train_state.json): nothing to merge");
     std::vector<std::string> base_files =
-        base.empty() ? read_train_state(source.state_file).base_weights : resolve_load(base, -1, false).weight_files;
+        base.empty() ? read_train_state(source.state_file).base_weights : resolve_base(base);
     if (base_files.empty())
       throw Error("--load " + load + ": the checkpoint names no base model (trained from a random one); give "
                   "--pretrained-checkpoint");

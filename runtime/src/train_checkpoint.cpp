@@ -452,3 +452,20 @@ LoadSource resolve_load(const std::string &path, int64_t step, bool with_optimiz
 }
 
 } // namespace megart
+
+namespace megart {
+
+std::vector<std::string> resolve_base(const std::string &path) {
+  const std::string flag = "--pretrained-checkpoint";
+  try {
+    const LoadSource source = resolve_load(path, -1, /*with_optimizer=*/false);
+    if (source.adapters)
+      throw Error("--load " + path + " is a LoRA checkpoint (adapters only), not a base model");
+    return source.weight_files;
+  } catch (const Error &e) {
+    const std::string message = e.what();
+    throw Error(message.rfind("--load ", 0) == 0 ? flag + message.substr(6) : flag + " " + path + ": " + message);
+  }
+}
+
+} // namespace megart

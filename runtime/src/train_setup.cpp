@@ -231,7 +231,7 @@ void load_lora(TrainSetup &s, const TrainFlags &flags, const ProgramDesc &progra
   std::vector<std::string> base;
   std::string base_from;
   if (!flags.pretrained_checkpoint.empty()) {
-    base = resolve_load(flags.pretrained_checkpoint, -1, false).weight_files;
+    base = resolve_base(flags.pretrained_checkpoint);
     base_from = "--pretrained-checkpoint";
   } else if (from_checkpoint) {
     base = read_train_state(source.state_file).base_weights;

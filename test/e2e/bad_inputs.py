@@ -32,13 +32,17 @@ def prepare(args):
     args.spec, args.workdir = os.path.abspath(args.spec), os.path.abspath(args.workdir)
     ctx = Context(megac=args.megac, megac_opt=args.megac_opt, spec=args.spec, data=w("corpus"),
                   train=w("gpt2", "train"), train_dp2=w("gpt2-dp2", "train"), ckpt=w("ckpt"),
+                  train_lora=w("gpt2-lora", "train"), lora_ckpt=w("lora-ckpt"),
                   source=os.path.dirname(os.path.dirname(HERE)))
     make_license_corpus(args.megac, w("corpus"))
-    for name, plan in (("gpt2", []), ("gpt2-dp2", ["--dp", "2"])):
+    for name, plan in (("gpt2", []), ("gpt2-dp2", ["--dp", "2"]), ("gpt2-lora", ["--lora-rank", "2"])):
         # A sanitized megac links OUT/train with its sanitized runtime, under the same flags.
         run([args.megac, "compile", args.spec, "--micro-batch-size", "2", *plan, "-o", w(name)])
     shutil.rmtree(w("ckpt"), ignore_errors=True)
     run([w("gpt2", "train"), "--data-path", w("corpus"), "--train-iters", "2", "--lr", "1e-3", "--save", w("ckpt")])
+    shutil.rmtree(w("lora-ckpt"), ignore_errors=True)  # LoRA on the checkpoint above
+    run([w("gpt2-lora", "train"), "--data-path", w("corpus"), "--train-iters", "2", "--lr", "1e-3", "--load", w("ckpt"),
+         "--save", w("lora-ckpt")])
     return ctx
 
 

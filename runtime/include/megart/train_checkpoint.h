@@ -85,6 +85,11 @@ struct LoadSource {
 // `with_optimizer`: a resume needs optimizer.safetensors (not with --no-load-optim).
 LoadSource resolve_load(const std::string &path, int64_t step = -1, bool with_optimizer = true);
 
+// --pretrained-checkpoint PATH (a LoRA program's base model): the weight files of a Hugging Face
+// folder, a .safetensors file, an *.index.json or a whole model's megac checkpoint, as
+// resolve_load finds them; errors name the flag.
+std::vector<std::string> resolve_base(const std::string &path);
+
 // The tensor files a sharded checkpoint's index names (weight_map values, in order, unique),
 // checked to exist beside the index.
 std::vector<std::string> sharded_weight_files(const std::string &index_path);
