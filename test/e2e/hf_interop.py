@@ -22,27 +22,7 @@ from e2e_util import make_license_corpus, metrics, relative, run  # noqa: E402
 TOLERANCE = 1e-5
 FIRST_BATCH = ["--train-iters", "1", "--global-batch-size", "8", "--lr", "1e-3", "--no-shuffle"]
 
-# Runs in build/pyenv (transformers over Debian's torch): loss of the first 8 samples.
-HF_LOSS = r"""
-import json, sys
-import numpy as np, torch, transformers
-sys.path.insert(0, sys.argv[4])
-from indexed_dataset import GPTSamples, IndexedDataset
-folder, prefix, seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
-model, info = transformers.AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True)
-model.eval()
-samples = GPTSamples(IndexedDataset(prefix).token_stream(), seq)
-ids = torch.tensor(np.stack([samples[i][0] for i in range(8)]))
-labels = torch.tensor(np.stack([samples[i][1] for i in range(8)]))
-with torch.no_grad():
-    logits = model(input_ids=ids).logits
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(), labels.reshape(-1))
-out = {"loss": float(loss), "class": type(model).__name__, "transformers": transformers.__version__,
-       "missing": info["missing_keys"], "unexpected": info["unexpected_keys"]}
-if len(sys.argv) > 5:  # also save it sharded, as transformers does for big models
-    model.save_pretrained(sys.argv[5], max_shard_size="40KB", safe_serialization=True)
-print(json.dumps(out))
-"""
+HF_LOSS = os.path.join(HERE, "hf_first_loss.py")  # runs in build/pyenv: the loss of the first 8 samples
 
 
 def main():
@@ -78,8 +58,8 @@ def main():
         return metrics(w(name))[0]["lm_loss"]
 
     ours = megac_first_loss(folder, "megac.jsonl")
-    hf = json.loads(run([args.python, "-c", HF_LOSS, folder, w("corpus"), str(seq),
-                         os.path.join(HERE, "..", "reference"), w("sharded")]).strip().splitlines()[-1])
+    hf = json.loads(run([args.python, HF_LOSS, folder, w("corpus"), str(seq), "--save-sharded", w("sharded")])
+                    .strip().splitlines()[-1])
     err = relative(hf["loss"], ours)
     failures = []
     ok = err <= TOLERANCE and not hf["missing"] and not hf["unexpected"]

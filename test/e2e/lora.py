@@ -28,53 +28,7 @@ REFERENCE_TOLERANCE = 1e-4
 PEFT_TOLERANCE = 1e-5
 FIRST_BATCH = ["--train-iters", "1", "--global-batch-size", "8", "--lr", "1e-3", "--no-shuffle"]
 
-# Runs in build/pyenv: PEFT's PeftModel over transformers' base model; loss of the first 8 samples.
-PEFT_LOSS = r"""
-import importlib.util, json, sys, warnings
-# bitsandbytes is installed (--no-deps) for its NF4 code, but its package does not import over
-# Debian's torch 1.13; PEFT would import it for quantized layers, which these models have none of.
-find_spec = importlib.util.find_spec
-importlib.util.find_spec = lambda name, *a: None if name == "bitsandbytes" else find_spec(name, *a)
-import numpy as np, torch, transformers, peft
-sys.path.insert(0, sys.argv[5])
-from indexed_dataset import GPTSamples, IndexedDataset
-base_folder, adapter_folder, prefix, seq = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-base = transformers.AutoModelForCausalLM.from_pretrained(base_folder)
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    model = peft.PeftModel.from_pretrained(base, adapter_folder)
-model.eval()
-samples = GPTSamples(IndexedDataset(prefix).token_stream(), seq)
-ids = torch.tensor(np.stack([samples[i][0] for i in range(8)]))
-labels = torch.tensor(np.stack([samples[i][1] for i in range(8)]))
-with torch.no_grad():
-    logits = model(input_ids=ids).logits
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(), labels.reshape(-1))
-lora = {n: tuple(p.shape) for n, p in model.named_parameters() if "lora_" in n}
-missing = [str(w.message) for w in caught if "missing" in str(w.message).lower() or "unexpected" in str(w.message).lower()]
-print(json.dumps({"loss": float(loss), "peft": peft.__version__, "class": type(model).__name__,
-                  "adapters": len(lora), "warnings": missing,
-                  "target_modules": sorted(model.peft_config["default"].target_modules)}))
-"""
-
-
-# Runs in build/pyenv: transformers alone on the merged folder; loss of the first 8 samples.
-MERGED_LOSS = r"""
-import json, sys
-import numpy as np, torch, transformers
-sys.path.insert(0, sys.argv[4])
-from indexed_dataset import GPTSamples, IndexedDataset
-folder, prefix, seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
-model, info = transformers.AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True)
-model.eval()
-samples = GPTSamples(IndexedDataset(prefix).token_stream(), seq)
-ids = torch.tensor(np.stack([samples[i][0] for i in range(8)]))
-labels = torch.tensor(np.stack([samples[i][1] for i in range(8)]))
-with torch.no_grad():
-    logits = model(input_ids=ids).logits
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(), labels.reshape(-1))
-print(json.dumps({"loss": float(loss), "missing": info["missing_keys"], "unexpected": info["unexpected_keys"]}))
-"""
+HF_LOSS = os.path.join(HERE, "hf_first_loss.py")  # runs in build/pyenv
 
 
 def main():
@@ -154,8 +108,8 @@ def main():
     run([train] + FIRST_BATCH + ["--data-path", w("corpus"), "--load", w("lora-ckpt"), "--finetune",
                                  "--metrics-file", w("first.jsonl")])
     mine = metrics(w("first.jsonl"))[0]["lm_loss"]
-    peft = json.loads(run([args.python, "-c", PEFT_LOSS, base, folder, w("corpus"), str(seq),
-                           os.path.join(HERE, "..", "reference")]).strip().splitlines()[-1])
+    peft = json.loads(run([args.python, HF_LOSS, base, w("corpus"), str(seq), "--adapter", folder])
+                      .strip().splitlines()[-1])
     err = relative(peft["loss"], mine)
     ok = (err <= PEFT_TOLERANCE and peft["adapters"] == len(adapters) and not peft["warnings"] and
           peft["target_modules"] == sorted(config["target_modules"]))
@@ -170,8 +124,7 @@ def main():
     for d in ("merged", "merged-at-end"):
         shutil.rmtree(w(d), ignore_errors=True)
     merge = run([train, "merge-lora", "--load", w("lora-ckpt"), "--save", w("merged")]).strip()
-    merged = json.loads(run([args.python, "-c", MERGED_LOSS, w("merged"), w("corpus"), str(seq),
-                             os.path.join(HERE, "..", "reference")]).strip().splitlines()[-1])
+    merged = json.loads(run([args.python, HF_LOSS, w("merged"), w("corpus"), str(seq)]).strip().splitlines()[-1])
     err = relative(merged["loss"], mine)
     ok = err <= PEFT_TOLERANCE and not merged["missing"] and not merged["unexpected"]
     print(f"{name}: {merge}; transformers alone on it: first-batch loss {merged['loss']:.9f} vs megac's LoRA "
