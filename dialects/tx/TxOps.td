@@ -30,7 +30,9 @@ def Tx_ParamOp : Tx_Op<"param", [Tx_ShardingRule, Pure]> {
     whole. `init` says how training initialises it without a checkpoint.
     Rank-1 parameters (biases, norm weights) get no weight decay. A `frozen` parameter is
     read, never trained (the base model under LoRA): it gets no gradient and no optimizer
-    state, and the runtime keeps it apart from the trainable ones (StepContext::frozen).
+    state, and the runtime keeps it apart from the trainable ones (StepContext::frozen). With
+    `nf4 B` (QLoRA) the runtime keeps a frozen matrix in 4-bit NormalFloat with double
+    quantization in blocks of B elements; only `tx.nf4_dequantize` reads it.
 
     ```mlir
     %wte = tx.param "transformer.wte.weight" role vocab_embedding parallel_dim 0
@@ -42,14 +44,30 @@ def Tx_ParamOp : Tx_Op<"param", [Tx_ShardingRule, Pure]> {
   let arguments = (ins StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$offsets,
                        OptionalAttr<DenseI64ArrayAttr>:$full_shape, UnitAttr:$padded,
                        OptionalAttr<Tx_ParamRole>:$role, OptionalAttr<I64Attr>:$parallel_dim,
-                       Tx_ParamInit:$init, OptionalAttr<F64Attr>:$std, UnitAttr:$frozen);
+                       Tx_ParamInit:$init, OptionalAttr<F64Attr>:$std, UnitAttr:$frozen,
+                       OptionalAttr<I64Attr>:$nf4_block);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = [{
     $name (`at` $offsets^ `of` $full_shape)? (`padded` $padded^)? (`role` $role^)? (`parallel_dim` $parallel_dim^)?
-    `init` `(` $init (`,` `std` `=` $std^)? `)` (`frozen` $frozen^)?
+    `init` `(` $init (`,` `std` `=` $std^)? `)` (`frozen` $frozen^)? (`nf4` $nf4_block^)?
     attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
+}
+
+def Tx_Nf4DequantizeOp : Tx_Op<"nf4_dequantize", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+                                                   SameOperandsAndResultType]> {
+  let summary = "a frozen NF4 weight (QLoRA's base) as the float matrix it stands for";
+  let description = [{
+    `weight` is a frozen `tx.param` with `nf4` (or the argument a layer function gets it as),
+    which the runtime stores in 4-bit NormalFloat with double quantization (megart/nf4.h: the
+    layout of bitsandbytes' quantize_4bit); the result is its dequantized value, a workspace
+    buffer that lives until the GEMM that reads it. megac-autodiff computes it again in the
+    backward rather than keep it.
+  }];
+  let arguments = (ins Tx_FloatTensor:$weight);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$weight attr-dict `:` type($weight)";
 }
 
 //===----------------------------------------------------------------------===//

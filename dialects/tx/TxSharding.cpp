@@ -346,6 +346,8 @@ LogicalResult RmsNormOp::shard(ShardingRewriter &r) { return shardNorm(*this, r)
 LogicalResult LayerNormGradOp::shard(ShardingRewriter &r) { return shardNormGrad(*this, r); }
 LogicalResult RmsNormGradOp::shard(ShardingRewriter &r) { return shardNormGrad(*this, r); }
 
+/// A dequantized weight is split as the weight is (each rank holds its block, quantized alone).
+LogicalResult Nf4DequantizeOp::shard(ShardingRewriter &r) { return shardElementwise(*this, r); }
 LogicalResult GeluOp::shard(ShardingRewriter &r) { return shardElementwise(*this, r); }
 LogicalResult GeluGradOp::shard(ShardingRewriter &r) { return shardElementwise(*this, r); }
 LogicalResult SwigluOp::shard(ShardingRewriter &r) { return shardElementwise(*this, r); }

@@ -78,6 +78,9 @@ SmallVector<Value> MatmulOp::buildVjp(OpBuilder &b, ValueRange cot) {
   return {da, dw};
 }
 
+/// The weight is frozen: megac-autodiff asks nothing of this gradient and erases it.
+SmallVector<Value> Nf4DequantizeOp::buildVjp(OpBuilder &b, ValueRange cot) { return {cot[0]}; }
+
 SmallVector<Value> AddOp::buildVjp(OpBuilder &b, ValueRange cot) {
   return {cot[0], sumToShapeOf(b, getLoc(), cot[0], getRhs())};
 }

@@ -195,7 +195,8 @@ private:
                                offsetsAttr, fullAttr, padded ? b.getUnitAttr() : UnitAttr(),
                                tx::ParamRoleAttr::get(b.getContext(), placement.role),
                                placement.dim ? b.getI64IntegerAttr(*placement.dim) : IntegerAttr(),
-                               tx::ParamInitAttr::get(b.getContext(), init), stdAttr, UnitAttr());
+                               tx::ParamInitAttr::get(b.getContext(), init), stdAttr, UnitAttr(),
+                               IntegerAttr());
   }
 
   // ---- layer --------------------------------------------------------------------------------

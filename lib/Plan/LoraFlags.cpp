@@ -44,11 +44,18 @@ static bool matches(StringRef module, StringRef target) {
 }
 
 Error megac::resolveLora(ParallelPlan &plan, const LoraFlags &f, StringRef family) {
-  const bool given = f.alpha || f.dropout != 0 || !f.targets.empty() || f.rslora;
+  if (f.qloraBlockSize && !f.qlora)
+    return fail("--qlora-block-size " + Twine(*f.qloraBlockSize) + " sizes QLoRA's NF4 blocks, but --qlora is not "
+                "given; add --qlora or drop --qlora-block-size");
+  const int64_t block = f.qloraBlockSize.value_or(64);
+  if (f.qlora && (block < 2 || block > kMaxNf4Block || block % 2 != 0))
+    return fail("--qlora-block-size " + Twine(block) + " must be even and between 2 and " + Twine(kMaxNf4Block) +
+                " (bitsandbytes' default and QLoRA's: 64)");
+  const bool given = f.alpha || f.dropout != 0 || !f.targets.empty() || f.rslora || f.qlora;
   if (f.rank == 0) {
     if (given)
-      return fail("--lora-alpha, --lora-dropout, --lora-target-modules and --use-rslora configure LoRA, which "
-                  "--lora-rank turns on; give --lora-rank (PEFT's r, e.g. 8)");
+      return fail("--lora-alpha, --lora-dropout, --lora-target-modules, --use-rslora and --qlora configure LoRA, "
+                  "which --lora-rank turns on; give --lora-rank (PEFT's r, e.g. 8)");
     return Error::success();
   }
   if (f.rank < 1 || f.rank > kMaxLoraRank)
@@ -62,7 +69,7 @@ Error megac::resolveLora(ParallelPlan &plan, const LoraFlags &f, StringRef famil
     return fail("--lora-dropout " + number(f.dropout) + " must be at least 0 and below 1 (PEFT's lora_dropout)");
   const std::vector<std::string> candidates = loraCandidateModules(family);
   std::vector<std::string> targets = f.targets.empty() ? peftDefaultTargets(family) : f.targets;
-  LoraPlan lora{f.rank, alpha, f.dropout, {}, f.rslora};
+  LoraPlan lora{f.rank, alpha, f.dropout, {}, f.rslora, f.qlora ? block : 0};
   const bool allLinear = targets.size() == 1 && targets[0] == "all-linear";
   for (const std::string &t : targets) {
     if (t == "all-linear" && !allLinear)

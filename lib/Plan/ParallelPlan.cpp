@@ -31,6 +31,8 @@ std::string ParallelPlan::summary() const {
     char alpha[32];
     std::snprintf(alpha, sizeof alpha, "%g", lora.alpha);
     text += " lora r " + std::to_string(lora.rank) + " alpha " + alpha + (lora.rslora ? " rslora" : "");
+    if (lora.nf4Block > 0)
+      text += " qlora nf4 " + std::to_string(lora.nf4Block);
   }
   return text;
 }

@@ -50,13 +50,15 @@ constexpr StringLiteral kLoraAlpha = "lora_alpha";
 constexpr StringLiteral kLoraDropout = "lora_dropout";
 constexpr StringLiteral kLoraModules = "lora_target_modules";
 constexpr StringLiteral kUseRslora = "use_rslora";
+constexpr StringLiteral kQloraBlock = "qlora_block_size"; // recorded only with --qlora
 constexpr StringRef kPlanKeys[] = {
     kSequenceParallel,    kVirtualStages,        kSchedule,           kLayout,
     kMicrobatches,        kBucketSize,           kOverlapGradReduce,  kVocabDivisibleBy,
     kShardingStrategy,    kShardDegree,          kOverlapParamGather, kReshardAfterForward,
     kOffloadFraction,     kRecomputeGranularity, kRecomputeMethod,    kRecomputeNumLayers,
     kRecomputeModuleList, kDistributeSaved,      kPrecision,          kLoraRank,
-    kLoraAlpha,           kLoraDropout,          kLoraModules,        kUseRslora};
+    kLoraAlpha,           kLoraDropout,          kLoraModules,        kUseRslora,
+    kQloraBlock};
 
 // What limit errors call each field: the grid's axes and the plan's keys.
 const PlanFieldNames &irNames() {
@@ -134,6 +136,8 @@ void megac::recordPlan(ModuleOp module, const ParallelPlan &plan) {
                     b.getNamedAttr(kLoraDropout, b.getF64FloatAttr(plan.lora.dropout)),
                     b.getNamedAttr(kLoraModules, b.getArrayAttr(modules)),
                     b.getNamedAttr(kUseRslora, b.getBoolAttr(plan.lora.rslora))});
+    if (plan.lora.nf4Block > 0)
+      entries.push_back(b.getNamedAttr(kQloraBlock, b.getI64IntegerAttr(plan.lora.nf4Block)));
   }
   grid->setAttr(names::kPlanAttr, b.getDictionaryAttr(entries));
 }
@@ -185,6 +189,14 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
         return fail(names::kPlanAttr.str() + "'s " + key + " is " + Twine(v.getInt()) + "; it must be between 1 and " +
                     Twine(kMaxLoraRank));
       result.lora.rank = v.getInt();
+    } else if (key == kQloraBlock) {
+      auto v = dyn_cast<IntegerAttr>(value);
+      if (!v || isa<BoolAttr>(value) || !v.getType().isSignlessInteger() || v.getType().getIntOrFloatBitWidth() > 64)
+        return wrong("an integer (i64)");
+      if (v.getInt() < 2 || v.getInt() > kMaxNf4Block || v.getInt() % 2 != 0)
+        return fail(names::kPlanAttr.str() + "'s " + key + " is " + Twine(v.getInt()) +
+                    "; it must be even and between 2 and " + Twine(kMaxNf4Block));
+      result.lora.nf4Block = v.getInt();
     } else if (key == kLoraAlpha || key == kLoraDropout) {
       auto v = dyn_cast<FloatAttr>(value);
       if (!v || !v.getType().isF64())
@@ -297,7 +309,8 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
     return fail(names::kPlanAttr.str() + ": " + llvm::toString(std::move(e)));
   if (llvm::Error e = resolveRecompute(result, recompute))
     return fail(names::kPlanAttr.str() + ": " + llvm::toString(std::move(e)));
-  const bool anyLora = plan.get(kLoraAlpha) || plan.get(kLoraDropout) || plan.get(kLoraModules) || plan.get(kUseRslora);
+  const bool anyLora = plan.get(kLoraAlpha) || plan.get(kLoraDropout) || plan.get(kLoraModules) || plan.get(kUseRslora) ||
+                       plan.get(kQloraBlock);
   if (anyLora && (!result.lora.enabled() || result.lora.modules.empty() || result.lora.alpha == 0))
     return fail(names::kPlanAttr.str() + ": LoRA needs " + kLoraRank.str() + ", " + kLoraAlpha.str() + " and " +
                 kLoraModules.str() + " together");

@@ -422,8 +422,12 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
             return success();
           std::string name = sig.names.take(p.getResult());
           names[p] = name;
-          os << "  const float *" << name << " = ctx.frozen[" << *k << "]; // " << p.getName() << " "
-             << typeString(p.getType()) << ", frozen\n";
+          if (p.getNf4Block()) // QLoRA's base: tx.nf4_dequantize reads it
+            os << "  const megart::Nf4Weight *" << name << " = ctx.frozen_nf4[" << *k << "]; // " << p.getName()
+               << " " << typeString(p.getType()) << ", frozen, NF4 in blocks of " << *p.getNf4Block() << "\n";
+          else
+            os << "  const float *" << name << " = ctx.frozen[" << *k << "]; // " << p.getName() << " "
+               << typeString(p.getType()) << ", frozen\n";
           return success();
         }
         std::optional<int64_t> k = params.find(p);
@@ -467,6 +471,12 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::ReshapeOp r) {
         names[r] = ptr(r.getInput());
+        return success();
+      })
+      .Case([&](tx::Nf4DequantizeOp d) -> LogicalResult {
+        if (onDevice())
+          return unsupported(op, "tx.nf4_dequantize (QLoRA) has no CUDA kernel yet");
+        os << "  megart::nf4_dequantize(" << ptr(d) << ", *" << ptr(d.getWeight()) << ");\n";
         return success();
       })
       .Case([&](tx::GradBucketInitOp z) {
@@ -878,7 +888,10 @@ Signature calleeSignature(func::FuncOp fn, bool decode) {
   Block &body = fn.getBody().front();
   for (BlockArgument arg : body.getArguments()) {
     std::string name = sig.names.take(arg, "arg");
-    sig.prototype += ",\n    const " + cppElementType(arg.getType()) + " *" + name + " /* " + typeString(arg.getType()) + " */";
+    // A QLoRA base weight comes as the runtime's NF4 tensor, which tx.nf4_dequantize reads.
+    const bool nf4 = llvm::any_of(arg.getUsers(), [](Operation *user) { return isa<tx::Nf4DequantizeOp>(user); });
+    sig.prototype += ",\n    const " + (nf4 ? std::string("megart::Nf4Weight") : cppElementType(arg.getType())) + " *" +
+                     name + " /* " + typeString(arg.getType()) + (nf4 ? ", NF4" : "") + " */";
     sig.args.push_back(name);
   }
   for (Value returned : body.getTerminator()->getOperands()) {

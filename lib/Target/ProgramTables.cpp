@@ -40,7 +40,10 @@ void emitParamTable(StringRef name, const tx::ParamTable &params, llvm::raw_ostr
     os << ",\n     .init = megart::ParamInit::" << inits[static_cast<int>(op.getInit())]
        << ", .init_std = " << floatLiteral(op.getStd() ? op.getStd()->convertToDouble() : 0.02)
        << ", .weight_decay = " << (shape.size() >= 2 ? "true" : "false") << ", .tp_split_dim = " << tpSplitDim(op)
-       << ", .padded = " << (op.getPadded() ? "true" : "false") << "},\n";
+       << ", .padded = " << (op.getPadded() ? "true" : "false");
+    if (std::optional<uint64_t> block = op.getNf4Block())
+      os << ", .nf4_block = " << *block;
+    os << "},\n";
   }
   os << "};\n\n";
 }

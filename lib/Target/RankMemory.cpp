@@ -1,5 +1,6 @@
 #include "megac/Target/RankMemory.h"
 #include "megac/Plan/FlatBufferLayout.h"
+#include "megart/nf4.h"
 
 #include "tx/TxChunks.h"
 #include "tx/TxNames.h"
@@ -24,9 +25,17 @@ StageStateMemory stageMemory(int64_t stage, ArrayRef<func::FuncOp> fns, Dictiona
   m.stage = stage;
   // The frozen store: one fp32 allocation per parameter block.
   const tx::ParamTable frozen(fns, /*frozen=*/true);
-  for (tx::ParamOp p : frozen.all())
-    m.frozenParameters += p.getType().getNumElements();
-  m.frozenBytes = m.frozenParameters * kFloatBytes;
+  for (tx::ParamOp p : frozen.all()) {
+    const int64_t n = p.getType().getNumElements();
+    m.frozenParameters += n;
+    if (std::optional<uint64_t> block = p.getNf4Block()) { // QLoRA: megart::nf4_weight_bytes
+      m.nf4Parameters += n;
+      m.nf4Bytes += megart::nf4_weight_bytes(n, static_cast<int64_t>(*block));
+    } else {
+      m.frozenBytes += n * kFloatBytes;
+    }
+  }
+  m.frozenBytes += m.nf4Bytes;
   return m;
 }
 
@@ -68,6 +77,13 @@ StageStateMemory trainableMemory(const tx::ParamTable &table, DictionaryAttr fla
 DictionaryAttr flatLayoutOf(ModuleOp module, StringRef syncName) {
   auto fn = module.lookupSymbol<func::FuncOp>(syncName);
   return fn ? fn->getAttrOfType<DictionaryAttr>(names::kFlatLayoutAttr) : DictionaryAttr();
+}
+
+/// "4.127 bits per weight".
+std::string formatBits(int64_t bytes, int64_t elements) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%.3f", 8.0 * double(bytes) / double(elements)) << " bits per weight";
+  return text;
 }
 
 std::string formatBytes(int64_t bytes) {
@@ -125,7 +141,11 @@ void megac::printStateMemory(ArrayRef<StageStateMemory> stages, const ParallelPl
        << ", optimizer state " << formatBytes(m.optimizerBytes) << ", master weights " << formatBytes(m.masterBytes)
        << (m.offloadedBytes ? ", offloaded to the host " + formatBytes(m.offloadedBytes) : std::string())
        << (m.frozenParameters ? ", frozen parameters " + formatBytes(m.frozenBytes) + " (" +
-                                    std::to_string(m.frozenParameters) + ", no gradient or optimizer state)"
+                                    std::to_string(m.frozenParameters) + ", no gradient or optimizer state" +
+                                    (m.nf4Parameters ? "; " + std::to_string(m.nf4Parameters) + " in NF4, " +
+                                                           formatBits(m.nf4Bytes, m.nf4Parameters)
+                                                     : std::string()) +
+                                    ")"
                               : std::string())
        << "; total " << formatBytes(m.stateBytes()) << (m.frozenParameters ? " (trainable: " : " = ")
        << llvm::format("%.3f", m.bytesPerParameter()) << " bytes x " << m.parameters << " parameters"
@@ -163,6 +183,8 @@ std::string megac::stateMemoryJson(ArrayRef<StageStateMemory> stages, const Para
                                                           {"offloaded_optimizer", m.offloadedBytes},
                                                           {"frozen_parameters", m.frozenBytes}}},
                                       {"frozen_parameters", m.frozenParameters},
+                                      {"frozen_nf4_parameters", m.nf4Parameters},
+                                      {"frozen_nf4_bytes", m.nf4Bytes},
                                       {"data_bytes_per_microbatch", m.dataBytesPerMicrobatch},
                                       {"microbatches", m.microbatches},
                                       {"training_state_bytes", m.stateBytes()},

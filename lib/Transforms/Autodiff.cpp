@@ -128,6 +128,16 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
       noteRead(v);
   for (Value v : argCotangents)
     noteRead(v); // an argument cotangent can be a forward value only through a seed; kept general
+  // A dequantized NF4 weight (QLoRA's base) is made again in the backward from its argument,
+  // never kept: it is as large as the weight in fp32.
+  SmallVector<Value> remade;
+  for (Value v : saved)
+    if (auto d = v.getDefiningOp<tx::Nf4DequantizeOp>(); d && isa<BlockArgument>(d.getWeight()))
+      remade.push_back(v);
+  for (Value v : remade) {
+    saved.remove(v);
+    argsRead.insert(cast<BlockArgument>(v.getDefiningOp<tx::Nf4DequantizeOp>().getWeight()).getArgNumber());
+  }
   split.argsReadByBackward.assign(argsRead.begin(), argsRead.end());
   LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": @" << callee.getName() << ": backward reads " << argsRead.size()
                           << " arguments and " << saved.size() << " saved activations\n");
@@ -194,8 +204,12 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
     for (Value c : resultCotangents)
       bind(c);
     OpBuilder bb = OpBuilder::atBlockEnd(bwdBody);
-    for (Operation *op : backwardOps)
+    for (Operation *op : backwardOps) {
+      for (Value v : op->getOperands()) // made just before its first reader: its buffer lives briefly
+        if (llvm::is_contained(remade, v) && !map.contains(v))
+          map.map(v, bb.clone(*v.getDefiningOp(), map)->getResult(0));
       bb.clone(*op, map);
+    }
     SmallVector<Value> results;
     for (Value c : argCotangents)
       results.push_back(map.lookup(c));

@@ -119,7 +119,34 @@ struct LoraPass : public megac::impl::LoraBase<LoraPass> {
     for (func::CallOp call : calls)
       if (failed(passAdapters(call, modules)))
         return failure();
+    if (lora.nf4Block > 0)
+      quantizeBase(fn, calls);
     return success();
+  }
+
+  /// QLoRA: every frozen linear weight of the layer (a column- or row-parallel matrix) is kept in
+  /// NF4 (its tx.params get `nf4`), and each product that reads it reads a tx.nf4_dequantize
+  /// made just before it.
+  void quantizeBase(func::FuncOp fn, ArrayRef<func::CallOp> calls) {
+    Builder attrs(fn.getContext());
+    func::CallOp first = calls.front();
+    for (unsigned j = 0; j < first.getNumOperands(); ++j) {
+      auto param = first.getOperand(j).getDefiningOp<tx::ParamOp>();
+      std::optional<tx::ParamRole> role = param ? param.getRole() : std::nullopt;
+      if (!param || !param.getFrozen() || param.getType().getRank() != 2 ||
+          (role != tx::ParamRole::ColumnParallelWeight && role != tx::ParamRole::RowParallelWeight))
+        continue;
+      for (func::CallOp call : calls)
+        if (auto p = call.getOperand(j).getDefiningOp<tx::ParamOp>())
+          p.setNf4BlockAttr(attrs.getI64IntegerAttr(lora.nf4Block));
+      Value weight = fn.getArgument(j);
+      for (OpOperand &use : llvm::make_early_inc_range(weight.getUses())) {
+        OpBuilder b(use.getOwner());
+        Value dequantized = tx::Nf4DequantizeOp::create(
+            b, tx::derivedLoc(weight, tx::valueName(weight).str() + "_dequantized", kPass), weight);
+        use.set(dequantized);
+      }
+    }
   }
 
   /// Block `arg` of module `m`: its base product and where the adapter's output goes.
@@ -222,7 +249,7 @@ struct LoraPass : public megac::impl::LoraBase<LoraPass> {
           b.getStringAttr(aName), DenseI64ArrayAttr(), DenseI64ArrayAttr(), UnitAttr(),
           m.rowParallel ? role(tx::ParamRole::RowParallelWeight) : tx::ParamRoleAttr(),
           m.rowParallel ? b.getI64IntegerAttr(1) : IntegerAttr(),
-          tx::ParamInitAttr::get(context, tx::ParamInit::KaimingUniform), FloatAttr(), UnitAttr()));
+          tx::ParamInitAttr::get(context, tx::ParamInit::KaimingUniform), FloatAttr(), UnitAttr(), IntegerAttr()));
       const std::string bName = prefix + ".lora_B.weight";
       for (const AdaptedBlock &block : m.blocks) {
         auto blockParam = call.getOperand(block.arg).getDefiningOp<tx::ParamOp>();
@@ -238,7 +265,7 @@ struct LoraPass : public megac::impl::LoraBase<LoraPass> {
             m.fused ? b.getDenseI64ArrayAttr({m.fullOut, lora.rank}) : DenseI64ArrayAttr(), UnitAttr(),
             m.rowParallel ? tx::ParamRoleAttr() : role(tx::ParamRole::ColumnParallelWeight),
             m.rowParallel ? IntegerAttr() : b.getI64IntegerAttr(0),
-            tx::ParamInitAttr::get(context, tx::ParamInit::Zeros), FloatAttr(), UnitAttr()));
+            tx::ParamInitAttr::get(context, tx::ParamInit::Zeros), FloatAttr(), UnitAttr(), IntegerAttr()));
       }
     }
     call->setOperands(operands);

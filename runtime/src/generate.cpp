@@ -120,6 +120,10 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
                   "; generate fewer tokens or shorten the prompt");
     ParamStore store(program.params, program.num_params);
     const LoadSource source = resolve_load(load, -1, /*with_optimizer=*/false);
+    if (source.adapters && program.num_frozen_params == 0)
+      throw Error("--load " + load + " is a LoRA checkpoint (adapters only): generate with the OUT/train of the "
+                  "program compiled with --lora-rank, or merge it first (OUT/train merge-lora --load " + load +
+                  " --save DIR) and load DIR");
     std::unique_ptr<ParamStore> frozen;
     if (program.num_frozen_params > 0) { // LoRA: the adapters of a checkpoint, its base where it names
       if (!source.resume)
@@ -145,8 +149,10 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
     int64_t length = static_cast<int64_t>(prompt_ids.size());
     Generator generator{static_cast<uint64_t>(seed)};
     StepContext ctx;
-    if (frozen)
+    if (frozen) {
       ctx.frozen = frozen->param_table();
+      ctx.frozen_nf4 = frozen->nf4_table();
+    }
     // With a KV cache (decode_step): each layer's keys and values of the positions so far.
     const bool use_cache = program.decode_step && !no_kv_cache;
     const int64_t layers = use_cache ? program.kv_cache_layers : 0;

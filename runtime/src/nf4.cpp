@@ -147,4 +147,30 @@ void nf4_dequantize_range(float *out, const Nf4Tensor &t, int64_t first, int64_t
 
 void nf4_dequantize(float *out, const Nf4Tensor &t) { nf4_dequantize_range(out, t, 0, t.numel); }
 
+Nf4Weight nf4_store(const Nf4Tensor &t, void *buffer) {
+  if (!t.double_quant)
+    throw Error("nf4_store: the tensor is not double-quantized");
+  auto *floats = static_cast<float *>(buffer);
+  std::copy(t.absmax_scales.begin(), t.absmax_scales.end(), floats);
+  floats[t.absmax_scales.size()] = t.offset;
+  auto *bytes = reinterpret_cast<uint8_t *>(floats + t.absmax_scales.size() + 1);
+  std::copy(t.packed.begin(), t.packed.end(), bytes);
+  std::copy(t.absmax_codes.begin(), t.absmax_codes.end(), bytes + t.packed.size());
+  return {t.numel, t.block_size, floats, t.offset, bytes, bytes + t.packed.size()};
+}
+
+void nf4_dequantize(float *out, const Nf4Weight &w) {
+  const std::array<float, 256> &map = nf4_dynamic_map();
+  const int64_t blocks = (w.numel + w.block_size - 1) / w.block_size;
+#pragma omp parallel for schedule(static) if (w.numel > (1 << 16))
+  for (int64_t b = 0; b < blocks; ++b) {
+    // The block's absmax as Nf4Tensor::block_absmax computes it, in the same float steps.
+    const float scale = map[w.absmax_codes[b]] * w.absmax_scales[b / kNf4StatisticsBlock] + w.offset;
+    for (int64_t i = b * w.block_size; i < std::min(w.numel, (b + 1) * w.block_size); ++i) {
+      const uint8_t byte = w.packed[i / 2];
+      out[i] = kNf4Codes[i % 2 == 0 ? byte >> 4 : byte & 0xF] * scale;
+    }
+  }
+}
+
 } // namespace megart

@@ -101,6 +101,9 @@ void validate_one(const ParamDesc &desc, int64_t i) {
   if (desc.init != ParamInit::Normal && desc.init != ParamInit::Zeros &&
       desc.init != ParamInit::Ones && desc.init != ParamInit::KaimingUniform)
     throw Error(where(desc, i) + " has unknown init " + std::to_string(static_cast<int>(desc.init)));
+  if (desc.nf4_block < 0 || desc.nf4_block % 2 != 0 || (desc.nf4_block > 0 && desc.rank != 2))
+    throw Error(where(desc, i) + " has nf4_block " + std::to_string(desc.nf4_block) +
+                "; it must be 0 (fp32) or an even block size of a matrix");
   if (desc.tp_split_dim < -1 || desc.tp_split_dim >= desc.rank)
     throw Error(where(desc, i) + " has tp_split_dim " + std::to_string(desc.tp_split_dim) +
                 "; it must be -1 (not split) or a dimension 0.." + std::to_string(desc.rank - 1));

@@ -122,11 +122,31 @@ ParamStore::ParamStore(FrozenTag, const ParamDesc *params, int64_t num_params, i
                        int64_t tp_size, Device &device)
     : tp_rank_(tp_rank), tp_size_(tp_size), frozen_(true), device_(&device) {
   set_blocks(params, num_params);
+  nf4_.resize(descs_.size());
   for (size_t i = 0; i < descs_.size(); ++i) {
-    params_.emplace_back(device, static_cast<size_t>(numel_[i]) * sizeof(float), MemoryCategory::FrozenParameters);
-    param_ptrs_.push_back(params_.back().as<float>());
+    const int64_t block = descs_[i].nf4_block;
+    if (block > 0 && (&device != &cpu_device() || numel_[i] % 2 != 0 || block % 2 != 0))
+      throw Error("compiled program: frozen parameter " + std::to_string(i) + " ('" + descs_[i].name +
+                  "') is NF4 with block " + std::to_string(block) + " over " + std::to_string(numel_[i]) +
+                  " elements; NF4 needs an even count and block, in host memory (regenerate with megac compile)");
+    const size_t bytes = block > 0 ? static_cast<size_t>(nf4_weight_bytes(numel_[i], block))
+                                   : static_cast<size_t>(numel_[i]) * sizeof(float);
+    params_.emplace_back(device, bytes, MemoryCategory::FrozenParameters);
+    param_ptrs_.push_back(block > 0 ? nullptr : params_.back().as<float>());
     grad_ptrs_.push_back(nullptr);
   }
+  for (Nf4Weight &w : nf4_) // the table is complete: pointers into it stay valid
+    nf4_ptrs_.push_back(w.numel > 0 ? &w : nullptr);
+}
+
+void ParamStore::store_block(int64_t i, StateArray which, const float *host) {
+  const int64_t block = frozen_ ? descs_[i].nf4_block : 0;
+  if (which != StateArray::Param || block == 0) {
+    device_->copy_from_host(array(i, which), host, static_cast<size_t>(numel_[i]) * sizeof(float));
+    return;
+  }
+  nf4_[i] = nf4_store(nf4_quantize(host, numel_[i], block, /*double_quant=*/true), params_[i].data());
+  nf4_ptrs_[i] = &nf4_[i];
 }
 
 std::unique_ptr<ParamStore> ParamStore::frozen(const ParamDesc *params, int64_t num_params, int64_t tp_rank,
@@ -200,6 +220,10 @@ float *ParamStore::array(int64_t i, StateArray which) const {
 
 std::vector<float> ParamStore::host_array(int64_t i, StateArray which) const {
   std::vector<float> host(static_cast<size_t>(numel_[i]));
+  if (which == StateArray::Param && nf4_ptrs_.size() > static_cast<size_t>(i) && nf4_ptrs_[i]) {
+    nf4_dequantize(host.data(), *nf4_ptrs_[i]);
+    return host;
+  }
   device_->copy_to_host(host.data(), array(i, which), host.size() * sizeof(float));
   return host;
 }
@@ -233,7 +257,7 @@ void ParamStore::init(uint64_t seed) {
     if (params_sharded()) // only this rank's shard of it
       sharded_->set_param_pieces(static_cast<int64_t>(i), host.data());
     else
-      device_->copy_from_host(param_ptrs_[i], host.data(), host.size() * sizeof(float));
+      store_block(static_cast<int64_t>(i), StateArray::Param, host.data());
   }
   reset_optimizer_state();
   if (sharded_) // ZeRO-Offload's host master weights start from these
@@ -335,7 +359,7 @@ void ParamStore::read_arrays(const std::vector<std::string> &paths,
         else if (w == StateArray::Param && params_sharded()) // ZeRO-3: of the parameters too
           sharded_->set_param_pieces(b, block.data());
         else
-          device_->copy_from_host(array(b, w), block.data(), block.size() * sizeof(float));
+          store_block(b, w, block.data());
       }
     }
 }

@@ -232,8 +232,10 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   const std::string args_json = format_train_args(f), plan_json = format_program_plan(program);
 
   StepContext ctx = grid.step_context();
-  if (frozen)
+  if (frozen) {
     ctx.frozen = frozen->param_table();
+    ctx.frozen_nf4 = frozen->nf4_table();
+  }
   // ZeRO-2/3: the compiled backward reduce-scatters each microbatch's buckets into these shards.
   const bool grads_in_backward = sharded && sharded->grads_sharded();
   if (grads_in_backward)

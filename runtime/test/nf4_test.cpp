@@ -127,3 +127,20 @@ TEST(Nf4, GemmEqualsDequantizeThenGemm) {
 }
 
 } // namespace
+
+// QLoRA's frozen store keeps a weight as one buffer (megart::nf4_store): its size is the
+// compiler's prediction and its dequantization the tensor's, value for value.
+TEST(Nf4, StoredWeightDequantizesAsTheTensor) {
+  const int64_t n = 64 * 600; // 600 blocks: 3 blocks of statistics
+  const std::vector<float> x = random_weights(n, 7);
+  const megart::Nf4Tensor t = megart::nf4_quantize(x.data(), n, 64, /*double_quant=*/true);
+  EXPECT_EQ(megart::nf4_weight_bytes(n, 64), t.bytes());
+  std::vector<float> buffer(static_cast<size_t>((t.bytes() + 3) / 4));
+  const megart::Nf4Weight w = megart::nf4_store(t, buffer.data());
+  std::vector<float> expected(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+  megart::nf4_dequantize(expected.data(), t);
+  megart::nf4_dequantize(got.data(), w);
+  EXPECT_EQ(got, expected);
+  const megart::Nf4Tensor single = megart::nf4_quantize(x.data(), n, 64, /*double_quant=*/false);
+  EXPECT_THROW(megart::nf4_store(single, buffer.data()), megart::Error);
+}

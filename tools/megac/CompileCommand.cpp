@@ -196,6 +196,11 @@ cl::list<std::string> loraTargetModules(
     cl::sub(compile), cl::sub(simulate));
 cl::opt<bool> useRslora("use-rslora", cl::desc("LoRA: scale by alpha / sqrt(rank) (rank-stabilised LoRA, PEFT's flag)"),
                         cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--use-rslora"));
+cl::opt<bool> qlora("qlora", cl::desc("QLoRA: keep the frozen base's linear weights in 4-bit NormalFloat with double "
+                                      "quantization (bitsandbytes' NF4), dequantized before each GEMM; with --lora-rank"),
+                    cl::sub(compile), cl::sub(simulate), megac::recordValues<bool>("--qlora"));
+cl::opt<int64_t> qloraBlockSize("qlora-block-size", cl::desc("QLoRA: elements per NF4 block (default 64, as QLoRA)"),
+                                cl::sub(compile), cl::sub(simulate), megac::recordValues<int64_t>("--qlora-block-size"));
 cl::opt<bool> bf16("bf16",
                    cl::desc("store activations and their gradients in bf16 (autocast rules: GEMM inputs and outputs, "
                             "norms' outputs, attention); loss, softmax statistics, parameters, their gradients and "
@@ -449,6 +454,12 @@ int megac::runCompile() {
                              useRslora};
   if (loraAlpha.getNumOccurrences())
     loraFlags.alpha = loraAlpha;
+  loraFlags.qlora = qlora;
+  if (qloraBlockSize.getNumOccurrences())
+    loraFlags.qloraBlockSize = qloraBlockSize;
+  if (qlora && *target == megac::Target::Cuda)
+    return fail("--qlora with --target cuda: the CUDA kernel that dequantizes NF4 weights is not built yet; "
+                "train QLoRA on the CPU target, or LoRA (without --qlora) on CUDA");
   if (Error e = megac::resolveLora(plan, loraFlags, spec->family))
     return fail(toString(std::move(e)));
   if (simulating && gradReduceIn16Bit && plan.sharding != ShardingStrategy::NoShard)

@@ -19,7 +19,12 @@ struct LoraFlags {
   double dropout = 0;                  // --lora-dropout
   std::vector<std::string> targets;    // --lora-target-modules (empty: PEFT's default)
   bool rslora = false;                 // --use-rslora
+  bool qlora = false;                  // --qlora: the base's linear weights in NF4
+  std::optional<int64_t> qloraBlockSize; // --qlora-block-size (default 64)
 };
+
+/// The largest NF4 block (bitsandbytes' blocksizes reach 4096).
+inline constexpr int64_t kMaxNf4Block = 4096;
 
 /// The largest LoRA rank megac takes (PEFT's ranks are 4 to 256).
 inline constexpr int64_t kMaxLoraRank = 1 << 16;

@@ -63,6 +63,9 @@ struct LoraPlan {
   double dropout = 0;                 // on the adapter's input, as PEFT's lora_dropout
   std::vector<std::string> modules;   // module paths inside a layer ("attn.c_attn"), the family's order
   bool rslora = false;
+  // QLoRA: the frozen linear weights of the layers kept in NF4 with double quantization in blocks
+  // of this many elements (bitsandbytes' layout); 0: fp32.
+  int64_t nf4Block = 0;
   bool enabled() const { return rank > 0; }
   double scaling() const;
 };

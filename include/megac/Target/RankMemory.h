@@ -28,6 +28,8 @@ struct StageStateMemory {
   int64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0, masterBytes = 0;
   // Parameters read but never trained (LoRA's base model): their elements and bytes.
   int64_t frozenParameters = 0, frozenBytes = 0;
+  // Of them, QLoRA's NF4 weights (their bytes are part of frozenBytes).
+  int64_t nf4Parameters = 0, nf4Bytes = 0;
   // ZeRO-Offload, host memory: the offloaded elements' master weights, moments and gradients' copy.
   int64_t offloadedBytes = 0;
   // Besides the training state (addProgramBuffers). Data for `microbatches` per iteration: with

@@ -65,6 +65,33 @@ void nf4_dequantize(float *out, const Nf4Tensor &t);
 // The same for elements [first, first + count) only, into out[0, count).
 void nf4_dequantize_range(float *out, const Nf4Tensor &t, int64_t first, int64_t count);
 
+// A double-quantized NF4 tensor in one buffer, as the frozen store keeps QLoRA's base weights
+// (ParamDesc::nf4_block): the block scales of the statistics (float, one per 256 blocks), the
+// offset (float), the packed codes (numel / 2 bytes), one 8-bit absmax code per block. Its bytes,
+// nf4_weight_bytes, are what the compiler predicts and the runtime allocates.
+struct Nf4Weight {
+  int64_t numel = 0;
+  int64_t block_size = kNf4DefaultBlock;
+  const float *absmax_scales = nullptr;
+  float offset = 0.0f;
+  const uint8_t *packed = nullptr;
+  const uint8_t *absmax_codes = nullptr;
+};
+
+// Bytes of a double-quantized NF4 tensor of `numel` (even) elements in blocks of `block_size`:
+// numel / 2 + blocks + 4 x ceil(blocks / 256) + 4 (about 4.127 bits per weight at block 64).
+// Header-only: the compiler's memory plan computes it too.
+inline int64_t nf4_weight_bytes(int64_t numel, int64_t block_size) {
+  const int64_t blocks = (numel + block_size - 1) / block_size;
+  const int64_t scales = (blocks + kNf4StatisticsBlock - 1) / kNf4StatisticsBlock;
+  return numel / 2 + blocks + static_cast<int64_t>(sizeof(float)) * (scales + 1);
+}
+// Writes double-quantized `t` into buffer[nf4_weight_bytes(t.numel, t.block_size)] (host memory,
+// float-aligned) and returns the view of it. Throws unless t is double-quantized.
+Nf4Weight nf4_store(const Nf4Tensor &t, void *buffer);
+// out[0, numel) = the dequantized values, as nf4_dequantize of the tensor stored.
+void nf4_dequantize(float *out, const Nf4Weight &w);
+
 namespace cpu {
 // C[m, n] = A[m, k] W^T + beta C with W [n, k] stored as NF4 (a Linear weight [out, in],
 // row-major): W is dequantized a tile of rows at a time into fp32 scratch as the product needs

@@ -14,6 +14,7 @@
 #include "megart/comm.h"
 #include "megart/device.h"
 #include "megart/distributed_optimizer.h"
+#include "megart/nf4.h"
 #include "megart/param_layout.h"
 #include "megart/program.h"
 
@@ -50,6 +51,9 @@ public:
   static std::unique_ptr<ParamStore> frozen(const ParamDesc *params, int64_t num_params, int64_t tp_rank,
                                             int64_t tp_size, Device &device);
   bool is_frozen() const { return frozen_; }
+  // The frozen store's NF4 weights (ParamDesc::nf4_block > 0: QLoRA's base), in ParamDesc order,
+  // null for the fp32 ones (whose param() is set; an NF4 one's param() is null).
+  const Nf4Weight *const *nf4_table() const { return nf4_ptrs_.data(); }
 
   Device &device() const { return *device_; }
 
@@ -134,6 +138,9 @@ private:
   // What both constructors check and set: this rank's blocks.
   void set_blocks(const ParamDesc *params, int64_t num_params);
   void reset_optimizer_state();
+  // Sets array `which` of parameter i from host[numel(i)]: a copy, or for an NF4 weight its
+  // quantization into the store's NF4 buffer.
+  void store_block(int64_t i, StateArray which, const float *host);
   // Device pointer to array `which` of parameter i (numel(i) floats).
   float *array(int64_t i, StateArray which) const;
   // Array `which` of parameter i copied to host memory.
@@ -155,6 +162,8 @@ private:
   DeviceBuffer flat_grads_;
   int64_t flat_grads_numel_ = 0;
   std::vector<float *> param_ptrs_, grad_ptrs_;
+  std::vector<Nf4Weight> nf4_;            // frozen NF4 weights' views (numel 0: fp32)
+  std::vector<const Nf4Weight *> nf4_ptrs_;
   std::unique_ptr<DistributedOptimizerState> sharded_;
   DeviceBuffer gathered_exp_avg_, gathered_exp_avg_sq_, gathered_params_; // gather_sharded_state() .. release
   std::vector<int64_t> flat_offsets_;

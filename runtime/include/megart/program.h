@@ -10,6 +10,7 @@
 #include "megart/dropout.h"
 #include "megart/grad_sync.h"
 #include "megart/kv_cache.h"
+#include "megart/nf4.h"
 
 namespace megart {
 
@@ -37,6 +38,10 @@ struct ParamDesc {
   // full_shape; elements outside the checkpoint tensor are padding - zero at start, never loaded
   // or saved, and their gradients are zero.
   bool padded = false;
+  // QLoRA (a frozen parameter only): kept as NF4 with double quantization in blocks of this many
+  // elements (megart/nf4.h), which the compiled code dequantizes before each GEMM that reads it
+  // (ctx.frozen_nf4[i]); 0: fp32.
+  int32_t nf4_block = 0;
 };
 
 // --overlap-param-gather with the distributed optimizer (ZeRO-1/2): the previous step's parameter
@@ -87,6 +92,8 @@ struct StepContext {
   // The frozen parameters (ProgramDesc::frozen_params: LoRA's base model), read by the compiled
   // functions and never trained; null when the program has none.
   const float *const *frozen = nullptr;
+  // The same table's NF4 weights (ParamDesc::nf4_block > 0; null entries elsewhere): QLoRA's base.
+  const Nf4Weight *const *frozen_nf4 = nullptr;
 
   StepContext for_layer(int64_t l) const {
     StepContext c = *this;
