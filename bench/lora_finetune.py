@@ -13,14 +13,18 @@ batch 16, one rank with 2 OpenMP threads, compiled by `megac compile SPEC --micr
   lora r 8 c_attn     PEFT's default for GPT-2: rank-8 adapters on the fused q, k, v projection
   lora r 16 all-linear
                       rank-16 adapters on every linear layer of every layer (not the output layer)
+  qlora r 16 all-linear
+                      the same with the base's linear weights in NF4 (--qlora: double quantization,
+                      blocks of 64), each dequantized into the workspace before its GEMM
+  ... bf16            the last two compiled with --bf16 (QLoRA's compute precision): activations
+                      stored in 16 bits, computed in fp32 on the CPU
 
 Each run loads the same weights (--load, the base model) and trains W warm-up + N measured
 iterations on the same random token ids. Recorded per mode: trainable parameters, the training
 state (weights, gradients, moments; the frozen base apart), the peak bytes the rank held (the
 runtime's tracked total, which equals megac's OUT/rank-memory.json prediction: checked here too)
 and tokens/s (median of the measured iterations; each round runs every mode once, odd rounds in
-reverse order). Ratios are against full fine-tuning measured in the same invocation. QLoRA (the
-base in NF4) is not built yet: issue [12] lists it.
+reverse order). Ratios are against full fine-tuning measured in the same invocation.
 """
 import datetime
 import json
@@ -40,10 +44,14 @@ SIZES = dict(num_layers=8, hidden_size=512, num_attention_heads=8, seq_length=25
 MICRO, GLOBAL = 4, 16
 DATA_SEED = INIT_SEED = 1234
 ENV = {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}
+ALL_LINEAR = ["--lora-rank", "16", "--lora-alpha", "32", "--lora-target-modules", "all-linear"]
 MODES = {
     "full": [],
     "lora r 8 c_attn": ["--lora-rank", "8", "--lora-alpha", "16"],
-    "lora r 16 all-linear": ["--lora-rank", "16", "--lora-alpha", "32", "--lora-target-modules", "all-linear"],
+    "lora r 16 all-linear": ALL_LINEAR,
+    "qlora r 16 all-linear": ALL_LINEAR + ["--qlora"],
+    "lora r 16 all-linear bf16": ALL_LINEAR + ["--bf16"],
+    "qlora r 16 all-linear bf16": ALL_LINEAR + ["--qlora", "--bf16"],
 }
 STATE = ("parameters", "gradients", "optimizer_state")
 
@@ -115,8 +123,10 @@ What it shows: LoRA keeps the base in one fp32 copy with no gradient and no Adam
 instead of 16), and the adapters' state is a fraction of a percent of full fine-tuning's. Its speed is bounded by
 the forward and the input gradients, which LoRA still computes through every frozen layer; it saves the weight
 gradients of the frozen layers (a third of a linear layer's backward) and adds two thin GEMMs per adapted module.
-The peak also holds the step's workspace (the activations), which LoRA does not change. QLoRA (the base in NF4,
-about 4.13 bits per weight) is not built yet."""
+The peak also holds the step's workspace (the activations), which LoRA does not change. QLoRA stores the base's
+linear weights in NF4 (about 4.13 bits per weight; the embeddings and norms stay fp32) and dequantizes each into the
+workspace before its GEMM, in the forward and again in the backward: on the CPU that costs time, and the workspace
+holds one dequantized weight at a time."""
     publish(section, args.write_docs, DOCS, BEGIN, END)
     if not ok:
         sys.exit("error: a tracked peak differs from megac's prediction")
