@@ -130,10 +130,7 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
         throw Error("--load " + load + ": this LoRA program generates from one of its checkpoints (the adapters "
                     "and the base model train_state.json names), not from " + source.folder);
       frozen = ParamStore::frozen(program.frozen_params, program.num_frozen_params, 0, 1, cpu_device());
-      const std::vector<std::string> base = read_train_state(source.state_file).base_weights;
-      if (base.empty())
-        throw Error("--load " + load + ": the checkpoint names no base model (trained from a random one)");
-      frozen->load(base);
+      frozen->load(checkpoint_base_weights(source, load));
     }
     store.load(source.weight_files);
     int64_t padded = 0; // rows of the logits: the vocabulary padded as the program was compiled

@@ -29,11 +29,7 @@ int merge_lora_main(int argc, const char *const *argv, std::ostream &out, std::o
     if (!source.resume || !source.adapters)
       throw Error("--load " + load + " is not a megac LoRA checkpoint (a folder with adapter_config.json, "
                   "adapter_model.safetensors and train_state.json): nothing to merge");
-    std::vector<std::string> base_files =
-        base.empty() ? read_train_state(source.state_file).base_weights : resolve_base(base);
-    if (base_files.empty())
-      throw Error("--load " + load + ": the checkpoint names no base model (trained from a random one); give "
-                  "--pretrained-checkpoint");
+    const std::vector<std::string> base_files = checkpoint_base_weights(source, load, base);
     const MergeReport r = merge_lora(source.folder, base_files, save);
     out << "merged " << r.merged << " adapted weights of " << r.tensors << " tensors into " << save
         << "/model.safetensors (base: " << base_files.front() << (base_files.size() > 1 ? " and more" : "")

@@ -468,4 +468,15 @@ std::vector<std::string> resolve_base(const std::string &path) {
   }
 }
 
+std::vector<std::string> checkpoint_base_weights(const LoadSource &source, const std::string &load,
+                                                 const std::string &pretrained) {
+  if (!pretrained.empty())
+    return resolve_base(pretrained);
+  std::vector<std::string> base = read_train_state(source.state_file).base_weights;
+  if (base.empty())
+    throw Error("--load " + load + ": " + source.state_file + " names no base model (it was trained from a "
+                "random one); give the base's weights with --pretrained-checkpoint");
+  return base;
+}
+
 } // namespace megart

@@ -230,15 +230,9 @@ void load_lora(TrainSetup &s, const TrainFlags &flags, const ProgramDesc &progra
   const bool from_checkpoint = !flags.load.empty() && !fresh && source.resume;
   std::vector<std::string> base;
   std::string base_from;
-  if (!flags.pretrained_checkpoint.empty()) {
-    base = resolve_base(flags.pretrained_checkpoint);
-    base_from = "--pretrained-checkpoint";
-  } else if (from_checkpoint) {
-    base = read_train_state(source.state_file).base_weights;
-    if (base.empty())
-      throw Error("--load " + flags.load + ": " + source.state_file + " names no base model (it was trained "
-                  "from a random one); give the base's weights with --pretrained-checkpoint");
-    base_from = "the checkpoint's base_weights";
+  if (!flags.pretrained_checkpoint.empty() || from_checkpoint) {
+    base = checkpoint_base_weights(source, flags.load, flags.pretrained_checkpoint);
+    base_from = flags.pretrained_checkpoint.empty() ? "the checkpoint's base_weights" : "--pretrained-checkpoint";
   } else if (!flags.load.empty() && !fresh) {
     base = source.weight_files;
     base_from = "--load";

@@ -105,3 +105,11 @@ def compare_metrics(test_path, ref_path, tolerance, names, what, keys=("lm_loss"
                              f"(rel {err:.2e})")
     lines.append(f"{what}, {steps} steps: worst relative difference {worst:.2e} (tolerance {tolerance:g})")
     return not failed, "\n".join(lines)
+
+
+def dropout_free_spec(source, path):
+    """Copies the spec `source` to `path` with hidden and attention dropout 0 (a training step's
+    forward is then the eval-mode model libraries compare with); returns its seq_length."""
+    with open(source) as f, open(path, "w") as g:
+        g.write(f.read() + "\nhidden_dropout: 0.0\nattention_dropout: 0.0\n")
+    return next(int(line.split(":")[1]) for line in open(path) if line.startswith("seq_length:"))

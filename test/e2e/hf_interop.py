@@ -17,7 +17,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
-from e2e_util import make_license_corpus, metrics, relative, run  # noqa: E402
+from e2e_util import dropout_free_spec, make_license_corpus, metrics, relative, run  # noqa: E402
 
 TOLERANCE = 1e-5
 FIRST_BATCH = ["--train-iters", "1", "--global-batch-size", "8", "--lr", "1e-3", "--no-shuffle"]
@@ -41,10 +41,8 @@ def main():
     # megac's first loss is a training step's forward; transformers' is the model in eval mode.
     # Without dropout (GPT-2's default is 0.1) the two are the same function of the weights.
     spec = w("spec.yaml")
-    with open(args.spec) as f, open(spec, "w") as g:
-        g.write(f.read() + "\nhidden_dropout: 0.0\nattention_dropout: 0.0\n")
+    seq = dropout_free_spec(args.spec, spec)
     run([args.megac, "compile", spec, "--micro-batch-size", "2", "-o", w("prog")])
-    seq = next(int(l.split(":")[1]) for l in open(spec) if l.startswith("seq_length:"))
     train = w("prog", "train")
     for d in ("ckpt", "sharded"):
         shutil.rmtree(w(d), ignore_errors=True)

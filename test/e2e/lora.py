@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
-from e2e_util import TRAIN, make_license_corpus, metrics, relative, run, train_flags  # noqa: E402
+from e2e_util import TRAIN, dropout_free_spec, make_license_corpus, metrics, relative, run, train_flags  # noqa: E402
 from safetensors_io import load_file  # noqa: E402
 
 REFERENCE_TOLERANCE = 1e-4
@@ -47,9 +47,7 @@ def main():
     make_license_corpus(args.megac, w("corpus"))
     # Both sides compute a training step's forward; without dropout it is the eval-mode model.
     spec = w("spec.yaml")
-    with open(args.spec) as f, open(spec, "w") as g:
-        g.write(f.read() + "\nhidden_dropout: 0.0\nattention_dropout: 0.0\n")
-    seq = next(int(l.split(":")[1]) for l in open(spec) if l.startswith("seq_length:"))
+    seq = dropout_free_spec(args.spec, spec)
     for d in ("base-ckpt", "lora-ckpt", "resumed-ckpt"):
         shutil.rmtree(w(d), ignore_errors=True)
 

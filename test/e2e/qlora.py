@@ -15,7 +15,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from e2e_util import make_license_corpus, metrics, relative, run, train_flags  # noqa: E402
+from e2e_util import dropout_free_spec, make_license_corpus, metrics, relative, run, train_flags  # noqa: E402
 
 STEPS = 50
 TOLERANCE = 0.03
@@ -33,8 +33,7 @@ def main():
     name = os.path.basename(args.spec)
     make_license_corpus(args.megac, w("corpus"))
     spec = w("spec.yaml")
-    with open(args.spec) as f, open(spec, "w") as g:
-        g.write(f.read() + "\nhidden_dropout: 0.0\nattention_dropout: 0.0\n")
+    dropout_free_spec(args.spec, spec)
     for d in ("base-ckpt",):
         shutil.rmtree(w(d), ignore_errors=True)
     # The base: a few steps of full training from the reference's initial weights (a base that has

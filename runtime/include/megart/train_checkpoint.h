@@ -90,6 +90,12 @@ LoadSource resolve_load(const std::string &path, int64_t step = -1, bool with_op
 // resolve_load finds them; errors name the flag.
 std::vector<std::string> resolve_base(const std::string &path);
 
+// The frozen base model of a LoRA checkpoint `source` (--load `load`): the files of
+// --pretrained-checkpoint `pretrained` when given (resolve_base), else those its train_state.json
+// names. Throws when neither names any (the run had a random base).
+std::vector<std::string> checkpoint_base_weights(const LoadSource &source, const std::string &load,
+                                                 const std::string &pretrained = "");
+
 // The tensor files a sharded checkpoint's index names (weight_map values, in order, unique),
 // checked to exist beside the index.
 std::vector<std::string> sharded_weight_files(const std::string &index_path);
