@@ -1,5 +1,5 @@
 // Verifiers of the fused linear-layer ops: input [..., K], weight [K, N] ([N, K] transposed),
-// bias [N], results [..., N].
+// bias [N] (if any), results [..., N].
 #include "tx/TxOps.h"
 #include "tx/TxVerifyUtils.h"
 
@@ -7,6 +7,7 @@ using namespace mlir;
 using namespace megac::tx;
 using namespace megac::tx::verify;
 
+// bias: null for a GEMM without one.
 static LogicalResult verifyLinear(Operation *op, Value input, Value weight, Value bias, bool transposed,
                                   Value result) {
   ArrayRef<int64_t> in = shapeOf(input), w = shapeOf(weight);
@@ -18,7 +19,7 @@ static LogicalResult verifyLinear(Operation *op, Value input, Value weight, Valu
   if (in.back() != k)
     return op->emitOpError() << "contraction sizes differ: input " << shapeString(in) << " gives " << in.back()
                              << ", weight " << shapeString(w) << " gives " << k;
-  if (failed(expectShape(op, "bias", shapeOf(bias), {n}, "the weight's output dimension")))
+  if (bias && failed(expectShape(op, "bias", shapeOf(bias), {n}, "the weight's output dimension")))
     return failure();
   SmallVector<int64_t> expected(in.drop_back());
   expected.push_back(n);
@@ -31,4 +32,8 @@ LogicalResult MatmulBiasOp::verify() {
 
 LogicalResult MatmulBiasGeluOp::verify() {
   return verifyLinear(*this, getInput(), getWeight(), getBias(), getTransposeRhs(), getPre());
+}
+
+LogicalResult MatmulNf4Op::verify() {
+  return verifyLinear(*this, getInput(), getWeight(), Value(), getTransposeRhs(), getResult());
 }

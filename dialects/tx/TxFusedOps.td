@@ -1,5 +1,6 @@
 //===----------------------------------------------------------------------===//
-// Fused ops: made by megac-fuse-epilogues after autodiff, for the emitter only (no VJP)
+// Fused ops: made by megac-fuse-epilogues and megac-fuse-nf4-loads after autodiff, for the
+// emitter only (no VJP)
 //===----------------------------------------------------------------------===//
 
 #ifndef MEGAC_TX_FUSED_OPS_TD
@@ -35,6 +36,23 @@ def Tx_MatmulBiasGeluOp : Tx_Op<"matmul_bias_gelu", [Pure, AllTypesMatch<["pre",
   let assemblyFormat = [{
     $input `,` $weight `,` $bias (`transpose_rhs` $transpose_rhs^)? ` ` `(` $approximation `)` attr-dict
     `:` type($input) `,` type($weight) `,` type($bias) `->` type($pre)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tx_MatmulNf4Op : Tx_Op<"matmul_nf4", [Pure]> {
+  let summary = "QLoRA's base GEMM: input [..., K] x a frozen NF4 weight, dequantized in the GEMM's operand load";
+  let description = [{
+    `tx.matmul %input, (tx.nf4_dequantize %weight)` without the dequantized matrix: the GEMM
+    dequantizes `weight` (a frozen `tx.param` with `nf4`, or the argument a layer function gets
+    it as) a tile at a time as it reads it, so no workspace buffer of the whole weight exists.
+    `weight` is `[K, N]` (`[N, K]` with `transpose_rhs`); the result is `[..., N]`. Made by
+    megac-fuse-nf4-loads.
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, UnitAttr:$transpose_rhs);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`transpose_rhs` $transpose_rhs^)? attr-dict `:` type($input) `,` type($weight) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -137,7 +137,7 @@ WorkCost CostModel::op(Operation *o) {
         else
           gemm(product(out.drop_back(2)), out[out.size() - 2], out.back(), k);
       })
-      .Case<tx::MatmulBiasOp, tx::MatmulBiasGeluOp>([&](auto l) {
+      .Case<tx::MatmulBiasOp, tx::MatmulBiasGeluOp, tx::MatmulNf4Op>([&](auto l) {
         ArrayRef<int64_t> w = shapeOf(l.getWeight());
         const int64_t k = l.getTransposeRhs() ? w[1] : w[0], n = l.getTransposeRhs() ? w[0] : w[1];
         gemm(1, numel(l.getInput()) / k, n, k);

@@ -422,7 +422,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
             return success();
           std::string name = sig.names.take(p.getResult());
           names[p] = name;
-          if (p.getNf4Block()) // QLoRA's base: tx.nf4_dequantize reads it
+          if (p.getNf4Block()) // QLoRA's base: tx.matmul_nf4 (or tx.nf4_dequantize) reads it
             os << "  const megart::Nf4Weight *" << name << " = ctx.frozen_nf4[" << *k << "]; // " << p.getName()
                << " " << typeString(p.getType()) << ", frozen, NF4 in blocks of " << *p.getNf4Block() << "\n";
           else
@@ -662,6 +662,16 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         callWith("gemm_batched", args);
         return success();
       })
+      .Case([&](tx::MatmulNf4Op l) -> LogicalResult {
+        if (onDevice())
+          return unsupported(op, "tx.matmul_nf4 (QLoRA) has no CUDA kernel yet");
+        ArrayRef<int64_t> w = shapeOf(l.getWeight());
+        bool tb = l.getTransposeRhs();
+        int64_t k = tb ? w[1] : w[0], cols = tb ? w[0] : w[1];
+        call("gemm_nf4", {ptr(l), ptr(l.getInput()), "*" + ptr(l.getWeight()), L("m", n(numel(l.getInput()) / k)),
+                          L("n", n(cols)), L("k", n(k)), L("transpose_b", b(tb))});
+        return success();
+      })
       .Case<tx::MatmulBiasOp, tx::MatmulBiasGeluOp>([&](auto l) {
         // The GEMM's rows, columns and contraction, then the bias: "in, weight, bias, m, n, k, tb".
         ArrayRef<int64_t> w = shapeOf(l.getWeight());
@@ -888,8 +898,12 @@ Signature calleeSignature(func::FuncOp fn, bool decode) {
   Block &body = fn.getBody().front();
   for (BlockArgument arg : body.getArguments()) {
     std::string name = sig.names.take(arg, "arg");
-    // A QLoRA base weight comes as the runtime's NF4 tensor, which tx.nf4_dequantize reads.
-    const bool nf4 = llvm::any_of(arg.getUsers(), [](Operation *user) { return isa<tx::Nf4DequantizeOp>(user); });
+    // A QLoRA base weight comes as the runtime's NF4 tensor, which tx.nf4_dequantize or
+    // tx.matmul_nf4 (as its weight) reads.
+    const bool nf4 = llvm::any_of(arg.getUses(), [](OpOperand &use) {
+      auto fused = dyn_cast<tx::MatmulNf4Op>(use.getOwner());
+      return isa<tx::Nf4DequantizeOp>(use.getOwner()) || (fused && use.get() == fused.getWeight());
+    });
     sig.prototype += ",\n    const " + (nf4 ? std::string("megart::Nf4Weight") : cppElementType(arg.getType())) + " *" +
                      name + " /* " + typeString(arg.getType()) + (nf4 ? ", NF4" : "") + " */";
     sig.args.push_back(name);

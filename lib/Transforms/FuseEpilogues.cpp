@@ -23,6 +23,9 @@ namespace {
 tx::AddOp biasAdd(tx::MatmulOp m) {
   if (m.getTransposeLhs() || m.getScale() || cast<RankedTensorType>(m.getRhs().getType()).getRank() != 2 || !m->hasOneUse())
     return nullptr;
+  // QLoRA's base GEMM: megac-fuse-nf4-loads makes it read the NF4 weight directly instead.
+  if (m.getRhs().getDefiningOp<tx::Nf4DequantizeOp>())
+    return nullptr;
   auto add = dyn_cast<tx::AddOp>(*m->getUsers().begin());
   if (!add || add.getLhs() != m.getResult())
     return nullptr;

@@ -19,11 +19,12 @@ void megac::buildTrainingPipeline(mlir::OpPassManager &pm) {
   pm.addPass(pipeline::createPipelineSchedule());
   pm.addPass(createDataParallel());
   pm.addPass(createFuseEpilogues());
+  pm.addPass(createFuseNf4Loads());
 }
 
 void megac::registerTrainingPipeline() {
   mlir::PassPipelineRegistration<>("megac-training-pipeline",
                                    "megac compile's passes, in order: lora, autocast, autodiff, cse, recompute, tensor-parallel, pipeline-split, "
-                                   "pipeline-schedule, data-parallel, fuse-epilogues (the plan comes from @grid)",
+                                   "pipeline-schedule, data-parallel, fuse-epilogues, fuse-nf4-loads (the plan comes from @grid)",
                                    buildTrainingPipeline);
 }

@@ -13,9 +13,11 @@
 #include "megart/bf16.h"
 #include "megart/error.h"
 #include "megart/kernels.h"
+#include "megart/nf4.h"
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cmath>
@@ -241,6 +243,37 @@ void gemm_bias_gelu(float *pre, float *out, const float *a, const float *b, cons
   gemm_bias_gelu<float, float, float>(pre, out, a, b, bias, m, n, k, transpose_b, tanh);
 }
 
+// QLoRA's GEMM (megart/nf4.h): the NF4 weight dequantized a tile at a time into the B scratch.
+template <typename C, typename Ta>
+void gemm_nf4(C* c, const Ta* a, const Nf4Weight& w, int64_t m, int64_t n, int64_t k, bool transpose_b,
+              float alpha, float beta) {
+  if (m < 0 || n < 1 || k < 1 || n > INT_MAX || k > INT_MAX || w.numel != n * k)
+    throw Error("gemm_nf4: m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k) +
+                " with an NF4 weight of " + std::to_string(w.numel) + " elements; it must hold n x k");
+  if (m == 0)
+    return;
+  constexpr int64_t kTileFloats = int64_t{1} << 18;
+  const Precision p = g_precision;
+  const float* fa = operand(a, m * k, p, true, 0);
+  float* fc = result(c, m * n, beta);
+  const int64_t tile_cols = std::max<int64_t>(1, std::min(n, kTileFloats / k)); // columns of C a tile feeds
+  float* tile = scratch(1, tile_cols * k);
+  for (int64_t c0 = 0; c0 < n; c0 += tile_cols) {
+    const int64_t count = std::min(tile_cols, n - c0);
+    // The tile holds op(W)'s columns [c0, c0 + count): rows of W [n, k], or a piece of each of
+    // W [k, n]'s rows.
+    const int64_t rows = transpose_b ? count : k, len = transpose_b ? k : count;
+#pragma omp parallel for schedule(static) if (rows * len > (1 << 16))
+    for (int64_t r = 0; r < rows; ++r)
+      nf4_dequantize_range(tile + r * len, w, transpose_b ? (c0 + r) * k : r * n + c0, len);
+    round_to_precision(tile, tile, rows * len, p); // as gemm rounds a float B
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, to_blas(m, "m"),
+                to_blas(count, "n"), to_blas(k, "k"), alpha, fa, to_blas(k, "lda"), tile, to_blas(len, "ldb"), beta,
+                fc + c0, to_blas(n, "ldc"));
+  }
+  detail::store_row(c, fc, m * n);
+}
+
 // Every mix of float and one 16-bit type T but all-float (the functions above).
 #define MEGART_GEMM_FAMILY(C, A, B)                                                               \
   template void gemm<C, A, B>(C*, const A*, const B*, int64_t, int64_t, int64_t, bool, bool, float, \
@@ -262,4 +295,14 @@ void gemm_bias_gelu(float *pre, float *out, const float *a, const float *b, cons
 MEGART_GEMM_MIXES(bf16_t)
 MEGART_GEMM_MIXES(fp16_t)
 
+// gemm_nf4 with C and A each float or one 16-bit type T.
+#define MEGART_GEMM_NF4(C, A)                                                                      \
+  template void gemm_nf4<C, A>(C*, const A*, const Nf4Weight&, int64_t, int64_t, int64_t, bool, float, float);
+MEGART_GEMM_NF4(float, float)
+MEGART_GEMM_NF4(bf16_t, bf16_t)
+MEGART_GEMM_NF4(bf16_t, float)
+MEGART_GEMM_NF4(float, bf16_t)
+MEGART_GEMM_NF4(fp16_t, fp16_t)
+MEGART_GEMM_NF4(fp16_t, float)
+MEGART_GEMM_NF4(float, fp16_t)
 } // namespace megart::cpu

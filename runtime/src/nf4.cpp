@@ -159,17 +159,28 @@ Nf4Weight nf4_store(const Nf4Tensor &t, void *buffer) {
   return {t.numel, t.block_size, floats, t.offset, bytes, bytes + t.packed.size()};
 }
 
-void nf4_dequantize(float *out, const Nf4Weight &w) {
+void nf4_dequantize_range(float *out, const Nf4Weight &w, int64_t first, int64_t count) {
+  if (first < 0 || count < 0 || first + count > w.numel)
+    throw Error("nf4_dequantize_range: elements [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                ") outside the weight's " + std::to_string(w.numel));
   const std::array<float, 256> &map = nf4_dynamic_map();
+  const int64_t end = first + count;
+  for (int64_t b = first / w.block_size; b * w.block_size < end; ++b) {
+    // The block's absmax as Nf4Tensor::block_absmax computes it, in the same float steps.
+    const float scale = map[w.absmax_codes[b]] * w.absmax_scales[b / kNf4StatisticsBlock] + w.offset;
+    for (int64_t i = std::max(first, b * w.block_size); i < std::min(end, (b + 1) * w.block_size); ++i) {
+      const uint8_t byte = w.packed[i / 2];
+      out[i - first] = kNf4Codes[i % 2 == 0 ? byte >> 4 : byte & 0xF] * scale;
+    }
+  }
+}
+
+void nf4_dequantize(float *out, const Nf4Weight &w) {
   const int64_t blocks = (w.numel + w.block_size - 1) / w.block_size;
 #pragma omp parallel for schedule(static) if (w.numel > (1 << 16))
   for (int64_t b = 0; b < blocks; ++b) {
-    // The block's absmax as Nf4Tensor::block_absmax computes it, in the same float steps.
-    const float scale = map[w.absmax_codes[b]] * w.absmax_scales[b / kNf4StatisticsBlock] + w.offset;
-    for (int64_t i = b * w.block_size; i < std::min(w.numel, (b + 1) * w.block_size); ++i) {
-      const uint8_t byte = w.packed[i / 2];
-      out[i] = kNf4Codes[i % 2 == 0 ? byte >> 4 : byte & 0xF] * scale;
-    }
+    const int64_t first = b * w.block_size;
+    nf4_dequantize_range(out + first, w, first, std::min(w.block_size, w.numel - first));
   }
 }
 

@@ -104,26 +104,76 @@ TEST(Nf4, BadInputsThrow) {
 
 namespace {
 
-// The GEMM with an NF4 weight equals dequantize-then-gemm up to the sum's order, over several
-// tiles (a weight of 600 x 1000 is 3 tiles of 262 rows), with beta accumulating.
+// A double-quantized NF4 weight of n values in its own buffer, as QLoRA's frozen store keeps it.
+struct StoredNf4 {
+  megart::Nf4Tensor tensor;
+  std::vector<float> buffer;
+  megart::Nf4Weight weight;
+  explicit StoredNf4(const std::vector<float> &x)
+      : tensor(megart::nf4_quantize(x.data(), static_cast<int64_t>(x.size()), 64, true)),
+        buffer(static_cast<size_t>((tensor.bytes() + 3) / 4)), weight(megart::nf4_store(tensor, buffer.data())) {}
+  std::vector<float> dequantized() const {
+    std::vector<float> out(static_cast<size_t>(tensor.numel));
+    megart::nf4_dequantize(out.data(), weight);
+    return out;
+  }
+};
+
+template <typename T> std::vector<T> as(const std::vector<float> &x) {
+  std::vector<T> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    out[i] = megart::from_float<T>(x[i]);
+  return out;
+}
+template <typename T> float max_abs_difference(const std::vector<T> &x, const std::vector<T> &y) {
+  float d = 0.0f;
+  for (size_t i = 0; i < x.size(); ++i)
+    d = std::max(d, std::fabs(megart::to_float(x[i]) - megart::to_float(y[i])));
+  return d;
+}
+
+// The fused GEMM equals dequantize-then-gemm (each element one fp32 sum over k, so up to
+// OpenBLAS's order within it) with W [n, k] (forward, several tiles of rows) and W [k, n] (the
+// backward's dX = dY W, tiles of columns), alpha and beta as given.
 TEST(Nf4, GemmEqualsDequantizeThenGemm) {
-  const int64_t m = 5, n = 600, k = 1000;
-  const std::vector<float> w = random_weights(n * k, 3), a = random_weights(m * k, 4);
-  const megart::Nf4Tensor q = megart::nf4_quantize(w.data(), n * k, 64, true);
-  std::vector<float> dense(static_cast<size_t>(n * k));
-  megart::nf4_dequantize(dense.data(), q);
-  std::vector<float> expected(static_cast<size_t>(m * n), 0.5f), got = expected;
-  megart::cpu::gemm(expected.data(), a.data(), dense.data(), m, n, k, false, true, 1.0f, 1.0f);
-  megart::cpu::gemm_nf4(got.data(), a.data(), q, m, n, k, 1.0f);
-  float scale = 0.0f;
-  for (float v : expected)
-    scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(got[i], expected[i], 1e-5f * scale) << i;
+  const int64_t m = 5, n = 600, k = 1000; // 2^18 / 1000 = 262 columns of C a tile: 3 tiles
+  const StoredNf4 w(random_weights(n * k, 3));
+  const std::vector<float> a = random_weights(m * k, 4), dense = w.dequantized();
+  for (bool transpose_b : {true, false}) {
+    const int64_t cols = transpose_b ? n : k, inner = transpose_b ? k : n; // W [k, n] read as [inner=n, cols=k]
+    std::vector<float> expected(static_cast<size_t>(m * cols), 0.5f), got = expected;
+    megart::cpu::gemm(expected.data(), a.data(), dense.data(), m, cols, inner, false, transpose_b, 0.25f, 1.0f);
+    megart::cpu::gemm_nf4(got.data(), a.data(), w.weight, m, cols, inner, transpose_b, 0.25f, 1.0f);
+    float scale = 0.0f;
+    for (float v : expected)
+      scale = std::max(scale, std::fabs(v));
+    EXPECT_LE(max_abs_difference(got, expected), 1e-6f * scale) << "transpose_b " << transpose_b;
+    EXPECT_NE(got, std::vector<float>(got.size(), 0.5f)); // the product was written
+  }
+  std::vector<float> c(static_cast<size_t>(m * n));
+  EXPECT_THROW(megart::cpu::gemm_nf4(c.data(), a.data(), w.weight, m, n, k + 1, true), megart::Error);
   std::vector<float> part(300);
-  megart::nf4_dequantize_range(part.data(), q, 1000, 300); // across block boundaries
+  megart::nf4_dequantize_range(part.data(), w.weight, 1000, 300); // across block boundaries
   EXPECT_EQ(part, std::vector<float>(dense.begin() + 1000, dense.begin() + 1300));
-  EXPECT_THROW(megart::cpu::gemm_nf4(got.data(), a.data(), q, m, n, k + 1), megart::Error);
+  EXPECT_THROW(megart::nf4_dequantize_range(part.data(), w.weight, n * k - 10, 300), megart::Error);
+}
+
+// Under --bf16 the GEMM rounds a float weight to bf16: the fused one rounds its tile the same
+// way, with bf16 A and C.
+TEST(Nf4, GemmRoundsTheTilePerTheGemmPrecision) {
+  using megart::bf16_t;
+  const int64_t m = 3, n = 96, k = 128;
+  const StoredNf4 w(random_weights(n * k, 5));
+  const std::vector<float> dense = w.dequantized();
+  const std::vector<bf16_t> a = as<bf16_t>(random_weights(m * k, 6));
+  std::vector<bf16_t> expected(static_cast<size_t>(m * n)), got = expected, unrounded = expected;
+  megart::cpu::gemm_nf4(unrounded.data(), a.data(), w.weight, m, n, k, true);
+  megart::cpu::set_gemm_precision(megart::Precision::Bf16);
+  megart::cpu::gemm(expected.data(), a.data(), dense.data(), m, n, k, false, true);
+  megart::cpu::gemm_nf4(got.data(), a.data(), w.weight, m, n, k, true);
+  megart::cpu::set_gemm_precision(megart::Precision::Fp32);
+  EXPECT_EQ(max_abs_difference(got, expected), 0.0f); // one tile: the same sgemm on the same operands
+  EXPECT_GT(max_abs_difference(unrounded, expected), 0.0f); // in fp32 it differs: the rounding is seen
 }
 
 } // namespace

@@ -181,4 +181,15 @@ def FuseEpilogues : Pass<"megac-fuse-epilogues", "mlir::ModuleOp"> {
   let dependentDialects = ["::megac::tx::TxDialect"];
 }
 
+def FuseNf4Loads : Pass<"megac-fuse-nf4-loads", "mlir::ModuleOp"> {
+  let summary = "QLoRA: each GEMM reads its NF4 weight directly, dequantizing it in the operand load";
+  let description = [{
+    Last: `tx.matmul %x, %w_dequantized` whose `%w_dequantized = tx.nf4_dequantize %w`
+    becomes `tx.matmul_nf4 %x, %w`, and the `tx.nf4_dequantize` goes once nothing reads it. The
+    GEMM dequantizes the weight a tile at a time (megart::cpu::gemm_nf4) instead of into a
+    workspace buffer of the whole matrix first, so the workspace holds no dequantized weight.
+  }];
+  let dependentDialects = ["::megac::tx::TxDialect"];
+}
+
 #endif // MEGAC_TRANSFORMS_PASSES_TD

@@ -91,13 +91,20 @@ inline int64_t nf4_weight_bytes(int64_t numel, int64_t block_size) {
 Nf4Weight nf4_store(const Nf4Tensor &t, void *buffer);
 // out[0, numel) = the dequantized values, as nf4_dequantize of the tensor stored.
 void nf4_dequantize(float *out, const Nf4Weight &w);
+// The same for elements [first, first + count) only, into out[0, count).
+void nf4_dequantize_range(float *out, const Nf4Weight &w, int64_t first, int64_t count);
 
 namespace cpu {
-// C[m, n] = A[m, k] W^T + beta C with W [n, k] stored as NF4 (a Linear weight [out, in],
-// row-major): W is dequantized a tile of rows at a time into fp32 scratch as the product needs
-// it, never whole. Equal to nf4_dequantize then gemm(transpose_b) up to the fp32 sum's order.
-// Throws megart::Error if w does not hold n x k elements.
-void gemm_nf4(float *c, const float *a, const Nf4Tensor &w, int64_t m, int64_t n, int64_t k, float beta = 0.0f);
+// C[m, n] = alpha A[m, k] op(W) + beta C with W a double-quantized NF4 weight (QLoRA's frozen
+// base), stored [n, k] when transpose_b (a Linear weight [out, in] in the forward) else [k, n]
+// (the backward's dX = dY W). W is dequantized a tile of 2^18 values at a time into fp32
+// scratch as the product reads it, never whole, and rounded per gemm_precision() as gemm rounds
+// a float operand. A tile covers whole columns of C (all of k for each), so every element of C is
+// one fp32 sum over all of k, as in nf4_dequantize then gemm. C and A: float or a 16-bit type, as
+// in gemm. Throws megart::Error unless w holds n x k elements and m, n, k fit cblas.
+template <typename C, typename Ta>
+void gemm_nf4(C *c, const Ta *a, const Nf4Weight &w, int64_t m, int64_t n, int64_t k, bool transpose_b,
+              float alpha = 1.0f, float beta = 0.0f);
 } // namespace cpu
 
 } // namespace megart
