@@ -15,7 +15,7 @@ batch 16, one rank with 2 OpenMP threads, compiled by `megac compile SPEC --micr
                       rank-16 adapters on every linear layer of every layer (not the output layer)
   qlora r 16 all-linear
                       the same with the base's linear weights in NF4 (--qlora: double quantization,
-                      blocks of 64), each dequantized into the workspace before its GEMM
+                      blocks of 64), dequantized tile by tile inside each GEMM (tx.matmul_nf4)
   ... bf16            the last two compiled with --bf16 (QLoRA's compute precision): activations
                       stored in 16 bits, computed in fp32 on the CPU
 
@@ -124,9 +124,9 @@ instead of 16), and the adapters' state is a fraction of a percent of full fine-
 the forward and the input gradients, which LoRA still computes through every frozen layer; it saves the weight
 gradients of the frozen layers (a third of a linear layer's backward) and adds two thin GEMMs per adapted module.
 The peak also holds the step's workspace (the activations), which LoRA does not change. QLoRA stores the base's
-linear weights in NF4 (about 4.13 bits per weight; the embeddings and norms stay fp32) and dequantizes each into the
-workspace before its GEMM, in the forward and again in the backward: on the CPU that costs time, and the workspace
-holds one dequantized weight at a time."""
+linear weights in NF4 (about 4.13 bits per weight; the embeddings and norms stay fp32) and dequantizes them inside
+each GEMM (tx.matmul_nf4: 2^18 values at a time into the kernel's scratch), in the forward and again in the backward:
+no dequantized copy of a weight is in the workspace, and the dequantization's time shows in tokens/s."""
     publish(section, args.write_docs, DOCS, BEGIN, END)
     if not ok:
         sys.exit("error: a tracked peak differs from megac's prediction")
