@@ -60,6 +60,24 @@ void quantize_blocks(const float *values, int64_t n, int64_t block, const float 
   }
 }
 
+// out[0, count) = the codes of elements [first, first + count) (bounds checked against numel),
+// each times its block's scale, scale_of(block).
+template <typename ScaleOf>
+void dequantize_elements(float *out, const uint8_t *packed, int64_t numel, int64_t block_size, int64_t first,
+                         int64_t count, ScaleOf scale_of) {
+  if (first < 0 || count < 0 || first + count > numel)
+    throw Error("nf4_dequantize_range: elements [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                ") outside the tensor's " + std::to_string(numel));
+  const int64_t end = first + count;
+  for (int64_t b = first / block_size; b * block_size < end; ++b) {
+    const float scale = scale_of(b);
+    for (int64_t i = std::max(first, b * block_size); i < std::min(end, (b + 1) * block_size); ++i) {
+      const uint8_t byte = packed[i / 2];
+      out[i - first] = kNf4Codes[i % 2 == 0 ? byte >> 4 : byte & 0xF] * scale;
+    }
+  }
+}
+
 } // namespace
 
 const std::array<float, 256> &nf4_dynamic_map() {
@@ -132,17 +150,8 @@ Nf4Tensor nf4_quantize(const float *x, int64_t numel, int64_t block_size, bool d
 }
 
 void nf4_dequantize_range(float *out, const Nf4Tensor &t, int64_t first, int64_t count) {
-  if (first < 0 || count < 0 || first + count > t.numel)
-    throw Error("nf4_dequantize_range: elements [" + std::to_string(first) + ", " + std::to_string(first + count) +
-                ") outside the tensor's " + std::to_string(t.numel));
-  const int64_t end = first + count;
-  for (int64_t b = first / t.block_size; b * t.block_size < end; ++b) {
-    const float scale = t.block_absmax(b);
-    for (int64_t i = std::max(first, b * t.block_size); i < std::min(end, (b + 1) * t.block_size); ++i) {
-      const uint8_t byte = t.packed[static_cast<size_t>(i / 2)];
-      out[i - first] = kNf4Codes[i % 2 == 0 ? byte >> 4 : byte & 0xF] * scale;
-    }
-  }
+  dequantize_elements(out, t.packed.data(), t.numel, t.block_size, first, count,
+                      [&](int64_t b) { return t.block_absmax(b); });
 }
 
 void nf4_dequantize(float *out, const Nf4Tensor &t) { nf4_dequantize_range(out, t, 0, t.numel); }
@@ -160,19 +169,11 @@ Nf4Weight nf4_store(const Nf4Tensor &t, void *buffer) {
 }
 
 void nf4_dequantize_range(float *out, const Nf4Weight &w, int64_t first, int64_t count) {
-  if (first < 0 || count < 0 || first + count > w.numel)
-    throw Error("nf4_dequantize_range: elements [" + std::to_string(first) + ", " + std::to_string(first + count) +
-                ") outside the weight's " + std::to_string(w.numel));
   const std::array<float, 256> &map = nf4_dynamic_map();
-  const int64_t end = first + count;
-  for (int64_t b = first / w.block_size; b * w.block_size < end; ++b) {
-    // The block's absmax as Nf4Tensor::block_absmax computes it, in the same float steps.
-    const float scale = map[w.absmax_codes[b]] * w.absmax_scales[b / kNf4StatisticsBlock] + w.offset;
-    for (int64_t i = std::max(first, b * w.block_size); i < std::min(end, (b + 1) * w.block_size); ++i) {
-      const uint8_t byte = w.packed[i / 2];
-      out[i - first] = kNf4Codes[i % 2 == 0 ? byte >> 4 : byte & 0xF] * scale;
-    }
-  }
+  // The block's absmax as Nf4Tensor::block_absmax computes it, in the same float steps.
+  dequantize_elements(out, w.packed, w.numel, w.block_size, first, count, [&](int64_t b) {
+    return map[w.absmax_codes[b]] * w.absmax_scales[b / kNf4StatisticsBlock] + w.offset;
+  });
 }
 
 void nf4_dequantize(float *out, const Nf4Weight &w) {
