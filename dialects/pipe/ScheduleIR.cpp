@@ -18,6 +18,17 @@ ScheduleOp buildScheduleOp(mlir::OpBuilder &builder, mlir::Location loc, const S
                                      s.stages, s.virtualStages, s.microbatches);
   mlir::OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&schedule.getBody().emplaceBlock());
+  // A large schedule has hundreds of thousands of steps but few distinct numbers: each attribute
+  // is made once (uniquing one is a locked hash lookup in the context).
+  llvm::DenseMap<int64_t, mlir::IntegerAttr> numbers;
+  auto number = [&](int64_t v) {
+    mlir::IntegerAttr &attr = numbers[v];
+    if (!attr)
+      attr = builder.getI64IntegerAttr(v);
+    return attr;
+  };
+  const PayloadAttr activation = PayloadAttr::get(builder.getContext(), Payload::Activation);
+  const PayloadAttr grad = PayloadAttr::get(builder.getContext(), Payload::Grad);
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     auto rank = RankOp::create(builder, loc, r);
     mlir::OpBuilder::InsertionGuard rankGuard(builder);
@@ -25,22 +36,20 @@ ScheduleOp buildScheduleOp(mlir::OpBuilder &builder, mlir::Location loc, const S
     for (const Action &a : s.ranks[r]) {
       switch (a.kind) {
       case ActionKind::Forward:
-        ForwardOp::create(builder, loc, a.chunk, a.microbatch);
+        ForwardOp::create(builder, loc, number(a.chunk), number(a.microbatch));
         break;
       case ActionKind::Backward:
-        BackwardOp::create(builder, loc, a.chunk, a.microbatch);
+        BackwardOp::create(builder, loc, number(a.chunk), number(a.microbatch));
         break;
       case ActionKind::SendActivation:
       case ActionKind::SendGrad:
-        SendOp::create(builder, loc,
-                       a.kind == ActionKind::SendActivation ? Payload::Activation : Payload::Grad,
-                       a.chunk, a.microbatch, a.peer);
+        SendOp::create(builder, loc, a.kind == ActionKind::SendActivation ? activation : grad, number(a.chunk),
+                       number(a.microbatch), number(a.peer));
         break;
       case ActionKind::RecvActivation:
       case ActionKind::RecvGrad:
-        RecvOp::create(builder, loc,
-                       a.kind == ActionKind::RecvActivation ? Payload::Activation : Payload::Grad,
-                       a.chunk, a.microbatch, a.peer);
+        RecvOp::create(builder, loc, a.kind == ActionKind::RecvActivation ? activation : grad, number(a.chunk),
+                       number(a.microbatch), number(a.peer));
         break;
       }
     }

@@ -26,7 +26,7 @@ struct PipelineSchedulePass : public megac::pipeline::impl::PipelineScheduleBase
     if (failed(plan))
       return signalPassFailure();
     if (plan->pp == 1)
-      return;
+      return markAllAnalysesPreserved();
     std::optional<ScheduleKind> kind = parseScheduleKind(plan->pipelineSchedule);
     if (!kind) {
       module.emitError() << getArgument() << ": --pipeline-schedule " << plan->pipelineSchedule

@@ -29,6 +29,18 @@ static int64_t prod(ArrayRef<int64_t> dims) {
 std::string typeString(Type t) {
   std::string s;
   llvm::raw_string_ostream os(s);
+  // The common case written directly, as MLIR prints it: Type::print sets up a printer each call,
+  // which was a good part of emitting a large pipeline (megac plan emits one per candidate).
+  auto tensor = dyn_cast<RankedTensorType>(t);
+  Type e = tensor ? tensor.getElementType() : Type();
+  const char *element = !e ? nullptr : e.isF32() ? "f32" : e.isBF16() ? "bf16" : e.isF16() ? "f16" : nullptr;
+  if (element && !tensor.getEncoding() && tensor.hasStaticShape()) {
+    os << "tensor<";
+    for (int64_t d : tensor.getShape())
+      os << d << "x";
+    os << element << ">";
+    return s;
+  }
   t.print(os);
   return s;
 }

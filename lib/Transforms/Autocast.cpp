@@ -85,7 +85,7 @@ struct AutocastPass : megac::impl::AutocastBase<AutocastPass> {
     if (failed(plan))
       return signalPassFailure();
     if (plan->precision == ActivationPrecision::Fp32)
-      return;
+      return markAllAnalysesPreserved();
     auto entry = module.lookupSymbol<func::FuncOp>(names::kForwardEntry);
     if (!entry || entry.isExternal()) {
       module.emitError() << "megac-autocast: expected the frontend's @" << names::kForwardEntry

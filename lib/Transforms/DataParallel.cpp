@@ -62,7 +62,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     if (failed(plan))
       return signalPassFailure();
     if (plan->dp == 1)
-      return;
+      return markAllAnalysesPreserved();
     const int64_t bucketSize = plan->ddpBucketSize;
     const bool overlap = plan->overlapGradReduce;
 

@@ -19,6 +19,8 @@ struct FuseNf4LoadsPass : public megac::impl::FuseNf4LoadsBase<FuseNf4LoadsPass>
   void runOnOperation() override {
     SmallVector<tx::Nf4DequantizeOp> dequantized;
     getOperation().walk([&](tx::Nf4DequantizeOp d) { dequantized.push_back(d); });
+    if (dequantized.empty()) // not a QLoRA program: nothing changes, so nothing needs verifying again
+      return markAllAnalysesPreserved();
     for (tx::Nf4DequantizeOp d : dequantized) {
       for (OpOperand &use : llvm::make_early_inc_range(d->getUses())) {
         auto m = dyn_cast<tx::MatmulOp>(use.getOwner());

@@ -69,7 +69,7 @@ struct LoraPass : public megac::impl::LoraBase<LoraPass> {
     if (failed(plan))
       return signalPassFailure();
     if (!plan->lora.enabled())
-      return;
+      return markAllAnalysesPreserved();
     lora = plan->lora;
     auto forward = module.lookupSymbol<func::FuncOp>(names::kForwardEntry);
     if (!forward) {

@@ -338,7 +338,7 @@ struct PipelineSplitPass : public megac::impl::PipelineSplitBase<PipelineSplitPa
     if (failed(plan))
       return signalPassFailure();
     if (plan->pp == 1)
-      return;
+      return markAllAnalysesPreserved();
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     if (!entry) {
       module.emitError() << getArgument() << ": needs @" << names::kTrainStep << " (run megac-autodiff first)";

@@ -354,7 +354,7 @@ struct RecomputePass : public megac::impl::RecomputeBase<RecomputePass> {
       return signalPassFailure();
     const RecomputePlan &r = plan->recompute;
     if (r.granularity == RecomputeGranularity::None)
-      return;
+      return markAllAnalysesPreserved();
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     if (!entry) {
       module.emitError() << getArgument() << ": no @" << names::kTrainStep << "; run megac-autodiff first";

@@ -296,7 +296,7 @@ struct TensorParallelPass : public megac::impl::TensorParallelBase<TensorParalle
     if (failed(plan))
       return signalPassFailure();
     if (plan->tp == 1)
-      return; // nothing to split
+      return markAllAnalysesPreserved(); // nothing to split
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     if (!entry) {
       module.emitError() << getArgument() << ": no @" << names::kTrainStep << "; run megac-autodiff first";

@@ -28,7 +28,8 @@ llvm::Expected<SimulationFlags> simulationFlags();
 /// and the micro batch, before any IR is built; resolves the pipeline's layout into `plan`.
 llvm::Error checkPlanAgainstSpec(ParallelPlan &plan, const ModelSpec &spec, int64_t microBatch);
 
-/// `plan` checked (checkPlanAgainstSpec), the model built and the whole pass pipeline run.
+/// `plan` checked (checkPlanAgainstSpec), the model built and the whole pass pipeline run (the IR
+/// verified once, after the last pass).
 /// Errors say why the compiler refuses the plan.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> compileForSimulation(mlir::MLIRContext &context,
                                                                        const ModelSpec &spec, ParallelPlan &plan,
