@@ -31,15 +31,15 @@ std::string typeString(Type t) {
   llvm::raw_string_ostream os(s);
   // The common case written directly, as MLIR prints it: Type::print sets up a printer each call,
   // which was a good part of emitting a large pipeline (megac plan emits one per candidate).
-  auto tensor = dyn_cast<RankedTensorType>(t);
-  Type e = tensor ? tensor.getElementType() : Type();
-  const char *element = !e ? nullptr : e.isF32() ? "f32" : e.isBF16() ? "bf16" : e.isF16() ? "f16" : nullptr;
-  if (element && !tensor.getEncoding() && tensor.hasStaticShape()) {
-    os << "tensor<";
-    for (int64_t d : tensor.getShape())
-      os << d << "x";
-    os << element << ">";
-    return s;
+  if (auto tensor = dyn_cast<RankedTensorType>(t); tensor && !tensor.getEncoding() && tensor.hasStaticShape()) {
+    Type e = tensor.getElementType();
+    if (const char *element = e.isF32() ? "f32" : e.isBF16() ? "bf16" : e.isF16() ? "f16" : nullptr) {
+      os << "tensor<";
+      for (int64_t d : tensor.getShape())
+        os << d << "x";
+      os << element << ">";
+      return s;
+    }
   }
   t.print(os);
   return s;

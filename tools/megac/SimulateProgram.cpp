@@ -50,9 +50,9 @@ Expected<mlir::OwningOpRef<mlir::ModuleOp>> compileForSimulation(mlir::MLIRConte
 sim::Simulation simulateModule(mlir::ModuleOp module, const ParallelPlan &plan, const ModelSpec &spec,
                                int64_t microBatch, int64_t globalBatch, const sim::Cluster &cluster,
                                sim::SimulationInputs options) {
-  // Only the sizes of what the program allocates are needed, not its text.
+  // The memory plan needs the sizes of what the program allocates, not the program's text.
   raw_null_ostream code, memoryPlan;
-  SmallVector<StageBuffers> buffers; // the memory plan needs what the program allocates
+  SmallVector<StageBuffers> buffers;
   if (failed(emitTrainingProgram(module, EmitOptions{}, code, memoryPlan, &buffers)))
     report_fatal_error("megac: emitting a program the passes accepted failed");
   SmallVector<StageStateMemory> memory = stateMemory(module, plan);
