@@ -190,9 +190,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     os << "#include \"megart/cuda/device.h\"\n#include \"megart/cuda/kernels.h\"\n#include \"megart/program.h\"\n\n"
           "namespace {\n\nusing namespace megart::cuda;\n\n";
   else
-    os << "#include \"megart/kernels.h\"\n#include \"megart/layout_kernels.h\"\n#include "
-          "\"megart/parallel_kernels.h\"\n"
-          "#include \"megart/program.h\"\n\n#include <cstring>\n\nnamespace {\n\nusing namespace megart::cpu;\n\n";
+    os << "#include \"megart/cpu_program.h\" // the first include: the runtime's build precompiles it\n\n"
+          "namespace {\n\nusing namespace megart::cpu;\n\n";
   // Callees first: a caller needs their workspace sizes.
   llvm::StringMap<int64_t> scratch;
   tx::ParamTable noParams;

@@ -1,5 +1,5 @@
 """The catalogue of bad inputs: every case (bad_inputs/*_cases.py) must exit non-zero (not by a
-signal) within 10 s, print a message matching its regex (naming the flag, key or file, the
+signal) without hanging, print a message matching its regex (naming the flag, key or file, the
 value and the fix), print no sanitizer report, and leave nothing half-written: none of its
 `absent` paths, and no temporary (*.tmp.*) anywhere in its scratch folder."""
 import argparse
@@ -16,6 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from e2e_util import MPI_ENV, make_license_corpus, run  # noqa: E402
 
+# A hang guard, not a speed check: cases take 0.03 s (median) to 0.5 s (the slowest) on 2 cores.
 TIME_LIMIT = 10.0
 MINIMUM = 60
 SANITIZER = re.compile(r"ERROR: (Address|Leak|Memory|Thread)Sanitizer|runtime error: |UndefinedBehaviorSanitizer")
@@ -63,7 +64,7 @@ def check(case, ctx, scratch):
                            stdin=subprocess.DEVNULL, timeout=TIME_LIMIT)
         out, code = p.stdout.decode(errors="replace"), p.returncode
     except subprocess.TimeoutExpired as e:
-        return [f"still running after {TIME_LIMIT:.0f} s"], (e.stdout or b"").decode(errors="replace")
+        return [f"still running after {TIME_LIMIT:.0f} s"], (e.stdout or b"").decode(errors="replace"), TIME_LIMIT
     seconds = time.time() - start
     problems = []
     if code == 0:
@@ -80,9 +81,7 @@ def check(case, ctx, scratch):
     temps = [os.path.relpath(p, scratch) for p in glob.glob(os.path.join(scratch, "**", "*.tmp.*"), recursive=True)]
     if temps:
         problems.append(f"left temporaries {temps}")
-    if seconds > TIME_LIMIT:
-        problems.append(f"took {seconds:.1f} s")
-    return problems, out
+    return problems, out, seconds
 
 
 def main():
@@ -110,11 +109,12 @@ def main():
     failures = [f"duplicate case names {duplicates}"] if duplicates else []
     scratch_root = os.path.join(args.workdir, "cases")
     shutil.rmtree(scratch_root, ignore_errors=True)
-    areas, failed = {}, 0
+    areas, failed, times = {}, 0, []
     for i, case in enumerate(cases):
         if args.only and args.only not in case.name:
             continue
-        problems, out = check(case, ctx, os.path.join(scratch_root, f"{i:03d}"))
+        problems, out, seconds = check(case, ctx, os.path.join(scratch_root, f"{i:03d}"))
+        times.append(seconds)
         areas[case.area] = areas.get(case.area, 0) + 1
         first_error = next((l for l in out.splitlines() if "error" in l.lower()), out.strip()[:200])
         print(f"{'ok  ' if not problems else 'FAIL'} [{case.area}] {case.name}: {first_error[:160]}")
@@ -122,6 +122,10 @@ def main():
             failed += 1
             failures.append(f"{case.name}: {'; '.join(problems)}\n    output: {out[-1500:]}")
     total = sum(areas.values())
+    if times:
+        times.sort()
+        print(f"seconds a case: median {times[len(times) // 2]:.2f}, slowest {times[-1]:.2f} "
+              f"(a case still running after {TIME_LIMIT:.0f} s is a hang)")
     print(f"{total} bad inputs over {len(areas)} areas: " + ", ".join(f"{a} {n}" for a, n in sorted(areas.items())))
     if not args.only and total < MINIMUM:
         failures.append(f"the catalogue has {total} cases; the issue asks for at least {MINIMUM}")

@@ -93,7 +93,9 @@ int megac::buildProgram(StringRef out, Target target) {
     link.append({"-std=c++20", "-O2"});    // the tables' designated initializers
     appendSplit(link, MEGAC_RUNTIME_ARCH); // the runtime's target: -march=native unless MEGART_PORTABLE
     appendSplit(link, MEGAC_RUNTIME_PROGRAM_FLAGS); // e.g. the sanitizers the runtime was built with
-    link.append({"-I" MEGAC_RUNTIME_INCLUDE_DIR, std::string(source), MEGAC_RUNTIME_LIBRARY});
+    // The precompiled megart/cpu_program.h first (the runtime's build made it with these flags).
+    link.append({"-I" MEGAC_RUNTIME_PCH_DIR, "-I" MEGAC_RUNTIME_INCLUDE_DIR, std::string(source),
+                 MEGAC_RUNTIME_LIBRARY});
     appendSplit(link, MEGAC_RUNTIME_LINK);
   }
   return run(link, "building " + binary.str());

@@ -117,7 +117,7 @@ TEST(MpiP2p, ARecvThatNeverGetsItsMessageTimesOut) {
     }
     const double waited = seconds_since(start);
     EXPECT_GE(waited, 0.5);
-    EXPECT_LT(waited, 5.0);
+    EXPECT_LT(waited, 10.0); // a hang guard (20x the timeout), not a speed check
     megart::comm_activity() = {};
     // The abandoned receive is cancelled: a later message with that tag goes to a new receive.
   }
