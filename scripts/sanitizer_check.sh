@@ -3,25 +3,26 @@
 # sanitized build tree, build/asan (incremental). Each part builds what it needs first:
 #   sanitizer_check.sh build      only that build of the runtime (ctest's sanitizers-build, which
 #                                 holds both cores while the other parts' tests run on one)
-#   sanitizer_check.sh runtime    (the README's test tier) the runtime alone: its unit tests, its
-#                                 MPI tests on 2 ranks, the reader fuzzer, and a tp 2 + sp GPT-2
-#                                 in bf16 compiled by the release megac, built against the
-#                                 sanitized runtime, trained, saved and resumed
-#   sanitizer_check.sh compiler   (./scripts/test.sh --full) megac and megac-opt sanitized too (the
-#                                 tree reconfigured to add them: the runtime is not rebuilt): the
-#                                 catalogue of bad inputs and the compiler fuzzer, their OUT/train
-#                                 linked against the sanitized runtime
-# Run by ctest as sanitizers-build, sanitizers-runtime and sanitizers-compiler.
+#   sanitizer_check.sh runtime    (the README's test tier) the runtime alone: its MPI tests on 2
+#                                 ranks (training under every kind of plan), the reader fuzzer,
+#                                 and a tp 2 + sp GPT-2 in bf16 compiled by the release megac,
+#                                 built against the sanitized runtime, trained, saved and resumed
+#   sanitizer_check.sh full       (./scripts/test.sh --full) the runtime's unit tests, and megac and
+#                                 megac-opt sanitized too (the tree reconfigured to add them: the
+#                                 runtime is not rebuilt): the catalogue of bad inputs and the
+#                                 compiler fuzzer, their OUT/train linked against the sanitized
+#                                 runtime
+# Run by ctest as sanitizers-build, sanitizers-runtime and sanitizers-full.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-}
 case "$part" in
   build | runtime) compiler=OFF ;;
-  compiler) compiler=ON ;;
-  *) echo "usage: $0 build|runtime|compiler" >&2; exit 2 ;;
+  full) compiler=ON ;;
+  *) echo "usage: $0 build|runtime|full" >&2; exit 2 ;;
 esac
 asan=build/asan
-jobs=$(nproc) # before OMP_NUM_THREADS=1, which nproc obeys
+jobs=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) # nproc obeys them; ctest runs us under OMP_NUM_THREADS=1
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=print_stacktrace=1
 export OMP_NUM_THREADS=1
@@ -34,8 +35,8 @@ phase() { echo "sanitizers ($part): $* (at $(( $(date +%s) - started )) s)"; }
 # runtime's code is. The CPU runtime only: the CUDA backend's host code is not what these runs
 # exercise.
 phase "building"
-targets=(megart-tests megart-mpi-tests megart-fuzz-readers megart-program-pch)
-[ "$compiler" = ON ] && targets+=(megac megac-opt)
+targets=(megart-mpi-tests megart-fuzz-readers megart-program-pch)
+[ "$compiler" = ON ] && targets+=(megart-tests megac megac-opt)
 cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" -DMEGART_OPT_LEVEL=-O0 -DMEGART_CUDA=OFF \
   -DMEGAC_BUILD_COMPILER="$compiler" \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
@@ -43,7 +44,9 @@ cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELE
 cmake --build "$asan" -j "$jobs" --target "${targets[@]}" >/dev/null
 [ "$part" = build ] && { phase "built"; exit 0; }
 
-if [ "$part" = compiler ]; then
+if [ "$part" = full ]; then
+  phase "runtime unit tests"
+  "$asan/runtime/megart-tests" --gtest_brief=1
   tools=(--megac "$asan/bin/megac" --megac-opt "$asan/bin/megac-opt")
   phase "the catalogue of bad inputs"
   /usr/bin/python3 test/e2e/bad_inputs.py --sanitize "${tools[@]}" --spec examples/gpt2-tiny.yaml \
@@ -54,8 +57,6 @@ if [ "$part" = compiler ]; then
   exit 0
 fi
 
-phase "runtime unit tests"
-"$asan/runtime/megart-tests" --gtest_brief=1
 phase "reader fuzzer"
 "$asan/runtime/megart-fuzz-readers" 2000
 # Open MPI's own allocations are not ours to fix: leak checking stays on for the single-process
