@@ -9,6 +9,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 
+#include <cstdio>
+
 using namespace mlir;
 
 namespace megac::emit {
@@ -55,8 +57,20 @@ std::string floatLiteral(double v) {
 
 std::string cString(StringRef s) {
   std::string out = "\"";
-  for (char c : s)
-    out += c == '\n' ? std::string("\\n") : (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  for (char c : s) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '"' || c == '\\')
+      out += std::string("\\") + c;
+    else if (byte < 0x20 || byte == 0x7f) { // e.g. a spec's CR: raw, it would end the literal's line
+      char octal[5];
+      std::snprintf(octal, sizeof octal, "\\%03o", byte);
+      out += octal;
+    } else {
+      out += c;
+    }
+  }
   return out + "\"";
 }
 

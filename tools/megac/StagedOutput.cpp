@@ -12,6 +12,8 @@ using namespace megac;
 static Error fail(const Twine &message) { return createStringError(inconvertibleErrorCode(), message); }
 
 Expected<std::unique_ptr<StagedOutput>> StagedOutput::create(StringRef outArg) {
+  if (outArg.trim().empty()) // else it would be the current folder
+    return fail("-o is empty; give the output folder, such as -o out");
   SmallString<256> out(outArg);
   if (std::error_code ec = sys::fs::make_absolute(out))
     return fail("-o " + outArg + ": " + ec.message());

@@ -154,6 +154,8 @@ def cases():
         compile_case("conflicting targets", ["--target", "cpu", "--target", "cuda"], r"--target is given 2 times"),
         compile_case("unknown flag starting with h", ["--hello"], r"unknown flag --hello"),
         compile_case("unknown flag starting with o", ["--output", "x"], r"unknown flag --output"),
+        Case(AREA, "-o is empty", ["{megac}", "compile", "{spec}", "-o", "", "--no-build"],
+             r"-o is empty; give the output folder", absent=["{scratch}/main.cpp", "{scratch}/CMakeLists.txt"]),
         Case(AREA, "-o is a file", ["{megac}", "compile", "{spec}", "-o", "{scratch}/file", "--no-build"],
              r"-o .*file is a file, not a folder", files={"file": "keep\n"}),
         # Products of the plan with the spec.
