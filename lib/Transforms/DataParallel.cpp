@@ -78,6 +78,8 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       if (plan->sharding != ShardingStrategy::NoShard) {
         const FlatBufferLayout layout =
             addShardedFunctions(module, names::kSyncGradients, names::kGatherParams, table, *plan, {});
+        if (failed(checkOffload(module, layout, *plan)))
+          return signalPassFailure();
         if (plan->overlapParamGather && plan->sharding != ShardingStrategy::OptimGradsParams)
           waitForParamGathers(entry, table, layout);
         if (plan->sharding == ShardingStrategy::Optim) {
@@ -145,6 +147,8 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       if (plan->sharding != ShardingStrategy::NoShard) {
         const FlatBufferLayout layout = addShardedFunctions(module, names::stageSyncName(s),
                                                             names::stageGatherName(s), table, *plan, chunkStarts);
+        if (failed(checkOffload(module, layout, *plan)))
+          return signalPassFailure();
         if (gradsInBackward && failed(reduceScatterInChunks(module, s, fns, table, layout, *plan)))
           return signalPassFailure();
         if (plan->shardedState() == ShardingStrategy::OptimGradsParams)
@@ -183,6 +187,16 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
                                   << "]) gets gradients from " << makers[index]
                                   << " chunk backwards; each must be reduce-scattered by one";
     return success();
+  }
+
+  /// ZeRO-Offload must move something: a fraction too small for a shard's elements is refused.
+  LogicalResult checkOffload(ModuleOp module, const FlatBufferLayout &layout, const ParallelPlan &plan) {
+    const int64_t shard = layout.numel / plan.shardDegree;
+    if (plan.optimizerOffloadFraction <= 0 || plan.offloadedNumel(shard) > 0)
+      return success();
+    return module.emitError() << "--optimizer-offload-fraction " << plan.optimizerOffloadFraction
+                              << " offloads none of a rank's " << shard << "-element optimizer shard; give at least "
+                              << 1.0 / static_cast<double>(shard) << ", or drop --optimizer-cpu-offload";
   }
 
   /// Sharded state over `table` in Megatron's padded flat layout, which goes on @`syncName` for

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <regex>
 
@@ -19,6 +20,12 @@ bool parse_number(const std::string &text, double &value) {
   errno = 0;
   value = std::strtod(text.c_str(), &end);
   return end == text.c_str() + text.size() && errno == 0 && std::isfinite(value);
+}
+
+std::string share_text(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", share);
+  return buf;
 }
 
 } // namespace
@@ -45,7 +52,7 @@ std::vector<BlendEntry> parse_blend(const std::vector<std::string> &values, cons
   }
   double total = 0;
   for (size_t i = 0; i < values.size(); i += 2) {
-    double w;
+    double w = 0;
     parse_number(values[i], w);
     if (w < 0)
       throw Error(flag + ": weight " + values[i] + " of " + values[i + 1] + " is negative; weights must be >= 0");
@@ -54,13 +61,24 @@ std::vector<BlendEntry> parse_blend(const std::vector<std::string> &values, cons
   }
   if (!(total > 0))
     throw Error(flag + ": the weights add up to 0; give at least one dataset a positive weight");
-  for (BlendEntry &e : blend)
+  if (!std::isfinite(total))
+    throw Error(flag + ": the weights add up to more than a double holds; scale them down (only their ratios count)");
+  for (BlendEntry &e : blend) {
+    // A share below 1e-15 draws no sample in any run (and a subnormal one loses its value):
+    // say so rather than drop the dataset silently.
+    if (e.weight > 0 && e.weight / total < 1e-15)
+      throw Error(flag + ": the weight of " + e.prefix + " is " + share_text(e.weight / total) +
+                  " of the total, so it would give no sample; weights are relative: give it 0 to leave it out, or "
+                  "weights whose ratios are below 1e15");
     e.weight /= total;
+  }
   return blend;
 }
 
 std::vector<double> parse_split(const std::string &text) {
   // Megatron reads every run of digits and dots as a number: "949,50,1", "949, 50, 1", "98/2".
+  if (text.find('-') != std::string::npos)
+    throw Error("--split " + text + ": the parts must not be negative; e.g. --split 949,50,1");
   static const std::regex number("[.0-9]+");
   std::vector<double> split;
   for (std::sregex_iterator it(text.begin(), text.end(), number), end; it != end; ++it) {

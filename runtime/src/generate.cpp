@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -75,14 +76,21 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
                   std::ostream &err) {
   CLI::App app{"Generates tokens from a checkpoint with the compiled forward (one rank, fp32)"};
   std::string load, prompt;
-  int64_t max_new = 32, seed = 1234, eod = -1;
+  int64_t max_new = 0, seed = 1234, eod = -1; // max_new 0: 32, or what seq_length leaves
   SamplingOptions sampling;
   app.add_option("--load", load, "Checkpoint folder (its latest iteration), an iteration folder or a Hugging Face folder")
       ->required();
   app.add_option("--prompt-ids", prompt, "The prompt's token ids, comma-separated")->required();
-  app.add_option("--max-new-tokens", max_new, "Tokens to generate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-new-tokens", max_new,
+                 "Tokens to generate (default: 32, or as many as seq_length leaves after the prompt)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--temperature", sampling.temperature, "Logits / temperature; 0: greedy")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(CLI::Validator(
+          [](const std::string &v) { // CLI::Range lets NaN through
+            const double t = std::strtod(v.c_str(), nullptr);
+            return t >= 0 && t <= 1e6 ? std::string() : "must be a finite number in [0, 1e6] (0: greedy)";
+          },
+          "[0, 1e6]"))
       ->capture_default_str();
   app.add_option("--top-k", sampling.top_k, "Draw among the k likeliest (0: all; 1: greedy)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
@@ -114,7 +122,14 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
                   "megac compile SPEC -o OUT (no --tp, --pp, --dp, --bf16 or --fp16)");
     const std::vector<int32_t> prompt_ids = parse_ids(prompt, program.vocab_size);
     const int64_t s = program.seq_length, b = program.micro_batch_size;
-    if (static_cast<int64_t>(prompt_ids.size()) + max_new > s)
+    const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
+    if (max_new == 0) { // the default: what fits
+      if (prompt_len >= s)
+        throw Error("--prompt-ids has " + std::to_string(prompt_len) + " tokens, and the model's seq_length " +
+                    std::to_string(s) + " leaves none to generate; shorten the prompt");
+      max_new = std::min<int64_t>(32, s - prompt_len);
+    }
+    if (prompt_len + max_new > s)
       throw Error("--prompt-ids (" + std::to_string(prompt_ids.size()) + " tokens) + --max-new-tokens (" +
                   std::to_string(max_new) + ") exceed the model's seq_length " + std::to_string(s) +
                   "; generate fewer tokens or shorten the prompt");

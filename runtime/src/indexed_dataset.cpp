@@ -2,6 +2,7 @@
 
 #include "megart/atomic_file.h"
 #include "megart/error.h"
+#include "megart/file_checks.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -153,10 +154,14 @@ IndexedDataset IndexedDataset::open(const std::string &prefix) {
   const std::string idx_path = prefix + ".idx";
   const std::string bin_path = prefix + ".bin";
   struct stat st {};
-  if (::stat(idx_path.c_str(), &st) != 0)
-    throw Error(missing_file_message(idx_path, prefix));
-  if (::stat(bin_path.c_str(), &st) != 0)
-    throw Error(missing_file_message(bin_path, prefix));
+  // A pipe would block the read, a device (/dev/zero) never end it: only files are datasets.
+  for (const std::string *path : {&idx_path, &bin_path}) {
+    if (::stat(path->c_str(), &st) != 0)
+      throw Error(missing_file_message(*path, prefix));
+    if (!S_ISREG(st.st_mode))
+      throw Error(*path + " is not a regular file (" + file_kind(st.st_mode) +
+                  "); a dataset is the .bin/.idx files megac data (or Megatron's preprocess_data.py) writes");
+  }
 
   // The index is small next to the tokens: read it whole.
   std::ifstream in(idx_path, std::ios::binary);

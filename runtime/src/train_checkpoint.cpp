@@ -3,6 +3,7 @@
 #include "megart/atomic_file.h"
 #include "megart/crash_point.h"
 #include "megart/error.h"
+#include "megart/file_checks.h"
 #include "megart/json.h"
 #include "megart/param_layout.h"
 #include "megart/pipeline_program.h"
@@ -39,6 +40,7 @@ constexpr const char *kAdapterFile = "adapter_model.safetensors";
 constexpr const char *kAdapterConfigFile = "adapter_config.json";
 
 std::string read_text(const std::string &path) {
+  require_regular_file(path, "a checkpoint's trackers, states and indexes are files megac writes");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error(path + ": cannot open: " + std::strerror(errno));

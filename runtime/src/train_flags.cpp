@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -354,6 +355,17 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
                 "but this program trains every parameter: load its weights with --load (or compile with "
                 "megac compile --lora-rank R)");
   apply_compiled_precision(f, program);
+  if (!f.metrics_file.empty()) { // found now, not when the first line or the last save fails
+    std::error_code ec;
+    namespace fs = std::filesystem;
+    if (fs::is_directory(f.metrics_file, ec))
+      throw Error("--metrics-file " + f.metrics_file + " is a folder; give a file, e.g. --metrics-file " +
+                  (fs::path(f.metrics_file) / "metrics.jsonl").string());
+    if (!f.save.empty() && fs::weakly_canonical(f.metrics_file, ec) == fs::weakly_canonical(f.save, ec))
+      throw Error("--metrics-file and --save both name " + f.save +
+                  ": the metrics are one file, the checkpoints a folder; give e.g. --metrics-file " +
+                  f.save + ".jsonl");
+  }
   require(f.train_iters >= 1,
           "--train-iters is " + std::to_string(f.train_iters) + "; it must be at least 1");
   if (f.micro_batch_size == 0) {

@@ -15,6 +15,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from e2e_util import MPI_ENV, make_license_corpus, run  # noqa: E402
+from bad_inputs import files  # noqa: E402
 
 # A hang guard, not a speed check: cases take 0.03 s (median) to 0.5 s (the slowest) on 2 cores.
 TIME_LIMIT = 10.0
@@ -53,6 +54,9 @@ def check(case, ctx, scratch):
     for rel, content in case.files.items():
         path = os.path.join(scratch, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        if isinstance(content, files.Special):
+            content.make(path, lambda text: ctx.fill(text, scratch))
+            continue
         content = content(ctx) if callable(content) else content
         with open(path, "wb") as f:
             f.write(content if isinstance(content, bytes) else content.encode())

@@ -331,6 +331,14 @@ Expected<megac::ParallelPlan> planFromFlags() {
   plan.overlapGradReduce = overlapGradReduce;
   if (Error e = megac::checkPlanLimits(plan, megac::kPlanFlagNames))
     return std::move(e);
+  // 0 is the flags' "not given": said explicitly, it asks for no shard or no copy at all.
+  for (auto [opt, name] : {std::pair{&optimizerInstances, "--num-distributed-optimizer-instances"},
+                           {&shardDegree, "--data-parallel-shard-degree"},
+                           {&replicateDegree, "--data-parallel-replicate-degree"}})
+    if (opt->getNumOccurrences() > 0 && *opt == 0)
+      return createStringError(inconvertibleErrorCode(),
+                               Twine(name) + " is 0; it must be at least 1 (or left out: its default follows from "
+                                             "--data-parallel-size)");
   megac::ShardingFlags sharding{shardingStrategy,   useDistributedOptimizer, optimizerInstances,
                                 shardDegree,        replicateDegree,         overlapParamGather,
                                 reshardAfterForward, optimizerCpuOffload,    offloadFraction};

@@ -13,6 +13,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <memory>
@@ -90,6 +91,12 @@ std::optional<std::string> checkFlags(bool json) {
            tokenizerType;
   if (json && splitParagraphs)
     return std::string("--split-paragraphs is for text inputs; each JSON line is one document");
+  // PREFIX names files (PREFIX.bin, PREFIX.idx): one ending in a folder separator names none.
+  if (outputPrefix.empty() || StringRef(outputPrefix).ends_with("/") || llvm::sys::path::filename(outputPrefix) == "." ||
+      llvm::sys::path::filename(outputPrefix) == "..")
+    return "--output-prefix " + outputPrefix + " names a folder, not files; give the files' name too, e.g. " +
+           "--output-prefix " + (outputPrefix.empty() ? std::string("data/") : outputPrefix +
+                                 (StringRef(outputPrefix).ends_with("/") ? "" : "/")) + "corpus";
   for (const std::string &path : inputs)
     if (isJsonLines(path) != isJsonLines(inputs.front()) && jsonKeys.empty())
       return "--input " + inputs.front() + " and --input " + path +

@@ -16,6 +16,10 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
 using namespace llvm;
 namespace cl = llvm::cl;
 
@@ -30,8 +34,10 @@ cl::opt<std::string> checkpoint(cl::Positional, cl::desc("CHECKPOINT (a --save f
                                 cl::sub(generate));
 cl::opt<std::string> prompt("prompt", cl::desc("the text to continue"), cl::sub(generate),
                             megac::recordValues<std::string>("--prompt"));
-cl::opt<unsigned> maxNewTokens("max-new-tokens", cl::init(32), cl::desc("tokens to generate"), cl::sub(generate),
-                               megac::recordValues<unsigned>("--max-new-tokens"));
+cl::opt<unsigned> maxNewTokens("max-new-tokens", cl::init(0),
+                               cl::desc("tokens to generate (default: 32, or as many as the model's seq_length leaves "
+                                        "after the prompt)"),
+                               cl::sub(generate), megac::recordValues<unsigned>("--max-new-tokens"));
 cl::opt<double> temperature("temperature", cl::init(1.0), cl::desc("logits / temperature; 0: greedy"),
                             cl::sub(generate), megac::recordValues<double>("--temperature"));
 cl::opt<unsigned> topK("top-k", cl::init(0), cl::desc("draw among the k likeliest (0: all; 1: greedy)"),
@@ -44,6 +50,17 @@ cl::opt<unsigned> seed("seed", cl::init(1234), cl::desc("seed of the draws"), cl
 int fail(const Twine &message) {
   errs() << "megac generate: error: " << message << "\n";
   return 1;
+}
+
+/// A double as the shortest text that reads back as the same number ("nan", "1e-09", "0.7").
+std::string exactText(double x) {
+  char buf[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (std::strtod(buf, nullptr) == x)
+      break;
+  }
+  return buf;
 }
 
 // What the steps print is small; a checkpoint's train_state.json holds the flags and the spec.
@@ -101,6 +118,10 @@ int megac::runGenerate() {
     return fail("say which checkpoint: megac generate CHECKPOINT --prompt TEXT");
   if (prompt.empty())
     return fail("--prompt TEXT is required (the text to continue)");
+  if (!std::isfinite(temperature) || temperature < 0 || temperature > 1e6)
+    return fail("--temperature is " + exactText(temperature) + "; it must be a finite number in [0, 1e6] (0: greedy)");
+  if (!(topP > 0 && topP <= 1)) // NaN fails too
+    return fail("--top-p is " + exactText(topP) + "; it must be > 0 and <= 1 (1: every token)");
   Expected<std::string> folder = iterationFolder(checkpoint);
   if (!folder)
     return fail(toString(folder.takeError()));
@@ -145,10 +166,12 @@ int megac::runGenerate() {
     if (!promptIds || promptIds->empty())
       return createStringError(inconvertibleErrorCode(), "the prompt encodes to no tokens");
     const std::string list = commaJoined(*promptIds);
+    // The numbers as they read back (std::to_string would print --top-p 1e-9 as 0.000000).
     std::vector<std::string> run = {path("prog/train"), "generate", "--load", *folder, "--prompt-ids", list,
-                                    "--max-new-tokens", std::to_string(maxNewTokens),
-                                    "--temperature", std::to_string(temperature), "--top-k", std::to_string(topK),
-                                    "--top-p", std::to_string(topP), "--seed", std::to_string(seed)};
+                                    "--temperature", exactText(temperature), "--top-k", std::to_string(topK),
+                                    "--top-p", exactText(topP), "--seed", std::to_string(seed)};
+    if (maxNewTokens > 0) // else OUT/train's default, which fits the model
+      run.insert(run.end(), {"--max-new-tokens", std::to_string(maxNewTokens)});
     if (eod)
       run.insert(run.end(), {"--eod", std::to_string(*eod)});
     if (Error e = runCommand(run, "generating", StringRef(path("generated.json"))))

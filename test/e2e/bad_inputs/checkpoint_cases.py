@@ -28,6 +28,9 @@ def folder(tracker="2", state=None, model=None, optimizer=True):
 def cases():
     st = "{scratch}/m.safetensors"
     return [
+        load_case("tracker is a folder", "{scratch}/ck",
+                  r"latest_checkpointed_iteration\.txt is not a regular file \(a folder\)",
+                  content={**folder(), "ck/latest_checkpointed_iteration.txt": files.Folder()}),
         load_case("load a missing path", "{scratch}/nothing", r"--load .*nothing: no such file or folder"),
         load_case("load an empty folder", "{scratch}/empty", r"the folder has no latest_checkpointed_iteration\.txt",
                   content={"empty/.keep": ""}),

@@ -19,6 +19,17 @@ def compile_case(name, flags, expect, files=None):
 
 def cases():
     return [
+        compile_case("shard degree 0", ["--dp", "4", "--use-distributed-optimizer", "--data-parallel-shard-degree", "0"],
+                     r"--data-parallel-shard-degree is 0; it must be at least 1"),
+        compile_case("replicate degree 0", ["--dp", "4", "--data-parallel-replicate-degree", "0"],
+                     r"--data-parallel-replicate-degree is 0; it must be at least 1"),
+        compile_case("optimizer instances 0", ["--dp", "4", "--use-distributed-optimizer",
+                                               "--num-distributed-optimizer-instances", "0"],
+                     r"--num-distributed-optimizer-instances is 0; it must be at least 1"),
+        compile_case("offload fraction that offloads nothing", ["--dp", "2", "--use-distributed-optimizer",
+                                                                 "--optimizer-cpu-offload",
+                                                                 "--optimizer-offload-fraction", "1e-300"],
+                     r"--optimizer-offload-fraction 1\.0+e-300 offloads none of a rank's \d+-element optimizer shard"),
         compile_case("compile with bf16 and fp16", ["--bf16", "--fp16"], r"--bf16 and --fp16 are both given; choose one"),
         # Activation recomputation (issue 16): the combinations Megatron refuses.
         compile_case("recompute method with selective",

@@ -16,6 +16,9 @@ def data_case(name, args, expect):
 
 def cases():
     return [
+        data_case("output prefix is a folder", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/o/"],
+                  r"--output-prefix .*o/ names a folder, not files; give the files' name too, e\.g\. "
+                  r"--output-prefix .*o/corpus"),
         Case(AREA, "input /dev/zero", ["{megac}", "data", "--input", "/dev/zero", "--output-prefix", "{scratch}/d"],
              r"/dev/zero", absent=["{scratch}/d.bin", "{scratch}/d.idx"]),
         # One endless line: the paragraph it would be grows past the document limit just the same.

@@ -27,6 +27,19 @@ def blend_case(name, data_flags, expect):
 def cases():
     good_idx = files.dataset_idx([400])
     return [
+        # Issue [15]: files that are not files, shares that vanish, signs that were dropped.
+        data_case("index is a pipe", r"d\.idx is not a regular file \(a pipe \(FIFO\)\)",
+                  idx=files.Fifo(), bin_=files.dataset_bin(GOOD_TOKENS)),
+        data_case("index is /dev/zero", r"d\.idx is not a regular file \(a character device\)",
+                  idx=files.Link("/dev/zero"), bin_=files.dataset_bin(GOOD_TOKENS)),
+        data_case("tokens are a folder", r"d\.bin is not a regular file \(a folder\)",
+                  idx=files.dataset_idx([400]), bin_=files.Folder()),
+        blend_case("blend weight of 1e308", ["--data-path", "1e308", "{data}", "0.5", "{data}"],
+                   r"--data-path: the weight of .* is 5e-309 of the total, so it would give no sample"),
+        blend_case("blend weights past a double", ["--data-path", "1e308", "{data}", "1e308", "{data}"],
+                   r"--data-path: the weights add up to more than a double holds"),
+        blend_case("split with a negative share", ["--data-path", "{data}", "--split", "90,-5,5"],
+                   r"--split 90,-5,5: the parts must not be negative"),
         blend_case("blend with a weight missing", ["--data-path", "0.3", "{data}", "{data}"],
                    r"--data-path: 0\.3 looks like a weight, but the values are not weight-prefix pairs"),
         blend_case("blend with a negative weight", ["--data-path", "-0.5", "{data}", "1", "{data}"],

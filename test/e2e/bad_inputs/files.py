@@ -90,3 +90,25 @@ def dataset_idx(sizes, version=1, magic=b"MMIDIDX\x00\x00", dtype_code=8):
 
 def dataset_bin(tokens):
     return struct.pack(f"<{len(tokens)}H", *tokens)
+
+
+class Special:
+    """A case file that is not bytes: made by make(path, fill) (fill expands {placeholders})."""
+
+
+class Fifo(Special):
+    def make(self, path, fill):
+        os.mkfifo(path)
+
+
+class Folder(Special):
+    def make(self, path, fill):
+        os.makedirs(path)
+
+
+class Link(Special):
+    def __init__(self, target):
+        self.target = target
+
+    def make(self, path, fill):
+        os.symlink(fill(self.target), path)

@@ -1,4 +1,5 @@
 """OUT/train: its flags, and where it writes."""
+from bad_inputs import files
 from bad_inputs.case import Case
 
 AREA = "train flags"
@@ -18,6 +19,18 @@ def generate_case(name, flags, expect, program="{train}"):
 
 def cases():
     return [
+        train_case("metrics file is the save folder", ["--save", "{scratch}/ck", "--metrics-file", "{scratch}/ck"],
+                   r"--metrics-file and --save both name .*ck: the metrics are one file, the checkpoints a folder"),
+        train_case("metrics file is a folder", ["--metrics-file", "{scratch}/mdir"],
+                   r"--metrics-file .*mdir is a folder; give a file", files={"mdir": files.Folder()}),
+        generate_case("generate at temperature nan", ["--prompt-ids", "1", "--temperature", "nan"],
+                      r"--temperature: must be a finite number in \[0, 1e6\]"),
+        Case("train flags", "megac generate at temperature nan",
+             ["{megac}", "generate", "{ckpt}", "--prompt", "This", "--temperature", "nan"],
+             r"megac generate: error: --temperature is nan; it must be a finite number"),
+        Case("train flags", "megac generate with top p nan",
+             ["{megac}", "generate", "{ckpt}", "--prompt", "This", "--top-p", "nan"],
+             r"megac generate: error: --top-p is nan; it must be > 0 and <= 1"),
         generate_case("generate from a dp 2 program", ["--prompt-ids", "1,2"], r"this program has no logits_step: "
                       r"generation needs one rank in fp32", program="{train_dp2}"),
         generate_case("generate past seq_length", ["--prompt-ids", "1,2", "--max-new-tokens", "100"],
