@@ -135,6 +135,7 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
                   "; generate fewer tokens or shorten the prompt");
     ParamStore store(program.params, program.num_params);
     const LoadSource source = resolve_load(load, -1, /*with_optimizer=*/false);
+    check_load_against_program(source, program, "--load " + load);
     if (source.adapters && program.num_frozen_params == 0)
       throw Error("--load " + load + " is a LoRA checkpoint (adapters only): generate with the OUT/train of the "
                   "program compiled with --lora-rank, or merge it first (OUT/train merge-lora --load " + load +

@@ -1,8 +1,10 @@
 #include "megart/lora_merge.h"
 
+#include "megart/checkpoint_match.h"
 #include "megart/error.h"
 #include "megart/json.h"
 #include "megart/safetensors.h"
+#include "megart/train_checkpoint.h"
 
 #include <cmath>
 #include <filesystem>
@@ -69,6 +71,15 @@ MergeReport merge_lora(const std::string &adapter_folder, const std::vector<std:
                        const std::string &out_dir) {
   const fs::path folder(adapter_folder);
   const AdapterConfig config = read_config((folder / "adapter_config.json").string());
+  // The settings the adapters were trained with, as the run recorded them: an edited
+  // adapter_config.json would merge them with another scale.
+  if (fs::exists(folder / "train_state.json")) {
+    const TrainState state = read_train_state((folder / "train_state.json").string());
+    if (!state.adapter_config_json.empty())
+      check_adapter_config(read_text((folder / "adapter_config.json").string()),
+                           (folder / "adapter_config.json").string(), state.adapter_config_json,
+                           "the settings train_state.json records of the run that trained them");
+  }
   const SafetensorsFile adapters = SafetensorsFile::open((folder / "adapter_model.safetensors").string());
   std::error_code ec;
   if (fs::exists(out_dir, ec) && !fs::is_empty(out_dir, ec))

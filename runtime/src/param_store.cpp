@@ -351,6 +351,15 @@ void ParamStore::read_arrays(const std::vector<std::string> &paths,
         throw Error(path + ": tensor '" + name + "' holds " + (std::isnan(*bad) ? "NaN" : "an infinity") +
                     " at element " + std::to_string(bad - full.begin()) + " of " +
                     std::to_string(full.size()) + "; the checkpoint is damaged (load an earlier one)");
+      // AdamW's second moment is a mean of squares: a negative one would make sqrt(v) NaN at
+      // the first step.
+      if (w == StateArray::ExpAvgSq) {
+        const auto negative = std::find_if(full.begin(), full.end(), [](float v) { return v < 0; });
+        if (negative != full.end())
+          throw Error(path + ": tensor '" + name + "' holds " + std::to_string(*negative) + " at element " +
+                      std::to_string(negative - full.begin()) + "; a second moment (a mean of squares) is never "
+                      "negative: the optimizer state is damaged (load an earlier checkpoint, or --no-load-optim)");
+      }
       for (int64_t b : t.blocks) {
         block.assign(static_cast<size_t>(numel_[b]), 0.0f); // vocabulary padding stays 0
         copy_block_from_full(descs_[b], full.data(), block.data());

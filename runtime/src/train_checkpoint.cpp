@@ -1,6 +1,7 @@
 #include "megart/train_checkpoint.h"
 
 #include "megart/atomic_file.h"
+#include "megart/checkpoint_match.h"
 #include "megart/crash_point.h"
 #include "megart/error.h"
 #include "megart/file_checks.h"
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <stdio.h> // renameat2, RENAME_EXCHANGE (glibc)
@@ -181,6 +183,29 @@ void remove_old_checkpoints(const std::string &dir, int64_t newest, int64_t keep
   }
 }
 
+// What each tensor file of a checkpoint records of the state it was saved with, so that the
+// files of one checkpoint can be checked against each other on resume.
+std::map<std::string, std::string> checkpoint_file_metadata(const TrainState &state) {
+  return {{"megac_iteration", std::to_string(state.iteration)},
+          {"megac_consumed_samples", std::to_string(state.consumed_samples)}};
+}
+
+// A checkpoint with a NaN or an infinity would pass the damage on to every run that loads it:
+// the save fails instead (the previous checkpoint stays the latest).
+void require_finite(const std::vector<NamedTensor> &tensors, int64_t iteration) {
+  for (const NamedTensor &t : tensors) {
+    int64_t n = 1;
+    for (int64_t d : t.shape)
+      n *= d;
+    const float *bad = std::find_if(t.data, t.data + n, [](float v) { return !std::isfinite(v); });
+    if (bad != t.data + n)
+      throw Error("iteration " + std::to_string(iteration) + ": tensor '" + t.name + "' holds " +
+                  (std::isnan(*bad) ? "NaN" : "an infinity") + " at element " + std::to_string(bad - t.data) +
+                  ", so it was not saved (the previous checkpoint stays the latest); the training state is "
+                  "damaged: resume from an earlier checkpoint");
+  }
+}
+
 // Moves the complete staging folder to `final`. When `final` exists (a save repeated at the
 // same iteration) the two are exchanged in one step, so `final` is never missing; the old
 // contents then sit under the staging name, which the next start removes if this one dies.
@@ -293,6 +318,17 @@ std::string save_checkpoint(const std::string &dir, const TrainState &state,
   const std::string final = iteration_folder(dir, state.iteration);
   const bool writer = group.tp.rank() == 0 && (!group.pp || group.pp->rank() == 0);
   const std::string staging = final + ".tmp." + std::to_string(::getpid());
+  // A save that fails (a full disk, a damaged state) leaves nothing behind: the staging folder
+  // goes, and the previous checkpoint stays the latest.
+  struct StagingGuard {
+    std::string path;
+    bool published = false;
+    ~StagingGuard() {
+      std::error_code ec;
+      if (!published && !path.empty())
+        fs::remove_all(path, ec);
+    }
+  } guard{writer ? staging : std::string()};
   if (writer) {
     std::error_code ec;
     const bool new_dir = !fs::exists(dir, ec);
@@ -309,8 +345,12 @@ std::string save_checkpoint(const std::string &dir, const TrainState &state,
     std::vector<std::vector<float>> storage;
     const std::vector<NamedTensor> weights = gather_model(store, StateArray::Param, group, storage);
     const char *file = options.adapter_config_json.empty() ? kModelFile : kAdapterFile;
-    if (writer)
-      write_safetensors((fs::path(staging) / file).string(), weights, {{"format", "pt"}});
+    if (writer) {
+      require_finite(weights, state.iteration);
+      std::map<std::string, std::string> metadata = checkpoint_file_metadata(state);
+      metadata["format"] = "pt"; // transformers reads a file only with it
+      write_safetensors((fs::path(staging) / file).string(), weights, metadata);
+    }
   }
   crash_point("save:model-written");
   {
@@ -318,9 +358,13 @@ std::string save_checkpoint(const std::string &dir, const TrainState &state,
     std::vector<NamedTensor> moments = gather_model(store, StateArray::ExpAvg, group, first);
     const std::vector<NamedTensor> sq = gather_model(store, StateArray::ExpAvgSq, group, second);
     moments.insert(moments.end(), sq.begin(), sq.end());
-    if (writer)
-      write_safetensors((fs::path(staging) / kOptimizerFile).string(), moments,
-                        {{"format", "megac-adamw"}, {"optimizer_steps", std::to_string(state.optimizer_steps)}});
+    if (writer) {
+      require_finite(moments, state.iteration);
+      std::map<std::string, std::string> metadata = checkpoint_file_metadata(state);
+      metadata["format"] = "megac-adamw";
+      metadata["optimizer_steps"] = std::to_string(state.optimizer_steps);
+      write_safetensors((fs::path(staging) / kOptimizerFile).string(), moments, metadata);
+    }
   }
   if (!writer)
     return final;
@@ -334,6 +378,7 @@ std::string save_checkpoint(const std::string &dir, const TrainState &state,
   sync_folder(staging);
   crash_point("save:staged");
   publish_folder(staging, final, dir);
+  guard.published = true;
   crash_point("save:published");
   // Last: the tracker only ever names a complete checkpoint.
   write_text(tracker_path(dir), std::to_string(state.iteration)); // no newline, as Megatron
@@ -366,10 +411,73 @@ std::vector<std::string> sharded_weight_files(const std::string &index_path) {
                   "'), which is not beside it; copy every shard into " + folder.string());
     files.push_back(path);
   }
+  // The index and the shards must say the same: a tensor the index maps elsewhere, leaves out,
+  // or that two shards hold would load from a file nobody meant.
+  std::map<std::string, std::string> holder; // tensor -> the shard holding it
+  for (const std::string &path : files) {
+    const SafetensorsFile shard = SafetensorsFile::open(path);
+    const std::string name = fs::path(path).filename().string();
+    for (const std::string &tensor : shard.names()) {
+      const JsonValue *mapped = map->get(tensor);
+      if (!mapped)
+        throw Error(index_path + ": shard " + name + " holds tensor '" + tensor + "', which the index's weight_map "
+                    "does not list; the index and its shards are from different saves");
+      if (mapped->string != name)
+        throw Error(index_path + ": maps tensor '" + tensor + "' to " + mapped->string + ", but it is in shard " +
+                    name + "; the index and its shards are from different saves");
+      if (!holder.emplace(tensor, name).second)
+        throw Error(index_path + ": tensor '" + tensor + "' is in two shards, " + holder[tensor] + " and " + name +
+                    "; a sharded checkpoint holds each tensor once");
+    }
+  }
+  for (const auto &[tensor, file] : map->object)
+    if (!holder.count(tensor))
+      throw Error(index_path + ": maps tensor '" + tensor + "' to " + file.string + ", which does not hold it; the "
+                  "index and its shards are from different saves");
   return files;
 }
 
 TrainState read_train_state(const std::string &path) { return parse_train_state(read_text(path), path); }
+
+void check_load_against_program(const LoadSource &source, const ProgramDesc &program, const std::string &what) {
+  if (!source.config_file.empty() && program.hf_config_json)
+    check_hf_config(source.config_file, program.hf_config_json, what);
+  if (!source.adapters || !program.adapter_config_json)
+    return;
+  const std::string adapter_config = (fs::path(source.folder) / kAdapterConfigFile).string();
+  check_adapter_config(read_text(adapter_config), adapter_config, program.adapter_config_json,
+                       "this program's LoRA settings");
+  if (!source.state_file.empty() && fs::exists(source.state_file)) {
+    const TrainState state = read_train_state(source.state_file);
+    if (!state.adapter_config_json.empty())
+      check_adapter_config(read_text(adapter_config), adapter_config, state.adapter_config_json,
+                           "the settings train_state.json records of the run that trained them");
+  }
+}
+
+void check_checkpoint_files(const LoadSource &source, const TrainState &state) {
+  // Each file's record against the state's; files of an older megac record nothing.
+  auto check = [&](const std::string &path, const std::string &key, int64_t expected, const char *field) {
+    const SafetensorsFile file = SafetensorsFile::open(path);
+    const std::map<std::string, std::string> &metadata = file.metadata();
+    const auto found = metadata.find(key);
+    if (found == metadata.end() || found->second == std::to_string(expected))
+      return;
+    throw Error("--load " + source.folder + ": " + fs::path(path).filename().string() + " was saved with " + field +
+                " " + found->second + ", but " + fs::path(source.state_file).filename().string() + " says " +
+                std::to_string(expected) + "; the checkpoint's files are from different saves (load another "
+                "iteration with --ckpt-step N, or the folder as saved)");
+  };
+  std::vector<std::string> files = source.weight_files;
+  if (!source.optimizer_file.empty() && fs::is_regular_file(source.optimizer_file)) {
+    files.push_back(source.optimizer_file);
+    check(source.optimizer_file, "optimizer_steps", state.optimizer_steps, "optimizer_steps");
+  }
+  for (const std::string &f : files) {
+    check(f, "megac_iteration", state.iteration, "iteration");
+    check(f, "megac_consumed_samples", state.consumed_samples, "consumed_samples");
+  }
+}
 
 namespace {
 
@@ -408,6 +516,16 @@ LoadSource weights_from(std::vector<std::string> files) {
   return s;
 }
 
+// The source with the config.json of the folder it came from, when it has one (a Hugging Face
+// folder, a megac checkpoint): what the weights are of.
+LoadSource with_config(LoadSource source) {
+  std::error_code ec;
+  const fs::path config = fs::path(source.folder) / kConfigFile;
+  if (fs::exists(config, ec))
+    source.config_file = config.string();
+  return source;
+}
+
 } // namespace
 
 LoadSource resolve_load(const std::string &path, int64_t step, bool with_optimizer) {
@@ -421,8 +539,8 @@ LoadSource resolve_load(const std::string &path, int64_t step, bool with_optimiz
                   "folder (one with " + kTracker + "), not the file " + path);
     const std::string name = fs::path(path).filename().string();
     if (name.size() > 11 && name.compare(name.size() - 11, 11, ".index.json") == 0)
-      return weights_from(sharded_weight_files(path));
-    return weights_from({path});
+      return with_config(weights_from(sharded_weight_files(path)));
+    return weights_from({path}); // a lone tensor file says nothing of its model
   }
   if (!fs::is_directory(st))
     throw Error("--load " + path + " is neither a file nor a folder");
@@ -436,23 +554,22 @@ LoadSource resolve_load(const std::string &path, int64_t step, bool with_optimiz
                                                        : std::string(kTracker) + " says " +
                                                              std::to_string(latest)) +
                   ", but there is no folder " + folder);
-    return resume_from(folder, it, path, with_optimizer);
+    return with_config(resume_from(folder, it, path, with_optimizer));
   }
   if (fs::is_regular_file(dir / kStateFile, ec)) {
     // An iteration folder named directly.
     const int64_t it = iteration_of(dir.filename().string());
-    return resume_from(path, it >= 0 ? it : read_train_state((dir / kStateFile).string()).iteration,
-                       path, with_optimizer);
+    return with_config(resume_from(path, it >= 0 ? it : read_train_state((dir / kStateFile).string()).iteration,
+                                   path, with_optimizer));
   }
   if (fs::is_regular_file(dir / kShardIndex, ec))
-    return weights_from(sharded_weight_files((dir / kShardIndex).string()));
+    return with_config(weights_from(sharded_weight_files((dir / kShardIndex).string())));
   if (fs::is_regular_file(dir / kModelFile, ec))
-    return weights_from({(dir / kModelFile).string()});
+    return with_config(weights_from({(dir / kModelFile).string()}));
   throw Error("--load " + path + ": the folder has no " + kTracker + ", " + kStateFile + ", " +
               kShardIndex + " or " + kModelFile + "; give a checkpoint folder (--save of an "
               "earlier run), one of its iter_NNNNNNN folders, or a Hugging Face model folder");
 }
-
 } // namespace megart
 
 namespace megart {

@@ -1,5 +1,6 @@
 #include "megart/train_setup.h"
 
+#include "megart/checkpoint_match.h"
 #include "megart/error.h"
 #include "megart/loss_scaler.h"
 #include "megart/param_layout.h"
@@ -193,6 +194,24 @@ void restore_state(TrainState &start, const TrainState &saved, const TrainFlags 
   }
 }
 
+// A resumed run continues the model it saved: the spec and QLoRA's quantization the
+// checkpoint records must be this program's (config.json, checked on every load, covers what
+// Hugging Face's config holds; the spec adds dropout and the rest).
+void check_resumed_program(const TrainState &saved, const ProgramDesc &program, const std::string &what) {
+  if (!saved.spec_yaml.empty() && program.spec_yaml)
+    check_spec(saved.spec_yaml, program.spec_yaml, what);
+  const int64_t block = program_qlora_block_size(program);
+  if (saved.qlora_block_size != block)
+    throw Error(what + ": the checkpoint's base model was quantized " +
+                (saved.qlora_block_size ? "in NF4 blocks of " + std::to_string(saved.qlora_block_size)
+                                        : std::string("not at all (no --qlora)")) +
+                ", this program's " + (block ? "in blocks of " + std::to_string(block) : std::string("not at all")) +
+                ": the adapters were trained against that base; compile with " +
+                (saved.qlora_block_size ? "--qlora --qlora-block-size " + std::to_string(saved.qlora_block_size)
+                                        : std::string("no --qlora")) +
+                ", or start a new run from its adapters with --finetune");
+}
+
 // Megatron's way for jobs requeued with the same command: --load naming the --save folder
 // before anything was saved there starts a new run.
 bool nothing_saved_yet(const TrainFlags &flags) {
@@ -327,9 +346,16 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
                   "parameter: compile with the same --lora-rank to resume it, or merge it into a whole model with "
                   "OUT/train merge-lora --load " + flags.load + " --save DIR");
   }
+  if (!flags.load.empty() && !fresh)
+    check_load_against_program(source, program, "--load " + flags.load);
   const bool resume = source.resume && !flags.finetune;
-  if (resume)
-    restore_state(s.start, read_train_state(source.state_file), flags, source);
+  if (resume) {
+    const TrainState saved = read_train_state(source.state_file);
+    restore_state(s.start, saved, flags, source); // first: its folder-and-state check is the most specific
+    check_checkpoint_files(source, saved);
+    if (!flags.skip_train) // evaluation computes the same model whatever the training settings
+      check_resumed_program(saved, program, "--load " + flags.load);
+  }
   s.data = open_split_data(flags, 0, program);
   if (resume && !flags.no_load_rng && s.start.data_num_samples != s.data->num_samples())
     throw Error("--load " + flags.load + ": the checkpoint's data order is over " +

@@ -4,6 +4,7 @@
 #include "megart/error.h"
 #include "megart/json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -133,6 +134,8 @@ std::string format_train_state(const TrainState &s) {
       files += (files.empty() ? "[" : ", ") + json_quote(f);
     top.raw("base_weights", files + "]");
   }
+  if (!s.adapter_config_json.empty())
+    top.string("adapter_config", s.adapter_config_json);
   top.string("program", s.program_summary)
       .raw("plan", s.plan_json)
       .string("spec", s.spec_yaml)
@@ -183,7 +186,19 @@ TrainState parse_train_state(const std::string &text, const std::string &path) {
       s.base_weights.push_back(f.string);
     }
   }
+  if (top.has("adapter_config"))
+    s.adapter_config_json = top.string("adapter_config");
   s.program_summary = top.string("program");
+  // The plan: any plan may resume any other's checkpoint, but what it says must be a plan.
+  const ObjectReader plan = top.object("plan");
+  for (const char *size : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
+                           "virtual_pipeline_model_parallel_size", "micro_batch_size"})
+    if (plan.has(size))
+      plan.integer(size, 1);
+  if (plan.has("qlora_block_size"))
+    s.qlora_block_size = plan.integer("qlora_block_size", 1);
+  if (top.has("spec"))
+    s.spec_yaml = top.string("spec");
   const ObjectReader args = top.object("args");
   s.schedule.lr = args.real("lr");
   s.schedule.min_lr = args.real("min_lr");
@@ -192,6 +207,12 @@ TrainState parse_train_state(const std::string &text, const std::string &path) {
   s.schedule.lr_decay_iters = args.integer("lr_decay_iters", 1);
   s.schedule.weight_decay = args.real("weight_decay");
   // Written since the WSD schedule and the warmup fraction (a state without them had neither).
+  // An fp16 run saves its loss scaler's state with every checkpoint; no other run has one.
+  if (args.has("fp16") && args.boolean("fp16") != s.loss_scaler.has_value())
+    throw Error(path + ": " +
+                (s.loss_scaler ? std::string("holds a loss scaler's state, but its run was not fp16 (args: fp16 false)")
+                               : std::string("holds no loss scaler's state, but its run was fp16 (args: fp16 true)")) +
+                "; the file is damaged");
   if (args.has("lr_warmup_fraction")) {
     s.schedule.lr_warmup_fraction = args.real("lr_warmup_fraction");
     s.schedule.lr_warmup_init = args.real("lr_warmup_init");
@@ -240,6 +261,19 @@ std::string format_train_args(const TrainFlags &f) {
   return w.close("  ");
 }
 
+int64_t program_qlora_block_size(const ProgramDesc &p) {
+  auto largest = [](const ParamDesc *params, int64_t n) {
+    int64_t block = 0;
+    for (int64_t i = 0; params && i < n; ++i)
+      block = std::max<int64_t>(block, params[i].nf4_block);
+    return block;
+  };
+  int64_t block = largest(p.frozen_params, p.num_frozen_params);
+  for (int64_t s = 0; p.pipeline_parallel_size > 1 && p.stages && s < p.pipeline_parallel_size; ++s)
+    block = std::max(block, largest(p.stages[s].frozen_params, p.stages[s].num_frozen_params));
+  return block;
+}
+
 std::string format_program_plan(const ProgramDesc &p) {
   ObjectWriter w("    ");
   w.integer("tensor_model_parallel_size", p.tensor_parallel_size)
@@ -249,6 +283,8 @@ std::string format_program_plan(const ProgramDesc &p) {
       .string("pipeline_schedule", p.pipeline_schedule ? p.pipeline_schedule : "")
       .integer("micro_batch_size", p.micro_batch_size)
       .boolean("overlap_grad_reduce", p.overlap_grad_reduce);
+  if (const int64_t block = program_qlora_block_size(p))
+    w.integer("qlora_block_size", block);
   return w.close("  ");
 }
 

@@ -26,6 +26,7 @@ megart::TrainState sample_state() {
   flags.lr = 3e-3;
   flags.lr_decay_style = "cosine";
   flags.lr_decay_iters = 40;
+  flags.fp16 = true; // the loss scaler's run
   s.args_json = megart::format_train_args(flags);
   return s;
 }
@@ -69,11 +70,22 @@ TEST(TrainState, ReadsBackWhatWasWritten) {
 
   megart::TrainState no_scaler = s;
   no_scaler.loss_scaler.reset();
+  megart::TrainFlags bf16;
+  bf16.lr = 3e-3;
+  bf16.lr_decay_iters = 40;
+  bf16.bf16 = true;
+  no_scaler.args_json = megart::format_train_args(bf16);
   EXPECT_FALSE(megart::parse_train_state(megart::format_train_state(no_scaler), "x").loss_scaler);
 }
 
 TEST(TrainState, DamagedFieldsAreNamed) {
   const std::string good = megart::format_train_state(sample_state());
+  // The loss scaler's state goes with an fp16 run, and only with one.
+  expect_refused(replace(good, "\"fp16\": true", "\"fp16\": false"),
+                 "holds a loss scaler's state, but its run was not fp16");
+  megart::TrainState unscaled = sample_state();
+  unscaled.loss_scaler.reset();
+  expect_refused(megart::format_train_state(unscaled), "holds no loss scaler's state, but its run was fp16");
   expect_refused(replace(good, "\"iteration\": 20", "\"iteration\": -1"), "iteration is -1; it must be >= 0");
   expect_refused(replace(good, "\"consumed_samples\": 160", "\"consumed_samples\": \"160\""),
                  "consumed_samples is \"160\", not an integer");

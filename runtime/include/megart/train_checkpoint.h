@@ -76,6 +76,7 @@ struct LoadSource {
   std::string optimizer_file;            // resume only
   std::string state_file;                // resume only
   bool adapters = false;                 // a LoRA checkpoint: weight_files is adapter_model.safetensors
+  std::string config_file;               // the folder's config.json, when it has one (checked first)
 };
 
 // --load PATH: a checkpoint folder with a tracker (its latest iteration, or `step` when >= 0),
@@ -102,5 +103,14 @@ std::vector<std::string> sharded_weight_files(const std::string &index_path);
 
 // Reads and checks train_state.json.
 TrainState read_train_state(const std::string &path);
+
+// What `source` says of its model against the program, before any tensor is read: the folder's
+// config.json (megart/checkpoint_match.h) and, for a LoRA checkpoint, its adapter_config.json
+// against the program's settings and against its train_state.json's record of them.
+void check_load_against_program(const LoadSource &source, const ProgramDesc &program, const std::string &what);
+
+// A resumed checkpoint's files against each other: the iteration, samples and optimizer steps
+// its tensor files recorded when saved must be its train_state.json's. Throws naming the file.
+void check_checkpoint_files(const LoadSource &source, const TrainState &state);
 
 } // namespace megart

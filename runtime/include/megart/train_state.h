@@ -45,11 +45,15 @@ struct TrainState {
   std::string args_json = "{}";
   ScheduleArgs schedule;          // read back from args_json
   std::string plan_json = "{}";
+  int64_t qlora_block_size = 0;   // read back from plan_json: QLoRA's NF4 block (0: none)
   std::string program_summary;
   std::string spec_yaml;
   // A LoRA program's frozen base model: the weight files it was loaded from (absolute paths),
   // which a resumed run loads again (the checkpoint holds the adapters alone). Empty otherwise.
   std::vector<std::string> base_weights;
+  // A LoRA program's adapter settings (its adapter_config.json as compiled), kept so that the
+  // checkpoint's adapter_config.json can be checked against what the run trained with.
+  std::string adapter_config_json;
 };
 
 // The JSON text, one key per line. Doubles are written so they read back bit for bit.
@@ -62,7 +66,10 @@ TrainState parse_train_state(const std::string &text, const std::string &path);
 // The training flags as a JSON object (every value, defaults included).
 std::string format_train_args(const TrainFlags &flags);
 
-// The program's parallel plan as a JSON object (sizes, schedule, micro batch).
+// The program's parallel plan as a JSON object (sizes, schedule, micro batch, QLoRA's block).
 std::string format_program_plan(const ProgramDesc &program);
+
+// QLoRA's NF4 block size of the program's frozen weights (0: no NF4 weight).
+int64_t program_qlora_block_size(const ProgramDesc &program);
 
 } // namespace megart

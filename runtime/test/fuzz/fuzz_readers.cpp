@@ -135,6 +135,7 @@ std::vector<Target> targets() {
          megart::TrainFlags flags; // as resolve_train_flags leaves them
          flags.lr = 1e-3;
          flags.lr_decay_iters = 100;
+         flags.fp16 = true; // the loss scaler's run
          s.args_json = megart::format_train_args(flags);
          std::ofstream(dir / "train_state.json") << megart::format_train_state(s);
        },

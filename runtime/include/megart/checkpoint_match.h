@@ -1,0 +1,34 @@
+// What a checkpoint or a Hugging Face folder says about its model, checked against the compiled
+// program before any tensor is read: tensor names and shapes alone would load a model with
+// another norm epsilon, rope base, activation or adapter scale and train it silently.
+//   - config.json (a Hugging Face folder, a megac checkpoint, a LoRA run's base) against the
+//     config the compiler wrote for the program: every field that changes the mathematics must
+//     agree; documentary fields (transformers_version, torch_dtype, token ids...) and dropout
+//     rates (a training choice) are not compared; a field megac does not implement is named.
+//   - the spec a checkpoint records (train_state.json "spec") against the program's, key by key,
+//     on resume: a resumed run continues the same model.
+//   - adapter_config.json (PEFT's) against the program's LoRA settings and against the record
+//     train_state.json keeps of them.
+// Each throws megart::Error naming the file, every field that differs with both values, and
+// the fix.
+#pragma once
+
+#include <string>
+
+namespace megart {
+
+// `config_path` (a config.json) against `program_config` (the program's hf_config_json).
+// `what` names the source for messages, e.g. "--load /data/llama".
+void check_hf_config(const std::string &config_path, const std::string &program_config, const std::string &what);
+
+// The spec text a checkpoint recorded against the program's (flat "key: value" YAML; comments,
+// blank lines, line endings and quoting do not count).
+void check_spec(const std::string &checkpoint_spec, const std::string &program_spec, const std::string &what);
+
+// `adapter_config` (the JSON text of an adapter_config.json, read from `path`) against
+// `expected` (the program's adapter_config_json or the checkpoint's record of it): rank, alpha,
+// dropout, targets, rsLoRA and the rest of what changes the adapters' mathematics.
+void check_adapter_config(const std::string &adapter_config, const std::string &path, const std::string &expected,
+                          const std::string &expected_what);
+
+} // namespace megart

@@ -1,0 +1,295 @@
+#include "megart/checkpoint_match.h"
+
+#include "megart/error.h"
+#include "megart/file_checks.h"
+#include "megart/json.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <vector>
+
+namespace megart {
+
+namespace {
+
+std::string read_small_file(const std::string &path) {
+  require_regular_file(path, "a model's config is a JSON file");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (s.str().size() > (size_t(1) << 24))
+    throw Error(path + ": more than 16 MiB; a model's config is far smaller: is this the right file?");
+  return s.str();
+}
+
+bool same(const JsonValue &a, const JsonValue &b);
+
+bool same_object(const JsonValue &a, const JsonValue &b) {
+  if (a.object.size() != b.object.size())
+    return false;
+  for (const auto &[key, value] : a.object) {
+    const JsonValue *other = b.get(key);
+    if (!other || !same(value, *other))
+      return false;
+  }
+  return true;
+}
+
+// JSON equality with numbers compared as numbers (10000 = 10000.0, 1e-05 = 0.00001).
+bool same(const JsonValue &a, const JsonValue &b) {
+  using K = JsonValue::Kind;
+  const bool a_number = a.kind == K::Integer || a.kind == K::Number, b_number = b.kind == K::Integer || b.kind == K::Number;
+  if (a_number || b_number)
+    return a_number && b_number && a.number == b.number;
+  if (a.kind != b.kind)
+    return false;
+  switch (a.kind) {
+  case K::Null: return true;
+  case K::Bool: return a.boolean == b.boolean;
+  case K::String: return a.string == b.string;
+  case K::Array:
+    return a.array.size() == b.array.size() && std::equal(a.array.begin(), a.array.end(), b.array.begin(), same);
+  case K::Object: return same_object(a, b);
+  default: return false;
+  }
+}
+
+// A value that says "not used": null, false, 0, "", [] or {}.
+bool neutral(const JsonValue &v) {
+  using K = JsonValue::Kind;
+  return v.kind == K::Null || (v.kind == K::Bool && !v.boolean) ||
+         ((v.kind == K::Integer || v.kind == K::Number) && v.number == 0) || (v.kind == K::String && v.string.empty()) ||
+         (v.kind == K::Array && v.array.empty()) || (v.kind == K::Object && v.object.empty());
+}
+
+JsonValue parse_object(const std::string &text, const std::string &what) {
+  JsonValue v = parse_json(text, what);
+  if (!v.is_object())
+    throw Error(what + ": holds " + v.brief() + ", not a JSON object");
+  return v;
+}
+
+// Fields of a Hugging Face config that do not change what the model computes from its weights.
+const std::set<std::string> &documentary_fields() {
+  static const std::set<std::string> fields = {
+      "transformers_version", "torch_dtype", "dtype", "_name_or_path", "name_or_path", "_commit_hash",
+      "_attn_implementation", "_attn_implementation_autoset", "use_cache", "bos_token_id", "eos_token_id",
+      "pad_token_id", "sep_token_id", "decoder_start_token_id", "initializer_range", "output_attentions",
+      "output_hidden_states", "return_dict", "use_return_dict", "tokenizer_class", "task_specific_params",
+      "id2label", "label2id", "problem_type", "finetuning_task", "prefix", "model_name", "pretraining_tp",
+      "reorder_and_upcast_attn", "gradient_checkpointing", "max_length", "min_length", "do_sample",
+      "early_stopping", "num_beams", "temperature", "top_k", "top_p", "repetition_penalty", "length_penalty",
+      "no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "chunk_size_feed_forward",
+      "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
+      "torchscript", "tie_encoder_decoder", "is_encoder_decoder", "is_decoder", "add_cross_attention",
+      "cross_attention_hidden_size", "pruned_heads"};
+  return fields;
+}
+
+// Dropout rates: a training choice of the run, not part of the trained model.
+bool dropout_field(const std::string &key) {
+  return key.find("dropout") != std::string::npos || key.find("pdrop") != std::string::npos;
+}
+
+// transformers' defaults for fields a folder's config.json may leave out, per model type.
+const JsonValue *hf_default(const std::string &model_type, const std::string &key) {
+  static const std::map<std::string, std::map<std::string, std::string>> defaults = {
+      {"llama",
+       {{"attention_bias", "false"}, {"tie_word_embeddings", "false"}, {"rope_theta", "10000"},
+        {"rms_norm_eps", "1e-06"}, {"hidden_act", "\"silu\""}, {"mlp_bias", "false"}}},
+      {"gpt2",
+       {{"activation_function", "\"gelu_new\""}, {"layer_norm_epsilon", "1e-05"}, {"tie_word_embeddings", "true"},
+        {"scale_attn_weights", "true"}}},
+  };
+  static std::map<std::string, JsonValue> parsed;
+  const auto family = defaults.find(model_type);
+  if (family == defaults.end())
+    return nullptr;
+  const auto found = family->second.find(key);
+  if (found == family->second.end())
+    return nullptr;
+  auto [it, added] = parsed.emplace(model_type + "." + key, JsonValue());
+  if (added)
+    it->second = parse_json(found->second, "default");
+  return &it->second;
+}
+
+// The spec key a config field comes from, for the fix.
+std::string spec_key(const std::string &field) {
+  static const std::map<std::string, std::string> keys = {
+      {"rms_norm_eps", "norm_epsilon"}, {"layer_norm_epsilon", "norm_epsilon"}, {"rope_theta", "rotary_base"},
+      {"num_attention_heads", "num_attention_heads"}, {"n_head", "num_attention_heads"},
+      {"num_key_value_heads", "num_query_groups"}, {"hidden_act", "activation"},
+      {"activation_function", "activation"}, {"tie_word_embeddings", "tie_embeddings"},
+      {"intermediate_size", "ffn_hidden_size"}, {"n_inner", "ffn_hidden_size"}, {"num_hidden_layers", "num_layers"},
+      {"n_layer", "num_layers"}, {"hidden_size", "hidden_size"}, {"n_embd", "hidden_size"},
+      {"vocab_size", "vocab_size"}, {"max_position_embeddings", "seq_length"}, {"n_positions", "seq_length"},
+      {"attention_bias", "add_bias_linear"}, {"model_type", "family"}, {"architectures", "family"}};
+  const auto found = keys.find(field);
+  return found == keys.end() ? std::string() : found->second;
+}
+
+std::string field_line(const std::string &key, const std::string &there, const std::string &here) {
+  const std::string from = spec_key(key);
+  return key + " " + there + " in the file, " + here + " in this program" +
+         (from.empty() ? std::string() : " (the spec's " + from + ")");
+}
+
+// Flat YAML "key: value" lines, comments and quotes stripped.
+std::map<std::string, std::string> spec_fields(const std::string &text) {
+  std::map<std::string, std::string> fields;
+  std::string line;
+  std::istringstream in(text);
+  auto trim = [](std::string s) {
+    const size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  while (std::getline(in, line)) {
+    // A comment starts at '#' at the line's start or after a space (YAML).
+    for (size_t i = 0; i < line.size(); ++i)
+      if (line[i] == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) {
+        line.resize(i);
+        break;
+      }
+    line = trim(line);
+    const size_t colon = line.find(':');
+    if (line.empty() || colon == std::string::npos)
+      continue;
+    std::string value = trim(line.substr(colon + 1));
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front())
+      value = value.substr(1, value.size() - 2);
+    fields[trim(line.substr(0, colon))] = value;
+  }
+  return fields;
+}
+
+bool same_value(const std::string &a, const std::string &b) {
+  if (a == b)
+    return true;
+  char *ea = nullptr, *eb = nullptr;
+  const double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
+  return !a.empty() && !b.empty() && *ea == '\0' && *eb == '\0' && x == y;
+}
+
+std::string join(const std::vector<std::string> &lines) {
+  std::string out;
+  for (const std::string &l : lines)
+    out += "\n  " + l;
+  return out;
+}
+
+} // namespace
+
+void check_hf_config(const std::string &config_path, const std::string &program_config, const std::string &what) {
+  const JsonValue file = parse_object(read_small_file(config_path), config_path);
+  const JsonValue program = parse_object(program_config, "the program's config");
+  const JsonValue *type = program.get("model_type");
+  const std::string model_type = type && type->is_string() ? type->string : "";
+  std::vector<std::string> differ, unknown;
+  for (const auto &[key, value] : file.object) {
+    if (documentary_fields().count(key) || dropout_field(key))
+      continue;
+    const JsonValue *ours = program.get(key);
+    if (ours) {
+      // Rotary positions have no table: a model made for more positions runs on fewer.
+      if (key == "max_position_embeddings" && model_type != "gpt2" &&
+          (value.kind == JsonValue::Kind::Integer || value.kind == JsonValue::Kind::Number) &&
+          value.number >= ours->number)
+        continue;
+      if (!same(value, *ours))
+        differ.push_back(field_line(key, value.brief(), ours->brief()));
+      continue;
+    }
+    // Fields this program's config leaves out: what they say must be what megac computes.
+    if (key == "n_ctx" && program.get("n_positions") && same(value, *program.get("n_positions")))
+      continue;
+    if (key == "head_dim" && program.get("hidden_size") && program.get("num_attention_heads") &&
+        value.number * program.get("num_attention_heads")->number == program.get("hidden_size")->number)
+      continue;
+    if (!neutral(value))
+      unknown.push_back(key + " " + value.brief());
+  }
+  for (const auto &[key, ours] : program.object) {
+    if (file.get(key) || documentary_fields().count(key) || dropout_field(key))
+      continue;
+    const JsonValue *fallback = hf_default(model_type, key);
+    if (!fallback)
+      differ.push_back(key + " missing from the file, " + ours.brief() + " in this program");
+    else if (!same(*fallback, ours))
+      differ.push_back(field_line(key, fallback->brief() + " (transformers' default: the file leaves it out)",
+                                  ours.brief()));
+  }
+  if (differ.empty() && unknown.empty())
+    return;
+  std::string message = what + ": " + config_path + " describes another model than this program:";
+  if (!differ.empty())
+    message += join(differ);
+  if (!unknown.empty())
+    message += join(unknown) + (unknown.size() == 1 ? " is a setting" : " are settings") +
+               " megac does not implement (yet), so it cannot compute this model";
+  throw Error(message + "\nCompile a spec that matches the file (the fields above name the spec's keys), or load "
+                        "a checkpoint of this model");
+}
+
+void check_spec(const std::string &checkpoint_spec, const std::string &program_spec, const std::string &what) {
+  const std::map<std::string, std::string> saved = spec_fields(checkpoint_spec), ours = spec_fields(program_spec);
+  std::vector<std::string> differ;
+  for (const auto &[key, value] : saved) {
+    const auto found = ours.find(key);
+    if (found == ours.end())
+      differ.push_back(key + ": " + value + " in the checkpoint, not set in this program's spec");
+    else if (!same_value(value, found->second))
+      differ.push_back(key + ": " + value + " in the checkpoint, " + found->second + " in this program's spec");
+  }
+  for (const auto &[key, value] : ours)
+    if (!saved.count(key))
+      differ.push_back(key + ": not set in the checkpoint's spec, " + value + " in this program's");
+  if (differ.empty())
+    return;
+  throw Error(what + ": the checkpoint was trained from another spec than this program's:" + join(differ) +
+              "\nA resumed run continues the same model: compile the spec the checkpoint records (train_state.json's "
+              "\"spec\"), or start a new run from its weights with --finetune");
+}
+
+void check_adapter_config(const std::string &adapter_config, const std::string &path, const std::string &expected,
+                          const std::string &expected_what) {
+  const JsonValue file = parse_object(adapter_config, path);
+  const JsonValue want = parse_object(expected, expected_what);
+  // What PEFT's LoraConfig holds that changes the adapters' mathematics.
+  static const char *const kFields[] = {"peft_type",       "r",           "lora_alpha",  "lora_dropout",
+                                        "target_modules",  "use_rslora",  "use_dora",    "bias",
+                                        "fan_in_fan_out",  "rank_pattern", "alpha_pattern", "layers_to_transform",
+                                        "modules_to_save"};
+  std::vector<std::string> differ;
+  for (const char *key : kFields) {
+    const JsonValue *a = file.get(key), *b = want.get(key);
+    if (!a && !b)
+      continue;
+    JsonValue null;
+    const JsonValue &x = a ? *a : null, &y = b ? *b : null;
+    bool equal = same(x, y) || (neutral(x) && neutral(y));
+    if (!equal && std::string(key) == "target_modules" && x.is_array() && y.is_array()) { // a set
+      std::set<std::string> sx, sy;
+      for (const JsonValue &v : x.array)
+        sx.insert(v.string);
+      for (const JsonValue &v : y.array)
+        sy.insert(v.string);
+      equal = sx == sy;
+    }
+    if (!equal)
+      differ.push_back(std::string(key) + " " + x.brief() + " in " + path + ", " + y.brief() + " in " + expected_what);
+  }
+  if (differ.empty())
+    return;
+  throw Error(path + " does not match " + expected_what + ":" + join(differ) +
+              "\nThe adapters were trained with the settings of " + expected_what +
+              ": compile the program with them (--lora-rank, --lora-alpha, --lora-dropout, --lora-target-modules, "
+              "--use-rslora), or use an adapter folder made for this program");
+}
+
+} // namespace megart
