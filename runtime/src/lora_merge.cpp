@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <unistd.h>
 
 namespace megart {
 
@@ -150,13 +151,37 @@ MergeReport merge_lora(const std::string &adapter_folder, const std::vector<std:
     if (!merged.count(module))
       throw Error(adapters.path() + ": the base model has no " + module + ".weight for its adapters (is " +
                   "it the model these adapters were trained on?)");
-  fs::create_directories(out_dir, ec);
+  // Everything goes into a staging folder beside OUT, renamed into place when complete: a full
+  // disk or a kill leaves no half-written model where OUT should be.
+  const fs::path out = fs::absolute(out_dir).lexically_normal();
+  const fs::path staging = out.parent_path() / (out.filename().string() + ".tmp." + std::to_string(::getpid()));
+  struct Cleanup {
+    fs::path path;
+    ~Cleanup() {
+      std::error_code ignored;
+      if (!path.empty())
+        fs::remove_all(path, ignored);
+    }
+  } cleanup{staging};
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging, ec);
   if (ec)
-    throw Error("--merge-lora " + out_dir + ": cannot create the folder: " + ec.message());
-  write_safetensors((fs::path(out_dir) / "model.safetensors").string(), named, {{"format", "pt"}});
-  for (const fs::directory_entry &e : fs::directory_iterator(folder))
-    if (e.is_regular_file() && !kNotCopied.count(e.path().filename().string()))
-      fs::copy_file(e.path(), fs::path(out_dir) / e.path().filename(), fs::copy_options::overwrite_existing);
+    throw Error("--merge-lora " + out_dir + ": cannot create " + staging.string() + ": " + ec.message());
+  write_safetensors((staging / "model.safetensors").string(), named, {{"format", "pt"}});
+  for (const fs::directory_entry &e : fs::directory_iterator(folder)) {
+    if (!e.is_regular_file() || kNotCopied.count(e.path().filename().string()))
+      continue;
+    fs::copy_file(e.path(), staging / e.path().filename(), fs::copy_options::overwrite_existing, ec);
+    if (ec)
+      throw Error("--merge-lora " + out_dir + ": cannot copy " + e.path().string() + ": " + ec.message() +
+                  " (nothing was written)");
+  }
+  if (fs::exists(out, ec)) // an empty folder (checked above) that the rename replaces
+    fs::remove(out, ec);
+  fs::rename(staging, out, ec);
+  if (ec)
+    throw Error("--merge-lora " + out_dir + ": cannot move " + staging.string() + " into place: " + ec.message());
+  cleanup.path.clear();
   report.tensors = static_cast<int64_t>(named.size());
   return report;
 }

@@ -4,7 +4,6 @@
 #include "megart/metrics.h"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -54,24 +53,6 @@ std::string event(int64_t step, const std::string *file_version, const std::stri
 }
 
 } // namespace
-
-uint32_t crc32c(const void *data, size_t size) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k)
-        c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1; // the Castagnoli polynomial, reflected
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t crc = 0xffffffffu;
-  const auto *p = static_cast<const unsigned char *>(data);
-  for (size_t i = 0; i < size; ++i)
-    crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-  return crc ^ 0xffffffffu;
-}
 
 TensorBoardWriter TensorBoardWriter::open(const std::string &dir) {
   std::error_code ec;

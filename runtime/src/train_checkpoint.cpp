@@ -3,7 +3,9 @@
 #include "megart/atomic_file.h"
 #include "megart/checkpoint_match.h"
 #include "megart/crash_point.h"
+#include "megart/crc32c.h"
 #include "megart/error.h"
+#include "megart/exit_signal.h"
 #include "megart/file_checks.h"
 #include "megart/json.h"
 #include "megart/param_layout.h"
@@ -169,7 +171,7 @@ void remove_old_checkpoints(const std::string &dir, int64_t newest, int64_t keep
   std::vector<int64_t> iterations;
   std::error_code ec;
   for (const auto &e : fs::directory_iterator(dir, ec))
-    if (e.is_directory()) {
+    if (!e.is_symlink(ec) && e.is_directory()) { // a linked folder is not this run's to remove
       const int64_t it = iteration_of(e.path().filename().string());
       if (it >= 0 && it <= newest)
         iterations.push_back(it);
@@ -263,6 +265,21 @@ void check_save_dir(const std::string &dir) {
   if (!fs::is_directory(probe_in, ec))
     throw Error("--save " + dir + ": " + probe_in.string() + " is not a folder, so the "
                 "checkpoint folder cannot be created there; give another path");
+  // The longest path a save writes must fit the filesystem's limits, found now rather than
+  // after training: DIR/iter_NNNNNNN.tmp.PID/optimizer.safetensors.tmp.PID.N.
+  const long name_max = ::pathconf(probe_in.c_str(), _PC_NAME_MAX), path_max = ::pathconf(probe_in.c_str(), _PC_PATH_MAX);
+  const fs::path absolute = fs::absolute(dir, ec);
+  for (const fs::path &part : absolute)
+    if (name_max > 0 && static_cast<long>(part.string().size()) > name_max)
+      throw Error("--save " + dir + ": the name " + part.string().substr(0, 40) + "... has " +
+                  std::to_string(part.string().size()) + " characters, more than the filesystem's " +
+                  std::to_string(name_max) + "; give a shorter path");
+  const size_t longest = absolute.string().size() + std::string("/iter_0000000.tmp.4194304/optimizer.safetensors"
+                                                                ".tmp.4194304.1000000").size();
+  if (path_max > 0 && static_cast<long>(longest) >= path_max)
+    throw Error("--save " + dir + ": the path has " + std::to_string(absolute.string().size()) +
+                " characters; with the checkpoint's files inside it reaches " + std::to_string(longest) +
+                ", more than the filesystem's " + std::to_string(path_max) + "; give a shorter path");
   const std::string probe = (probe_in / (".megac-write-test." + std::to_string(::getpid()))).string();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0)
@@ -280,6 +297,9 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string &dir) {
   std::vector<fs::path> stale;
   for (const auto &e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
+    // A link is never followed: what it points to is not this run's to clean (a link that is
+    // itself a leftover temporary goes, the link alone).
+    const bool link = e.is_symlink(ec);
     if (starts_with(name, kTracker) && name.find(".tmp.") != std::string::npos) {
       stale.push_back(e.path()); // a tracker write that died
       continue;
@@ -291,7 +311,7 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string &dir) {
       continue;
     }
     // A save of an older megac, or a file write that died: temporaries inside the folder.
-    if (e.is_directory())
+    if (!link && e.is_directory())
       for (const auto &f : fs::directory_iterator(e.path(), ec))
         if (f.path().filename().string().find(".tmp.") != std::string::npos)
           stale.push_back(f.path());
@@ -304,7 +324,8 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string &dir) {
   // An iteration folder the temporaries were all of is gone too.
   std::vector<fs::path> empty;
   for (const auto &e : fs::directory_iterator(dir, ec))
-    if (e.is_directory() && iteration_of(e.path().filename().string()) >= 0 && fs::is_empty(e.path(), ec))
+    if (!e.is_symlink(ec) && e.is_directory() && iteration_of(e.path().filename().string()) >= 0 &&
+        fs::is_empty(e.path(), ec))
       empty.push_back(e.path());
   for (const fs::path &p : empty)
     if (fs::remove(p, ec) && !ec)
@@ -315,6 +336,7 @@ std::vector<std::string> remove_stale_checkpoint_temps(const std::string &dir) {
 std::string save_checkpoint(const std::string &dir, const TrainState &state,
                             const ParamStore &store, const CheckpointGroup &group,
                             const CheckpointOptions &options) {
+  const SavingCheckpoint saving; // a stop signal now takes effect when the save is done or undone
   const std::string final = iteration_folder(dir, state.iteration);
   const bool writer = group.tp.rank() == 0 && (!group.pp || group.pp->rank() == 0);
   const std::string staging = final + ".tmp." + std::to_string(::getpid());
@@ -587,14 +609,37 @@ std::vector<std::string> resolve_base(const std::string &path) {
   }
 }
 
+std::vector<std::string> base_weights_checksums(const std::vector<std::string> &files) {
+  std::vector<std::string> sums;
+  for (const std::string &f : files)
+    sums.push_back(file_checksum(f));
+  return sums;
+}
+
 std::vector<std::string> checkpoint_base_weights(const LoadSource &source, const std::string &load,
                                                  const std::string &pretrained) {
-  if (!pretrained.empty())
-    return resolve_base(pretrained);
-  std::vector<std::string> base = read_train_state(source.state_file).base_weights;
+  // A checkpoint's record (none when --pretrained-checkpoint starts a run from a base folder).
+  const TrainState state = source.state_file.empty() ? TrainState() : read_train_state(source.state_file);
+  std::vector<std::string> base = pretrained.empty() ? state.base_weights : resolve_base(pretrained);
   if (base.empty())
     throw Error("--load " + load + ": " + source.state_file + " names no base model (it was trained from a "
                 "random one); give the base's weights with --pretrained-checkpoint");
+  // The adapters fit the base they were trained on, byte for byte: a file replaced at the same
+  // path, or another model given, is refused.
+  if (!state.base_weights_checksums.empty()) {
+    const std::vector<std::string> now = base_weights_checksums(base);
+    if (now != state.base_weights_checksums) {
+      std::string then, found;
+      for (size_t i = 0; i < state.base_weights_checksums.size(); ++i)
+        then += (i ? ", " : "") + (i < state.base_weights.size() ? state.base_weights[i] + " " : std::string()) +
+                state.base_weights_checksums[i];
+      for (size_t i = 0; i < now.size(); ++i)
+        found += (i ? ", " : "") + base[i] + " " + now[i];
+      throw Error("--load " + load + ": the base model is not the one its adapters were trained on: they were "
+                  "trained on " + then + "; the base found now is " + found + ". Give the original base with "
+                  "--pretrained-checkpoint (or restore its files)");
+    }
+  }
   return base;
 }
 

@@ -568,6 +568,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
           state.program_summary = program.summary ? program.summary : "";
           state.spec_yaml = program.spec_yaml ? program.spec_yaml : "";
           state.base_weights = start.base_weights;
+          state.base_weights_checksums = start.base_weights_checksums;
           state.adapter_config_json = program.adapter_config_json ? program.adapter_config_json : "";
           const std::string folder =
               save_checkpoint(f.save, state, store, checkpoint_group, checkpoint_options);

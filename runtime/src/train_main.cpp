@@ -90,6 +90,7 @@ int train_with(TrainFlags &flags, const ProgramDesc &program, ProcessGrid &grid,
   // From the start: a SIGTERM while the run sets up stops it after its first iteration, saved.
   if (flags.exit_signal_handler)
     install_exit_signal_handler();
+  install_stop_signal_handlers(); // a stop signal during a save waits for it
   std::ostream silent(nullptr); // what the ranks other than global rank 0 print to
   std::ostream &log = grid.global_rank() == 0 ? out : silent;
   if (flags.rank_layout) {

@@ -270,6 +270,7 @@ void load_lora(TrainSetup &s, const TrainFlags &flags, const ProgramDesc &progra
       throw Error(std::string("the base model (") + base_from + "): " + e.what());
     }
     s.start.base_weights = absolute_paths(base);
+    s.start.base_weights_checksums = base_weights_checksums(base);
     s.weights_from = "base model loaded from " + (base.size() == 1 ? base[0] : std::to_string(base.size()) + " files");
   }
   if (from_checkpoint) {
@@ -385,6 +386,7 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
                 "or --valid-data-path");
   if (!flags.save.empty() && grid.global_rank() == 0) { // the only rank that writes checkpoints
     check_save_dir(flags.save);
+    s.save_lock.emplace(SaveLock::acquire(flags.save)); // before the clean-up: another run's save is not stale
     s.removed_temps = remove_stale_checkpoint_temps(flags.save);
     const int64_t latest = read_tracker(flags.save);
     if (latest > s.start.iteration && !flags.overwrite_checkpoints)

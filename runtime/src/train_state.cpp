@@ -134,6 +134,12 @@ std::string format_train_state(const TrainState &s) {
       files += (files.empty() ? "[" : ", ") + json_quote(f);
     top.raw("base_weights", files + "]");
   }
+  if (!s.base_weights_checksums.empty()) {
+    std::string sums;
+    for (const std::string &c : s.base_weights_checksums)
+      sums += (sums.empty() ? "[" : ", ") + json_quote(c);
+    top.raw("base_weights_checksums", sums + "]");
+  }
   if (!s.adapter_config_json.empty())
     top.string("adapter_config", s.adapter_config_json);
   top.string("program", s.program_summary)
@@ -184,6 +190,16 @@ TrainState parse_train_state(const std::string &text, const std::string &path) {
       if (f.kind != JsonValue::Kind::String || f.string.empty())
         throw Error(path + ": base_weights holds " + f.brief() + "; it must list file paths");
       s.base_weights.push_back(f.string);
+    }
+  }
+  if (top.has("base_weights_checksums")) {
+    const JsonValue &sums = top.member("base_weights_checksums");
+    if (sums.kind != JsonValue::Kind::Array || sums.array.size() != s.base_weights.size())
+      throw Error(path + ": base_weights_checksums must list one checksum per base_weights file");
+    for (const JsonValue &c : sums.array) {
+      if (c.kind != JsonValue::Kind::String || c.string.empty())
+        throw Error(path + ": base_weights_checksums holds " + c.brief() + "; it must list checksums");
+      s.base_weights_checksums.push_back(c.string);
     }
   }
   if (top.has("adapter_config"))

@@ -94,7 +94,7 @@ TEST_F(TrainResume, ChangedScheduleIsRefusedUnlessOverridden) {
 TEST_F(TrainResume, KeepLatestKeepsTheNewestAndNothingPastTheRun) {
   ASSERT_EQ(train({"--save", dir_ / "ck", "--save-interval", "2", "--keep-latest-k", "2"}).code, 0);
   EXPECT_EQ(entries(dir_ / "ck"),
-            (std::set<std::string>{"iter_0000010", "iter_0000012", "latest_checkpointed_iteration.txt"}));
+            (std::set<std::string>{".megac-save.lock", "iter_0000010", "iter_0000012", "latest_checkpointed_iteration.txt"}));
   // A run resumed from iteration 10 with --overwrite-checkpoints replaces iteration 12 in place
   // and never counts a folder past the iteration it saved.
   ASSERT_EQ(train({"--save", dir_ / "ck2", "--save-interval", "2"}).code, 0);
@@ -106,14 +106,14 @@ TEST_F(TrainResume, KeepLatestKeepsTheNewestAndNothingPastTheRun) {
              "--exit-interval", "10", "--overwrite-checkpoints"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(entries(dir_ / "ck2"),
-            (std::set<std::string>{"iter_0000010", "iter_0000012", "latest_checkpointed_iteration.txt"}));
+            (std::set<std::string>{".megac-save.lock", "iter_0000010", "iter_0000012", "latest_checkpointed_iteration.txt"}));
   EXPECT_EQ(megart::read_tracker(dir_ / "ck2"), 10);
   // Saving iteration 12 again exchanges the folders: the new one is complete, nothing is left.
   r = train({"--load", dir_ / "ck2", "--save", dir_ / "ck2", "--overwrite-checkpoints"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(megart::read_tracker(dir_ / "ck2"), 12);
   EXPECT_EQ(entries(dir_ / "ck2"),
-            (std::set<std::string>{"iter_0000010", "iter_0000012", "latest_checkpointed_iteration.txt"}));
+            (std::set<std::string>{".megac-save.lock", "iter_0000010", "iter_0000012", "latest_checkpointed_iteration.txt"}));
   EXPECT_EQ(entries(dir_ / "ck2/iter_0000012"),
             (std::set<std::string>{"model.safetensors", "optimizer.safetensors", "train_state.json"}));
 }
@@ -141,5 +141,19 @@ TEST_F(TrainResume, StaleTemporariesAreRemovedAtStart) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("removed 4 leftovers of an interrupted save"));
   EXPECT_EQ(entries(dir_ / "ck"),
-            (std::set<std::string>{"iter_0000003", "iter_0000006", "latest_checkpointed_iteration.txt"}));
+            (std::set<std::string>{".megac-save.lock", "iter_0000003", "iter_0000006", "latest_checkpointed_iteration.txt"}));
+}
+
+TEST_F(TrainResume, LinksInTheSaveFolderAreNeverFollowed) {
+  // Folders that look like a killed save's, but are links to someone else's files: the links
+  // may go, what they point to stays.
+  fs::create_directories(dir_ / "elsewhere");
+  std::ofstream(dir_ / "elsewhere/weights.tmp.7") << "not ours";
+  std::ofstream(dir_ / "elsewhere/keep.txt") << "not ours";
+  fs::create_directories(dir_ / "ck");
+  fs::create_directory_symlink(dir_ / "elsewhere", dir_ / "ck/iter_0000004");
+  fs::create_directory_symlink(dir_ / "elsewhere", dir_ / "ck/iter_0000005.tmp.999");
+  ASSERT_EQ(train({"--save", dir_ / "ck", "--exit-interval", "3", "--keep-latest-k", "1"}).code, 0);
+  EXPECT_TRUE(fs::exists(dir_ / "elsewhere/weights.tmp.7"));
+  EXPECT_TRUE(fs::exists(dir_ / "elsewhere/keep.txt"));
 }

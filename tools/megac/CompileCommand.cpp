@@ -5,6 +5,7 @@
 #include "IRDumps.h"
 #include "PipelineSchedule.h"
 #include "RepeatedFlags.h"
+#include "RunCommand.h"
 #include "SimulateProgram.h"
 #include "StagedOutput.h"
 #include "TextFile.h"
@@ -565,7 +566,9 @@ int megac::runCompile() {
   if (!dumps.write("rank-communication.json", [&](raw_ostream &os) { os << rankCommunicationJson; }))
     return 1;
 
-  // Everything goes to a staging folder first; OUT changes only once all of it succeeded.
+  // Everything goes to a staging folder first; OUT changes only once all of it succeeded. A stop
+  // signal ends the compiler it runs and removes the staging folder before megac ends.
+  megac::StopSignals stop;
   Expected<std::unique_ptr<StagedOutput>> staged = StagedOutput::create(outDir);
   if (!staged)
     return fail(toString(staged.takeError()));

@@ -138,7 +138,9 @@ int megac::runGenerate() {
   if (!spec || spec->empty())
     return fail(statePath + ": records no spec to compile the model from (an older checkpoint?)");
 
-  // Everything temporary lives in one folder, removed at the end.
+  // Everything temporary lives in one folder, removed at the end, also when a signal stops the
+  // command (and its child) midway.
+  megac::StopSignals stop;
   SmallString<128> work;
   if (std::error_code ec = sys::fs::createUniqueDirectory("megac-generate", work))
     return fail("cannot make a temporary folder: " + ec.message());

@@ -7,10 +7,27 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
 
+#include <csignal>
 #include <optional>
 #include <string>
 
 namespace megac {
+
+/// While alive, SIGTERM and SIGINT stop the command runCommand is running (and any it would run
+/// next) instead of killing megac outright, so that what was made since can be removed (objects
+/// made after the guard are destroyed before it); its destructor then ends megac by that signal,
+/// as it would have ended.
+class StopSignals {
+public:
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals &) = delete;
+  StopSignals &operator=(const StopSignals &) = delete;
+  int received() const; // the signal, or 0
+
+private:
+  struct sigaction oldTerm {}, oldInt {};
+};
 
 /// Runs `args` (args[0] a full path) and waits; its standard output goes to the file `stdoutTo`
 /// when given. Fails with "<what> failed (exit N); the command was: ...".

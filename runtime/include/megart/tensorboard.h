@@ -5,6 +5,8 @@
 // writes it, under Megatron's tag names.
 #pragma once
 
+#include "megart/crc32c.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -41,8 +43,7 @@ private:
   std::string path_;
 };
 
-// CRC32C (Castagnoli) of `size` bytes, and TFRecord's mask of it.
-uint32_t crc32c(const void *data, size_t size);
+// TFRecord's mask of a CRC32C (megart/crc32c.h).
 inline uint32_t masked_crc32c(const void *data, size_t size) {
   const uint32_t crc = crc32c(data, size);
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;

@@ -91,9 +91,13 @@ LoadSource resolve_load(const std::string &path, int64_t step = -1, bool with_op
 // resolve_load finds them; errors name the flag.
 std::vector<std::string> resolve_base(const std::string &path);
 
+// The file_checksum (megart/crc32c.h) of each base weight file, recorded with a LoRA run's state.
+std::vector<std::string> base_weights_checksums(const std::vector<std::string> &files);
+
 // The frozen base model of a LoRA checkpoint `source` (--load `load`): the files of
 // --pretrained-checkpoint `pretrained` when given (resolve_base), else those its train_state.json
-// names. Throws when neither names any (the run had a random base).
+// names. Throws when neither names any (the run had a random base), or when the files differ
+// from those the checkpoint's run recorded (their checksums).
 std::vector<std::string> checkpoint_base_weights(const LoadSource &source, const std::string &load,
                                                  const std::string &pretrained = "");
 

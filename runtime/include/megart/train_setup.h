@@ -5,15 +5,17 @@
 #pragma once
 
 #include "megart/metrics.h"
-#include "megart/tensorboard.h"
 #include "megart/param_store.h"
 #include "megart/process_grid.h"
 #include "megart/program.h"
+#include "megart/save_lock.h"
+#include "megart/tensorboard.h"
 #include "megart/train_data.h"
 #include "megart/train_flags.h"
 #include "megart/train_state.h"
 
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -41,6 +43,7 @@ struct TrainSetup {
   TrainState start;
   std::string weights_from;   // "initialised with seed 1234", "loaded from ...", "resumed from ..."
   std::vector<std::string> removed_temps; // what a killed save had left in --save (rank 0)
+  std::optional<SaveLock> save_lock;      // --save held by this run (global rank 0)
 };
 
 // The checks (throwing megart::Error naming the thing, the value and the fix) and the

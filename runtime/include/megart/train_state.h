@@ -51,6 +51,7 @@ struct TrainState {
   // A LoRA program's frozen base model: the weight files it was loaded from (absolute paths),
   // which a resumed run loads again (the checkpoint holds the adapters alone). Empty otherwise.
   std::vector<std::string> base_weights;
+  std::vector<std::string> base_weights_checksums; // file_checksum of each, in the same order
   // A LoRA program's adapter settings (its adapter_config.json as compiled), kept so that the
   // checkpoint's adapter_config.json can be checked against what the run trained with.
   std::string adapter_config_json;
