@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -65,6 +66,20 @@ bool neutral(const JsonValue &v) {
   return v.kind == K::Null || (v.kind == K::Bool && !v.boolean) ||
          ((v.kind == K::Integer || v.kind == K::Number) && v.number == 0) || (v.kind == K::String && v.string.empty()) ||
          (v.kind == K::Array && v.array.empty()) || (v.kind == K::Object && v.object.empty());
+}
+
+// A value as a message shows it: numbers in their shortest exact form (1e-05, not
+// 1.0000000000000001e-05), anything else as JsonValue::brief does.
+std::string show(const JsonValue &v) {
+  if (v.kind != JsonValue::Kind::Number)
+    return v.brief();
+  char buf[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v.number);
+    if (std::strtod(buf, nullptr) == v.number)
+      break;
+  }
+  return buf;
 }
 
 JsonValue parse_object(const std::string &text, const std::string &what) {
@@ -202,7 +217,7 @@ void check_hf_config(const std::string &config_path, const std::string &program_
           value.number >= ours->number)
         continue;
       if (!same(value, *ours))
-        differ.push_back(field_line(key, value.brief(), ours->brief()));
+        differ.push_back(field_line(key, show(value), show(*ours)));
       continue;
     }
     // Fields this program's config leaves out: what they say must be what megac computes.
@@ -212,17 +227,17 @@ void check_hf_config(const std::string &config_path, const std::string &program_
         value.number * program.get("num_attention_heads")->number == program.get("hidden_size")->number)
       continue;
     if (!neutral(value))
-      unknown.push_back(key + " " + value.brief());
+      unknown.push_back(key + " " + show(value));
   }
   for (const auto &[key, ours] : program.object) {
     if (file.get(key) || documentary_fields().count(key) || dropout_field(key))
       continue;
     const JsonValue *fallback = hf_default(model_type, key);
     if (!fallback)
-      differ.push_back(key + " missing from the file, " + ours.brief() + " in this program");
+      differ.push_back(key + " missing from the file, " + show(ours) + " in this program");
     else if (!same(*fallback, ours))
-      differ.push_back(field_line(key, fallback->brief() + " (transformers' default: the file leaves it out)",
-                                  ours.brief()));
+      differ.push_back(field_line(key, show(*fallback) + " (transformers' default: the file leaves it out)",
+                                  show(ours)));
   }
   if (differ.empty() && unknown.empty())
     return;
@@ -282,7 +297,7 @@ void check_adapter_config(const std::string &adapter_config, const std::string &
       equal = sx == sy;
     }
     if (!equal)
-      differ.push_back(std::string(key) + " " + x.brief() + " in " + path + ", " + y.brief() + " in " + expected_what);
+      differ.push_back(std::string(key) + " " + show(x) + " in " + path + ", " + show(y) + " in " + expected_what);
   }
   if (differ.empty())
     return;

@@ -437,20 +437,20 @@ std::vector<std::string> sharded_weight_files(const std::string &index_path) {
   // or that two shards hold would load from a file nobody meant.
   std::map<std::string, std::string> holder; // tensor -> the shard holding it
   for (const std::string &path : files) {
-    const SafetensorsFile shard = SafetensorsFile::open(path);
     const std::string name = fs::path(path).filename().string();
-    for (const std::string &tensor : shard.names()) {
-      const JsonValue *mapped = map->get(tensor);
-      if (!mapped)
-        throw Error(index_path + ": shard " + name + " holds tensor '" + tensor + "', which the index's weight_map "
-                    "does not list; the index and its shards are from different saves");
-      if (mapped->string != name)
-        throw Error(index_path + ": maps tensor '" + tensor + "' to " + mapped->string + ", but it is in shard " +
-                    name + "; the index and its shards are from different saves");
+    for (const std::string &tensor : SafetensorsFile::open(path).names())
       if (!holder.emplace(tensor, name).second)
         throw Error(index_path + ": tensor '" + tensor + "' is in two shards, " + holder[tensor] + " and " + name +
                     "; a sharded checkpoint holds each tensor once");
-    }
+  }
+  for (const auto &[tensor, name] : holder) {
+    const JsonValue *mapped = map->get(tensor);
+    if (!mapped)
+      throw Error(index_path + ": shard " + name + " holds tensor '" + tensor + "', which the index's weight_map "
+                  "does not list; the index and its shards are from different saves");
+    if (mapped->string != name)
+      throw Error(index_path + ": maps tensor '" + tensor + "' to " + mapped->string + ", but it is in shard " +
+                  name + "; the index and its shards are from different saves");
   }
   for (const auto &[tensor, file] : map->object)
     if (!holder.count(tensor))

@@ -41,7 +41,9 @@ def prepare(args):
         # A sanitized megac links OUT/train with its sanitized runtime, under the same flags.
         run([args.megac, "compile", args.spec, "--micro-batch-size", "2", *plan, "-o", w(name)])
     shutil.rmtree(w("ckpt"), ignore_errors=True)
-    run([w("gpt2", "train"), "--data-path", w("corpus"), "--train-iters", "2", "--lr", "1e-3", "--save", w("ckpt")])
+    # Two iterations, both saved: files of one can be swapped into the other.
+    run([w("gpt2", "train"), "--data-path", w("corpus"), "--train-iters", "2", "--lr", "1e-3", "--save", w("ckpt"),
+         "--save-interval", "1"])
     shutil.rmtree(w("lora-ckpt"), ignore_errors=True)  # LoRA on the checkpoint above
     run([w("gpt2-lora", "train"), "--data-path", w("corpus"), "--train-iters", "2", "--lr", "1e-3", "--load", w("ckpt"),
          "--save", w("lora-ckpt")])

@@ -58,22 +58,42 @@ def huge_header_length(ctx):
     return struct.pack("<Q", 1 << 60) + b"{}"
 
 
-def copy_of(relative):
-    """A file of the good checkpoint, unchanged."""
+def copy_of(relative, root="ckpt"):
+    """A file of the good checkpoint (or of the fixture `root`: "lora_ckpt"), unchanged."""
     def make(ctx):
-        with open(os.path.join(ctx["ckpt"], relative), "rb") as f:
+        with open(os.path.join(ctx[root], relative), "rb") as f:
             return f.read()
     return make
 
 
+def json_of(relative, change, root="ckpt"):
+    """A JSON file of the good checkpoint (or of `root`) with change(dict) applied."""
+    def make(ctx):
+        with open(os.path.join(ctx[root], relative)) as f:
+            value = json.load(f)
+        change(value)
+        return json.dumps(value, indent=2).encode()
+    return make
+
+
+def safetensors_of(relative, change, root="ckpt"):
+    """A safetensors file of the good checkpoint with change(header, data) -> (header, data) applied."""
+    def make(ctx):
+        header, data = read_safetensors(os.path.join(ctx[root], relative))
+        header, data = change(header, data)
+        return write_safetensors(header, data)
+    return make
+
+
+def set_float(header, data, name, value, index=0):
+    """data with element `index` of tensor `name` (F32) set to `value`."""
+    begin = header[name]["data_offsets"][0] + 4 * index
+    return data[:begin] + struct.pack("<f", value) + data[begin + 4:]
+
+
 def train_state(change):
     """The good checkpoint's train_state.json with change(dict) applied."""
-    def make(ctx):
-        with open(os.path.join(ctx["ckpt"], "iter_0000002", "train_state.json")) as f:
-            state = json.load(f)
-        change(state)
-        return json.dumps(state).encode()
-    return make
+    return json_of(os.path.join("iter_0000002", "train_state.json"), change)
 
 
 # Megatron indexed dataset: header, sizes, pointers, document index.
