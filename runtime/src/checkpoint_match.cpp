@@ -207,7 +207,14 @@ void check_hf_config(const std::string &config_path, const std::string &program_
   const std::string model_type = type && type->is_string() ? type->string : "";
   std::vector<std::string> differ, unknown;
   for (const auto &[key, value] : file.object) {
-    if (documentary_fields().count(key) || dropout_field(key))
+    if (dropout_field(key)) { // not compared (a training choice), but it must be a rate
+      const bool rate = (value.kind == JsonValue::Kind::Integer || value.kind == JsonValue::Kind::Number) &&
+                        value.number >= 0 && value.number < 1;
+      if (!rate && value.kind != JsonValue::Kind::Null)
+        differ.push_back(key + " " + show(value) + " in the file is not a dropout rate (a number in [0, 1))");
+      continue;
+    }
+    if (documentary_fields().count(key))
       continue;
     const JsonValue *ours = program.get(key);
     if (ours) {

@@ -185,11 +185,18 @@ void remove_old_checkpoints(const std::string &dir, int64_t newest, int64_t keep
   }
 }
 
+// The data order a state resumes (its seed, whether shuffled, over how many samples).
+std::string data_order_text(const TrainState &state) {
+  return "seed " + std::to_string(state.seed) + (state.shuffle ? " shuffled" : " in order") + " over " +
+         std::to_string(state.data_num_samples) + " samples";
+}
+
 // What each tensor file of a checkpoint records of the state it was saved with, so that the
 // files of one checkpoint can be checked against each other on resume.
 std::map<std::string, std::string> checkpoint_file_metadata(const TrainState &state) {
   return {{"megac_iteration", std::to_string(state.iteration)},
-          {"megac_consumed_samples", std::to_string(state.consumed_samples)}};
+          {"megac_consumed_samples", std::to_string(state.consumed_samples)},
+          {"megac_data_order", data_order_text(state)}};
 }
 
 // A checkpoint with a NaN or an infinity would pass the damage on to every run that loads it:
@@ -479,25 +486,26 @@ void check_load_against_program(const LoadSource &source, const ProgramDesc &pro
 
 void check_checkpoint_files(const LoadSource &source, const TrainState &state) {
   // Each file's record against the state's; files of an older megac record nothing.
-  auto check = [&](const std::string &path, const std::string &key, int64_t expected, const char *field) {
+  auto check = [&](const std::string &path, const std::string &key, const std::string &expected, const char *field) {
     const SafetensorsFile file = SafetensorsFile::open(path);
     const std::map<std::string, std::string> &metadata = file.metadata();
     const auto found = metadata.find(key);
-    if (found == metadata.end() || found->second == std::to_string(expected))
+    if (found == metadata.end() || found->second == expected)
       return;
     throw Error("--load " + source.folder + ": " + fs::path(path).filename().string() + " was saved with " + field +
                 " " + found->second + ", but " + fs::path(source.state_file).filename().string() + " says " +
-                std::to_string(expected) + "; the checkpoint's files are from different saves (load another "
-                "iteration with --ckpt-step N, or the folder as saved)");
+                expected + "; the checkpoint's files are from different saves (load another iteration with "
+                "--ckpt-step N, or the folder as saved)");
   };
   std::vector<std::string> files = source.weight_files;
   if (!source.optimizer_file.empty() && fs::is_regular_file(source.optimizer_file)) {
     files.push_back(source.optimizer_file);
-    check(source.optimizer_file, "optimizer_steps", state.optimizer_steps, "optimizer_steps");
+    check(source.optimizer_file, "optimizer_steps", std::to_string(state.optimizer_steps), "optimizer_steps");
   }
   for (const std::string &f : files) {
-    check(f, "megac_iteration", state.iteration, "iteration");
-    check(f, "megac_consumed_samples", state.consumed_samples, "consumed_samples");
+    check(f, "megac_iteration", std::to_string(state.iteration), "iteration");
+    check(f, "megac_consumed_samples", std::to_string(state.consumed_samples), "consumed_samples");
+    check(f, "megac_data_order", data_order_text(state), "the data order");
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
 
 namespace megart {
 
@@ -84,6 +85,11 @@ public:
     return v.string;
   }
   bool has(const std::string &key) const { return object_.get(key) != nullptr; }
+  [[noreturn]] void fail_value(const std::string &key, double value, const std::string &rule) const {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    fail(name(key), std::string("is ") + text + "; " + rule);
+  }
   ObjectReader object(const std::string &key) const {
     return ObjectReader(member(key), path_, name(key));
   }
@@ -100,6 +106,38 @@ private:
   std::string path_;
   std::string where_;
 };
+
+// The flags a state records are read back only in part (the schedule, the precision), but each
+// must still be what format_train_args writes: an edited one is a damaged file, not a setting.
+void check_args(const ObjectReader &args) {
+  for (const char *key : {"data_path", "lr_decay_style", "lr_wsd_decay_style", "load", "save"})
+    if (args.has(key))
+      args.string(key);
+  for (const char *key : {"shuffle", "bf16", "fp16", "grad_reduce_in_bf16"})
+    if (args.has(key))
+      args.boolean(key);
+  const std::pair<const char *, int64_t> integers[] = {
+      {"train_iters", 1},  {"micro_batch_size", 1}, {"global_batch_size", 1}, {"lr_warmup_iters", 0},
+      {"lr_decay_iters", 1}, {"lr_wsd_decay_iters", 0}, {"seed", 0}, {"save_interval", 0},
+      {"loss_scale_window", 1}, {"hysteresis", 1}};
+  for (const auto &[key, min] : integers)
+    if (args.has(key))
+      args.integer(key, min);
+  // Reals: finite, and at least `min` (`above`: strictly).
+  const std::tuple<const char *, double, bool> reals[] = {
+      {"lr", 0, true}, {"min_lr", 0, false}, {"lr_warmup_fraction", -1, false}, {"lr_warmup_init", 0, false},
+      {"weight_decay", 0, false}, {"adam_beta1", 0, false}, {"adam_beta2", 0, false}, {"adam_eps", 0, true},
+      {"clip_grad", 0, false}, {"loss_scale", 0, false}, {"initial_loss_scale", 0, true},
+      {"min_loss_scale", 0, true}};
+  for (const auto &[key, min, above] : reals) {
+    if (!args.has(key))
+      continue;
+    const double v = args.real(key);
+    if (!std::isfinite(v) || v < min || (above && v == min))
+      args.fail_value(key, v, std::string("it must be a finite number ") + (above ? "above " : "at least ") +
+                                  std::to_string(min).substr(0, std::to_string(min).find('.')));
+  }
+}
 
 constexpr const char *kFormat = "megac-train-state";
 constexpr int64_t kVersion = 1;
@@ -216,6 +254,7 @@ TrainState parse_train_state(const std::string &text, const std::string &path) {
   if (top.has("spec"))
     s.spec_yaml = top.string("spec");
   const ObjectReader args = top.object("args");
+  check_args(args);
   s.schedule.lr = args.real("lr");
   s.schedule.min_lr = args.real("min_lr");
   s.schedule.lr_decay_style = args.string("lr_decay_style");

@@ -26,6 +26,8 @@ megart::TrainState sample_state() {
   flags.lr = 3e-3;
   flags.lr_decay_style = "cosine";
   flags.lr_decay_iters = 40;
+  flags.train_iters = 40; // as resolve_train_flags leaves them
+  flags.micro_batch_size = flags.global_batch_size = 8;
   flags.fp16 = true; // the loss scaler's run
   s.args_json = megart::format_train_args(flags);
   return s;
@@ -73,6 +75,8 @@ TEST(TrainState, ReadsBackWhatWasWritten) {
   megart::TrainFlags bf16;
   bf16.lr = 3e-3;
   bf16.lr_decay_iters = 40;
+  bf16.train_iters = 40;
+  bf16.micro_batch_size = bf16.global_batch_size = 8;
   bf16.bf16 = true;
   no_scaler.args_json = megart::format_train_args(bf16);
   EXPECT_FALSE(megart::parse_train_state(megart::format_train_state(no_scaler), "x").loss_scaler);
@@ -97,4 +101,11 @@ TEST(TrainState, DamagedFieldsAreNamed) {
   expect_refused(replace(good, "\"growth_tracker\": 2,", ""), "loss_scaler.growth_tracker is missing");
   expect_refused(replace(good, "\"lr_decay_style\": \"cosine\"", "\"lr_decay_style\": 3"),
                  "args.lr_decay_style is 3, not a string");
+  // The recorded flags are what format_train_args writes, or the file is damaged.
+  expect_refused(replace(good, "\"global_batch_size\": 8", "\"global_batch_size\": \"x\""),
+                 "args.global_batch_size is \"x\", not an integer");
+  expect_refused(replace(good, "\"train_iters\": 40", "\"train_iters\": -1"), "args.train_iters is -1; it must be >= 1");
+  expect_refused(replace(good, "\"adam_eps\": 1e-08", "\"adam_eps\": 0"), "args.adam_eps is 0; it must be a finite "
+                 "number above 0");
+  expect_refused(replace(good, "\"bf16\": false", "\"bf16\": {}"), "args.bf16 is {}, not true or false");
 }

@@ -1,4 +1,4 @@
-"""Interrupted runs lose nothing.
+"""Interrupted runs lose nothing, and runs do not destroy each other's work.
 
 SIGTERM: a run with --exit-signal-handler finishes its iteration, saves, exits 0, and the
 checkpoint resumes.
@@ -8,7 +8,15 @@ fixed seed), many times over, each restart resuming the folder. After every kill
 must name a complete checkpoint (all files present, the safetensors headers and the JSON
 readable, the iteration matching) and nothing --load would pick up may be half-written. Some
 kills must land inside a save (a staging folder left behind, which the next start removes),
-or the test proves nothing and fails."""
+or the test proves nothing and fails.
+
+Stop signals without --exit-signal-handler: SIGTERM or SIGINT arriving during a save ends the
+run only once the save is complete, leaving no staging folder.
+
+Two runs into one --save: the second is refused before training, naming the first's host and
+pid; the first's checkpoints stay intact and resume. Links inside --save are never followed
+when a run cleans up: the files they point to survive. megac generate stopped by SIGTERM
+leaves no temporary folder and no child process."""
 import argparse
 import json
 import os
@@ -162,6 +170,103 @@ def crash_points(train, data, w):
     return failures
 
 
+def stop_signal_during_save(train, data, w):
+    """SIGTERM / SIGINT (no --exit-signal-handler) raised while iteration 2's save is half done."""
+    failures = []
+    for name, sig in (("TERM", signal.SIGTERM), ("INT", signal.SIGINT)):
+        ckpt = w("stop-" + name)
+        shutil.rmtree(ckpt, ignore_errors=True)
+        proc = subprocess.run([train, "--train-iters", "3", "--data-path", data, "--save", ckpt, "--save-interval", "1"]
+                              + TRAIN, env={**os.environ, "MEGART_CRASH_AT": "save:model-written",
+                                            "MEGART_CRASH_SIGNAL": name},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        left = [n for n in os.listdir(ckpt) if ".tmp." in n]
+        latest = check_latest(ckpt)
+        ok = proc.returncode == -sig and latest == 1 and not left
+        print(f"SIG{name} during the save of iteration 1 (no --exit-signal-handler): exit {proc.returncode}, the save "
+              f"completed (latest {latest}), staging folders left {left} {'ok' if ok else 'FAIL'}")
+        if not ok:
+            failures.append(f"SIG{name} during a save: exit {proc.returncode}, latest {latest!r}, left {left}")
+    return failures
+
+
+def two_runs_one_save(train, data, w):
+    """A second run into a --save the first one is using is refused before it trains."""
+    ckpt = w("shared")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    metrics = w("shared.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    first = subprocess.Popen([train, "--train-iters", "60", "--data-path", data, "--save", ckpt, "--save-interval", "20",
+                              "--metrics-file", metrics] + TRAIN, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    wait_for_lines(metrics, 2, first)
+    second = subprocess.run([train, "--train-iters", "5", "--data-path", data, "--save", ckpt] + TRAIN,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out, _ = first.communicate(timeout=300)
+    failures = []
+    expected = f"--save {ckpt} is in use by another run (host {os.uname().nodename}, pid {first.pid},"
+    if second.returncode not in (1, 2) or expected not in second.stdout or "iteration " in second.stdout.split("error")[0]:
+        failures.append(f"two runs: the second was not refused before training naming the first: exit "
+                        f"{second.returncode}\n{second.stdout[-1500:]}")
+    if first.returncode != 0 or check_latest(ckpt) != 60:
+        failures.append(f"two runs: the first did not finish with its checkpoints: exit {first.returncode}, latest "
+                        f"{check_latest(ckpt)!r}\n{out[-1500:]}")
+    for it in (20, 40, 60):
+        if not os.path.isfile(os.path.join(ckpt, f"iter_{it:07d}", "model.safetensors")):
+            failures.append(f"two runs: the first run's iteration {it} is missing")
+    resumed = run([train, "--train-iters", "61", "--data-path", data, "--load", ckpt] + TRAIN)
+    if f"at iteration 60" not in resumed:
+        failures.append("two runs: the first run's last checkpoint did not resume")
+    print(f"two runs into one --save: the second refused before training ({second.stdout.strip().splitlines()[-1][:120]}"
+          f"...), the first's checkpoints 20, 40, 60 intact and resumed {'ok' if not failures else 'FAIL'}")
+    return failures
+
+
+def links_in_save(train, data, w):
+    """Links in --save that look like a killed save's leftovers: the files they point to survive."""
+    ckpt, outside = w("linked"), w("outside")
+    for d in (ckpt, outside):
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(outside)
+    os.makedirs(ckpt)
+    kept = [os.path.join(outside, n) for n in ("model.safetensors.tmp.9.0", "notes.txt", "iter_0000007.tmp.9")]
+    for path in kept:
+        open(path, "w").write("not megac's")
+    os.symlink(outside, os.path.join(ckpt, "iter_0000003"))        # looks like an iteration folder
+    os.symlink(outside, os.path.join(ckpt, "iter_0000004.tmp.99"))  # looks like a killed save's staging
+    run([train, "--train-iters", "6", "--data-path", data, "--save", ckpt, "--save-interval", "2",
+         "--keep-latest-k", "1"] + TRAIN)
+    lost = [p for p in kept if not os.path.exists(p)]
+    print(f"links in --save to a folder outside it: {len(kept) - len(lost)} of {len(kept)} files there survive a run "
+          f"with --keep-latest-k 1 and its clean-up {'ok' if not lost else 'FAIL'}")
+    return [f"links in --save: {lost} were deleted"] if lost else []
+
+
+def generate_stopped(megac, ckpt, w):
+    """megac generate, SIGTERM while it compiles: its temporary folder and its child go."""
+    tmp = w("generate-tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    proc = subprocess.Popen([megac, "generate", ckpt, "--prompt", "This"], env={**os.environ, "TMPDIR": tmp},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(n.startswith("megac-generate") for n in os.listdir(tmp)):
+        time.sleep(0.01)
+    started = any(n.startswith("megac-generate") for n in os.listdir(tmp))
+    time.sleep(0.2)  # into the compile
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    time.sleep(0.5)  # a child the signal reached ends
+    left = os.listdir(tmp)
+    children = subprocess.run(["pgrep", "-f", tmp], stdout=subprocess.PIPE, text=True).stdout.split()
+    ok = started and proc.returncode == -signal.SIGTERM and not left and not children
+    print(f"megac generate stopped by SIGTERM while compiling: exit {proc.returncode}, left in its TMPDIR {left}, "
+          f"processes still running {children} {'ok' if ok else 'FAIL'}")
+    return [] if ok else [f"megac generate SIGTERM: started {started}, exit {proc.returncode}, left {left}, "
+                          f"children {children}"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megac", required=True)
@@ -173,7 +278,10 @@ def main():
     make_license_corpus(args.megac, w("corpus"))
     run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w("prog")])
     train = w("prog", "train")
-    failures = sigterm(train, w("corpus"), w) + crash_points(train, w("corpus"), w) + sigkill(train, w("corpus"), w)
+    data = w("corpus")
+    failures = (sigterm(train, data, w) + crash_points(train, data, w) + sigkill(train, data, w) +
+                stop_signal_during_save(train, data, w) + two_runs_one_save(train, data, w) +
+                links_in_save(train, data, w) + generate_stopped(args.megac, w("shared"), w))
     for f in failures:
         print("FAIL: " + f)
     sys.exit(1 if failures else 0)

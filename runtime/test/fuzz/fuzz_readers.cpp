@@ -134,7 +134,8 @@ std::vector<Target> targets() {
          s.loss_scaler = megart::LossScalerState{65536, 3, 2};
          megart::TrainFlags flags; // as resolve_train_flags leaves them
          flags.lr = 1e-3;
-         flags.lr_decay_iters = 100;
+         flags.lr_decay_iters = flags.train_iters = 100;
+         flags.micro_batch_size = flags.global_batch_size = 8;
          flags.fp16 = true; // the loss scaler's run
          s.args_json = megart::format_train_args(flags);
          std::ofstream(dir / "train_state.json") << megart::format_train_state(s);
