@@ -2,6 +2,7 @@
 #include "megart/comm_mpi.h"
 
 #include "megart/error.h"
+#include "megart/exit_signal.h"
 #include "megart/half.h"
 #include "megart/poll.h"
 
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -132,27 +134,45 @@ int to_count(int64_t n, const char *method, const std::string &axis) {
   return static_cast<int>(n);
 }
 
+int world_rank() {
+  int r = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// A stop signal that came while this rank waited: mpirun sends it to the other ranks when one
+// exits, so what this rank waited for names the lost peer (mpirun only names the first rank).
+[[noreturn]] void stopped_while_waiting(const std::string &what, const std::string &axis,
+                                        double waited) {
+  const std::string activity = comm_activity().describe();
+  std::fprintf(stderr,
+               "megart: rank %d ended by %s after waiting %.1f s in %s%s%s: when mpirun reports "
+               "a rank that exited, that rank is the one this wait needed\n",
+               world_rank(), stop_signal_name(held_stop_signal()), waited, what.c_str(),
+               what.find(axis) == std::string::npos ? (" over the " + axis + " axis").c_str() : "",
+               activity.empty() ? "" : (" during " + activity).c_str());
+  std::fflush(stderr);
+  end_by_held_stop_signal();
+}
+
 // Waits until `request` completes (true) or `timeout` seconds pass (false; it stays pending),
 // paced by Poll. describe() names the method for an error (check_lazy).
 template <typename Describe>
 bool poll(MPI_Request &request, MPI_Status *status, double timeout, const Describe &describe,
           const std::string &axis) {
+  const WaitingForPeer waiting;
   const Poll wait(timeout);
   for (;;) {
     int done = 0;
     check_lazy(MPI_Test(&request, &done, status), "MPI_Test", describe, axis);
     if (done)
       return true;
+    if (held_stop_signal())
+      stopped_while_waiting(describe(), axis, wait.elapsed());
     if (wait.expired())
       return false;
     wait.pause();
   }
-}
-
-int world_rank() {
-  int r = -1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
 }
 
 // "rank 0 (pp rank 0) timed out after 10 s in recv from pp rank 1 during iteration 3, ...".

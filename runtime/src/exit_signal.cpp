@@ -1,6 +1,7 @@
 #include "megart/exit_signal.h"
 
 #include <csignal>
+#include <cstdlib>
 #include <initializer_list>
 
 namespace megart {
@@ -8,7 +9,8 @@ namespace megart {
 namespace {
 volatile std::sig_atomic_t received = 0;
 volatile std::sig_atomic_t saving = 0;   // a SavingCheckpoint guard is alive
-volatile std::sig_atomic_t deferred = 0; // the stop signal that arrived during a save
+volatile std::sig_atomic_t waiting = 0;  // WaitingForPeer guards alive
+volatile std::sig_atomic_t deferred = 0; // the stop signal that arrived during a save or a wait
 extern "C" void on_sigterm(int) { received = 1; }
 
 // Async-signal-safe: ends the process by `sig` as the default action would have.
@@ -18,7 +20,7 @@ void end_by(int sig) {
 }
 
 extern "C" void on_stop_signal(int sig) {
-  if (saving)
+  if (saving || waiting)
     deferred = sig;
   else
     end_by(sig);
@@ -56,5 +58,22 @@ SavingCheckpoint::~SavingCheckpoint() {
   if (const int sig = deferred)
     end_by(sig);
 }
+
+WaitingForPeer::WaitingForPeer() { ++waiting; }
+
+WaitingForPeer::~WaitingForPeer() {
+  --waiting;
+  if (const int sig = held_stop_signal())
+    end_by(sig);
+}
+
+int held_stop_signal() { return saving ? 0 : static_cast<int>(deferred); }
+
+void end_by_held_stop_signal() {
+  end_by(deferred);
+  std::abort(); // not reached: the default action of a stop signal ends the process
+}
+
+const char *stop_signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
 
 } // namespace megart

@@ -19,7 +19,10 @@ Clock::time_point after(double seconds) {
 
 } // namespace
 
-Poll::Poll(double timeout_seconds) : stop_yielding_(after(5e-3)), deadline_(after(timeout_seconds)) {}
+Poll::Poll(double timeout_seconds)
+    : started_(Clock::now()), stop_yielding_(after(5e-3)), deadline_(after(timeout_seconds)) {}
+
+double Poll::elapsed() const { return std::chrono::duration<double>(Clock::now() - started_).count(); }
 
 bool Poll::expired() const { return Clock::now() >= deadline_; }
 

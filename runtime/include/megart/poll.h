@@ -17,9 +17,11 @@ public:
   bool expired() const;
   // Between two polls of something not done yet.
   void pause() const;
+  // Seconds since the wait began.
+  double elapsed() const;
 
 private:
-  std::chrono::steady_clock::time_point stop_yielding_, deadline_;
+  std::chrono::steady_clock::time_point started_, stop_yielding_, deadline_;
 };
 
 // A timeout for messages: "10", "0.5", "600".
