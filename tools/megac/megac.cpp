@@ -1,5 +1,6 @@
 // megac: the compiler driver. Subcommands: compile, simulate, plan, calibrate, data, generate.
 #include "Commands.h"
+#include "Help.h"
 #include "UnknownFlags.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -21,14 +22,16 @@ int main(int argc, char **argv) {
     llvm::errs() << "megac: error: " << *unknown << "\n";
     return 1;
   }
-  llvm::cl::ParseCommandLineOptions(argc, argv,
-                                    "megac: trains transformers the Megatron-LM way, compiled\n\n"
-                                    "  megac compile SPEC.yaml -o OUT [plan flags]\n"
-                                    "  megac simulate SPEC.yaml --cluster NAME|FILE.yaml --global-batch-size B [plan flags]\n"
-                                    "  megac plan SPEC.yaml --gpus N --cluster NAME --global-batch-size B\n"
-                                    "  megac calibrate --target cpu -o FILE.yaml\n"
-                                    "  megac generate CHECKPOINT --prompt TEXT [--max-new-tokens N --top-k K ...]\n"
-                                    "  megac data --input FILE... --output-prefix PREFIX [--tokenizer-type T ...]\n");
+  const char *overview = "megac: trains transformers the Megatron-LM way, compiled\n\n"
+                         "  megac compile SPEC.yaml -o OUT [plan flags]\n"
+                         "  megac simulate SPEC.yaml --cluster NAME|FILE.yaml --global-batch-size B [plan flags]\n"
+                         "  megac plan SPEC.yaml --gpus N --cluster NAME --global-batch-size B\n"
+                         "  megac calibrate --target cpu -o FILE.yaml\n"
+                         "  megac generate CHECKPOINT --prompt TEXT [--max-new-tokens N --top-k K ...]\n"
+                         "  megac data --input FILE... --output-prefix PREFIX [--tokenizer-type T ...]\n";
+  if (megac::printHelpIfAsked(llvm::ArrayRef<const char *>(argv, argc), overview))
+    return 0;
+  llvm::cl::ParseCommandLineOptions(argc, argv, overview);
   if (megac::cli::compile || megac::cli::simulate)
     return megac::runCompile();
   if (megac::cli::data)
