@@ -3,6 +3,7 @@
 // checkpoints); a rank that fails says so with its rank.
 #include "megart/train_driver.h"
 
+#include "megart/cpu_threads.h"
 #include "megart/generate.h"
 #include "megart/lora_merge.h"
 #include "megart/train_checkpoint.h"
@@ -235,6 +236,7 @@ int train_main(int argc, const char *const *argv, const ProgramDesc &program, st
 }
 
 int train_main(int argc, char **argv, const ProgramDesc &program) {
+  adopt_cpu_thread_defaults(); // may restart the process once: before anything else
   // A fixed threshold: every allocation of 256 KiB or more is its own mapping, returned to the
   // system when freed. glibc's default raises the threshold to the largest block freed so far,
   // after which the temporaries of collectives (MPI's among them) stay in the heap as resident

@@ -1,6 +1,7 @@
 #include "megart/train_setup.h"
 
 #include "megart/checkpoint_match.h"
+#include "megart/cpu_threads.h"
 #include "megart/error.h"
 #include "megart/loss_scaler.h"
 #include "megart/param_layout.h"
@@ -460,7 +461,14 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
   const ParamStore &store = *setup.store;
   const TrainData &data = *setup.data;
   out << "megart: " << (p.summary ? p.summary : "") << "\n";
-  out << "  device: " << store.device().describe() << "\n";
+  out << "  device: " << store.device().describe();
+  if (store.device().describe() == "cpu") {
+    const CpuThreadsReport threads = describe_cpu_threads();
+    out << ", " << threads.line;
+    if (!threads.warning.empty())
+      out << "\n  warning: " << threads.warning;
+  }
+  out << "\n";
   if (grid.world_size() > 1)
     out << "  parallel: " << grid.shape().describe() << " (--rank-layout prints which is which)\n";
   // The whole model's count, also when this rank holds one pipeline stage.

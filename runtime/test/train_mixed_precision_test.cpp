@@ -145,7 +145,7 @@ TEST_F(TrainMixedPrecision, CpuDeviceEmulatesBf16AndFp16) {
   const RunResult bf16 = train("bf16.jsonl", {"--bf16"});
   ASSERT_EQ(bf16.code, 0) << bf16.err;
   EXPECT_EQ(g_step_precision, megart::Precision::Bf16);
-  EXPECT_THAT(bf16.out, HasSubstr("  device: cpu\n"));
+  EXPECT_THAT(bf16.out, HasSubstr("  device: cpu, "));
   EXPECT_THAT(bf16.out, HasSubstr("  precision: bf16 emulated on the CPU (GEMM inputs rounded to bf16, fp32 "
                                   "accumulate; for checking numerics, slower than fp32); weights, gradients "
                                   "and optimizer in fp32\n"));

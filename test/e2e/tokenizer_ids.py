@@ -205,15 +205,17 @@ def main():
     }
     for kind, (flags, encode, eod) in cases.items():
         prefix = os.path.join(args.workdir, kind)
-        run([args.megac, "data", "--tokenizer-type", kind, *flags, *sum((["--input", t] for t in texts), []),
-             "--split-paragraphs", "--output-prefix", prefix, "--workers", "2"])
+        out = run([args.megac, "data", "--tokenizer-type", kind, *flags, *sum((["--input", t] for t in texts), []),
+                   "--split-paragraphs", "--output-prefix", prefix, "--workers", "2"])
+        check_bytes_read(out, texts, f"{kind}, text paragraphs")
         compare(f"{kind}, text paragraphs", read_documents(IndexedDataset, prefix),
                 [encode(p) + [eod] for p in paragraphs])
         with open(prefix + ".tokenizer.json") as f:
             record = json.load(f)
         assert record["tokenizer_type"] == kind and record["eod"] == eod, record
-        run([args.megac, "data", "--tokenizer-type", kind, *flags, "--input", jsonl, "--json-keys", "text,title",
-             "--output-prefix", prefix + "-json"])
+        out = run([args.megac, "data", "--tokenizer-type", kind, *flags, "--input", jsonl, "--json-keys",
+                   "text,title", "--output-prefix", prefix + "-json"])
+        check_bytes_read(out, [jsonl], f"{kind}, JSON lines")
         for key in ("text", "title"):
             compare(f"{kind}, JSON key {key}", read_documents(IndexedDataset, f"{prefix}-json_{key}_document"),
                     [encode(r[key]) + [eod] for r in records])
@@ -236,12 +238,15 @@ def main():
             expected)
     same_files_as_megatron(megatron, prefix, expected, len(slow))
 
-    # The byte tokenizer read by Python (JSON lines) against the C++ reader's (text).
-    prefix = os.path.join(args.workdir, "bytes-json")
+    # The byte tokenizer read by Python (JSON lines) against the C++ reader's (text), into a
+    # folder that does not exist yet (megac data makes it).
+    shutil.rmtree(os.path.join(args.workdir, "made"), ignore_errors=True)
+    prefix = os.path.join(args.workdir, "made", "here", "bytes-json")
     with open(os.path.join(args.workdir, "paragraphs.jsonl"), "w", encoding="utf-8") as f:
         for p in paragraphs:
             f.write(json.dumps({"text": p}) + "\n")
-    run([args.megac, "data", "--input", f.name, "--output-prefix", prefix])
+    check_bytes_read(run([args.megac, "data", "--input", f.name, "--output-prefix", prefix]), [f.name],
+                     "ByteTokenizer, JSON lines into a new folder")
     compare("ByteTokenizer, Python's JSON reader vs C++'s text reader",
             read_documents(IndexedDataset, prefix + "_text_document"), byte_docs)
 
@@ -255,6 +260,16 @@ def main():
             if a.read() != b.read():
                 sys.exit(f"FAIL --workers 1 and 2 wrote different {ext} files")
     print("ok   --workers 1 and --workers 2 write the same .bin and .idx")
+
+
+def check_bytes_read(out, inputs, what):
+    """megac data's closing progress line counts the input's bytes (not its tokens)."""
+    size = sum(os.path.getsize(p) for p in inputs)
+    m = re.search(r"megac data: read (\d+) bytes \((\d+)% of the input\)", out)
+    if not m or int(m.group(1)) != size or m.group(2) != "100":
+        sys.exit(f"FAIL {what}: megac data's progress should read {size} bytes (the inputs' size), said: "
+                 f"{m.group(0) if m else out[-500:]}")
+    print(f"ok   {what}: the progress counted {size} bytes, the inputs' size")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 // (here, in C++) or a library tokenizer (Hugging Face tokenizers, SentencePiece: in Python, by
 // megac_tokenizer.py). Beside each dataset, PREFIX.tokenizer.json records the tokenizer.
 #include "Commands.h"
+#include "DataProgress.h"
 #include "DocumentStream.h"
 #include "RepeatedFlags.h"
 #include "TokenizerProcess.h"
@@ -13,6 +14,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -114,10 +116,22 @@ void writeTokenizerRecord(const std::string &prefix, StringRef json) {
   file.commit();
 }
 
+// The inputs' sizes together: what the progress line's ETA counts down.
+uint64_t inputBytes() {
+  uint64_t total = 0;
+  for (const std::string &path : inputs) {
+    uint64_t size = 0;
+    if (!llvm::sys::fs::file_size(path, size))
+      total += size;
+  }
+  return total;
+}
+
 int byteTokenizerData() {
   megart::IndexedDatasetWriter writer(outputPrefix, megart::dtype_for_vocab(megart::kByteVocabSize));
   int64_t documents = 0, tokens = 0;
   uint64_t bytesRead = 0;
+  megac::DataProgress progress(inputBytes());
   for (const std::string &path : inputs) {
     Error e = megac::readDocuments(path, splitParagraphs, kLimits, bytesRead, [&](StringRef doc) -> Error {
       std::vector<int32_t> ids = megart::byte_tokenizer::encode(std::string_view(doc.data(), doc.size()));
@@ -126,12 +140,14 @@ int byteTokenizerData() {
       tokens += ids.size();
       writer.add_document(ids);
       ++documents;
+      progress.update(documents, bytesRead);
       return Error::success();
     });
     if (e)
       return fail(toString(std::move(e)) + "; nothing was written");
   }
   writer.finalize();
+  progress.finish(documents, bytesRead);
   writeTokenizerRecord(outputPrefix, R"({"tokenizer_type": "ByteTokenizer", "vocab_size": )" +
                                          std::to_string(megart::kByteVocabSize) +
                                          R"(, "eod": )" + std::to_string(megart::kEndOfDocument) + "}");
@@ -206,6 +222,12 @@ int megac::runData() {
   bool json = !jsonKeys.empty() || isJsonLines(inputs.front());
   if (std::optional<std::string> problem = checkFlags(json))
     return fail(*problem);
+  // PREFIX's folder is made as `mkdir -p` would (Megatron's preprocess_data.py expects it to
+  // exist; a user giving data/corpus means data/).
+  if (StringRef folder = llvm::sys::path::parent_path(outputPrefix); !folder.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(folder))
+      return fail("--output-prefix " + outputPrefix + ": cannot create the folder " + folder.str() + ": " +
+                  ec.message());
   // The writers stage PREFIX.bin in a temporary file; leaving this scope early, by an error or
   // an exception, removes it, so a failed run writes nothing.
   try {

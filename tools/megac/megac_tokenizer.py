@@ -146,17 +146,23 @@ def too_long(path, where):
                    f"the most megac data holds in memory at once; cut the text into smaller documents")
 
 
+def utf8_size(text):
+    return len(text.encode("utf-8"))
+
+
 def text_documents(path, split_paragraphs):
-    """A whole file, or each blank-line-separated paragraph (its lines each ending in '\\n')."""
+    """A whole file, or each blank-line-separated paragraph (its lines each ending in '\\n'), as
+    ([text], bytes of the file it took); ([None], bytes) for trailing blank lines."""
     with open(path, encoding="utf-8", newline="") as f:
         if not split_paragraphs:
             text = f.read(DOCUMENT_LIMIT + 1)
             if len(text) > DOCUMENT_LIMIT:
                 raise too_long(path, "the file")
-            yield [text]
+            yield [text], utf8_size(text)
             return
-        lines, size = [], 0
+        lines, size, nbytes = [], 0, 0
         for line in iter(lambda: f.readline(DOCUMENT_LIMIT + 1), ""):
+            nbytes += utf8_size(line)
             if line.strip(" \t\n\v\f\r"):  # the C++ reader's blank line
                 lines.append(line.rstrip("\n") + "\n")
                 size += len(lines[-1])
@@ -164,18 +170,22 @@ def text_documents(path, split_paragraphs):
                     raise too_long(path, "a paragraph")
                 continue
             if lines:
-                yield ["".join(lines)]
+                yield ["".join(lines)], nbytes
+                nbytes = 0
             lines, size = [], 0
-        if lines:
-            yield ["".join(lines)]
+        if lines or nbytes:
+            yield (["".join(lines)] if lines else None), nbytes
 
 
 def json_documents(path, keys):
-    with open(path, encoding="utf-8") as f:
+    """Each line's string fields named by keys, as (values, bytes of the line); (None, bytes) for
+    a blank line."""
+    with open(path, encoding="utf-8", newline="") as f:
         for number, line in enumerate(iter(lambda: f.readline(DOCUMENT_LIMIT + 1), ""), 1):
             if len(line) > DOCUMENT_LIMIT:
                 raise too_long(path, f"line {number}")
             if not line.strip():
+                yield None, utf8_size(line)
                 continue
             try:
                 record = json.loads(line)
@@ -191,10 +201,11 @@ def json_documents(path, keys):
                     raise Failure(f"--input {path}: line {number} {got} key \"{key}\"; --json-keys names the "
                                   f"string fields to tokenize (found: {', '.join(sorted(record)) or 'none'})")
                 values.append(record[key])
-            yield values
+            yield values, utf8_size(line)
 
 
 def read_documents(args, keys):
+    """(values or None, input bytes) for each document of every input, in order."""
     for path in args.input:
         try:
             if args.input_format(path) == "jsonl":
@@ -218,13 +229,16 @@ def start_worker(spec):
 
 
 def encode_batch(batch):
-    return [[_worker_tokenizer.encode(v) for v in values] for values in batch]
+    """[(values or None, bytes)] -> [(ids per value or None, bytes)]: the bytes travel with their
+    documents, so the progress counts what was encoded, not what the reader ran ahead to."""
+    return [(None if values is None else [_worker_tokenizer.encode(v) for v in values], nbytes)
+            for values, nbytes in batch]
 
 
 def batches(documents, size):
     batch = []
-    for values in documents:
-        batch.append(values)
+    for document in documents:
+        batch.append(document)
         if len(batch) == size:
             yield batch
             batch = []
@@ -233,7 +247,8 @@ def batches(documents, size):
 
 
 class Progress:
-    """documents/s, MB/s and ETA on stderr, once a second, for runs that last (small ones print nothing)."""
+    """Documents, input bytes read (of the total), documents/s, MB/s and an ETA on stderr, once a
+    second for runs that last; finish() prints the totals."""
 
     def __init__(self, total_bytes):
         self.total, self.start, self.last = total_bytes, time.monotonic(), time.monotonic()
@@ -247,9 +262,16 @@ class Progress:
             return
         self.last, elapsed = now, now - self.start
         rate = self.bytes / elapsed
-        eta = f", ETA {max(self.total - self.bytes, 0) / rate:.0f} s" if self.total and rate > 0 else ""
-        print(f"megac data: {self.documents} documents ({self.documents / elapsed:.0f} documents/s, "
-              f"{rate / 1e6:.1f} MB/s{eta})", file=sys.stderr, flush=True)
+        of = f" of {self.total / 1e6:.1f} MB ({100 * self.bytes / self.total:.0f}%)" if self.total else " MB"
+        eta = f", ETA {(self.total - self.bytes) / rate:.0f} s" if self.total > self.bytes and rate > 0 else ""
+        print(f"megac data: {self.documents} documents, {self.bytes / 1e6:.1f}{of}, "
+              f"{self.documents / elapsed:.0f} documents/s, {rate / 1e6:.1f} MB/s{eta}", file=sys.stderr, flush=True)
+
+    def finish(self):
+        elapsed = time.monotonic() - self.start
+        share = f" ({100 * self.bytes / self.total:.0f}% of the input)" if self.total else ""
+        print(f"megac data: read {self.bytes} bytes{share}, {self.documents} documents in {elapsed:.1f} s "
+              f"({self.bytes / elapsed / 1e6 if elapsed > 0 else 0:.1f} MB/s)", file=sys.stderr, flush=True)
 
 
 def encode_corpus(args):
@@ -277,20 +299,24 @@ def encode_corpus(args):
         encoded = map(encode_batch, work)
     try:
         for batch in encoded:
-            nbytes = 0
-            for ids_per_key in batch:
+            documents = nbytes = 0
+            for ids_per_key, document_bytes in batch:
+                nbytes += document_bytes
+                if ids_per_key is None:
+                    continue
+                documents += 1
                 for k, ids in enumerate(ids_per_key):
                     if args.append_eod:
                         ids.append(tokenizer.eod)
                     out.write(RECORD.pack(k, len(ids)))
                     out.write(array.array("i", ids).tobytes())
-                    nbytes += len(ids)
-            progress.add(len(batch), nbytes)
+            progress.add(documents, nbytes)
     finally:
         if pool:
             pool.terminate()
     out.write(RECORD.pack(END, 0))
     out.flush()
+    progress.finish()
 
 
 def load_from_checkpoint(folder):

@@ -19,6 +19,9 @@ def cases():
         data_case("output prefix is a folder", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/o/"],
                   r"--output-prefix .*o/ names a folder, not files; give the files' name too, e\.g\. "
                   r"--output-prefix .*o/corpus"),
+        data_case("output folder under a file", ["--input", "{scratch}/text.txt", "--output-prefix",
+                                                 "{scratch}/text.txt/sub/d"],
+                  r"--output-prefix .*text\.txt/sub/d: cannot create the folder .*text\.txt/sub: Not a directory"),
         Case(AREA, "input /dev/zero", ["{megac}", "data", "--input", "/dev/zero", "--output-prefix", "{scratch}/d"],
              r"/dev/zero", absent=["{scratch}/d.bin", "{scratch}/d.idx"]),
         # One endless line: the paragraph it would be grows past the document limit just the same.
@@ -67,6 +70,4 @@ def cases():
         data_case("paragraphs of JSON lines", ["--input", "{scratch}/a.jsonl", "--output-prefix", "{scratch}/d",
                                                "--split-paragraphs"],
                   r"--split-paragraphs is for text inputs"),
-        data_case("output folder missing", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/no/d"],
-                  r"no/d\.bin: cannot create temporary file"),
     ]

@@ -1,0 +1,41 @@
+#include "DataProgress.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace megac;
+
+namespace {
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+} // namespace
+
+DataProgress::DataProgress(uint64_t totalBytes) : total_(totalBytes), start_(Clock::now()), last_(start_) {}
+
+void DataProgress::update(int64_t documents, uint64_t bytesRead) {
+  const Clock::time_point now = Clock::now();
+  // Quiet for short runs; then one line a second.
+  if (seconds(now - last_) < 1.0 || seconds(now - start_) < 2.0)
+    return;
+  last_ = now;
+  const double elapsed = seconds(now - start_), rate = bytesRead / elapsed;
+  llvm::errs() << "megac data: " << documents << " documents, " << llvm::format("%.1f", bytesRead / 1e6);
+  if (total_ > 0)
+    llvm::errs() << " of " << llvm::format("%.1f", total_ / 1e6) << " MB ("
+                 << llvm::format("%.0f", 100.0 * bytesRead / total_) << "%)";
+  else
+    llvm::errs() << " MB";
+  llvm::errs() << ", " << llvm::format("%.0f", documents / elapsed) << " documents/s, "
+               << llvm::format("%.1f", rate / 1e6) << " MB/s";
+  if (total_ > bytesRead && rate > 0)
+    llvm::errs() << ", ETA " << llvm::format("%.0f", (total_ - bytesRead) / rate) << " s";
+  llvm::errs() << "\n";
+}
+
+void DataProgress::finish(int64_t documents, uint64_t bytesRead) const {
+  const double elapsed = seconds(Clock::now() - start_);
+  llvm::errs() << "megac data: read " << bytesRead << " bytes";
+  if (total_ > 0)
+    llvm::errs() << " (" << llvm::format("%.0f", 100.0 * bytesRead / total_) << "% of the input)";
+  llvm::errs() << ", " << documents << " documents in " << llvm::format("%.1f", elapsed) << " s ("
+               << llvm::format("%.1f", elapsed > 0 ? bytesRead / elapsed / 1e6 : 0.0) << " MB/s)\n";
+}
