@@ -41,6 +41,27 @@ std::string memory_json(const MemoryUsage &u) {
   return s + "\"peak_total\":" + std::to_string(u.peak_total) + "}";
 }
 
+// 0.0123, 1.23, 12.3, 123: a CPU's fraction of a TFLOP/s reads as more than "0.0".
+std::string three_significant_digits(double x) {
+  if (x >= 100)
+    return format("%.0f", x);
+  if (x >= 10)
+    return format("%.1f", x);
+  if (x >= 1)
+    return format("%.2f", x);
+  return format("%.3g", x);
+}
+
+// "45 s", "12 min 05 s", "3 h 02 min".
+std::string duration_text(double seconds) {
+  const long long s = static_cast<long long>(std::llround(std::min(seconds, 1e12)));
+  if (s < 60)
+    return format("%lld s", s);
+  if (s < 3600)
+    return format("%lld min %02lld s", s / 60, s % 60);
+  return format("%lld h %02lld min", s / 3600, s % 3600 / 60);
+}
+
 } // namespace
 
 std::string current_timestamp() {
@@ -66,7 +87,7 @@ std::string format_log_line(const IterationMetrics &m, int64_t train_iters,
   s += format(" elapsed time per iteration (ms): %.1f |", m.ms_per_iter);
   s += format(" throughput (tokens/s): %.1f |", m.tokens_per_s);
   if (m.tflops_per_gpu >= 0)
-    s += format(" throughput per GPU (TFLOP/s/GPU): %.1f |", m.tflops_per_gpu);
+    s += " throughput per GPU (TFLOP/s/GPU): " + three_significant_digits(m.tflops_per_gpu) + " |";
   if (m.mfu >= 0)
     s += format(" MFU: %.1f%% |", 100.0 * m.mfu);
   s += format(" learning rate: %.6E |", m.lr);
@@ -78,6 +99,8 @@ std::string format_log_line(const IterationMetrics &m, int64_t train_iters,
     s += format(" grad norm: %.3f |", m.grad_norm);
   s += format(" number of skipped iterations: %3lld |", static_cast<long long>(m.skipped_iterations));
   s += format(" number of nan iterations: %3lld |", static_cast<long long>(m.nan_iterations));
+  if (m.eta_seconds >= 0)
+    s += " ETA: " + duration_text(m.eta_seconds) + " |";
   return s;
 }
 

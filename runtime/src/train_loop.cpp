@@ -508,6 +508,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
                                        : std::numeric_limits<double>::quiet_NaN();
       line.skipped_iterations = window.skipped;
       line.nan_iterations = window.nan;
+      if (k < f.train_iters)
+        line.eta_seconds = avg * static_cast<double>(f.train_iters - k);
       out << format_log_line(line, f.train_iters) << std::endl;
       window = LogWindow{};
     }

@@ -59,8 +59,18 @@ TEST(MetricsLogLine, OptionalFields) {
   const std::string line = megart::format_log_line(m, 10, "t");
   EXPECT_THAT(line, Not(HasSubstr("grad norm")));
   EXPECT_THAT(line, HasSubstr("| loss scale: 65536.0 |"));
-  EXPECT_THAT(line, HasSubstr("| throughput per GPU (TFLOP/s/GPU): 137.2 |"));
+  EXPECT_THAT(line, HasSubstr("| throughput per GPU (TFLOP/s/GPU): 137 |"));
   EXPECT_THAT(line, HasSubstr("| number of nan iterations:   2 |"));
+  EXPECT_THAT(line, Not(HasSubstr("ETA")));
+  // Three significant digits, so a CPU's throughput does not read as 0.0.
+  m.tflops_per_gpu = 0.0123456;
+  EXPECT_THAT(megart::format_log_line(m, 10, "t"), HasSubstr("| throughput per GPU (TFLOP/s/GPU): 0.0123 |"));
+  m.tflops_per_gpu = 4.5678;
+  EXPECT_THAT(megart::format_log_line(m, 10, "t"), HasSubstr("| throughput per GPU (TFLOP/s/GPU): 4.57 |"));
+  m.eta_seconds = 725.4;
+  EXPECT_THAT(megart::format_log_line(m, 10, "t"), HasSubstr("| ETA: 12 min 05 s |"));
+  m.eta_seconds = 3 * 3600 + 125;
+  EXPECT_THAT(megart::format_log_line(m, 10, "t"), HasSubstr("| ETA: 3 h 02 min |"));
   m.lm_loss = NAN;
   EXPECT_THAT(megart::format_log_line(m, 10, "t"), HasSubstr("| lm loss: NAN |"));
 }

@@ -26,6 +26,7 @@ struct IterationMetrics {
   double mfu = -1;               // model FLOPs utilisation, fraction of peak; < 0: omitted
   int64_t skipped_iterations = 0;
   int64_t nan_iterations = 0;
+  double eta_seconds = -1;       // the remaining iterations at the logged pace; < 0: omitted (log line only)
   // Pipeline parallelism, first iteration only (empty otherwise; omitted): each pp rank's peak
   // of stashed (chunk, microbatch) activations as its executor counted it, and as the compiler
   // predicted it (PipelineStageDesc::predicted_peak_stash). JSONL only.
