@@ -5,19 +5,12 @@
 
 using namespace megac;
 
-namespace {
-double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
-} // namespace
-
-DataProgress::DataProgress(uint64_t totalBytes) : total_(totalBytes), start_(Clock::now()), last_(start_) {}
+DataProgress::DataProgress(uint64_t totalBytes) : total_(totalBytes) {}
 
 void DataProgress::update(int64_t documents, uint64_t bytesRead) {
-  const Clock::time_point now = Clock::now();
-  // Quiet for short runs; then one line a second.
-  if (seconds(now - last_) < 1.0 || seconds(now - start_) < 2.0)
+  if (!pace_.due())
     return;
-  last_ = now;
-  const double elapsed = seconds(now - start_), rate = bytesRead / elapsed;
+  const double elapsed = pace_.elapsed(), rate = bytesRead / elapsed;
   llvm::errs() << "megac data: " << documents << " documents, " << llvm::format("%.1f", bytesRead / 1e6);
   if (total_ > 0)
     llvm::errs() << " of " << llvm::format("%.1f", total_ / 1e6) << " MB ("
@@ -32,7 +25,7 @@ void DataProgress::update(int64_t documents, uint64_t bytesRead) {
 }
 
 void DataProgress::finish(int64_t documents, uint64_t bytesRead) const {
-  const double elapsed = seconds(Clock::now() - start_);
+  const double elapsed = pace_.elapsed();
   llvm::errs() << "megac data: read " << bytesRead << " bytes";
   if (total_ > 0)
     llvm::errs() << " (" << llvm::format("%.0f", 100.0 * bytesRead / total_) << "% of the input)";

@@ -3,7 +3,8 @@
 // totals. Bytes are the input's (what the ETA divides), never tokens.
 #pragma once
 
-#include <chrono>
+#include "EverySecond.h"
+
 #include <cstdint>
 
 namespace megac {
@@ -17,9 +18,8 @@ public:
   void finish(int64_t documents, uint64_t bytesRead) const;
 
 private:
-  using Clock = std::chrono::steady_clock;
   uint64_t total_;
-  Clock::time_point start_, last_;
+  EverySecond pace_;
 };
 
 } // namespace megac

@@ -18,6 +18,7 @@
 //   recomputation has been simulated, a candidate needs at least microbatches x that / pp; it is
 //   skipped when 0.9 x that is already slower than the best plans found.
 #include "Commands.h"
+#include "EverySecond.h"
 #include "RepeatedFlags.h"
 #include "SimulateProgram.h"
 #include "TextFile.h"
@@ -231,7 +232,23 @@ int megac::runPlan() {
   // Per (tp, pp, vpp, micro batch): the recomputation and sharding of the variants that fit.
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<std::pair<Recompute, Sharding>>> fitting;
   int64_t simulated = 0, refused = 0, tooBigBound = 0, tooBig = 0, slowerBound = 0, dominated = 0;
-  for (const Candidate &c : candidates) {
+  EverySecond pace;
+  for (size_t index = 0; index < candidates.size(); ++index) {
+    const Candidate &c = candidates[index];
+    if (pace.due()) {
+      // The candidates left are of the same kinds as those done: the mean so far estimates them.
+      const double left = pace.elapsed() / double(index) * double(candidates.size() - index);
+      errs() << format("megac plan: %zu of %zu candidates (%lld simulated), ", index, candidates.size(),
+                       (long long)simulated);
+      if (best.empty())
+        errs() << "none fits yet";
+      else
+        errs() << format("best so far %.4g tokens/s (tp %lld pp %lld vpp %lld dp %lld, micro batch %lld)",
+                         best.front().sim.tokensPerSecond, (long long)best.front().candidate.tp,
+                         (long long)best.front().candidate.pp, (long long)best.front().candidate.vpp,
+                         (long long)best.front().candidate.dp, (long long)best.front().candidate.microBatch);
+      errs() << format(", ETA %.0f s\n", left);
+    }
     // A variant of the same layout that does less work already fits.
     auto &fits = fitting[{c.tp, c.pp, c.vpp, c.microBatch}];
     if (llvm::any_of(fits, [&](auto f) { return f.first <= c.recompute && f.second <= c.sharding; })) {
