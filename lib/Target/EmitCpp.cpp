@@ -338,6 +338,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("overlap_param_gather", gathersOverlap ? "true" : "false");
   field("hf_config_json", options.hfConfigJson.empty() ? "nullptr" : cString(options.hfConfigJson));
   field("spec_yaml", options.specYaml.empty() ? "nullptr" : cString(options.specYaml));
+  field("recompile_command", options.recompileCommand.empty() ? "nullptr" : cString(options.recompileCommand));
   field("adapter_config_json", options.adapterConfigJson.empty() ? "nullptr" : cString(options.adapterConfigJson));
   field("compiled_precision", cString(activationPrecisionName(options.precision)));
   if (!fields.flatFields.empty()) // ", .flat_layout = &kFlatLayout, .gather_params = gather_params"

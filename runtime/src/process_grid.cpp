@@ -42,10 +42,24 @@ namespace {
 std::string run_with(const GridShape &shape, const std::string &program) {
   return "run mpirun -np " + std::to_string(shape.world()) + " " + program + " ...";
 }
+
+// "; or compile for 2 ranks: megac compile spec.yaml --tp 2 -o out --dp 1": the same tp and pp
+// with the data-parallel size that the started ranks make.
+std::string recompile_for(const GridShape &shape, int64_t ranks, const std::string &recompile_command) {
+  if (recompile_command.empty() || ranks < 1)
+    return "";
+  const int64_t model = shape.tp * shape.pp;
+  if (ranks % model != 0)
+    return "; " + std::to_string(ranks) + " ranks cannot keep tp " + std::to_string(shape.tp) + " x pp " +
+           std::to_string(shape.pp) + " (" + std::to_string(ranks) + " is not a multiple of " +
+           std::to_string(model) + "): compile with a tp and pp whose product divides it";
+  return "; or compile for " + std::to_string(ranks) + (ranks == 1 ? " rank: " : " ranks: ") +
+         recompile_command + " --dp " + std::to_string(ranks / model);
+}
 } // namespace
 
-std::unique_ptr<ProcessGrid> ProcessGrid::launch(const GridShape &shape,
-                                                 const std::string &program) {
+std::unique_ptr<ProcessGrid> ProcessGrid::launch(const GridShape &shape, const std::string &program,
+                                                 const std::string &recompile_command) {
   const LaunchEnv env = detect_launch_env();
   if (!env.under_launcher && !env.foreign_launcher.empty() && env.size > 1)
     // Each process would run alone, as a copy of the whole job writing the same files.
@@ -61,21 +75,23 @@ std::unique_ptr<ProcessGrid> ProcessGrid::launch(const GridShape &shape,
     if (shape.world() == 1)
       return single();
     throw Error("the program was compiled for " + shape.describe() +
-                ", but it was started without mpirun; " + run_with(shape, program));
+                ", but it was started without mpirun; " + run_with(shape, program) +
+                recompile_for(shape, 1, recompile_command));
   }
   // Destroyed in reverse order if on() throws: the world handle, then the session (finalize).
   auto session = std::make_unique<MpiSession>();
   const std::unique_ptr<MpiCommunicator> world = MpiCommunicator::world();
-  std::unique_ptr<ProcessGrid> grid = on(*world, shape, program);
+  std::unique_ptr<ProcessGrid> grid = on(*world, shape, program, recompile_command);
   grid->session_ = std::move(session);
   return grid;
 }
 
-std::unique_ptr<ProcessGrid> ProcessGrid::on(const MpiCommunicator &parent,
-                                             const GridShape &shape, const std::string &program) {
+std::unique_ptr<ProcessGrid> ProcessGrid::on(const MpiCommunicator &parent, const GridShape &shape,
+                                             const std::string &program, const std::string &recompile_command) {
   if (parent.size() != shape.world())
     throw Error("the program was compiled for " + shape.describe() + ", but mpirun started " +
-                std::to_string(parent.size()) + "; " + run_with(shape, program));
+                std::to_string(parent.size()) + "; " + run_with(shape, program) +
+                recompile_for(shape, parent.size(), recompile_command));
   std::unique_ptr<ProcessGrid> g(new ProcessGrid());
   g->shape_ = shape;
   g->global_rank_ = parent.rank();

@@ -218,7 +218,8 @@ int train_main(int argc, const char *const *argv, const ProgramDesc &program, st
           return;
         }
         // The world size is checked here, before anything else is.
-        grid = ProcessGrid::launch(plan, argc > 0 && argv[0] ? argv[0] : "train");
+        grid = ProcessGrid::launch(plan, argc > 0 && argv[0] ? argv[0] : "train",
+                                   program.recompile_command ? program.recompile_command : "");
       },
       program);
   if (!failure.empty()) {

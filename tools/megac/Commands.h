@@ -1,6 +1,11 @@
 #pragma once
 
+#include "llvm/ADT/ArrayRef.h"
+
 namespace megac {
+
+/// megac's command line as it was typed (argv), for the commands that record it.
+llvm::ArrayRef<const char *> invocation();
 
 /// `megac compile SPEC.yaml -o OUT [plan flags]`: spec -> IR -> passes -> C++ -> OUT/train;
 /// `megac simulate SPEC.yaml --cluster FILE.yaml --global-batch-size B [plan flags]`: the same

@@ -418,6 +418,34 @@ int simulatePlan(mlir::ModuleOp module, const megac::ParallelPlan &plan, const m
 
 } // namespace
 
+/// `megac compile ...` as typed, shell-quoted, without --data-parallel-size / --dp and their
+/// value (nor --no-build): OUT/train started on another number of ranks prints it with the --dp
+/// that fits.
+static std::string commandWithoutDataParallelSize(llvm::ArrayRef<const char *> args) {
+  auto quoted = [](StringRef arg) {
+    if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                              "-_./=:,+@%") == StringRef::npos)
+      return arg.str();
+    std::string q = "'";
+    for (char c : arg)
+      q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string command;
+  for (size_t i = 0; i < args.size(); ++i) {
+    StringRef name = StringRef(args[i]).ltrim('-');
+    if (i > 0 && StringRef(args[i]).starts_with("-") && (name == "dp" || name == "data-parallel-size")) {
+      ++i; // its value
+      continue;
+    }
+    if (i > 0 && StringRef(args[i]).starts_with("-") &&
+        (name.starts_with("dp=") || name.starts_with("data-parallel-size=") || name == "no-build"))
+      continue; // --no-build too: the command is to build a program
+    command += (command.empty() ? "" : " ") + quoted(args[i]);
+  }
+  return command;
+}
+
 int megac::runCompile() {
   auto start = std::chrono::steady_clock::now();
   const bool simulating = static_cast<bool>(megac::cli::simulate);
@@ -536,6 +564,7 @@ int megac::runCompile() {
   raw_string_ostream codeOs(code), planOs(memoryPlan);
   const HuggingFaceConfig hfConfig = huggingFaceConfig(*spec);
   EmitOptions emitOptions{header, summary, hfConfig.json, *specText, *target, precision};
+  emitOptions.recompileCommand = commandWithoutDataParallelSize(megac::invocation());
   if (plan.lora.enabled())
     emitOptions.adapterConfigJson = megac::peftAdapterConfig(plan.lora, spec->family);
   // Generation's decode_step (one position with a KV cache): the same model built for one

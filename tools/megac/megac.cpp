@@ -16,8 +16,15 @@ llvm::cl::SubCommand calibrate("calibrate", "Measure this machine and write a cl
 llvm::cl::SubCommand generate("generate", "Continue a text with the model of a checkpoint");
 } // namespace megac::cli
 
+namespace {
+llvm::ArrayRef<const char *> typedArgs;
+} // namespace
+
+llvm::ArrayRef<const char *> megac::invocation() { return typedArgs; }
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  typedArgs = llvm::ArrayRef<const char *>(argv, argc);
   if (std::optional<std::string> unknown = megac::findUnknownFlag(llvm::ArrayRef<const char *>(argv, argc))) {
     llvm::errs() << "megac: error: " << *unknown << "\n";
     return 1;

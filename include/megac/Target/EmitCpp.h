@@ -34,6 +34,9 @@ struct EmitOptions {
   // A LoRA program's adapter_config.json (PEFT's), written beside each checkpoint's adapters;
   // empty: not a LoRA program.
   std::string adapterConfigJson;
+  // `megac compile ...` as it was run, without the data-parallel size (the runtime adds the --dp
+  // that fits the ranks it was started on when they are not the plan's); empty: none.
+  std::string recompileCommand;
 };
 
 /// What the emitted program has the runtime allocate per rank besides the training state, per

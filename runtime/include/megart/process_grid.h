@@ -30,13 +30,17 @@ public:
   // The grid a training program runs on. Started without an MPI launcher, a 1-rank plan gets
   // single() (MPI never starts) and a bigger plan is an error. Under mpirun, starts MPI (it is
   // finalized when the grid is destroyed, also after an error) and checks the world size
-  // against the plan. `program` (argv[0]) appears in the suggested mpirun command.
-  static std::unique_ptr<ProcessGrid> launch(const GridShape &shape, const std::string &program);
+  // against the plan. `program` (argv[0]) appears in the suggested mpirun command; a started
+  // size that differs is also answered with `recompile_command` (ProgramDesc's, may be empty)
+  // and the --dp that fits it.
+  static std::unique_ptr<ProcessGrid> launch(const GridShape &shape, const std::string &program,
+                                             const std::string &recompile_command = "");
 
   // The grid on the ranks of `parent`, whose size must be shape.world(): parent's rank r is
   // global rank r. Collective over `parent`. Lets a test run several grids in one MPI job.
   static std::unique_ptr<ProcessGrid> on(const MpiCommunicator &parent, const GridShape &shape,
-                                         const std::string &program = "train");
+                                         const std::string &program = "train",
+                                         const std::string &recompile_command = "");
 
   ~ProcessGrid();
   ProcessGrid(const ProcessGrid &) = delete;

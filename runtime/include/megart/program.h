@@ -328,6 +328,9 @@ struct ProgramDesc {
   // The model spec the program was compiled from (YAML text), kept in every checkpoint's
   // train_state.json so a checkpoint says what it is. Null: none.
   const char *spec_yaml = nullptr;
+  // The `megac compile` command that made the program, without its data-parallel size: a run
+  // started on another number of ranks is told this command with the --dp that fits. Null: none.
+  const char *recompile_command = nullptr;
   // A LoRA program (frozen_params set): PEFT's adapter_config.json, written beside the adapters
   // (adapter_model.safetensors) in every checkpoint, so PEFT loads the folder. Null otherwise.
   const char *adapter_config_json = nullptr;
