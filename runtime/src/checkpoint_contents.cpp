@@ -1,6 +1,7 @@
 #include "megart/checkpoint_contents.h"
 
 #include "megart/generation_config.h"
+#include "megart/peft_adapter.h"
 
 namespace megart {
 
@@ -16,8 +17,10 @@ CheckpointOptions checkpoint_contents(const ProgramDesc &program, int64_t keep_l
       options.extra_files.emplace_back("generation_config.json", generation_config_json(*tokenizer));
     }
   }
-  options.adapter_config_json = program.adapter_config_json ? program.adapter_config_json : "";
-  (void)base_weights;
+  // PEFT's AutoPeftModelForCausalLM loads the base from here.
+  if (program.adapter_config_json)
+    options.adapter_config_json =
+        adapter_config_with_base(program.adapter_config_json, peft_base_model_path(base_weights));
   return options;
 }
 
