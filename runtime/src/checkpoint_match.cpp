@@ -278,40 +278,154 @@ void check_spec(const std::string &checkpoint_spec, const std::string &program_s
               "\"spec\"), or start a new run from its weights with --finetune");
 }
 
+namespace {
+
+bool suffix_match(const std::string &module, const std::string &target) {
+  return module == target || (module.size() > target.size() &&
+                              module.compare(module.size() - target.size() - 1, std::string::npos, "." + target) == 0);
+}
+
+std::set<std::string> string_set(const JsonValue &list) {
+  std::set<std::string> out;
+  for (const JsonValue &v : list.array)
+    out.insert(v.is_string() ? v.string : v.brief());
+  return out;
+}
+
+// target_modules of the file against the program's (paths inside a layer). PEFT saves what it
+// was given (["c_attn"], a regular expression, all-linear's names), so beyond equal lists the
+// file's tensors decide: they must adapt the program's modules, and each target of a list must
+// name some of them (a target naming none says the file and its tensors disagree).
+bool same_targets(const JsonValue &file, const JsonValue &want, const std::vector<std::string> &adapted) {
+  if (file.is_array() && want.is_array() && string_set(file) == string_set(want))
+    return true;
+  if (adapted.empty() || !want.is_array() || string_set(want) != std::set<std::string>(adapted.begin(), adapted.end()))
+    return false;
+  if (file.is_string())
+    return true;
+  if (!file.is_array())
+    return false;
+  const std::set<std::string> targets = string_set(file);
+  auto matched = [&](const std::string &module) {
+    return std::any_of(targets.begin(), targets.end(), [&](const std::string &t) { return suffix_match(module, t); });
+  };
+  auto names_some = [&](const std::string &target) {
+    return std::any_of(adapted.begin(), adapted.end(), [&](const std::string &m) { return suffix_match(m, target); });
+  };
+  return std::all_of(adapted.begin(), adapted.end(), matched) && std::all_of(targets.begin(), targets.end(), names_some);
+}
+
+std::string joined(const std::vector<std::string> &items, const char *separator) {
+  std::string out;
+  for (const std::string &i : items)
+    out += (out.empty() ? "" : separator) + i;
+  return out;
+}
+
+// How a program is compiled for the file's value of a LoRA setting, or why none can be.
+std::string lora_fix(const std::string &key, const JsonValue &value, const std::vector<std::string> &adapted) {
+  if (key == "r")
+    return "compile with --lora-rank " + show(value);
+  if (key == "lora_alpha")
+    return "compile with --lora-alpha " + show(value);
+  if (key == "lora_dropout")
+    return "compile with --lora-dropout " + show(value);
+  if (key == "use_rslora")
+    return value.boolean ? "compile with --use-rslora" : "compile without --use-rslora";
+  if (key == "target_modules") {
+    if (!adapted.empty())
+      return "compile with --lora-target-modules " + joined(adapted, ",");
+    std::vector<std::string> names;
+    for (const JsonValue &v : value.array)
+      names.push_back(v.is_string() ? v.string : v.brief());
+    return value.is_array() ? "compile with --lora-target-modules " + joined(names, ",")
+                            : "compile with --lora-target-modules naming the modules it adapts";
+  }
+  if (key == "peft_type")
+    return "megac trains LoRA adapters only (peft_type \"LORA\")";
+  if (key == "fan_in_fan_out")
+    return "the model family fixes it (GPT-2's Conv1D stores its weights [in, out]): the adapters are of another "
+           "architecture";
+  return "megac does not implement " + key + " " + show(value) + " (yet)";
+}
+
+// LoraConfig's keys that do not change what the adapters compute once their tensors are loaded:
+// where the base came from and bookkeeping; settings read only with a compared one
+// (layers_pattern with layers_to_transform, qalora_group_size with use_qalora); Megatron-wrapped
+// models' megatron_*; init_lora_weights, checked apart.
+const std::set<std::string> &documentary_adapter_fields() {
+  static const std::set<std::string> fields = {
+      "base_model_name_or_path", "revision",        "task_type",      "inference_mode",    "auto_mapping",
+      "peft_version",            "layers_pattern",  "megatron_config", "megatron_core",    "runtime_config",
+      "qalora_group_size",       "init_lora_weights"};
+  return fields;
+}
+
+// init_lora_weights: how new adapters start, which the loaded tensors replace; but PiSSA, OLoRA,
+// LoftQ and CorDA also rewrite the base weights, so their adapters need that residual base.
+bool plain_initialisation(const JsonValue &v) {
+  return v.kind == JsonValue::Kind::Bool || (v.is_string() && (v.string == "gaussian" || v.string == "eva"));
+}
+
+} // namespace
+
 void check_adapter_config(const std::string &adapter_config, const std::string &path, const std::string &expected,
-                          const std::string &expected_what) {
+                          const std::string &expected_what, const std::vector<std::string> &adapted,
+                          bool against_program) {
   const JsonValue file = parse_object(adapter_config, path);
   const JsonValue want = parse_object(expected, expected_what);
   // What PEFT's LoraConfig holds that changes the adapters' mathematics.
   static const char *const kFields[] = {"peft_type",       "r",           "lora_alpha",  "lora_dropout",
                                         "target_modules",  "use_rslora",  "use_dora",    "bias",
                                         "fan_in_fan_out",  "rank_pattern", "alpha_pattern", "layers_to_transform",
-                                        "modules_to_save"};
+                                        "modules_to_save", "layer_replication"};
   std::vector<std::string> differ;
+  std::set<std::string> compared;
   for (const char *key : kFields) {
+    compared.insert(key);
     const JsonValue *a = file.get(key), *b = want.get(key);
     if (!a && !b)
       continue;
     JsonValue null;
     const JsonValue &x = a ? *a : null, &y = b ? *b : null;
-    bool equal = same(x, y) || (neutral(x) && neutral(y));
-    if (!equal && std::string(key) == "target_modules" && x.is_array() && y.is_array()) { // a set
-      std::set<std::string> sx, sy;
-      for (const JsonValue &v : x.array)
-        sx.insert(v.string);
-      for (const JsonValue &v : y.array)
-        sy.insert(v.string);
-      equal = sx == sy;
-    }
-    if (!equal)
-      differ.push_back(std::string(key) + " " + show(x) + " in " + path + ", " + show(y) + " in " + expected_what);
+    const bool equal = std::string(key) == "target_modules" ? same_targets(x, y, adapted)
+                                                            : same(x, y) || (neutral(x) && neutral(y));
+    if (equal)
+      continue;
+    std::string line = std::string(key) + " " + show(x) + " in " + path;
+    if (std::string(key) == "target_modules" && !adapted.empty())
+      line += " (its tensors adapt " + joined(adapted, ", ") + ")";
+    line += ", " + show(y) + " in " + expected_what;
+    // Tensors that adapt what the program adapts, under targets that name other modules.
+    const bool self_contradicting = std::string(key) == "target_modules" && !adapted.empty() && y.is_array() &&
+                                    string_set(y) == std::set<std::string>(adapted.begin(), adapted.end());
+    if (self_contradicting)
+      line += ": its target_modules name other modules than its tensors adapt; the folder is damaged (save the "
+              "adapters again with PEFT's save_pretrained)";
+    else if (against_program)
+      line += ": " + lora_fix(key, x, adapted);
+    differ.push_back(line);
+  }
+  for (const auto &[key, value] : file.object) {
+    if (compared.count(key) || neutral(value))
+      continue;
+    if (key == "init_lora_weights" && !plain_initialisation(value))
+      differ.push_back("init_lora_weights " + show(value) + " in " + path + ": adapters initialised so belong with "
+                       "the base weights PEFT rewrote for them, which megac does not implement (yet); convert them "
+                       "to plain LoRA with PEFT (save_pretrained's path_initial_model_for_weight_conversion)");
+    else if (!documentary_adapter_fields().count(key))
+      differ.push_back(key + " " + show(value) + " in " + path + " is a setting megac does not implement (yet), so "
+                       "it cannot compute these adapters");
   }
   if (differ.empty())
     return;
   throw Error(path + " does not match " + expected_what + ":" + join(differ) +
-              "\nThe adapters were trained with the settings of " + expected_what +
-              ": compile the program with them (--lora-rank, --lora-alpha, --lora-dropout, --lora-target-modules, "
-              "--use-rslora), or use an adapter folder made for this program");
+              (against_program ? "\nCompile the program with the adapters' settings (as above), or load adapters "
+                                 "made for this program"
+                               : "\nThe adapters were trained with the settings of " + expected_what +
+                                     ": compile the program with them (--lora-rank, --lora-alpha, --lora-dropout, "
+                                     "--lora-target-modules, --use-rslora), or use an adapter folder made for this "
+                                     "program"));
 }
 
 } // namespace megart

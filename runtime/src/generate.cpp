@@ -142,9 +142,10 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
                   " --save DIR) and load DIR");
     std::unique_ptr<ParamStore> frozen;
     if (program.num_frozen_params > 0) { // LoRA: the adapters of a checkpoint, its base where it names
-      if (!source.resume)
-        throw Error("--load " + load + ": this LoRA program generates from one of its checkpoints (the adapters "
-                    "and the base model train_state.json names), not from " + source.folder);
+      if (!source.adapters)
+        throw Error("--load " + load + ": this LoRA program generates from adapters: one of its checkpoints (the "
+                    "base model is the one train_state.json names) or a folder PEFT saved (the base its "
+                    "adapter_config.json names), not from " + source.folder);
       frozen = ParamStore::frozen(program.frozen_params, program.num_frozen_params, 0, 1, cpu_device());
       frozen->load(checkpoint_base_weights(source, load));
     }

@@ -63,7 +63,8 @@ namespace {
 
 class Parser {
 public:
-  Parser(std::string_view text, const std::string &what) : text_(text), what_(what) {}
+  Parser(std::string_view text, const std::string &what, bool wide_integers)
+      : text_(text), what_(what), wide_integers_(wide_integers) {}
 
   JsonValue document() {
     JsonValue v = value(0);
@@ -79,6 +80,7 @@ private:
 
   std::string_view text_;
   const std::string &what_;
+  bool wide_integers_; // an integer past 64 bits is read as a double rather than refused
   size_t pos_ = 0;
 
   [[noreturn]] void fail(const std::string &why) const {
@@ -207,6 +209,11 @@ private:
     if (integral) {
       errno = 0;
       long long x = std::strtoll(token.c_str(), nullptr, 10);
+      if (errno == ERANGE && wide_integers_) { // e.g. transformers' model_max_length 1e30
+        v.kind = JsonValue::Kind::Number;
+        v.number = std::strtod(token.c_str(), nullptr);
+        return;
+      }
       if (errno == ERANGE) {
         pos_ = start;
         fail("integer " + token + " does not fit in 64 bits");
@@ -314,7 +321,11 @@ private:
 } // namespace
 
 JsonValue parse_json(std::string_view text, const std::string &what) {
-  return Parser(text, what).document();
+  return Parser(text, what, /*wide_integers=*/false).document();
+}
+
+JsonValue parse_json_wide(std::string_view text, const std::string &what) {
+  return Parser(text, what, /*wide_integers=*/true).document();
 }
 
 std::string json_quote(std::string_view s) {
@@ -340,6 +351,106 @@ std::string json_quote(std::string_view s) {
   }
   out += '"';
   return out;
+}
+
+JsonValue json_null() { return JsonValue(); }
+
+JsonValue json_bool(bool v) {
+  JsonValue j;
+  j.kind = JsonValue::Kind::Bool;
+  j.boolean = v;
+  return j;
+}
+
+JsonValue json_integer(int64_t v) {
+  JsonValue j;
+  j.kind = JsonValue::Kind::Integer;
+  j.integer = v;
+  j.number = static_cast<double>(v);
+  return j;
+}
+
+JsonValue json_string(std::string s) {
+  JsonValue j;
+  j.kind = JsonValue::Kind::String;
+  j.string = std::move(s);
+  return j;
+}
+
+namespace {
+
+// Shortest text that reads back as `x`; a whole number keeps ".0", as Python prints a float.
+std::string shortest_number(double x) {
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (std::strtod(buf, nullptr) == x)
+      break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos) // not 1e-05, nan or inf
+    s += ".0";
+  return s;
+}
+
+void format_into(const JsonValue &v, int depth, std::string &out) {
+  const std::string pad(static_cast<size_t>(2 * (depth + 1)), ' '), close(static_cast<size_t>(2 * depth), ' ');
+  switch (v.kind) {
+  case JsonValue::Kind::Null: out += "null"; break;
+  case JsonValue::Kind::Bool: out += v.boolean ? "true" : "false"; break;
+  case JsonValue::Kind::Integer: out += std::to_string(v.integer); break;
+  case JsonValue::Kind::Number: out += shortest_number(v.number); break;
+  case JsonValue::Kind::String: out += json_quote(v.string); break;
+  case JsonValue::Kind::Array:
+    if (v.array.empty()) {
+      out += "[]";
+      break;
+    }
+    out += "[\n";
+    for (size_t i = 0; i < v.array.size(); ++i) {
+      out += pad;
+      format_into(v.array[i], depth + 1, out);
+      out += i + 1 < v.array.size() ? ",\n" : "\n";
+    }
+    out += close + "]";
+    break;
+  case JsonValue::Kind::Object:
+    if (v.object.empty()) {
+      out += "{}";
+      break;
+    }
+    out += "{\n";
+    for (size_t i = 0; i < v.object.size(); ++i) {
+      out += pad + json_quote(v.object[i].first) + ": ";
+      format_into(v.object[i].second, depth + 1, out);
+      out += i + 1 < v.object.size() ? ",\n" : "\n";
+    }
+    out += close + "}";
+    break;
+  }
+}
+
+} // namespace
+
+std::string format_json(const JsonValue &v) {
+  std::string out;
+  format_into(v, 0, out);
+  return out;
+}
+
+void set_member(JsonValue &object, const std::string &key, JsonValue value) {
+  if (!object.is_object())
+    throw Error("set_member(\"" + key + "\"): not a JSON object but " + object.brief());
+  auto &members = object.object;
+  for (auto &member : members)
+    if (member.first == key) {
+      member.second = std::move(value);
+      return;
+    }
+  auto at = members.begin();
+  while (at != members.end() && at->first < key)
+    ++at;
+  members.insert(at, {key, std::move(value)});
 }
 
 } // namespace megart

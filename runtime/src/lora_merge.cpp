@@ -21,9 +21,15 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char *kPeftPrefix = "base_model.model.";
-// What a LoRA checkpoint holds besides the files a merged model takes along.
-const std::set<std::string> kNotCopied = {"adapter_model.safetensors", "adapter_config.json",
-                                          "optimizer.safetensors", "train_state.json", "model.safetensors"};
+// What a LoRA checkpoint holds besides the files a merged model takes along (README.md: PEFT's
+// model card of the adapters).
+const std::set<std::string> kNotCopied = {"adapter_model.safetensors", "adapter_config.json", "optimizer.safetensors",
+                                          "train_state.json", "model.safetensors", "README.md"};
+// The files of a Hugging Face model folder besides its weights, taken from the base's folder for
+// the adapters of a folder PEFT saved (it holds no config.json).
+const char *const kModelFolderFiles[] = {"config.json",      "generation_config.json", "tokenizer.json",
+                                         "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                                         "merges.txt",       "tokenizer.model"};
 
 std::string read_text(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
@@ -174,6 +180,18 @@ MergeReport merge_lora(const std::string &adapter_folder, const std::vector<std:
     fs::copy_file(e.path(), staging / e.path().filename(), fs::copy_options::overwrite_existing, ec);
     if (ec)
       throw Error("--merge-lora " + out_dir + ": cannot copy " + e.path().string() + ": " + ec.message() +
+                  " (nothing was written)");
+  }
+  // A folder PEFT saved (no config.json): the base's folder completes the model's files.
+  const bool peft_folder = !fs::exists(folder / "config.json", ec);
+  const fs::path base_folder =
+      base_files.empty() || !peft_folder ? fs::path() : fs::path(base_files.front()).parent_path();
+  for (const char *name : kModelFolderFiles) {
+    if (base_folder.empty() || fs::exists(staging / name, ec) || !fs::is_regular_file(base_folder / name, ec))
+      continue;
+    fs::copy_file(base_folder / name, staging / name, ec);
+    if (ec)
+      throw Error("--merge-lora " + out_dir + ": cannot copy " + (base_folder / name).string() + ": " + ec.message() +
                   " (nothing was written)");
   }
   if (fs::exists(out, ec)) // an empty folder (checked above) that the rename replaces

@@ -7,15 +7,18 @@
 
 namespace megart {
 
-int merge_lora_main(int argc, const char *const *argv, std::ostream &out, std::ostream &err) {
+int merge_lora_main(int argc, const char *const *argv, const ProgramDesc &program, std::ostream &out,
+                    std::ostream &err) {
   CLI::App app{"Merges a LoRA checkpoint's adapters into its base model: a Hugging Face folder"};
   std::string load, save, base;
-  app.add_option("--load", load, "The LoRA checkpoint folder (its latest iteration) or an iteration folder")
+  app.add_option("--load", load,
+                 "The LoRA checkpoint folder (its latest iteration), an iteration folder, or a PEFT adapter folder")
       ->required();
   app.add_option("--save", save, "The new folder of the merged model (config.json, model.safetensors, tokenizer)")
       ->required();
   app.add_option("--pretrained-checkpoint", base,
-                 "The base model (default: the files the checkpoint's train_state.json names)");
+                 "The base model (default: the files the checkpoint's train_state.json names, or the "
+                 "base_model_name_or_path of a PEFT folder)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -26,9 +29,13 @@ int merge_lora_main(int argc, const char *const *argv, std::ostream &out, std::o
   }
   try {
     const LoadSource source = resolve_load(load, -1, /*with_optimizer=*/false);
-    if (!source.resume || !source.adapters)
+    if (!source.adapters)
       throw Error("--load " + load + " is not a megac LoRA checkpoint (a folder with adapter_config.json, "
-                  "adapter_model.safetensors and train_state.json): nothing to merge");
+                  "adapter_model.safetensors and train_state.json) nor a PEFT adapter folder: nothing to merge");
+    // A folder PEFT saved has no record of its run: its settings must be ones this program computes
+    // (a merge of DoRA or biased adapters by LoRA's formula would be another model).
+    if (!source.resume)
+      check_load_against_program(source, program, "--load " + load);
     const std::vector<std::string> base_files = checkpoint_base_weights(source, load, base);
     const MergeReport r = merge_lora(source.folder, base_files, save);
     out << "merged " << r.merged << " adapted weights of " << r.tensors << " tensors into " << save

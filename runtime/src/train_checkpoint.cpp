@@ -9,6 +9,7 @@
 #include "megart/file_checks.h"
 #include "megart/json.h"
 #include "megart/param_layout.h"
+#include "megart/peft_adapter.h"
 #include "megart/pipeline_program.h"
 #include "megart/safetensors.h"
 
@@ -474,13 +475,15 @@ void check_load_against_program(const LoadSource &source, const ProgramDesc &pro
   if (!source.adapters || !program.adapter_config_json)
     return;
   const std::string adapter_config = (fs::path(source.folder) / kAdapterConfigFile).string();
+  // The tensors' names say which modules are adapted, however target_modules is written.
+  const std::vector<std::string> adapted = adapted_modules(SafetensorsFile::open(source.weight_files.at(0)).names());
   check_adapter_config(read_text(adapter_config), adapter_config, program.adapter_config_json,
-                       "this program's LoRA settings");
+                       "this program's LoRA settings", adapted, /*against_program=*/true);
   if (!source.state_file.empty() && fs::exists(source.state_file)) {
     const TrainState state = read_train_state(source.state_file);
     if (!state.adapter_config_json.empty())
       check_adapter_config(read_text(adapter_config), adapter_config, state.adapter_config_json,
-                           "the settings train_state.json records of the run that trained them");
+                           "the settings train_state.json records of the run that trained them", adapted);
   }
 }
 
@@ -539,6 +542,30 @@ LoadSource resume_from(const std::string &folder, int64_t iteration, const std::
   return s;
 }
 
+// A folder PEFT's save_pretrained wrote (adapter_config.json + adapter_model.safetensors, no
+// training state): its adapters start a new run; the base is found by checkpoint_base_weights.
+LoadSource peft_adapters_from(const fs::path &dir) {
+  std::error_code ec;
+  if (fs::exists(dir / kOptimizerFile, ec)) // megac's, not PEFT's: a resume whose state is gone
+    throw Error("--load " + dir.string() + ": the folder has " + kAdapterConfigFile + " and " + kOptimizerFile +
+                " but no " + kStateFile + "; it is not a complete megac checkpoint (resume from another iteration "
+                "with --ckpt-step N; to start a new run from its adapters alone, copy " + kAdapterConfigFile +
+                " and " + kAdapterFile + " into a folder of their own)");
+  const fs::path tensors = dir / kAdapterFile;
+  if (!fs::is_regular_file(tensors, ec)) {
+    const bool pickled = fs::exists(dir / "adapter_model.bin", ec);
+    throw Error("--load " + dir.string() + ": the folder has adapter_config.json but no " + kAdapterFile +
+                (pickled ? "; its adapter_model.bin is PyTorch's pickle format, which megac does not read: save "
+                           "the adapters with PEFT's save_pretrained(DIR, safe_serialization=True) (its default)"
+                         : "; copy the adapters' tensors beside it as PEFT's save_pretrained writes them"));
+  }
+  LoadSource s;
+  s.folder = dir.string();
+  s.adapters = true;
+  s.weight_files = {tensors.string()};
+  return s;
+}
+
 LoadSource weights_from(std::vector<std::string> files) {
   LoadSource s;
   s.folder = fs::path(files.front()).parent_path().string();
@@ -592,20 +619,21 @@ LoadSource resolve_load(const std::string &path, int64_t step, bool with_optimiz
     return with_config(resume_from(path, it >= 0 ? it : read_train_state((dir / kStateFile).string()).iteration,
                                    path, with_optimizer));
   }
+  if (fs::is_regular_file(dir / kAdapterConfigFile, ec))
+    return with_config(peft_adapters_from(dir));
   if (fs::is_regular_file(dir / kShardIndex, ec))
     return with_config(weights_from(sharded_weight_files((dir / kShardIndex).string())));
   if (fs::is_regular_file(dir / kModelFile, ec))
     return with_config(weights_from({(dir / kModelFile).string()}));
-  throw Error("--load " + path + ": the folder has no " + kTracker + ", " + kStateFile + ", " +
-              kShardIndex + " or " + kModelFile + "; give a checkpoint folder (--save of an "
-              "earlier run), one of its iter_NNNNNNN folders, or a Hugging Face model folder");
+  throw Error("--load " + path + ": the folder has no " + kTracker + ", " + kStateFile + ", " + kAdapterConfigFile +
+              ", " + kShardIndex + " or " + kModelFile + "; give a checkpoint folder (--save of an "
+              "earlier run), one of its iter_NNNNNNN folders, a PEFT adapter folder or a Hugging Face model folder");
 }
 } // namespace megart
 
 namespace megart {
 
-std::vector<std::string> resolve_base(const std::string &path) {
-  const std::string flag = "--pretrained-checkpoint";
+std::vector<std::string> resolve_base(const std::string &path, const std::string &flag) {
   try {
     const LoadSource source = resolve_load(path, -1, /*with_optimizer=*/false);
     if (source.adapters)
@@ -626,9 +654,18 @@ std::vector<std::string> base_weights_checksums(const std::vector<std::string> &
 
 std::vector<std::string> checkpoint_base_weights(const LoadSource &source, const std::string &load,
                                                  const std::string &pretrained) {
-  // A checkpoint's record (none when --pretrained-checkpoint starts a run from a base folder).
+  // A checkpoint's record (none when --pretrained-checkpoint starts a run from a base folder, nor
+  // in a folder PEFT saved: its adapter_config.json names the base).
   const TrainState state = source.state_file.empty() ? TrainState() : read_train_state(source.state_file);
-  std::vector<std::string> base = pretrained.empty() ? state.base_weights : resolve_base(pretrained);
+  std::vector<std::string> base;
+  if (!pretrained.empty()) {
+    base = resolve_base(pretrained);
+  } else if (source.state_file.empty() && source.adapters) {
+    const std::string config = (fs::path(source.folder) / kAdapterConfigFile).string();
+    base = resolve_base(peft_named_base(config), config + ": base_model_name_or_path");
+  } else {
+    base = state.base_weights;
+  }
   if (base.empty())
     throw Error("--load " + load + ": " + source.state_file + " names no base model (it was trained from a "
                 "random one); give the base's weights with --pretrained-checkpoint");

@@ -2,6 +2,7 @@
 #include "megart/tensorboard.h"
 
 #include "megart/aligned_buffer.h"
+#include "megart/checkpoint_contents.h"
 #include "megart/error.h"
 #include "megart/exit_signal.h"
 #include "megart/grad_norm.h"
@@ -223,12 +224,11 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   if (scaler && start.loss_scaler)
     scaler->restore(*start.loss_scaler);
   const CheckpointGroup checkpoint_group{grid.tp(), pipelined ? &grid.pp() : nullptr, &program};
-  CheckpointOptions checkpoint_options;
-  checkpoint_options.hf_config_json = program.hf_config_json ? program.hf_config_json : "";
-  checkpoint_options.keep_latest = f.keep_latest_k;
-  checkpoint_options.adapter_config_json = program.adapter_config_json ? program.adapter_config_json : "";
-  if (!f.save.empty() && saves && data.tokenizer()) // prepare_training checked that they are there
-    checkpoint_options.extra_files = tokenizer_checkpoint_files(*data.tokenizer());
+  // prepare_training checked that the tokenizer's files are there.
+  const CheckpointOptions checkpoint_options =
+      checkpoint_contents(program, f.keep_latest_k,
+                          !f.save.empty() && saves && data.tokenizer() ? &*data.tokenizer() : nullptr,
+                          start.base_weights);
   const std::string args_json = format_train_args(f), plan_json = format_program_plan(program);
 
   StepContext ctx = grid.step_context();

@@ -199,7 +199,7 @@ int train_main(int argc, const char *const *argv, const ProgramDesc &program, st
   if (argc > 1 && std::strcmp(argv[1], "generate") == 0) // OUT/train generate ... (megart/generate.h)
     return generate_main(argc - 1, argv + 1, program, out, err);
   if (argc > 1 && std::strcmp(argv[1], "merge-lora") == 0) // OUT/train merge-lora ... (megart/lora_merge.h)
-    return merge_lora_main(argc - 1, argv + 1, out, err);
+    return merge_lora_main(argc - 1, argv + 1, program, out, err);
   // Before MPI starts, the launcher's numbering says which process speaks for all: flag errors
   // and --help are the same on every rank and are printed once.
   const LaunchEnv launch = detect_launch_env();

@@ -242,17 +242,21 @@ std::vector<std::string> absolute_paths(const std::vector<std::string> &files) {
 }
 
 /// A LoRA program: the frozen base model from --pretrained-checkpoint, a Hugging Face folder in
-/// --load, or the base a resumed checkpoint names (its train_state.json); the adapters from the
-/// checkpoint, or new (A kaiming-uniform, B zeros: training starts from the base model).
+/// --load, the base a resumed checkpoint names (its train_state.json), or the one a folder PEFT
+/// saved names (its adapter_config.json's base_model_name_or_path); the adapters from the
+/// checkpoint or PEFT's folder, or new (A kaiming-uniform, B zeros: training starts from the
+/// base model).
 void load_lora(TrainSetup &s, const TrainFlags &flags, const ProgramDesc &program, const LoadSource &source,
                bool resume, bool fresh) {
   const uint64_t seed = static_cast<uint64_t>(flags.seed);
-  const bool from_checkpoint = !flags.load.empty() && !fresh && source.resume;
+  const bool from_checkpoint = !flags.load.empty() && !fresh && source.adapters;
   std::vector<std::string> base;
   std::string base_from;
   if (!flags.pretrained_checkpoint.empty() || from_checkpoint) {
     base = checkpoint_base_weights(source, flags.load, flags.pretrained_checkpoint);
-    base_from = flags.pretrained_checkpoint.empty() ? "the checkpoint's base_weights" : "--pretrained-checkpoint";
+    base_from = !flags.pretrained_checkpoint.empty() ? "--pretrained-checkpoint"
+                : source.resume                     ? "the checkpoint's base_weights"
+                                                    : "adapter_config.json's base_model_name_or_path";
   } else if (!flags.load.empty() && !fresh) {
     base = source.weight_files;
     base_from = "--load";
@@ -265,6 +269,10 @@ void load_lora(TrainSetup &s, const TrainFlags &flags, const ProgramDesc &progra
       if (!std::filesystem::is_regular_file(f))
         throw Error(base_from + ": the base model's weight file " + f + " is not there (give its folder with "
                     "--pretrained-checkpoint)");
+    // The config.json beside the base's weights, when they have one, describes this program's model.
+    const std::filesystem::path base_config = std::filesystem::path(base.front()).parent_path() / "config.json";
+    if (program.hf_config_json && std::filesystem::is_regular_file(base_config))
+      check_hf_config(base_config.string(), program.hf_config_json, "the base model (" + base_from + ")");
     try {
       s.frozen->load(base, held_elsewhere(program, /*frozen=*/true));
     } catch (const Error &e) {

@@ -136,10 +136,32 @@ def same_files_as_megatron(megatron, prefix, documents, vocab_size):
     print(f"ok   {os.path.basename(prefix)}: .bin and .idx byte for byte as megatron-core's IndexedDatasetBuilder")
 
 
-def checkpoint_tokenizers(args, cases, texts):
+def checkpoint_token_ids(folder, name, eos, bos):
+    """The checkpoint states the tokenizer's eos and bos ids (None: it has none) in config.json,
+    generation_config.json (as transformers writes it for that config) and, where transformers
+    has a class for the tokenizer, as AutoTokenizer's eos_token and bos_token."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+    config = AutoConfig.from_pretrained(folder)
+    generation = GenerationConfig.from_pretrained(folder)
+    with open(os.path.join(folder, "generation_config.json")) as f:
+        written = json.load(f)
+    expected = json.loads(GenerationConfig.from_model_config(config).to_json_string())
+    got = [config.eos_token_id, config.bos_token_id, generation.eos_token_id, generation.bos_token_id]
+    if os.path.exists(os.path.join(folder, "tokenizer_config.json")):
+        tok = AutoTokenizer.from_pretrained(folder, use_fast=name != "SentencePieceTokenizer")
+        got += [tok.eos_token_id, tok.bos_token_id if tok.bos_token is not None else None]
+    if got != [eos, bos] * (len(got) // 2) or written != expected:
+        sys.exit(f"FAIL {name}: the checkpoint states eos/bos {got} (config.json, generation_config.json, "
+                 f"AutoTokenizer), expected {eos}/{bos}; generation_config.json {written}, transformers' {expected}")
+    print(f"ok   {name}: the checkpoint states eos {eos} and bos {bos} in config.json, generation_config.json"
+          + (" and tokenizer_config.json" if len(got) > 4 else " (no tokenizer_config.json: no transformers class)"))
+
+
+def checkpoint_tokenizers(args, cases, texts, special_ids):
     """Trains one iteration on each library tokenizer's dataset and saves; AutoTokenizer loads
     the checkpoint folder (megac_tokenizer.json, the tokenizer's files in Hugging Face's layout
-    and tokenizer_config.json) and encodes `texts` as the library does."""
+    and tokenizer_config.json) and encodes `texts` as the library does; the folder states the
+    tokenizer's special tokens (checkpoint_token_ids)."""
     from transformers import AutoTokenizer
     w = lambda *p: os.path.join(args.workdir, *p)
     with open(args.spec) as f:  # the spec, with room for every vocabulary trained here
@@ -160,6 +182,11 @@ def checkpoint_tokenizers(args, cases, texts):
         got = [tok.encode(t) for t in texts]
         compare(f"{kind} from the checkpoint ({type(tok).__name__}, recorded {recorded})", got,
                 [encode(t) for t in texts])
+        checkpoint_token_ids(folder, kind, *special_ids[kind])
+    shutil.rmtree(w("ckpt-bytes"), ignore_errors=True)
+    run([w("prog", "train"), "--data-path", w("bytes"), "--train-iters", "1", "--global-batch-size", "2",
+         "--lr", "1e-3", "--save", w("ckpt-bytes")])
+    checkpoint_token_ids(w("ckpt-bytes", "iter_0000001"), "ByteTokenizer", *special_ids["ByteTokenizer"])
 
 
 def compare(name, got, expected):
@@ -224,7 +251,12 @@ def main():
 
     # Checkpoints carry the tokenizer: transformers' AutoTokenizer loads the iteration folder and
     # encodes as the library did.
-    checkpoint_tokenizers(args, cases, paragraphs[:300] + [r["text"] for r in records])
+    # (eos, bos) of each: GPT-2's one special token is both; the unigram tokenizer's
+    # tokenizer_config.json names an eos_token only; the byte tokenizer has no bos.
+    special_ids = {"GPT2BPETokenizer": (bpe.token_to_id("<|endoftext|>"), bpe.token_to_id("<|endoftext|>")),
+                   "HuggingFaceTokenizer": (unigram.token_to_id("</s>"), None),
+                   "SentencePieceTokenizer": (sp.eos_id(), sp.bos_id()), "ByteTokenizer": (256, None)}
+    checkpoint_tokenizers(args, cases, paragraphs[:300] + [r["text"] for r in records], special_ids)
 
     # The pure-Python GPT-2 tokenizer of transformers, an implementation apart from tokenizers'.
     slow = GPT2Tokenizer(vocab, merges)

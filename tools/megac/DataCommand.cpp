@@ -150,7 +150,9 @@ int byteTokenizerData() {
   progress.finish(documents, bytesRead);
   writeTokenizerRecord(outputPrefix, R"({"tokenizer_type": "ByteTokenizer", "vocab_size": )" +
                                          std::to_string(megart::kByteVocabSize) +
-                                         R"(, "eod": )" + std::to_string(megart::kEndOfDocument) + "}");
+                                         R"(, "eod": )" + std::to_string(megart::kEndOfDocument) +
+                                         R"(, "special_tokens": {"eos_token": {"id": )" +
+                                         std::to_string(megart::kEndOfDocument) + R"(, "content": null}}})");
   outs() << "megac data: wrote " << outputPrefix << ".bin/.idx: " << documents << " documents, " << tokens
          << " tokens (ByteTokenizer, vocab " << megart::kByteVocabSize << ")\n";
   return 0;

@@ -30,11 +30,19 @@ class Failure(Exception):
     pass
 
 
+def special_tokens(**contents):
+    """{role: {"id", "content"}} of the tokens a tokenizer gives a role (bos_token, eos_token,
+    pad_token): contents maps a role to (id, text); a role whose id is None is left out, none is
+    made up. Checkpoints state them (config.json's bos_token_id, tokenizer_config.json's eos_token)."""
+    return {role: {"id": i, "content": text} for role, (i, text) in contents.items() if i is not None}
+
+
 class ByteTokenizer:
-    """Every UTF-8 byte is a token; 256 ends a document (megart/byte_tokenizer.h)."""
+    """Every UTF-8 byte is a token; 256 ends a document (megart/byte_tokenizer.h); no bos."""
 
     def __init__(self):
         self.vocab_size, self.eod, self.files = 257, 256, {}
+        self.special_tokens = special_tokens(eos_token=(256, None))
 
     def encode(self, text):
         return list(text.encode("utf-8"))
@@ -46,12 +54,19 @@ class ByteTokenizer:
 class HuggingFaceTokenizer:
     """A `tokenizers` Tokenizer; encode adds what its post-processor adds (a BOS, for Llama's)."""
 
-    def __init__(self, tokenizer, files, eod_token=None):
+    def __init__(self, tokenizer, files, eod_token=None, declared=None):
+        """eod_token: the end of document (else the first of EOD_CANDIDATES in the vocabulary), also
+        its eos; declared: the bos_token and pad_token its tokenizer_config.json names."""
         self.tok, self.files = tokenizer, files
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
         vocab = tokenizer.get_vocab(with_added_tokens=True)
         names = [eod_token] if eod_token else [n for n in EOD_CANDIDATES if n in vocab]
         self.eod = vocab.get(names[0]) if names else None
+        named = lambda text: (vocab.get(text), text)
+        declared = declared or {}
+        self.special_tokens = special_tokens(bos_token=named(declared.get("bos_token")),
+                                             eos_token=(self.eod, names[0] if names else None),
+                                             pad_token=named(declared.get("pad_token")))
 
     def encode(self, text):
         return self.tok.encode(text).ids
@@ -67,6 +82,9 @@ class SentencePieceTokenizer:
         self.files = {"tokenizer_model": model_file}
         self.vocab_size = self.sp.get_piece_size()
         self.eod = self.sp.eos_id() if self.sp.eos_id() >= 0 else None
+        piece = lambda i: (i, self.sp.id_to_piece(i)) if i >= 0 else (None, None)  # -1: the model has none
+        self.special_tokens = special_tokens(bos_token=piece(self.sp.bos_id()), eos_token=piece(self.sp.eos_id()),
+                                             pad_token=piece(self.sp.pad_id()))
 
     def encode(self, text):
         return self.sp.encode(text)
@@ -103,7 +121,9 @@ def load(tokenizer_type, vocab_file=None, merge_file=None, tokenizer_model=None)
         # GPT-2's byte-level BPE: bytes mapped to printable characters, split by GPT-2's pattern.
         tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = tokenizers.decoders.ByteLevel()
-        return HuggingFaceTokenizer(tok, {"vocab_file": vocab, "merge_file": merges}, "<|endoftext|>")
+        # GPT-2's one special token is its bos and its eos (GPT2Tokenizer's defaults).
+        return HuggingFaceTokenizer(tok, {"vocab_file": vocab, "merge_file": merges}, "<|endoftext|>",
+                                    {"bos_token": "<|endoftext|>"})
     if tokenizer_type == "HuggingFaceTokenizer":
         if tokenizer_model and os.path.isdir(tokenizer_model):
             tokenizer_model = os.path.join(tokenizer_model, "tokenizer.json")
@@ -117,7 +137,8 @@ def load(tokenizer_type, vocab_file=None, merge_file=None, tokenizer_model=None)
         config = os.path.join(os.path.dirname(path), "tokenizer_config.json")
         if os.path.isfile(config):  # checkpoints carry it on (its eos_token, its class)
             files["tokenizer_config"] = config
-        return HuggingFaceTokenizer(tok, files, eos_token_of(os.path.dirname(path)))
+        declared = declared_tokens(os.path.dirname(path))
+        return HuggingFaceTokenizer(tok, files, declared.get("eos_token"), declared)
     if tokenizer_type == "SentencePieceTokenizer":
         path = need_file("--tokenizer-model", tokenizer_model, tokenizer_type)
         import_library("sentencepiece", tokenizer_type)
@@ -129,14 +150,19 @@ def load(tokenizer_type, vocab_file=None, merge_file=None, tokenizer_model=None)
                   f"HuggingFaceTokenizer or SentencePieceTokenizer")
 
 
-def eos_token_of(folder):
-    """The eos_token a tokenizer_config.json beside the tokenizer.json names, as transformers reads it."""
+def declared_tokens(folder):
+    """The bos_token, eos_token and pad_token a tokenizer_config.json beside the tokenizer.json
+    names, as transformers reads them (a text, or an AddedToken's {"content": ...})."""
     try:
         with open(os.path.join(folder, "tokenizer_config.json")) as f:
-            eos = json.load(f).get("eos_token")
+            config = json.load(f)
     except (OSError, ValueError):
-        return None
-    return eos.get("content") if isinstance(eos, dict) else eos
+        return {}
+    if not isinstance(config, dict):
+        return {}
+    text = lambda t: t.get("content") if isinstance(t, dict) else t
+    return {role: text(config[role]) for role in ("bos_token", "eos_token", "pad_token")
+            if isinstance(text(config.get(role)), str)}
 
 
 # ---- documents ----
@@ -285,7 +311,7 @@ def encode_corpus(args):
     keys = args.json_keys or ["text"]
     out = sys.stdout.buffer
     header = dict(tokenizer_type=args.tokenizer_type, vocab_size=tokenizer.vocab_size, eod=tokenizer.eod,
-                  files=tokenizer.files, keys=keys)
+                  special_tokens=tokenizer.special_tokens, files=tokenizer.files, keys=keys)
     out.write((json.dumps(header) + "\n").encode())
     total = sum(os.path.getsize(p) for p in args.input if os.path.isfile(p))
     progress = Progress(total)

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace megart {
 
@@ -25,10 +26,16 @@ void check_hf_config(const std::string &config_path, const std::string &program_
 // blank lines, line endings and quoting do not count).
 void check_spec(const std::string &checkpoint_spec, const std::string &program_spec, const std::string &what);
 
-// `adapter_config` (the JSON text of an adapter_config.json, read from `path`) against
-// `expected` (the program's adapter_config_json or the checkpoint's record of it): rank, alpha,
-// dropout, targets, rsLoRA and the rest of what changes the adapters' mathematics.
+// `adapter_config` (the JSON text of an adapter_config.json, read from `path`, megac's or one
+// PEFT saved) against `expected` (the program's adapter_config_json or the checkpoint's record
+// of it): rank, alpha, dropout, targets, rsLoRA and the rest of what changes the adapters'
+// mathematics; a setting megac does not implement (DoRA, a bias, per-module ranks, ...) is
+// named as such. `adapted`: the modules the adapter file's tensors adapt (peft_adapter.h's
+// adapted_modules), which decide target_modules written another way than the program's (PEFT
+// keeps the names it was given). `against_program`: each line says which compile flag fits the
+// file (else the file is compared with its own run's record).
 void check_adapter_config(const std::string &adapter_config, const std::string &path, const std::string &expected,
-                          const std::string &expected_what);
+                          const std::string &expected_what, const std::vector<std::string> &adapted = {},
+                          bool against_program = false);
 
 } // namespace megart

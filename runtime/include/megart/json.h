@@ -1,5 +1,6 @@
-// Just enough JSON for the runtime's own files (safetensors headers): parse into a tree that
-// keeps object key order, and escape strings for writing. Integers are kept exact as int64.
+// Just enough JSON for the runtime's own files (safetensors headers, the Hugging Face and PEFT
+// configs of a checkpoint): parse into a tree that keeps object key order, print it back, and
+// escape strings for writing. Integers are kept exact as int64.
 #pragma once
 
 #include <cstdint>
@@ -37,8 +38,26 @@ public:
 // Parses a complete JSON document. `what` names the source in error messages, e.g.
 // "model.safetensors: header". Duplicate object keys are an error.
 JsonValue parse_json(std::string_view text, const std::string &what);
+// The same, reading an integer past 64 bits as a double (Kind::Number), as Python's json module
+// reads what it wrote: for files of other libraries (transformers' tokenizer_config.json has
+// model_max_length 1000000000000000019884624838656).
+JsonValue parse_json_wide(std::string_view text, const std::string &what);
 
 // `s` as a quoted JSON string literal.
 std::string json_quote(std::string_view s);
+
+JsonValue json_null();
+JsonValue json_bool(bool v);
+JsonValue json_integer(int64_t v);
+JsonValue json_string(std::string s);
+
+// `v` as Python's json.dumps(v, indent=2) writes it (what transformers and PEFT write): numbers
+// in their shortest exact form, a whole Number with ".0" (it stays a float), strings as
+// json_quote. Ends without a newline.
+std::string format_json(const JsonValue &v);
+
+// Sets `key` of the object `object` to `value`: in place when it is there, else inserted
+// before the first key that sorts after it (configs are written with sorted keys).
+void set_member(JsonValue &object, const std::string &key, JsonValue value);
 
 } // namespace megart

@@ -1,5 +1,6 @@
 // The tokenizer a dataset was made with: PREFIX.tokenizer.json, written by megac data
-// (tools/megac/megac_tokenizer.py's header: tokenizer_type, vocab_size, eod, files). Training
+// (tools/megac/megac_tokenizer.py's header: tokenizer_type, vocab_size, eod, special_tokens,
+// files). Training
 // checks the model's vocabulary against it, and every checkpoint carries it on: the record as
 // megac_tokenizer.json and the tokenizer's own files in Hugging Face's layout, so that
 // transformers' AutoTokenizer loads the checkpoint folder as it loads the model.
@@ -14,12 +15,23 @@
 
 namespace megart {
 
+// A token the tokenizer gives a role (begin or end of sequence, padding): its id, and its text
+// where the tokenizer has one (the byte tokenizer's end of document, 256, has none).
+struct SpecialToken {
+  int64_t id = -1;
+  std::string content;
+};
+
 struct TokenizerRecord {
   std::string path; // PREFIX.tokenizer.json
   std::string json; // as written
   std::string type; // "GPT2BPETokenizer", ...
   int64_t vocab_size = 0;
   std::map<std::string, std::string> files; // role ("vocab_file", ...) -> absolute path
+  // The tokens the tokenizer declares (megac data records them in "special_tokens"; a record of
+  // an older megac gives its end of document, "eod", as the eos, and GPT-2's <|endoftext|> as
+  // its bos too). Empty: the tokenizer has none, and none is made up.
+  std::optional<SpecialToken> bos, eos, pad;
 };
 
 // PREFIX.tokenizer.json, or none when the dataset has none (made by another tool). Throws

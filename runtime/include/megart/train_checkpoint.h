@@ -75,12 +75,14 @@ struct LoadSource {
   std::vector<std::string> weight_files; // safetensors files holding the weights
   std::string optimizer_file;            // resume only
   std::string state_file;                // resume only
-  bool adapters = false;                 // a LoRA checkpoint: weight_files is adapter_model.safetensors
+  bool adapters = false;                 // LoRA adapters (a megac LoRA checkpoint, or a folder PEFT saved:
+                                         // not resume): weight_files is adapter_model.safetensors
   std::string config_file;               // the folder's config.json, when it has one (checked first)
 };
 
 // --load PATH: a checkpoint folder with a tracker (its latest iteration, or `step` when >= 0),
-// an iteration folder, a Hugging Face folder (model.safetensors or a sharded
+// an iteration folder, a PEFT adapter folder (adapter_config.json + adapter_model.safetensors
+// without train_state.json), a Hugging Face folder (model.safetensors or a sharded
 // model.safetensors.index.json), or one .safetensors / .index.json file (weights only). Throws
 // naming the path, what it holds and what was expected.
 // `with_optimizer`: a resume needs optimizer.safetensors (not with --no-load-optim).
@@ -88,16 +90,17 @@ LoadSource resolve_load(const std::string &path, int64_t step = -1, bool with_op
 
 // --pretrained-checkpoint PATH (a LoRA program's base model): the weight files of a Hugging Face
 // folder, a .safetensors file, an *.index.json or a whole model's megac checkpoint, as
-// resolve_load finds them; errors name the flag.
-std::vector<std::string> resolve_base(const std::string &path);
+// resolve_load finds them; errors name `flag` (what gave the path).
+std::vector<std::string> resolve_base(const std::string &path, const std::string &flag = "--pretrained-checkpoint");
 
 // The file_checksum (megart/crc32c.h) of each base weight file, recorded with a LoRA run's state.
 std::vector<std::string> base_weights_checksums(const std::vector<std::string> &files);
 
 // The frozen base model of a LoRA checkpoint `source` (--load `load`): the files of
 // --pretrained-checkpoint `pretrained` when given (resolve_base), else those its train_state.json
-// names. Throws when neither names any (the run had a random base), or when the files differ
-// from those the checkpoint's run recorded (their checksums).
+// names, else (a folder PEFT saved) those of the base its adapter_config.json names in
+// base_model_name_or_path. Throws when none names any (the run had a random base), or when the
+// files differ from those the checkpoint's run recorded (their checksums).
 std::vector<std::string> checkpoint_base_weights(const LoadSource &source, const std::string &load,
                                                  const std::string &pretrained = "");
 
