@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 namespace megart {
 
@@ -66,11 +67,11 @@ TrainData::TrainData(const std::vector<BlendEntry> &blend, const std::vector<dou
     const int64_t begin = ds.document_token_start(docs.begin), end = ds.document_token_start(docs.end);
     check_vocab(ds, begin, end, vocab_size);
     const int64_t samples = end - begin > 1 ? (end - begin - 1) / seq_length : 0;
-    parts_.push_back({std::move(ds), entry.weight, docs, begin, end, samples, {}});
+    parts_.push_back({std::move(ds), entry.weight, docs, begin, end, samples, EpochOrder(samples, false, 0)});
     num_samples_ += samples;
   }
   std::vector<double> weights;
-  for (const Part &part : parts_) // unweighted: by size, each dataset's samples used once
+  for (const Part &part : parts_) // unweighted: by size, so each dataset's epochs keep pace
     weights.push_back(part.weight >= 0 ? part.weight
                                        : static_cast<double>(part.num_samples) /
                                              static_cast<double>(std::max<int64_t>(num_samples_, 1)));
@@ -89,7 +90,7 @@ std::string TrainData::describe(int64_t used) const {
                      parts_[0].documents.end == parts_[0].dataset.num_documents();
   if (whole)
     return parts_[0].dataset.prefix();
-  const std::vector<int64_t> counts = blend_.counts(std::min(used, num_samples_));
+  const std::vector<int64_t> counts = blend_.counts(used);
   std::string text;
   for (size_t d = 0; d < parts_.size(); ++d) {
     const Part &p = parts_[d];
@@ -99,60 +100,84 @@ std::string TrainData::describe(int64_t used) const {
             std::to_string(p.documents.begin) + ".." + std::to_string(p.documents.end) + " of " +
             std::to_string(p.dataset.num_documents()) + ", " + std::to_string(p.num_samples) +
             " samples; gives " + std::to_string(counts[d]);
+    if (const std::string epochs = megart::describe_epochs(0, counts[d], p.num_samples); !epochs.empty())
+      text += " (" + epochs + ")";
   }
   return text;
 }
 
 void TrainData::require_samples(int64_t first, int64_t iterations, int64_t global_batch_size,
                                 const std::string &iterations_flag) const {
+  const std::string tokens = std::to_string(seq_length_) + "+1 tokens";
+  if (num_samples_ == 0) {
+    const Part &p = parts_[0];
+    throw Error((parts_.size() == 1 ? p.dataset.prefix() + ": documents " + std::to_string(p.documents.begin) + ".." +
+                                          std::to_string(p.documents.end) + " hold " + std::to_string(num_tokens()) +
+                                          " tokens, fewer than one sample of " + tokens
+                                    : flag_ + ": no dataset holds one sample of " + tokens + " (" +
+                                          std::to_string(num_tokens()) + " tokens in all)") +
+                "; use more data, or compile a spec with a smaller seq_length");
+  }
+  // The step's host and device buffers hold one iteration's ids and labels: B x s tokens each.
+  const std::optional<int64_t> batch_tokens = checked_mul(global_batch_size, seq_length_ + 1);
+  if (!batch_tokens || !checked_mul(*batch_tokens, 2 * static_cast<int64_t>(sizeof(int32_t))))
+    throw Error("--global-batch-size (" + std::to_string(global_batch_size) + ") needs more than 2^63 bytes for " +
+                "one iteration's samples of " + tokens + "; use a smaller --global-batch-size");
+  // Positions past the data are further epochs; they must still be counted in 64 bits.
   const std::optional<int64_t> used = checked_mul(iterations, global_batch_size);
   const std::optional<int64_t> need = used ? checked_add(first, *used) : std::nullopt;
-  const std::string what = parts_.size() == 1 ? parts_[0].dataset.prefix() : flag_ + "'s blend";
-  if (need && *need <= num_samples_) {
-    // The blend draws from each dataset by weight: one may run out before the others.
-    const std::vector<int64_t> counts = blend_.counts(*need);
-    for (size_t d = 0; d < parts_.size(); ++d)
-      if (counts[d] > parts_[d].num_samples)
-        throw Error(flag_ + ": " + parts_[d].dataset.prefix() + " must give " + std::to_string(counts[d]) +
-                    " of the blend's first " + std::to_string(*need) + " samples (weight " +
-                    std::to_string(parts_[d].weight) + "), but has " + std::to_string(parts_[d].num_samples) +
-                    " of " + std::to_string(seq_length_) + "+1 tokens; use a smaller " + iterations_flag + ", a smaller weight "
-                    "for it, or more data (samples are not reused)");
+  if (need) {
+    require_drawn_parts_have_samples(*need, tokens);
     return;
   }
-  const int64_t left = std::max<int64_t>(num_samples_ - first, 0);
-  const int64_t max_iters = left / global_batch_size;
-  const std::string after = first > 0 ? " after the " + std::to_string(first) + " already used" : "";
+  const int64_t most = (std::numeric_limits<int64_t>::max() - first) / global_batch_size;
+  const int64_t done = first / global_batch_size; // --train-iters counts them too
   throw Error((first > 0 ? std::string("the remaining iterations (") : iterations_flag + " (") +
-              std::to_string(iterations) + ") x --global-batch-size (" +
-              std::to_string(global_batch_size) + ") needs " +
-              (used ? std::to_string(*used) : std::string("more than 2^63")) + " samples of " +
-              std::to_string(seq_length_) + "+1 tokens" + after + ", but " + what +
-              " has " + std::to_string(num_samples_) + " (" + std::to_string(num_tokens()) +
-              " tokens); " +
-              (max_iters > 0 ? "use " + iterations_flag + " " + std::to_string(max_iters + (first > 0 ? first / global_batch_size : 0)) + " or fewer"
-                             : "use a smaller --global-batch-size") +
-              ", or more data (samples are not reused)");
+              std::to_string(iterations) + ") x --global-batch-size (" + std::to_string(global_batch_size) +
+              ") needs more than 2^63 samples" +
+              (first > 0 ? " after the " + std::to_string(first) + " already used" : std::string()) +
+              ", more than a sample's position can count; " +
+              (most > 0 ? "use " + iterations_flag + " " + std::to_string(most + done) + " or fewer"
+                        : std::string("use a smaller --global-batch-size")));
+}
+
+void TrainData::require_drawn_parts_have_samples(int64_t need, const std::string &tokens) const {
+  // Each dataset repeats as often as the blend draws from it, but one with no sample cannot give
+  // even one. The walk over the blend's positions is needed only then (the header takes it too).
+  if (std::none_of(parts_.begin(), parts_.end(), [](const Part &p) { return p.num_samples == 0; }))
+    return;
+  const std::vector<int64_t> counts = blend_.counts(need);
+  for (size_t d = 0; d < parts_.size(); ++d) {
+    const Part &p = parts_[d];
+    if (counts[d] > 0 && p.num_samples == 0)
+      throw Error(flag_ + ": " + p.dataset.prefix() + " must give " + std::to_string(counts[d]) +
+                  " of the blend's first " + std::to_string(need) + " samples (weight " +
+                  std::to_string(std::max(p.weight, 0.0)) + "), but has not one sample of " + tokens + " (" +
+                  std::to_string(p.token_end - p.token_begin) + " tokens in documents " +
+                  std::to_string(p.documents.begin) + ".." + std::to_string(p.documents.end) +
+                  "); leave it out of " + flag_ + ", or give it more documents");
+  }
+}
+
+std::string TrainData::describe_epochs(int64_t first, int64_t end) const {
+  return parts_.size() == 1 ? megart::describe_epochs(first, end, num_samples_) : std::string();
 }
 
 void TrainData::set_order(bool shuffle, uint64_t seed) {
-  for (size_t d = 0; d < parts_.size(); ++d) {
-    parts_[d].order.clear();
-    // The first dataset keeps the seed itself: one dataset's order is what it always was.
-    if (shuffle)
-      parts_[d].order = shuffled_sample_order(parts_[d].num_samples, seed ^ (0x9E3779B97F4A7C15ull * d));
-  }
+  // The first dataset keeps the seed itself: one dataset's order is what it always was.
+  for (size_t d = 0; d < parts_.size(); ++d)
+    parts_[d].order = EpochOrder(parts_[d].num_samples, shuffle, seed ^ (0x9E3779B97F4A7C15ull * d));
 }
 
 void TrainData::fill(int64_t first, int64_t count, int32_t *ids, int32_t *labels) {
   const size_t s = static_cast<size_t>(seq_length_);
   for (int64_t j = 0; j < count; ++j) {
     const auto [d, index] = blend_.at(first + j);
-    const Part &part = parts_[static_cast<size_t>(d)];
-    const int64_t sample = part.order.empty() ? index : part.order.at(static_cast<size_t>(index));
-    if (sample >= part.num_samples)
-      throw Error(part.dataset.prefix() + ": sample " + std::to_string(sample) + " out of range (" +
-                  std::to_string(part.num_samples) + " samples)"); // require_samples prevents it
+    Part &part = parts_[static_cast<size_t>(d)];
+    if (part.num_samples == 0) // require_samples prevents it
+      throw Error(part.dataset.prefix() + ": the blend asks it for sample " + std::to_string(index) +
+                  ", but it has none");
+    const int64_t sample = part.order.sample_at(index); // index / num_samples is its epoch
     part.dataset.read_tokens(part.token_begin + sample * seq_length_, seq_length_ + 1, scratch_.data());
     std::memcpy(ids + j * s, scratch_.data(), s * sizeof(int32_t));
     std::memcpy(labels + j * s, scratch_.data() + 1, s * sizeof(int32_t));

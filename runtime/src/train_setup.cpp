@@ -501,15 +501,15 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
         << "; AdamW moments sharded over dp " << sharded->group().size() << ": "
         << sharded->shard_numel() << " elements each\n";
   }
-  out << "  data: " << data.describe((f.train_iters - setup.start.iteration) * B + setup.start.consumed_samples)
-      << ": " << data.num_tokens() << " tokens, "
-      << data.num_samples() << " samples of " << p.seq_length << "+1 tokens; using "
-      << (f.train_iters - setup.start.iteration) * B
+  // The samples this run reads (none with --skip-train); require_samples bounded the sum.
+  const int64_t from = setup.start.consumed_samples;
+  const int64_t reads = f.skip_train ? 0 : (f.train_iters - setup.start.iteration) * B;
+  const std::string epochs = data.describe_epochs(from, from + reads);
+  out << "  data: " << data.describe(from + reads) << ": " << data.num_tokens() << " tokens, "
+      << data.num_samples() << " samples of " << p.seq_length << "+1 tokens; using " << reads
       << (setup.start.shuffle ? " in shuffled order" : " in dataset order")
-      << (setup.start.consumed_samples > 0
-              ? " from sample " + std::to_string(setup.start.consumed_samples)
-              : std::string())
-      << "\n"
+      << (from > 0 ? " from sample " + std::to_string(from) : std::string())
+      << (epochs.empty() ? std::string() : " (" + epochs + ")") << "\n"
       << "  training: "
       << (setup.start.iteration > 0 ? "iterations " + std::to_string(setup.start.iteration + 1) +
                                           " to " + std::to_string(f.train_iters)

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 using ::testing::HasSubstr;
@@ -85,17 +86,48 @@ TEST(TrainData, BlendsTwoDatasetsBySplit) {
   EXPECT_EQ(train.num_samples(), 2 * 9); // 40 tokens each: (40 - 1) / 4
 }
 
-TEST(TrainData, NamesTheDatasetThatRunsOut) {
+// As Megatron's blends: each dataset cycles through its own epochs, each in its own order.
+TEST(TrainData, EachDatasetOfABlendCyclesThroughItsOwnEpochs) {
+  TempDir dir;
+  std::vector<int32_t> a(41), b(9);
+  std::iota(a.begin(), a.end(), 0);   // 10 samples of 4+1: sample k starts with 4k
+  std::iota(b.begin(), b.end(), 100); // 2: 100, 104
+  train_test::write_dataset(dir / "a", {a});
+  train_test::write_dataset(dir / "b", {b});
+  megart::TrainData data(megart::parse_blend({"0.5", dir / "a", "0.5", dir / "b"}, "--data-path"), {}, 0, 4, 256,
+                         "--data-path");
+  EXPECT_NO_THROW(data.require_samples(0, 3, 4)); // b gives 6: three epochs
+  EXPECT_THAT(data.describe(12), HasSubstr(dir / "a" + ": documents 0..1 of 1, 10 samples; gives 6 (1 epoch, partial)"));
+  EXPECT_THAT(data.describe(12), HasSubstr(dir / "b" + ": documents 0..1 of 1, 2 samples; gives 6 (3 epochs)"));
+  EXPECT_EQ(data.describe_epochs(0, 12), ""); // each dataset has its own
+  data.set_order(true, 3);
+  std::vector<int32_t> ids(12 * 4), labels(12 * 4);
+  data.fill(0, 12, ids.data(), labels.data());
+  std::vector<int32_t> from_a, from_b;
+  for (int j = 0; j < 12; ++j)
+    (ids[j * 4] >= 100 ? from_b : from_a).push_back(ids[j * 4]);
+  ASSERT_EQ(from_b.size(), 6u);
+  for (size_t e = 0; e < 3; ++e) // every epoch of b: both its samples
+    EXPECT_EQ(std::min(from_b[2 * e], from_b[2 * e + 1]) + 4, std::max(from_b[2 * e], from_b[2 * e + 1])) << e;
+  std::sort(from_a.begin(), from_a.end());
+  EXPECT_EQ(std::unique(from_a.begin(), from_a.end()), from_a.end()); // a is still in its first epoch
+}
+
+TEST(TrainData, NamesTheBlendedDatasetWithoutOneSample) {
   TempDir dir;
   train_test::write_dataset(dir / "a", {std::vector<int32_t>(41, 1)}); // 10 samples of 4+1
-  train_test::write_dataset(dir / "b", {std::vector<int32_t>(9, 1)});  // 2
+  train_test::write_dataset(dir / "b", {std::vector<int32_t>(4, 1)});  // none
   megart::TrainData data(megart::parse_blend({"0.5", dir / "a", "0.5", dir / "b"}, "--data-path"), {}, 0, 4, 16,
                          "--data-path");
-  EXPECT_NO_THROW(data.require_samples(0, 2, 2));
   try {
     data.require_samples(0, 3, 2);
     FAIL();
   } catch (const megart::Error &e) {
-    EXPECT_THAT(e.what(), HasSubstr("--data-path: " + (dir / "b") + " must give 3 of the blend's first 6 samples"));
+    EXPECT_EQ(std::string(e.what()), "--data-path: " + (dir / "b") + " must give 3 of the blend's first 6 samples "
+                                     "(weight 0.500000), but has not one sample of 4+1 tokens (4 tokens in "
+                                     "documents 0..1); leave it out of --data-path, or give it more documents");
   }
+  // Weighted by size, it has weight 0 and gives none.
+  megart::TrainData by_size(megart::parse_blend({dir / "a", dir / "b"}, "--data-path"), {}, 0, 4, 16, "--data-path");
+  EXPECT_NO_THROW(by_size.require_samples(0, 3, 2));
 }

@@ -58,7 +58,7 @@ TEST_F(TrainDriver, LossFalls) {
   // Header, one Megatron log line per iteration, final line.
   EXPECT_THAT(r.out, HasSubstr("megart: bigram test model\n"));
   EXPECT_THAT(r.out, HasSubstr("  parameters: 272 in 2 tensors; initialised with seed 1234\n"));
-  EXPECT_THAT(r.out, HasSubstr("samples of 8+1 tokens; using 120 in shuffled order\n"));
+  EXPECT_THAT(r.out, HasSubstr("samples of 8+1 tokens; using 120 in shuffled order (1 epoch, partial)\n"));
   EXPECT_THAT(r.out, HasSubstr("global batch 4 = 2 x micro batch 2"));
   const std::regex line(R"( \[[-0-9: ]+\] iteration +\d+/ +30 \| consumed samples: +\d+ \|)");
   auto begin = std::sregex_iterator(r.out.begin(), r.out.end(), line);
@@ -67,6 +67,21 @@ TEST_F(TrainDriver, LossFalls) {
   std::snprintf(final_line, sizeof final_line, "training done: 30 iterations, final lm loss %.6f\n",
                 loss.back());
   EXPECT_THAT(r.out, HasSubstr(final_line));
+}
+
+// More samples than the data holds: further epochs, each its own shuffle (the loss keeps falling
+// on data it has seen).
+TEST_F(TrainDriver, RepeatsTheDataForEpochs) {
+  write_dataset(dir_ / "small", bigram_documents(4, 50)); // 24 samples
+  const Program p = bigram_program<2>();
+  RunResult r = run_training(p.desc, {"--data-path", dir_ / "small", "--train-iters", "15", "--global-batch-size",
+                                      "4", "--lr", "0.2", "--metrics-file", dir_ / "m.jsonl"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(": 200 tokens, 24 samples of 8+1 tokens; using 60 in shuffled order "
+                               "(3 epochs, the last partial)\n"));
+  const std::vector<double> loss = losses(read_jsonl(dir_ / "m.jsonl"));
+  ASSERT_EQ(loss.size(), 15u);
+  EXPECT_LT(loss.back(), loss.front() - 0.5);
 }
 
 TEST_F(TrainDriver, GradientAccumulationMatchesOneBigMicrobatch) {

@@ -65,11 +65,11 @@ TEST_F(TrainErrors, MissingDataFile) {
   EXPECT_THAT(r.err, HasSubstr(dir_ / "nothing.idx"));
 }
 
-TEST_F(TrainErrors, TooFewSamples) {
-  RunResult r = run_rejected(p_.desc, {"--train-iters", "7", "--global-batch-size", "4"});
-  EXPECT_THAT(r.err, HasSubstr("error: --train-iters (7) x --global-batch-size (4) needs 28 "
-                               "samples of 8+1 tokens, but " + (dir_ / "data") + " has 24 (200 "
-                               "tokens); use --train-iters 6 or fewer, or more data"));
+TEST_F(TrainErrors, DataWithoutOneSample) {
+  write_dataset(dir_ / "data", {{1, 2, 3, 4, 5, 6, 7, 8}}); // in place of the fixture's
+  RunResult r = run_rejected(p_.desc, {});
+  EXPECT_THAT(r.err, HasSubstr("error: " + (dir_ / "data") + ": documents 0..1 hold 8 tokens, fewer than one "
+                               "sample of 8+1 tokens; use more data, or compile a spec with a smaller seq_length"));
 }
 
 TEST_F(TrainErrors, TokenOutsideVocab) {

@@ -77,6 +77,27 @@ TEST_F(TrainResume, EachFlagRestoresWhatItSays) {
   EXPECT_NE(metrics_losses("f.jsonl").front(), straight.front());
 }
 
+// 12 iterations of 4 over 24 samples are two epochs: a run resumed inside the first (at 5, the
+// boundary ahead) or inside the second (at 10) reads on as the straight run did, bit for bit.
+TEST_F(TrainResume, ContinuesAcrossEpochs) {
+  write_dataset(dir_ / "small", bigram_documents(4, 50)); // 24 samples
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = args(extra);
+    a[1] = dir_ / "small"; // --data-path's value (a second --data-path would blend the two)
+    return run_training(program_.desc, a);
+  };
+  ASSERT_EQ(run({"--save", dir_ / "ck", "--save-interval", "5", "--metrics-file", dir_ / "all.jsonl"}).code, 0);
+  const std::vector<double> straight = metrics_losses("all.jsonl");
+  ASSERT_EQ(straight.size(), 12u);
+  for (int at : {5, 10}) {
+    const std::string name = "r" + std::to_string(at) + ".jsonl";
+    RunResult r = run({"--load", dir_ / "ck", "--ckpt-step", std::to_string(at), "--metrics-file", dir_ / name});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("from sample " + std::to_string(4 * at) + " (epoch" + (at == 5 ? "s 1 to 2)" : " 2)")));
+    EXPECT_EQ(metrics_losses(name), std::vector<double>(straight.begin() + at, straight.end())) << "from " << at;
+  }
+}
+
 TEST_F(TrainResume, ChangedScheduleIsRefusedUnlessOverridden) {
   ASSERT_EQ(train({"--save", dir_ / "ck", "--exit-interval", "4"}).code, 0);
   RunResult r = train({"--load", dir_ / "ck", "--lr", "0.1"});

@@ -35,7 +35,8 @@ struct TrainState {
   int64_t consumed_samples = 0;   // samples of the data order used so far
   int64_t optimizer_steps = 0;    // updates made; the lr schedule's step count
   int64_t skipped_iterations = 0; // iterations without an update (non-finite gradients)
-  // The data order: shuffled_sample_order(num_samples, seed), or dataset order.
+  // The data order: each epoch a shuffle drawn from the seed and the epoch, or dataset order
+  // (megart/epoch_order.h); consumed_samples past num_samples are in later epochs.
   uint64_t seed = 0;
   bool shuffle = true;
   int64_t data_num_samples = 0;   // samples the order was drawn over (the data's size then)

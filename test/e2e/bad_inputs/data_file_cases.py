@@ -56,9 +56,18 @@ def cases():
                     "b.tokenizer.json": '{"tokenizer_type": "SentencePieceTokenizer", "vocab_size": 200}'}),
         blend_case("blend with a missing dataset", ["--data-path", "0.5", "{data}", "0.5", "{scratch}/none"],
                    r"none\.idx: not found"),
-        blend_case("blend one dataset cannot feed", ["--data-path", "0.999", "{data}", "0.001", "{data}",
-                                                     "--split", "999,1", "--global-batch-size", "4096"],
-                   r"--data-path: .* must give \d+ of the blend's first 8192 samples"),
+        # Issue [16]: a dataset repeats for as many epochs as the blend draws from it, but one
+        # with no sample cannot give even one.
+        Case(AREA, "blend with a dataset without one sample",
+             ["{train}", "--data-path", "0.5", "{data}", "0.5", "{scratch}/tiny", "--lr", "1e-3", "--train-iters", "2",
+              "--metrics-file", "{scratch}/m.jsonl"],
+             r"--data-path: .*tiny must give 2 of the blend's first 4 samples \(weight 0\.5\d*\), but has not one "
+             r"sample of 32\+1 tokens \(10 tokens in documents 0\.\.1\); leave it out of --data-path",
+             absent=["{scratch}/m.jsonl"],
+             files={"tiny.idx": files.dataset_idx([10]), "tiny.bin": files.dataset_bin(GOOD_TOKENS[:10])}),
+        data_case("dataset without one sample", r"d: documents 0\.\.1 hold 32 tokens, fewer than one sample of "
+                  r"32\+1 tokens; use more data, or compile a spec with a smaller seq_length",
+                  idx=files.dataset_idx([32]), bin_=files.dataset_bin(GOOD_TOKENS[:32])),
         blend_case("split with no training share", ["--data-path", "{data}", "--split", "0,1,0"],
                    r"--split 0,1,0 gives training no documents"),
         blend_case("split of four parts", ["--data-path", "{data}", "--split", "1,2,3,4"],
@@ -92,9 +101,8 @@ def cases():
         data_case("tokenizer record without its vocab_size", r"d\.tokenizer\.json: needs a string tokenizer_type and "
                   r"an integer vocab_size", idx=good_idx, bin_=files.dataset_bin(GOOD_TOKENS),
                   tokenizer='{"tokenizer_type": "GPT2BPETokenizer"}'),
-        data_case("empty dataset", r"has 0", idx=files.dataset_idx([]), bin_=b""),
-        data_case("too few samples", r"--train-iters \(2000\) x --global-batch-size", idx=good_idx,
-                  bin_=files.dataset_bin(GOOD_TOKENS), flags=["--train-iters", "2000"]),
+        data_case("empty dataset", r"d: documents 0\.\.0 hold 0 tokens, fewer than one sample of 32\+1 tokens",
+                  idx=files.dataset_idx([]), bin_=b""),
         data_case("a sequence of 2^31 tokens", r"d\.idx", idx=files.dataset_idx([2147483647]),
                   bin_=files.dataset_bin(GOOD_TOKENS)),
     ]

@@ -52,10 +52,19 @@ def cases():
                    r"--skip-train evaluates, but there is no validation or test data: give --split"),
         train_case("skip train with eval iters 0", ["--skip-train", "--eval-iters", "0", "--split", "9,1"],
                    r"--skip-train evaluates, but --eval-iters is 0"),
-        train_case("more validation batches than data", ["--split", "99,1", "--eval-iters", "100000"],
-                   r"the validation data: --eval-iters \(100000\) x --global-batch-size \(2\) needs 200000 samples"),
+        # Evaluations past the validation data read it again (its epochs), but count in 64 bits.
+        train_case("validation batches past 2^63 samples", ["--split", "99,1", "--eval-iters", "4611686018427387904"],
+                   r"the validation data: --eval-iters \(4611686018427387904\) x --global-batch-size \(2\) needs "
+                   r"more than 2\^63 samples.*use --eval-iters 4611686018427387903 or fewer"),
+        Case(AREA, "validation data without one sample",
+             ["{train}", "--train-data-path", "{data}", "--valid-data-path", "{scratch}/tiny", "--lr", "1e-3",
+              "--train-iters", "2", "--save", SAVE, "--metrics-file", METRICS],
+             r"the validation data: .*tiny: documents 0\.\.1 hold 10 tokens, fewer than one sample of 32\+1 tokens",
+             absent=[SAVE, METRICS],
+             files={"tiny.idx": files.dataset_idx([10]), "tiny.bin": files.dataset_bin(list(range(10)))}),
         train_case("global batch 2^62", ["--global-batch-size", "4611686018427387904"],
-                   r"--global-batch-size \(4611686018427387904\) needs more than 2\^63 samples.*use a smaller --global-batch-size"),
+                   r"--global-batch-size \(4611686018427387904\) needs more than 2\^63 bytes for one iteration's "
+                   r"samples of 32\+1 tokens; use a smaller --global-batch-size"),
         train_case("train iters 2^62", ["--train-iters", "4611686018427387904"],
                    r"--train-iters \(4611686018427387904\) x --global-batch-size \(2\).*use --train-iters [0-9]+ or fewer"),
         train_case("train iters past int64", ["--train-iters", "9223372036854775808"],
