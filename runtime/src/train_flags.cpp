@@ -126,9 +126,13 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   // As with Megatron's argparse, a repeated flag takes its last value (scripts append overrides).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_help_flag("-h,--help", "Print this help and exit");
-  // --rank-layout only prints the grid, so it is the one way to run without the training flags.
+  // --rank-layout only prints the grid and --skip-train only evaluates: they run without the
+  // training flags.
   const bool layout_only = std::any_of(argv + std::min(argc, 1), argv + argc, [](const char *a) {
     return std::strcmp(a, "--rank-layout") == 0;
+  });
+  const bool eval_only = std::any_of(argv + std::min(argc, 1), argv + argc, [](const char *a) {
+    return std::strcmp(a, "--skip-train") == 0;
   });
   // A blend's values follow the flag (--data-path 0.3 A 0.7 B); a repeated flag adds to it.
   const auto blend_option = [&](const char *name, std::vector<std::string> &into, const char *help) {
@@ -150,7 +154,7 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
   app.add_option("--split", f.split, "Train, valid and test fractions of each dataset's documents, e.g. 949,50,1")
       ->needs(data_path);
   app.add_option("--train-iters", f.train_iters, "Number of training iterations")
-      ->required(!layout_only);
+      ->required(!layout_only && !eval_only);
   app.add_option("--micro-batch-size", f.micro_batch_size,
                  "Samples per microbatch; must equal the compiled one (default: compiled)")
       ->check(CLI::PositiveNumber);
@@ -158,7 +162,7 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
                  "Samples per iteration, a multiple of micro batch x data parallel size "
                  "(default: that product)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--lr", f.lr, "Peak learning rate")->required(!layout_only);
+  app.add_option("--lr", f.lr, "Peak learning rate")->required(!layout_only && !eval_only);
   app.add_option("--min-lr", f.min_lr, "Learning rate at the end of decay")->capture_default_str();
   app.add_option("--lr-decay-style", f.lr_decay_style, "How the lr falls from --lr to --min-lr after warmup")
       ->check(CLI::IsMember({"constant", "linear", "cosine", "inverse-square-root", "WSD"}))
@@ -240,7 +244,8 @@ std::optional<int> parse_train_flags(int argc, const char *const *argv, TrainFla
                  "Global batches of validation (and test) data per evaluation; 0: none")
       ->capture_default_str();
   app.add_flag("--skip-train", f.skip_train,
-               "Evaluate the loaded weights on the validation and test data, and train nothing");
+               "Evaluate the loaded weights on the validation and test data (without --split: all of "
+               "--data-path), and train nothing; --train-iters and --lr are then not needed");
   app.add_option("--metrics-file", f.metrics_file, "JSONL file: one object per iteration");
   app.add_option("--tensorboard-dir", f.tensorboard_dir,
                  "Write TensorBoard event files here (lm loss, learning-rate, grad-norm, throughput, ...)");
@@ -366,7 +371,7 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
                   ": the metrics are one file, the checkpoints a folder; give e.g. --metrics-file " +
                   f.save + ".jsonl");
   }
-  require(f.train_iters >= 1,
+  require(f.train_iters >= (f.skip_train ? 0 : 1),
           "--train-iters is " + std::to_string(f.train_iters) + "; it must be at least 1");
   if (f.micro_batch_size == 0) {
     f.micro_batch_size = program.micro_batch_size;
@@ -426,14 +431,19 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
               "; it must be > 0 (minutes a rank waits for the others, e.g. 10, or 0.5)");
   require(std::isfinite(f.peak_tflops) && f.peak_tflops >= 0,
           "--peak-tflops is " + num(f.peak_tflops) + "; it must be >= 0 (0: the device's own figure)");
-  require(std::isfinite(f.lr) && f.lr > 0, "--lr is " + num(f.lr) + "; it must be > 0");
+  // Evaluation alone runs no schedule: its flags are checked only when given.
+  const bool schedule_runs = !f.skip_train || f.lr != 0;
+  if (!schedule_runs)
+    f.lr_decay_style = "constant"; // lr 0 throughout: nothing is stepped
+  if (schedule_runs)
+    require(std::isfinite(f.lr) && f.lr > 0, "--lr is " + num(f.lr) + "; it must be > 0");
   require(std::isfinite(f.min_lr) && f.min_lr >= 0 && f.min_lr <= f.lr,
           "--min-lr is " + num(f.min_lr) + "; it must be between 0 and --lr (" + num(f.lr) + ")");
   require(f.lr_warmup_iters >= 0,
           "--lr-warmup-iters is " + std::to_string(f.lr_warmup_iters) + "; it must be >= 0");
   if (f.lr_decay_iters == 0)
     f.lr_decay_iters = f.train_iters;
-  require(f.lr_decay_iters >= 1,
+  require(f.lr_decay_iters >= 1 || !schedule_runs,
           "--lr-decay-iters is " + std::to_string(f.lr_decay_iters) + "; it must be >= 1");
   if (f.lr_decay_style != "constant" && f.lr_warmup_iters > f.lr_decay_iters)
     throw Error("--lr-warmup-iters (" + std::to_string(f.lr_warmup_iters) +

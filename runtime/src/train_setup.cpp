@@ -174,7 +174,7 @@ void restore_state(TrainState &start, const TrainState &saved, const TrainFlags 
   start.skipped_iterations = saved.skipped_iterations;
   start.data_num_samples = saved.data_num_samples;
   if (!flags.no_load_optim) {
-    if (!flags.override_opt_param_scheduler)
+    if (!flags.override_opt_param_scheduler && !flags.skip_train) // evaluation runs no schedule
       check_schedule(saved.schedule, flags);
     start.optimizer_steps = saved.optimizer_steps;
     if (flags.fp16 && flags.loss_scale == 0 && saved.loss_scaler) { // only a dynamic scale moves
@@ -314,6 +314,10 @@ std::unique_ptr<TrainData> open_split_data(const TrainFlags &flags, int which, c
                                        program.seq_length, program.vocab_size, kSplitFlags[which]);
   }
   const std::vector<double> split = flags.split.empty() ? std::vector<double>{} : parse_split(flags.split);
+  // Evaluation alone without --split: all of --data-path is what it evaluates.
+  if (which == 1 && split.empty() && flags.skip_train)
+    return std::make_unique<TrainData>(parse_blend(flags.data_path, "--data-path"), split, 0, program.seq_length,
+                                       program.vocab_size, "--data-path");
   if (which > 0 && (split.empty() || split[static_cast<size_t>(which)] == 0))
     return nullptr;
   if (which == 0 && !split.empty() && split[0] == 0)
@@ -367,7 +371,8 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
       check_resumed_program(saved, program, "--load " + flags.load);
   }
   s.data = open_split_data(flags, 0, program);
-  if (resume && !flags.no_load_rng && s.start.data_num_samples != s.data->num_samples())
+  // Evaluation alone reads no training sample: the order it would continue does not matter.
+  if (resume && !flags.no_load_rng && !flags.skip_train && s.start.data_num_samples != s.data->num_samples())
     throw Error("--load " + flags.load + ": the checkpoint's data order is over " +
                 std::to_string(s.start.data_num_samples) + " samples, but the training data has " +
                 std::to_string(s.data->num_samples()) +
@@ -505,26 +510,36 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
   const int64_t from = setup.start.consumed_samples;
   const int64_t reads = f.skip_train ? 0 : (f.train_iters - setup.start.iteration) * B;
   const std::string epochs = data.describe_epochs(from, from + reads);
-  out << "  data: " << data.describe(from + reads) << ": " << data.num_tokens() << " tokens, "
-      << data.num_samples() << " samples of " << p.seq_length << "+1 tokens; using " << reads
-      << (setup.start.shuffle ? " in shuffled order" : " in dataset order")
-      << (from > 0 ? " from sample " + std::to_string(from) : std::string())
-      << (epochs.empty() ? std::string() : " (" + epochs + ")") << "\n"
-      << "  training: "
-      << (setup.start.iteration > 0 ? "iterations " + std::to_string(setup.start.iteration + 1) +
-                                          " to " + std::to_string(f.train_iters)
-                                    : std::to_string(f.train_iters) + " iterations")
-      << ", global batch " << B << " = "
-      << (dp > 1 ? "dp " + std::to_string(dp) + " x " : std::string()) << B / (b * dp)
-      << " x micro batch " << b << ", lr " << fmt("%g", f.lr) << " (" << f.lr_decay_style
-      << (f.lr_decay_style == "WSD" ? " with a " + f.lr_wsd_decay_style + " anneal over the last " +
-                                          std::to_string(f.lr_wsd_decay_iters) + " iterations"
-                                    : std::string())
-      << " to " << fmt("%g", f.min_lr) << ", warmup "
-      << (f.lr_warmup_fraction >= 0 ? fmt("%g", f.lr_warmup_fraction) + " of the decay"
-                                    : std::to_string(f.lr_warmup_iters))
-      << "), clip-grad "
-      << fmt("%g", f.clip_grad) << std::endl;
+  if (f.skip_train) {
+    // Evaluation alone: what is evaluated, not a training run's schedule.
+    out << "  evaluation only (--skip-train): " << f.eval_iters << " batches of " << B << " samples";
+    if (setup.valid)
+      out << "; validation data " << setup.valid->describe(0) << ": " << setup.valid->num_samples() << " samples";
+    if (setup.test)
+      out << "; test data " << setup.test->describe(0) << ": " << setup.test->num_samples() << " samples";
+    out << std::endl;
+  } else {
+    out << "  data: " << data.describe(from + reads) << ": " << data.num_tokens() << " tokens, "
+        << data.num_samples() << " samples of " << p.seq_length << "+1 tokens; using " << reads
+        << (setup.start.shuffle ? " in shuffled order" : " in dataset order")
+        << (from > 0 ? " from sample " + std::to_string(from) : std::string())
+        << (epochs.empty() ? std::string() : " (" + epochs + ")") << "\n"
+        << "  training: "
+        << (setup.start.iteration > 0 ? "iterations " + std::to_string(setup.start.iteration + 1) +
+                                            " to " + std::to_string(f.train_iters)
+                                      : std::to_string(f.train_iters) + " iterations")
+        << ", global batch " << B << " = "
+        << (dp > 1 ? "dp " + std::to_string(dp) + " x " : std::string()) << B / (b * dp)
+        << " x micro batch " << b << ", lr " << fmt("%g", f.lr) << " (" << f.lr_decay_style
+        << (f.lr_decay_style == "WSD" ? " with a " + f.lr_wsd_decay_style + " anneal over the last " +
+                                            std::to_string(f.lr_wsd_decay_iters) + " iterations"
+                                      : std::string())
+        << " to " << fmt("%g", f.min_lr) << ", warmup "
+        << (f.lr_warmup_fraction >= 0 ? fmt("%g", f.lr_warmup_fraction) + " of the decay"
+                                      : std::to_string(f.lr_warmup_iters))
+        << "), clip-grad "
+        << fmt("%g", f.clip_grad) << std::endl;
+  }
   if (!f.save.empty()) {
     out << "  checkpoints: " << f.save << ", "
         << (f.save_interval > 0 ? "every " + std::to_string(f.save_interval) + " iterations and "

@@ -9,7 +9,9 @@
    run): the single rank's validation loss within 1e-5.
 3. The same checkpoint in a program compiled with dropout 0.1: the same validation loss (dropout
    is the identity in evaluation).
-4. During training, the validation loss is in the log and the metrics file every
+4. `--skip-train --load CKPT --data-path ...` alone (no --lr, no --train-iters) evaluates the
+   same; without --split, all of --data-path.
+5. During training, the validation loss is in the log and the metrics file every
    --eval-interval iterations and at the end, and the test loss at the end."""
 import os
 import re
@@ -82,6 +84,21 @@ def main():
         failures.append("skip-train")
         print(f"FAIL --skip-train's validation loss {single} is not the last training evaluation's "
               f"{records[-1]['valid_lm_loss']}")
+    # Evaluation alone needs no training flags (no --lr, no --train-iters): the same loss.
+    bare = [f for f in EVAL if f not in ("--lr", "1e-3")]
+    out = run([w("single", "train"), "--data-path", w("corpus"), *bare, "--skip-train", "--load", w("ckpt")])
+    alone = validation_loss(out)
+    ok = alone == single and "evaluation only (--skip-train)" in out
+    print(f"{'ok  ' if ok else 'FAIL'} --skip-train without --lr and --train-iters: validation loss {alone:.7g} "
+          f"(with them {single:.7g})")
+    if not ok:
+        failures.append("skip-train without training flags")
+    # Without --split, all of --data-path is evaluated.
+    whole = [f for i, f in enumerate(bare) if f != "--split" and (i == 0 or bare[i - 1] != "--split")]
+    out = run([w("single", "train"), "--data-path", w("corpus"), *whole, "--skip-train", "--load", w("ckpt")])
+    if "validation data" not in out or not validation_loss(out) > 0:
+        failures.append("skip-train without --split")
+        print(f"FAIL --skip-train without --split evaluates nothing:\n{out[-1500:]}")
     # Dropout is the identity in evaluation: the same model with dropout 0.1 evaluates the same.
     with open(args.spec) as f, open(w("dropout.yaml"), "w") as g:
         g.write(f.read() + "\nhidden_dropout: 0.1\nattention_dropout: 0.1\n")

@@ -48,7 +48,7 @@ def cases():
         generate_case("generate top p 0", ["--prompt-ids", "1", "--top-p", "0"], r"--top-p: must be > 0 and <= 1"),
         train_case("eval interval 0", ["--eval-interval", "0"], r"--eval-interval is 0; it must be at least 1"),
         train_case("eval iters negative", ["--eval-iters", "-1"], r"--eval-iters"),
-        train_case("skip train without evaluation data", ["--skip-train"],
+        train_case("skip train without evaluation data", ["--skip-train", "--split", "100,0,0"],
                    r"--skip-train evaluates, but there is no validation or test data: give --split"),
         train_case("skip train with eval iters 0", ["--skip-train", "--eval-iters", "0", "--split", "9,1"],
                    r"--skip-train evaluates, but --eval-iters is 0"),
