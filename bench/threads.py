@@ -27,8 +27,8 @@ def timed(cmd, env):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--megac", default=os.path.join(REPO, "build", "bin", "megac"))
-    ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--write-docs", action="store_true", help="rewrite the section in docs/benchmarks.md")
     a = ap.parse_args()
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MEGART_WAIT"))}
@@ -39,7 +39,7 @@ def main():
             for name in sorted(n for n in os.listdir(os.path.join(REPO, "docs")) if n.endswith(".md")):
                 f.write(open(os.path.join(REPO, "docs", name), errors="replace").read())
         subprocess.run([a.megac, "data", "--input", text, "--output-prefix", os.path.join(work, "data", "corpus")],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         subprocess.run([a.megac, "compile", os.path.join(REPO, "examples", "llama-tiny.yaml"), "--dp", "2",
                         "--micro-batch-size", "4", "-o", os.path.join(work, "prog")], check=True,
                        stdout=subprocess.DEVNULL)
