@@ -15,14 +15,14 @@ static LogicalResult verifyLinear(Operation *op, Value input, Value weight, Valu
     return op->emitOpError() << "input must have rank >= 1";
   if (failed(expectRank(op, "weight", weight, 2, transposed ? "[N, K]" : "[K, N]")))
     return failure();
-  int64_t k = transposed ? w[1] : w[0], n = transposed ? w[0] : w[1];
-  if (in.back() != k)
-    return op->emitOpError() << "contraction sizes differ: input " << shapeString(in) << " gives " << in.back()
-                             << ", weight " << shapeString(w) << " gives " << k;
-  if (bias && failed(expectShape(op, "bias", shapeOf(bias), {n}, "the weight's output dimension")))
+  const GemmShape g = linearGemmShape(in, w, transposed);
+  if (g.k != g.rhsContractSize)
+    return op->emitOpError() << "contraction sizes differ: input " << shapeString(in) << " gives " << g.k
+                             << ", weight " << shapeString(w) << " gives " << g.rhsContractSize;
+  if (bias && failed(expectShape(op, "bias", shapeOf(bias), {g.n}, "the weight's output dimension")))
     return failure();
   SmallVector<int64_t> expected(in.drop_back());
-  expected.push_back(n);
+  expected.push_back(g.n);
   return expectShape(op, "result", shapeOf(result), expected);
 }
 
@@ -36,4 +36,16 @@ LogicalResult MatmulBiasGeluOp::verify() {
 
 LogicalResult MatmulNf4Op::verify() {
   return verifyLinear(*this, getInput(), getWeight(), Value(), getTransposeRhs(), getResult());
+}
+
+GemmShape MatmulBiasOp::getGemmShape() {
+  return linearGemmShape(shapeOf(getInput()), shapeOf(getWeight()), getTransposeRhs());
+}
+
+GemmShape MatmulBiasGeluOp::getGemmShape() {
+  return linearGemmShape(shapeOf(getInput()), shapeOf(getWeight()), getTransposeRhs());
+}
+
+GemmShape MatmulNf4Op::getGemmShape() {
+  return linearGemmShape(shapeOf(getInput()), shapeOf(getWeight()), getTransposeRhs());
 }

@@ -7,8 +7,9 @@
 #define MEGAC_TX_FUSED_OPS_TD
 
 include "tx/TxBase.td"
+include "tx/TxInterfaces.td"
 
-def Tx_MatmulBiasOp : Tx_Op<"matmul_bias", [Pure]> {
+def Tx_MatmulBiasOp : Tx_Op<"matmul_bias", [Pure, DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
   let summary = "a linear layer in one GEMM: input [..., K] x weight + bias, the bias in the GEMM's epilogue";
   let description = [{
     `tx.matmul %input, %weight` followed by `tx.add` of a bias `[N]`. `weight` is `[K, N]`
@@ -24,7 +25,8 @@ def Tx_MatmulBiasOp : Tx_Op<"matmul_bias", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tx_MatmulBiasGeluOp : Tx_Op<"matmul_bias_gelu", [Pure, AllTypesMatch<["pre", "result"]>]> {
+def Tx_MatmulBiasGeluOp : Tx_Op<"matmul_bias_gelu", [Pure, AllTypesMatch<["pre", "result"]>,
+                                                     DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
   let summary = "a linear layer and its GELU in one call: the pre-activation (kept for backward) and the output";
   let description = [{
     `pre = input x weight + bias` as `tx.matmul_bias` (the bias in the GEMM's epilogue), and
@@ -40,7 +42,7 @@ def Tx_MatmulBiasGeluOp : Tx_Op<"matmul_bias_gelu", [Pure, AllTypesMatch<["pre",
   let hasVerifier = 1;
 }
 
-def Tx_MatmulNf4Op : Tx_Op<"matmul_nf4", [Pure]> {
+def Tx_MatmulNf4Op : Tx_Op<"matmul_nf4", [Pure, DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
   let summary = "QLoRA's base GEMM: input [..., K] x a frozen NF4 weight, dequantized in the GEMM's operand load";
   let description = [{
     `tx.matmul %input, (tx.nf4_dequantize %weight)` without the dequantized matrix: the GEMM

@@ -40,6 +40,21 @@ def Tx_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   ];
 }
 
+def Tx_GemmOpInterface : OpInterface<"GemmOpInterface"> {
+  let cppNamespace = "::megac::tx";
+  let description = [{
+    An op that is one GEMM (or a batch of equal ones): its m, n, k and batch, computed once from
+    its operands' shapes and transpose flags (dialects/tx/TxGemm.h). The verifier, the sharding
+    rule, the VJP, the emitter's kernel arguments and the cost model's FLOPs read them here.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The GEMM's sizes and the operand dimensions they come from.
+      }],
+      "::megac::tx::GemmShape", "getGemmShape", (ins)>,
+  ];
+}
+
 /// The trait of an op with a tensor-parallel sharding rule.
 defvar Tx_ShardingRule = DeclareOpInterfaceMethods<Tx_ShardingRuleOpInterface>;
 

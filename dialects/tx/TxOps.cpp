@@ -71,20 +71,20 @@ LogicalResult MatmulOp::verify() {
   if (rhs.size() != 2 && rhs.size() != lhs.size())
     return emitOpError() << "rhs must be a matrix or have the rank of lhs " << shapeString(lhs)
                          << ", found " << shapeString(rhs);
-  size_t lr = lhs.size(), rr = rhs.size();
-  int64_t m = getTransposeLhs() ? lhs[lr - 1] : lhs[lr - 2];
-  int64_t kLhs = getTransposeLhs() ? lhs[lr - 2] : lhs[lr - 1];
-  int64_t kRhs = getTransposeRhs() ? rhs[rr - 1] : rhs[rr - 2];
-  int64_t n = getTransposeRhs() ? rhs[rr - 2] : rhs[rr - 1];
-  if (kLhs != kRhs)
+  const GemmShape g = getGemmShape();
+  if (g.k != g.rhsContractSize)
     return emitOpError() << "contraction sizes differ: lhs " << shapeString(lhs) << " gives "
-                         << kLhs << ", rhs " << shapeString(rhs) << " gives " << kRhs;
-  if (rr == lr && lhs.drop_back(2) != rhs.drop_back(2))
+                         << g.k << ", rhs " << shapeString(rhs) << " gives " << g.rhsContractSize;
+  if (rhs.size() == lhs.size() && lhs.drop_back(2) != rhs.drop_back(2))
     return emitOpError() << "batch dimensions differ: lhs " << shapeString(lhs) << ", rhs "
                          << shapeString(rhs);
   SmallVector<int64_t> expected(lhs.drop_back(2));
-  expected.append({m, n});
+  expected.append({lhs[g.lhsRowDim], g.n});
   return expectShape(*this, "result", shapeOf(getResult()), expected);
+}
+
+GemmShape MatmulOp::getGemmShape() {
+  return gemmShape(shapeOf(getLhs()), shapeOf(getRhs()), getTransposeLhs(), getTransposeRhs());
 }
 
 /// rhs must equal lhs or a trailing part of it.

@@ -89,7 +89,8 @@ def Tx_EmbeddingOp : Tx_Op<"embedding", [Tx_ShardingRule, Pure, DeclareOpInterfa
   let hasVerifier = 1;
 }
 
-def Tx_MatmulOp : Tx_Op<"matmul", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+def Tx_MatmulOp : Tx_Op<"matmul", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+                                      DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
   let summary = "matrix product, batched over leading dimensions";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`). `rhs` is either a matrix

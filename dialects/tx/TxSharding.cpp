@@ -260,12 +260,12 @@ LogicalResult ZerosOp::shard(ShardingRewriter &r) {
 LogicalResult MatmulOp::shard(ShardingRewriter &r) {
   r.requireWhole(*this, 0);
   r.requireWhole(*this, 1);
-  int64_t lr = rankOf(getLhs()), rr = rankOf(getRhs()), outRank = rankOf(getResult());
-  bool ta = getTransposeLhs(), tb = getTransposeRhs();
-  int64_t mDim = ta ? lr - 1 : lr - 2, kLhs = ta ? lr - 2 : lr - 1;
-  int64_t kRhs = tb ? rr - 1 : rr - 2, nDim = tb ? rr - 2 : rr - 1;
+  int64_t lr = rankOf(getLhs()), outRank = rankOf(getResult());
+  bool ta = getTransposeLhs();
+  const GemmShape g = getGemmShape();
+  int64_t mDim = g.lhsRowDim, kLhs = g.lhsContractDim, kRhs = g.rhsContractDim, nDim = g.rhsColDim;
   Sharding a = r.get(getLhs()), w = r.get(getRhs());
-  bool sharedRhs = rr == 2 && lr > 2; // rows of every batch entry are independent
+  bool sharedRhs = g.sharedRhs; // rows of every batch entry are independent
   Sharding result = kWhole;
   if (!a.isSplit() && !w.isSplit()) {
     result = kWhole;

@@ -66,10 +66,9 @@ SmallVector<Value> MatmulOp::buildVjp(OpBuilder &b, ValueRange cot) {
       return {};
     }
     Value da = matmul(b, loc, dc, w, false, !tb, a, s);
-    int64_t k = shapeOf(a).back(), n = shapeOf(dc).back();
-    int64_t rows = cast<RankedTensorType>(a.getType()).getNumElements() / k;
-    Value aFlat = reshape(b, loc, a, {rows, k});
-    Value dcFlat = reshape(b, loc, dc, {rows, n});
+    const GemmShape g = getGemmShape(); // the batch folded into its rows
+    Value aFlat = reshape(b, loc, a, {g.m, g.k});
+    Value dcFlat = reshape(b, loc, dc, {g.m, g.n});
     Value dw = tb ? matmul(b, loc, dcFlat, aFlat, true, false, w, s) : matmul(b, loc, aFlat, dcFlat, true, false, w, s);
     return {da, dw};
   }

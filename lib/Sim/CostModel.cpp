@@ -129,18 +129,9 @@ WorkCost CostModel::op(Operation *o) {
         if (auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee()))
           c = function(callee);
       })
-      .Case([&](tx::MatmulOp m) {
-        ArrayRef<int64_t> l = shapeOf(m.getLhs()), out = shapeOf(m.getResult());
-        const int64_t k = m.getTransposeLhs() ? l[l.size() - 2] : l.back();
-        if (shapeOf(m.getRhs()).size() == 2 && l.size() > 2) // a shared weight: the batch folds into rows
-          gemm(1, product(out.drop_back()), out.back(), k);
-        else
-          gemm(product(out.drop_back(2)), out[out.size() - 2], out.back(), k);
-      })
-      .Case<tx::MatmulBiasOp, tx::MatmulBiasGeluOp, tx::MatmulNf4Op>([&](auto l) {
-        ArrayRef<int64_t> w = shapeOf(l.getWeight());
-        const int64_t k = l.getTransposeRhs() ? w[1] : w[0], n = l.getTransposeRhs() ? w[0] : w[1];
-        gemm(1, numel(l.getInput()) / k, n, k);
+      .Case([&](tx::GemmOpInterface g) {
+        const tx::GemmShape s = g.getGemmShape();
+        gemm(s.batch, s.m, s.n, s.k);
       })
       .Case([&](tx::AttentionOp a) {
         if (costsUnfusedAttention)

@@ -663,26 +663,23 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](tx::MatmulOp m) {
-        ArrayRef<int64_t> l = shapeOf(m.getLhs()), r = shapeOf(m.getRhs()), out = shapeOf(m.getResult());
+        ArrayRef<int64_t> l = shapeOf(m.getLhs()), r = shapeOf(m.getRhs());
         bool ta = m.getTransposeLhs(), tb = m.getTransposeRhs();
-        int64_t rows = out[out.size() - 2], cols = out.back();
-        int64_t k = ta ? l[l.size() - 2] : l.back();
+        const tx::GemmShape g = m.getGemmShape(); // a shared rhs folds the batch into m
         if (r.size() == 2) {
           if (ta && l.size() > 2)
             return unsupported(op, "transpose_lhs with a shared rhs and batched lhs");
-          int64_t mRows = l.size() > 2 ? prod(out.drop_back()) : rows; // batch folds into rows
-          SmallVector<std::string> args{ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("m", n(mRows)), L("n", n(cols)),
-                                        L("k", n(k)), L("transpose_a", b(ta)), L("transpose_b", b(tb))};
+          SmallVector<std::string> args{ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("m", n(g.m)), L("n", n(g.n)),
+                                        L("k", n(g.k)), L("transpose_a", b(ta)), L("transpose_b", b(tb))};
           if (m.getScale()) // the GEMM's alpha
             args.push_back(L("alpha", floatLiteral(m.getScale()->convertToDouble())));
           callWith("gemm", args);
           return success();
         }
-        int64_t batch = prod(out.drop_back(2));
-        SmallVector<std::string> args{ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("batch", n(batch)),
-                                      L("m", n(rows)), L("n", n(cols)), L("k", n(k)), L("transpose_a", b(ta)),
+        SmallVector<std::string> args{ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("batch", n(g.batch)),
+                                      L("m", n(g.m)), L("n", n(g.n)), L("k", n(g.k)), L("transpose_a", b(ta)),
                                       L("transpose_b", b(tb)), L("stride_a", n(prod(l.take_back(2)))),
-                                      L("stride_b", n(prod(r.take_back(2)))), L("stride_c", n(rows * cols))};
+                                      L("stride_b", n(prod(r.take_back(2)))), L("stride_c", n(g.m * g.n))};
         if (m.getScale())
           args.push_back(L("alpha", floatLiteral(m.getScale()->convertToDouble())));
         callWith("gemm_batched", args);
@@ -691,20 +688,18 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       .Case([&](tx::MatmulNf4Op l) -> LogicalResult {
         if (onDevice())
           return unsupported(op, "tx.matmul_nf4 (QLoRA) has no CUDA kernel yet");
-        ArrayRef<int64_t> w = shapeOf(l.getWeight());
         bool tb = l.getTransposeRhs();
-        int64_t k = tb ? w[1] : w[0], cols = tb ? w[0] : w[1];
-        call("gemm_nf4", {ptr(l), ptr(l.getInput()), "*" + ptr(l.getWeight()), L("m", n(numel(l.getInput()) / k)),
-                          L("n", n(cols)), L("k", n(k)), L("transpose_b", b(tb))});
+        const tx::GemmShape g = l.getGemmShape();
+        call("gemm_nf4", {ptr(l), ptr(l.getInput()), "*" + ptr(l.getWeight()), L("m", n(g.m)), L("n", n(g.n)),
+                          L("k", n(g.k)), L("transpose_b", b(tb))});
         return success();
       })
       .Case<tx::MatmulBiasOp, tx::MatmulBiasGeluOp>([&](auto l) {
         // The GEMM's rows, columns and contraction, then the bias: "in, weight, bias, m, n, k, tb".
-        ArrayRef<int64_t> w = shapeOf(l.getWeight());
         bool tb = l.getTransposeRhs();
-        int64_t k = tb ? w[1] : w[0], cols = tb ? w[0] : w[1], rows = numel(l.getInput()) / k;
+        const tx::GemmShape g = l.getGemmShape();
         std::string gemm = ptr(l.getInput()) + ", " + ptr(l.getWeight()) + ", " + ptr(l.getBias()) + ", " +
-                           L("m", n(rows)) + ", " + L("n", n(cols)) + ", " + L("k", n(k)) + ", " +
+                           L("m", n(g.m)) + ", " + L("n", n(g.n)) + ", " + L("k", n(g.k)) + ", " +
                            L("transpose_b", b(tb));
         if constexpr (std::is_same_v<decltype(l), tx::MatmulBiasOp>)
           os << "  gemm_bias(" << ptr(l) << ", " << gemm << ");\n";
