@@ -187,6 +187,9 @@ struct LoraPass : public megac::impl::LoraBase<LoraPass> {
 
   /// y + (dropout(x) A^T B^T) * scaling in the layer function, A and B new arguments.
   void insertAdapter(func::FuncOp fn, AdaptedModule &m, int64_t index) {
+    // Read again: an adapter inserted before this one may have rewired the module's input (a
+    // module reading another adapted module's output reads it adapted, as PEFT computes it).
+    m.input = m.blocks.front().product.getLhs();
     Type element = cast<RankedTensorType>(m.input.getType()).getElementType();
     const std::string id = identifier(m.path);
     m.aArg = fn.getNumArguments();

@@ -165,6 +165,39 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 
 // -----
 
+// An adapted module whose input is another adapted module's output: the second adapter must read
+// the first module's adapted output (PEFT: lora_B(lora_A(dropout(x))) of the layer's input x).
+// CHECK-LABEL: func.func private @layer
+// CHECK-NEXT:    %[[A:.*]] = tx.matmul %arg0, %arg1 :
+// CHECK-NEXT:    %[[DOWN_A:.*]] = tx.matmul %arg0, %arg3 transpose_rhs :
+// CHECK-NEXT:    %[[UP_A:.*]] = tx.matmul %[[DOWN_A]], %arg4 transpose_rhs scale
+// CHECK-NEXT:    %[[ADAPTED_A:.*]] = tx.add %[[A]], %[[UP_A]] :
+// CHECK-NEXT:    %[[B:.*]] = tx.matmul %[[ADAPTED_A]], %arg2 :
+// CHECK-NEXT:    %[[DOWN_B:.*]] = tx.matmul %[[ADAPTED_A]], %arg5 transpose_rhs :
+// CHECK-NEXT:    %[[UP_B:.*]] = tx.matmul %[[DOWN_B]], %arg6 transpose_rhs scale
+// CHECK-NEXT:    %[[ADAPTED_B:.*]] = tx.add %[[B]], %[[UP_B]] :
+// CHECK-NEXT:    return %[[ADAPTED_B]]
+// CHECK-LABEL: func.func @forward
+// CHECK:         tx.param "base_model.model.h.0.b.lora_A.weight"
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64, lora_alpha = 2.0 : f64, lora_target_modules = ["a", "b"]}}
+func.func private @layer(%x: tensor<1x4x8xf32>, %wa: tensor<8x8xf32>, %wb: tensor<8x8xf32>) -> tensor<1x4x8xf32> {
+  %ya = tx.matmul %x, %wa : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %yb = tx.matmul %ya, %wb : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  return %yb : tensor<1x4x8xf32>
+}
+func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f32> {
+  %wte = tx.param "wte" init(normal) : tensor<16x8xf32>
+  %e = tx.embedding %wte[%ids] : tensor<16x8xf32>, tensor<1x4xi32> -> tensor<1x4x8xf32>
+  %wa = tx.param "h.0.a.weight" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x8xf32>
+  %wb = tx.param "h.0.b.weight" role row_parallel_weight parallel_dim 0 init(normal) : tensor<8x8xf32>
+  %l0 = call @layer(%e, %wa, %wb) {megac.layer_index = 0 : i64} : (tensor<1x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+  %logits = tx.matmul %l0, %wte transpose_rhs : tensor<1x4x8xf32>, tensor<16x8xf32> -> tensor<1x4x16xf32>
+  %loss = tx.cross_entropy %logits, %labels : tensor<1x4x16xf32>, tensor<1x4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // No lora_* keys: nothing changes, nothing is frozen.
 shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
 // CHECK-LABEL: func.func @forward
