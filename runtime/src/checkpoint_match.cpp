@@ -200,7 +200,8 @@ std::string join(const std::vector<std::string> &lines) {
 
 } // namespace
 
-void check_hf_config(const std::string &config_path, const std::string &program_config, const std::string &what) {
+void check_hf_config(const std::string &config_path, const std::string &program_config, const std::string &what,
+                     const std::string &fix) {
   const JsonValue file = parse_object(read_small_file(config_path), config_path);
   const JsonValue program = parse_object(program_config, "the program's config");
   const JsonValue *type = program.get("model_type");
@@ -222,6 +223,11 @@ void check_hf_config(const std::string &config_path, const std::string &program_
       if (key == "max_position_embeddings" && model_type != "gpt2" &&
           (value.kind == JsonValue::Kind::Integer || value.kind == JsonValue::Kind::Number) &&
           value.number >= ours->number)
+        continue;
+      // GPT2Config's n_inner null (what it saves by default) is transformers' 4 x n_embd.
+      const JsonValue *embd = file.get("n_embd");
+      if (key == "n_inner" && model_type == "gpt2" && value.kind == JsonValue::Kind::Null && embd &&
+          embd->kind == JsonValue::Kind::Integer && ours->number == 4 * embd->number)
         continue;
       if (!same(value, *ours))
         differ.push_back(field_line(key, show(value), show(*ours)));
@@ -254,8 +260,10 @@ void check_hf_config(const std::string &config_path, const std::string &program_
   if (!unknown.empty())
     message += join(unknown) + (unknown.size() == 1 ? " is a setting" : " are settings") +
                " megac does not implement (yet), so it cannot compute this model";
-  throw Error(message + "\nCompile a spec that matches the file (the fields above name the spec's keys), or load "
-                        "a checkpoint of this model");
+  throw Error(message + "\n" +
+              (fix.empty() ? "Compile a spec that matches the file (the fields above name the spec's keys), or load "
+                             "a checkpoint of this model"
+                           : fix));
 }
 
 void check_spec(const std::string &checkpoint_spec, const std::string &program_spec, const std::string &what) {

@@ -76,7 +76,8 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
                   std::ostream &err) {
   CLI::App app{"Generates tokens from a checkpoint with the compiled forward (one rank, fp32)"};
   std::string load, prompt;
-  int64_t max_new = 0, seed = 1234, eod = -1; // max_new 0: 32, or what seq_length leaves
+  int64_t max_new = 0, seed = 1234; // max_new 0: 32, or what seq_length leaves
+  std::vector<int64_t> eod;         // ids that end the text (Llama 3's config names several)
   SamplingOptions sampling;
   app.add_option("--load", load, "Checkpoint folder (its latest iteration), an iteration folder or a Hugging Face folder")
       ->required();
@@ -104,7 +105,8 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
           "(0, 1]"))
       ->capture_default_str();
   app.add_option("--seed", seed, "Seed of the draws")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--eod", eod, "Stop after this id (the tokenizer's end of document)");
+  app.add_option("--eod", eod, "Stop after this id (the tokenizer's end of document); several: comma-separated")
+      ->delimiter(',');
   bool no_kv_cache = false;
   app.add_flag("--no-kv-cache", no_kv_cache,
                "Rerun the whole window for each token (logits_step) instead of one position with a KV cache");
@@ -201,7 +203,7 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
       const int32_t next = next_token(last_logits(), program.vocab_size, sampling, generator.uniform());
       generated.push_back(next);
       ids[static_cast<size_t>(length++)] = next;
-      if (next == eod)
+      if (std::find(eod.begin(), eod.end(), next) != eod.end())
         break;
     }
     auto list = [](const std::vector<int32_t> &v) {

@@ -48,6 +48,44 @@ struct AdapterConfig {
   double scaling() const { return rslora ? alpha / std::sqrt(double(rank)) : alpha / double(rank); }
 };
 
+// A value that says "not used": null, false, 0, "", [] or {}.
+bool unused(const JsonValue &v) {
+  using K = JsonValue::Kind;
+  return v.kind == K::Null || (v.kind == K::Bool && !v.boolean) ||
+         ((v.kind == K::Integer || v.kind == K::Number) && v.number == 0) || (v.kind == K::String && v.string.empty()) ||
+         (v.kind == K::Array && v.array.empty()) || (v.kind == K::Object && v.object.empty());
+}
+
+// adapter_config.json's keys the merge reads or that do not change what the adapters add: the
+// merge is W + scaling x (B A) and nothing else, whichever program runs it (a program without
+// LoRA, such as megac generate's, has no settings to check a folder PEFT saved against).
+const std::set<std::string> kMergeKeys = {
+    "peft_type",      "r",           "lora_alpha",    "use_rslora",    "fan_in_fan_out", "target_modules",
+    "lora_dropout",   "bias",        "init_lora_weights", "base_model_name_or_path", "revision", "task_type",
+    "inference_mode", "auto_mapping", "peft_version", "layers_pattern", "megatron_config", "megatron_core",
+    "runtime_config", "qalora_group_size", "exclude_modules"};
+
+// Every setting of `root` that would make the adapters add something else than B A x scaling.
+void check_plain_lora(const JsonValue &root, const std::string &path) {
+  std::vector<std::string> other;
+  for (const auto &[key, value] : root.object)
+    if (!kMergeKeys.count(key) && !unused(value))
+      other.push_back(key + " " + value.brief());
+  if (const JsonValue *bias = root.get("bias"); bias && !unused(*bias) && !(bias->is_string() && bias->string == "none"))
+    other.push_back("bias " + bias->brief());
+  if (const JsonValue *init = root.get("init_lora_weights");
+      init && init->kind != JsonValue::Kind::Bool && !(init->is_string() && (init->string == "gaussian" || init->string == "eva")))
+    other.push_back("init_lora_weights " + init->brief() + " (adapters that belong with base weights PEFT rewrote)");
+  if (other.empty())
+    return;
+  std::string list;
+  for (const std::string &o : other)
+    list += "\n  " + o;
+  throw Error(path + ": settings merge-lora does not compute (it adds B A x lora_alpha / r, or / sqrt(r) with "
+              "use_rslora, to each adapted weight, and nothing else):" + list +
+              "\nmegac does not implement them (yet); merge these adapters with PEFT's merge_and_unload");
+}
+
 AdapterConfig read_config(const std::string &path) {
   const JsonValue root = parse_json(read_text(path), path);
   auto field = [&](const char *key) -> const JsonValue & {
@@ -57,6 +95,8 @@ AdapterConfig read_config(const std::string &path) {
     return *v;
   };
   AdapterConfig c;
+  if (!root.is_object())
+    throw Error(path + ": holds " + root.brief() + ", not PEFT's adapter_config.json object");
   if (field("peft_type").string != "LORA")
     throw Error(path + ": peft_type is " + field("peft_type").brief() + "; --merge-lora merges LORA adapters");
   const JsonValue &r = field("r"), &alpha = field("lora_alpha");
@@ -69,6 +109,7 @@ AdapterConfig read_config(const std::string &path) {
     c.rslora = v->boolean;
   if (const JsonValue *v = root.get("fan_in_fan_out"))
     c.fan_in_fan_out = v->boolean;
+  check_plain_lora(root, path);
   return c;
 }
 

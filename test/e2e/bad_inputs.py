@@ -63,7 +63,9 @@ def check(case, ctx, scratch):
         with open(path, "wb") as f:
             f.write(content if isinstance(content, bytes) else content.encode())
     argv = [ctx.fill(a, scratch) for a in case.argv]
-    env = {**os.environ, **{k: ctx.fill(v, scratch) for k, v in case.env.items()}}
+    # megac generate compiles into its own cache here, not the user's (~/.cache/megac).
+    env = {**os.environ, "MEGAC_CACHE_DIR": os.path.join(scratch, "megac-cache"),
+           **{k: ctx.fill(v, scratch) for k, v in case.env.items()}}
     start = time.time()
     try:
         p = subprocess.run(argv, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

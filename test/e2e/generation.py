@@ -83,7 +83,7 @@ def main():
             failures.append(name)
         # megac generate: the same, from text, with the tokenizer the checkpoint carries.
         text_out = run([args.megac, "generate", w(name + "-ckpt"), "--prompt", PROMPT.decode(), "--top-k", "1",
-                        "--max-new-tokens", str(NEW_TOKENS)])
+                        "--max-new-tokens", str(NEW_TOKENS)], env={"MEGAC_CACHE_DIR": w("megac-cache")})
         expected = PROMPT.decode() + bytes(i for i in theirs if i < 256).decode("utf-8", "replace")
         ok = expected in text_out
         print(f"{'ok  ' if ok else 'FAIL'} {name}: megac generate --prompt prints transformers' continuation")

@@ -16,7 +16,8 @@ run only once the save is complete, leaving no staging folder.
 Two runs into one --save: the second is refused before training, naming the first's host and
 pid; the first's checkpoints stay intact and resume. Links inside --save are never followed
 when a run cleans up: the files they point to survive. megac generate stopped by SIGTERM
-leaves no temporary folder and no child process."""
+while it compiles leaves no temporary folder, no staging folder or program in its cache and no
+child process."""
 import argparse
 import json
 import os
@@ -244,27 +245,32 @@ def links_in_save(train, data, w):
 
 
 def generate_stopped(megac, ckpt, w):
-    """megac generate, SIGTERM while it compiles: its temporary folder and its child go."""
-    tmp = w("generate-tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    """megac generate, SIGTERM while it compiles into its program cache: its temporary folder, the
+    compile's staging folder in the cache and its child go, and no program is left cached."""
+    tmp, cache = w("generate-tmp"), w("generate-cache")
+    for folder in (tmp, cache):
+        shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(tmp)
-    proc = subprocess.Popen([megac, "generate", ckpt, "--prompt", "This"], env={**os.environ, "TMPDIR": tmp},
+    programs = os.path.join(cache, "programs")
+    cached = lambda: os.listdir(programs) if os.path.isdir(programs) else []
+    proc = subprocess.Popen([megac, "generate", ckpt, "--prompt", "This"],
+                            env={**os.environ, "TMPDIR": tmp, "MEGAC_CACHE_DIR": cache},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 60
-    while time.time() < deadline and not any(n.startswith("megac-generate") for n in os.listdir(tmp)):
+    while time.time() < deadline and not any(".tmp." in n for n in cached()) and proc.poll() is None:
         time.sleep(0.01)
-    started = any(n.startswith("megac-generate") for n in os.listdir(tmp))
+    started = any(".tmp." in n for n in cached())
     time.sleep(0.2)  # into the compile
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=120)
     time.sleep(0.5)  # a child the signal reached ends
-    left = os.listdir(tmp)
-    children = subprocess.run(["pgrep", "-f", tmp], stdout=subprocess.PIPE, text=True).stdout.split()
-    ok = started and proc.returncode == -signal.SIGTERM and not left and not children
+    left, left_cached = os.listdir(tmp), cached()
+    children = subprocess.run(["pgrep", "-f", f"{tmp}|{cache}"], stdout=subprocess.PIPE, text=True).stdout.split()
+    ok = started and proc.returncode == -signal.SIGTERM and not left and not left_cached and not children
     print(f"megac generate stopped by SIGTERM while compiling: exit {proc.returncode}, left in its TMPDIR {left}, "
-          f"processes still running {children} {'ok' if ok else 'FAIL'}")
-    return [] if ok else [f"megac generate SIGTERM: started {started}, exit {proc.returncode}, left {left}, "
-                          f"children {children}"]
+          f"in its program cache {left_cached}, processes still running {children} {'ok' if ok else 'FAIL'}")
+    return [] if ok else [f"megac generate SIGTERM: compile started {started}, exit {proc.returncode}, left {left}, "
+                          f"cached {left_cached}, children {children}"]
 
 
 def main():

@@ -1,21 +1,31 @@
-// megac generate: text from a checkpoint. Compiles the spec the checkpoint records for one rank
-// in fp32 (a temporary OUT), encodes the prompt with the tokenizer the checkpoint carries
-// (megac_tokenizer.py), runs `OUT/train generate` and decodes what it drew.
+// megac generate: text from a model: a megac checkpoint, a Hugging Face folder, or LoRA adapters
+// merged into their base (GenerateSource.h). Encodes the prompt with the model's tokenizer
+// (megac_tokenizer.py) and checks it fits seq_length, then takes the spec's program compiled for
+// one rank in fp32 from the cache (compiling it the first time, ProgramCache.h), runs
+// `OUT/train generate` and decodes what it drew.
 #include "Commands.h"
+#include "GenerateSource.h"
+#include "ProgramCache.h"
 #include "RepeatedFlags.h"
 #include "RunCommand.h"
 #include "TextFile.h"
 #include "TokenizerProcess.h"
 
 #include "megac/Config.h"
+#include "megac/Frontend/HuggingFaceConfig.h"
+#include "megac/Frontend/ModelSpec.h"
+#include "megart/checkpoint_match.h"
+#include "megart/error.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -30,8 +40,12 @@ extern cl::SubCommand generate;
 namespace {
 using megac::cli::generate;
 
-cl::opt<std::string> checkpoint(cl::Positional, cl::desc("CHECKPOINT (a --save folder or one iteration's folder)"),
+cl::opt<std::string> checkpoint(cl::Positional,
+                                cl::desc("CHECKPOINT (a megac checkpoint, a Hugging Face folder or LoRA adapters)"),
                                 cl::sub(generate));
+cl::opt<std::string> pretrained("pretrained-checkpoint",
+                                cl::desc("the base model of LoRA adapters (default: the one they name)"),
+                                cl::sub(generate), megac::recordValues<std::string>("--pretrained-checkpoint"));
 cl::opt<std::string> prompt("prompt", cl::desc("the text to continue"), cl::sub(generate),
                             megac::recordValues<std::string>("--prompt"));
 cl::opt<unsigned> maxNewTokens("max-new-tokens", cl::init(0),
@@ -89,24 +103,24 @@ std::string commaJoined(const json::Array &ids) {
   return list;
 }
 
-/// The iteration folder: CHECKPOINT itself, or the one its tracker names.
-Expected<std::string> iterationFolder(StringRef dir) {
-  SmallString<256> state(dir);
-  sys::path::append(state, "train_state.json");
-  if (sys::fs::exists(state))
-    return dir.str();
-  SmallString<256> tracker(dir);
-  sys::path::append(tracker, "latest_checkpointed_iteration.txt");
-  Expected<std::string> latest = readAll(tracker);
-  if (!latest)
-    return createStringError(inconvertibleErrorCode(),
-                             dir + ": neither an iteration folder (train_state.json) nor a --save folder "
-                                   "(latest_checkpointed_iteration.txt); give OUT/train's --save folder");
-  std::string name = "iter_" + std::string(7 - std::min<size_t>(7, StringRef(*latest).trim().size()), '0') +
-                     StringRef(*latest).trim().str();
-  SmallString<256> folder(dir);
-  sys::path::append(folder, name);
-  return std::string(folder);
+/// Fails, before anything is compiled, when the prompt and the tokens asked for do not fit the
+/// model's positions; returns how many to generate (--max-new-tokens, or by default 32 or what
+/// seq_length leaves, as OUT/train generate).
+Expected<int64_t> tokensToGenerate(int64_t promptTokens, int64_t seqLength) {
+  auto fail = [](const Twine &m) { return createStringError(inconvertibleErrorCode(), m); };
+  const int64_t left = seqLength - promptTokens;
+  if (maxNewTokens == 0) {
+    if (left < 1)
+      return fail("the prompt is " + Twine(promptTokens) + " tokens, and the model's seq_length " + Twine(seqLength) +
+                  " leaves none to generate; shorten the prompt to at most " + Twine(seqLength - 1) + " tokens");
+    return std::min<int64_t>(32, left);
+  }
+  if (promptTokens + int64_t(maxNewTokens) <= seqLength)
+    return int64_t(maxNewTokens);
+  return fail("the prompt (" + Twine(promptTokens) + " tokens) + --max-new-tokens (" + Twine(maxNewTokens) +
+              ") exceed the model's seq_length " + Twine(seqLength) + "; " +
+              (left >= 1 ? "give --max-new-tokens " + Twine(left) + " or fewer, or shorten the prompt"
+                         : "shorten the prompt to at most " + Twine(seqLength - 1) + " tokens"));
 }
 
 } // namespace
@@ -115,31 +129,36 @@ int megac::runGenerate() {
   if (std::optional<std::string> conflict = conflictingFlagValues())
     return fail(*conflict);
   if (checkpoint.empty())
-    return fail("say which checkpoint: megac generate CHECKPOINT --prompt TEXT");
+    return fail("say which model: megac generate CHECKPOINT --prompt TEXT");
   if (prompt.empty())
     return fail("--prompt TEXT is required (the text to continue)");
   if (!std::isfinite(temperature) || temperature < 0 || temperature > 1e6)
     return fail("--temperature is " + exactText(temperature) + "; it must be a finite number in [0, 1e6] (0: greedy)");
   if (!(topP > 0 && topP <= 1)) // NaN fails too
     return fail("--top-p is " + exactText(topP) + "; it must be > 0 and <= 1 (1: every token)");
-  Expected<std::string> folder = iterationFolder(checkpoint);
-  if (!folder)
-    return fail(toString(folder.takeError()));
-  SmallString<256> statePath(*folder), tokenizerPath(*folder);
-  sys::path::append(statePath, "train_state.json");
-  sys::path::append(tokenizerPath, "megac_tokenizer.json");
-  if (!sys::fs::exists(tokenizerPath))
-    return fail(*folder + " carries no tokenizer (megac_tokenizer.json: its data was not made by megac data); "
-                          "give token ids to OUT/train generate --prompt-ids instead");
-  Expected<json::Object> state = readObject(statePath, "the checkpoint");
-  if (!state)
-    return fail(toString(state.takeError()));
-  std::optional<StringRef> spec = state->getString("spec");
-  if (!spec || spec->empty())
-    return fail(statePath + ": records no spec to compile the model from (an older checkpoint?)");
+  Expected<GenerateSource> source = findGenerateSource(checkpoint, pretrained);
+  if (!source)
+    return fail(toString(source.takeError()));
+  if (!pretrained.empty() && !source->adapters)
+    return fail("--pretrained-checkpoint names the base model of LoRA adapters, but " + checkpoint + " is " +
+                source->kind + "; leave the flag out");
+  Expected<ModelSpec> spec = parseModelSpec(source->specText, source->specOrigin);
+  if (!spec)
+    return fail(toString(spec.takeError()));
+  // Every field of a Hugging Face config.json the spec does not carry must be one megac computes:
+  // the runtime's own check, before a compile.
+  if (!source->hfConfig.empty()) {
+    try {
+      megart::check_hf_config(source->hfConfig, huggingFaceConfig(*spec).json, "megac generate " + checkpoint,
+                              "megac generate read the model's spec from this config.json, and a model with the "
+                              "fields above is not one megac computes (yet): it cannot generate from it");
+    } catch (const megart::Error &e) {
+      return fail(e.what());
+    }
+  }
 
   // Everything temporary lives in one folder, removed at the end, also when a signal stops the
-  // command (and its child) midway.
+  // command (and its child) midway; the staging folder of a compile too (ProgramCache.cpp).
   megac::StopSignals stop;
   SmallString<128> work;
   if (std::error_code ec = sys::fs::createUniqueDirectory("megac-generate", work))
@@ -150,32 +169,51 @@ int megac::runGenerate() {
     return std::string(p);
   };
   auto result = [&]() -> Error {
-    if (!writeTextFile(path("spec.yaml"), [&](raw_ostream &os) { os << *spec; }))
-      return createStringError(inconvertibleErrorCode(), "cannot write the spec (the error is above)");
-    std::string self = sys::fs::getMainExecutable(nullptr, (void *)&runGenerate);
-    if (Error e = runCommand({self, "compile", path("spec.yaml"), "--micro-batch-size", "1", "-o", path("prog")},
-                             "compiling the checkpoint's spec", StringRef(path("compile.log"))))
-      return e;
     std::string python = tokenizerPython();
-    if (Error e = runCommand({python, MEGAC_TOKENIZER_SCRIPT, "encode", "--checkpoint", *folder, "--text", prompt},
+    if (Error e = runCommand({python, MEGAC_TOKENIZER_SCRIPT, "encode", "--checkpoint", source->tokenizerFolder,
+                              "--text", prompt},
                              "encoding the prompt", StringRef(path("prompt.json"))))
       return e;
     Expected<json::Object> encoded = readObject(path("prompt.json"), "megac_tokenizer.py encode");
     if (!encoded)
       return encoded.takeError();
     const json::Array *promptIds = encoded->getArray("ids");
-    std::optional<int64_t> eod = encoded->getInteger("eod");
+    const json::Array *eodIds = encoded->getArray("eod_ids");
     if (!promptIds || promptIds->empty())
       return createStringError(inconvertibleErrorCode(), "the prompt encodes to no tokens");
+    Expected<int64_t> newTokens = tokensToGenerate(int64_t(promptIds->size()), spec->seqLength);
+    if (!newTokens)
+      return newTokens.takeError();
+
+    std::string self = sys::fs::getMainExecutable(nullptr, (void *)&runGenerate);
+    Expected<CachedProgram> program = cachedProgram(source->specText, {"--micro-batch-size", "1"}, self);
+    if (!program)
+      return program.takeError();
+    if (program->compiled)
+      errs() << "megac generate: compiled the program for this model in " << format("%.1f", program->seconds)
+             << " s, kept in " << program->dir << " (the next call reuses it)\n";
+    else
+      errs() << "megac generate: reused the program compiled for this model (" << program->dir << ")\n";
+    SmallString<256> train(program->dir);
+    sys::path::append(train, "train");
+
+    std::string load = source->folder;
+    if (source->adapters) { // merged as OUT/train merge-lora does, into the temporary folder
+      std::vector<std::string> merge = {std::string(train), "merge-lora", "--load", load, "--save", path("merged")};
+      if (!pretrained.empty())
+        merge.insert(merge.end(), {"--pretrained-checkpoint", pretrained});
+      if (Error e = runCommand(merge, "merging the adapters into their base model", StringRef(path("merge.log"))))
+        return e;
+      load = path("merged");
+    }
     const std::string list = commaJoined(*promptIds);
     // The numbers as they read back (std::to_string would print --top-p 1e-9 as 0.000000).
-    std::vector<std::string> run = {path("prog/train"), "generate", "--load", *folder, "--prompt-ids", list,
-                                    "--temperature", exactText(temperature), "--top-k", std::to_string(topK),
-                                    "--top-p", exactText(topP), "--seed", std::to_string(seed)};
-    if (maxNewTokens > 0) // else OUT/train's default, which fits the model
-      run.insert(run.end(), {"--max-new-tokens", std::to_string(maxNewTokens)});
-    if (eod)
-      run.insert(run.end(), {"--eod", std::to_string(*eod)});
+    std::vector<std::string> run = {std::string(train), "generate", "--load", load, "--prompt-ids", list,
+                                    "--max-new-tokens", std::to_string(*newTokens), "--temperature",
+                                    exactText(temperature), "--top-k", std::to_string(topK), "--top-p",
+                                    exactText(topP), "--seed", std::to_string(seed)};
+    if (eodIds && !eodIds->empty())
+      run.insert(run.end(), {"--eod", commaJoined(*eodIds)});
     if (Error e = runCommand(run, "generating", StringRef(path("generated.json"))))
       return e;
     Expected<json::Object> generated = readObject(path("generated.json"), "OUT/train generate");
@@ -185,7 +223,8 @@ int megac::runGenerate() {
     if (!newIds)
       return createStringError(inconvertibleErrorCode(), "OUT/train generate printed no ids");
     const std::string newList = commaJoined(*newIds);
-    if (Error e = runCommand({python, MEGAC_TOKENIZER_SCRIPT, "decode", "--checkpoint", *folder, "--ids", newList},
+    if (Error e = runCommand({python, MEGAC_TOKENIZER_SCRIPT, "decode", "--checkpoint", source->tokenizerFolder,
+                              "--ids", newList},
                              "decoding the tokens", StringRef(path("completion.txt"))))
       return e;
     Expected<std::string> completion = readAll(path("completion.txt"));

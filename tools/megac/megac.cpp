@@ -13,7 +13,7 @@ llvm::cl::SubCommand data("data", "Tokenize text or JSON lines into Megatron ind
 llvm::cl::SubCommand simulate("simulate", "Predict a plan's iteration time, throughput and memory on a cluster");
 llvm::cl::SubCommand plan("plan", "Search the parallel plans of a model on a cluster for the fastest that fits");
 llvm::cl::SubCommand calibrate("calibrate", "Measure this machine and write a cluster file for megac simulate");
-llvm::cl::SubCommand generate("generate", "Continue a text with the model of a checkpoint");
+llvm::cl::SubCommand generate("generate", "Continue a text with a model (its program compiled once, then cached)");
 } // namespace megac::cli
 
 namespace {

@@ -4,7 +4,7 @@ Tokenizer types carry Megatron's names: GPT2BPETokenizer (vocab.json + merges.tx
 Face `tokenizers`), HuggingFaceTokenizer (a tokenizer.json, or a folder holding one), and
 SentencePieceTokenizer (a .model, through `sentencepiece`), besides megac's ByteTokenizer.
 
-`megac generate` runs `encode` and `decode` with the tokenizer a checkpoint carries. `megac data`
+`megac generate` runs `encode` and `decode` with the tokenizer a model folder carries. `megac data`
 runs `encode-corpus` and reads its standard output: one JSON line describing the
 tokenizer, then per document and JSON key a record (uint32 key index, uint64 count, count int32
 ids, little-endian), then a closing record with key index 0xFFFFFFFF. An error is one line on
@@ -363,13 +363,46 @@ def load_from_checkpoint(folder):
     return load(kind, **files[kind]), record
 
 
+HF_TOKENIZER_FILES = "tokenizer.json, vocab.json + merges.txt, or tokenizer.model"
+
+
+def load_from_folder(folder):
+    """The tokenizer a model folder carries and the ids that end a generation: a megac checkpoint's
+    (megac_tokenizer.json: its end of document), else a Hugging Face folder's files (tokenizer.json,
+    vocab.json + merges.txt, tokenizer.model) and the eos_token_id transformers' generate stops at
+    (generation_config.json's, else config.json's, else the tokenizer's end of document)."""
+    if os.path.isfile(os.path.join(folder, "megac_tokenizer.json")):
+        tokenizer, record = load_from_checkpoint(folder)
+        return tokenizer, [record["eod"]] if isinstance(record.get("eod"), int) else []
+    file = lambda name: os.path.join(folder, name)
+    if os.path.isfile(file("tokenizer.json")):
+        tokenizer = load("HuggingFaceTokenizer", tokenizer_model=file("tokenizer.json"))
+    elif os.path.isfile(file("vocab.json")) and os.path.isfile(file("merges.txt")):
+        tokenizer = load("GPT2BPETokenizer", vocab_file=file("vocab.json"), merge_file=file("merges.txt"))
+    elif os.path.isfile(file("tokenizer.model")):
+        tokenizer = load("SentencePieceTokenizer", tokenizer_model=file("tokenizer.model"))
+    else:
+        raise Failure(f"{folder} carries no tokenizer (megac_tokenizer.json, {HF_TOKENIZER_FILES}); copy the "
+                      f"model's tokenizer files into it, or give token ids to OUT/train generate --prompt-ids")
+    for name in ("generation_config.json", "config.json"):
+        try:
+            with open(file(name)) as f:
+                eos = json.load(f).get("eos_token_id")
+        except (OSError, ValueError, AttributeError):
+            continue
+        ids = eos if isinstance(eos, list) else [eos]
+        if eos is not None and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+            return tokenizer, ids
+    return tokenizer, [tokenizer.eod] if tokenizer.eod is not None else []
+
+
 def main():
     ap = argparse.ArgumentParser(prog="megac_tokenizer.py")
     sub = ap.add_subparsers(dest="command", required=True)
-    encode = sub.add_parser("encode", help="a checkpoint's tokenizer: text -> {ids, eod} as JSON")
+    encode = sub.add_parser("encode", help="a model folder's tokenizer: text -> {ids, eod_ids} as JSON")
     encode.add_argument("--checkpoint", required=True)
     encode.add_argument("--text", required=True)
-    decode = sub.add_parser("decode", help="a checkpoint's tokenizer: comma-separated ids -> text")
+    decode = sub.add_parser("decode", help="a model folder's tokenizer: comma-separated ids -> text")
     decode.add_argument("--checkpoint", required=True)
     decode.add_argument("--ids", required=True)
     corpus = sub.add_parser("encode-corpus")
@@ -384,9 +417,9 @@ def main():
     args = ap.parse_args()
     if args.command in ("encode", "decode"):
         try:
-            tokenizer, record = load_from_checkpoint(args.checkpoint)
+            tokenizer, eod_ids = load_from_folder(args.checkpoint)
             if args.command == "encode":
-                print(json.dumps({"ids": tokenizer.encode(args.text), "eod": record.get("eod")}))
+                print(json.dumps({"ids": tokenizer.encode(args.text), "eod_ids": eod_ids}))
             else:
                 sys.stdout.write(tokenizer.decode([int(i) for i in args.ids.split(",") if i]))
         except Failure as e:

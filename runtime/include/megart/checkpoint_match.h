@@ -19,8 +19,10 @@
 namespace megart {
 
 // `config_path` (a config.json) against `program_config` (the program's hf_config_json).
-// `what` names the source for messages, e.g. "--load /data/llama".
-void check_hf_config(const std::string &config_path, const std::string &program_config, const std::string &what);
+// `what` names the source for messages, e.g. "--load /data/llama"; `fix` ends the message
+// (default: compile a spec that matches the file, or load a checkpoint of this model).
+void check_hf_config(const std::string &config_path, const std::string &program_config, const std::string &what,
+                     const std::string &fix = "");
 
 // The spec text a checkpoint recorded against the program's (flat "key: value" YAML; comments,
 // blank lines, line endings and quoting do not count).

@@ -4,7 +4,7 @@
 // the whole window, for each token.
 //
 //   OUT/train generate --load DIR --prompt-ids 84,104,101 [--max-new-tokens 32]
-//       [--temperature 1] [--top-k 0] [--top-p 1] [--seed 1234] [--eod ID] [--no-kv-cache]
+//       [--temperature 1] [--top-k 0] [--top-p 1] [--seed 1234] [--eod ID[,ID...]] [--no-kv-cache]
 //
 // Greedy with --top-k 1 (or --temperature 0); otherwise sampled: logits / temperature, the
 // top k, then the smallest set of probability >= top p, drawn with a generator seeded by --seed.

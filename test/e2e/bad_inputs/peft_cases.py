@@ -111,6 +111,21 @@ def cases():
              ["{train_lora}", "merge-lora", "--load", "{scratch}/peft", "--save", "{scratch}/merged"],
              r"use_dora true in .*: megac does not implement use_dora true", absent=["{scratch}/merged"],
              files=peft_folder(setting("use_dora", True))),
+        # A program without LoRA (megac generate's) has no settings to check the folder against:
+        # the merge refuses what its formula does not compute.
+        Case(AREA, "peft dora adapter merged by a full program",
+             ["{train}", "merge-lora", "--load", "{scratch}/peft", "--save", "{scratch}/merged"],
+             r"settings merge-lora does not compute .*\n  use_dora true\nmegac does not implement them \(yet\); "
+             r"merge these adapters with PEFT's merge_and_unload", absent=["{scratch}/merged"],
+             files=peft_folder(setting("use_dora", True))),
+        Case(AREA, "peft adapter with a bias merged by a full program",
+             ["{train}", "merge-lora", "--load", "{scratch}/peft", "--save", "{scratch}/merged"],
+             r"settings merge-lora does not compute .*\n  bias \"all\"", absent=["{scratch}/merged"],
+             files=peft_folder(setting("bias", "all"))),
+        Case(AREA, "peft per-module ranks merged by a full program",
+             ["{train}", "merge-lora", "--load", "{scratch}/peft", "--save", "{scratch}/merged"],
+             r"settings merge-lora does not compute .*\n  rank_pattern \{", absent=["{scratch}/merged"],
+             files=peft_folder(setting("rank_pattern", {"c_attn": 4}))),
         Case(AREA, "peft adapter of another rank generated",
              ["{train_lora}", "generate", "--load", "{scratch}/peft", "--prompt-ids", "1,2"],
              r"r 8 in .*adapter_config\.json, 2 " + PROGRAM, files=peft_folder(setting("r", 8))),

@@ -41,10 +41,12 @@ def cases():
         Case("train flags", "megac generate without a prompt", ["{megac}", "generate", "{ckpt}"],
              r"megac generate: error: --prompt TEXT is required"),
         Case("train flags", "megac generate of a folder that is no checkpoint",
-             ["{megac}", "generate", "{scratch}", "--prompt", "x"], r"neither an iteration folder"),
+             ["{megac}", "generate", "{scratch}", "--prompt", "x"], r"holds no model megac generate reads: neither a "
+             r"megac checkpoint"),
         Case("train flags", "megac generate past seq_length",
              ["{megac}", "generate", "{ckpt}", "--prompt", "This", "--max-new-tokens", "100"],
-             r"exceed the model's seq_length 32"),
+             r"the prompt \(4 tokens\) \+ --max-new-tokens \(100\) exceed the model's seq_length 32; give "
+             r"--max-new-tokens 28 or fewer", absent=["{scratch}/megac-cache/programs"]),
         generate_case("generate top p 0", ["--prompt-ids", "1", "--top-p", "0"], r"--top-p: must be > 0 and <= 1"),
         train_case("eval interval 0", ["--eval-interval", "0"], r"--eval-interval is 0; it must be at least 1"),
         train_case("eval iters negative", ["--eval-iters", "-1"], r"--eval-iters"),

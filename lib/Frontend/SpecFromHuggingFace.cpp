@@ -1,0 +1,176 @@
+#include "megac/Frontend/SpecFromHuggingFace.h"
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/JSON.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+using namespace llvm;
+
+namespace megac {
+
+namespace {
+
+/// Reads config.json's fields; every failure names the file and the field.
+class ConfigReader {
+public:
+  ConfigReader(const json::Object &config, StringRef path) : config(config), path(path.str()) {}
+
+  Error fail(const Twine &message) const { return createStringError(inconvertibleErrorCode(), path + ": " + message); }
+
+  /// A positive integer; `fallback` (transformers' default) when the file leaves it out or
+  /// writes null, else it is required. `what` says what the field is, for the message.
+  Expected<int64_t> size(StringRef key, StringRef what, std::optional<int64_t> fallback = std::nullopt) const {
+    const json::Value *v = config.get(key);
+    if (!v || v->kind() == json::Value::Null) {
+      if (fallback)
+        return *fallback;
+      return fail("has no " + key + " (" + what + "); a Hugging Face config.json of this architecture names it");
+    }
+    std::optional<int64_t> n = v->getAsInteger();
+    if (!n || *n < 1)
+      return fail(key + " is " + shown(*v) + "; " + what + " must be a positive integer");
+    return *n;
+  }
+
+  /// A positive finite number, `fallback` when absent.
+  Expected<double> number(StringRef key, double fallback) const {
+    const json::Value *v = config.get(key);
+    if (!v || v->kind() == json::Value::Null)
+      return fallback;
+    std::optional<double> x = v->getAsNumber();
+    if (!x || !(*x > 0) || *x > 1e300)
+      return fail(key + " is " + shown(*v) + "; it must be a positive number");
+    return *x;
+  }
+
+  Expected<bool> flag(StringRef key, bool fallback) const {
+    const json::Value *v = config.get(key);
+    if (!v || v->kind() == json::Value::Null)
+      return fallback;
+    if (std::optional<bool> b = v->getAsBoolean())
+      return *b;
+    return fail(key + " is " + shown(*v) + "; it must be true or false");
+  }
+
+  /// A string field that must be `expected` (what megac computes) when present.
+  Error require(StringRef key, StringRef expected, StringRef why) const {
+    const json::Value *v = config.get(key);
+    if (!v || v->kind() == json::Value::Null || v->getAsString() == expected)
+      return Error::success();
+    return fail(key + " is " + shown(*v) + ", but megac computes " + expected + " (" + why +
+                "); it cannot generate from this model");
+  }
+
+  static std::string shown(const json::Value &v) {
+    std::string text;
+    raw_string_ostream os(text);
+    os << v;
+    return text.size() > 80 ? text.substr(0, 77) + "..." : text;
+  }
+
+private:
+  const json::Object &config;
+  std::string path;
+};
+
+/// A double as the shortest text that reads back as the same number (1e-05, 10000, 0.5).
+std::string exact(double x) {
+  char buf[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (std::strtod(buf, nullptr) == x)
+      break;
+  }
+  return buf;
+}
+
+std::string line(StringRef key, const Twine &value) { return (key + ": " + value + "\n").str(); }
+
+Expected<std::string> gpt2Spec(const ConfigReader &r) {
+  Expected<int64_t> layers = r.size("n_layer", "the number of layers"), hidden = r.size("n_embd", "the hidden size"),
+                    heads = r.size("n_head", "the number of attention heads"),
+                    positions = r.size("n_positions", "the positions the model was made for"),
+                    vocab = r.size("vocab_size", "the vocabulary size");
+  for (Expected<int64_t> *e : {&layers, &hidden, &heads, &positions, &vocab})
+    if (!*e)
+      return e->takeError();
+  Expected<int64_t> ffn = r.size("n_inner", "the MLP's hidden size", 4 * *hidden); // null: 4 x n_embd
+  Expected<double> epsilon = r.number("layer_norm_epsilon", 1e-5);
+  Expected<bool> tied = r.flag("tie_word_embeddings", true);
+  if (!ffn)
+    return ffn.takeError();
+  if (!epsilon)
+    return epsilon.takeError();
+  if (!tied)
+    return tied.takeError();
+  if (Error e = r.require("activation_function", "gelu_new", "GELU's tanh approximation"))
+    return std::move(e);
+  return "# From a Hugging Face GPT2LMHeadModel's config.json; dropout 0: a generating program drops nothing.\n" +
+         line("family", "gpt2") + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
+         line("num_attention_heads", Twine(*heads)) + line("ffn_hidden_size", Twine(*ffn)) +
+         line("seq_length", Twine(*positions)) + line("vocab_size", Twine(*vocab)) +
+         line("norm_epsilon", exact(*epsilon)) + line("tie_embeddings", *tied ? "true" : "false") +
+         line("hidden_dropout", "0") + line("attention_dropout", "0");
+}
+
+Expected<std::string> llamaSpec(const ConfigReader &r) {
+  Expected<int64_t> layers = r.size("num_hidden_layers", "the number of layers"),
+                    hidden = r.size("hidden_size", "the hidden size"),
+                    heads = r.size("num_attention_heads", "the number of attention heads"),
+                    ffn = r.size("intermediate_size", "the MLP's hidden size"),
+                    vocab = r.size("vocab_size", "the vocabulary size"),
+                    positions = r.size("max_position_embeddings", "the positions the model was made for", 2048);
+  for (Expected<int64_t> *e : {&layers, &hidden, &heads, &ffn, &vocab, &positions})
+    if (!*e)
+      return e->takeError();
+  Expected<int64_t> groups = r.size("num_key_value_heads", "the number of key/value heads", *heads);
+  Expected<double> epsilon = r.number("rms_norm_eps", 1e-6), base = r.number("rope_theta", 10000);
+  Expected<bool> tied = r.flag("tie_word_embeddings", false);
+  if (!groups)
+    return groups.takeError();
+  if (!epsilon)
+    return epsilon.takeError();
+  if (!base)
+    return base.takeError();
+  if (!tied)
+    return tied.takeError();
+  if (Error e = r.require("hidden_act", "silu", "SwiGLU's gate"))
+    return std::move(e);
+  return "# From a Hugging Face LlamaForCausalLM's config.json; dropout 0: a generating program drops nothing.\n" +
+         line("family", "llama") + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
+         line("num_attention_heads", Twine(*heads)) + line("num_query_groups", Twine(*groups)) +
+         line("ffn_hidden_size", Twine(*ffn)) + line("seq_length", Twine(*positions)) +
+         line("vocab_size", Twine(*vocab)) + line("norm_epsilon", exact(*epsilon)) +
+         line("rotary_base", exact(*base)) + line("tie_embeddings", *tied ? "true" : "false") +
+         line("hidden_dropout", "0") + line("attention_dropout", "0");
+}
+
+} // namespace
+
+Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef path) {
+  Expected<json::Value> parsed = json::parse(configJson);
+  if (!parsed)
+    return createStringError(inconvertibleErrorCode(),
+                             path + ": not JSON (" + toString(parsed.takeError()) + "); is this a config.json?");
+  const json::Object *config = parsed->getAsObject();
+  if (!config)
+    return createStringError(inconvertibleErrorCode(), path + ": holds no JSON object; is this a config.json?");
+  ConfigReader r(*config, path);
+  std::string type = config->getString("model_type").value_or("").str(), architectures;
+  if (const json::Array *list = config->getArray("architectures"))
+    for (const json::Value &a : *list)
+      architectures += (architectures.empty() ? "" : ", ") + a.getAsString().value_or("?").str();
+  if (type == "gpt2")
+    return gpt2Spec(r);
+  if (type == "llama")
+    return llamaSpec(r);
+  return r.fail("model_type is " + (type.empty() ? std::string("missing") : "'" + type + "'") +
+                (architectures.empty() ? std::string() : " (architectures " + architectures + ")") +
+                "; megac computes the gpt2 (GPT2LMHeadModel) and llama (LlamaForCausalLM) families only, so it "
+                "cannot generate from this model");
+}
+
+} // namespace megac
