@@ -1,4 +1,5 @@
 #include "megac/Frontend/SpecFromHuggingFace.h"
+#include "megac/NumberText.h"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/JSON.h"
@@ -76,16 +77,7 @@ private:
   std::string path;
 };
 
-/// A double as the shortest text that reads back as the same number (1e-05, 10000, 0.5).
-std::string exact(double x) {
-  char buf[32];
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
-    if (std::strtod(buf, nullptr) == x)
-      break;
-  }
-  return buf;
-}
+std::string exact(double x) { return shortestExactText(x); }
 
 std::string line(StringRef key, const Twine &value) { return (key + ": " + value + "\n").str(); }
 

@@ -3,6 +3,7 @@
 #include "megart/error.h"
 #include "megart/file_checks.h"
 #include "megart/json.h"
+#include "megart/number_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -73,13 +74,7 @@ bool neutral(const JsonValue &v) {
 std::string show(const JsonValue &v) {
   if (v.kind != JsonValue::Kind::Number)
     return v.brief();
-  char buf[32];
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, v.number);
-    if (std::strtod(buf, nullptr) == v.number)
-      break;
-  }
-  return buf;
+  return shortest_exact_text(v.number);
 }
 
 JsonValue parse_object(const std::string &text, const std::string &what) {

@@ -1,6 +1,7 @@
 #include "megart/json.h"
 
 #include "megart/error.h"
+#include "megart/number_text.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -381,13 +382,7 @@ namespace {
 
 // Shortest text that reads back as `x`; a whole number keeps ".0", as Python prints a float.
 std::string shortest_number(double x) {
-  char buf[40];
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
-    if (std::strtod(buf, nullptr) == x)
-      break;
-  }
-  std::string s = buf;
+  std::string s = shortest_exact_text(x);
   if (s.find_first_of(".eEn") == std::string::npos) // not 1e-05, nan or inf
     s += ".0";
   return s;

@@ -14,6 +14,7 @@
 #include "megac/Config.h"
 #include "megac/Frontend/HuggingFaceConfig.h"
 #include "megac/Frontend/ModelSpec.h"
+#include "megac/NumberText.h"
 #include "megart/checkpoint_match.h"
 #include "megart/error.h"
 
@@ -66,16 +67,6 @@ int fail(const Twine &message) {
   return 1;
 }
 
-/// A double as the shortest text that reads back as the same number ("nan", "1e-09", "0.7").
-std::string exactText(double x) {
-  char buf[32];
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
-    if (std::strtod(buf, nullptr) == x)
-      break;
-  }
-  return buf;
-}
 
 // What the steps print is small; a checkpoint's train_state.json holds the flags and the spec.
 constexpr uint64_t kMaxRead = uint64_t(1) << 26;
@@ -133,9 +124,9 @@ int megac::runGenerate() {
   if (prompt.empty())
     return fail("--prompt TEXT is required (the text to continue)");
   if (!std::isfinite(temperature) || temperature < 0 || temperature > 1e6)
-    return fail("--temperature is " + exactText(temperature) + "; it must be a finite number in [0, 1e6] (0: greedy)");
+    return fail("--temperature is " + megac::shortestExactText(temperature) + "; it must be a finite number in [0, 1e6] (0: greedy)");
   if (!(topP > 0 && topP <= 1)) // NaN fails too
-    return fail("--top-p is " + exactText(topP) + "; it must be > 0 and <= 1 (1: every token)");
+    return fail("--top-p is " + megac::shortestExactText(topP) + "; it must be > 0 and <= 1 (1: every token)");
   Expected<GenerateSource> source = findGenerateSource(checkpoint, pretrained);
   if (!source)
     return fail(toString(source.takeError()));
@@ -210,8 +201,8 @@ int megac::runGenerate() {
     // The numbers as they read back (std::to_string would print --top-p 1e-9 as 0.000000).
     std::vector<std::string> run = {std::string(train), "generate", "--load", load, "--prompt-ids", list,
                                     "--max-new-tokens", std::to_string(*newTokens), "--temperature",
-                                    exactText(temperature), "--top-k", std::to_string(topK), "--top-p",
-                                    exactText(topP), "--seed", std::to_string(seed)};
+                                    megac::shortestExactText(temperature), "--top-k", std::to_string(topK), "--top-p",
+                                    megac::shortestExactText(topP), "--seed", std::to_string(seed)};
     if (eodIds && !eodIds->empty())
       run.insert(run.end(), {"--eod", commaJoined(*eodIds)});
     if (Error e = runCommand(run, "generating", StringRef(path("generated.json"))))
