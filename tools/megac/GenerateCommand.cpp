@@ -2,12 +2,11 @@
 // in fp32 (a temporary OUT), encodes the prompt with the tokenizer the checkpoint carries
 // (megac_tokenizer.py), runs `OUT/train generate` and decodes what it drew.
 #include "Commands.h"
+#include "MegacPaths.h"
 #include "RepeatedFlags.h"
 #include "RunCommand.h"
 #include "TextFile.h"
 #include "TokenizerProcess.h"
-
-#include "megac/Config.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
@@ -157,8 +156,9 @@ int megac::runGenerate() {
                              "compiling the checkpoint's spec", StringRef(path("compile.log"))))
       return e;
     std::string python = tokenizerPython();
-    if (Error e = runCommand({python, MEGAC_TOKENIZER_SCRIPT, "encode", "--checkpoint", *folder, "--text", prompt},
-                             "encoding the prompt", StringRef(path("prompt.json"))))
+    if (Error e =
+            runCommand({python, megacPaths().tokenizerScript, "encode", "--checkpoint", *folder, "--text", prompt},
+                       "encoding the prompt", StringRef(path("prompt.json"))))
       return e;
     Expected<json::Object> encoded = readObject(path("prompt.json"), "megac_tokenizer.py encode");
     if (!encoded)
@@ -185,8 +185,9 @@ int megac::runGenerate() {
     if (!newIds)
       return createStringError(inconvertibleErrorCode(), "OUT/train generate printed no ids");
     const std::string newList = commaJoined(*newIds);
-    if (Error e = runCommand({python, MEGAC_TOKENIZER_SCRIPT, "decode", "--checkpoint", *folder, "--ids", newList},
-                             "decoding the tokens", StringRef(path("completion.txt"))))
+    if (Error e =
+            runCommand({python, megacPaths().tokenizerScript, "decode", "--checkpoint", *folder, "--ids", newList},
+                       "decoding the tokens", StringRef(path("completion.txt"))))
       return e;
     Expected<std::string> completion = readAll(path("completion.txt"));
     if (!completion)
