@@ -156,16 +156,16 @@ Expected<Cluster> megac::sim::parseCluster(StringRef yamlText, StringRef where) 
   return c;
 }
 
-Expected<Cluster> megac::sim::loadCluster(StringRef nameOrPath) {
+Expected<Cluster> megac::sim::loadCluster(StringRef nameOrPath, StringRef clusterDir) {
   // A bare name is one of the project's cluster files (clusters/NAME.yaml).
   std::string path = nameOrPath.str();
   if (!nameOrPath.contains('/') && !nameOrPath.ends_with(".yaml") && !nameOrPath.empty())
-    path = (Twine(MEGAC_CLUSTER_DIR) + "/" + nameOrPath + ".yaml").str();
+    path = (clusterDir + "/" + nameOrPath + ".yaml").str();
   ErrorOr<std::unique_ptr<MemoryBuffer>> file = MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!file)
     return createStringError(inconvertibleErrorCode(),
                              "--cluster " + nameOrPath + ": cannot read " + path + " (" + file.getError().message() +
-                                 "); give a cluster file or the name of one in " MEGAC_CLUSTER_DIR
+                                 "); give a cluster file or the name of one in " + clusterDir +
                                  " (selene-a100, dgx-h100; docs/simulate.md has the schema)");
   if ((*file)->getBufferSize() > (1 << 20))
     return createStringError(inconvertibleErrorCode(),

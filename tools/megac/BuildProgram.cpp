@@ -1,4 +1,5 @@
 #include "BuildProgram.h"
+#include "MegacPaths.h"
 #include "RunCommand.h"
 
 #include "megac/Config.h"
@@ -51,7 +52,7 @@ std::string megac::outputCMake(Target target) {
   text += std::string("set(CMAKE_CXX_STANDARD 17)\n") +
           (cuda ? "set(CMAKE_CUDA_STANDARD 17)\n"
                 : "set(MEGART_CUDA OFF CACHE BOOL \"a CPU program needs no CUDA backend\" FORCE)\n") +
-          "set(MEGART_DIR \"" MEGAC_RUNTIME_SOURCE_DIR "\" CACHE PATH \"megac's runtime/ folder\")\n"
+          "set(MEGART_DIR \"" + megacPaths().runtimeSourceDir + "\" CACHE PATH \"megac's runtime/ folder\")\n" +
           "add_subdirectory(${MEGART_DIR} megart EXCLUDE_FROM_ALL)\n";
   text += cuda ? "add_executable(train main.cu)\ntarget_link_libraries(train PRIVATE megart-cuda)\n"
                : "add_executable(train main.cpp)\ntarget_link_libraries(train PRIVATE megart)\n";
@@ -66,6 +67,7 @@ int megac::buildProgram(StringRef out, Target target) {
   sys::path::append(source, sourceName(target));
   sys::path::append(object, "main.o");
   sys::path::append(binary, "train");
+  const MegacPaths &paths = megacPaths();
   SmallVector<std::string> link = {MEGAC_CXX_COMPILER, "-fopenmp", "-o", std::string(binary)};
   if (target == Target::Cuda) {
 #ifdef MEGAC_CUDA_COMPILER
@@ -80,12 +82,13 @@ int megac::buildProgram(StringRef out, Target target) {
                                         "-gencode=arch=compute_90,code=sm_90",
                                         "-gencode=arch=compute_90,code=compute_90",
                                         "-Xcompiler=-fopenmp",
-                                        "-I" MEGAC_RUNTIME_INCLUDE_DIR};
+                                        "-I" + paths.cudaIncludeDir,
+                                        "-I" + paths.runtimeIncludeDir};
     appendSplit(compile, MEGAC_CUDA_INCLUDE_DIRS, "-I");
     compile.append({std::string(source), "-o", std::string(object)});
     if (int rc = run(compile, "compiling " + source.str() + " with nvcc"))
       return rc;
-    link.append({std::string(object), MEGAC_CUDA_RUNTIME_LIBRARY, MEGAC_RUNTIME_LIBRARY});
+    link.append({std::string(object), paths.cudaRuntimeLibrary, paths.runtimeLibrary});
     appendSplit(link, MEGAC_RUNTIME_LINK);
     appendSplit(link, MEGAC_CUDA_LINK);
 #endif
@@ -94,8 +97,8 @@ int megac::buildProgram(StringRef out, Target target) {
     appendSplit(link, MEGAC_RUNTIME_ARCH); // the runtime's target: -march=native unless MEGART_PORTABLE
     appendSplit(link, MEGAC_RUNTIME_PROGRAM_FLAGS); // e.g. the sanitizers the runtime was built with
     // The precompiled megart/cpu_program.h first (the runtime's build made it with these flags).
-    link.append({"-I" MEGAC_RUNTIME_PCH_DIR, "-I" MEGAC_RUNTIME_INCLUDE_DIR, std::string(source),
-                 MEGAC_RUNTIME_LIBRARY});
+    link.append(
+        {"-I" + paths.runtimePchDir, "-I" + paths.runtimeIncludeDir, std::string(source), paths.runtimeLibrary});
     appendSplit(link, MEGAC_RUNTIME_LINK);
   }
   return run(link, "building " + binary.str());

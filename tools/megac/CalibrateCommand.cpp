@@ -1,6 +1,7 @@
 // megac calibrate: measures this machine with megart-calibrate (beside megac, started under
 // mpirun as OUT/train is) and writes the cluster file megac simulate reads.
 #include "Commands.h"
+#include "MegacPaths.h"
 #include "RepeatedFlags.h"
 #include "TextFile.h"
 
@@ -52,8 +53,7 @@ int megac::runCalibrate() {
     return fail("--ranks is " + Twine(ranks) + "; give 1 to 64 (the ranks OUT/train will run with)");
   if (threads < 1 || threads > 1024)
     return fail("--threads is " + Twine(threads) + "; give 1 to 1024 (OMP_NUM_THREADS per rank)");
-  SmallString<256> tool(sys::path::parent_path(sys::fs::getMainExecutable(nullptr, (void *)&runCalibrate)));
-  sys::path::append(tool, "megart-calibrate");
+  const std::string &tool = megac::megacPaths().calibrateTool;
   if (!sys::fs::can_execute(tool))
     return fail(tool + " is missing: it is built with the runtime when MPI is found (scripts/build.sh)");
   ErrorOr<std::string> mpirun = sys::findProgramByName("mpirun");

@@ -3,6 +3,7 @@
 #include "BuildProgram.h"
 #include "Commands.h"
 #include "IRDumps.h"
+#include "MegacPaths.h"
 #include "PipelineSchedule.h"
 #include "RepeatedFlags.h"
 #include "RunCommand.h"
@@ -635,7 +636,7 @@ Expected<megac::SimulationFlags> megac::simulationFlags() {
   Expected<ActivationPrecision> precision = precisionFromFlags();
   if (!precision)
     return precision.takeError();
-  Expected<sim::Cluster> cluster = sim::loadCluster(clusterFile);
+  Expected<sim::Cluster> cluster = sim::loadCluster(clusterFile, megacPaths().clusterDir);
   if (!cluster)
     return cluster.takeError();
   SimulationFlags flags{std::move(*cluster), {}, *precision, globalBatch};

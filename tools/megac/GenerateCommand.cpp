@@ -5,13 +5,13 @@
 // `OUT/train generate` and decodes what it drew.
 #include "Commands.h"
 #include "GenerateSource.h"
+#include "MegacPaths.h"
 #include "ProgramCache.h"
 #include "RepeatedFlags.h"
 #include "RunCommand.h"
 #include "TextFile.h"
 #include "TokenizerProcess.h"
 
-#include "megac/Config.h"
 #include "megac/Frontend/HuggingFaceConfig.h"
 #include "megac/Frontend/ModelSpec.h"
 #include "megac/NumberText.h"
@@ -161,7 +161,7 @@ int megac::runGenerate() {
   };
   auto result = [&]() -> Error {
     std::string python = tokenizerPython();
-    if (Error e = runCommand({python, MEGAC_TOKENIZER_SCRIPT, "encode", "--checkpoint", source->tokenizerFolder,
+    if (Error e = runCommand({python, megacPaths().tokenizerScript, "encode", "--checkpoint", source->tokenizerFolder,
                               "--text", prompt},
                              "encoding the prompt", StringRef(path("prompt.json"))))
       return e;
@@ -214,7 +214,7 @@ int megac::runGenerate() {
     if (!newIds)
       return createStringError(inconvertibleErrorCode(), "OUT/train generate printed no ids");
     const std::string newList = commaJoined(*newIds);
-    if (Error e = runCommand({python, MEGAC_TOKENIZER_SCRIPT, "decode", "--checkpoint", source->tokenizerFolder,
+    if (Error e = runCommand({python, megacPaths().tokenizerScript, "decode", "--checkpoint", source->tokenizerFolder,
                               "--ids", newList},
                              "decoding the tokens", StringRef(path("completion.txt"))))
       return e;

@@ -1,8 +1,9 @@
 #include "ProgramCache.h"
+
+#include "MegacPaths.h"
 #include "RunCommand.h"
 #include "TextFile.h"
 
-#include "megac/Config.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -47,7 +48,7 @@ std::string keyText(StringRef specText, ArrayRef<std::string> compileFlags, Stri
   for (const std::string &f : compileFlags)
     flags += " " + f;
   return "megac compile's program, for megac generate\n" + identity("megac", megac) +
-         identity("runtime", MEGAC_RUNTIME_LIBRARY) + "compile flags:" + flags + "\nspec:\n" + specText.str();
+         identity("runtime", megacPaths().runtimeLibrary) + "compile flags:" + flags + "\nspec:\n" + specText.str();
 }
 
 std::string hashOf(StringRef text) {

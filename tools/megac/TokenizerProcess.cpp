@@ -1,6 +1,5 @@
 #include "TokenizerProcess.h"
-
-#include "megac/Config.h"
+#include "MegacPaths.h"
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
@@ -76,8 +75,8 @@ std::string megac::tokenizerPython() {
   std::string python = "python3";
   if (const char *chosen = std::getenv("MEGAC_PYTHON"); chosen && *chosen)
     python = chosen;
-  else if (sys::fs::can_execute(MEGAC_PYTHON_ENV))
-    return MEGAC_PYTHON_ENV;
+  else if (const std::string &env = megacPaths().pythonEnv; !env.empty() && sys::fs::can_execute(env))
+    return env;
   // A full path: not every way of starting a program searches PATH.
   if (StringRef(python).contains('/'))
     return python;
@@ -88,7 +87,7 @@ std::string megac::tokenizerPython() {
 Error megac::runTokenizer(ArrayRef<std::string> args, function_ref<Error(const TokenizerHeader &)> onHeader,
                           function_ref<Error(size_t, const std::vector<int32_t> &)> onDocument) {
   std::string python = tokenizerPython();
-  std::vector<std::string> argv = {python, MEGAC_TOKENIZER_SCRIPT, "encode-corpus"};
+  std::vector<std::string> argv = {python, megacPaths().tokenizerScript, "encode-corpus"};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char *> cargv;
   for (std::string &a : argv)
@@ -141,5 +140,5 @@ Error megac::runTokenizer(ArrayRef<std::string> args, function_ref<Error(const T
   if (callbackFailed || (WIFEXITED(status) && WEXITSTATUS(status) == 0))
     return result;
   consumeError(std::move(result));
-  return fail("the tokenizer (" + python + " " + MEGAC_TOKENIZER_SCRIPT + ") failed; its error is above");
+  return fail("the tokenizer (" + python + " " + megacPaths().tokenizerScript + ") failed; its error is above");
 }

@@ -28,8 +28,8 @@ llvm::Error runTokenizer(llvm::ArrayRef<std::string> args,
                          llvm::function_ref<llvm::Error(const TokenizerHeader &)> onHeader,
                          llvm::function_ref<llvm::Error(size_t key, const std::vector<int32_t> &ids)> onDocument);
 
-/// The Python that runs it, as a full path: $MEGAC_PYTHON, else the project's build/pyenv when
-/// present, else python3 from PATH.
+/// The Python that runs it, as a full path: $MEGAC_PYTHON, else the build tree's build/pyenv when
+/// megac runs from there and it is present, else python3 from PATH (an installed megac: README).
 std::string tokenizerPython();
 
 } // namespace megac

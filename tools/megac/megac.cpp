@@ -1,6 +1,7 @@
 // megac: the compiler driver. Subcommands: compile, simulate, plan, calibrate, data, generate.
 #include "Commands.h"
 #include "Help.h"
+#include "MegacPaths.h"
 #include "UnknownFlags.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -18,6 +19,8 @@ llvm::cl::SubCommand generate("generate", "Continue a text with a model (its pro
 
 namespace {
 llvm::ArrayRef<const char *> typedArgs;
+llvm::cl::opt<bool> printPaths("print-paths", llvm::cl::desc("print where this megac finds its runtime, tokenizer "
+                                                             "script, clusters and Python, then exit"));
 } // namespace
 
 llvm::ArrayRef<const char *> megac::invocation() { return typedArgs; }
@@ -35,10 +38,15 @@ int main(int argc, char **argv) {
                          "  megac plan SPEC.yaml --gpus N --cluster NAME --global-batch-size B\n"
                          "  megac calibrate --target cpu -o FILE.yaml\n"
                          "  megac generate CHECKPOINT --prompt TEXT [--max-new-tokens N --top-k K ...]\n"
-                         "  megac data --input FILE... --output-prefix PREFIX [--tokenizer-type T ...]\n";
+                         "  megac data --input FILE... --output-prefix PREFIX [--tokenizer-type T ...]\n"
+                         "  megac --print-paths   (where this megac finds its runtime, clusters and tokenizer)\n";
   if (megac::printHelpIfAsked(llvm::ArrayRef<const char *>(argv, argc), overview))
     return 0;
   llvm::cl::ParseCommandLineOptions(argc, argv, overview);
+  if (printPaths) {
+    megac::printMegacPaths(llvm::outs());
+    return 0;
+  }
   if (megac::cli::compile || megac::cli::simulate)
     return megac::runCompile();
   if (megac::cli::data)

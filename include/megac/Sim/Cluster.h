@@ -44,8 +44,9 @@ struct Cluster {
   Link intraNode, interNode;
 };
 
-/// The cluster file at `nameOrPath`, or clusters/NAME.yaml for a bare name.
-llvm::Expected<Cluster> loadCluster(llvm::StringRef nameOrPath);
+/// The cluster file at `nameOrPath`, or CLUSTERDIR/NAME.yaml for a bare name (the driver's
+/// clusters/, in the source tree or installed).
+llvm::Expected<Cluster> loadCluster(llvm::StringRef nameOrPath, llvm::StringRef clusterDir);
 /// Parses a cluster file's text; `where` names it in errors.
 llvm::Expected<Cluster> parseCluster(llvm::StringRef yaml, llvm::StringRef where);
 
