@@ -58,7 +58,8 @@ def main():
     megac = os.path.join(prefix, "bin", "megac")
     hide = hiding_command(trees)
     env = {k: v for k, v in os.environ.items() if k != "MEGAC_PYTHON"}  # the installed default
-    env.update({"OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    env.update({"OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "MEGAC_CACHE_DIR": os.path.join(work, "cache")})  # generate's programs: not in the home folder
 
     def run(cmd, hidden=True):
         full = (hide or []) + cmd if hidden else cmd
@@ -97,7 +98,8 @@ def main():
         if "iteration        2/       2" not in trained:
             sys.exit(f"install: OUT/train did not log iteration 2:\n{trained[-2000:]}")
         generated = run([megac, "generate", "ckpt", "--prompt", "The", "--max-new-tokens", "4", "--top-k", "1"])
-        if not generated.startswith("The"):
+        # stderr says whether the program was compiled or reused; the continuation is on a line of its own
+        if not any(line.startswith("The") for line in generated.splitlines()):
             sys.exit(f"install: megac generate printed no continuation of the prompt:\n{generated}")
         if paths["cuda-runtime-library"] != "(none)":  # built with the CUDA toolkit: nvcc and P's CUDA runtime
             run([megac, "compile", spec, "--target", "cuda", "--micro-batch-size", "2", "-o", "out-cuda"])

@@ -4,7 +4,6 @@
 #include "RunCommand.h"
 #include "TextFile.h"
 
-
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
