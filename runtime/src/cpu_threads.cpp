@@ -102,7 +102,8 @@ CpuThreadsReport describe_cpu_threads() {
     break;
   }
   r.line += ")";
-  if (static_cast<long>(threads) * ranks > cores)
+  // Only threads can be taken back: more ranks than cores at one thread each is the launch's choice.
+  if (threads > 1 && static_cast<long>(threads) * ranks > cores)
     r.warning = std::to_string(ranks) + " ranks x " + std::to_string(threads) + " threads exceed the " +
                 std::to_string(cores) + " cores of this node: the ranks will take cores from each other; set "
                 "OMP_NUM_THREADS=" + std::to_string(std::max(1, cores / ranks)) + " (or leave it unset)";
