@@ -16,8 +16,6 @@ struct GemmShape {
   bool sharedRhs = false; // a matrix rhs with a higher-rank lhs
   int64_t lhsRowDim = 0, lhsContractDim = 0, rhsContractDim = 0, rhsColDim = 0;
   int64_t rhsContractSize = 0; // k as the rhs gives it (the verifier compares the two)
-
-  int64_t flops() const { return 2 * batch * m * n * k; }
 };
 
 /// The GEMM of lhs x rhs with the transpose flags (lhs rank >= 2; rhs a matrix or lhs's rank).

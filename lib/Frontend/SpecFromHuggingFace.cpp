@@ -4,8 +4,6 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/JSON.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <optional>
 
 using namespace llvm;

@@ -18,16 +18,9 @@ using namespace megac::sim;
 
 namespace {
 
-int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
 ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
 double bytesOf(Value v) { return isa<RankedTensorType>(v.getType()) ? double(tensorBytes(v.getType())) : 0.0; }
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
-}
 /// What an op reads and writes: its tensor operands and results.
 double touchedBytes(Operation *op) {
   double bytes = 0;

@@ -9,7 +9,7 @@ namespace megart {
 
 int merge_lora_main(int argc, const char *const *argv, const ProgramDesc &program, std::ostream &out,
                     std::ostream &err) {
-  CLI::App app{"Merges a LoRA checkpoint's adapters into its base model: a Hugging Face folder"};
+  CLI::App app{"Merges LoRA adapters (a megac LoRA checkpoint's or a folder PEFT saved) into their base model: a Hugging Face folder"};
   std::string load, save, base;
   app.add_option("--load", load,
                  "The LoRA checkpoint folder (its latest iteration), an iteration folder, or a PEFT adapter folder")

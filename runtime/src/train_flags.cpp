@@ -372,7 +372,7 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
                   f.save + ".jsonl");
   }
   require(f.train_iters >= (f.skip_train ? 0 : 1),
-          "--train-iters is " + std::to_string(f.train_iters) + "; it must be at least 1");
+          "--train-iters is " + std::to_string(f.train_iters) + "; it must be at least " + (f.skip_train ? "0" : "1"));
   if (f.micro_batch_size == 0) {
     f.micro_batch_size = program.micro_batch_size;
   } else if (f.micro_batch_size != program.micro_batch_size) {
@@ -431,10 +431,14 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
               "; it must be > 0 (minutes a rank waits for the others, e.g. 10, or 0.5)");
   require(std::isfinite(f.peak_tflops) && f.peak_tflops >= 0,
           "--peak-tflops is " + num(f.peak_tflops) + "; it must be >= 0 (0: the device's own figure)");
-  // Evaluation alone runs no schedule: its flags are checked only when given.
-  const bool schedule_runs = !f.skip_train || f.lr != 0;
-  if (!schedule_runs)
-    f.lr_decay_style = "constant"; // lr 0 throughout: nothing is stepped
+  // Evaluation alone steps nothing: the schedule flags a script may pass are set aside.
+  const bool schedule_runs = !f.skip_train;
+  if (!schedule_runs) {
+    f.lr = f.min_lr = f.lr_warmup_init = 0;
+    f.lr_warmup_iters = f.lr_wsd_decay_iters = 0;
+    f.lr_warmup_fraction = -1;
+    f.lr_decay_style = "constant";
+  }
   if (schedule_runs)
     require(std::isfinite(f.lr) && f.lr > 0, "--lr is " + num(f.lr) + "; it must be > 0");
   require(std::isfinite(f.min_lr) && f.min_lr >= 0 && f.min_lr <= f.lr,

@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <new>
+#include <vector>
 
 using namespace llvm;
 namespace cl = llvm::cl;
@@ -218,20 +219,11 @@ int libraryTokenizerData(bool json) {
 
 } // namespace
 
-int megac::runData() {
-  if (std::optional<std::string> conflict = conflictingFlagValues())
-    return fail(*conflict);
-  bool json = !jsonKeys.empty() || isJsonLines(inputs.front());
-  if (std::optional<std::string> problem = checkFlags(json))
-    return fail(*problem);
-  // PREFIX's folder is made as `mkdir -p` would (Megatron's preprocess_data.py expects it to
-  // exist; a user giving data/corpus means data/).
-  if (StringRef folder = llvm::sys::path::parent_path(outputPrefix); !folder.empty())
-    if (std::error_code ec = llvm::sys::fs::create_directories(folder))
-      return fail("--output-prefix " + outputPrefix + ": cannot create the folder " + folder.str() + ": " +
-                  ec.message());
-  // The writers stage PREFIX.bin in a temporary file; leaving this scope early, by an error or
-  // an exception, removes it, so a failed run writes nothing.
+namespace {
+
+// The writers stage PREFIX.bin in a temporary file; leaving this scope early, by an error or an
+// exception, removes it, so a failed run writes nothing.
+int writeDatasets(bool json) {
   try {
     if (tokenizerType == "ByteTokenizer" && !json)
       return byteTokenizerData();
@@ -241,4 +233,28 @@ int megac::runData() {
   } catch (const std::bad_alloc &) {
     return fail("out of memory while reading the inputs; nothing was written");
   }
+}
+
+} // namespace
+
+int megac::runData() {
+  if (std::optional<std::string> conflict = conflictingFlagValues())
+    return fail(*conflict);
+  bool json = !jsonKeys.empty() || isJsonLines(inputs.front());
+  if (std::optional<std::string> problem = checkFlags(json))
+    return fail(*problem);
+  // PREFIX's folder is made as `mkdir -p` would (Megatron's preprocess_data.py expects it to
+  // exist; a user giving data/corpus means data/), and removed again if the run fails.
+  const std::string folder = llvm::sys::path::parent_path(outputPrefix).str();
+  std::vector<std::string> made; // the folders this run creates, deepest first
+  for (StringRef f = folder; !f.empty() && !llvm::sys::fs::exists(f); f = llvm::sys::path::parent_path(f))
+    made.push_back(f.str());
+  if (!made.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(folder))
+      return fail("--output-prefix " + outputPrefix + ": cannot create the folder " + folder + ": " + ec.message());
+  const int code = writeDatasets(json);
+  if (code != 0)
+    for (const std::string &f : made)
+      llvm::sys::fs::remove(f); // only while empty: nothing but this run wrote there
+  return code;
 }

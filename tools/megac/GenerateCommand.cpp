@@ -28,8 +28,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 
 using namespace llvm;
 namespace cl = llvm::cl;
@@ -68,7 +66,7 @@ int fail(const Twine &message) {
 }
 
 
-// What the steps print is small; a checkpoint's train_state.json holds the flags and the spec.
+// What the steps print is small: the prompt's ids, the drawn ids, the completion.
 constexpr uint64_t kMaxRead = uint64_t(1) << 26;
 
 Expected<std::string> readAll(StringRef path) { return megac::readTextFile(path, kMaxRead, "file"); }

@@ -110,6 +110,10 @@ Expected<GenerateSource> baseModel(StringRef path, StringRef namedBy) {
     return fail(namedBy + " " + path + " is no local folder; megac downloads nothing from the Hugging Face Hub: "
                           "download the base model (huggingface-cli download NAME --local-dir DIR) and give "
                           "--pretrained-checkpoint DIR");
+  // Adapters naming adapters (themselves, or each other) would recurse without end: a base is
+  // never an adapter folder.
+  if (sys::fs::exists(in(path, "adapter_config.json")))
+    return fail(namedBy + " " + path + " holds LoRA adapters, not a base model; give the model they were made on");
   Expected<GenerateSource> base = findGenerateSource(path);
   if (base && base->adapters)
     return fail(namedBy + " " + path + " holds LoRA adapters, not a base model; give the model they were made on");

@@ -67,6 +67,17 @@ bool saysDefault(const std::string &desc, const std::string &value) {
          desc.find("default " + value) != std::string::npos;
 }
 
+// Whether `arg` is an option (of any subcommand) that reads the next argument as its value.
+bool takesValue(llvm::StringRef arg) {
+  if (!arg.starts_with("-") || arg.contains('='))
+    return false;
+  const llvm::StringRef name = arg.ltrim('-');
+  for (cl::SubCommand *sub : cl::getRegisteredSubcommands())
+    if (cl::Option *o = sub->OptionsMap.lookup(name))
+      return o->getValueExpectedFlag() == cl::ValueRequired;
+  return false;
+}
+
 std::string dashes(llvm::StringRef name) { return (name.size() == 1 ? "-" : "--") + name.str(); }
 
 // `text` in lines of at most kWidth, each indented by `indent`.
@@ -140,7 +151,10 @@ void printSubcommand(llvm::raw_ostream &out, cl::SubCommand &sub) {
 } // namespace
 
 bool printHelpIfAsked(llvm::ArrayRef<const char *> args, llvm::StringRef overview) {
-  if (llvm::none_of(args.drop_front(), [](const char *a) { return isHelpFlag(a); }))
+  bool asked = false;
+  for (size_t i = 1; i < args.size(); ++i)
+    asked |= isHelpFlag(args[i]) && !(i > 1 && takesValue(args[i - 1])); // not `--prompt -h`
+  if (!asked)
     return false;
   cl::SubCommand *chosen = nullptr;
   for (const char *arg : args.drop_front()) {

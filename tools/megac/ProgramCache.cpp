@@ -149,6 +149,8 @@ Expected<CachedProgram> cachedProgram(StringRef specText, ArrayRef<std::string> 
 
   removeAbandonedStaging(programs);
   removeOutdated(programs, key);
+  if (usable(entry, key)) // another call finished it meanwhile
+    return CachedProgram{entry, false, 0};
   const std::string pid = std::to_string(sys::Process::getProcessId());
   if (sys::fs::exists(entry)) { // damaged (a file deleted by hand): compiled again below
     errs() << "megac generate: the cached program " << entry << " is incomplete; compiling it again\n";

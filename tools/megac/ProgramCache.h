@@ -7,7 +7,7 @@
 // compiled into CACHE/programs/<key>.tmp.<pid>-<random> and renamed into place whole, so that
 // concurrent calls never see half a program: the first rename wins, the others use its program.
 // A compile also removes what a rebuilt megac can no longer use (programs of an earlier build of
-// the same megac, staging folders of compiles killed over an hour ago). Removing CACHE (or one
+// the same megac, staging folders last written over an hour ago: a compile takes seconds). Removing CACHE (or one
 // entry) at any time only costs a compile.
 #pragma once
 

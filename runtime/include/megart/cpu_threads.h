@@ -11,7 +11,8 @@ namespace megart {
 // Called first thing by a program's main. OpenMP reads OMP_WAIT_POLICY before main runs, so when
 // it is unset the process restarts itself once with it set to passive (same command line,
 // nothing started yet: no MPI, no files). Then, without OMP_NUM_THREADS, the thread count
-// becomes the cores this process may use divided by the ranks on its node (at least 1).
+// becomes the cores a launcher bound this rank to, or else the node's cores divided by the ranks
+// on it (at least 1).
 void adopt_cpu_thread_defaults();
 
 struct CpuThreadsReport {

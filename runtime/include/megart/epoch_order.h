@@ -20,7 +20,6 @@ public:
   EpochOrder() = default;
   EpochOrder(int64_t num_samples, bool shuffle, uint64_t seed);
 
-  int64_t num_samples() const { return num_samples_; }
   // The sample (in 0 .. num_samples - 1) that `position` (>= 0) reads. Keeps the permutation of
   // the last epoch asked for: a run walks forward, so each epoch's is drawn once.
   int64_t sample_at(int64_t position);

@@ -16,7 +16,7 @@ void install_exit_signal_handler();
 bool exit_signal_received();
 
 // Installs the handlers that hold SIGTERM (unless --exit-signal-handler took it) and SIGINT
-// back while a SavingCheckpoint guard is alive.
+// back while a SavingCheckpoint or WaitingForPeer guard is alive.
 void install_stop_signal_handlers();
 
 // While alive, a stop signal waits; it takes effect when the guard goes.

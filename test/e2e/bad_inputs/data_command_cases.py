@@ -19,6 +19,9 @@ def cases():
         data_case("output prefix is a folder", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/o/"],
                   r"--output-prefix .*o/ names a folder, not files; give the files' name too, e\.g\. "
                   r"--output-prefix .*o/corpus"),
+        Case(AREA, "failed run into a new folder", ["{megac}", "data", "--input", "{scratch}/missing.txt",
+                                                     "--output-prefix", "{scratch}/new/sub/d"],
+             r"missing\.txt", absent=["{scratch}/new"], files=FILES),
         data_case("output folder under a file", ["--input", "{scratch}/text.txt", "--output-prefix",
                                                  "{scratch}/text.txt/sub/d"],
                   r"--output-prefix .*text\.txt/sub/d: cannot create the folder .*text\.txt/sub: Not a directory"),
