@@ -1,5 +1,6 @@
 // A double as the shortest text that reads back as the same number ("1e-05", "10000", "0.7",
-// "nan"): specs, messages and command lines say exactly what was given.
+// "nan"): specs, messages and command lines say exactly what was given. The compiler's copy of
+// megart/number_text.h: lib/ does not depend on the runtime.
 #pragma once
 
 #include <cstdio>

@@ -4,6 +4,7 @@
 #include "megart/cpu_threads.h"
 #include "megart/error.h"
 #include "megart/loss_scaler.h"
+#include "megart/number_text.h"
 #include "megart/param_layout.h"
 #include "megart/pipeline_program.h"
 #include "megart/train_checkpoint.h"
@@ -103,16 +104,7 @@ void validate_program(const ProgramDesc &p) {
     throw Error("compiled program: no step function");
 }
 
-// Shortest text that reads back as the same double.
-std::string exact(double x) {
-  char buf[40];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
-    if (std::strtod(buf, nullptr) == x)
-      break;
-  }
-  return buf;
-}
+std::string exact(double x) { return shortest_exact_text(x); }
 
 // Megatron's OptimizerParamScheduler check: a resumed run continues the checkpoint's lr and
 // weight-decay schedule; values that differ are refused unless overridden.
