@@ -5,6 +5,7 @@
 #include "megac/Frontend/BuildModel.h"
 #include "megac/Frontend/ModelFlops.h"
 #include "megac/Plan/PlanIR.h"
+#include "megac/Plan/PlanDialect.h"
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"
 
@@ -375,7 +376,7 @@ private:
 
 OwningOpRef<ModuleOp> megac::buildModel(MLIRContext &context, const ModelSpec &spec, const ParallelPlan &plan,
                                         int64_t microBatchSize) {
-  context.loadDialect<tx::TxDialect, func::FuncDialect, shard::ShardDialect>();
+  context.loadDialect<tx::TxDialect, func::FuncDialect, shard::ShardDialect, MegacDialect>();
   OwningOpRef<ModuleOp> module = ModelBuilder(context, spec, microBatchSize, plan.paddedVocab(spec.vocabSize)).build();
   recordPlan(*module, plan);
   return module;

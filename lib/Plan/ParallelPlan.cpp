@@ -99,3 +99,10 @@ const char *megac::activationPrecisionName(ActivationPrecision p) { return nameO
 std::optional<ActivationPrecision> megac::parseActivationPrecision(const std::string &name) {
   return valueOf(kPrecisions, name);
 }
+
+size_t megac::hash_value(const ParallelPlan &plan) {
+  size_t h = 0;
+  for (int64_t v : {plan.pp, plan.dp, plan.tp, plan.vpp, plan.numMicrobatches, plan.lora.rank})
+    h = h * 1000003u + static_cast<size_t>(v);
+  return h * 31u + (plan.sp ? 1 : 0) + 2 * static_cast<size_t>(plan.sharding);
+}

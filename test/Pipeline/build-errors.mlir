@@ -15,35 +15,35 @@
 // ONE-CHUNK: error: pipeline schedule: --pipeline-schedule interleaved needs more than one chunk per rank, but --vpp is 1; use --pipeline-schedule 1f1b, or give --vpp 2 or more
 
 // RUN: not megac-opt %t/no-chunks.mlir --megac-pipeline-schedule 2>&1 | FileCheck %s --check-prefix=NO-CHUNKS
-// NO-CHUNKS: error: megac-pipeline-schedule: pp is 2, so the plan needs num_virtual_stages_per_pipeline_rank >= 1 (got 0), num_microbatches >= 1 (got 4) and a pipeline_schedule
+// NO-CHUNKS: error: pp is 2, so megac.plan needs num_virtual_stages_per_pipeline_rank >= 1 (got 0), num_microbatches >= 1 (got 4) and a pipeline_schedule
 
 // RUN: not megac-opt %t/no-microbatches.mlir --megac-pipeline-schedule 2>&1 | FileCheck %s --check-prefix=NO-MICROBATCHES
-// NO-MICROBATCHES: error: megac-pipeline-schedule: pp is 2, so the plan needs num_virtual_stages_per_pipeline_rank >= 1 (got 1), num_microbatches >= 1 (got 0) and a pipeline_schedule
+// NO-MICROBATCHES: error: pp is 2, so megac.plan needs num_virtual_stages_per_pipeline_rank >= 1 (got 1), num_microbatches >= 1 (got 0) and a pipeline_schedule
 
 // RUN: not megac-opt %t/unknown.mlir --megac-pipeline-schedule 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // UNKNOWN: error: megac-pipeline-schedule: --pipeline-schedule zero-bubble is not a schedule; use gpipe, 1f1b or interleaved
 
 // RUN: not megac-opt %t/no-grid.mlir --megac-pipeline-schedule 2>&1 | FileCheck %s --check-prefix=NO-GRID
-// NO-GRID: error: megac-pipeline-schedule: the module has no shard.grid @grid; the frontend records the plan there
+// NO-GRID: error: megac-pipeline-schedule: the module has no shard.grid @grid with a megac.plan = #megac.plan<...>; the frontend records the plan there
 
 // RUN: not megac-opt %t/axes.mlir --megac-pipeline-schedule 2>&1 | FileCheck %s --check-prefix=AXES
-// AXES: error: megac-pipeline-schedule: @grid's axis 0 must be "pp" of size >= 1 (Megatron's rank order: pp, dp, tp)
+// AXES: error: @grid needs megac.axes = ["pp", "dp", "tp"] (Megatron's rank order)
 
 //--- m6.mlir
-shard.grid @grid(shape = 4x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 6, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved"}}
+shard.grid @grid(shape = 4x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 4, dp = 1, tp = 1, num_microbatches = 6, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved">}
 //--- m7.mlir
-shard.grid @grid(shape = 4x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 7, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved"}}
+shard.grid @grid(shape = 4x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 4, dp = 1, tp = 1, num_microbatches = 7, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved">}
 //--- m3.mlir
-shard.grid @grid(shape = 4x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 3, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved"}}
+shard.grid @grid(shape = 4x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 4, dp = 1, tp = 1, num_microbatches = 3, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved">}
 //--- one-chunk.mlir
-shard.grid @grid(shape = 4x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 8, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "interleaved"}}
+shard.grid @grid(shape = 4x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 4, dp = 1, tp = 1, num_microbatches = 8, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "interleaved">}
 //--- no-chunks.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 0, pipeline_schedule = "1f1b"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 0, pipeline_schedule = "1f1b">}
 //--- no-microbatches.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 0, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 0, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b">}
 //--- unknown.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "zero-bubble"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "zero-bubble">}
 //--- no-grid.mlir
 module {}
 //--- axes.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["dp", "pp", "tp"], megac.plan = {}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["dp", "pp", "tp"], megac.plan = #megac.plan<pp = 2, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b">}

@@ -9,4 +9,4 @@
 // CHECK: stash peak (bound): rank 0 39 (39), rank 1 37 (37), rank 2 35 (35), rank 3 33 (33), rank 4 31 (31), rank 5 29 (29), rank 6 27 (27), rank 7 25 (25)
 
 //--- pp8-vpp4-m64-interleaved.mlir
-shard.grid @grid(shape = 8x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 64, num_virtual_stages_per_pipeline_rank = 4, pipeline_schedule = "interleaved"}}
+shard.grid @grid(shape = 8x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 8, dp = 1, tp = 1, num_microbatches = 64, num_virtual_stages_per_pipeline_rank = 4, pipeline_schedule = "interleaved">}

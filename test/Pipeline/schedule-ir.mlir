@@ -58,7 +58,7 @@
 // INTERLEAVED-NEXT:      pipe.send grad chunk 3 microbatch 0 to 0
 
 //--- pp2-vpp1-m2-1f1b.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b">}
 
 //--- pp2-vpp2-m2-interleaved.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved">}

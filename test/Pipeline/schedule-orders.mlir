@@ -76,28 +76,28 @@
 // P1: shard.grid @grid(shape = 1x1x1)
 
 //--- pp2-vpp1-m4-1f1b.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b">}
 
 //--- pp4-vpp1-m8-1f1b.mlir
-shard.grid @grid(shape = 4x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 8, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b"}}
+shard.grid @grid(shape = 4x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 4, dp = 1, tp = 1, num_microbatches = 8, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b">}
 
 //--- pp2-vpp2-m4-interleaved.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved">}
 
 //--- pp4-vpp2-m8-interleaved.mlir
-shard.grid @grid(shape = 4x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 8, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved"}}
+shard.grid @grid(shape = 4x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 4, dp = 1, tp = 1, num_microbatches = 8, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved">}
 
 //--- pp2-vpp1-m4-gpipe.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "gpipe"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "gpipe">}
 
 //--- pp2-vpp2-m2-gpipe.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "gpipe"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "gpipe">}
 
 //--- pp2-vpp2-m2-1f1b.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "1f1b"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "1f1b">}
 
 //--- pp2-vpp2-m4-1f1b.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "1f1b"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "1f1b">}
 
 //--- pp1.mlir
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1>}

@@ -12,7 +12,7 @@
 // LATENCY: bubble: 1.33333 (makespan 7, compute 3 per rank; tf 1, tb 2, tcomm 0.5)
 
 //--- pp2-vpp2-m4-interleaved.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved">}
 
 //--- pp2-vpp1-m1-1f1b.mlir
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 1, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 1, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b">}

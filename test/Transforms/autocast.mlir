@@ -7,7 +7,7 @@
 // bf16: the embedding's output and everything after it, through the layer, is bf16; the
 // parameters (the tied head's weight too) and the loss stay fp32. The layer function takes the
 // types of its calls (both the same, so one signature); a weight-only op inside it stays fp32.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {activation_precision = "bf16"}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, activation_precision = "bf16">}
 // CHECK-LABEL: func.func private @layer
 // CHECK-SAME:    (%{{.*}}: tensor<1x4x8xbf16>, %{{.*}}: tensor<8x8xf32>, %{{.*}}: tensor<8xf32>) -> tensor<1x4x8xbf16>
 // CHECK-NEXT:    tx.layer_norm {{.*}} : tensor<1x4x8xbf16>, tensor<8xf32>, tensor<8xf32>
@@ -53,7 +53,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 
 // fp16: the same rule with f16; a function called from a layer function is retyped from its
 // call too (here with a 16-bit argument).
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {activation_precision = "fp16"}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, activation_precision = "fp16">}
 // CHECK-LABEL: func.func private @inner
 // CHECK-SAME:    (%{{.*}}: tensor<1x4x8xf16>) -> tensor<1x4x8xf16>
 // CHECK-NEXT:    tx.gelu {{.*}} : tensor<1x4x8xf16>
@@ -85,7 +85,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // -----
 
 // No activation_precision (fp32, as the frontend records it): nothing changes.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, sequence_parallel = false>}
 // CHECK-LABEL: func.func @forward
 // CHECK-NOT:     f16
 // CHECK:         tx.embedding {{.*}} -> tensor<1x4x8xf32>
@@ -101,7 +101,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // -----
 
 // activation_precision = "fp32" spelled out: nothing changes either.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {activation_precision = "fp32"}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, activation_precision = "fp32">}
 // CHECK-LABEL: func.func @forward
 // CHECK-NOT:     f16
 // CHECK:         tx.embedding {{.*}} -> tensor<1x4x8xf32>

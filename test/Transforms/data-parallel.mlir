@@ -12,7 +12,7 @@
 // CHECK-NEXT:    %[[S1:.*]] = shard.all_reduce %[[B1]] on @grid grid_axes = [1] {megac.rule = "data parallel: gradient bucket 1 (wte .. w)"}
 // CHECK-NEXT:    tx.set_grad_bucket %[[S1]] params[0, 1]
 // CHECK-NEXT:    return
-shard.grid @grid(shape = 1x2x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {ddp_bucket_size = 200, overlap_grad_reduce = false}}
+shard.grid @grid(shape = 1x2x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 2, tp = 1, ddp_bucket_size = 200, overlap_grad_reduce = false>}
 func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
   %wte = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<16x8xf32>
   %e = tx.embedding %wte[%ids] : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
@@ -40,7 +40,7 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 // CHECK-NEXT:    tx.param_grad
 // CHECK-NEXT:    tx.start_grad_sync params[0, 1]
 // CHECK-LABEL: func.func @sync_gradients()
-shard.grid @grid(shape = 1x2x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {ddp_bucket_size = 200, overlap_grad_reduce = true}}
+shard.grid @grid(shape = 1x2x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 2, tp = 1, ddp_bucket_size = 200, overlap_grad_reduce = true>}
 func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
   %wte = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<16x8xf32>
   %e = tx.embedding %wte[%ids] : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
@@ -59,7 +59,7 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 // Without data parallelism there is nothing to sum.
 // CHECK-LABEL: func.func @train_step
 // CHECK-NOT:   sync_gradients
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1>}
 func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
   %wte = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<16x8xf32>
   %e = tx.embedding %wte[%ids] : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
@@ -92,7 +92,7 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 // CHECK-NEXT:    return
 // CHECK-LABEL: func.func @gather_params()
 // CHECK:         shard.all_gather {{.*}} {megac.rule = "distributed optimizer (optim_grads): all-gather of the updated parameter bucket 0
-shard.grid @grid(shape = 1x2x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {ddp_bucket_size = 200, data_parallel_sharding_strategy = "optim_grads"}}
+shard.grid @grid(shape = 1x2x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 2, tp = 1, ddp_bucket_size = 200, data_parallel_sharding_strategy = "optim_grads">}
 func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
   %wte = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<16x8xf32>
   %e = tx.embedding %wte[%ids] : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
@@ -130,7 +130,7 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 // CHECK-NOT:     tx.param_grad
 // CHECK-LABEL: func.func @sync_gradients() attributes {megac.flat_layout = {{{.*}}sharding = "optim_grads_params"}}
 // CHECK-NOT:   func.func @gather_params
-shard.grid @grid(shape = 1x2x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {ddp_bucket_size = 200, data_parallel_sharding_strategy = "optim_grads_params"}}
+shard.grid @grid(shape = 1x2x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 2, tp = 1, ddp_bucket_size = 200, data_parallel_sharding_strategy = "optim_grads_params">}
 func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
   %wte = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<16x8xf32>
   %e = tx.embedding %wte[%ids] : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>

@@ -8,7 +8,7 @@
 // checkpoint tensor, q with a bias) gets one A, computed once after its first product, and
 // one B per block, added after the bias add (PEFT adds to the whole output). c_proj is
 // row-parallel: its A is split on its input, B whole. The norm is frozen, not adapted.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64, lora_alpha = 4.0 : f64, lora_dropout = 0.0 : f64, lora_target_modules = ["attn.c_attn", "attn.c_proj"], use_rslora = false}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 2, lora_alpha = 4.0 : f64, lora_dropout = 0.0 : f64, lora_target_modules = ["attn.c_attn", "attn.c_proj"], use_rslora = false>}
 // CHECK-LABEL: func.func private @layer
 // CHECK-SAME:    (%[[X:.*]]: tensor<1x4x8xf32>, %[[LN:.*]]: tensor<8xf32> {megac.frozen}, %[[WQ:.*]]: tensor<8x8xf32> {megac.frozen}, %[[WK:.*]]: tensor<8x8xf32> {megac.frozen}, %[[BQ:.*]]: tensor<8xf32> {megac.frozen}, %[[WO:.*]]: tensor<8x8xf32> {megac.frozen},
 // CHECK-SAME:    %[[A:.*]]: tensor<2x8xf32>, %[[BQB:.*]]: tensor<8x2xf32>, %[[BKB:.*]]: tensor<8x2xf32>, %[[OA:.*]]: tensor<2x8xf32>, %[[OB:.*]]: tensor<8x2xf32>)
@@ -77,7 +77,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // Llama's way ([out, in] weights read transposed), rank 4, alpha 8 with use_rslora (scaling
 // alpha / sqrt(r) = 4, not alpha / r = 2), dropout 0.1 on each adapter's input, module m
 // drawing stream 16 + m. v_proj is not a target: frozen, no adapter.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 4 : i64, lora_alpha = 8.0 : f64, lora_dropout = 0.1 : f64, lora_target_modules = ["mlp.up_proj", "mlp.down_proj"], use_rslora = true}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 4, lora_alpha = 8.0 : f64, lora_dropout = 0.1 : f64, lora_target_modules = ["mlp.up_proj", "mlp.down_proj"], use_rslora = true>}
 // CHECK-LABEL: func.func private @layer
 // CHECK-SAME:    (%[[X:.*]]: tensor<1x4x8xf32>, %[[WU:.*]]: tensor<16x8xf32> {megac.frozen}, %[[WV:.*]]: tensor<8x8xf32> {megac.frozen}, %[[WD:.*]]: tensor<8x16xf32> {megac.frozen},
 // CHECK-SAME:    %[[UA:.*]]: tensor<4x8xf32>, %[[UB:.*]]: tensor<16x4xf32>, %[[DA:.*]]: tensor<4x16xf32>, %[[DB:.*]]: tensor<8x4xf32>)
@@ -124,7 +124,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // QLoRA (qlora_block_size): every frozen linear weight of the layer, adapted or not, is kept in
 // NF4 and read through a tx.nf4_dequantize made just before its product; the norm weight and
 // the embedding (outside the layer) and the adapters stay as they are.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"], qlora_block_size = 64 : i64}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 2, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"], qlora_block_size = 64>}
 // CHECK-LABEL: func.func private @layer
 // CHECK-SAME:    (%{{.*}}: tensor<1x4x8xf32>, %{{.*}}: tensor<8xf32> {megac.frozen}, %[[FC:.*]]: tensor<8x16xf32> {megac.frozen}, %[[PROJ:.*]]: tensor<16x8xf32> {megac.frozen}, %[[A:.*]]: tensor<2x8xf32>, %[[B:.*]]: tensor<16x2xf32>)
 // CHECK-NEXT:    %[[H:.*]] = tx.rms_norm
@@ -179,7 +179,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // CHECK-NEXT:    return %[[ADAPTED_B]]
 // CHECK-LABEL: func.func @forward
 // CHECK:         tx.param "base_model.model.h.0.b.lora_A.weight"
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64, lora_alpha = 2.0 : f64, lora_target_modules = ["a", "b"]}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 2, lora_alpha = 2.0 : f64, lora_target_modules = ["a", "b"]>}
 func.func private @layer(%x: tensor<1x4x8xf32>, %wa: tensor<8x8xf32>, %wb: tensor<8x8xf32>) -> tensor<1x4x8xf32> {
   %ya = tx.matmul %x, %wa : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
   %yb = tx.matmul %ya, %wb : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
@@ -199,7 +199,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // -----
 
 // No lora_* keys: nothing changes, nothing is frozen.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, sequence_parallel = false>}
 // CHECK-LABEL: func.func @forward
 // CHECK-NOT:     frozen
 // CHECK-NOT:     lora

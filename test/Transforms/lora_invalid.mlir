@@ -2,7 +2,7 @@
 // Programs megac-lora rejects, one per case, each saying what to change.
 
 // A target module the layer has no weight of.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc", "attn.q_proj"]}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 2, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc", "attn.q_proj"]>}
 // expected-error @+1 {{'func.func' op megac-lora: lora_target_modules names attn.q_proj, but no argument of the layer is its weight (attn.q_proj.weight)}}
 func.func private @layer(%x: tensor<1x4x8xf32>, %w: tensor<8x8xf32>) -> tensor<1x4x8xf32> {
   %y = tx.matmul %x, %w : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
@@ -21,7 +21,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // -----
 
 // The adapted weight must be one product's rhs: here two products read it.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"]}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 2, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"]>}
 // expected-error @+1 {{'func.func' op megac-lora: h.0.mlp.c_fc.weight must be read by exactly one tx.matmul as its (untransposed) weight to be adapted}}
 func.func private @layer(%x: tensor<1x4x8xf32>, %w: tensor<8x8xf32>) -> tensor<1x4x8xf32> {
   %y = tx.matmul %x, %w : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
@@ -41,7 +41,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // -----
 
 // A scaled product is not a base layer's.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"]}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 2, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"]>}
 // expected-error @+1 {{'func.func' op megac-lora: h.0.mlp.c_fc.weight must be read by exactly one tx.matmul as its (untransposed) weight to be adapted}}
 func.func private @layer(%x: tensor<1x4x8xf32>, %w: tensor<8x8xf32>) -> tensor<1x4x8xf32> {
   %y = tx.matmul %x, %w scale 2.0 : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
@@ -60,7 +60,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // -----
 
 // Only a column- or row-parallel weight is a linear layer's.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"]}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 2, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"]>}
 func.func private @layer(%x: tensor<1x4x8xf32>, %w: tensor<8x8xf32>) -> tensor<1x4x8xf32> {
   %y = tx.matmul %x, %w : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
   return %y : tensor<1x4x8xf32>
@@ -79,7 +79,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // -----
 
 // The blocks of one fused module share one A, so they must read one input.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64, lora_alpha = 2.0 : f64, lora_target_modules = ["attn.c_attn"]}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 2, lora_alpha = 2.0 : f64, lora_target_modules = ["attn.c_attn"]>}
 func.func private @layer(%x: tensor<1x4x8xf32>, %wq: tensor<8x8xf32>, %wk: tensor<8x8xf32>) -> tensor<1x4x8xf32> {
   %q = tx.matmul %x, %wq : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
   // expected-error @+1 {{'tx.matmul' op megac-lora: the blocks of attn.c_attn read different inputs}}
@@ -100,7 +100,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // -----
 
 // Every call of the layer passes the target's weight where the first does.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"]}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 2, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"]>}
 func.func private @layer(%x: tensor<1x4x8xf32>, %w: tensor<8x8xf32>) -> tensor<1x4x8xf32> {
   %y = tx.matmul %x, %w : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
   return %y : tensor<1x4x8xf32>
@@ -121,7 +121,7 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // -----
 
 // Adapters go on layers: a forward that calls no layer function has none.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"]}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 2, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"]>}
 // expected-error @+1 {{'func.func' op megac-lora: calls no layer function (a call with megac.layer_index) to add adapters to}}
 func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f32> {
   %wte = tx.param "wte" init(normal) : tensor<16x8xf32>
@@ -136,13 +136,13 @@ func.func @forward(%ids: tensor<1x4xi32>, %labels: tensor<1x4xi32>) -> tensor<f3
 // It runs on the frontend's @forward, before megac-autodiff.
 // expected-error @+1 {{megac-lora: no @forward to add adapters to (it runs on the frontend's module, before megac-autodiff)}}
 module {
-  shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"]}}
+  shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 2, lora_alpha = 2.0 : f64, lora_target_modules = ["mlp.c_fc"]>}
 }
 
 // -----
 
 // The plan's LoRA keys come together.
-// expected-error @+1 {{megac-lora: megac.plan's lora_rank needs lora_alpha and lora_target_modules}}
+// expected-error @+2 {{megac.plan: LoRA needs lora_rank, lora_alpha and lora_target_modules together}}
 module {
-  shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {lora_rank = 2 : i64}}
+  shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, lora_rank = 2>}
 }

@@ -27,7 +27,7 @@
 // CHECK:         %[[IN_GRAD:.*]]:2 = call @layer_backward
 // CHECK:         tx.param_grad {{.*}} : tensor<16x8xf32>
 // CHECK:         return %[[IN_GRAD]]#0 : tensor<2x4x8xf32>
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_layout = array<i64: 1, 1>, pipeline_schedule = "1f1b"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_layout = [1, 1], pipeline_schedule = "1f1b">}
 func.func private @layer(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>) -> tensor<2x4x8xf32> {
   %h = tx.matmul %x, %w : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
   %g = tx.gelu %h (tanh) : tensor<2x4x8xf32>
@@ -51,7 +51,7 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 // Without pipeline parallelism in the plan there is nothing to split.
 // CHECK-LABEL: func.func @train_step
 // CHECK-NOT:   chunk
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1>}
 func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
   %wte = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<16x8xf32>
   %e = tx.embedding %wte[%ids] : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
@@ -63,7 +63,7 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 // -----
 
 // The plan's layout must place every layer the model calls.
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_layout = array<i64: 1, 2>, pipeline_schedule = "1f1b"}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_layout = [1, 2], pipeline_schedule = "1f1b">}
 func.func private @layer(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %g = tx.gelu %x (tanh) : tensor<2x4x8xf32>
   return %g : tensor<2x4x8xf32>
@@ -81,9 +81,9 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 
 // -----
 
-// expected-error @below {{megac-pipeline-split: pipeline_layout has 3 entries; it needs pp x num_virtual_stages_per_pipeline_rank = 2 (one per chunk)}}
+// expected-error @+2 {{megac.plan's pipeline_layout has 3 entries; it needs pp x num_virtual_stages_per_pipeline_rank = 2 (one per chunk)}}
 module {
-  shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_layout = array<i64: 1, 1, 1>, pipeline_schedule = "1f1b"}}
+  shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_layout = [1, 1, 1], pipeline_schedule = "1f1b">}
   func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
     %wte = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<16x8xf32>
     %e = tx.embedding %wte[%ids] : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>

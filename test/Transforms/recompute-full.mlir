@@ -7,7 +7,7 @@
 
 // uniform, 2 layers a group: groups [0, 1] and [2]. Layer 1 reruns from layer 0's rerun, not
 // from the forward. distribute_saved_activations (tp 2): each group's first rerun says so.
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 2 : i64, distribute_saved_activations = true}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 2, distribute_saved_activations = true>}
 // CHECK-LABEL: func.func private @layer_forward_only
 // CHECK-SAME:    -> tensor<4x8xf32>
 // CHECK-NEXT:    tx.matmul
@@ -68,7 +68,7 @@ func.func @train_step(%ids: tensor<4xi32>, %labels: tensor<4xi32>, %dloss: tenso
 
 // Groups never cross a pipeline chunk: with pipeline_layout [1, 2] the same uniform 2 makes
 // groups [0] and [1, 2]. Without distribute_saved_activations no rerun carries it.
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 2 : i64, num_virtual_stages_per_pipeline_rank = 1 : i64, pipeline_layout = array<i64: 1, 2>, pipeline_schedule = "1f1b", recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 2 : i64, distribute_saved_activations = false}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_layout = [1, 2], pipeline_schedule = "1f1b", recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 2, distribute_saved_activations = false>}
 // CHECK-LABEL: func.func @train_step
 // CHECK-NOT:     megac.distribute_saved
 // CHECK:         %[[F0:[0-9]+]] = call @layer_forward_only(%[[E:[0-9]+]], %[[W0:[0-9]+]]) {{.*}}megac.layer_index = 0
@@ -120,7 +120,7 @@ func.func @train_step(%ids: tensor<4xi32>, %labels: tensor<4xi32>, %dloss: tenso
 
 // block, 1 layer: the first layer of each chunk (0 and 1) is recomputed; layer 2 is left alone,
 // its forward still saving for its backward.
-shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 2 : i64, num_virtual_stages_per_pipeline_rank = 1 : i64, pipeline_layout = array<i64: 1, 2>, pipeline_schedule = "1f1b", recompute_granularity = "full", recompute_method = "block", recompute_num_layers = 1 : i64, distribute_saved_activations = false}}
+shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_layout = [1, 2], pipeline_schedule = "1f1b", recompute_granularity = "full", recompute_method = "block", recompute_num_layers = 1, distribute_saved_activations = false>}
 // CHECK-LABEL: func.func @train_step
 // CHECK:         call @layer_forward_only({{.*}}megac.layer_index = 0
 // CHECK:         call @layer_forward_only({{.*}}megac.layer_index = 1
@@ -169,8 +169,8 @@ func.func @train_step(%ids: tensor<4xi32>, %labels: tensor<4xi32>, %dloss: tenso
 // -----
 
 // No recompute_* keys: nothing changes.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
-// CHECK:         megac.plan = {sequence_parallel = false}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, sequence_parallel = false>}
+// CHECK:         megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, sequence_parallel = false,
 // CHECK-NOT:     layer_forward_only
 // CHECK-NOT:     megac.recompute
 func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {

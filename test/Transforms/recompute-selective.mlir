@@ -10,7 +10,7 @@
 // norm's output ln, still saved; fc's bias, which the backward did not read, becomes a forward
 // argument of it (3 joins megac.forward_args). Both layers' calls follow the new signatures
 // (the two layers share their weights to keep the IR short).
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {recompute_granularity = "selective", recompute_modules = ["mlp"]}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, recompute_granularity = "selective", recompute_modules = ["mlp"]>}
 // CHECK-LABEL: func.func private @layer_forward
 // CHECK-SAME:    -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64}
 // CHECK:         %[[LN:.*]] = tx.rms_norm
@@ -82,7 +82,7 @@ func.func @train_step(%ids: tensor<4xi32>, %labels: tensor<4xi32>, %dloss: tenso
 
 // layernorm: the norm's output is recomputed from the forward arguments, just before the
 // weight gradient that reads it; the MLP's activations stay saved.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {recompute_granularity = "selective", recompute_modules = ["layernorm"]}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, recompute_granularity = "selective", recompute_modules = ["layernorm"]>}
 // CHECK-LABEL: func.func private @layer_forward
 // CHECK:         return %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>
 // CHECK-LABEL: func.func private @layer_backward
@@ -140,7 +140,7 @@ func.func @train_step(%ids: tensor<4xi32>, %labels: tensor<4xi32>, %dloss: tenso
 
 // core_attn alone: megac's attention keeps no s x s term, so nothing is recomputed; the
 // backward only records that (an empty megac.recomputed).
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {recompute_granularity = "selective", recompute_modules = ["core_attn"]}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, recompute_granularity = "selective", recompute_modules = ["core_attn"]>}
 // CHECK-LABEL: func.func private @layer_forward
 // CHECK-SAME:    -> (tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x8xf32>)
 // CHECK-LABEL: func.func private @layer_backward

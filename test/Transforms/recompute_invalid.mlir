@@ -4,7 +4,7 @@
 // It runs after megac-autodiff, on @train_step (not on the frontend's @forward).
 // expected-error @+1 {{megac-recompute: no @train_step; run megac-autodiff first}}
 module {
-  shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 1 : i64, distribute_saved_activations = false}}
+  shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 1, distribute_saved_activations = false>}
   func.func @forward(%ids: tensor<4xi32>, %labels: tensor<4xi32>) -> tensor<f32> {
     %wte = tx.param "wte" init(normal) : tensor<8x8xf32>
     %e = tx.embedding %wte[%ids] : tensor<8x8xf32>, tensor<4xi32> -> tensor<4x8xf32>
@@ -16,7 +16,7 @@ module {
 // -----
 
 // A layer's halves carry what megac-autodiff records: here @layer_forward has no megac.saved_from.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {recompute_granularity = "selective", recompute_modules = ["mlp"]}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, recompute_granularity = "selective", recompute_modules = ["mlp"]>}
 func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %y = tx.gelu %h (tanh) : tensor<4x8xf32>
@@ -46,7 +46,7 @@ func.func @train_step(%ids: tensor<4xi32>, %labels: tensor<4xi32>, %dloss: tenso
 // -----
 
 // Every layer's forward call has its backward call: layer 0's is missing.
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 1 : i64, distribute_saved_activations = false}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 1, distribute_saved_activations = false>}
 func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
   %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %y = tx.gelu %h (tanh) : tensor<4x8xf32>
@@ -77,7 +77,7 @@ func.func @train_step(%ids: tensor<4xi32>, %labels: tensor<4xi32>, %dloss: tenso
 // The pipeline layout must place the layers @train_step calls (3 placed, 2 called).
 // expected-error @+1 {{megac-recompute: the plan's pipeline_layout places 3 layers, @train_step calls 2}}
 module {
-  shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {num_microbatches = 2 : i64, num_virtual_stages_per_pipeline_rank = 1 : i64, pipeline_layout = array<i64: 1, 2>, pipeline_schedule = "1f1b", recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 1 : i64, distribute_saved_activations = false}}
+  shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_layout = [1, 2], pipeline_schedule = "1f1b", recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 1, distribute_saved_activations = false>}
   func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
     %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
     %y = tx.gelu %h (tanh) : tensor<4x8xf32>
@@ -109,7 +109,7 @@ module {
 // A uniform group cannot be larger than the model (2 layers).
 // expected-error @+1 {{megac-recompute: --recompute-num-layers 3 is more than the 2 layers of the largest model; give a number from 1 to 2 (groups never cross a chunk)}}
 module {
-  shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 3 : i64, distribute_saved_activations = false}}
+  shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 3, distribute_saved_activations = false>}
   func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
     %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
     %y = tx.gelu %h (tanh) : tensor<4x8xf32>
@@ -139,7 +139,7 @@ module {
 // -----
 
 // The plan's keys are checked as megac compile checks its flags: full needs a method.
-// expected-error @+1 {{megac-recompute: megac.plan: --recompute-granularity full needs --recompute-method uniform}}
+// expected-error @+2 {{megac.plan: --recompute-granularity full needs --recompute-method uniform}}
 module {
-  shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {recompute_granularity = "full", recompute_num_layers = 1 : i64}}
+  shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, recompute_granularity = "full", recompute_num_layers = 1>}
 }

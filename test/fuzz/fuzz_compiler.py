@@ -77,7 +77,7 @@ def mutate_flags(rng):
     return flags
 
 
-PLAN_KEYS = {"ddp_bucket_size": "i64", "make_vocab_size_divisible_by": "i64", "num_microbatches": "i64",
+PLAN_KEYS = {"pp": "i64", "dp": "i64", "tp": "i64", "ddp_bucket_size": "i64", "make_vocab_size_divisible_by": "i64", "num_microbatches": "i64",
              "overlap_grad_reduce": "bool", "sequence_parallel": "bool", "virtual_pipeline_size": "i64"}
 
 
@@ -96,11 +96,11 @@ def mutate_module(rng, module_text):
                                                 "1.5 : f64", '"x"', "[]"])
 
     def plan(m):
-        body = re.sub(r"(\w+) = ([^,}]+)", entry, m.group(1))
+        body = re.sub(r"(\w+) = ([^,>\[]+|\[[^\]]*\])", entry, m.group(1))
         if rng.random() < 0.3:
             body = f"{rng.choice(sorted(PLAN_KEYS) + ['unknown_key'])} = {rng.choice(['0 : i64', '3 : i64', 'true'])}, " + body
-        return "megac.plan = {" + body + "}"
-    return re.sub(r"megac\.plan = \{([^}]*)\}", plan, text, count=1)
+        return "megac.plan = #megac.plan<" + body + ">"
+    return re.sub(r"megac\.plan = #megac\.plan<([^>]*)>", plan, text, count=1)
 
 
 def run_one(argv, expect_output=None):

@@ -7,6 +7,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "megac/Pipeline/Passes.h"
+#include "megac/Plan/PlanDialect.h"
 #include "megac/Transforms/Passes.h"
 #include "megac/Transforms/TrainingPipeline.h"
 #include "pipe/PipeDialect.h"
@@ -19,7 +20,8 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
   mlir::DialectRegistry registry;
   registry.insert<megac::tx::TxDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
-                  mlir::tensor::TensorDialect, mlir::shard::ShardDialect, megac::pipe::PipeDialect>();
+                  mlir::tensor::TensorDialect, mlir::shard::ShardDialect, megac::pipe::PipeDialect,
+                  megac::MegacDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "megac optimizer driver\n", registry));
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,8 @@ struct RecomputePlan {
   int64_t numLayers = 0;               // full: N of the method
   std::vector<std::string> modules;    // selective: core_attn, mlp, layernorm (Megatron's names)
   bool distributeSavedActivations = false; // full with tp: each group's input kept split over tp
+  auto fields() const { return std::tie(granularity, method, numLayers, modules, distributeSavedActivations); }
+  bool operator==(const RecomputePlan &o) const { return fields() == o.fields(); }
 };
 const char *recomputeGranularityName(RecomputeGranularity g);
 std::optional<RecomputeGranularity> parseRecomputeGranularity(const std::string &name);
@@ -68,6 +71,8 @@ struct LoraPlan {
   int64_t nf4Block = 0;
   bool enabled() const { return rank > 0; }
   double scaling() const;
+  auto fields() const { return std::tie(rank, alpha, dropout, modules, rslora, nf4Block); }
+  bool operator==(const LoraPlan &o) const { return fields() == o.fields(); }
 };
 
 struct ParallelPlan {
@@ -138,10 +143,19 @@ struct ParallelPlan {
   }
 
   int64_t worldSize() const { return tp * pp * dp; }
+  // Every field, for equality (#megac.plan is uniqued by it): a new field goes here too.
+  auto fields() const {
+    return std::tie(pp, dp, tp, sp, makeVocabSizeDivisibleBy, vpp, layersPerVirtualStage, pipelineLayout,
+                    pipelineSchedule, numMicrobatches, ddpBucketSize, overlapGradReduce, sharding, shardDegree,
+                    overlapParamGather, reshardAfterForward, optimizerOffloadFraction, recompute, precision, lora);
+  }
+  bool operator==(const ParallelPlan &o) const { return fields() == o.fields(); }
   std::string summary() const;
   /// One line per global rank: Megatron's order, tp fastest, then dp, then pp (the runtime's
   /// table, megart/grid_layout.h).
   std::string rankLayout() const;
 };
+/// For uniquing #megac.plan: the sizes suffice to spread plans over buckets; equality decides.
+size_t hash_value(const ParallelPlan &plan);
 
 } // namespace megac

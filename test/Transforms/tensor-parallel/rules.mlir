@@ -16,7 +16,7 @@
 // CHECK-NEXT:    %[[SUM:.*]] = shard.all_reduce %[[P]] on @grid grid_axes = [2] {megac.rule = "row-parallel output (Megatron's g): partial sums over tp reduced before tx.add", megac.sharding = #tx.sharding<[{}, {}, {}]>}
 // CHECK-NEXT:    tx.add %[[X]], %[[SUM]]
 // CHECK-NEXT:    return
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = false>}
 func.func @train_step(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %w1 = tx.param "fc1" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
   %h = tx.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
@@ -39,7 +39,7 @@ func.func @train_step(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
 // CHECK:         %[[B:.*]] = tx.param "fc2.bias" role row_parallel_bias {{.*}} {megac.sharding = #tx.sharding<[{}]>} : tensor<8xf32>
 // CHECK-NEXT:    %[[SUM:.*]] = shard.all_reduce %[[P]] {{.*}} {megac.rule = "row-parallel output (Megatron's g): partial sums over tp reduced before tx.add"
 // CHECK-NEXT:    tx.add %[[SUM]], %[[B]] {megac.sharding = #tx.sharding<[{}, {}]>}
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = false>}
 func.func @train_step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %w1 = tx.param "fc1.weight" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
   %h = tx.matmul %x, %w1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
@@ -60,7 +60,7 @@ func.func @train_step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK:         %[[T:.*]] = tx.param "wte" at [0, 0] of [32, 8] role vocab_embedding parallel_dim 0 {{.*}} : tensor<16x8xf32>
 // CHECK-NEXT:    %[[E:.*]] = tx.embedding %[[T]][%{{.*}}] vocab_parallel {megac.sharding = #tx.sharding<[{}, {}, {}], partial={"tp"}>} : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
 // CHECK-NEXT:    shard.all_reduce %[[E]] {{.*}} {megac.rule = "vocab-parallel embedding: partial sums over tp reduced before tx.gelu"
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = false>}
 func.func @train_step(%ids: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
   %t = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<32x8xf32>
   %e = tx.embedding %t[%ids] : tensor<32x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
@@ -85,7 +85,7 @@ func.func @train_step(%ids: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
 // CHECK-NEXT:    tx.cross_entropy_grad_from_stats %{{.*}}, %[[L]], %{{.*}}, %[[GMAX]], %[[GSUM]] vocab_parallel {megac.sharding = #tx.sharding<[{}, {}, {"tp"}]>}
 // CHECK-NOT:     shard.
 // CHECK:         return %[[LOSS]]
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = false>}
 func.func @train_step(%x: tensor<2x4x8xf32>, %labels: tensor<2x4xi32>, %dloss: tensor<f32>) -> tensor<f32> {
   %head = tx.param "lm_head" role vocab_embedding parallel_dim 0 init(normal) : tensor<32x8xf32>
   %logits = tx.matmul %x, %head transpose_rhs : tensor<2x4x8xf32>, tensor<32x8xf32> -> tensor<2x4x32xf32>
@@ -103,7 +103,7 @@ func.func @train_step(%x: tensor<2x4x8xf32>, %labels: tensor<2x4xi32>, %dloss: t
 // CHECK:         tx.attention {{.*}} {megac.sharding = #tx.sharding<[{}, {}, {"tp"}, {}]>} : tensor<1x4x2x4xf32>, tensor<1x4x1x4xf32>, tensor<1x4x1x4xf32> -> tensor<1x4x2x4xf32>
 // CHECK:         tx.reshape {{.*}} : tensor<1x4x2x4xf32> -> tensor<1x4x8xf32>
 // CHECK:         shard.all_reduce {{.*}} {megac.rule = "row-parallel output (Megatron's g): partial sums over tp reduced before tx.add"
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = false>}
 func.func @train_step(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
   %wq = tx.param "q" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
   %wk = tx.param "k" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x8xf32>
@@ -130,7 +130,7 @@ func.func @train_step(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
 // CHECK:         %[[DX:.*]] = tx.matmul {{.*}} transpose_rhs {megac.sharding = #tx.sharding<[{}, {}], partial={"tp"}>}
 // CHECK-NEXT:    %[[SUM:.*]] = shard.all_reduce %[[DX]] {{.*}} {megac.rule = "column-parallel input gradient (Megatron's f, backward)"
 // CHECK-NEXT:    tx.layer_norm_grad %[[SUM]]
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = false>}
 func.func @train_step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %nw = tx.param "norm.weight" role norm init(ones) : tensor<8xf32>
   %w = tx.param "fc1" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
@@ -156,7 +156,7 @@ func.func @train_step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK:         %[[N:.*]] = tx.layer_norm %[[R]], {{.*}} {megac.sharding = #tx.sharding<[{}, {"tp"}, {}]>} : tensor<2x2x8xf32>
 // CHECK:         %[[AG:.*]] = shard.all_gather %[[N]] {{.*}} gather_axis = 1 {megac.rule = "sequence parallel: all-gather along the sequence before a column-parallel layer"
 // CHECK-NEXT:    tx.matmul %[[AG]], {{.*}} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = true}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = true>}
 func.func @train_step(%x: tensor<2x4x8xf32>) -> tensor<2x4x16xf32> {
   %w1 = tx.param "a" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
   %h = tx.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
@@ -183,7 +183,7 @@ func.func @train_step(%x: tensor<2x4x8xf32>) -> tensor<2x4x16xf32> {
 // CHECK:         %[[BG:.*]] = tx.reduce_sum {{.*}} {megac.sharding = #tx.sharding<[{}], partial={"tp"}>} : tensor<2x2x8xf32> -> tensor<8xf32>
 // CHECK-NEXT:    %[[BSUM:.*]] = shard.all_reduce %[[BG]] {{.*}} {megac.rule = "sequence parallel: row-parallel bias gradient summed over tp"
 // CHECK-NEXT:    tx.param_grad %[[BSUM]] to
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = true}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = true>}
 func.func @train_step(%x: tensor<2x4x8xf32>, %dy: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %nw = tx.param "norm.weight" role norm init(ones) : tensor<8xf32>
   %w = tx.param "fc.weight" role row_parallel_weight parallel_dim 0 init(normal) : tensor<8x8xf32>
@@ -207,7 +207,7 @@ func.func @train_step(%x: tensor<2x4x8xf32>, %dy: tensor<2x4x8xf32>) -> tensor<2
 // CHECK:         tx.mul {{.*}} {megac.sharding = #tx.sharding<[{}, {"tp"}]>} : tensor<4x8xf32>, tensor<4x8xf32>
 // CHECK:         %[[G:.*]] = shard.all_gather {{.*}} gather_axis = 1 {megac.rule = "sliced dimension whole"
 // CHECK-NEXT:    tx.slice %[[G]] dim 1 offset 4 {megac.sharding = #tx.sharding<[{}, {}]>} : tensor<4x16xf32> -> tensor<4x8xf32>
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = false>}
 func.func @train_step(%x: tensor<4x8xf32>, %h: tensor<1x4x8xf32>) -> tensor<4x8xf32> {
   %wq = tx.param "q" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
   %q = tx.matmul %h, %wq : tensor<1x4x8xf32>, tensor<8x16xf32> -> tensor<1x4x16xf32>
@@ -232,7 +232,7 @@ func.func @train_step(%x: tensor<4x8xf32>, %h: tensor<1x4x8xf32>) -> tensor<4x8x
 // CHECK-LABEL: func.func @train_step
 // CHECK:         tx.embedding_grad {{.*}} vocab_parallel {megac.sharding = #tx.sharding<[{"tp"}, {}]>} : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<16x8xf32>
 // CHECK:         tx.reduce_sum {{.*}} {megac.sharding = #tx.sharding<[{"tp"}]>} : tensor<2x4x8xf32> -> tensor<8xf32>
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = false>}
 func.func @train_step(%ids: tensor<2x4xi32>, %dy: tensor<2x4x8xf32>) -> tensor<8xf32> {
   %t = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<32x8xf32>
   %e = tx.embedding %t[%ids] : tensor<32x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
@@ -259,7 +259,7 @@ func.func private @layer(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x
   %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
   return %h : tensor<4x16xf32>
 }
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = false>}
 func.func @train_step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %w0 = tx.param "h.0.fc" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
   %w1 = tx.param "h.1.fc" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
@@ -273,7 +273,7 @@ func.func @train_step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 func.func private @layer(%w: tensor<8x16xf32>) -> tensor<8x16xf32> {
   return %w : tensor<8x16xf32>
 }
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = false>}
 func.func @train_step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %w0 = tx.param "split" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
   %w1 = tx.param "whole" role norm init(normal) : tensor<8x16xf32>
@@ -286,7 +286,7 @@ func.func @train_step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // -----
 
 // A split tp does not divide is refused, naming the dimension.
-shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2, sequence_parallel = false>}
 func.func @train_step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   // expected-error @below {{tensor parallel size 2 does not divide dimension 1 (size 7) of 'tensor<8x7xf32>'}}
   %w = tx.param "odd" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x7xf32>
@@ -299,7 +299,7 @@ func.func @train_step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK-LABEL: func.func @train_step
 // CHECK-NOT:     megac.sharding
 // CHECK:         tx.param "fc1" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
-shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = {sequence_parallel = false}}
+shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, sequence_parallel = false>}
 func.func @train_step(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %w1 = tx.param "fc1" role column_parallel_weight parallel_dim 1 init(normal) : tensor<8x16xf32>
   %h = tx.matmul %x, %w1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>

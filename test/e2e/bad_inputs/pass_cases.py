@@ -1,4 +1,4 @@
-"""megac-opt: the plan a pass reads from the IR (shard.grid @grid and megac.plan), and pass
+"""megac-opt: the plan a pass reads from the IR (#megac.plan on shard.grid @grid), and pass
 options."""
 from bad_inputs.case import Case
 
@@ -9,8 +9,11 @@ PIPELINE = 'num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b"
 
 
 def module(shape, plan=DEFAULT_PLAN):
+    # The plan's sizes are the grid's (1 where the grid's is dynamic: the verifier names both).
+    pp, dp, tp = (size if size != "?" else "1" for size in shape.split("x"))
+    entries = f"pp = {pp}, dp = {dp}, tp = {tp}" + (", " + plan if plan else "")
     return f"""module {{
-  shard.grid @grid(shape = {shape}) {{megac.axes = ["pp", "dp", "tp"], megac.plan = {{{plan}}}}}
+  shard.grid @grid(shape = {shape}) {{megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<{entries}>}}
   func.func @f(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {{ return %arg0 : tensor<4x4xf32> }}
 }}
 """
@@ -31,9 +34,9 @@ def cases():
         opt_case("grid with dp 0", ["--megac-data-parallel"], module("1x0x1"), r"dp"),
         # The grid's sizes against megac/Limits.h.
         opt_case("grid with dp 2^40", ["--megac-data-parallel"], module("1x1099511627776x1"),
-                 r"@grid's dp axis \(axis 1\) is 1099511627776; it must be between 1 and 1048576"),
+                 r"megac.plan's dp is 1099511627776; it must be between 1 and 1048576"),
         opt_case("grid with a dynamic tp", ["--megac-tensor-parallel"], module("1x1x?"),
-                 r"@grid's tp axis \(axis 2\) is dynamic"),
+                 r"@grid's shape 1x1x\? must be megac.plan's pp x dp x tp = 1x1x1"),
         opt_case("grid over 2^20 ranks", ["--megac-data-parallel"], module("1024x1024x2"),
                  r"pp 1024 x dp 1024 x tp 2 is more than the 1048576 ranks"),
         # megac.plan's values.
@@ -79,10 +82,10 @@ def cases():
         opt_case("plan with a negative vocab divisor", ["--megac-tensor-parallel"],
                  module("1x1x2", "make_vocab_size_divisible_by = -128"), r"make_vocab_size_divisible_by is -128"),
         opt_case("plan with an empty chunk", ["--megac-pipeline-split"],
-                 module("2x1x1", "num_microbatches = 2, pipeline_layout = array<i64: 0, 4>, " + PIPELINE),
+                 module("2x1x1", "num_microbatches = 2, pipeline_layout = [0, 4], " + PIPELINE),
                  r"pipeline_layout 0,4: every chunk needs at least one layer"),
         opt_case("plan with a chunk of 10^6 layers", ["--megac-pipeline-split"],
-                 module("2x1x1", "num_microbatches = 2, pipeline_layout = array<i64: 1000000, 4>, " + PIPELINE),
+                 module("2x1x1", "num_microbatches = 2, pipeline_layout = [1000000, 4], " + PIPELINE),
                  r"pipeline_layout 1000000,4: a chunk of 1000000 layers"),
         opt_case("plan value of the wrong type", schedule, module("2x1x1", 'num_microbatches = "four", ' + PIPELINE),
                  r"num_microbatches must be an integer \(i64\), got \"four\""),
