@@ -39,7 +39,7 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
     return fail("--vpp " + Twine(plan.vpp) + " (virtual pipeline stages) needs --pipeline-model-parallel-size > 1");
   if (plan.pp == 1 && !plan.pipelineLayout.empty())
     return fail("--pipeline-layout needs --pipeline-model-parallel-size > 1");
-  if (plan.pp == 1 && !plan.pipelineSchedule.empty())
+  if (plan.pp == 1 && plan.pipelineSchedule)
     return fail("--pipeline-schedule needs --pipeline-model-parallel-size > 1");
   if (plan.pp == 1)
     return Error::success();
@@ -71,18 +71,15 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
                   " counts (chunk c runs on pipeline rank c % " + Twine(plan.pp) +
                   ") that sum to num_layers = " + Twine(layers));
   }
-  if (plan.pipelineSchedule.empty())
-    plan.pipelineSchedule = plan.vpp > 1 ? "interleaved" : "1f1b";
+  if (!plan.pipelineSchedule)
+    plan.pipelineSchedule = plan.vpp > 1 ? pipeline::ScheduleKind::Interleaved : pipeline::ScheduleKind::OneFOneB;
   if (plan.numMicrobatches == 0)
     plan.numMicrobatches = plan.pp;
   if (plan.numMicrobatches < 1)
     return fail("the number of microbatches must be >= 1, got " + Twine(plan.numMicrobatches));
   // Whether the schedule exists (megac-pipeline-schedule builds it again, into the IR).
-  std::optional<pipeline::ScheduleKind> kind = pipeline::parseScheduleKind(plan.pipelineSchedule);
-  if (!kind)
-    return fail("--pipeline-schedule " + plan.pipelineSchedule + " is not a schedule; use gpipe, 1f1b or interleaved");
   Expected<pipeline::Schedule> schedule = pipeline::buildSchedule(
-      *kind, static_cast<int>(plan.pp), static_cast<int>(plan.vpp), static_cast<int>(plan.numMicrobatches));
+      *plan.pipelineSchedule, static_cast<int>(plan.pp), static_cast<int>(plan.vpp), static_cast<int>(plan.numMicrobatches));
   if (!schedule)
     return schedule.takeError();
   return Error::success();

@@ -27,23 +27,18 @@ struct PipelineSchedulePass : public megac::pipeline::impl::PipelineScheduleBase
       return signalPassFailure();
     if (plan->pp == 1)
       return markAllAnalysesPreserved();
-    std::optional<ScheduleKind> kind = parseScheduleKind(plan->pipelineSchedule);
-    if (!kind) {
-      module.emitError() << getArgument() << ": --pipeline-schedule " << plan->pipelineSchedule
-                         << " is not a schedule; use gpipe, 1f1b or interleaved";
-      return signalPassFailure();
-    }
+    const ScheduleKind kind = *plan->pipelineSchedule; // #megac.plan has one whenever pp > 1
     if (module.lookupSymbol(megac::names::kSchedule)) {
       module.emitError() << getArgument() << ": the module already has a symbol @" << megac::names::kSchedule;
       return signalPassFailure();
     }
-    llvm::Expected<Schedule> built = buildSchedule(*kind, static_cast<int>(plan->pp), static_cast<int>(plan->vpp),
+    llvm::Expected<Schedule> built = buildSchedule(kind, static_cast<int>(plan->pp), static_cast<int>(plan->vpp),
                                                    static_cast<int>(plan->numMicrobatches));
     if (!built) {
       module.emitError() << llvm::toString(built.takeError());
       return signalPassFailure();
     }
-    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << plan->pipelineSchedule << " over " << plan->pp << " x " << plan->vpp
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << scheduleKindName(kind) << " over " << plan->pp << " x " << plan->vpp
                             << " chunks, " << plan->numMicrobatches << " microbatches\n");
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     Location loc = FusedLoc::get(module.getContext(), {module.getLoc()}, builder.getStringAttr(getArgument()));

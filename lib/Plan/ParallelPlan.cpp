@@ -11,7 +11,8 @@ std::string ParallelPlan::summary() const {
     text += " vpp " + std::to_string(vpp);
   text += " dp " + std::to_string(dp) + " tp " + std::to_string(tp) + (sp ? " sp" : "");
   if (pp > 1)
-    text += " (" + pipelineSchedule + ", " + std::to_string(numMicrobatches) + " microbatches)";
+    text += " (" + (pipelineSchedule ? pipeline::scheduleKindName(*pipelineSchedule).str() : "?") + ", " +
+            std::to_string(numMicrobatches) + " microbatches)";
   if (sharding != ShardingStrategy::NoShard) {
     text += std::string(" sharding ") + shardingStrategyName(sharding);
     if (shardDegree != dp)

@@ -89,7 +89,7 @@ SmallVector<NamedAttribute> planEntries(const ParallelPlan &plan, Builder &b) {
       b.getNamedAttr(kVocabDivisibleBy, b.getI64IntegerAttr(plan.makeVocabSizeDivisibleBy))};
   if (plan.pp > 1) {
     entries.append({b.getNamedAttr(kVirtualStages, b.getI64IntegerAttr(plan.vpp)),
-                    b.getNamedAttr(kSchedule, b.getStringAttr(plan.pipelineSchedule)),
+                    b.getNamedAttr(kSchedule, b.getStringAttr(pipeline::scheduleKindName(*plan.pipelineSchedule))),
                     b.getNamedAttr(kMicrobatches, b.getI64IntegerAttr(plan.numMicrobatches))});
     if (!plan.pipelineLayout.empty()) {
       SmallVector<Attribute> layout;
@@ -234,11 +234,13 @@ FailureOr<ParallelPlan> planFromEntries(ArrayRef<NamedAttribute> entries,
                      : key == kShardingStrategy   ? "a string (no_shard, optim, optim_grads or optim_grads_params)"
                      : key == kSchedule           ? "a string (gpipe, 1f1b or interleaved)"
                                                   : "a string (default, always or never)");
-      (key == kRecomputeGranularity ? recompute.granularity
-       : key == kRecomputeMethod    ? recompute.method
-       : key == kShardingStrategy   ? sharding.strategy
-       : key == kSchedule           ? result.pipelineSchedule
-                                    : sharding.reshardAfterForward) = v.str();
+      if (key == kSchedule && !(result.pipelineSchedule = pipeline::parseScheduleKind(v.getValue())))
+        return wrong("gpipe, 1f1b or interleaved");
+      if (key != kSchedule)
+        (key == kRecomputeGranularity ? recompute.granularity
+         : key == kRecomputeMethod    ? recompute.method
+         : key == kShardingStrategy   ? sharding.strategy
+                                      : sharding.reshardAfterForward) = v.str();
     } else if (key == kPp || key == kDp || key == kTp || key == kVocabDivisibleBy || key == kBucketSize ||
                key == kVirtualStages || key == kMicrobatches || key == kShardDegree) {
       if (!isI64(value))
@@ -279,7 +281,7 @@ FailureOr<ParallelPlan> planFromEntries(ArrayRef<NamedAttribute> entries,
   // Sizes before anything multiplies them.
   if (llvm::Error e = checkGridLimits(result, fieldNames()))
     return fail(llvm::toString(std::move(e)));
-  if (result.pp > 1 && (result.vpp < 1 || result.numMicrobatches < 1 || result.pipelineSchedule.empty()))
+  if (result.pp > 1 && (result.vpp < 1 || result.numMicrobatches < 1 || !result.pipelineSchedule))
     return fail("pp is " + Twine(result.pp) + ", so " + kAttr + " needs " + kVirtualStages + " >= 1 (got " +
                 Twine(result.vpp) + "), " + kMicrobatches + " >= 1 (got " + Twine(result.numMicrobatches) + ") and a " +
                 kSchedule);

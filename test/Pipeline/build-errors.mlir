@@ -21,7 +21,7 @@
 // NO-MICROBATCHES: error: pp is 2, so megac.plan needs num_virtual_stages_per_pipeline_rank >= 1 (got 1), num_microbatches >= 1 (got 0) and a pipeline_schedule
 
 // RUN: not megac-opt %t/unknown.mlir --megac-pipeline-schedule 2>&1 | FileCheck %s --check-prefix=UNKNOWN
-// UNKNOWN: error: megac-pipeline-schedule: --pipeline-schedule zero-bubble is not a schedule; use gpipe, 1f1b or interleaved
+// UNKNOWN: error: megac.plan's pipeline_schedule must be gpipe, 1f1b or interleaved, got "zero-bubble"
 
 // RUN: not megac-opt %t/no-grid.mlir --megac-pipeline-schedule 2>&1 | FileCheck %s --check-prefix=NO-GRID
 // NO-GRID: error: megac-pipeline-schedule: the module has no shard.grid @grid with a megac.plan = #megac.plan<...>; the frontend records the plan there

@@ -328,7 +328,12 @@ Expected<megac::ParallelPlan> planFromFlags() {
   plan.vpp = vpp;
   plan.layersPerVirtualStage = layersPerVirtualStage;
   plan.pipelineLayout.assign(pipelineLayout.begin(), pipelineLayout.end());
-  plan.pipelineSchedule = pipelineSchedule;
+  if (!pipelineSchedule.empty()) {
+    plan.pipelineSchedule = megac::pipeline::parseScheduleKind(pipelineSchedule);
+    if (!plan.pipelineSchedule)
+      return createStringError(inconvertibleErrorCode(), "--pipeline-schedule " + pipelineSchedule +
+                                                             " is not a schedule; use gpipe, 1f1b or interleaved");
+  }
   plan.ddpBucketSize = ddpBucketSize;
   plan.overlapGradReduce = overlapGradReduce;
   if (Error e = megac::checkPlanLimits(plan, megac::kPlanFlagNames))

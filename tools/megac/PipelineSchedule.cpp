@@ -22,7 +22,7 @@ bool reportPipelineSchedule(const ParallelPlan &plan, const pipeline::Schedule &
   for (int r = 0; r < schedule.stages; ++r)
     bounds.push_back(pipeline::stashBound(schedule, r));
   bool ok = dumps.write("pipeline-schedule.txt", [&](raw_ostream &os) {
-    os << "# " << plan.pipelineSchedule << ": pp " << plan.pp << " x vpp " << plan.vpp << " chunks, "
+    os << "# " << pipeline::scheduleKindName(schedule.kind) << ": pp " << plan.pp << " x vpp " << plan.vpp << " chunks, "
        << plan.numMicrobatches << " microbatches; F<chunk>.<microbatch>, B likewise\n"
        << pipeline::formatScheduleText(schedule) << "\n# with messages (sA/rA: activation, sG/rG: gradient)\n"
        << pipeline::formatScheduleTextWithComms(schedule);
@@ -30,7 +30,7 @@ bool reportPipelineSchedule(const ParallelPlan &plan, const pipeline::Schedule &
   ok = ok && dumps.write("pipeline-trace.json", [&](raw_ostream &os) { os << pipeline::chromeTraceJson(schedule, sim); });
   if (!ok)
     return false;
-  outs() << "megac: pipeline schedule " << plan.pipelineSchedule << " over pp " << plan.pp << " x vpp " << plan.vpp
+  outs() << "megac: pipeline schedule " << pipeline::scheduleKindName(schedule.kind) << " over pp " << plan.pp << " x vpp " << plan.vpp
          << " chunks, " << plan.numMicrobatches << " microbatches: predicted bubble "
          << format("%.1f", 100 * sim.bubbleFraction) << "% of compute (chunk backward = "
          << format("%g", costs.backward / costs.forward) << " x forward); stashed activations per rank "

@@ -3,6 +3,8 @@
 // spec (megac/Frontend/PlanChecks.h) and records it in the IR (megac/Plan/PlanIR.h).
 #pragma once
 
+#include "pipe/schedule/Schedule.h"
+
 #include <cstdint>
 
 #include <optional>
@@ -81,12 +83,13 @@ struct ParallelPlan {
   bool sp = false;
   int64_t makeVocabSizeDivisibleBy = 128; // Megatron's flag and default
   // Pipeline parallelism: vpp chunks per pipeline rank (virtual stages), their layer counts in
-  // chunk order (empty: the layers split evenly), the schedule ("" = interleaved when vpp > 1,
-  // else 1f1b) and the microbatches per dp rank the schedule is compiled for (0 = pp).
+  // chunk order (empty: the layers split evenly), the schedule (none given = interleaved when
+  // vpp > 1, else 1f1b; always set once checked when pp > 1) and the microbatches per dp rank the
+  // schedule is compiled for (0 = pp).
   int64_t vpp = 1;
   int64_t layersPerVirtualStage = 0; // Megatron's --num-layers-per-virtual-pipeline-stage
   std::vector<int64_t> pipelineLayout;
-  std::string pipelineSchedule;
+  std::optional<pipeline::ScheduleKind> pipelineSchedule;
   int64_t numMicrobatches = 0;
   // Data parallelism: elements per gradient bucket, and whether each bucket's all-reduce starts
   // during backward (Megatron's --ddp-bucket-size and --overlap-grad-reduce).
