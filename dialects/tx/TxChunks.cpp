@@ -1,4 +1,5 @@
 #include "tx/TxChunks.h"
+#include "megac/Plan/PlanDialect.h"
 #include "tx/TxNames.h"
 
 using namespace mlir;
@@ -18,7 +19,7 @@ llvm::SmallVector<func::FuncOp> stageFunctions(ModuleOp module, int64_t stage, i
   llvm::SmallVector<std::pair<std::pair<int64_t, bool>, func::FuncOp>> found;
   for (auto fn : module.getOps<func::FuncOp>())
     if (std::optional<int64_t> chunk = chunkOf(fn); chunk && *chunk % stages == stage)
-      found.push_back({{*chunk, names::isBackwardHalf(fn.getName())}, fn});
+      found.push_back({{*chunk, isBackward(roleOf(fn))}, fn});
   llvm::sort(found, [](auto &a, auto &b) { return a.first < b.first; });
   llvm::SmallVector<func::FuncOp> fns;
   for (auto &entry : found)

@@ -51,6 +51,8 @@ inline constexpr llvm::StringLiteral kFrozenArgAttr = "megac.frozen";
 /// In the LoRA pass's dropout streams: a layer's adapted module m draws stream
 /// kLoraDropoutStream + m (after the hidden and attention dropout streams).
 inline constexpr int64_t kLoraDropoutStream = 16;
+/// On a function: what it is in the training program (#megac.role, megac/Plan/PlanDialect.h).
+inline constexpr llvm::StringLiteral kRoleAttr = "megac.role";
 /// On a pipeline chunk function: its chunk and the number of values its forward stashes.
 inline constexpr llvm::StringLiteral kChunkAttr = "megac.chunk";
 inline constexpr llvm::StringLiteral kStashAttr = "megac.stash";
@@ -101,7 +103,6 @@ inline constexpr llvm::StringLiteral kForwardSuffix = "_forward";
 inline constexpr llvm::StringLiteral kBackwardSuffix = "_backward";
 inline std::string forwardHalf(llvm::StringRef name) { return name.str() + kForwardSuffix.str(); }
 inline std::string backwardHalf(llvm::StringRef name) { return name.str() + kBackwardSuffix.str(); }
-inline bool isBackwardHalf(llvm::StringRef name) { return name.ends_with(kBackwardSuffix); }
 /// A layer's forward half without its saved activations: the forward of a layer whose backward
 /// recomputes them (full recomputation).
 inline std::string forwardOnly(llvm::StringRef layer) { return layer.str() + "_forward_only"; }

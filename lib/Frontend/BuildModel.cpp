@@ -259,6 +259,7 @@ private:
     auto fn =
         func::FuncOp::create(b, keyLoc("num_layers"), "transformer_layer", b.getFunctionType(inputs, {f32({B, S, H})}));
     fn.setPrivate();
+    setRole(fn, FunctionRole::Layer);
     OpBuilder::InsertionGuard guard(b);
     Block *body = fn.addEntryBlock();
     body->getArgument(0).setLoc(at("x", "hidden_size"));
@@ -327,6 +328,7 @@ private:
   void buildForward(func::FuncOp layer) {
     auto ids = RankedTensorType::get({B, S}, b.getI32Type());
     auto fn = func::FuncOp::create(b, keyLoc("family"), names::kForwardEntry, b.getFunctionType({ids, ids}, {f32({})}));
+    setRole(fn, FunctionRole::Model);
     OpBuilder::InsertionGuard guard(b);
     Block *body = fn.addEntryBlock();
     body->getArgument(0).setLoc(at("ids", "seq_length"));

@@ -13,6 +13,7 @@ using namespace mlir;
 using namespace megac;
 
 #include "megac/Plan/PlanDialect.cpp.inc"
+#include "megac/Plan/PlanEnums.cpp.inc"
 #define GET_ATTRDEF_CLASSES
 #include "megac/Plan/PlanAttrs.cpp.inc"
 
@@ -23,7 +24,23 @@ void MegacDialect::initialize() {
       >();
 }
 
+std::optional<FunctionRole> megac::roleOf(func::FuncOp fn) {
+  auto role = fn ? fn->getAttrOfType<FunctionRoleAttr>(names::kRoleAttr) : FunctionRoleAttr();
+  return role ? std::optional<FunctionRole>(role.getValue()) : std::nullopt;
+}
+
+void megac::setRole(func::FuncOp fn, FunctionRole role) {
+  fn->setAttr(names::kRoleAttr, FunctionRoleAttr::get(fn.getContext(), role));
+}
+
 LogicalResult MegacDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
+  if (attribute.getName() == names::kRoleAttr) {
+    if (!isa<FunctionRoleAttr>(attribute.getValue()))
+      return op->emitError() << names::kRoleAttr << " must be a #megac.role<...>, got " << attribute.getValue();
+    if (!isa<func::FuncOp>(op))
+      return op->emitError() << names::kRoleAttr << " belongs on a func.func";
+    return success();
+  }
   if (attribute.getName() != names::kPlanAttr)
     return success(); // the other megac.* attributes are checked by the passes that read them
   auto plan = dyn_cast<PlanAttr>(attribute.getValue());

@@ -1,6 +1,7 @@
 // One iteration: each stage's compute from the cost model, the pipeline's schedule replayed with
 // those costs (megac's verified pipe.schedule, not a formula), then the data-parallel traffic
 // the plan sends (RankCommunication's bytes) and the optimizer step.
+#include "megac/Plan/PlanDialect.h"
 #include "megac/Sim/Simulate.h"
 
 #include "CostModel.h"
@@ -123,7 +124,7 @@ Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const
       std::optional<int64_t> c = tx::chunkOf(fn);
       if (!c || *c >= chunks)
         continue;
-      const bool isBackward = names::isBackwardHalf(fn.getName());
+      const bool isBackward = megac::isBackward(roleOf(fn));
       (isBackward ? backward : forward)[*c] = model.function(fn);
       if (!isBackward && *c + 1 < chunks)
         boundaryBytes[*c] = double(tensorBytes(fn.getResultTypes()[0]));

@@ -1,6 +1,7 @@
 #include "EmitPipeline.h"
 
 #include "ProgramTables.h"
+#include "megac/Plan/PlanDialect.h"
 #include "megac/Target/MemoryPlan.h"
 #include "megart/pipeline_buffers.h"
 #include "tx/TxChunks.h"
@@ -107,7 +108,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
   const int64_t stages = parallelPlan.pp;
   int64_t numChunks = 0;
   for (auto fn : module.getOps<func::FuncOp>())
-    if (tx::chunkOf(fn) && !names::isBackwardHalf(fn.getName()))
+    if (tx::chunkOf(fn) && !isBackward(roleOf(fn)))
       ++numChunks;
   if (schedule.stages != stages || schedule.stages * schedule.virtualStages != numChunks)
     return module.emitError() << "emit: the schedule is for " << schedule.stages << " x " << schedule.virtualStages
@@ -131,7 +132,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
     for (func::FuncOp fn : fns) {
       int64_t c = *tx::chunkOf(fn);
       int64_t numStashed = fn->getAttrOfType<IntegerAttr>(names::kStashAttr).getInt();
-      bool first = c == 0, last = c == numChunks - 1, backward = names::isBackwardHalf(fn.getName());
+      bool first = c == 0, last = c == numChunks - 1, backward = isBackward(roleOf(fn));
       Signature sig = backward ? backwardSignature(fn, numStashed, first, last) : forwardSignature(fn, first, last);
       sig.target = target;
       sig.frozenParams = &frozen;

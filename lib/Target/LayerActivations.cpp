@@ -1,3 +1,4 @@
+#include "megac/Plan/PlanDialect.h"
 #include "megac/Target/LayerActivations.h"
 #include "megac/Target/TensorBytes.h"
 
@@ -43,7 +44,7 @@ SmallVector<LayerActivations> megac::layerActivations(ModuleOp module) {
         sbh *= v.getInt();
   for (auto fwd : module.getOps<func::FuncOp>()) {
     auto savedFrom = fwd->getAttrOfType<IntegerAttr>(names::kSavedFromAttr);
-    if (!savedFrom || !fwd.getSymName().ends_with(names::kForwardSuffix))
+    if (!savedFrom || roleOf(fwd) != FunctionRole::LayerForward)
       continue;
     StringRef layer = fwd.getSymName().drop_back(names::kForwardSuffix.size());
     auto bwd = module.lookupSymbol<func::FuncOp>(names::backwardHalf(layer));

@@ -1,3 +1,4 @@
+#include "megac/Plan/PlanDialect.h"
 #include "megac/Target/RankCommunication.h"
 
 #include "megac/Plan/PlanIR.h"
@@ -182,7 +183,7 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
   }
   int64_t chunks = 0;
   for (auto fn : module.getOps<func::FuncOp>())
-    if (tx::chunkOf(fn) && !names::isBackwardHalf(fn.getName()))
+    if (tx::chunkOf(fn) && !isBackward(roleOf(fn)))
       ++chunks;
   for (int64_t s = 0; s < plan.pp; ++s) {
     SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s, plan.pp);
@@ -197,7 +198,7 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
       // The executor sends a chunk's output on (not the last chunk's) and its input gradient back
       // (not chunk 0's), once per microbatch.
       const int64_t chunk = *tx::chunkOf(fn);
-      if (names::isBackwardHalf(fn.getName()))
+      if (isBackward(roleOf(fn)))
         continue;
       if (chunk != chunks - 1)
         c.perMicrobatch.pp += double(tensorBytes(fn.getResultTypes()[0]));

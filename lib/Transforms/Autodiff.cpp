@@ -1,5 +1,6 @@
 // megac-autodiff: forward of one microbatch -> forward + backward (see Passes.td).
 #include "ReverseSweep.h"
+#include "megac/Plan/PlanDialect.h"
 #include "megac/Transforms/Passes.h"
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"
@@ -150,6 +151,7 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
   split.fwd = func::FuncOp::create(b, callee.getLoc(), names::forwardHalf(callee.getName()),
                                    b.getFunctionType(callee.getArgumentTypes(), fwdResults));
   split.fwd.setPrivate();
+  setRole(split.fwd, FunctionRole::LayerForward);
   split.fwd->setAttr(names::kSavedFromAttr, b.getI64IntegerAttr(split.numResults));
   {
     Block *fwdBody = split.fwd.addEntryBlock();
@@ -183,6 +185,7 @@ FailureOr<SplitFunction> splitForBackward(func::FuncOp callee) {
   split.bwd = func::FuncOp::create(b, callee.getLoc(), names::backwardHalf(callee.getName()),
                                    b.getFunctionType(bwdInputs, bwdResults));
   split.bwd.setPrivate();
+  setRole(split.bwd, FunctionRole::LayerBackward);
   split.bwd->setAttr(names::kForwardArgsAttr,
                      b.getDenseI64ArrayAttr(SmallVector<int64_t>(split.argsReadByBackward.begin(),
                                                                  split.argsReadByBackward.end())));
@@ -315,6 +318,7 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
 
     fn.setFunctionType(FunctionType::get(fn.getContext(), body.getArgumentTypes(), fn.getResultTypes()));
     fn.setName(names::kTrainStep);
+    setRole(fn, FunctionRole::TrainStep);
     for (auto &[name, split] : splits)
       if (auto original = module.lookupSymbol<func::FuncOp>(name))
         original.erase();

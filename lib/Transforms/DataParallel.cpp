@@ -3,6 +3,7 @@
 // (over shard groups of dp ranks, summed across their replicas with hybrid sharding).
 #include "ShardPlacement.h"
 #include "GradSyncPlacement.h"
+#include "megac/Plan/PlanDialect.h"
 #include "megac/Plan/FlatBufferLayout.h"
 #include "megac/Plan/PlanIR.h"
 #include "megac/Transforms/Passes.h"
@@ -125,7 +126,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       // Overlapped: each bucket's sync starts in the chunk backward that makes its last gradient.
       auto startInBackward = [&](ArrayRef<GradBucket> buckets) {
         for (func::FuncOp fn : fns)
-          if (names::isBackwardHalf(fn.getName()))
+          if (isBackward(roleOf(fn)))
             placeGradSyncStarts(fn, table, buckets);
         return checkGradSyncStarts(module, s, fns, table, buckets);
       };
@@ -134,7 +135,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       SmallVector<int64_t> chunkStarts;
       if (overlap || gradsInBackward)
         for (func::FuncOp fn : fns)
-          if (!names::isBackwardHalf(fn.getName()))
+          if (!isBackward(roleOf(fn)))
             if (std::optional<int64_t> first = table.firstIn(fn))
               chunkStarts.push_back(*first);
       // ZeRO-2/3 (and the overlapped distributed optimizer) sum a tied weight's gradient (GPT-2's
@@ -156,7 +157,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
             gatherParamsBeforeUse(fn, table, layout, groupsOf(module, *plan), nullptr, kZero3Rule);
         else if (plan->overlapParamGather) // the step's gathers run on into the forwards
           for (func::FuncOp fn : fns)
-            if (!names::isBackwardHalf(fn.getName()))
+            if (!isBackward(roleOf(fn)))
               waitForParamGathers(fn, table, layout);
         if (overlap && plan->sharding == ShardingStrategy::Optim &&
             failed(startInBackward(reduceScatterBuckets(layout, plan->shardDegree))))
@@ -177,7 +178,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
                                       const ParallelPlan &plan) {
     SmallVector<int64_t> makers(layout.buckets.size(), 0);
     for (func::FuncOp fn : fns)
-      if (names::isBackwardHalf(fn.getName()))
+      if (isBackward(roleOf(fn)))
         for (int64_t bucket : reduceScatterGradsInBackward(fn, table, layout, groupsOf(module, plan), gradRule(plan)))
           ++makers[bucket];
     for (auto [index, k] : llvm::enumerate(layout.buckets))
@@ -225,6 +226,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     const std::string kept = plan.keepsParamsGathered() ? ", kept for the next iteration's pipeline schedule" : "";
 
     auto sync = func::FuncOp::create(b, loc, syncName, b.getFunctionType({}, {}));
+    setRole(sync, FunctionRole::SyncGradients);
     SmallVector<int64_t> bucketPairs;
     for (const FlatBufferLayout::Bucket &k : layout.buckets)
       bucketPairs.append({k.offset, k.numel});
@@ -243,6 +245,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     OpBuilder gb(ctx);
     if (!paramsSharded) {
       gather = func::FuncOp::create(b, loc, gatherName, b.getFunctionType({}, {}));
+      setRole(gather, FunctionRole::GatherParams);
       gb.setInsertionPointToEnd(gather.addEntryBlock());
     }
     for (auto [index, k] : llvm::enumerate(layout.buckets)) {
@@ -307,6 +310,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     b.setInsertionPointToEnd(module.getBody());
     Location loc = FusedLoc::get(b.getContext(), {module.getLoc()}, b.getStringAttr(getArgument()));
     auto fn = func::FuncOp::create(b, loc, fnName, b.getFunctionType({}, {}));
+    setRole(fn, FunctionRole::SyncGradients);
     b.setInsertionPointToEnd(fn.addEntryBlock());
     auto gridRef = FlatSymbolRefAttr::get(b.getContext(), names::kGrid);
     auto dpAxis = b.getDenseI16ArrayAttr({static_cast<int16_t>(GridAxis::Dp)});

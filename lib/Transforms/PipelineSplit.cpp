@@ -1,4 +1,5 @@
 // megac-pipeline-split: @train_step -> per-chunk forward and backward functions (see Passes.td).
+#include "megac/Plan/PlanDialect.h"
 #include "megac/Plan/PlanIR.h"
 #include "megac/Transforms/Passes.h"
 #include "tx/TxLocations.h"
@@ -290,7 +291,9 @@ func::FuncOp Splitter::buildForward(int64_t c) {
     inputs.push_back(chunk.input);
   SmallVector<Value> outputs = {c == numChunks - 1 ? loss : chunk.output};
   outputs.append(chunk.stash.begin(), chunk.stash.end());
-  return buildChunkFunction(names::forwardHalf(names::chunkName(c)), inputs, chunk.forwardOps, outputs);
+  func::FuncOp fn = buildChunkFunction(names::forwardHalf(names::chunkName(c)), inputs, chunk.forwardOps, outputs);
+  setRole(fn, FunctionRole::ChunkForward);
+  return fn;
 }
 
 func::FuncOp Splitter::buildBackward(int64_t c) {
@@ -301,7 +304,9 @@ func::FuncOp Splitter::buildBackward(int64_t c) {
     inputs.push_back(chunk.outputGrad);
   if (chunk.inputGrad)
     outputs.push_back(chunk.inputGrad);
-  return buildChunkFunction(names::backwardHalf(names::chunkName(c)), inputs, chunk.backwardOps, outputs);
+  func::FuncOp fn = buildChunkFunction(names::backwardHalf(names::chunkName(c)), inputs, chunk.backwardOps, outputs);
+  setRole(fn, FunctionRole::ChunkBackward);
+  return fn;
 }
 
 LogicalResult Splitter::run() {

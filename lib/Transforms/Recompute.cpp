@@ -1,5 +1,6 @@
 // megac-recompute: activation recomputation, Megatron's full and selective, on the joint forward +
 // backward IR (see Passes.td).
+#include "megac/Plan/PlanDialect.h"
 #include "megac/Plan/PlanIR.h"
 #include "megac/Plan/RecomputeFlags.h"
 #include "megac/Transforms/Passes.h"
@@ -68,7 +69,7 @@ FailureOr<SmallVector<LayerCalls>> layerCalls(ModuleOp module, func::FuncOp entr
         pairs[layer.getValue()] = *p;
       }
       layers.push_back({call, nullptr, layer.getValue()});
-    } else if (names::isBackwardHalf(call.getCallee())) {
+    } else if (isBackward(roleOf(module.lookupSymbol<func::FuncOp>(call.getCallee())))) {
       backwardCalls.push_back(call);
     }
   }
@@ -296,6 +297,7 @@ func::FuncOp forwardOnly(ModuleOp module, LayerPair &p, StringRef layer) {
   b.setInsertionPointAfter(p.fwd);
   auto fn = cast<func::FuncOp>(b.clone(*p.fwd));
   fn.setSymName(name);
+  setRole(fn, FunctionRole::LayerForwardOnly);
   Operation *ret = fn.getBody().front().getTerminator();
   SmallVector<Value> results(ret->getOperands().take_front(p.savedFrom));
   ret->setOperands(results);

@@ -88,7 +88,7 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 // CHECK-NEXT:    %[[S1:.*]] = shard.reduce_scatter %[[H1]] {{.*}} : tensor<128xf32> -> tensor<64xf32>
 // CHECK-NEXT:    tx.add_grad_shard %[[S1]] params[0, 0] at 128 : tensor<64xf32>
 // CHECK-NOT:     tx.param_grad
-// CHECK-LABEL: func.func @sync_gradients() attributes {megac.flat_layout = {buckets = array<i64: 0, 256, 256, 128>, numel = 384 : i64, offloaded_numel = 0 : i64, param_offsets = array<i64: 256, 192, 128, 0>, shard_degree = 2 : i64, sharding = "optim_grads"}} {
+// CHECK-LABEL: func.func @sync_gradients() attributes {megac.flat_layout = {buckets = array<i64: 0, 256, 256, 128>, numel = 384 : i64, offloaded_numel = 0 : i64, param_offsets = array<i64: 256, 192, 128, 0>, shard_degree = 2 : i64, sharding = "optim_grads"}, megac.role = #megac.role<sync_gradients>} {
 // CHECK-NEXT:    return
 // CHECK-LABEL: func.func @gather_params()
 // CHECK:         shard.all_gather {{.*}} {megac.rule = "distributed optimizer (optim_grads): all-gather of the updated parameter bucket 0
@@ -128,7 +128,7 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 // CHECK-NEXT:    shard.all_gather %[[B0]] {{.*}} {megac.rule = "ZeRO-3 (optim_grads_params): all-gather of the parameter (again for backward) bucket 0 (w .. head)",
 // CHECK:         shard.reduce_scatter {{.*}} {megac.rule = "ZeRO-3 (optim_grads_params): reduce-scatter of this microbatch's gradient bucket 0
 // CHECK-NOT:     tx.param_grad
-// CHECK-LABEL: func.func @sync_gradients() attributes {megac.flat_layout = {{{.*}}sharding = "optim_grads_params"}}
+// CHECK-LABEL: func.func @sync_gradients() attributes {megac.flat_layout = {{{.*}}sharding = "optim_grads_params"}, megac.role = #megac.role<sync_gradients>}
 // CHECK-NOT:   func.func @gather_params
 shard.grid @grid(shape = 1x2x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 2, tp = 1, ddp_bucket_size = 200, data_parallel_sharding_strategy = "optim_grads_params">}
 func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f32> {

@@ -11,7 +11,7 @@
 // CHECK-NEXT:    %[[U:.*]] = tx.matmul %[[D]], %[[B]] transpose_rhs scale 2.000000e+00 :
 // CHECK-NEXT:    %[[S:.*]] = tx.add %[[Y]], %[[U]]
 // CHECK-NEXT:    return %[[S]]
-func.func private @layer_forward(%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>, %a: tensor<2x8xf32>, %b: tensor<16x2xf32>) -> tensor<2x4x16xf32> {
+func.func private @layer_forward(%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>, %a: tensor<2x8xf32>, %b: tensor<16x2xf32>) -> tensor<2x4x16xf32> attributes {megac.role = #megac.role<layer_forward>} {
   %wd = tx.nf4_dequantize %w : tensor<8x16xf32>
   %y = tx.matmul %x, %wd : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
   %down = tx.matmul %x, %a transpose_rhs : tensor<2x4x8xf32>, tensor<2x8xf32> -> tensor<2x4x2xf32>
@@ -27,7 +27,7 @@ func.func private @layer_forward(%x: tensor<2x4x8xf32>, %w: tensor<8x16xf32>, %a
 // CHECK-SAME:    (%[[DY:.*]]: tensor<2x4x16xf32>, %[[W:.*]]: tensor<8x16xf32>)
 // CHECK-NEXT:    %[[DX:.*]] = tx.matmul_nf4 %[[DY]], %[[W]] transpose_rhs : tensor<2x4x16xf32>, tensor<8x16xf32> -> tensor<2x4x8xf32>
 // CHECK-NEXT:    return %[[DX]]
-func.func private @layer_backward(%dy: tensor<2x4x16xf32>, %w: tensor<8x16xf32>) -> tensor<2x4x8xf32> {
+func.func private @layer_backward(%dy: tensor<2x4x16xf32>, %w: tensor<8x16xf32>) -> tensor<2x4x8xf32> attributes {megac.role = #megac.role<layer_backward>} {
   %wd = tx.nf4_dequantize %w : tensor<8x16xf32>
   %dx = tx.matmul %dy, %wd transpose_rhs : tensor<2x4x16xf32>, tensor<8x16xf32> -> tensor<2x4x8xf32>
   return %dx : tensor<2x4x8xf32>

@@ -7,13 +7,13 @@
 
 // CHECK-NOT:   @train_step
 // CHECK-LABEL: func.func @chunk0_forward(%{{.*}}: tensor<2x4xi32>, %{{.*}}: tensor<2x4xi32>)
-// CHECK-SAME:    -> (tensor<2x4x8xf32>, {{.*}}) attributes {megac.chunk = 0 : i64, megac.stash = [[STASH0:[0-9]+]] : i64}
+// CHECK-SAME:    -> (tensor<2x4x8xf32>, {{.*}}) attributes {megac.chunk = 0 : i64, megac.role = #megac.role<chunk_forward>, megac.stash = [[STASH0:[0-9]+]] : i64}
 // CHECK:         tx.embedding
 // CHECK:         call @layer_forward
 // CHECK-NOT:     call
 // CHECK:         return
 // CHECK-LABEL: func.func @chunk0_backward(%{{.*}}: tensor<2x4xi32>, %{{.*}}: tensor<2x4xi32>, %{{.*}}: tensor<f32>,
-// CHECK-SAME:    %[[OUT_GRAD0:[a-z0-9]+]]: tensor<2x4x8xf32>) attributes {megac.chunk = 0 : i64, megac.stash = [[STASH0]] : i64}
+// CHECK-SAME:    %[[OUT_GRAD0:[a-z0-9]+]]: tensor<2x4x8xf32>) attributes {megac.chunk = 0 : i64, megac.role = #megac.role<chunk_backward>, megac.stash = [[STASH0]] : i64}
 // CHECK:         call @layer_backward({{.*}}%[[OUT_GRAD0]])
 // CHECK:         tx.embedding_grad
 // CHECK:         tx.param_grad {{.*}} : tensor<16x8xf32>

@@ -31,12 +31,12 @@ shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #
 // CHECK-NEXT:    %[[B1:[0-9]+]]:2 = call @layer_backward(%[[R0]]#0, %[[W1]], %[[R1]]#1, %[[B2]]#0)
 // CHECK-NEXT:    tx.param_grad
 // CHECK-NEXT:    call @layer_backward(%[[E]], %[[W0]], %[[R0]]#1, %[[B1]]#0)
-func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
+func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.role = #megac.role<layer_forward>, megac.saved_from = 1 : i64} {
   %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %y = tx.gelu %h (tanh) : tensor<4x8xf32>
   return %y, %h : tensor<4x8xf32>, tensor<4x8xf32>
 }
-func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.forward_args = array<i64: 0, 1>} {
+func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.role = #megac.role<layer_backward>, megac.forward_args = array<i64: 0, 1>} {
   %dh = tx.gelu_grad %dy, %h (tanh) : tensor<4x8xf32>
   %dx = tx.matmul %dh, %w transpose_rhs : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %dw = tx.matmul %x, %dh transpose_lhs : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
@@ -83,12 +83,12 @@ shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #
 // CHECK-NEXT:    %[[R0:[0-9]+]]:2 = call @layer_forward(%[[E]], %[[W0]]) {megac.layer_index = 0 : i64, megac.recompute = 0 : i64}
 // CHECK-NEXT:    call @layer_backward(%[[E]], %[[W0]], %[[R0]]#1,
 // CHECK-NOT:     megac.distribute_saved
-func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
+func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.role = #megac.role<layer_forward>, megac.saved_from = 1 : i64} {
   %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %y = tx.gelu %h (tanh) : tensor<4x8xf32>
   return %y, %h : tensor<4x8xf32>, tensor<4x8xf32>
 }
-func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.forward_args = array<i64: 0, 1>} {
+func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.role = #megac.role<layer_backward>, megac.forward_args = array<i64: 0, 1>} {
   %dh = tx.gelu_grad %dy, %h (tanh) : tensor<4x8xf32>
   %dx = tx.matmul %dh, %w transpose_rhs : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %dw = tx.matmul %x, %dh transpose_lhs : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
@@ -133,12 +133,12 @@ shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #
 // CHECK-NEXT:    %[[R0:[0-9]+]]:2 = call @layer_forward({{.*}}) {megac.layer_index = 0 : i64, megac.recompute = 0 : i64}
 // CHECK-NEXT:    call @layer_backward(%{{.*}}, %{{.*}}, %[[R0]]#1, %{{.*}}) {megac.layer_index = 0 : i64}
 // CHECK-NOT:     megac.recompute =
-func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
+func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.role = #megac.role<layer_forward>, megac.saved_from = 1 : i64} {
   %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %y = tx.gelu %h (tanh) : tensor<4x8xf32>
   return %y, %h : tensor<4x8xf32>, tensor<4x8xf32>
 }
-func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.forward_args = array<i64: 0, 1>} {
+func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.role = #megac.role<layer_backward>, megac.forward_args = array<i64: 0, 1>} {
   %dh = tx.gelu_grad %dy, %h (tanh) : tensor<4x8xf32>
   %dx = tx.matmul %dh, %w transpose_rhs : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %dw = tx.matmul %x, %dh transpose_lhs : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
@@ -173,12 +173,12 @@ shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #
 // CHECK:         megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, sequence_parallel = false,
 // CHECK-NOT:     layer_forward_only
 // CHECK-NOT:     megac.recompute
-func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
+func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.role = #megac.role<layer_forward>, megac.saved_from = 1 : i64} {
   %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %y = tx.gelu %h (tanh) : tensor<4x8xf32>
   return %y, %h : tensor<4x8xf32>, tensor<4x8xf32>
 }
-func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.forward_args = array<i64: 0, 1>} {
+func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.role = #megac.role<layer_backward>, megac.forward_args = array<i64: 0, 1>} {
   %dh = tx.gelu_grad %dy, %h (tanh) : tensor<4x8xf32>
   %dx = tx.matmul %dh, %w transpose_rhs : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %dw = tx.matmul %x, %dh transpose_lhs : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>

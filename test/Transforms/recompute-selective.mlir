@@ -12,13 +12,13 @@
 // (the two layers share their weights to keep the IR short).
 shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, recompute_granularity = "selective", recompute_modules = ["mlp"]>}
 // CHECK-LABEL: func.func private @layer_forward
-// CHECK-SAME:    -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64}
+// CHECK-SAME:    -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.role = #megac.role<layer_forward>, megac.saved_from = 1 : i64}
 // CHECK:         %[[LN:.*]] = tx.rms_norm
 // CHECK:         %[[Y:.*]] = tx.add %arg0,
 // CHECK-NEXT:    return %[[Y]], %[[LN]] :
 // CHECK-LABEL: func.func private @layer_backward
 // CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>, %[[G:.*]]: tensor<8xf32>, %[[W1:.*]]: tensor<8x16xf32>, %[[B1:.*]]: tensor<16xf32>, %[[W2:.*]]: tensor<16x8xf32>, %[[SLN:.*]]: tensor<4x8xf32>, %[[DY:.*]]: tensor<4x8xf32>)
-// CHECK-SAME:    attributes {megac.forward_args = array<i64: 0, 1, 2, 3, 4>, megac.recomputed = ["act", "fc"]}
+// CHECK-SAME:    attributes {megac.forward_args = array<i64: 0, 1, 2, 3, 4>, megac.recomputed = ["act", "fc"], megac.role = #megac.role<layer_backward>}
 // CHECK-NEXT:    %[[DACT:.*]] = tx.matmul %[[DY]], %[[W2]] transpose_rhs
 // CHECK-NEXT:    %[[FCG:.*]] = tx.matmul %[[SLN]], %[[W1]] {megac.recomputed}
 // CHECK-NEXT:    %[[FC:.*]] = tx.add %[[FCG]], %[[B1]] {megac.recomputed}
@@ -32,7 +32,7 @@ shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #
 // CHECK-NEXT:    %[[L1:[0-9]+]]:2 = call @layer_forward(%[[L0]]#0, {{.*}}) {megac.layer = @layer, megac.layer_index = 1 : i64}
 // CHECK:         %[[D1:[0-9]+]]:5 = call @layer_backward(%[[L0]]#0, %{{.*}}, %{{.*}}, %[[B]], %{{.*}}, %[[L1]]#1, %{{.*}}) {megac.layer_index = 1 : i64}
 // CHECK-NEXT:    call @layer_backward(%{{.*}}, %{{.*}}, %{{.*}}, %[[B]], %{{.*}}, %[[L0]]#1, %[[D1]]#0) {megac.layer_index = 0 : i64}
-func.func private @layer_forward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: tensor<8x16xf32>, %b1: tensor<16xf32>, %w2: tensor<16x8xf32>) -> (tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
+func.func private @layer_forward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: tensor<8x16xf32>, %b1: tensor<16xf32>, %w2: tensor<16x8xf32>) -> (tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x8xf32>) attributes {megac.role = #megac.role<layer_forward>, megac.saved_from = 1 : i64} {
   %ln = tx.rms_norm %x, %g eps 1.0e-05 : tensor<4x8xf32>, tensor<8xf32> loc("ln")
   %fc_gemm = tx.matmul %ln, %w1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
   %fc = tx.add %fc_gemm, %b1 : tensor<4x16xf32>, tensor<16xf32> loc("fc")
@@ -41,7 +41,7 @@ func.func private @layer_forward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: te
   %y = tx.add %x, %proj : tensor<4x8xf32>, tensor<4x8xf32>
   return %y, %act, %fc, %ln : tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x8xf32>
 }
-func.func private @layer_backward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: tensor<8x16xf32>, %w2: tensor<16x8xf32>, %act: tensor<4x16xf32>, %fc: tensor<4x16xf32>, %ln: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16x8xf32>) attributes {megac.forward_args = array<i64: 0, 1, 2, 4>} {
+func.func private @layer_backward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: tensor<8x16xf32>, %w2: tensor<16x8xf32>, %act: tensor<4x16xf32>, %fc: tensor<4x16xf32>, %ln: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16x8xf32>) attributes {megac.role = #megac.role<layer_backward>, megac.forward_args = array<i64: 0, 1, 2, 4>} {
   %dact = tx.matmul %dy, %w2 transpose_rhs : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
   %dw2 = tx.matmul %act, %dy transpose_lhs : tensor<4x16xf32>, tensor<4x8xf32> -> tensor<16x8xf32>
   %dfc = tx.gelu_grad %dact, %fc (tanh) : tensor<4x16xf32>
@@ -87,7 +87,7 @@ shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #
 // CHECK:         return %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>
 // CHECK-LABEL: func.func private @layer_backward
 // CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>, %[[G:.*]]: tensor<8xf32>, %{{.*}}: tensor<8x16xf32>, %{{.*}}: tensor<16x8xf32>, %{{.*}}: tensor<4x16xf32>, %{{.*}}: tensor<4x16xf32>, %{{.*}}: tensor<4x8xf32>)
-// CHECK-SAME:    attributes {megac.forward_args = array<i64: 0, 1, 2, 4>, megac.recomputed = ["ln"]}
+// CHECK-SAME:    attributes {megac.forward_args = array<i64: 0, 1, 2, 4>, megac.recomputed = ["ln"], megac.role = #megac.role<layer_backward>}
 // CHECK:         %[[DFC:.*]] = tx.gelu_grad
 // CHECK-NEXT:    tx.reduce_sum
 // CHECK-NEXT:    tx.matmul %[[DFC]], %{{.*}} transpose_rhs
@@ -96,7 +96,7 @@ shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #
 // CHECK-LABEL: func.func @train_step
 // CHECK:         %[[L:[0-9]+]]:3 = call @layer_forward
 // CHECK:         call @layer_backward(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[L]]#1, %[[L]]#2, %{{.*}})
-func.func private @layer_forward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: tensor<8x16xf32>, %b1: tensor<16xf32>, %w2: tensor<16x8xf32>) -> (tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
+func.func private @layer_forward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: tensor<8x16xf32>, %b1: tensor<16xf32>, %w2: tensor<16x8xf32>) -> (tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x8xf32>) attributes {megac.role = #megac.role<layer_forward>, megac.saved_from = 1 : i64} {
   %ln = tx.rms_norm %x, %g eps 1.0e-05 : tensor<4x8xf32>, tensor<8xf32> loc("ln")
   %fc_gemm = tx.matmul %ln, %w1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
   %fc = tx.add %fc_gemm, %b1 : tensor<4x16xf32>, tensor<16xf32> loc("fc")
@@ -105,7 +105,7 @@ func.func private @layer_forward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: te
   %y = tx.add %x, %proj : tensor<4x8xf32>, tensor<4x8xf32>
   return %y, %act, %fc, %ln : tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x8xf32>
 }
-func.func private @layer_backward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: tensor<8x16xf32>, %w2: tensor<16x8xf32>, %act: tensor<4x16xf32>, %fc: tensor<4x16xf32>, %ln: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16x8xf32>) attributes {megac.forward_args = array<i64: 0, 1, 2, 4>} {
+func.func private @layer_backward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: tensor<8x16xf32>, %w2: tensor<16x8xf32>, %act: tensor<4x16xf32>, %fc: tensor<4x16xf32>, %ln: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16x8xf32>) attributes {megac.role = #megac.role<layer_backward>, megac.forward_args = array<i64: 0, 1, 2, 4>} {
   %dact = tx.matmul %dy, %w2 transpose_rhs : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
   %dw2 = tx.matmul %act, %dy transpose_lhs : tensor<4x16xf32>, tensor<4x8xf32> -> tensor<16x8xf32>
   %dfc = tx.gelu_grad %dact, %fc (tanh) : tensor<4x16xf32>
@@ -144,12 +144,12 @@ shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #
 // CHECK-LABEL: func.func private @layer_forward
 // CHECK-SAME:    -> (tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x8xf32>)
 // CHECK-LABEL: func.func private @layer_backward
-// CHECK-SAME:    attributes {megac.forward_args = array<i64: 0, 1, 2, 4>, megac.recomputed = []}
+// CHECK-SAME:    attributes {megac.forward_args = array<i64: 0, 1, 2, 4>, megac.recomputed = [], megac.role = #megac.role<layer_backward>}
 // CHECK-NOT:     {megac.recomputed}
 // CHECK-LABEL: func.func @train_step
 // CHECK:         %[[L:[0-9]+]]:4 = call @layer_forward
 // CHECK:         call @layer_backward(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[L]]#1, %[[L]]#2, %[[L]]#3, %{{.*}})
-func.func private @layer_forward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: tensor<8x16xf32>, %b1: tensor<16xf32>, %w2: tensor<16x8xf32>) -> (tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
+func.func private @layer_forward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: tensor<8x16xf32>, %b1: tensor<16xf32>, %w2: tensor<16x8xf32>) -> (tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x8xf32>) attributes {megac.role = #megac.role<layer_forward>, megac.saved_from = 1 : i64} {
   %ln = tx.rms_norm %x, %g eps 1.0e-05 : tensor<4x8xf32>, tensor<8xf32> loc("ln")
   %fc_gemm = tx.matmul %ln, %w1 : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
   %fc = tx.add %fc_gemm, %b1 : tensor<4x16xf32>, tensor<16xf32> loc("fc")
@@ -158,7 +158,7 @@ func.func private @layer_forward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: te
   %y = tx.add %x, %proj : tensor<4x8xf32>, tensor<4x8xf32>
   return %y, %act, %fc, %ln : tensor<4x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x8xf32>
 }
-func.func private @layer_backward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: tensor<8x16xf32>, %w2: tensor<16x8xf32>, %act: tensor<4x16xf32>, %fc: tensor<4x16xf32>, %ln: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16x8xf32>) attributes {megac.forward_args = array<i64: 0, 1, 2, 4>} {
+func.func private @layer_backward(%x: tensor<4x8xf32>, %g: tensor<8xf32>, %w1: tensor<8x16xf32>, %w2: tensor<16x8xf32>, %act: tensor<4x16xf32>, %fc: tensor<4x16xf32>, %ln: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16x8xf32>) attributes {megac.role = #megac.role<layer_backward>, megac.forward_args = array<i64: 0, 1, 2, 4>} {
   %dact = tx.matmul %dy, %w2 transpose_rhs : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
   %dw2 = tx.matmul %act, %dy transpose_lhs : tensor<4x16xf32>, tensor<4x8xf32> -> tensor<16x8xf32>
   %dfc = tx.gelu_grad %dact, %fc (tanh) : tensor<4x16xf32>

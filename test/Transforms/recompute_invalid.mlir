@@ -17,12 +17,12 @@ module {
 
 // A layer's halves carry what megac-autodiff records: here @layer_forward has no megac.saved_from.
 shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, recompute_granularity = "selective", recompute_modules = ["mlp"]>}
-func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.role = #megac.role<layer_forward>} {
   %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %y = tx.gelu %h (tanh) : tensor<4x8xf32>
   return %y, %h : tensor<4x8xf32>, tensor<4x8xf32>
 }
-func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.forward_args = array<i64: 0, 1>} {
+func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.role = #megac.role<layer_backward>, megac.forward_args = array<i64: 0, 1>} {
   %dh = tx.gelu_grad %dy, %h (tanh) : tensor<4x8xf32>
   %dx = tx.matmul %dh, %w transpose_rhs : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %dw = tx.matmul %x, %dh transpose_lhs : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
@@ -47,12 +47,12 @@ func.func @train_step(%ids: tensor<4xi32>, %labels: tensor<4xi32>, %dloss: tenso
 
 // Every layer's forward call has its backward call: layer 0's is missing.
 shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 1, distribute_saved_activations = false>}
-func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
+func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.role = #megac.role<layer_forward>, megac.saved_from = 1 : i64} {
   %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %y = tx.gelu %h (tanh) : tensor<4x8xf32>
   return %y, %h : tensor<4x8xf32>, tensor<4x8xf32>
 }
-func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.forward_args = array<i64: 0, 1>} {
+func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.role = #megac.role<layer_backward>, megac.forward_args = array<i64: 0, 1>} {
   %dh = tx.gelu_grad %dy, %h (tanh) : tensor<4x8xf32>
   %dx = tx.matmul %dh, %w transpose_rhs : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   %dw = tx.matmul %x, %dh transpose_lhs : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
@@ -78,12 +78,12 @@ func.func @train_step(%ids: tensor<4xi32>, %labels: tensor<4xi32>, %dloss: tenso
 // expected-error @+1 {{megac-recompute: the plan's pipeline_layout places 3 layers, @train_step calls 2}}
 module {
   shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_layout = [1, 2], pipeline_schedule = "1f1b", recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 1, distribute_saved_activations = false>}
-  func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
+  func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.role = #megac.role<layer_forward>, megac.saved_from = 1 : i64} {
     %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
     %y = tx.gelu %h (tanh) : tensor<4x8xf32>
     return %y, %h : tensor<4x8xf32>, tensor<4x8xf32>
   }
-  func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.forward_args = array<i64: 0, 1>} {
+  func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.role = #megac.role<layer_backward>, megac.forward_args = array<i64: 0, 1>} {
     %dh = tx.gelu_grad %dy, %h (tanh) : tensor<4x8xf32>
     %dx = tx.matmul %dh, %w transpose_rhs : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
     %dw = tx.matmul %x, %dh transpose_lhs : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
@@ -110,12 +110,12 @@ module {
 // expected-error @+1 {{megac-recompute: --recompute-num-layers 3 is more than the 2 layers of the largest model; give a number from 1 to 2 (groups never cross a chunk)}}
 module {
   shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1, recompute_granularity = "full", recompute_method = "uniform", recompute_num_layers = 3, distribute_saved_activations = false>}
-  func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.saved_from = 1 : i64} {
+  func.func private @layer_forward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {megac.role = #megac.role<layer_forward>, megac.saved_from = 1 : i64} {
     %h = tx.matmul %x, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
     %y = tx.gelu %h (tanh) : tensor<4x8xf32>
     return %y, %h : tensor<4x8xf32>, tensor<4x8xf32>
   }
-  func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.forward_args = array<i64: 0, 1>} {
+  func.func private @layer_backward(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %h: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8x8xf32>) attributes {megac.role = #megac.role<layer_backward>, megac.forward_args = array<i64: 0, 1>} {
     %dh = tx.gelu_grad %dy, %h (tanh) : tensor<4x8xf32>
     %dx = tx.matmul %dh, %w transpose_rhs : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
     %dw = tx.matmul %x, %dh transpose_lhs : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xf32>

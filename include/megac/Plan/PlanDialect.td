@@ -4,6 +4,7 @@
 #define MEGAC_PLAN_DIALECT_TD
 
 include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
 include "mlir/IR/OpBase.td"
 
 def Megac_Dialect : Dialect {
@@ -37,6 +38,43 @@ def Megac_PlanAttr : AttrDef<Megac_Dialect, "Plan"> {
                                       "const ::megac::ParallelPlan &">:$plan);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
+}
+
+def Megac_FunctionRole : I32EnumAttr<"FunctionRole", "what a function is in the training program", [
+    I32EnumAttrCase<"Model", 0, "model">,
+    I32EnumAttrCase<"Layer", 1, "layer">,
+    I32EnumAttrCase<"LayerForward", 2, "layer_forward">,
+    I32EnumAttrCase<"LayerForwardOnly", 3, "layer_forward_only">,
+    I32EnumAttrCase<"LayerBackward", 4, "layer_backward">,
+    I32EnumAttrCase<"TrainStep", 5, "train_step">,
+    I32EnumAttrCase<"ChunkForward", 6, "chunk_forward">,
+    I32EnumAttrCase<"ChunkBackward", 7, "chunk_backward">,
+    I32EnumAttrCase<"SyncGradients", 8, "sync_gradients">,
+    I32EnumAttrCase<"GatherParams", 9, "gather_params">]> {
+  let cppNamespace = "::megac";
+  let genSpecializedAttr = 0;
+}
+
+def Megac_FunctionRoleAttr : EnumAttr<Megac_Dialect, Megac_FunctionRole, "role"> {
+  let summary = "what a function is in the training program";
+  let description = [{
+    `megac.role` on every function the passes read by what it is, set by the pass that makes it:
+
+    | role | made by | what it is |
+    |---|---|---|
+    | `model` | the frontend | `@forward`: one microbatch, ids and labels to the loss |
+    | `layer` | the frontend | one transformer layer (one function per layer kind) |
+    | `layer_forward` | megac-autodiff | a layer's forward half, returning what its backward reads |
+    | `layer_forward_only` | megac-recompute | a layer's forward keeping nothing (full recomputation) |
+    | `layer_backward` | megac-autodiff | a layer's backward half |
+    | `train_step` | megac-autodiff | forward and backward of one microbatch |
+    | `chunk_forward`, `chunk_backward` | megac-pipeline-split | a pipeline chunk's halves (with `megac.chunk`) |
+    | `sync_gradients`, `gather_params` | megac-data-parallel | a stage's gradient buckets and parameter gathers |
+
+    Names follow the same scheme for readers (`F_forward` / `F_backward`, `chunk<c>_...`), but no
+    pass decides anything from a name.
+  }];
+  let assemblyFormat = "`<` $value `>`";
 }
 
 #endif // MEGAC_PLAN_DIALECT_TD

@@ -4,6 +4,7 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "megac/Plan/PlanDialect.h"
 #include "tx/TxDialect.h"
 #include "tx/TxNames.h"
 

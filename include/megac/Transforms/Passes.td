@@ -24,7 +24,7 @@ def Lora : Pass<"megac-lora", "mlir::ModuleOp"> {
     B is split on its output (A whole); under a row-parallel base A is split on its input (B
     whole), so x A^T is a partial sum, reduced before B.
   }];
-  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::megac::MegacDialect"];
 }
 
 def Autocast : Pass<"megac-autocast", "mlir::ModuleOp"> {
@@ -43,7 +43,7 @@ def Autocast : Pass<"megac-autocast", "mlir::ModuleOp"> {
     accumulate in fp32, the bias gradients are summed in fp32). A layer function's arguments and
     results take the types of its call.
   }];
-  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::megac::MegacDialect"];
 }
 
 def Autodiff : Pass<"megac-autodiff", "mlir::ModuleOp"> {
@@ -65,7 +65,7 @@ def Autodiff : Pass<"megac-autodiff", "mlir::ModuleOp"> {
     Option<"entry", "entry", "std::string", "::megac::names::kForwardEntry.str()",
            "name of the function to differentiate">,
   ];
-  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::megac::MegacDialect"];
 }
 
 def Recompute : Pass<"megac-recompute", "mlir::ModuleOp"> {
@@ -95,7 +95,7 @@ def Recompute : Pass<"megac-recompute", "mlir::ModuleOp"> {
     nothing here: the attention already keeps no s x s term (its backward recomputes the scores
     from q, k and v), and its output feeds the output projection, which keeps it as in Megatron.
   }];
-  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::megac::MegacDialect"];
 }
 
 def TensorParallel : Pass<"megac-tensor-parallel", "mlir::ModuleOp"> {
@@ -123,7 +123,8 @@ def TensorParallel : Pass<"megac-tensor-parallel", "mlir::ModuleOp"> {
     sequence shard, and the gradients of the norms' weights and of the row-parallel biases are
     all-reduced over tp, each under its own rule.
   }];
-  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect",
+                           "::megac::MegacDialect"];
 }
 
 def PipelineSplit : Pass<"megac-pipeline-split", "mlir::ModuleOp"> {
@@ -145,7 +146,7 @@ def PipelineSplit : Pass<"megac-pipeline-split", "mlir::ModuleOp"> {
     one `tx.param_grad` per chunk, and the runtime sums the stages' copies. Each chunk function
     carries `megac.chunk` (its chunk) and `megac.stash` (the number of values its forward stashes).
   }];
-  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::megac::MegacDialect"];
 }
 
 def DataParallel : Pass<"megac-data-parallel", "mlir::ModuleOp"> {
@@ -165,7 +166,8 @@ def DataParallel : Pass<"megac-data-parallel", "mlir::ModuleOp"> {
     end at chunk boundaries): the runtime starts the bucket's all-reduce there on the
     iteration's last microbatch (a chunk's last backward), overlapping the rest of backward.
   }];
-  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect",
+                           "::megac::MegacDialect"];
 }
 
 def FuseEpilogues : Pass<"megac-fuse-epilogues", "mlir::ModuleOp"> {
