@@ -44,6 +44,14 @@ def cases():
         generate("megac generate of a config with a fractional size", "{scratch}/hf",
                  r"config\.json: n_head is 4\.5; the number of attention heads must be a positive integer",
                  content=hf_folder(setting("n_head", 4.5))),
+        # Sizes past megac/Limits.h are refused as config.json's, before 4 x n_embd is formed.
+        generate("megac generate of a config with a hidden size past megac's limit", "{scratch}/hf",
+                 r"config\.json: n_embd is 4611686018427387904, more than the 1048576 megac compiles \(the hidden "
+                 r"size, include/megac/Limits\.h\); it cannot generate from this model",
+                 content=hf_folder(setting("n_embd", 2 ** 62))),
+        generate("megac generate of a config with a vocabulary past 2^64", "{scratch}/hf",
+                 r"config\.json: vocab_size is 1[.0]*e\+30, more than the 16777216 megac compiles \(the vocabulary size",
+                 content=hf_folder(setting("vocab_size", 1e30))),
         generate("megac generate of a relu gpt2", "{scratch}/hf",
                  r"activation_function is \"relu\", but megac computes gelu_new",
                  content=hf_folder(setting("activation_function", "relu"))),
