@@ -1,10 +1,12 @@
 // megac generate: text from a model: a megac checkpoint, a Hugging Face folder, or LoRA adapters
 // merged into their base (GenerateSource.h). Encodes the prompt with the model's tokenizer
 // (megac_tokenizer.py) and checks it fits seq_length, then takes the spec's program compiled for
-// one rank in fp32 from the cache (compiling it the first time, ProgramCache.h), runs
+// one rank in fp32 (over at most the positions it needs, GenerateWindow.h) from the cache
+// (compiling it the first time, ProgramCache.h), runs
 // `OUT/train generate` and decodes what it drew.
 #include "Commands.h"
 #include "GenerateSource.h"
+#include "GenerateWindow.h"
 #include "MegacPaths.h"
 #include "ProgramCache.h"
 #include "RepeatedFlags.h"
@@ -174,8 +176,20 @@ int megac::runGenerate() {
     if (!newTokens)
       return newTokens.takeError();
 
+    // A model made for many positions (Llama 3: 131072) is compiled for fewer (GenerateWindow.h).
+    const int64_t window = generateWindow(spec->seqLength, int64_t(promptIds->size()) + *newTokens);
+    std::string specText = source->specText;
+    if (window < spec->seqLength) {
+      Expected<std::string> windowed =
+          specWithSeqLength(specText, window, spec->maxPositionEmbeddings, source->specOrigin);
+      if (!windowed)
+        return windowed.takeError();
+      specText = std::move(*windowed);
+      errs() << "megac generate: the program reads " << window << " of the model's " << spec->seqLength
+             << " positions (the prompt and the tokens to generate fit)\n";
+    }
     std::string self = sys::fs::getMainExecutable(nullptr, (void *)&runGenerate);
-    Expected<CachedProgram> program = cachedProgram(source->specText, {"--micro-batch-size", "1"}, self);
+    Expected<CachedProgram> program = cachedProgram(specText, {"--micro-batch-size", "1"}, self);
     if (!program)
       return program.takeError();
     if (program->compiled)
