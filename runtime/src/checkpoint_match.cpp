@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -18,16 +17,6 @@
 namespace megart {
 
 namespace {
-
-std::string read_small_file(const std::string &path) {
-  require_regular_file(path, "a model's config is a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (s.str().size() > (size_t(1) << 24))
-    throw Error(path + ": more than 16 MiB; a model's config is far smaller: is this the right file?");
-  return s.str();
-}
 
 bool same(const JsonValue &a, const JsonValue &b);
 
@@ -197,7 +186,8 @@ std::string join(const std::vector<std::string> &lines) {
 
 void check_hf_config(const std::string &config_path, const std::string &program_config, const std::string &what,
                      const std::string &fix) {
-  const JsonValue file = parse_object(read_small_file(config_path), config_path);
+  const JsonValue file =
+      parse_object(read_small_file(config_path, "a model's config", "a model's config is a JSON file"), config_path);
   const JsonValue program = parse_object(program_config, "the program's config");
   const JsonValue *type = program.get("model_type");
   const std::string model_type = type && type->is_string() ? type->string : "";

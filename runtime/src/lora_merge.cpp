@@ -2,16 +2,15 @@
 
 #include "megart/checkpoint_match.h"
 #include "megart/error.h"
+#include "megart/file_checks.h"
 #include "megart/json.h"
 #include "megart/safetensors.h"
 #include "megart/train_checkpoint.h"
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <unistd.h>
 
 namespace megart {
@@ -32,13 +31,8 @@ const char *const kModelFolderFiles[] = {"config.json",      "generation_config.
                                          "merges.txt",       "tokenizer.model"};
 
 std::string read_text(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(path + ": cannot be read; --merge-lora needs a LoRA checkpoint folder (adapter_config.json, "
-                "adapter_model.safetensors)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return read_small_file(path, "PEFT's adapter_config.json",
+                         "--merge-lora needs a LoRA checkpoint folder (adapter_config.json, adapter_model.safetensors)");
 }
 
 struct AdapterConfig {

@@ -6,9 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 namespace megart {
 
@@ -23,13 +21,7 @@ bool ends_with(const std::string &s, const std::string &suffix) {
 }
 
 std::string read_config(const std::string &path) {
-  require_regular_file(path, "PEFT's adapter_config.json is a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (s.str().size() > (size_t(1) << 24))
-    throw Error(path + ": more than 16 MiB; PEFT's adapter_config.json is far smaller: is this the right file?");
-  return s.str();
+  return read_small_file(path, "PEFT's adapter_config.json", "PEFT's adapter_config.json is a JSON file");
 }
 
 } // namespace

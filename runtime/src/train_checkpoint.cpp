@@ -21,11 +21,9 @@
 #include <stdio.h> // renameat2, RENAME_EXCHANGE (glibc)
 #include <fcntl.h>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <system_error>
 #include <unistd.h>
 
@@ -44,23 +42,11 @@ constexpr const char *kConfigFile = "config.json";
 constexpr const char *kAdapterFile = "adapter_model.safetensors";
 constexpr const char *kAdapterConfigFile = "adapter_config.json";
 
+// Every file read here is small (a tracker, a JSON state or index): a huge one is refused
+// rather than read into memory.
 std::string read_text(const std::string &path) {
-  require_regular_file(path, "a checkpoint's trackers, states and indexes are files megac writes");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(path + ": cannot open: " + std::strerror(errno));
-  // Every file read here is small (a tracker, a JSON state or index): refuse a huge one rather
-  // than read it into memory.
-  constexpr std::streamoff kMaxBytes = 64 << 20;
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size > kMaxBytes)
-    throw Error(path + ": " + std::to_string(size) + " bytes; a checkpoint's text files are "
-                "far smaller (the limit is 64 MiB): is this the right file?");
-  in.seekg(0);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_small_file(path, "a checkpoint's text file", "a checkpoint's trackers, states and indexes are files "
+                         "megac writes", size_t(64) << 20);
 }
 
 void write_text(const std::string &path, const std::string &text) {
