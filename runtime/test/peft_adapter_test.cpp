@@ -125,5 +125,10 @@ TEST(PeftAdapter, BaseModelPathIsTheLoadableFolder) {
   std::ofstream(dir / "adapter_config.json") << "{\"base_model_name_or_path\": null}";
   expect_error([&] { megart::peft_named_base((dir / "adapter_config.json").string()); },
                {"base_model_name_or_path is null", "--pretrained-checkpoint BASE"});
+  // A huge file is refused by its size before it is read (a sparse 64 GiB: no memory, no wait).
+  fs::resize_file(dir / "adapter_config.json", std::uintmax_t(64) << 30);
+  expect_error([&] { megart::peft_named_base((dir / "adapter_config.json").string()); },
+               {"adapter_config.json: 68719476736 bytes; PEFT's adapter_config.json is far smaller (megac reads at "
+                "most 16 MiB of it): is this the right file?"});
   fs::remove_all(dir);
 }
