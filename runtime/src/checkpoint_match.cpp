@@ -342,18 +342,6 @@ std::string lora_fix(const std::string &key, const JsonValue &value, const std::
   return "megac does not implement " + key + " " + show(value) + " (yet)";
 }
 
-// LoraConfig's keys that do not change what the adapters compute once their tensors are loaded:
-// where the base came from and bookkeeping; settings read only with a compared one
-// (layers_pattern with layers_to_transform, qalora_group_size with use_qalora); Megatron-wrapped
-// models' megatron_*; init_lora_weights, checked apart.
-const std::set<std::string> &documentary_adapter_fields() {
-  static const std::set<std::string> fields = {
-      "base_model_name_or_path", "revision",        "task_type",      "inference_mode",    "auto_mapping",
-      "peft_version",            "layers_pattern",  "megatron_config", "megatron_core",    "runtime_config",
-      "qalora_group_size",       "init_lora_weights"};
-  return fields;
-}
-
 // init_lora_weights: how new adapters start, which the loaded tensors replace; but PiSSA, OLoRA,
 // LoftQ and CorDA also rewrite the base weights, so their adapters need that residual base.
 bool plain_initialisation(const JsonValue &v) {
@@ -361,6 +349,14 @@ bool plain_initialisation(const JsonValue &v) {
 }
 
 } // namespace
+
+const std::set<std::string> &documentary_adapter_fields() {
+  static const std::set<std::string> fields = {
+      "base_model_name_or_path", "revision",        "task_type",       "inference_mode", "auto_mapping",
+      "peft_version",            "layers_pattern",  "megatron_config", "megatron_core",  "runtime_config",
+      "qalora_group_size",       "exclude_modules", "init_lora_weights"};
+  return fields;
+}
 
 void check_adapter_config(const std::string &adapter_config, const std::string &path, const std::string &expected,
                           const std::string &expected_what, const std::vector<std::string> &adapted,

@@ -76,6 +76,8 @@ TEST(PeftAdapter, PeftsFileOfTheSameSettingsMatches) {
   EXPECT_EQ(error_of([] { check(peft_config("target_modules", "\".*\\\\.(c_attn|c_proj)\"")); }), "");
   EXPECT_EQ(error_of([] { check(peft_config("init_lora_weights", "\"gaussian\"")); }), "");
   EXPECT_EQ(error_of([] { check(peft_config("peft_version", "\"0.17.0\"")); }), "");
+  // It only narrows the targets: the tensors say what is adapted (merge-lora reads the same list).
+  EXPECT_EQ(error_of([] { check(peft_config("exclude_modules", "[\"lm_head\"]")); }), "");
 }
 
 // Each setting that changes the adapters is named with both values and the compile flag that fits.
