@@ -75,15 +75,7 @@ Expected<std::string> readAll(StringRef path) { return megac::readTextFile(path,
 
 /// The JSON object a step wrote to `path`; fails naming the step.
 Expected<json::Object> readObject(StringRef path, StringRef step) {
-  Expected<std::string> text = readAll(path);
-  if (!text)
-    return text.takeError();
-  Expected<json::Value> value = json::parse(*text);
-  if (!value)
-    return createStringError(inconvertibleErrorCode(), step + " printed no JSON: " + toString(value.takeError()));
-  if (json::Object *object = value->getAsObject())
-    return std::move(*object);
-  return createStringError(inconvertibleErrorCode(), step + " printed no JSON object");
+  return megac::readJsonObject(path, kMaxRead, step + "'s output");
 }
 
 /// "1,2,3": the ids as the programs' flags take them.
@@ -154,11 +146,7 @@ int megac::runGenerate() {
   SmallString<128> work;
   if (std::error_code ec = sys::fs::createUniqueDirectory("megac-generate", work))
     return fail("cannot make a temporary folder: " + ec.message());
-  auto path = [&](StringRef name) {
-    SmallString<256> p(work);
-    sys::path::append(p, name);
-    return std::string(p);
-  };
+  auto path = [&](StringRef name) { return joinPath(work, name); };
   auto result = [&]() -> Error {
     std::string python = tokenizerPython();
     if (Error e = runCommand({python, megacPaths().tokenizerScript, "encode", "--checkpoint", source->tokenizerFolder,
@@ -197,12 +185,11 @@ int megac::runGenerate() {
              << " s, kept in " << program->dir << " (the next call reuses it)\n";
     else
       errs() << "megac generate: reused the program compiled for this model (" << program->dir << ")\n";
-    SmallString<256> train(program->dir);
-    sys::path::append(train, "train");
+    const std::string train = joinPath(program->dir, "train");
 
     std::string load = source->folder;
     if (source->adapters) { // merged as OUT/train merge-lora does, into the temporary folder
-      std::vector<std::string> merge = {std::string(train), "merge-lora", "--load", load, "--save", path("merged")};
+      std::vector<std::string> merge = {train, "merge-lora", "--load", load, "--save", path("merged")};
       if (!pretrained.empty())
         merge.insert(merge.end(), {"--pretrained-checkpoint", pretrained});
       if (Error e = runCommand(merge, "merging the adapters into their base model", StringRef(path("merge.log"))))
@@ -211,7 +198,7 @@ int megac::runGenerate() {
     }
     const std::string list = commaJoined(*promptIds);
     // The numbers as they read back (std::to_string would print --top-p 1e-9 as 0.000000).
-    std::vector<std::string> run = {std::string(train), "generate", "--load", load, "--prompt-ids", list,
+    std::vector<std::string> run = {train, "generate", "--load", load, "--prompt-ids", list,
                                     "--max-new-tokens", std::to_string(*newTokens), "--temperature",
                                     megac::shortestExactText(temperature), "--top-k", std::to_string(topK), "--top-p",
                                     megac::shortestExactText(topP), "--seed", std::to_string(seed)};

@@ -3,7 +3,6 @@
 
 #include "megac/Frontend/SpecFromHuggingFace.h"
 
-#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -20,25 +19,11 @@ constexpr uint64_t kMaxRead = uint64_t(1) << 26;
 
 Error fail(const Twine &message) { return createStringError(inconvertibleErrorCode(), message); }
 
-std::string in(StringRef dir, StringRef name) {
-  SmallString<256> p(dir);
-  sys::path::append(p, name);
-  return std::string(p);
-}
+std::string in(StringRef dir, StringRef name) { return joinPath(dir, name); }
 
 bool isFile(StringRef dir, StringRef name) { return sys::fs::is_regular_file(in(dir, name)); }
 
-Expected<json::Object> readObject(StringRef path) {
-  Expected<std::string> text = readTextFile(path, kMaxRead, "file");
-  if (!text)
-    return text.takeError();
-  Expected<json::Value> value = json::parse(*text);
-  if (!value)
-    return fail(path + ": not JSON (" + toString(value.takeError()) + ")");
-  if (json::Object *object = value->getAsObject())
-    return std::move(*object);
-  return fail(path + ": holds no JSON object");
-}
+Expected<json::Object> readObject(StringRef path) { return readJsonObject(path, kMaxRead, path); }
 
 /// A tokenizer megac_tokenizer.py reads (load_from_folder): megac's record or Hugging Face's files.
 bool hasTokenizer(StringRef dir) {
