@@ -56,6 +56,18 @@ std::string peft_named_base(const std::string &adapter_config_path) {
   return base->string;
 }
 
+std::string peft_adapter_tensors(const std::string &dir, const std::string &what) {
+  const fs::path tensors = fs::path(dir) / "adapter_model.safetensors";
+  std::error_code ec;
+  if (fs::is_regular_file(tensors, ec))
+    return tensors.string();
+  const bool pickled = fs::exists(fs::path(dir) / "adapter_model.bin", ec);
+  throw Error(what + ": the folder has adapter_config.json but no adapter_model.safetensors" +
+              (pickled ? "; its adapter_model.bin is PyTorch's pickle format, which megac does not read: save the "
+                         "adapters with PEFT's save_pretrained(DIR, safe_serialization=True) (its default)"
+                       : "; copy the adapters' tensors beside it as PEFT's save_pretrained writes them"));
+}
+
 std::vector<std::string> adapted_modules(const std::vector<std::string> &tensor_names) {
   std::set<std::string> modules;
   for (const std::string &name : tensor_names) {

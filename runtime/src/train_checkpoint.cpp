@@ -33,7 +33,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char *kTracker = "latest_checkpointed_iteration.txt";
+constexpr const char *kTracker = kTrackerFile;
 constexpr const char *kModelFile = "model.safetensors";
 constexpr const char *kShardIndex = "model.safetensors.index.json";
 constexpr const char *kOptimizerFile = "optimizer.safetensors";
@@ -220,31 +220,6 @@ void publish_folder(const std::string &staging, const std::string &final, const 
 }
 
 } // namespace
-
-std::string iteration_folder(const std::string &dir, int64_t iteration) {
-  char name[32];
-  std::snprintf(name, sizeof name, "iter_%07lld", static_cast<long long>(iteration));
-  return (fs::path(dir) / name).string();
-}
-
-std::string tracker_path(const std::string &dir) { return (fs::path(dir) / kTracker).string(); }
-
-int64_t read_tracker(const std::string &dir) {
-  const std::string path = tracker_path(dir);
-  std::error_code ec;
-  if (!fs::exists(path, ec))
-    return -1;
-  std::string text = read_text(path);
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
-    text.pop_back();
-  const bool digits = !text.empty() && text.size() <= 12 &&
-                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!digits)
-    throw Error(path + ": holds \"" + text.substr(0, 40) + "\", not an iteration number; "
-                "write the iteration of the checkpoint to resume (e.g. 1000), or name the "
-                "iteration folder in --load");
-  return std::stoll(text);
-}
 
 void check_save_dir(const std::string &dir) {
   std::error_code ec;
@@ -537,18 +512,10 @@ LoadSource peft_adapters_from(const fs::path &dir) {
                 " but no " + kStateFile + "; it is not a complete megac checkpoint (resume from another iteration "
                 "with --ckpt-step N; to start a new run from its adapters alone, copy " + kAdapterConfigFile +
                 " and " + kAdapterFile + " into a folder of their own)");
-  const fs::path tensors = dir / kAdapterFile;
-  if (!fs::is_regular_file(tensors, ec)) {
-    const bool pickled = fs::exists(dir / "adapter_model.bin", ec);
-    throw Error("--load " + dir.string() + ": the folder has adapter_config.json but no " + kAdapterFile +
-                (pickled ? "; its adapter_model.bin is PyTorch's pickle format, which megac does not read: save "
-                           "the adapters with PEFT's save_pretrained(DIR, safe_serialization=True) (its default)"
-                         : "; copy the adapters' tensors beside it as PEFT's save_pretrained writes them"));
-  }
   LoadSource s;
   s.folder = dir.string();
   s.adapters = true;
-  s.weight_files = {tensors.string()};
+  s.weight_files = {peft_adapter_tensors(dir.string(), "--load " + dir.string())};
   return s;
 }
 

@@ -71,6 +71,11 @@ def cases():
         generate("megac generate of adapters on a hub model", "{scratch}/peft",
                  r"base_model_name_or_path openai-community/gpt2 is no local folder; megac downloads nothing",
                  content=peft_folder(setting("base_model_name_or_path", "openai-community/gpt2"))),
+        # OUT/train's refusal, before the compile it would follow (peft_adapter.h).
+        generate("megac generate of adapters without their safetensors", "{scratch}/peft",
+                 r"peft: the folder has adapter_config\.json but no adapter_model\.safetensors; its "
+                 r"adapter_model\.bin is PyTorch's pickle format, which megac does not read",
+                 content=peft_folder(tensors="adapter_model.bin")),
         generate("megac generate of adapters on adapters", "{scratch}/peft",
                  r"--pretrained-checkpoint .*lora-ckpt holds LoRA adapters, not a base model",
                  flags=["--pretrained-checkpoint", "{lora_ckpt}"], content=peft_folder()),
