@@ -1,4 +1,5 @@
 #include "megac/Frontend/SpecFromHuggingFace.h"
+#include "megac/Limits.h"
 #include "megac/NumberText.h"
 
 #include "llvm/ADT/Twine.h"
@@ -19,9 +20,11 @@ public:
 
   Error fail(const Twine &message) const { return createStringError(inconvertibleErrorCode(), path + ": " + message); }
 
-  /// A positive integer; `fallback` (transformers' default) when the file leaves it out or
-  /// writes null, else it is required. `what` says what the field is, for the message.
-  Expected<int64_t> size(StringRef key, StringRef what, std::optional<int64_t> fallback = std::nullopt) const {
+  /// A positive integer up to `limit` (megac/Limits.h, checked before any arithmetic on it);
+  /// `fallback` (transformers' default) when the file leaves it out or writes null, else it is
+  /// required. `what` says what the field is, for the message.
+  Expected<int64_t> size(StringRef key, StringRef what, int64_t limit,
+                         std::optional<int64_t> fallback = std::nullopt) const {
     const json::Value *v = config.get(key);
     if (!v || v->kind() == json::Value::Null) {
       if (fallback)
@@ -29,9 +32,17 @@ public:
       return fail("has no " + key + " (" + what + "); a Hugging Face config.json of this architecture names it");
     }
     std::optional<int64_t> n = v->getAsInteger();
+    std::optional<double> x = v->getAsNumber(); // beyond int64 (1e30, 2^64 - 1) too
+    if (x && *x > double(limit))
+      return tooLarge(key, *v, what, limit);
     if (!n || *n < 1)
       return fail(key + " is " + shown(*v) + "; " + what + " must be a positive integer");
     return *n;
+  }
+
+  Error tooLarge(StringRef key, const json::Value &v, StringRef what, int64_t limit) const {
+    return fail(key + " is " + shown(v) + ", more than the " + Twine(limit) + " megac compiles (" + what +
+                ", include/megac/Limits.h); it cannot generate from this model");
   }
 
   /// A positive finite number, `fallback` when absent.
@@ -80,14 +91,16 @@ std::string exact(double x) { return shortestExactText(x); }
 std::string line(StringRef key, const Twine &value) { return (key + ": " + value + "\n").str(); }
 
 Expected<std::string> gpt2Spec(const ConfigReader &r) {
-  Expected<int64_t> layers = r.size("n_layer", "the number of layers"), hidden = r.size("n_embd", "the hidden size"),
-                    heads = r.size("n_head", "the number of attention heads"),
-                    positions = r.size("n_positions", "the positions the model was made for"),
-                    vocab = r.size("vocab_size", "the vocabulary size");
+  Expected<int64_t> layers = r.size("n_layer", "the number of layers", limits::kLayers),
+                    hidden = r.size("n_embd", "the hidden size", limits::kHiddenSize),
+                    heads = r.size("n_head", "the number of attention heads", limits::kAttentionHeads),
+                    positions = r.size("n_positions", "the positions the model was made for", limits::kSeqLength),
+                    vocab = r.size("vocab_size", "the vocabulary size", limits::kVocabSize);
   for (Expected<int64_t> *e : {&layers, &hidden, &heads, &positions, &vocab})
     if (!*e)
       return e->takeError();
-  Expected<int64_t> ffn = r.size("n_inner", "the MLP's hidden size", 4 * *hidden); // null: 4 x n_embd
+  // null: 4 x n_embd (within kFfnHiddenSize: n_embd is at most kHiddenSize)
+  Expected<int64_t> ffn = r.size("n_inner", "the MLP's hidden size", limits::kFfnHiddenSize, 4 * *hidden);
   Expected<double> epsilon = r.number("layer_norm_epsilon", 1e-5);
   Expected<bool> tied = r.flag("tie_word_embeddings", true);
   if (!ffn)
@@ -107,16 +120,18 @@ Expected<std::string> gpt2Spec(const ConfigReader &r) {
 }
 
 Expected<std::string> llamaSpec(const ConfigReader &r) {
-  Expected<int64_t> layers = r.size("num_hidden_layers", "the number of layers"),
-                    hidden = r.size("hidden_size", "the hidden size"),
-                    heads = r.size("num_attention_heads", "the number of attention heads"),
-                    ffn = r.size("intermediate_size", "the MLP's hidden size"),
-                    vocab = r.size("vocab_size", "the vocabulary size"),
-                    positions = r.size("max_position_embeddings", "the positions the model was made for", 2048);
+  Expected<int64_t> layers = r.size("num_hidden_layers", "the number of layers", limits::kLayers),
+                    hidden = r.size("hidden_size", "the hidden size", limits::kHiddenSize),
+                    heads = r.size("num_attention_heads", "the number of attention heads", limits::kAttentionHeads),
+                    ffn = r.size("intermediate_size", "the MLP's hidden size", limits::kFfnHiddenSize),
+                    vocab = r.size("vocab_size", "the vocabulary size", limits::kVocabSize),
+                    positions = r.size("max_position_embeddings", "the positions the model was made for",
+                                       limits::kSeqLength, 2048);
   for (Expected<int64_t> *e : {&layers, &hidden, &heads, &ffn, &vocab, &positions})
     if (!*e)
       return e->takeError();
-  Expected<int64_t> groups = r.size("num_key_value_heads", "the number of key/value heads", *heads);
+  Expected<int64_t> groups =
+      r.size("num_key_value_heads", "the number of key/value heads", limits::kAttentionHeads, *heads);
   Expected<double> epsilon = r.number("rms_norm_eps", 1e-6), base = r.number("rope_theta", 10000);
   Expected<bool> tied = r.flag("tie_word_embeddings", false);
   if (!groups)

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -18,16 +17,6 @@
 namespace megart {
 
 namespace {
-
-std::string read_small_file(const std::string &path) {
-  require_regular_file(path, "a model's config is a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (s.str().size() > (size_t(1) << 24))
-    throw Error(path + ": more than 16 MiB; a model's config is far smaller: is this the right file?");
-  return s.str();
-}
 
 bool same(const JsonValue &a, const JsonValue &b);
 
@@ -197,7 +186,8 @@ std::string join(const std::vector<std::string> &lines) {
 
 void check_hf_config(const std::string &config_path, const std::string &program_config, const std::string &what,
                      const std::string &fix) {
-  const JsonValue file = parse_object(read_small_file(config_path), config_path);
+  const JsonValue file =
+      parse_object(read_small_file(config_path, "a model's config", "a model's config is a JSON file"), config_path);
   const JsonValue program = parse_object(program_config, "the program's config");
   const JsonValue *type = program.get("model_type");
   const std::string model_type = type && type->is_string() ? type->string : "";
@@ -352,18 +342,6 @@ std::string lora_fix(const std::string &key, const JsonValue &value, const std::
   return "megac does not implement " + key + " " + show(value) + " (yet)";
 }
 
-// LoraConfig's keys that do not change what the adapters compute once their tensors are loaded:
-// where the base came from and bookkeeping; settings read only with a compared one
-// (layers_pattern with layers_to_transform, qalora_group_size with use_qalora); Megatron-wrapped
-// models' megatron_*; init_lora_weights, checked apart.
-const std::set<std::string> &documentary_adapter_fields() {
-  static const std::set<std::string> fields = {
-      "base_model_name_or_path", "revision",        "task_type",      "inference_mode",    "auto_mapping",
-      "peft_version",            "layers_pattern",  "megatron_config", "megatron_core",    "runtime_config",
-      "qalora_group_size",       "init_lora_weights"};
-  return fields;
-}
-
 // init_lora_weights: how new adapters start, which the loaded tensors replace; but PiSSA, OLoRA,
 // LoftQ and CorDA also rewrite the base weights, so their adapters need that residual base.
 bool plain_initialisation(const JsonValue &v) {
@@ -371,6 +349,14 @@ bool plain_initialisation(const JsonValue &v) {
 }
 
 } // namespace
+
+const std::set<std::string> &documentary_adapter_fields() {
+  static const std::set<std::string> fields = {
+      "base_model_name_or_path", "revision",        "task_type",       "inference_mode", "auto_mapping",
+      "peft_version",            "layers_pattern",  "megatron_config", "megatron_core",  "runtime_config",
+      "qalora_group_size",       "exclude_modules", "init_lora_weights"};
+  return fields;
+}
 
 void check_adapter_config(const std::string &adapter_config, const std::string &path, const std::string &expected,
                           const std::string &expected_what, const std::vector<std::string> &adapted,

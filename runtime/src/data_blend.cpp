@@ -2,6 +2,7 @@
 
 #include "megart/error.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -138,11 +139,32 @@ std::pair<int, int64_t> BlendOrder::at(int64_t position) {
   return {static_cast<int>(d), taken_[d] - 1};
 }
 
-std::vector<int64_t> BlendOrder::counts(int64_t count) const {
-  BlendOrder walk(weights_);
-  while (walk.position_ < count)
-    walk.advance();
-  return walk.taken_;
+BlendOrder::Counts BlendOrder::counts(int64_t count, int64_t walk_limit) const {
+  if (count <= walk_limit) {
+    BlendOrder walk(weights_);
+    while (walk.position_ < count)
+      walk.advance();
+    return {walk.taken_, true};
+  }
+  // floor(weight x count) each, then the samples left over to the largest remainders (the first
+  // dataset on ties, as the walk). long double: a count near 2^63 keeps its last digits.
+  const long double n = static_cast<long double>(count);
+  std::vector<int64_t> samples(weights_.size());
+  std::vector<long double> remainder(weights_.size());
+  int64_t left = count;
+  for (size_t d = 0; d < weights_.size(); ++d) {
+    const long double share = static_cast<long double>(weights_[d]) * n;
+    samples[d] = std::min(static_cast<int64_t>(std::floor(share)), left);
+    remainder[d] = share - static_cast<long double>(samples[d]);
+    left -= samples[d];
+  }
+  std::vector<size_t> order(weights_.size());
+  for (size_t d = 0; d < order.size(); ++d)
+    order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return remainder[a] > remainder[b]; });
+  for (size_t j = 0; left > 0; j = (j + 1) % order.size(), --left) // weights add up to ~1: a few at most
+    ++samples[order[j]];
+  return {samples, false};
 }
 
 } // namespace megart

@@ -38,7 +38,7 @@ std::string JsonValue::brief() const {
   case Kind::Number: {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.17g", number);
-    s = buf;
+    s = wide_digits.empty() ? std::string(buf) : wide_digits;
     break;
   }
   case Kind::String: s = json_quote(string); break;
@@ -213,6 +213,7 @@ private:
       if (errno == ERANGE && wide_integers_) { // e.g. transformers' model_max_length 1e30
         v.kind = JsonValue::Kind::Number;
         v.number = std::strtod(token.c_str(), nullptr);
+        v.wide_digits = token;
         return;
       }
       if (errno == ERANGE) {
@@ -394,7 +395,7 @@ void format_into(const JsonValue &v, int depth, std::string &out) {
   case JsonValue::Kind::Null: out += "null"; break;
   case JsonValue::Kind::Bool: out += v.boolean ? "true" : "false"; break;
   case JsonValue::Kind::Integer: out += std::to_string(v.integer); break;
-  case JsonValue::Kind::Number: out += shortest_number(v.number); break;
+  case JsonValue::Kind::Number: out += v.wide_digits.empty() ? shortest_number(v.number) : v.wide_digits; break;
   case JsonValue::Kind::String: out += json_quote(v.string); break;
   case JsonValue::Kind::Array:
     if (v.array.empty()) {

@@ -2,16 +2,15 @@
 
 #include "megart/checkpoint_match.h"
 #include "megart/error.h"
+#include "megart/file_checks.h"
 #include "megart/json.h"
 #include "megart/safetensors.h"
 #include "megart/train_checkpoint.h"
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <unistd.h>
 
 namespace megart {
@@ -32,13 +31,8 @@ const char *const kModelFolderFiles[] = {"config.json",      "generation_config.
                                          "merges.txt",       "tokenizer.model"};
 
 std::string read_text(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(path + ": cannot be read; --merge-lora needs a LoRA checkpoint folder (adapter_config.json, "
-                "adapter_model.safetensors)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return read_small_file(path, "PEFT's adapter_config.json",
+                         "--merge-lora needs a LoRA checkpoint folder (adapter_config.json, adapter_model.safetensors)");
 }
 
 struct AdapterConfig {
@@ -56,20 +50,18 @@ bool unused(const JsonValue &v) {
          (v.kind == K::Array && v.array.empty()) || (v.kind == K::Object && v.object.empty());
 }
 
-// adapter_config.json's keys the merge reads or that do not change what the adapters add: the
-// merge is W + scaling x (B A) and nothing else, whichever program runs it (a program without
-// LoRA, such as megac generate's, has no settings to check a folder PEFT saved against).
-const std::set<std::string> kMergeKeys = {
-    "peft_type",      "r",           "lora_alpha",    "use_rslora",    "fan_in_fan_out", "target_modules",
-    "lora_dropout",   "bias",        "init_lora_weights", "base_model_name_or_path", "revision", "task_type",
-    "inference_mode", "auto_mapping", "peft_version", "layers_pattern", "megatron_config", "megatron_core",
-    "runtime_config", "qalora_group_size", "exclude_modules"};
+// adapter_config.json's keys the merge reads (the rest of what it may hold must be documentary,
+// checkpoint_match.h's one list): the merge is W + scaling x (B A) and nothing else, whichever
+// program runs it (a program without LoRA, such as megac generate's, has no settings to check a
+// folder PEFT saved against).
+const std::set<std::string> kMergeReads = {"peft_type",      "r",              "lora_alpha", "use_rslora",
+                                           "fan_in_fan_out", "target_modules", "lora_dropout", "bias"};
 
 // Every setting of `root` that would make the adapters add something else than B A x scaling.
 void check_plain_lora(const JsonValue &root, const std::string &path) {
   std::vector<std::string> other;
   for (const auto &[key, value] : root.object)
-    if (!kMergeKeys.count(key) && !unused(value))
+    if (!kMergeReads.count(key) && !documentary_adapter_fields().count(key) && !unused(value))
       other.push_back(key + " " + value.brief());
   if (const JsonValue *bias = root.get("bias"); bias && !unused(*bias) && !(bias->is_string() && bias->string == "none"))
     other.push_back("bias " + bias->brief());

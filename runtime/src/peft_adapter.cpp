@@ -6,9 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 namespace megart {
 
@@ -23,13 +21,7 @@ bool ends_with(const std::string &s, const std::string &suffix) {
 }
 
 std::string read_config(const std::string &path) {
-  require_regular_file(path, "PEFT's adapter_config.json is a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (s.str().size() > (size_t(1) << 24))
-    throw Error(path + ": more than 16 MiB; PEFT's adapter_config.json is far smaller: is this the right file?");
-  return s.str();
+  return read_small_file(path, "PEFT's adapter_config.json", "PEFT's adapter_config.json is a JSON file");
 }
 
 } // namespace
@@ -62,6 +54,18 @@ std::string peft_named_base(const std::string &adapter_config_path) {
                 "Face Hub: download the model (huggingface-cli download " + base->string + " --local-dir DIR) and "
                 "give it with --pretrained-checkpoint DIR");
   return base->string;
+}
+
+std::string peft_adapter_tensors(const std::string &dir, const std::string &what) {
+  const fs::path tensors = fs::path(dir) / "adapter_model.safetensors";
+  std::error_code ec;
+  if (fs::is_regular_file(tensors, ec))
+    return tensors.string();
+  const bool pickled = fs::exists(fs::path(dir) / "adapter_model.bin", ec);
+  throw Error(what + ": the folder has adapter_config.json but no adapter_model.safetensors" +
+              (pickled ? "; its adapter_model.bin is PyTorch's pickle format, which megac does not read: save the "
+                         "adapters with PEFT's save_pretrained(DIR, safe_serialization=True) (its default)"
+                       : "; copy the adapters' tensors beside it as PEFT's save_pretrained writes them"));
 }
 
 std::vector<std::string> adapted_modules(const std::vector<std::string> &tensor_names) {

@@ -21,11 +21,9 @@
 #include <stdio.h> // renameat2, RENAME_EXCHANGE (glibc)
 #include <fcntl.h>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <system_error>
 #include <unistd.h>
 
@@ -35,7 +33,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char *kTracker = "latest_checkpointed_iteration.txt";
+constexpr const char *kTracker = kTrackerFile;
 constexpr const char *kModelFile = "model.safetensors";
 constexpr const char *kShardIndex = "model.safetensors.index.json";
 constexpr const char *kOptimizerFile = "optimizer.safetensors";
@@ -44,23 +42,11 @@ constexpr const char *kConfigFile = "config.json";
 constexpr const char *kAdapterFile = "adapter_model.safetensors";
 constexpr const char *kAdapterConfigFile = "adapter_config.json";
 
+// Every file read here is small (a tracker, a JSON state or index): a huge one is refused
+// rather than read into memory.
 std::string read_text(const std::string &path) {
-  require_regular_file(path, "a checkpoint's trackers, states and indexes are files megac writes");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(path + ": cannot open: " + std::strerror(errno));
-  // Every file read here is small (a tracker, a JSON state or index): refuse a huge one rather
-  // than read it into memory.
-  constexpr std::streamoff kMaxBytes = 64 << 20;
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size > kMaxBytes)
-    throw Error(path + ": " + std::to_string(size) + " bytes; a checkpoint's text files are "
-                "far smaller (the limit is 64 MiB): is this the right file?");
-  in.seekg(0);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_small_file(path, "a checkpoint's text file", "a checkpoint's trackers, states and indexes are files "
+                         "megac writes", size_t(64) << 20);
 }
 
 void write_text(const std::string &path, const std::string &text) {
@@ -234,31 +220,6 @@ void publish_folder(const std::string &staging, const std::string &final, const 
 }
 
 } // namespace
-
-std::string iteration_folder(const std::string &dir, int64_t iteration) {
-  char name[32];
-  std::snprintf(name, sizeof name, "iter_%07lld", static_cast<long long>(iteration));
-  return (fs::path(dir) / name).string();
-}
-
-std::string tracker_path(const std::string &dir) { return (fs::path(dir) / kTracker).string(); }
-
-int64_t read_tracker(const std::string &dir) {
-  const std::string path = tracker_path(dir);
-  std::error_code ec;
-  if (!fs::exists(path, ec))
-    return -1;
-  std::string text = read_text(path);
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
-    text.pop_back();
-  const bool digits = !text.empty() && text.size() <= 12 &&
-                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (!digits)
-    throw Error(path + ": holds \"" + text.substr(0, 40) + "\", not an iteration number; "
-                "write the iteration of the checkpoint to resume (e.g. 1000), or name the "
-                "iteration folder in --load");
-  return std::stoll(text);
-}
 
 void check_save_dir(const std::string &dir) {
   std::error_code ec;
@@ -551,18 +512,10 @@ LoadSource peft_adapters_from(const fs::path &dir) {
                 " but no " + kStateFile + "; it is not a complete megac checkpoint (resume from another iteration "
                 "with --ckpt-step N; to start a new run from its adapters alone, copy " + kAdapterConfigFile +
                 " and " + kAdapterFile + " into a folder of their own)");
-  const fs::path tensors = dir / kAdapterFile;
-  if (!fs::is_regular_file(tensors, ec)) {
-    const bool pickled = fs::exists(dir / "adapter_model.bin", ec);
-    throw Error("--load " + dir.string() + ": the folder has adapter_config.json but no " + kAdapterFile +
-                (pickled ? "; its adapter_model.bin is PyTorch's pickle format, which megac does not read: save "
-                           "the adapters with PEFT's save_pretrained(DIR, safe_serialization=True) (its default)"
-                         : "; copy the adapters' tensors beside it as PEFT's save_pretrained writes them"));
-  }
   LoadSource s;
   s.folder = dir.string();
   s.adapters = true;
-  s.weight_files = {tensors.string()};
+  s.weight_files = {peft_adapter_tensors(dir.string(), "--load " + dir.string())};
   return s;
 }
 

@@ -90,7 +90,7 @@ std::string TrainData::describe(int64_t used) const {
                      parts_[0].documents.end == parts_[0].dataset.num_documents();
   if (whole)
     return parts_[0].dataset.prefix();
-  const std::vector<int64_t> counts = blend_.counts(used);
+  const BlendOrder::Counts counts = blend_.counts(used);
   std::string text;
   for (size_t d = 0; d < parts_.size(); ++d) {
     const Part &p = parts_[d];
@@ -99,8 +99,8 @@ std::string TrainData::describe(int64_t used) const {
     text += "\n    " + std::string(p.weight >= 0 ? weight : "by size") + " " + p.dataset.prefix() + ": documents " +
             std::to_string(p.documents.begin) + ".." + std::to_string(p.documents.end) + " of " +
             std::to_string(p.dataset.num_documents()) + ", " + std::to_string(p.num_samples) +
-            " samples; gives " + std::to_string(counts[d]);
-    if (const std::string epochs = megart::describe_epochs(0, counts[d], p.num_samples); !epochs.empty())
+            " samples; gives " + (counts.exact ? "" : "about ") + std::to_string(counts.samples[d]);
+    if (const std::string epochs = megart::describe_epochs(0, counts.samples[d], p.num_samples); !epochs.empty())
       text += " (" + epochs + ")";
   }
   return text;
@@ -143,14 +143,16 @@ void TrainData::require_samples(int64_t first, int64_t iterations, int64_t globa
 
 void TrainData::require_drawn_parts_have_samples(int64_t need, const std::string &tokens) const {
   // Each dataset repeats as often as the blend draws from it, but one with no sample cannot give
-  // even one. The walk over the blend's positions is needed only then (the header takes it too).
+  // even one. The counts are needed only then (the header takes them too); past the blend's walk
+  // limit they are estimates, and fill() still refuses a draw from such a dataset.
   if (std::none_of(parts_.begin(), parts_.end(), [](const Part &p) { return p.num_samples == 0; }))
     return;
-  const std::vector<int64_t> counts = blend_.counts(need);
+  const BlendOrder::Counts counts = blend_.counts(need);
   for (size_t d = 0; d < parts_.size(); ++d) {
     const Part &p = parts_[d];
-    if (counts[d] > 0 && p.num_samples == 0)
-      throw Error(flag_ + ": " + p.dataset.prefix() + " must give " + std::to_string(counts[d]) +
+    if (counts.samples[d] > 0 && p.num_samples == 0)
+      throw Error(flag_ + ": " + p.dataset.prefix() + " must give " + (counts.exact ? "" : "about ") +
+                  std::to_string(counts.samples[d]) +
                   " of the blend's first " + std::to_string(need) + " samples (weight " +
                   std::to_string(std::max(p.weight, 0.0)) + "), but has not one sample of " + tokens + " (" +
                   std::to_string(p.token_end - p.token_begin) + " tokens in documents " +

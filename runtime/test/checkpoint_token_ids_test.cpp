@@ -88,9 +88,11 @@ TEST(CheckpointTokenIds, OwnTokenizerConfigIsCompletedNotReplaced) {
                              R"({"eos_token": {"id": 2, "content": "</s>"}}, "files": {"tokenizer_config": ")" +
                              (f.dir / "tokenizer_config.json").string() + "\"}}";
   EXPECT_EQ(f.file(f.read(record), "tokenizer_config.json"), own);
-  f.write("tokenizer_config.json", R"({"bos_token": "<s>"})");
-  const megart::JsonValue completed =
-      megart::parse_json(f.file(f.read(record), "tokenizer_config.json"), "tokenizer_config.json");
+  f.write("tokenizer_config.json", R"({"bos_token": "<s>", "model_max_length": 1000000000000000019884624838656})");
+  const std::string rewritten = f.file(f.read(record), "tokenizer_config.json");
+  // Completed, its integers stay integers (transformers wrote this one; 1e+30 would read back a float).
+  EXPECT_NE(rewritten.find("\"model_max_length\": 1000000000000000019884624838656,"), std::string::npos) << rewritten;
+  const megart::JsonValue completed = megart::parse_json_wide(rewritten, "tokenizer_config.json");
   EXPECT_EQ(completed.get("bos_token")->string, "<s>");
   EXPECT_EQ(completed.get("eos_token")->string, "</s>");
   EXPECT_EQ(completed.get("tokenizer_class")->string, "PreTrainedTokenizerFast");
@@ -113,5 +115,9 @@ TEST(CheckpointTokenIds, JsonIsWrittenAsPythonWritesIt) {
             "{\n  \"a\": 16.0,\n  \"b\": null,\n  \"c\": [\n    1,\n    1e-05,\n    \"x\"\n  ],\n  \"d\": {},\n"
             "  \"e\": []\n}");
   EXPECT_EQ(megart::parse_json_wide("1000000000000000019884624838656", "test").number, 1e30);
+  // Written back as the integer it was (transformers' model_max_length), not as the float 1e+30.
+  EXPECT_EQ(megart::format_json(megart::parse_json_wide(R"({"model_max_length": 1000000000000000019884624838656, )"
+                                                        R"("x": -99999999999999999999})", "test")),
+            "{\n  \"model_max_length\": 1000000000000000019884624838656,\n  \"x\": -99999999999999999999\n}");
   EXPECT_NE(error_of([] { megart::parse_json("1000000000000000019884624838656", "test"); }), "");
 }

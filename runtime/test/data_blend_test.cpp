@@ -57,8 +57,32 @@ TEST(DataBlend, OrderFollowsTheWeights) {
     ++taken[static_cast<size_t>(d)];
     EXPECT_LE(std::abs(static_cast<double>(taken[0]) - 0.25 * static_cast<double>(i + 1)), 1.0);
   }
-  EXPECT_EQ(order.counts(1000), taken);
+  EXPECT_EQ(order.counts(1000).samples, taken);
+  EXPECT_TRUE(order.counts(1000).exact);
   EXPECT_EQ(order.at(3), megart::BlendOrder({0.25, 0.75}).at(3)); // going back restarts the walk
+}
+
+// Past the walk limit a blend's counts are weight x count by largest remainder: within 2 of the
+// walk's, adding up to the count, and a run of 2^62 positions costs no walk.
+TEST(DataBlend, CountsPastTheWalkLimitAreCloseEstimates) {
+  for (const std::vector<double> &weights :
+       {std::vector<double>{0.25, 0.75}, {0.1, 0.2, 0.3, 0.4}, {1.0 / 3, 1.0 / 3, 1.0 / 3}, {0.999, 0.001}}) {
+    const megart::BlendOrder order(weights);
+    for (int64_t count : {1, 2, 7, 100, 12345}) {
+      const megart::BlendOrder::Counts walked = order.counts(count), estimated = order.counts(count, 0);
+      ASSERT_TRUE(walked.exact);
+      ASSERT_FALSE(estimated.exact);
+      int64_t total = 0;
+      for (size_t d = 0; d < weights.size(); ++d) {
+        EXPECT_LE(std::abs(walked.samples[d] - estimated.samples[d]), 2) << count << " dataset " << d;
+        total += estimated.samples[d];
+      }
+      EXPECT_EQ(total, count);
+    }
+  }
+  const megart::BlendOrder::Counts huge = megart::BlendOrder({0.25, 0.75}).counts(int64_t{1} << 62);
+  EXPECT_FALSE(huge.exact);
+  EXPECT_EQ(huge.samples, (std::vector<int64_t>{int64_t{1} << 60, 3 * (int64_t{1} << 60)}));
 }
 
 TEST(TrainData, BlendsTwoDatasetsBySplit) {
@@ -99,6 +123,10 @@ TEST(TrainData, EachDatasetOfABlendCyclesThroughItsOwnEpochs) {
   EXPECT_NO_THROW(data.require_samples(0, 3, 4)); // b gives 6: three epochs
   EXPECT_THAT(data.describe(12), HasSubstr(dir / "a" + ": documents 0..1 of 1, 10 samples; gives 6 (1 epoch, partial)"));
   EXPECT_THAT(data.describe(12), HasSubstr(dir / "b" + ": documents 0..1 of 1, 2 samples; gives 6 (3 epochs)"));
+  // A run too long to walk (here 2^61 samples) says its counts are estimates, without a wait.
+  EXPECT_THAT(data.describe(int64_t{1} << 61),
+              HasSubstr(dir / "b" + ": documents 0..1 of 1, 2 samples; gives about " +
+                        std::to_string(int64_t{1} << 60) + " (" + std::to_string(int64_t{1} << 59) + " epochs)"));
   EXPECT_EQ(data.describe_epochs(0, 12), ""); // each dataset has its own
   data.set_order(true, 3);
   std::vector<int32_t> ids(12 * 4), labels(12 * 4);
@@ -126,6 +154,14 @@ TEST(TrainData, NamesTheBlendedDatasetWithoutOneSample) {
     EXPECT_EQ(std::string(e.what()), "--data-path: " + (dir / "b") + " must give 3 of the blend's first 6 samples "
                                      "(weight 0.500000), but has not one sample of 4+1 tokens (4 tokens in "
                                      "documents 0..1); leave it out of --data-path, or give it more documents");
+  }
+  // So does a run too long to walk, at once.
+  try {
+    data.require_samples(0, int64_t{1} << 40, 2);
+    FAIL();
+  } catch (const megart::Error &e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr(" must give about " + std::to_string(int64_t{1} << 40) +
+                                                 " of the blend's first " + std::to_string(int64_t{1} << 41)));
   }
   // Weighted by size, it has weight 0 and gives none.
   megart::TrainData by_size(megart::parse_blend({dir / "a", dir / "b"}, "--data-path"), {}, 0, 4, 16, "--data-path");

@@ -76,6 +76,8 @@ TEST(PeftAdapter, PeftsFileOfTheSameSettingsMatches) {
   EXPECT_EQ(error_of([] { check(peft_config("target_modules", "\".*\\\\.(c_attn|c_proj)\"")); }), "");
   EXPECT_EQ(error_of([] { check(peft_config("init_lora_weights", "\"gaussian\"")); }), "");
   EXPECT_EQ(error_of([] { check(peft_config("peft_version", "\"0.17.0\"")); }), "");
+  // It only narrows the targets: the tensors say what is adapted (merge-lora reads the same list).
+  EXPECT_EQ(error_of([] { check(peft_config("exclude_modules", "[\"lm_head\"]")); }), "");
 }
 
 // Each setting that changes the adapters is named with both values and the compile flag that fits.
@@ -125,5 +127,10 @@ TEST(PeftAdapter, BaseModelPathIsTheLoadableFolder) {
   std::ofstream(dir / "adapter_config.json") << "{\"base_model_name_or_path\": null}";
   expect_error([&] { megart::peft_named_base((dir / "adapter_config.json").string()); },
                {"base_model_name_or_path is null", "--pretrained-checkpoint BASE"});
+  // A huge file is refused by its size before it is read (a sparse 64 GiB: no memory, no wait).
+  fs::resize_file(dir / "adapter_config.json", std::uintmax_t(64) << 30);
+  expect_error([&] { megart::peft_named_base((dir / "adapter_config.json").string()); },
+               {"adapter_config.json: 68719476736 bytes; PEFT's adapter_config.json is far smaller (megac reads at "
+                "most 16 MiB of it): is this the right file?"});
   fs::remove_all(dir);
 }

@@ -4,7 +4,8 @@ here, saved by save_pretrained as a Hugging Face folder:
 
 a. the Hugging Face folder: two calls at once on an empty program cache both print
    transformers' greedy `generate` token for token, and leave one compiled program and no
-   staging folder; a random Llama folder (grouped-query attention, rope_theta 5000) too;
+   staging folder; a random Llama folder (grouped-query attention, rope_theta 5000, Llama 3's
+   131072 positions, compiled for 4096) too;
 b. LoRA adapters, merged on the fly: a folder PEFT saved (lora_B drawn non-zero) and a megac LoRA
    checkpoint trained 3 iterations on the folder equal transformers' greedy decoding of PEFT's
    merge_and_unload of them (and differ from the base's); OUT/train merge-lora's output of the
@@ -43,6 +44,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 SEQ = 64
+LLAMA_POSITIONS = 131072  # Llama 3's: megac generate compiles it for 4096 (GenerateWindow.h)
 NEW_TOKENS = 24
 PROMPT = "This License applies to any "
 LORA = dict(r=4, lora_alpha=8, target_modules=["c_attn", "c_proj"], fan_in_fan_out=True)  # GPT-2's Conv1D
@@ -72,13 +74,14 @@ def make_base(folder, texts):
 
 
 def make_llama(folder, bpe):
-    """A random Llama (grouped-query attention, untied embeddings) with the same tokenizer."""
+    """A random Llama (grouped-query attention, untied embeddings) with the same tokenizer, made
+    for Llama 3's 131072 positions."""
     shutil.rmtree(folder, ignore_errors=True)
     transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>").save_pretrained(folder)
     torch.manual_seed(4)
     config = transformers.LlamaConfig(vocab_size=bpe.get_vocab_size(), hidden_size=64, intermediate_size=176,
                                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                      max_position_embeddings=SEQ, rms_norm_eps=1e-5, rope_theta=5000.0,
+                                      max_position_embeddings=LLAMA_POSITIONS, rms_norm_eps=1e-5, rope_theta=5000.0,
                                       initializer_range=0.3, bos_token_id=bpe.token_to_id("<s>"),
                                       eos_token_id=bpe.token_to_id("</s>"))
     transformers.LlamaForCausalLM(config).save_pretrained(folder)
@@ -188,10 +191,11 @@ def main():
     # a. A Llama folder: its own spec, so its own program.
     make_llama(w("llama"), bpe)
     theirs_llama = greedy(transformers.AutoModelForCausalLM.from_pretrained(w("llama")), prompt_ids)
-    ours_llama, out, _ = gen.run(w("llama"), "--max-new-tokens", str(NEW_TOKENS))
-    check(ours_llama == theirs_llama and len(set(theirs_llama)) >= 3 and "compiled the program" in out,
-          f"a. Hugging Face Llama folder: {ours_llama}; transformers' greedy {theirs_llama} "
-          f"({len(set(theirs_llama))} distinct)")
+    ours_llama, out, seconds = gen.run(w("llama"), "--max-new-tokens", str(NEW_TOKENS))
+    window = f"the program reads 4096 of the model's {LLAMA_POSITIONS} positions"
+    check(ours_llama == theirs_llama and len(set(theirs_llama)) >= 3 and "compiled the program" in out and
+          window in out, f"a. Hugging Face Llama folder made for {LLAMA_POSITIONS} positions: {window in out} "
+          f"({seconds:.1f} s): {ours_llama}; transformers' greedy {theirs_llama} ({len(set(theirs_llama))} distinct)")
 
     # c. A later call reuses the program.
     before = programs(cache)

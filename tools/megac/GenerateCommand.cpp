@@ -1,10 +1,12 @@
 // megac generate: text from a model: a megac checkpoint, a Hugging Face folder, or LoRA adapters
 // merged into their base (GenerateSource.h). Encodes the prompt with the model's tokenizer
 // (megac_tokenizer.py) and checks it fits seq_length, then takes the spec's program compiled for
-// one rank in fp32 from the cache (compiling it the first time, ProgramCache.h), runs
+// one rank in fp32 (over at most the positions it needs, GenerateWindow.h) from the cache
+// (compiling it the first time, ProgramCache.h), runs
 // `OUT/train generate` and decodes what it drew.
 #include "Commands.h"
 #include "GenerateSource.h"
+#include "GenerateWindow.h"
 #include "MegacPaths.h"
 #include "ProgramCache.h"
 #include "RepeatedFlags.h"
@@ -73,15 +75,7 @@ Expected<std::string> readAll(StringRef path) { return megac::readTextFile(path,
 
 /// The JSON object a step wrote to `path`; fails naming the step.
 Expected<json::Object> readObject(StringRef path, StringRef step) {
-  Expected<std::string> text = readAll(path);
-  if (!text)
-    return text.takeError();
-  Expected<json::Value> value = json::parse(*text);
-  if (!value)
-    return createStringError(inconvertibleErrorCode(), step + " printed no JSON: " + toString(value.takeError()));
-  if (json::Object *object = value->getAsObject())
-    return std::move(*object);
-  return createStringError(inconvertibleErrorCode(), step + " printed no JSON object");
+  return megac::readJsonObject(path, kMaxRead, step + "'s output");
 }
 
 /// "1,2,3": the ids as the programs' flags take them.
@@ -152,11 +146,7 @@ int megac::runGenerate() {
   SmallString<128> work;
   if (std::error_code ec = sys::fs::createUniqueDirectory("megac-generate", work))
     return fail("cannot make a temporary folder: " + ec.message());
-  auto path = [&](StringRef name) {
-    SmallString<256> p(work);
-    sys::path::append(p, name);
-    return std::string(p);
-  };
+  auto path = [&](StringRef name) { return joinPath(work, name); };
   auto result = [&]() -> Error {
     std::string python = tokenizerPython();
     if (Error e = runCommand({python, megacPaths().tokenizerScript, "encode", "--checkpoint", source->tokenizerFolder,
@@ -174,8 +164,20 @@ int megac::runGenerate() {
     if (!newTokens)
       return newTokens.takeError();
 
+    // A model made for many positions (Llama 3: 131072) is compiled for fewer (GenerateWindow.h).
+    const int64_t window = generateWindow(spec->seqLength, int64_t(promptIds->size()) + *newTokens);
+    std::string specText = source->specText;
+    if (window < spec->seqLength) {
+      Expected<std::string> windowed =
+          specWithSeqLength(specText, window, spec->maxPositionEmbeddings, source->specOrigin);
+      if (!windowed)
+        return windowed.takeError();
+      specText = std::move(*windowed);
+      errs() << "megac generate: the program reads " << window << " of the model's " << spec->seqLength
+             << " positions (the prompt and the tokens to generate fit)\n";
+    }
     std::string self = sys::fs::getMainExecutable(nullptr, (void *)&runGenerate);
-    Expected<CachedProgram> program = cachedProgram(source->specText, {"--micro-batch-size", "1"}, self);
+    Expected<CachedProgram> program = cachedProgram(specText, {"--micro-batch-size", "1"}, self);
     if (!program)
       return program.takeError();
     if (program->compiled)
@@ -183,12 +185,11 @@ int megac::runGenerate() {
              << " s, kept in " << program->dir << " (the next call reuses it)\n";
     else
       errs() << "megac generate: reused the program compiled for this model (" << program->dir << ")\n";
-    SmallString<256> train(program->dir);
-    sys::path::append(train, "train");
+    const std::string train = joinPath(program->dir, "train");
 
     std::string load = source->folder;
     if (source->adapters) { // merged as OUT/train merge-lora does, into the temporary folder
-      std::vector<std::string> merge = {std::string(train), "merge-lora", "--load", load, "--save", path("merged")};
+      std::vector<std::string> merge = {train, "merge-lora", "--load", load, "--save", path("merged")};
       if (!pretrained.empty())
         merge.insert(merge.end(), {"--pretrained-checkpoint", pretrained});
       if (Error e = runCommand(merge, "merging the adapters into their base model", StringRef(path("merge.log"))))
@@ -197,7 +198,7 @@ int megac::runGenerate() {
     }
     const std::string list = commaJoined(*promptIds);
     // The numbers as they read back (std::to_string would print --top-p 1e-9 as 0.000000).
-    std::vector<std::string> run = {std::string(train), "generate", "--load", load, "--prompt-ids", list,
+    std::vector<std::string> run = {train, "generate", "--load", load, "--prompt-ids", list,
                                     "--max-new-tokens", std::to_string(*newTokens), "--temperature",
                                     megac::shortestExactText(temperature), "--top-k", std::to_string(topK), "--top-p",
                                     megac::shortestExactText(topP), "--seed", std::to_string(seed)};

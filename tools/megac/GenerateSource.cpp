@@ -2,8 +2,10 @@
 #include "TextFile.h"
 
 #include "megac/Frontend/SpecFromHuggingFace.h"
+#include "megart/checkpoint_folder.h"
+#include "megart/error.h"
+#include "megart/peft_adapter.h"
 
-#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -20,25 +22,11 @@ constexpr uint64_t kMaxRead = uint64_t(1) << 26;
 
 Error fail(const Twine &message) { return createStringError(inconvertibleErrorCode(), message); }
 
-std::string in(StringRef dir, StringRef name) {
-  SmallString<256> p(dir);
-  sys::path::append(p, name);
-  return std::string(p);
-}
+std::string in(StringRef dir, StringRef name) { return joinPath(dir, name); }
 
 bool isFile(StringRef dir, StringRef name) { return sys::fs::is_regular_file(in(dir, name)); }
 
-Expected<json::Object> readObject(StringRef path) {
-  Expected<std::string> text = readTextFile(path, kMaxRead, "file");
-  if (!text)
-    return text.takeError();
-  Expected<json::Value> value = json::parse(*text);
-  if (!value)
-    return fail(path + ": not JSON (" + toString(value.takeError()) + ")");
-  if (json::Object *object = value->getAsObject())
-    return std::move(*object);
-  return fail(path + ": holds no JSON object");
-}
+Expected<json::Object> readObject(StringRef path) { return readJsonObject(path, kMaxRead, path); }
 
 /// A tokenizer megac_tokenizer.py reads (load_from_folder): megac's record or Hugging Face's files.
 bool hasTokenizer(StringRef dir) {
@@ -46,16 +34,13 @@ bool hasTokenizer(StringRef dir) {
          (isFile(dir, "vocab.json") && isFile(dir, "merges.txt"));
 }
 
-/// The iteration folder a --save folder's tracker names.
+/// The iteration folder a --save folder's tracker names, read as OUT/train's --load reads it.
 Expected<std::string> latestIteration(StringRef dir) {
-  Expected<std::string> latest = readTextFile(in(dir, "latest_checkpointed_iteration.txt"), 64, "the tracker");
-  if (!latest)
-    return latest.takeError();
-  StringRef n = StringRef(*latest).trim();
-  if (n.empty() || n.size() > 7 || !llvm::all_of(n, isDigit))
-    return fail(in(dir, "latest_checkpointed_iteration.txt") + " holds '" + n +
-                "', not an iteration number; give one iteration's folder (DIR/iter_NNNNNNN) instead");
-  return in(dir, "iter_" + std::string(7 - n.size(), '0') + n.str());
+  try {
+    return megart::iteration_folder(dir.str(), megart::read_tracker(dir.str()));
+  } catch (const megart::Error &e) {
+    return fail(e.what());
+  }
 }
 
 Expected<GenerateSource> megacCheckpoint(StringRef folder) {
@@ -121,6 +106,11 @@ Expected<GenerateSource> baseModel(StringRef path, StringRef namedBy) {
 }
 
 Expected<GenerateSource> peftFolder(StringRef folder, StringRef pretrained) {
+  try { // OUT/train's refusal of a folder without its tensors, before anything is compiled
+    megart::peft_adapter_tensors(folder.str(), folder.str());
+  } catch (const megart::Error &e) {
+    return fail(e.what());
+  }
   const std::string configPath = in(folder, "adapter_config.json");
   std::string base = pretrained.str(), namedBy = "--pretrained-checkpoint";
   if (base.empty()) {
@@ -158,7 +148,7 @@ Expected<GenerateSource> findGenerateSource(StringRef path, StringRef pretrained
                 "adapter_model.safetensors)");
   if (isFile(path, "train_state.json"))
     return megacCheckpoint(path);
-  if (isFile(path, "latest_checkpointed_iteration.txt")) {
+  if (isFile(path, megart::kTrackerFile)) {
     Expected<std::string> iteration = latestIteration(path);
     if (!iteration)
       return iteration.takeError();

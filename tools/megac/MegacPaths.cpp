@@ -1,9 +1,9 @@
 #include "MegacPaths.h"
+#include "TextFile.h"
 #include "TokenizerProcess.h"
 
 #include "megac/Config.h"
 
-#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -12,30 +12,24 @@ using namespace llvm;
 
 namespace {
 
-std::string joined(StringRef base, const Twine &a, const Twine &b = "", const Twine &c = "") {
-  SmallString<256> path(base);
-  sys::path::append(path, a, b, c);
-  return std::string(path);
-}
-
 /// P/bin/megac with P/share/megac beside it: what `cmake --install build --prefix P` lays out
 /// (the install rules in tools/megac, runtime/ and the top-level CMakeLists.txt).
 megac::MegacPaths installed(StringRef prefix, StringRef binDir) {
   megac::MegacPaths p;
   p.layout = "installed";
-  const std::string share = joined(prefix, "share", "megac");
-  p.tokenizerScript = joined(share, "megac_tokenizer.py");
-  p.clusterDir = joined(share, "clusters");
-  p.examplesDir = joined(share, "examples");
-  p.runtimeSourceDir = joined(share, "runtime");
-  p.runtimeIncludeDir = joined(prefix, "include");
-  p.runtimePchDir = joined(prefix, "lib", "megac", "pch");
-  p.runtimeLibrary = joined(prefix, "lib", "libmegart.a");
+  const std::string share = megac::joinPath(prefix, "share", "megac");
+  p.tokenizerScript = megac::joinPath(share, "megac_tokenizer.py");
+  p.clusterDir = megac::joinPath(share, "clusters");
+  p.examplesDir = megac::joinPath(share, "examples");
+  p.runtimeSourceDir = megac::joinPath(share, "runtime");
+  p.runtimeIncludeDir = megac::joinPath(prefix, "include");
+  p.runtimePchDir = megac::joinPath(prefix, "lib", "megac", "pch");
+  p.runtimeLibrary = megac::joinPath(prefix, "lib", "libmegart.a");
 #ifdef MEGAC_CUDA_COMPILER
-  p.cudaRuntimeLibrary = joined(prefix, "lib", "libmegart-cuda.a");
+  p.cudaRuntimeLibrary = megac::joinPath(prefix, "lib", "libmegart-cuda.a");
   p.cudaIncludeDir = p.runtimeIncludeDir;
 #endif
-  p.calibrateTool = joined(binDir, "megart-calibrate");
+  p.calibrateTool = megac::joinPath(binDir, "megart-calibrate");
   return p; // no pythonEnv: the build tree's may be gone (tokenizerPython() says what is used)
 }
 
@@ -54,7 +48,7 @@ megac::MegacPaths buildTree(StringRef binDir) {
   p.cudaRuntimeLibrary = MEGAC_BUILD_TREE_CUDA_RUNTIME_LIBRARY;
   p.cudaIncludeDir = MEGAC_BUILD_TREE_CUDA_INCLUDE_DIR;
 #endif
-  p.calibrateTool = joined(binDir, "megart-calibrate"); // the runtime's build puts it in bin/ too
+  p.calibrateTool = megac::joinPath(binDir, "megart-calibrate"); // the runtime's build puts it in bin/ too
   p.pythonEnv = MEGAC_BUILD_TREE_PYTHON_ENV;
   return p;
 }
@@ -65,7 +59,7 @@ megac::MegacPaths resolve() {
   const std::string self = sys::fs::getMainExecutable(nullptr, &anchor);
   StringRef binDir = sys::path::parent_path(self);
   StringRef prefix = sys::path::parent_path(binDir);
-  if (!prefix.empty() && sys::fs::is_directory(joined(prefix, "share", "megac")))
+  if (!prefix.empty() && sys::fs::is_directory(megac::joinPath(prefix, "share", "megac")))
     return installed(prefix, binDir);
   return buildTree(binDir);
 }

@@ -24,12 +24,6 @@ namespace {
 
 Error fail(const Twine &message) { return createStringError(inconvertibleErrorCode(), message); }
 
-std::string joined(StringRef dir, StringRef name) {
-  SmallString<256> p(dir);
-  sys::path::append(p, name);
-  return std::string(p);
-}
-
 /// A file as the key knows it: its path, then a line a rebuild changes (its size and time).
 std::string identity(StringRef name, StringRef path) {
   sys::fs::file_status status;
@@ -59,12 +53,12 @@ constexpr char kKeyFile[] = "cache-key.txt";
 
 /// An entry is whole when its key is ours (not another spec's hash twin) and its program runs.
 bool usable(StringRef entry, StringRef key) {
-  Expected<std::string> recorded = readTextFile(joined(entry, kKeyFile), uint64_t(1) << 26, "cache key");
+  Expected<std::string> recorded = readTextFile(joinPath(entry, kKeyFile), uint64_t(1) << 26, "cache key");
   if (!recorded) {
     consumeError(recorded.takeError());
     return false;
   }
-  return *recorded == key && sys::fs::can_execute(joined(entry, "train"));
+  return *recorded == key && sys::fs::can_execute(joinPath(entry, "train"));
 }
 
 /// Staging folders of compiles killed before they could remove them (a stop signal removes its
@@ -90,7 +84,7 @@ void removeOutdated(StringRef programs, StringRef key) {
   for (sys::fs::directory_iterator it(programs, ec), end; it != end && !ec; it.increment(ec)) {
     if (StringRef(sys::path::filename(it->path())).contains(".tmp."))
       continue;
-    Expected<std::string> text = readTextFile(joined(it->path(), kKeyFile), uint64_t(1) << 26, "cache key");
+    Expected<std::string> text = readTextFile(joinPath(it->path(), kKeyFile), uint64_t(1) << 26, "cache key");
     if (!text) {
       consumeError(text.takeError());
       continue;
@@ -122,9 +116,9 @@ Expected<std::string> programCacheDir() {
   };
   std::string dir = variable("MEGAC_CACHE_DIR");
   if (dir.empty() && !variable("XDG_CACHE_HOME").empty())
-    dir = joined(variable("XDG_CACHE_HOME"), "megac");
+    dir = joinPath(variable("XDG_CACHE_HOME"), "megac");
   if (dir.empty() && !variable("HOME").empty())
-    dir = joined(joined(variable("HOME"), ".cache"), "megac");
+    dir = joinPath(joinPath(variable("HOME"), ".cache"), "megac");
   if (dir.empty())
     return fail("no folder for compiled programs: HOME, XDG_CACHE_HOME and MEGAC_CACHE_DIR are all unset; set "
                 "MEGAC_CACHE_DIR to a folder megac may write");
@@ -138,12 +132,12 @@ Expected<CachedProgram> cachedProgram(StringRef specText, ArrayRef<std::string> 
   Expected<std::string> cache = programCacheDir();
   if (!cache)
     return cache.takeError();
-  const std::string programs = joined(*cache, "programs");
+  const std::string programs = joinPath(*cache, "programs");
   if (std::error_code ec = sys::fs::create_directories(programs))
     return fail("cannot create the program cache " + programs + ": " + ec.message() +
                 "; set MEGAC_CACHE_DIR to a folder megac may write");
   const std::string key = keyText(specText, compileFlags, megac), hash = hashOf(key);
-  const std::string entry = joined(programs, hash);
+  const std::string entry = joinPath(programs, hash);
   if (usable(entry, key))
     return CachedProgram{entry, false, 0};
 
@@ -168,17 +162,17 @@ Expected<CachedProgram> cachedProgram(StringRef specText, ArrayRef<std::string> 
   if (staging.path.empty())
     return fail("cannot create a staging folder in the program cache " + programs +
                 "; set MEGAC_CACHE_DIR to a folder megac may write");
-  const std::string spec = joined(staging.path, "spec.yaml"), out = joined(staging.path, "program");
+  const std::string spec = joinPath(staging.path, "spec.yaml"), out = joinPath(staging.path, "program");
   if (!writeTextFile(spec, [&](raw_ostream &os) { os << specText; }))
     return fail("cannot write the spec into the program cache (the error is above)");
   std::vector<std::string> compile = {megac.str(), "compile", spec};
   compile.insert(compile.end(), compileFlags.begin(), compileFlags.end());
   compile.insert(compile.end(), {"-o", out});
   const auto start = std::chrono::steady_clock::now();
-  if (Error e = runCommand(compile, "compiling the model's spec", StringRef(joined(staging.path, "compile.log"))))
+  if (Error e = runCommand(compile, "compiling the model's spec", StringRef(joinPath(staging.path, "compile.log"))))
     return std::move(e);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!writeTextFile(joined(out, kKeyFile), [&](raw_ostream &os) { os << key; }))
+  if (!writeTextFile(joinPath(out, kKeyFile), [&](raw_ostream &os) { os << key; }))
     return fail("cannot write the cache key (the error is above)");
   if (std::error_code ec = sys::fs::rename(out, entry)) {
     if (usable(entry, key)) // a concurrent call's rename came first: its program is the same

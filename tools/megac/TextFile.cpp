@@ -1,7 +1,9 @@
 #include "TextFile.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 llvm::Expected<std::string> megac::readTextFile(llvm::StringRef path, uint64_t maxBytes, llvm::StringRef what) {
@@ -47,4 +49,24 @@ bool megac::writeTextFile(llvm::StringRef path, llvm::function_ref<void(llvm::ra
   }
   file.keep();
   return true;
+}
+
+llvm::Expected<llvm::json::Object> megac::readJsonObject(llvm::StringRef path, uint64_t maxBytes,
+                                                         const llvm::Twine &what) {
+  llvm::Expected<std::string> text = readTextFile(path, maxBytes, "file");
+  if (!text)
+    return text.takeError();
+  llvm::Expected<llvm::json::Value> value = llvm::json::parse(*text);
+  if (!value)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   what + ": not JSON (" + llvm::toString(value.takeError()) + ")");
+  if (llvm::json::Object *object = value->getAsObject())
+    return std::move(*object);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), what + ": holds no JSON object");
+}
+
+std::string megac::joinPath(llvm::StringRef dir, const llvm::Twine &a, const llvm::Twine &b, const llvm::Twine &c) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, a, b, c);
+  return std::string(path);
 }

@@ -13,6 +13,7 @@
 // the fix.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,14 @@ void check_spec(const std::string &checkpoint_spec, const std::string &program_s
 // adapted_modules), which decide target_modules written another way than the program's (PEFT
 // keeps the names it was given). `against_program`: each line says which compile flag fits the
 // file (else the file is compared with its own run's record).
+// LoraConfig's keys that do not change what the adapters compute once their tensors are loaded
+// (the one list for check_adapter_config and OUT/train merge-lora): where the base came from and
+// bookkeeping; settings read only with a compared one (layers_pattern with layers_to_transform,
+// qalora_group_size with use_qalora); exclude_modules, which only narrows the targets (the
+// tensors say which modules are adapted); Megatron-wrapped models' megatron_*;
+// init_lora_weights, checked apart.
+const std::set<std::string> &documentary_adapter_fields();
+
 void check_adapter_config(const std::string &adapter_config, const std::string &path, const std::string &expected,
                           const std::string &expected_what, const std::vector<std::string> &adapted = {},
                           bool against_program = false);

@@ -19,6 +19,9 @@ public:
   bool boolean = false;
   int64_t integer = 0; // Kind::Integer
   double number = 0;   // Kind::Number (and Integer, converted)
+  // A Kind::Number parse_json_wide read from an integer past 64 bits: its digits, which
+  // format_json writes back (Python reads and writes such an integer exactly, as an int).
+  std::string wide_digits;
   std::string string;
   std::vector<JsonValue> array;
   std::vector<std::pair<std::string, JsonValue>> object; // in file order, keys unique
@@ -38,9 +41,9 @@ public:
 // Parses a complete JSON document. `what` names the source in error messages, e.g.
 // "model.safetensors: header". Duplicate object keys are an error.
 JsonValue parse_json(std::string_view text, const std::string &what);
-// The same, reading an integer past 64 bits as a double (Kind::Number), as Python's json module
-// reads what it wrote: for files of other libraries (transformers' tokenizer_config.json has
-// model_max_length 1000000000000000019884624838656).
+// The same, reading an integer past 64 bits as a double (Kind::Number, its digits kept for
+// format_json): for files of other libraries, which Python's json module wrote (transformers'
+// tokenizer_config.json has model_max_length 1000000000000000019884624838656).
 JsonValue parse_json_wide(std::string_view text, const std::string &what);
 
 // `s` as a quoted JSON string literal.
@@ -52,8 +55,8 @@ JsonValue json_integer(int64_t v);
 JsonValue json_string(std::string s);
 
 // `v` as Python's json.dumps(v, indent=2) writes it (what transformers and PEFT write): numbers
-// in their shortest exact form, a whole Number with ".0" (it stays a float), strings as
-// json_quote. Ends without a newline.
+// in their shortest exact form, a whole Number with ".0" (it stays a float) unless it was read
+// from a wide integer (its digits again), strings as json_quote. Ends without a newline.
 std::string format_json(const JsonValue &v);
 
 // Sets `key` of the object `object` to `value`: in place when it is there, else inserted

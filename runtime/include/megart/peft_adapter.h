@@ -25,6 +25,11 @@ std::string adapter_config_with_base(const std::string &adapter_config_json, con
 // megac downloads nothing).
 std::string peft_named_base(const std::string &adapter_config_path);
 
+// A PEFT adapter folder's tensors, DIR/adapter_model.safetensors. Throws "WHAT: the folder has
+// adapter_config.json but no adapter_model.safetensors" and the fix (PEFT's pickle format named
+// as such) when it has none: OUT/train's --load, and megac generate before it compiles.
+std::string peft_adapter_tensors(const std::string &dir, const std::string &what);
+
 // The modules an adapter file's tensors adapt, sorted and unique, as paths inside a transformer
 // layer ("attn.c_attn" of base_model.model.transformer.h.0.attn.c_attn.lora_A.weight); a module
 // outside the layers keeps its whole path ("lm_head"). Tensors that are not lora_A / lora_B

@@ -15,6 +15,7 @@
 // latest and a .tmp folder that the next run removes.
 #pragma once
 
+#include "megart/checkpoint_folder.h" // iteration_folder, read_tracker
 #include "megart/comm.h"
 #include "megart/param_store.h"
 #include "megart/program.h"
@@ -26,13 +27,6 @@
 #include <vector>
 
 namespace megart {
-
-std::string iteration_folder(const std::string &dir, int64_t iteration); // DIR/iter_{:07d}
-std::string tracker_path(const std::string &dir);
-
-// The iteration DIR's tracker names, or -1 when DIR has no tracker. Throws when the tracker
-// holds anything but a non-negative integer.
-int64_t read_tracker(const std::string &dir);
 
 // Before training: --save must be a folder that can be written, or one that can be created
 // (the nearest existing folder above it is writable; nothing is created yet). Throws naming the

@@ -44,6 +44,14 @@ def cases():
         generate("megac generate of a config with a fractional size", "{scratch}/hf",
                  r"config\.json: n_head is 4\.5; the number of attention heads must be a positive integer",
                  content=hf_folder(setting("n_head", 4.5))),
+        # Sizes past megac/Limits.h are refused as config.json's, before 4 x n_embd is formed.
+        generate("megac generate of a config with a hidden size past megac's limit", "{scratch}/hf",
+                 r"config\.json: n_embd is 4611686018427387904, more than the 1048576 megac compiles \(the hidden "
+                 r"size, include/megac/Limits\.h\); it cannot generate from this model",
+                 content=hf_folder(setting("n_embd", 2 ** 62))),
+        generate("megac generate of a config with a vocabulary past 2^64", "{scratch}/hf",
+                 r"config\.json: vocab_size is 1[.0]*e\+30, more than the 16777216 megac compiles \(the vocabulary size",
+                 content=hf_folder(setting("vocab_size", 1e30))),
         generate("megac generate of a relu gpt2", "{scratch}/hf",
                  r"activation_function is \"relu\", but megac computes gelu_new",
                  content=hf_folder(setting("activation_function", "relu"))),
@@ -63,6 +71,11 @@ def cases():
         generate("megac generate of adapters on a hub model", "{scratch}/peft",
                  r"base_model_name_or_path openai-community/gpt2 is no local folder; megac downloads nothing",
                  content=peft_folder(setting("base_model_name_or_path", "openai-community/gpt2"))),
+        # OUT/train's refusal, before the compile it would follow (peft_adapter.h).
+        generate("megac generate of adapters without their safetensors", "{scratch}/peft",
+                 r"peft: the folder has adapter_config\.json but no adapter_model\.safetensors; its "
+                 r"adapter_model\.bin is PyTorch's pickle format, which megac does not read",
+                 content=peft_folder(tensors="adapter_model.bin")),
         generate("megac generate of adapters on adapters", "{scratch}/peft",
                  r"--pretrained-checkpoint .*lora-ckpt holds LoRA adapters, not a base model",
                  flags=["--pretrained-checkpoint", "{lora_ckpt}"], content=peft_folder()),
