@@ -37,6 +37,13 @@ def Tx_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
         of the operands, or replace the op by a sharded equivalent).
       }],
       "::mlir::LogicalResult", "shard", (ins "::megac::tx::ShardingRewriter &":$rewriter)>,
+    InterfaceMethod<[{
+        The op's sharding rule as data, in factors (dialects/tx/TxFactorRule.h): which
+        dimensions of its operands and results move together, which it sums over and which
+        it cannot split. What the maths allows, for propagation to choose from; printed by
+        `megac-test-factor-rules`.
+      }],
+      "::megac::tx::FactorRule", "getFactorRule", (ins)>,
   ];
 }
 

@@ -7,6 +7,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "tx/TxDialect.h"
+#include "tx/TxFactorRule.h"
 #include "tx/TxGemm.h"
 #include "tx/TxEnums.h.inc"
 #include "tx/TxSharding.h"

@@ -194,4 +194,14 @@ def FuseNf4Loads : Pass<"megac-fuse-nf4-loads", "mlir::ModuleOp"> {
   let dependentDialects = ["::megac::tx::TxDialect"];
 }
 
+def TestFactorRules : Pass<"megac-test-factor-rules", "mlir::ModuleOp"> {
+  let summary = "For tests: a remark on every op with a sharding rule, printing its rule in factors";
+  let description = [{
+    Each op's `getFactorRule()` (dialects/tx/TxFactorRule.h) as Shardy prints its rules:
+    `([i, j, k], [k, l]) -> ([i, j, l]) {i=2, j=16, k=64, l=256} reduction={k}`. The IR is not
+    changed. test/Transforms/factor-rules.mlir checks one op per line.
+  }];
+  let dependentDialects = ["::megac::tx::TxDialect"];
+}
+
 #endif // MEGAC_TRANSFORMS_PASSES_TD
