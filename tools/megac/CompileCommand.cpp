@@ -7,12 +7,13 @@
 #include "PipelineSchedule.h"
 #include "RepeatedFlags.h"
 #include "RunCommand.h"
-#include "SimulateProgram.h"
+#include "SimulationFlags.h"
 #include "StagedOutput.h"
 #include "TextFile.h"
 #include "pipe/ScheduleIR.h"
 
 #include "megac/Config.h"
+#include "megac/Driver/Compile.h"
 #include "megac/Frontend/BuildModel.h"
 #include "megac/Frontend/HuggingFaceConfig.h"
 #include "megac/Frontend/ModelSize.h"
@@ -26,7 +27,6 @@
 #include "megac/Target/EmitCpp.h"
 #include "megac/Frontend/ModelFlops.h"
 #include "megac/Sim/Simulate.h"
-#include "megac/Transforms/TrainingPipeline.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -411,7 +411,7 @@ int simulatePlan(mlir::ModuleOp module, const megac::ParallelPlan &plan, const m
   options.trainTokens = trainTokens;
   options.parameters = megac::parameterCount(spec);
   const megac::sim::Simulation result =
-      megac::simulateModule(module, plan, spec, microBatch, globalBatch, cluster, options);
+      megac::simulate(module, plan, spec, microBatch, globalBatch, cluster, options);
   if (!tracePath.empty() &&
       !megac::writeTextFile(tracePath, [&](raw_ostream &os) { os << megac::sim::traceJson(result, cluster) << "\n"; }))
     return 1;
@@ -532,18 +532,17 @@ int megac::runCompile() {
     padding = "padded vocabulary " + std::to_string(spec->vocabSize) + " -> " + std::to_string(paddedVocab) +
               " (make-vocab-size-divisible-by " + std::to_string(plan.makeVocabSizeDivisibleBy) + " x tp " +
               std::to_string(plan.tp) + "; padding excluded from the softmax)";
-  mlir::OwningOpRef<mlir::ModuleOp> module = buildModel(context, *spec, plan, microBatch);
-  if (failed(mlir::verify(*module)))
-    return fail("internal: the frontend built invalid IR for " + specPath);
   IRDumps dumps(dumpDir);
-  if (!dumps.removeStale() || !dumps.writeFrontend(*module))
+  if (!dumps.removeStale())
     return 1;
-
-  mlir::PassManager pm(&context);
-  buildTrainingPipeline(pm);
-  dumps.instrument(pm);
-  if (failed(pm.run(*module)))
-    return fail("the pass pipeline failed (see the error above)");
+  CompileOptions compileOptions;
+  compileOptions.microBatch = microBatch;
+  compileOptions.onFrontend = [&](mlir::ModuleOp frontend) { return dumps.writeFrontend(frontend); };
+  compileOptions.instrument = [&](mlir::PassManager &pm) { dumps.instrument(pm); };
+  Expected<mlir::OwningOpRef<mlir::ModuleOp>> compiled = compile(context, *spec, plan, compileOptions);
+  if (!compiled)
+    return fail(toString(compiled.takeError()));
+  mlir::OwningOpRef<mlir::ModuleOp> module = std::move(*compiled);
   if (!dumps.ok())
     return 1;
   if (simulating)

@@ -4,7 +4,7 @@
 // best few with the `megac compile` command for each.
 //
 // Every candidate that is simulated is compiled and simulated exactly as `megac simulate` would
-// (SimulateProgram.h). What keeps the search short is what it does not simulate:
+// (megac/Driver/Compile.h). What keeps the search short is what it does not simulate:
 // - tp stays inside a node (at most devices_per_node, as the PTD-P paper advises); sp is on
 //   whenever tp > 1 (the same bytes on the wire, less memory and fewer memory-bound kernels);
 // - the distributed optimizer (optim) is always used with dp > 1 (the same bytes as an
@@ -20,7 +20,8 @@
 #include "Commands.h"
 #include "EverySecond.h"
 #include "RepeatedFlags.h"
-#include "SimulateProgram.h"
+#include "SimulationFlags.h"
+#include "megac/Driver/Compile.h"
 #include "TextFile.h"
 
 #include "megac/Frontend/ModelSize.h"
@@ -272,13 +273,21 @@ int megac::runPlan() {
       ++refused;
       continue;
     }
-    Expected<mlir::OwningOpRef<mlir::ModuleOp>> module = compileForSimulation(context, *spec, *p, c.microBatch);
+    if (Error e = checkPlanAgainstSpec(*p, *spec, c.microBatch)) {
+      consumeError(std::move(e));
+      ++refused;
+      continue;
+    }
+    CompileOptions options;
+    options.microBatch = c.microBatch;
+    options.verifyEachPass = false;
+    Expected<mlir::OwningOpRef<mlir::ModuleOp>> module = compile(context, *spec, *p, options);
     if (!module) {
       consumeError(module.takeError());
       ++refused;
       continue;
     }
-    Result r{c, simulateModule(**module, *p, *spec, c.microBatch, globalBatch, cluster, flags->options), 0};
+    Result r{c, simulate(**module, *p, *spec, c.microBatch, globalBatch, cluster, flags->options), 0};
     ++simulated;
     microbatchSeconds[{c.tp, c.microBatch, c.recompute}] = r.sim.microbatchSeconds;
     for (double gib : r.sim.memoryGiBPerStage)

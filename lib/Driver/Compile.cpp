@@ -1,4 +1,4 @@
-#include "SimulateProgram.h"
+#include "megac/Driver/Compile.h"
 
 #include "megac/Frontend/BuildModel.h"
 #include "megac/Frontend/ModelFlops.h"
@@ -10,7 +10,6 @@
 #include "megac/Transforms/TrainingPipeline.h"
 
 #include "mlir/IR/Verifier.h"
-#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
@@ -27,29 +26,27 @@ Error checkPlanAgainstSpec(ParallelPlan &plan, const ModelSpec &spec, int64_t mi
   return checkProgramSize(spec, plan, microBatch);
 }
 
-Expected<mlir::OwningOpRef<mlir::ModuleOp>> compileForSimulation(mlir::MLIRContext &context, const ModelSpec &spec,
-                                                                 ParallelPlan &plan, int64_t microBatch) {
-  if (Error e = checkPlanAgainstSpec(plan, spec, microBatch))
-    return std::move(e);
-  mlir::OwningOpRef<mlir::ModuleOp> module = buildModel(context, spec, plan, microBatch);
+Expected<mlir::OwningOpRef<mlir::ModuleOp>> compile(mlir::MLIRContext &context, const ModelSpec &spec,
+                                                    const ParallelPlan &plan, const CompileOptions &options) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildModel(context, spec, plan, options.microBatch);
   if (failed(mlir::verify(*module)))
     return createStringError("internal: the frontend built invalid IR for " + spec.path);
+  if (options.onFrontend && !options.onFrontend(*module))
+    return createStringError("stopped after the frontend (see the error above)");
   mlir::PassManager pm(&context);
   buildTrainingPipeline(pm);
-  // The IR is verified once, at the end, not after every pass: verifying a large pipeline's
-  // schedule is a good part of a candidate's compile time in megac plan, and the program a plan
-  // becomes is compiled again, verified after every pass, by megac compile.
-  pm.enableVerifier(false);
+  pm.enableVerifier(options.verifyEachPass);
+  if (options.instrument)
+    options.instrument(pm);
   if (failed(pm.run(*module)))
     return createStringError("the pass pipeline failed (see the error above)");
-  if (failed(mlir::verify(*module)))
+  if (!options.verifyEachPass && failed(mlir::verify(*module)))
     return createStringError("internal: the passes built invalid IR for " + spec.path);
   return std::move(module);
 }
 
-sim::Simulation simulateModule(mlir::ModuleOp module, const ParallelPlan &plan, const ModelSpec &spec,
-                               int64_t microBatch, int64_t globalBatch, const sim::Cluster &cluster,
-                               sim::SimulationInputs options) {
+sim::Simulation simulate(mlir::ModuleOp module, const ParallelPlan &plan, const ModelSpec &spec, int64_t microBatch,
+                         int64_t globalBatch, const sim::Cluster &cluster, sim::SimulationInputs options) {
   // The memory plan needs the sizes of what the program allocates, not the program's text.
   raw_null_ostream code, memoryPlan;
   SmallVector<StageBuffers> buffers;
