@@ -194,6 +194,27 @@ def FuseNf4Loads : Pass<"megac-fuse-nf4-loads", "mlir::ModuleOp"> {
   let dependentDialects = ["::megac::tx::TxDialect"];
 }
 
+def ShardPropagate : Pass<"megac-shard-propagate", "mlir::ModuleOp"> {
+  let summary = "Every value's sharding over every grid axis, from the placement, the plan and the ops' factor rules";
+  let description = [{
+    The first of the three passes that replace megac-tensor-parallel's one walk
+    (docs/architecture.md): decides, records, changes nothing else. Seeds: parameters'
+    tensor-parallel placement (`role` / `parallel_dim`), token ids and labels split on the
+    batch over dp, with sequence parallelism the residual stream split on the sequence over tp;
+    each op's factor rule (`getFactorRule`) carries them through it, forward and backward, until
+    nothing new is decided, and through calls both ways. Where two decisions want one axis on
+    two factors of an op, the stronger keeps it (placement over constraints over derived): a
+    column-parallel weight's output features over the sequence of sequence parallelism. ZeRO-3
+    (optim_grads_params) keeps each parameter split on its first dimension over dp as well;
+    that split is recorded on the parameter, never proposed to an op (it is gathered before
+    use). Writes `megac.sharding` on every op (one per result) and function argument and
+    result, with `partial` where an op sums over a split factor. Expects the IR's shapes global
+    on every axis (the batch of every data-parallel rank); not yet part of the training
+    pipeline.
+  }];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
+}
+
 def TestFactorRules : Pass<"megac-test-factor-rules", "mlir::ModuleOp"> {
   let summary = "For tests: a remark on every op with a sharding rule, printing its rule in factors";
   let description = [{

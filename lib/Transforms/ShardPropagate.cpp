@@ -1,0 +1,357 @@
+// megac-shard-propagate: every value's sharding over every grid axis, from the placement and the
+// plan's constraints through each op's factor rule (dialects/tx/TxFactorRule.h). It decides and
+// records; it changes nothing else (no collective, no type): partitioning is the next pass's job.
+//
+// Seeds, strongest first:
+//  - parameters' tensor-parallel placement (Megatron's: a ColumnParallelLinear's weight split on
+//    its output features, a RowParallelLinear's on its input, the embedding on the vocabulary:
+//    the frontend's `role` / `parallel_dim`);
+//  - the plan's constraints: token ids and labels split on the batch over dp; with sequence
+//    parallelism the residual stream (a layer's input and output, and their gradients) split on
+//    the sequence over tp;
+//  - what propagation derives.
+// ZeRO-3 / FSDP also splits each parameter's first dimension over dp, but only where it is kept:
+// an op reads the parameter gathered (the batch holds dp), so that split is recorded on the
+// parameter and never proposed to an op.
+#include "megac/Plan/PlanDialect.h"
+#include "megac/Plan/PlanIR.h"
+#include "megac/Transforms/Passes.h"
+#include "tx/TxNames.h"
+#include "tx/TxOps.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace megac {
+#define GEN_PASS_DEF_SHARDPROPAGATE
+#include "megac/Transforms/Passes.h.inc"
+} // namespace megac
+
+using namespace mlir;
+using namespace megac;
+
+namespace {
+
+using Axes = SmallVector<StringRef, 2>;
+
+/// A value's sharding: the axes of each dimension (major first), how strong the decision for
+/// each dimension is (0: open; a decision carried through ops keeps the strength of where it
+/// came from: kPlacement > kConstraint > kDerived), and the axes it is a partial sum over.
+struct ValueSharding {
+  SmallVector<Axes, 4> dims;
+  SmallVector<int, 4> priority;
+  Axes partial;
+};
+constexpr int kDerived = 1, kConstraint = 2, kPlacement = 3;
+
+int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+
+class Propagation {
+public:
+  Propagation(ModuleOp module, const ParallelPlan &plan) : module(module), plan(plan) {}
+
+  void run() {
+    seed();
+    // The strongest decisions travel everywhere first (Shardy's priorities), so a weaker one
+    // never claims an axis before it meets the stronger: the placement, then the constraints,
+    // then what they imply. Each level runs forward then backward over every function until
+    // nothing new is decided; a dimension only gains axes from stronger decisions, so the
+    // rounds are bounded.
+    for (int level : {kPlacement, kConstraint, kDerived}) {
+      threshold = level;
+      for (bool changed = true; changed;) {
+        changed = false;
+        for (auto fn : module.getOps<func::FuncOp>()) {
+          SmallVector<Operation *> ops;
+          for (Operation &op : fn.getBody().front())
+            ops.push_back(&op);
+          for (Operation *op : ops)
+            changed |= visit(op);
+          for (Operation *op : llvm::reverse(ops))
+            changed |= visit(op);
+        }
+      }
+    }
+    record();
+  }
+
+private:
+  int64_t axisSize(StringRef axis) const {
+    return axis == names::kTensorAxis ? plan.tp : axis == names::kDataAxis ? plan.dp : plan.pp;
+  }
+
+  /// Adds what `s` decides to `v`'s sharding: a dimension takes `s`'s axes where its own
+  /// decision is weaker and the axes split no other dimension of `v`. Whether anything changed.
+  bool decide(Value v, const ValueSharding &s) {
+    if (s.partial.empty() && llvm::all_of(s.dims, [](const Axes &d) { return d.empty(); }))
+      return false; // nothing to say yet
+    auto [it, inserted] = decided.try_emplace(v);
+    ValueSharding &mine = it->second;
+    bool changed = inserted;
+    if (inserted) {
+      mine.dims.resize(rankOf(v));
+      mine.priority.assign(rankOf(v), 0);
+    }
+    // Partial sums over more axes: those no dimension is split over.
+    for (StringRef a : s.partial)
+      if (!llvm::is_contained(mine.partial, a) &&
+          llvm::none_of(mine.dims, [&](const Axes &d) { return llvm::is_contained(d, a); })) {
+        mine.partial.push_back(a);
+        changed = true;
+      }
+    for (auto [d, axes] : llvm::enumerate(s.dims)) {
+      // A stronger decision, or one as strong that only adds axes (a merged dimension that
+      // learns its other part's split later).
+      auto extends = [&] {
+        auto it = axes.begin();
+        for (StringRef a : mine.dims[d])
+          if ((it = std::find(it, axes.end(), a)) == axes.end())
+            return false;
+        return axes.size() > mine.dims[d].size();
+      };
+      if (axes.empty() || mine.dims[d] == axes ||
+          (s.priority[d] < mine.priority[d] || (s.priority[d] == mine.priority[d] && !extends())))
+        continue;
+      // An axis splits one dimension: a weaker decision elsewhere gives it up, a stronger one
+      // keeps it (and this one is not taken).
+      auto heldStronger = [&](StringRef a) {
+        return llvm::is_contained(mine.partial, a) ||
+               llvm::any_of(llvm::seq<size_t>(0, mine.dims.size()), [&](size_t o) {
+                 return o != d && llvm::is_contained(mine.dims[o], a) && mine.priority[o] >= s.priority[d];
+               });
+      };
+      if (llvm::any_of(axes, heldStronger))
+        continue;
+      for (size_t o = 0; o < mine.dims.size(); ++o) {
+        if (o == d)
+          continue;
+        llvm::erase_if(mine.dims[o], [&](StringRef a) { return llvm::is_contained(axes, a); });
+        if (mine.dims[o].empty())
+          mine.priority[o] = std::min(mine.priority[o], 0); // open again
+      }
+      mine.dims[d] = axes;
+      mine.priority[d] = s.priority[d];
+      changed = true;
+    }
+    return changed;
+  }
+
+  ValueSharding split(Value v, int64_t dim, Axes axes, int priority) {
+    ValueSharding s;
+    s.dims.resize(rankOf(v));
+    s.priority.assign(rankOf(v), 0);
+    if (dim >= 0) {
+      s.dims[dim] = std::move(axes);
+      s.priority[dim] = priority;
+    }
+    return s;
+  }
+
+  void seed() {
+    const bool tp = plan.tp > 1, dp = plan.dp > 1;
+    module.walk([&](tx::ParamOp p) {
+      ValueSharding s = split(p.getResult(), -1, {}, kPlacement);
+      s.priority.assign(s.dims.size(), kPlacement); // whole where the placement says nothing
+      if (tp && p.getParallelDim())
+        s.dims[*p.getParallelDim()].push_back(names::kTensorAxis);
+      if (dp && plan.shardedState() == ShardingStrategy::OptimGradsParams)
+        storageAxes[p.getResult()] = {names::kDataAxis};
+      decide(p.getResult(), s);
+    });
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      std::optional<FunctionRole> role = roleOf(fn);
+      Block &body = fn.getBody().front();
+      // Token ids and labels: split on the batch over dp.
+      if (dp && (role == FunctionRole::Model || role == FunctionRole::TrainStep))
+        for (BlockArgument arg : body.getArguments())
+          if (auto t = dyn_cast<RankedTensorType>(arg.getType()); t && t.getElementType().isInteger() && t.getRank() >= 1)
+            decide(arg, split(arg, 0, {names::kDataAxis}, kConstraint));
+      // Sequence parallelism: the residual stream crossing a layer, and its gradient.
+      if (!plan.sp || !tp || !role)
+        continue;
+      SmallVector<Value> residual;
+      if (*role == FunctionRole::Layer || *role == FunctionRole::LayerForward ||
+          *role == FunctionRole::LayerForwardOnly)
+        residual = {body.getArgument(0), body.getTerminator()->getOperand(0)};
+      else if (*role == FunctionRole::LayerBackward)
+        residual = {body.getArguments().back(), body.getTerminator()->getOperand(0)};
+      for (Value v : residual)
+        if (rankOf(v) == 3)
+          decide(v, split(v, tx::kSequenceDim, {names::kTensorAxis}, kConstraint));
+    }
+  }
+
+  /// The axes `v` contributes to its ops: its decided dimensions, less a storage-only split.
+  std::optional<ValueSharding> usable(Value v) const {
+    auto it = decided.find(v);
+    if (it == decided.end())
+      return std::nullopt;
+    ValueSharding s = it->second;
+    for (auto [d, axes] : llvm::enumerate(s.dims)) {
+      if (s.priority[d] < threshold)
+        axes.clear(); // not this level's to carry
+      else if (auto storage = storageAxes.find(v); storage != storageAxes.end())
+        llvm::erase_if(axes, [&](StringRef a) { return llvm::is_contained(storage->second, a); });
+    }
+    return s;
+  }
+
+  bool visit(Operation *op) {
+    if (auto call = dyn_cast<func::CallOp>(op))
+      return visitCall(call);
+    if (auto ruled = dyn_cast<tx::ShardingRuleOpInterface>(op))
+      return visitRule(op, ruled.getFactorRule());
+    return false;
+  }
+
+  /// A call passes shardings both ways: operands to the callee's arguments, the callee's
+  /// results to the call's (a layer's function serves every call alike).
+  bool visitCall(func::CallOp call) {
+    auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+    if (!callee)
+      return false;
+    bool changed = false;
+    auto link = [&](Value a, Value b) {
+      if (std::optional<ValueSharding> s = usable(a))
+        changed |= decide(b, *s);
+    };
+    Block &body = callee.getBody().front();
+    for (auto [operand, arg] : llvm::zip_equal(call.getOperands(), body.getArguments())) {
+      link(operand, arg);
+      link(arg, operand);
+    }
+    for (auto [result, returned] : llvm::zip_equal(call.getResults(), body.getTerminator()->getOperands())) {
+      link(returned, result);
+      link(result, returned);
+    }
+    return changed;
+  }
+
+  bool visitRule(Operation *op, const tx::FactorRule &rule) {
+    const size_t numFactors = rule.factorSizes.size();
+    SmallVector<Axes> factorAxes(numFactors);
+    SmallVector<int> factorPriority(numFactors, 0);
+    // What each operand and result says of its factors.
+    auto propose = [&](const tx::FactorRule::Tensor &dims, Value v) {
+      std::optional<ValueSharding> s = usable(v);
+      if (!s)
+        return;
+      for (auto [d, factors] : llvm::enumerate(dims)) {
+        const Axes &axes = s->dims[d];
+        if (axes.empty() || factors.empty())
+          continue;
+        int64_t parts = 1;
+        for (StringRef a : axes)
+          parts *= axisSize(a);
+        // A dimension of several factors: its split goes to the major one that it divides.
+        auto f = llvm::find_if(factors, [&](int64_t f) { return rule.factorSizes[f] % parts == 0; });
+        if (f == factors.end() || rule.needsReplication[*f] || s->priority[d] <= factorPriority[*f])
+          continue;
+        factorAxes[*f] = axes;
+        factorPriority[*f] = s->priority[d];
+      }
+    };
+    for (auto [dims, v] : llvm::zip_equal(rule.operands, op->getOperands()))
+      propose(dims, v);
+    for (auto [dims, v] : llvm::zip_equal(rule.results, op->getResults()))
+      propose(dims, v);
+    // An axis splits one factor of an op: the strongest decision keeps it (a column-parallel
+    // weight's output features over sequence parallelism's sequence).
+    for (size_t f = 0; f < numFactors; ++f)
+      for (size_t g = 0; g < numFactors; ++g)
+        if (f != g)
+          llvm::erase_if(factorAxes[g], [&](StringRef a) {
+            return llvm::is_contained(factorAxes[f], a) &&
+                   (factorPriority[f] > factorPriority[g] || (factorPriority[f] == factorPriority[g] && f < g));
+          });
+    // Each result: its factors' axes where it has no stronger decision, and partial sums over
+    // the split factors it lacks; an undecided operand: what the op reads.
+    bool changed = false;
+    auto project = [&](const tx::FactorRule::Tensor &dims, Value v, std::optional<unsigned> result) {
+      // An operand is what its producer made of it (a partial sum stays one); only one with no
+      // producer's decision yet takes what this op would read.
+      if (!result && decided.count(v))
+        return;
+      ValueSharding s;
+      for (const tx::FactorRule::Dim &factors : dims) {
+        Axes axes;
+        int priority = 0;
+        for (int64_t f : factors) {
+          axes.append(factorAxes[f].begin(), factorAxes[f].end());
+          priority = std::max(priority, factorPriority[f]);
+        }
+        s.dims.push_back(axes);
+        s.priority.push_back(priority);
+      }
+      for (size_t f = 0; result && f < numFactors; ++f)
+        if (!factorAxes[f].empty() && !rule.resultHas(*result, f))
+          s.partial.append(factorAxes[f].begin(), factorAxes[f].end());
+      changed |= decide(v, s);
+    };
+    for (auto [r, dims] : llvm::enumerate(rule.results))
+      project(dims, op->getResult(r), r);
+    for (auto [dims, v] : llvm::zip_equal(rule.operands, op->getOperands()))
+      if (isa<RankedTensorType>(v.getType()))
+        project(dims, v, std::nullopt);
+    return changed;
+  }
+
+  tx::ShardingAttr toAttr(Value v) {
+    MLIRContext *ctx = module.getContext();
+    auto strings = [&](ArrayRef<StringRef> axes) {
+      SmallVector<Attribute> names;
+      for (StringRef a : axes)
+        names.push_back(StringAttr::get(ctx, a));
+      return ArrayAttr::get(ctx, names);
+    };
+    ValueSharding s = decided.lookup(v);
+    s.dims.resize(rankOf(v));
+    if (auto storage = storageAxes.find(v); storage != storageAxes.end() && !s.dims.empty())
+      for (StringRef a : storage->second)
+        if (!llvm::is_contained(s.dims.front(), a))
+          s.dims.front().push_back(a); // kept split on the first dimension, after tp's split
+    SmallVector<Attribute> dims;
+    for (const Axes &d : s.dims)
+      dims.push_back(strings(d));
+    return tx::ShardingAttr::get(ctx, ArrayAttr::get(ctx, dims), strings(s.partial));
+  }
+
+  /// megac.sharding on every function argument and result and on every op (one per result).
+  void record() {
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      Block &body = fn.getBody().front();
+      for (BlockArgument arg : body.getArguments())
+        if (isa<RankedTensorType>(arg.getType()))
+          fn.setArgAttr(arg.getArgNumber(), names::kShardingAttr, toAttr(arg));
+      for (auto [i, v] : llvm::enumerate(body.getTerminator()->getOperands()))
+        if (isa<RankedTensorType>(v.getType()))
+          fn.setResultAttr(i, names::kShardingAttr, toAttr(v));
+      fn.walk([&](Operation *op) {
+        if (op->getNumResults() == 0 || !llvm::all_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>))
+          return;
+        SmallVector<Attribute> perResult;
+        for (Value r : op->getResults())
+          perResult.push_back(toAttr(r));
+        op->setAttr(names::kShardingAttr,
+                    perResult.size() == 1 ? perResult.front() : ArrayAttr::get(module.getContext(), perResult));
+      });
+    }
+  }
+
+  ModuleOp module;
+  const ParallelPlan &plan;
+  DenseMap<Value, ValueSharding> decided;
+  DenseMap<Value, Axes> storageAxes; // ZeRO-3's split of a parameter: where it is kept, not used
+  int threshold = kPlacement;        // the weakest decision the current level carries
+};
+
+struct ShardPropagatePass : public megac::impl::ShardPropagateBase<ShardPropagatePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<ParallelPlan> plan = readPlan(module, getArgument());
+    if (failed(plan))
+      return signalPassFailure();
+    Propagation(module, *plan).run();
+  }
+};
+
+} // namespace
