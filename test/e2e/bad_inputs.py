@@ -105,7 +105,9 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     if args.sanitize:  # a report aborts the case, so it shows as a signal and a report
-        os.environ["ASAN_OPTIONS"] = "abort_on_error=1:detect_leaks=1"
+        # allow_user_poisoning=0: LLVM's allocator poisons in inline code that our instrumented
+        # compiler and Debian's uninstrumented libMLIR share (scripts/sanitizer_check.sh says why).
+        os.environ["ASAN_OPTIONS"] = "abort_on_error=1:detect_leaks=1:allow_user_poisoning=0"
         os.environ["UBSAN_OPTIONS"] = "print_stacktrace=1"
     ctx = prepare(args)
     cases = []
