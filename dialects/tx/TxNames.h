@@ -25,6 +25,9 @@ inline constexpr llvm::StringLiteral kAsyncAttr = "megac.async";
 /// On an op (one per result) and on function arguments / results: how each value is spread
 /// over the grid after megac-tensor-parallel.
 inline constexpr llvm::StringLiteral kShardingAttr = "megac.sharding";
+/// On a tx.param (megac-shard-propagate): how the parameter is kept between uses when that is
+/// not how ops read it (ZeRO-3: also split over dp, gathered before use).
+inline constexpr llvm::StringLiteral kKeptShardingAttr = "megac.kept";
 /// On the call of a layer's forward half: the layer function it was split from.
 inline constexpr llvm::StringLiteral kLayerAttr = "megac.layer";
 /// On a layer's forward half: the index of its first result that is an activation saved for the

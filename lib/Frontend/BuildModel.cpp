@@ -55,8 +55,8 @@ std::string blockName(StringRef name, StringRef block) {
 
 class ModelBuilder {
 public:
-  ModelBuilder(MLIRContext &context, const ModelSpec &spec, int64_t microBatch, int64_t paddedVocab)
-      : b(&context), s(spec), gpt2(spec.family == "gpt2"), B(microBatch), S(spec.seqLength), H(spec.hiddenSize),
+  ModelBuilder(MLIRContext &context, const ModelSpec &spec, int64_t microBatch, int64_t globalBatch, int64_t paddedVocab)
+      : b(&context), s(spec), gpt2(spec.family == "gpt2"), microBatch(microBatch), B(globalBatch), S(spec.seqLength), H(spec.hiddenSize),
         heads(spec.numAttentionHeads), groups(spec.numQueryGroups), D(spec.headDim()), F(spec.ffnHiddenSize),
         V(spec.vocabSize), Vp(paddedVocab), outputStd(0.02 / std::sqrt(2.0 * spec.numLayers)) {}
 
@@ -93,7 +93,7 @@ private:
         b.getNamedAttr("hidden_size", i64(H)),
         b.getNamedAttr("seq_length", i64(S)),
         b.getNamedAttr("vocab_size", i64(V)),
-        b.getNamedAttr("micro_batch_size", i64(B)),
+        b.getNamedAttr("micro_batch_size", i64(microBatch)),
         // A count of FLOPs (2 per multiply-add): an integer, printed as one.
         b.getNamedAttr("flops_per_sample", i64(std::llround(modelFlopsPerSample(s)))),
     });
@@ -369,7 +369,8 @@ private:
   OpBuilder b;
   const ModelSpec &s;
   bool gpt2;
-  int64_t B, S, H, heads, groups, D, F, V, Vp;
+  int64_t microBatch; // per data-parallel rank
+  int64_t B, S, H, heads, groups, D, F, V, Vp; // B: the batch of every data-parallel rank
   double outputStd;
   std::vector<LayerParam> layerParams;
 };
@@ -379,7 +380,9 @@ private:
 OwningOpRef<ModuleOp> megac::buildModel(MLIRContext &context, const ModelSpec &spec, const ParallelPlan &plan,
                                         int64_t microBatchSize) {
   context.loadDialect<tx::TxDialect, func::FuncDialect, shard::ShardDialect, MegacDialect>();
-  OwningOpRef<ModuleOp> module = ModelBuilder(context, spec, microBatchSize, plan.paddedVocab(spec.vocabSize)).build();
+  // The global batch (every data-parallel rank's): megac-shard-localize makes it one rank's.
+  OwningOpRef<ModuleOp> module =
+      ModelBuilder(context, spec, microBatchSize, microBatchSize * plan.dp, plan.paddedVocab(spec.vocabSize)).build();
   recordPlan(*module, plan);
   return module;
 }

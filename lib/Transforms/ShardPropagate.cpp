@@ -8,11 +8,11 @@
 //    the frontend's `role` / `parallel_dim`);
 //  - the plan's constraints: token ids and labels split on the batch over dp; with sequence
 //    parallelism the residual stream (a layer's input and output, and their gradients) split on
-//    the sequence over tp;
-//  - what propagation derives.
+//    the sequence over tp.
+// What propagation derives keeps the strength of the seed it comes from.
 // ZeRO-3 / FSDP also splits each parameter's first dimension over dp, but only where it is kept:
 // an op reads the parameter gathered (the batch holds dp), so that split is recorded on the
-// parameter and never proposed to an op.
+// parameter as `megac.kept` and never proposed to an op.
 #include "megac/Plan/PlanDialect.h"
 #include "megac/Plan/PlanIR.h"
 #include "megac/Transforms/Passes.h"
@@ -20,6 +20,8 @@
 #include "tx/TxOps.h"
 
 #include "mlir/IR/Builders.h"
+
+#include <deque>
 
 namespace megac {
 #define GEN_PASS_DEF_SHARDPROPAGATE
@@ -35,40 +37,43 @@ using Axes = SmallVector<StringRef, 2>;
 
 /// A value's sharding: the axes of each dimension (major first), how strong the decision for
 /// each dimension is (0: open; a decision carried through ops keeps the strength of where it
-/// came from: kPlacement > kConstraint > kDerived), and the axes it is a partial sum over.
+/// came from: kPlacement > kConstraint), and the axes it is a partial sum over.
 struct ValueSharding {
   SmallVector<Axes, 4> dims;
   SmallVector<int, 4> priority;
   Axes partial;
 };
-constexpr int kDerived = 1, kConstraint = 2, kPlacement = 3;
+constexpr int kConstraint = 2, kPlacement = 3;
 
 int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+int gridOrder(StringRef axis) {
+  return axis == names::kPipelineAxis ? 0 : axis == names::kDataAxis ? 1 : axis == names::kTensorAxis ? 2 : 3;
+}
 
 class Propagation {
 public:
   Propagation(ModuleOp module, const ParallelPlan &plan) : module(module), plan(plan) {}
 
   void run() {
+    for (auto fn : module.getOps<func::FuncOp>())
+      fn.walk([&](func::CallOp c) { callers[c.getCallee()].push_back(c); });
     seed();
     // The strongest decisions travel everywhere first (Shardy's priorities), so a weaker one
-    // never claims an axis before it meets the stronger: the placement, then the constraints,
-    // then what they imply. Each level runs forward then backward over every function until
-    // nothing new is decided; a dimension only gains axes from stronger decisions, so the
-    // rounds are bounded.
-    for (int level : {kPlacement, kConstraint, kDerived}) {
+    // never claims an axis before it meets the stronger: the placement, then the constraints
+    // (what is derived keeps its source's strength). Within a level a change revisits the ops
+    // next to it; a dimension only gains axes from stronger decisions, so it ends.
+    // Seeding queued the ops next to every seed; the placement's wave runs first, then the
+    // constraints' from their seeds again (the first wave could not carry them).
+    for (int level : {kPlacement, kConstraint}) {
       threshold = level;
-      for (bool changed = true; changed;) {
-        changed = false;
-        for (auto fn : module.getOps<func::FuncOp>()) {
-          SmallVector<Operation *> ops;
-          for (Operation &op : fn.getBody().front())
-            ops.push_back(&op);
-          for (Operation *op : ops)
-            changed |= visit(op);
-          for (Operation *op : llvm::reverse(ops))
-            changed |= visit(op);
-        }
+      if (level == kConstraint)
+        for (Value v : constraintSeeds)
+          enqueueNeighbours(v);
+      while (!worklist.empty()) {
+        Operation *op = worklist.front();
+        worklist.pop_front();
+        queued.erase(op);
+        visit(op);
       }
     }
     record();
@@ -79,9 +84,37 @@ private:
     return axis == names::kTensorAxis ? plan.tp : axis == names::kDataAxis ? plan.dp : plan.pp;
   }
 
-  /// Adds what `s` decides to `v`'s sharding: a dimension takes `s`'s axes where its own
-  /// decision is weaker and the axes split no other dimension of `v`. Whether anything changed.
+  /// Adds what `s` decides to `v`'s sharding (merge), and revisits the ops next to it if that
+  /// changed anything: a dimension takes `s`'s axes where its own decision is weaker (or as
+  /// strong and only extended) and no stronger decision holds them elsewhere in `v`.
   bool decide(Value v, const ValueSharding &s) {
+    if (!merge(v, s))
+      return false;
+    enqueueNeighbours(v);
+    return true;
+  }
+
+  /// The ops next to `v`: its producer and users, and across calls its other ends.
+  void enqueueNeighbours(Value v) {
+    if (Operation *def = v.getDefiningOp())
+      enqueue(def);
+    else if (auto fn = dyn_cast<func::FuncOp>(cast<BlockArgument>(v).getOwner()->getParentOp()))
+      for (func::CallOp c : callers.lookup(fn.getSymName()))
+        enqueue(c);
+    for (Operation *user : v.getUsers()) {
+      enqueue(user);
+      if (isa<func::ReturnOp>(user))
+        for (func::CallOp c : callers.lookup(user->getParentOfType<func::FuncOp>().getSymName()))
+          enqueue(c);
+    }
+  }
+
+  void enqueue(Operation *op) {
+    if (queued.insert(op).second)
+      worklist.push_back(op);
+  }
+
+  bool merge(Value v, const ValueSharding &s) {
     if (s.partial.empty() && llvm::all_of(s.dims, [](const Axes &d) { return d.empty(); }))
       return false; // nothing to say yet
     auto [it, inserted] = decided.try_emplace(v);
@@ -146,6 +179,11 @@ private:
     return s;
   }
 
+  void seedConstraint(Value v, const ValueSharding &s) {
+    decide(v, s);
+    constraintSeeds.push_back(v);
+  }
+
   void seed() {
     const bool tp = plan.tp > 1, dp = plan.dp > 1;
     module.walk([&](tx::ParamOp p) {
@@ -154,7 +192,7 @@ private:
       if (tp && p.getParallelDim())
         s.dims[*p.getParallelDim()].push_back(names::kTensorAxis);
       if (dp && plan.shardedState() == ShardingStrategy::OptimGradsParams)
-        storageAxes[p.getResult()] = {names::kDataAxis};
+        keptAxes[p.getResult()] = {names::kDataAxis};
       decide(p.getResult(), s);
     });
     for (auto fn : module.getOps<func::FuncOp>()) {
@@ -164,7 +202,7 @@ private:
       if (dp && (role == FunctionRole::Model || role == FunctionRole::TrainStep))
         for (BlockArgument arg : body.getArguments())
           if (auto t = dyn_cast<RankedTensorType>(arg.getType()); t && t.getElementType().isInteger() && t.getRank() >= 1)
-            decide(arg, split(arg, 0, {names::kDataAxis}, kConstraint));
+            seedConstraint(arg, split(arg, 0, {names::kDataAxis}, kConstraint));
       // Sequence parallelism: the residual stream crossing a layer, and its gradient.
       if (!plan.sp || !tp || !role)
         continue;
@@ -176,30 +214,31 @@ private:
         residual = {body.getArguments().back(), body.getTerminator()->getOperand(0)};
       for (Value v : residual)
         if (rankOf(v) == 3)
-          decide(v, split(v, tx::kSequenceDim, {names::kTensorAxis}, kConstraint));
+          seedConstraint(v, split(v, tx::kSequenceDim, {names::kTensorAxis}, kConstraint));
     }
   }
 
-  /// The axes `v` contributes to its ops: its decided dimensions, less a storage-only split.
+  /// The axes `v` contributes to its ops at this level: its decisions at least as strong.
   std::optional<ValueSharding> usable(Value v) const {
     auto it = decided.find(v);
     if (it == decided.end())
       return std::nullopt;
     ValueSharding s = it->second;
-    for (auto [d, axes] : llvm::enumerate(s.dims)) {
+    for (auto [d, axes] : llvm::enumerate(s.dims))
       if (s.priority[d] < threshold)
         axes.clear(); // not this level's to carry
-      else if (auto storage = storageAxes.find(v); storage != storageAxes.end())
-        llvm::erase_if(axes, [&](StringRef a) { return llvm::is_contained(storage->second, a); });
-    }
     return s;
   }
 
   bool visit(Operation *op) {
     if (auto call = dyn_cast<func::CallOp>(op))
       return visitCall(call);
-    if (auto ruled = dyn_cast<tx::ShardingRuleOpInterface>(op))
-      return visitRule(op, ruled.getFactorRule());
+    if (auto ruled = dyn_cast<tx::ShardingRuleOpInterface>(op)) {
+      auto [it, inserted] = rules.try_emplace(op);
+      if (inserted) // each op's rule once: the rounds visit every op several times
+        it->second = ruled.getFactorRule();
+      return visitRule(op, it->second);
+    }
     return false;
   }
 
@@ -232,12 +271,13 @@ private:
     SmallVector<int> factorPriority(numFactors, 0);
     // What each operand and result says of its factors.
     auto propose = [&](const tx::FactorRule::Tensor &dims, Value v) {
-      std::optional<ValueSharding> s = usable(v);
-      if (!s)
+      auto it = decided.find(v); // read in place: this runs for every operand of every visit
+      if (it == decided.end())
         return;
+      const ValueSharding *s = &it->second;
       for (auto [d, factors] : llvm::enumerate(dims)) {
         const Axes &axes = s->dims[d];
-        if (axes.empty() || factors.empty())
+        if (axes.empty() || factors.empty() || s->priority[d] < threshold)
           continue;
         int64_t parts = 1;
         for (StringRef a : axes)
@@ -295,6 +335,21 @@ private:
     return changed;
   }
 
+  /// How a parameter is kept between its uses (ZeRO-3: its first dimension also split over dp,
+  /// after tp's split), null for one kept as it is read.
+  tx::ShardingAttr keptAttr(Value v) {
+    auto kept = keptAxes.find(v);
+    if (kept == keptAxes.end() || rankOf(v) == 0)
+      return {};
+    tx::ShardingAttr read = toAttr(v);
+    SmallVector<Attribute> dims(read.getDims().begin(), read.getDims().end());
+    SmallVector<Attribute> first(cast<ArrayAttr>(dims.front()).begin(), cast<ArrayAttr>(dims.front()).end());
+    for (StringRef a : kept->second)
+      first.push_back(StringAttr::get(module.getContext(), a));
+    dims.front() = ArrayAttr::get(module.getContext(), first);
+    return tx::ShardingAttr::get(module.getContext(), ArrayAttr::get(module.getContext(), dims), read.getPartial());
+  }
+
   tx::ShardingAttr toAttr(Value v) {
     MLIRContext *ctx = module.getContext();
     auto strings = [&](ArrayRef<StringRef> axes) {
@@ -305,10 +360,8 @@ private:
     };
     ValueSharding s = decided.lookup(v);
     s.dims.resize(rankOf(v));
-    if (auto storage = storageAxes.find(v); storage != storageAxes.end() && !s.dims.empty())
-      for (StringRef a : storage->second)
-        if (!llvm::is_contained(s.dims.front(), a))
-          s.dims.front().push_back(a); // kept split on the first dimension, after tp's split
+    // A partial sum is over a set of axes: listed in the grid's order.
+    llvm::sort(s.partial, [](StringRef a, StringRef b) { return gridOrder(a) < gridOrder(b); });
     SmallVector<Attribute> dims;
     for (const Axes &d : s.dims)
       dims.push_back(strings(d));
@@ -333,6 +386,8 @@ private:
           perResult.push_back(toAttr(r));
         op->setAttr(names::kShardingAttr,
                     perResult.size() == 1 ? perResult.front() : ArrayAttr::get(module.getContext(), perResult));
+        if (tx::ShardingAttr kept = keptAttr(op->getResult(0)))
+          op->setAttr(names::kKeptShardingAttr, kept);
       });
     }
   }
@@ -340,8 +395,13 @@ private:
   ModuleOp module;
   const ParallelPlan &plan;
   DenseMap<Value, ValueSharding> decided;
-  DenseMap<Value, Axes> storageAxes; // ZeRO-3's split of a parameter: where it is kept, not used
+  DenseMap<Value, Axes> keptAxes; // ZeRO-3's split of a parameter where it is kept (megac.kept)
   int threshold = kPlacement;        // the weakest decision the current level carries
+  DenseMap<Operation *, tx::FactorRule> rules;
+  llvm::StringMap<SmallVector<func::CallOp>> callers;
+  std::deque<Operation *> worklist; // first in, first out: forward order first
+  DenseSet<Operation *> queued;
+  SmallVector<Value> constraintSeeds;
 };
 
 struct ShardPropagatePass : public megac::impl::ShardPropagateBase<ShardPropagatePass> {
@@ -350,6 +410,8 @@ struct ShardPropagatePass : public megac::impl::ShardPropagateBase<ShardPropagat
     FailureOr<ParallelPlan> plan = readPlan(module, getArgument());
     if (failed(plan))
       return signalPassFailure();
+    if (plan->tp == 1 && plan->dp == 1) // nothing is split within a stage
+      return markAllAnalysesPreserved();
     Propagation(module, *plan).run();
   }
 };

@@ -14,6 +14,8 @@ void megac::buildTrainingPipeline(mlir::OpPassManager &pm) {
   // the q, k and v weight gradients); one is enough.
   pm.addPass(mlir::createCSEPass());
   pm.addPass(createRecompute());
+  pm.addPass(createShardPropagate());
+  pm.addPass(createShardLocalize());
   pm.addPass(createTensorParallel());
   pm.addPass(createPipelineSplit());
   pm.addPass(pipeline::createPipelineSchedule());
@@ -24,7 +26,8 @@ void megac::buildTrainingPipeline(mlir::OpPassManager &pm) {
 
 void megac::registerTrainingPipeline() {
   mlir::PassPipelineRegistration<>("megac-training-pipeline",
-                                   "megac compile's passes, in order: lora, autocast, autodiff, cse, recompute, tensor-parallel, pipeline-split, "
+                                   "megac compile's passes, in order: lora, autocast, autodiff, cse, recompute, shard-propagate, "
+                                   "shard-localize, tensor-parallel, pipeline-split, "
                                    "pipeline-schedule, data-parallel, fuse-epilogues, fuse-nf4-loads (the plan comes from @grid)",
                                    buildTrainingPipeline);
 }

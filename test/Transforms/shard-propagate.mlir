@@ -11,7 +11,7 @@
 // GRAD:         = tx.matmul {{.*}} transpose_lhs {megac.sharding = #tx.sharding<[{"tp"}, {}], partial={"dp"}>}
 // GRAD:         = tx.matmul {{.*}} transpose_rhs {megac.sharding = #tx.sharding<[{"dp"}, {}, {}], partial={"tp"}>}
 // GRAD:         = tx.matmul {{.*}} transpose_lhs {megac.sharding = #tx.sharding<[{}, {"tp"}], partial={"dp"}>}
-// GRAD:         tx.rms_norm_grad {{.*}} {megac.sharding = [#tx.sharding<[{"dp"}, {"tp"}, {}]>, #tx.sharding<[{}], partial={"tp", "dp"}>]}
+// GRAD:         tx.rms_norm_grad {{.*}} {megac.sharding = [#tx.sharding<[{"dp"}, {"tp"}, {}]>, #tx.sharding<[{}], partial={"dp", "tp"}>]}
 // GRAD-LABEL: func.func @train_step(
 // GRAD:         tx.embedding_grad {{.*}} {megac.sharding = #tx.sharding<[{"tp"}, {}], partial={"dp"}>}
 
@@ -42,15 +42,16 @@ func.func private @layer(%x: tensor<4x16x32xf32>, %g: tensor<32xf32>, %w1: tenso
   return %y : tensor<4x16x32xf32>
 }
 
-// The model: ids and labels split on the batch; the vocabulary-parallel embedding's table on
-// tp (and kept split on dp by ZeRO-3); the tied head's logits split on the vocabulary; the loss
+// The model: ids and labels split on the batch; parameters as ops read them (megac.sharding:
+// tp's split) and as ZeRO-3 keeps them (megac.kept: also split over dp); the vocabulary-parallel
+// embedding's table on tp; the tied head's logits split on the vocabulary; the loss
 // a partial sum over the batch (dp), the vocabulary whole inside cross-entropy.
 // CHECK-LABEL: func.func @forward(
 // CHECK-SAME:    %{{.*}}: tensor<4x16xi32> {megac.sharding = #tx.sharding<[{"dp"}, {}]>}
-// CHECK:         tx.param "wte" {{.*}} {megac.sharding = #tx.sharding<[{"tp", "dp"}, {}]>}
-// CHECK:         tx.param "ln_f" {{.*}} {megac.sharding = #tx.sharding<[{"dp"}]>}
-// CHECK:         tx.param "w1" {{.*}} {megac.sharding = #tx.sharding<[{"dp"}, {"tp"}]>}
-// CHECK:         tx.param "w2" {{.*}} {megac.sharding = #tx.sharding<[{"tp", "dp"}, {}]>}
+// CHECK:         tx.param "wte" {{.*}} {megac.kept = #tx.sharding<[{"tp", "dp"}, {}]>, megac.sharding = #tx.sharding<[{"tp"}, {}]>}
+// CHECK:         tx.param "ln_f" {{.*}} {megac.kept = #tx.sharding<[{"dp"}]>, megac.sharding = #tx.sharding<[{}]>}
+// CHECK:         tx.param "w1" {{.*}} {megac.kept = #tx.sharding<[{"dp"}, {"tp"}]>, megac.sharding = #tx.sharding<[{}, {"tp"}]>}
+// CHECK:         tx.param "w2" {{.*}} {megac.kept = #tx.sharding<[{"tp", "dp"}, {}]>, megac.sharding = #tx.sharding<[{"tp"}, {}]>}
 // CHECK:         tx.embedding {{.*}} {megac.sharding = #tx.sharding<[{"dp"}, {}, {}], partial={"tp"}>}
 // CHECK:         call @layer({{.*}} {megac.sharding = #tx.sharding<[{"dp"}, {"tp"}, {}]>}
 // CHECK:         tx.matmul {{.*}} transpose_rhs {megac.sharding = #tx.sharding<[{"dp"}, {}, {"tp"}]>}

@@ -203,14 +203,25 @@ def ShardPropagate : Pass<"megac-shard-propagate", "mlir::ModuleOp"> {
     batch over dp, with sequence parallelism the residual stream split on the sequence over tp;
     each op's factor rule (`getFactorRule`) carries them through it, forward and backward, until
     nothing new is decided, and through calls both ways. Where two decisions want one axis on
-    two factors of an op, the stronger keeps it (placement over constraints over derived): a
+    two factors of an op, the stronger keeps it (placement over constraints): a
     column-parallel weight's output features over the sequence of sequence parallelism. ZeRO-3
     (optim_grads_params) keeps each parameter split on its first dimension over dp as well;
     that split is recorded on the parameter, never proposed to an op (it is gathered before
     use). Writes `megac.sharding` on every op (one per result) and function argument and
     result, with `partial` where an op sums over a split factor. Expects the IR's shapes global
-    on every axis (the batch of every data-parallel rank); not yet part of the training
-    pipeline.
+    on every axis (the frontend builds the batch of every data-parallel rank).
+  }];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
+}
+
+def ShardLocalize : Pass<"megac-shard-localize", "mlir::ModuleOp"> {
+  let summary = "The types made per rank along dp: each dimension split over dp divided by dp";
+  let description = [{
+    After megac-shard-propagate: every value's dimension split over dp (the batch) divided by
+    dp, function signatures with them, and the propagated `megac.sharding` removed, since
+    megac-tensor-parallel still derives tensor parallelism itself (docs/architecture.md: the
+    partition pass will read the propagated shardings instead). Data parallelism needs no
+    collective inside a step; its gradient sums are megac-data-parallel's.
   }];
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
 }
