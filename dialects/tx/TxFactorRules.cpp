@@ -101,6 +101,15 @@ FactorRule cutRule(Value input, Value result, int64_t dim) {
   return rule;
 }
 
+/// Logits [tokens..., vocab] and labels [tokens...]: the vocabulary whole (a softmax over it).
+std::pair<FactorRule::Tensor, FactorRule::Tensor> crossEntropyFactors(FactorRule &rule, Value logits) {
+  ArrayRef<int64_t> shape = shapeOf(logits);
+  FactorRule::Tensor tokens = freshFactors(rule, shape.drop_back());
+  FactorRule::Tensor all = tokens;
+  all.push_back(dimOf(rule, shape.back(), /*needReplication=*/true));
+  return {all, tokens};
+}
+
 } // namespace
 
 FactorRule ParamOp::getFactorRule() {
@@ -237,22 +246,16 @@ FactorRule AttentionGradOp::getFactorRule() {
 // vocabulary-parallel cross-entropy is a different algorithm: its own ops).
 FactorRule CrossEntropyOp::getFactorRule() {
   FactorRule rule;
-  ArrayRef<int64_t> logits = shapeOf(getLogits());
-  FactorRule::Tensor tokens = freshFactors(rule, logits.drop_back());
-  FactorRule::Tensor l = tokens;
-  l.push_back(dimOf(rule, logits.back(), /*needReplication=*/true));
-  rule.operands = {l, tokens};
+  auto [logits, tokens] = crossEntropyFactors(rule, getLogits());
+  rule.operands = {logits, tokens};
   rule.results = {{}};
   return rule;
 }
 
 FactorRule CrossEntropyGradOp::getFactorRule() {
   FactorRule rule;
-  ArrayRef<int64_t> logits = shapeOf(getLogits());
-  FactorRule::Tensor tokens = freshFactors(rule, logits.drop_back());
-  FactorRule::Tensor l = tokens;
-  l.push_back(dimOf(rule, logits.back(), /*needReplication=*/true));
-  rule.operands = {{}, l, tokens};
-  rule.results = {l};
+  auto [logits, tokens] = crossEntropyFactors(rule, getLogits());
+  rule.operands = {{}, logits, tokens};
+  rule.results = {logits};
   return rule;
 }

@@ -55,15 +55,19 @@ public:
   Propagation(ModuleOp module, const ParallelPlan &plan) : module(module), plan(plan) {}
 
   void run() {
+    unsigned numOps = 0;
     for (auto fn : module.getOps<func::FuncOp>())
-      fn.walk([&](func::CallOp c) { callers[c.getCallee()].push_back(c); });
-    seed();
+      fn.walk([&](Operation *op) {
+        ++numOps;
+        if (auto c = dyn_cast<func::CallOp>(op))
+          callers[c.getCallee()].push_back(c);
+      });
+    rules.reserve(numOps); // a rule is big: growing the map would move every one made so far
+    seed(); // queues the ops next to every seed
     // The strongest decisions travel everywhere first (Shardy's priorities), so a weaker one
-    // never claims an axis before it meets the stronger: the placement, then the constraints
-    // (what is derived keeps its source's strength). Within a level a change revisits the ops
-    // next to it; a dimension only gains axes from stronger decisions, so it ends.
-    // Seeding queued the ops next to every seed; the placement's wave runs first, then the
-    // constraints' from their seeds again (the first wave could not carry them).
+    // never claims an axis before it meets the stronger: the placement's wave, then the
+    // constraints' from their seeds again. A change revisits the ops next to it; a dimension
+    // only gains axes from stronger decisions, so each wave ends.
     for (int level : {kPlacement, kConstraint}) {
       threshold = level;
       if (level == kConstraint)
@@ -84,14 +88,11 @@ private:
     return axis == names::kTensorAxis ? plan.tp : axis == names::kDataAxis ? plan.dp : plan.pp;
   }
 
-  /// Adds what `s` decides to `v`'s sharding (merge), and revisits the ops next to it if that
-  /// changed anything: a dimension takes `s`'s axes where its own decision is weaker (or as
-  /// strong and only extended) and no stronger decision holds them elsewhere in `v`.
-  bool decide(Value v, const ValueSharding &s) {
-    if (!merge(v, s))
-      return false;
-    enqueueNeighbours(v);
-    return true;
+  /// Adds what `s` decides to `v`'s sharding and, if that changed anything, revisits the ops
+  /// next to it.
+  void decide(Value v, const ValueSharding &s) {
+    if (merge(v, s))
+      enqueueNeighbours(v);
   }
 
   /// The ops next to `v`: its producer and users, and across calls its other ends.
@@ -114,6 +115,8 @@ private:
       worklist.push_back(op);
   }
 
+  /// A dimension takes `s`'s axes where its own decision is weaker (or as strong and only
+  /// extended) and no stronger decision holds them elsewhere in `v`. Whether anything changed.
   bool merge(Value v, const ValueSharding &s) {
     if (s.partial.empty() && llvm::all_of(s.dims, [](const Axes &d) { return d.empty(); }))
       return false; // nothing to say yet
@@ -230,28 +233,26 @@ private:
     return s;
   }
 
-  bool visit(Operation *op) {
+  void visit(Operation *op) {
     if (auto call = dyn_cast<func::CallOp>(op))
       return visitCall(call);
     if (auto ruled = dyn_cast<tx::ShardingRuleOpInterface>(op)) {
       auto [it, inserted] = rules.try_emplace(op);
       if (inserted) // each op's rule once: the rounds visit every op several times
         it->second = ruled.getFactorRule();
-      return visitRule(op, it->second);
+      visitRule(op, it->second);
     }
-    return false;
   }
 
   /// A call passes shardings both ways: operands to the callee's arguments, the callee's
   /// results to the call's (a layer's function serves every call alike).
-  bool visitCall(func::CallOp call) {
+  void visitCall(func::CallOp call) {
     auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
     if (!callee)
-      return false;
-    bool changed = false;
+      return;
     auto link = [&](Value a, Value b) {
       if (std::optional<ValueSharding> s = usable(a))
-        changed |= decide(b, *s);
+        decide(b, *s);
     };
     Block &body = callee.getBody().front();
     for (auto [operand, arg] : llvm::zip_equal(call.getOperands(), body.getArguments())) {
@@ -262,10 +263,9 @@ private:
       link(returned, result);
       link(result, returned);
     }
-    return changed;
   }
 
-  bool visitRule(Operation *op, const tx::FactorRule &rule) {
+  void visitRule(Operation *op, const tx::FactorRule &rule) {
     const size_t numFactors = rule.factorSizes.size();
     SmallVector<Axes> factorAxes(numFactors);
     SmallVector<int> factorPriority(numFactors, 0);
@@ -305,7 +305,6 @@ private:
           });
     // Each result: its factors' axes where it has no stronger decision, and partial sums over
     // the split factors it lacks; an undecided operand: what the op reads.
-    bool changed = false;
     auto project = [&](const tx::FactorRule::Tensor &dims, Value v, std::optional<unsigned> result) {
       // An operand is what its producer made of it (a partial sum stays one); only one with no
       // producer's decision yet takes what this op would read.
@@ -325,14 +324,13 @@ private:
       for (size_t f = 0; result && f < numFactors; ++f)
         if (!factorAxes[f].empty() && !rule.resultHas(*result, f))
           s.partial.append(factorAxes[f].begin(), factorAxes[f].end());
-      changed |= decide(v, s);
+      decide(v, s);
     };
     for (auto [r, dims] : llvm::enumerate(rule.results))
       project(dims, op->getResult(r), r);
     for (auto [dims, v] : llvm::zip_equal(rule.operands, op->getOperands()))
       if (isa<RankedTensorType>(v.getType()))
         project(dims, v, std::nullopt);
-    return changed;
   }
 
   /// How a parameter is kept between its uses (ZeRO-3: its first dimension also split over dp,
