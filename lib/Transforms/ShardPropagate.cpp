@@ -59,10 +59,14 @@ public:
     for (auto fn : module.getOps<func::FuncOp>())
       fn.walk([&](Operation *op) {
         ++numOps;
-        if (auto c = dyn_cast<func::CallOp>(op))
+        if (auto c = dyn_cast<func::CallOp>(op)) {
           callers[c.getCallee()].push_back(c);
+          callees[c] = module.lookupSymbol<func::FuncOp>(c.getCallee());
+        }
       });
-    rules.reserve(numOps); // a rule is big: growing the map would move every one made so far
+    // Rules and shardings are big: growing their maps would move every one made so far.
+    rules.reserve(numOps);
+    decided.reserve(2 * numOps);
     seed(); // queues the ops next to every seed
     // The strongest decisions travel everywhere first (Shardy's priorities), so a weaker one
     // never claims an axis before it meets the stronger: the placement's wave, then the
@@ -73,7 +77,12 @@ public:
       if (level == kConstraint)
         for (Value v : constraintSeeds)
           enqueueNeighbours(v);
-      while (!worklist.empty()) {
+      while (!worklist.empty() || !links.empty()) {
+        if (!links.empty()) {
+          auto [from, to] = links.pop_back_val();
+          link(from, to);
+          continue;
+        }
         Operation *op = worklist.front();
         worklist.pop_front();
         queued.erase(op);
@@ -97,17 +106,42 @@ private:
 
   /// The ops next to `v`: its producer and users, and across calls its other ends.
   void enqueueNeighbours(Value v) {
-    if (Operation *def = v.getDefiningOp())
+    if (Operation *def = v.getDefiningOp()) {
+      if (auto call = dyn_cast<func::CallOp>(def)) // a call's result: the callee's returned value
+        if (auto callee = callees.lookup(call))
+          linkLater(v, callee.getBody().front().getTerminator()->getOperand(cast<OpResult>(v).getResultNumber()));
       enqueue(def);
-    else if (auto fn = dyn_cast<func::FuncOp>(cast<BlockArgument>(v).getOwner()->getParentOp()))
-      for (func::CallOp c : callers.lookup(fn.getSymName()))
-        enqueue(c);
-    for (Operation *user : v.getUsers()) {
-      enqueue(user);
-      if (isa<func::ReturnOp>(user))
-        for (func::CallOp c : callers.lookup(user->getParentOfType<func::FuncOp>().getSymName()))
-          enqueue(c);
+    } else if (auto fn = dyn_cast<func::FuncOp>(cast<BlockArgument>(v).getOwner()->getParentOp())) {
+      for (func::CallOp c : callers.lookup(fn.getSymName())) // an argument: every call's operand
+        linkLater(v, c.getOperand(cast<BlockArgument>(v).getArgNumber()));
     }
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (auto call = dyn_cast<func::CallOp>(user)) { // an operand: the callee's argument
+        if (auto callee = callees.lookup(call))
+          linkLater(v, callee.getBody().front().getArgument(use.getOperandNumber()));
+      } else if (isa<func::ReturnOp>(user)) { // returned: every call's result
+        for (func::CallOp c : callers.lookup(user->getParentOfType<func::FuncOp>().getSymName()))
+          linkLater(v, c.getResult(use.getOperandNumber()));
+      } else {
+        enqueue(user);
+      }
+    }
+  }
+
+  /// A call passes shardings both ways, one value at a time (a layer's function serves every
+  /// call alike): `from`'s sharding offered to `to` once the current op is done.
+  void linkLater(Value from, Value to) { links.push_back({from, to}); }
+
+  void link(Value from, Value to) {
+    auto a = decided.find(from);
+    if (a == decided.end())
+      return;
+    if (auto b = decided.find(to); b != decided.end() && b->second.dims == a->second.dims &&
+                                   b->second.priority == a->second.priority && b->second.partial == a->second.partial)
+      return; // the other end has it already: the usual case once a layer's function is decided
+    if (std::optional<ValueSharding> s = usable(from))
+      decide(to, *s);
   }
 
   void enqueue(Operation *op) {
@@ -234,8 +268,16 @@ private:
   }
 
   void visit(Operation *op) {
-    if (auto call = dyn_cast<func::CallOp>(op))
-      return visitCall(call);
+    if (auto call = dyn_cast<func::CallOp>(op)) { // at the start of a wave: every value it passes
+      if (auto callee = callees.lookup(call)) {
+        Block &body = callee.getBody().front();
+        for (auto [operand, arg] : llvm::zip_equal(call.getOperands(), body.getArguments()))
+          link(operand, arg), link(arg, operand);
+        for (auto [result, returned] : llvm::zip_equal(call.getResults(), body.getTerminator()->getOperands()))
+          link(returned, result), link(result, returned);
+      }
+      return;
+    }
     if (auto ruled = dyn_cast<tx::ShardingRuleOpInterface>(op)) {
       auto [it, inserted] = rules.try_emplace(op);
       if (inserted) // each op's rule once: the rounds visit every op several times
@@ -244,31 +286,10 @@ private:
     }
   }
 
-  /// A call passes shardings both ways: operands to the callee's arguments, the callee's
-  /// results to the call's (a layer's function serves every call alike).
-  void visitCall(func::CallOp call) {
-    auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
-    if (!callee)
-      return;
-    auto link = [&](Value a, Value b) {
-      if (std::optional<ValueSharding> s = usable(a))
-        decide(b, *s);
-    };
-    Block &body = callee.getBody().front();
-    for (auto [operand, arg] : llvm::zip_equal(call.getOperands(), body.getArguments())) {
-      link(operand, arg);
-      link(arg, operand);
-    }
-    for (auto [result, returned] : llvm::zip_equal(call.getResults(), body.getTerminator()->getOperands())) {
-      link(returned, result);
-      link(result, returned);
-    }
-  }
-
   void visitRule(Operation *op, const tx::FactorRule &rule) {
     const size_t numFactors = rule.factorSizes.size();
-    SmallVector<Axes> factorAxes(numFactors);
-    SmallVector<int> factorPriority(numFactors, 0);
+    SmallVector<Axes, 8> factorAxes(numFactors);
+    SmallVector<int, 8> factorPriority(numFactors, 0);
     // What each operand and result says of its factors.
     auto propose = [&](const tx::FactorRule::Tensor &dims, Value v) {
       auto it = decided.find(v); // read in place: this runs for every operand of every visit
@@ -397,6 +418,8 @@ private:
   int threshold = kPlacement;        // the weakest decision the current level carries
   DenseMap<Operation *, tx::FactorRule> rules;
   llvm::StringMap<SmallVector<func::CallOp>> callers;
+  DenseMap<Operation *, func::FuncOp> callees;
+  SmallVector<std::pair<Value, Value>> links; // values a call passes on, not yet offered
   std::deque<Operation *> worklist; // first in, first out: forward order first
   DenseSet<Operation *> queued;
   SmallVector<Value> constraintSeeds;
