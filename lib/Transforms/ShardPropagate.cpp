@@ -107,10 +107,12 @@ private:
   /// The ops next to `v`: its producer and users, and across calls its other ends.
   void enqueueNeighbours(Value v) {
     if (Operation *def = v.getDefiningOp()) {
-      if (auto call = dyn_cast<func::CallOp>(def)) // a call's result: the callee's returned value
+      if (auto call = dyn_cast<func::CallOp>(def)) { // a call's result: the callee's returned value
         if (auto callee = callees.lookup(call))
           linkLater(v, callee.getBody().front().getTerminator()->getOperand(cast<OpResult>(v).getResultNumber()));
-      enqueue(def);
+      } else {
+        enqueue(def);
+      }
     } else if (auto fn = dyn_cast<func::FuncOp>(cast<BlockArgument>(v).getOwner()->getParentOp())) {
       for (func::CallOp c : callers.lookup(fn.getSymName())) // an argument: every call's operand
         linkLater(v, c.getOperand(cast<BlockArgument>(v).getArgNumber()));
@@ -267,17 +269,8 @@ private:
     return s;
   }
 
+  /// An op with a factor rule (calls pass their values on one at a time: linkLater).
   void visit(Operation *op) {
-    if (auto call = dyn_cast<func::CallOp>(op)) { // at the start of a wave: every value it passes
-      if (auto callee = callees.lookup(call)) {
-        Block &body = callee.getBody().front();
-        for (auto [operand, arg] : llvm::zip_equal(call.getOperands(), body.getArguments()))
-          link(operand, arg), link(arg, operand);
-        for (auto [result, returned] : llvm::zip_equal(call.getResults(), body.getTerminator()->getOperands()))
-          link(returned, result), link(result, returned);
-      }
-      return;
-    }
     if (auto ruled = dyn_cast<tx::ShardingRuleOpInterface>(op)) {
       auto [it, inserted] = rules.try_emplace(op);
       if (inserted) // each op's rule once: the rounds visit every op several times
