@@ -101,6 +101,21 @@ FactorRule cutRule(Value input, Value result, int64_t dim) {
   return rule;
 }
 
+/// An embedding's table [vocab, hidden], its ids [tokens...] and the rows it reads [tokens...,
+/// hidden].
+struct EmbeddingFactors {
+  FactorRule::Tensor table, tokens, rows;
+};
+EmbeddingFactors embeddingFactors(FactorRule &rule, Value ids, ArrayRef<int64_t> table) {
+  EmbeddingFactors f;
+  f.tokens = freshFactors(rule, shapeOf(ids));
+  const FactorRule::Dim vocab = dimOf(rule, table[0]), hidden = dimOf(rule, table[1]);
+  f.table = {vocab, hidden};
+  f.rows = f.tokens;
+  f.rows.push_back(hidden);
+  return f;
+}
+
 /// Logits [tokens..., vocab] and labels [tokens...]: the vocabulary whole (a softmax over it).
 std::pair<FactorRule::Tensor, FactorRule::Tensor> crossEntropyFactors(FactorRule &rule, Value logits) {
   ArrayRef<int64_t> shape = shapeOf(logits);
@@ -163,26 +178,18 @@ FactorRule MatmulOp::getFactorRule() {
 // per rank gives partial sums, Megatron's VocabParallelEmbedding).
 FactorRule EmbeddingOp::getFactorRule() {
   FactorRule rule;
-  ArrayRef<int64_t> ids = shapeOf(getIds()), table = shapeOf(getTable());
-  FactorRule::Tensor tokens = freshFactors(rule, ids);
-  const FactorRule::Dim vocab = dimOf(rule, table[0]), hidden = dimOf(rule, table[1]);
-  FactorRule::Tensor out = tokens;
-  out.push_back(hidden);
-  rule.operands = {{vocab, hidden}, tokens};
-  rule.results = {out};
+  EmbeddingFactors f = embeddingFactors(rule, getIds(), shapeOf(getTable()));
+  rule.operands = {f.table, f.tokens};
+  rule.results = {f.rows};
   return rule;
 }
 
 // The table's gradient: every token's row added in (the tokens are summed over).
 FactorRule EmbeddingGradOp::getFactorRule() {
   FactorRule rule;
-  ArrayRef<int64_t> ids = shapeOf(getIds()), table = shapeOf(getResult());
-  FactorRule::Tensor tokens = freshFactors(rule, ids);
-  const FactorRule::Dim vocab = dimOf(rule, table[0]), hidden = dimOf(rule, table[1]);
-  FactorRule::Tensor grad = tokens;
-  grad.push_back(hidden);
-  rule.operands = {grad, tokens};
-  rule.results = {{vocab, hidden}};
+  EmbeddingFactors f = embeddingFactors(rule, getIds(), shapeOf(getResult()));
+  rule.operands = {f.rows, f.tokens};
+  rule.results = {f.table};
   return rule;
 }
 
