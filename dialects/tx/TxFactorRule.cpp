@@ -108,6 +108,11 @@ FactorRule elementwiseRule(Operation *op) {
 
 FactorRule reshapeRule(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
   FactorRule rule;
+  if (llvm::is_contained(in, 0) || llvm::is_contained(out, 0)) { // nothing to split
+    rule.operands = {FactorRule::Tensor(in.size())};
+    rule.results = {FactorRule::Tensor(out.size())};
+    return rule;
+  }
   FactorRule::Tensor a(in.size()), b(out.size());
   size_t i = 0, j = 0;
   auto skipOnes = [&] {

@@ -74,7 +74,7 @@ AttentionFactors attentionFactors(FactorRule &rule, Value query, Value key) {
   const FactorRule::Dim seq = dimOf(rule, q[1], /*needReplication=*/true);
   const FactorRule::Dim keySeq = dimOf(rule, k[1], /*needReplication=*/true);
   const FactorRule::Dim kvHeads = dimOf(rule, k[2]);
-  const FactorRule::Dim group = dimOf(rule, q[2] / k[2]);
+  const FactorRule::Dim group = dimOf(rule, k[2] > 0 ? q[2] / k[2] : 1);
   const FactorRule::Dim headDim = dimOf(rule, q[3], /*needReplication=*/true);
   FactorRule::Dim heads = kvHeads;
   heads.append(group.begin(), group.end());

@@ -28,6 +28,9 @@ Error checkPlanAgainstSpec(ParallelPlan &plan, const ModelSpec &spec, int64_t mi
 
 Expected<mlir::OwningOpRef<mlir::ModuleOp>> compile(mlir::MLIRContext &context, const ModelSpec &spec,
                                                     const ParallelPlan &plan, const CompileOptions &options) {
+  if (plan.pp > 1 && (!plan.pipelineSchedule || plan.numMicrobatches < 1 || plan.vpp < 1))
+    return createStringError("internal: a pipeline plan without its schedule, microbatches or chunks; check it "
+                             "with checkPlanAgainstSpec before compiling");
   mlir::OwningOpRef<mlir::ModuleOp> module = buildModel(context, spec, plan, options.microBatch);
   if (failed(mlir::verify(*module)))
     return createStringError("internal: the frontend built invalid IR for " + spec.path);

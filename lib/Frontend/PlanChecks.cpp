@@ -34,6 +34,7 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
                   Twine(plan.layersPerVirtualStage) + " (which gives " + Twine(vpp) + " chunks per rank for " +
                   Twine(layers) + " layers over " + Twine(plan.pp) + " pipeline ranks); give only one of them");
     plan.vpp = vpp;
+    plan.layersPerVirtualStage = 0; // folded into vpp, which the plan records
   }
   if (plan.pp == 1 && plan.vpp > 1)
     return fail("--vpp " + Twine(plan.vpp) + " (virtual pipeline stages) needs --pipeline-model-parallel-size > 1");

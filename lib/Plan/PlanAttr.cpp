@@ -285,6 +285,10 @@ FailureOr<ParallelPlan> planFromEntries(ArrayRef<NamedAttribute> entries,
     return fail("pp is " + Twine(result.pp) + ", so " + kAttr + " needs " + kVirtualStages + " >= 1 (got " +
                 Twine(result.vpp) + "), " + kMicrobatches + " >= 1 (got " + Twine(result.numMicrobatches) + ") and a " +
                 kSchedule);
+  if (result.pp == 1 && (result.pipelineSchedule || result.numMicrobatches || !result.pipelineLayout.empty() ||
+                         result.vpp != 1))
+    return fail("pp is 1, so " + kAttr + " takes no " + kSchedule + ", " + kMicrobatches + ", " + kLayout + " or " +
+                kVirtualStages + " (they describe a pipeline)");
   if (llvm::Error e = checkPlanLimits(result, fieldNames()))
     return fail(llvm::toString(std::move(e)));
   if (sharding.strategy.empty() &&

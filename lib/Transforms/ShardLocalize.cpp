@@ -59,6 +59,8 @@ struct ShardLocalizePass : public megac::impl::ShardLocalizeBase<ShardLocalizePa
       v.setType(local);
     };
     for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
       Block &body = fn.getBody().front();
       for (BlockArgument arg : body.getArguments()) {
         localize(arg, fn.getArgAttrOfType<tx::ShardingAttr>(arg.getArgNumber(), names::kShardingAttr), fn);

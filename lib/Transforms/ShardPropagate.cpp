@@ -61,7 +61,8 @@ public:
         ++numOps;
         if (auto c = dyn_cast<func::CallOp>(op)) {
           callers[c.getCallee()].push_back(c);
-          callees[c] = module.lookupSymbol<func::FuncOp>(c.getCallee());
+          if (auto callee = module.lookupSymbol<func::FuncOp>(c.getCallee()); callee && !callee.isExternal())
+            callees[c] = callee; // a declaration has no values to pass on
         }
       });
     // Rules and shardings are big: growing their maps would move every one made so far.
@@ -154,7 +155,8 @@ private:
   /// A dimension takes `s`'s axes where its own decision is weaker (or as strong and only
   /// extended) and no stronger decision holds them elsewhere in `v`. Whether anything changed.
   bool merge(Value v, const ValueSharding &s) {
-    if (s.partial.empty() && llvm::all_of(s.dims, [](const Axes &d) { return d.empty(); }))
+    if (s.partial.empty() && llvm::all_of(llvm::seq<size_t>(0, s.dims.size()),
+                                          [&](size_t d) { return s.dims[d].empty() && s.priority[d] == 0; }))
       return false; // nothing to say yet
     auto [it, inserted] = decided.try_emplace(v);
     ValueSharding &mine = it->second;
@@ -180,7 +182,16 @@ private:
             return false;
         return axes.size() > mine.dims[d].size();
       };
-      if (axes.empty() || mine.dims[d] == axes ||
+      if (axes.empty()) {
+        // Whole, decided: a parameter the placement leaves whole, a factor another took the
+        // axis of. A weaker decision may not split it later.
+        if (mine.dims[d].empty() && s.priority[d] > mine.priority[d]) {
+          mine.priority[d] = s.priority[d];
+          changed = true;
+        }
+        continue;
+      }
+      if (mine.dims[d] == axes ||
           (s.priority[d] < mine.priority[d] || (s.priority[d] == mine.priority[d] && !extends())))
         continue;
       // An axis splits one dimension: a weaker decision elsewhere gives it up, a stronger one
@@ -235,6 +246,8 @@ private:
       decide(p.getResult(), s);
     });
     for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
       std::optional<FunctionRole> role = roleOf(fn);
       Block &body = fn.getBody().front();
       // Token ids and labels: split on the batch over dp.
@@ -383,6 +396,8 @@ private:
   /// megac.sharding on every function argument and result and on every op (one per result).
   void record() {
     for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
       Block &body = fn.getBody().front();
       for (BlockArgument arg : body.getArguments())
         if (isa<RankedTensorType>(arg.getType()))
