@@ -41,6 +41,15 @@ LogicalResult MegacDialect::verifyOperationAttribute(Operation *op, NamedAttribu
       return op->emitError() << names::kRoleAttr << " belongs on a func.func";
     return success();
   }
+  if (attribute.getName() == names::kChunkAttr) {
+    // Passes find a chunk's halves by role: a chunk without one would be taken for a forward.
+    auto fn = dyn_cast<func::FuncOp>(op);
+    std::optional<FunctionRole> role = fn ? roleOf(fn) : std::nullopt;
+    if (role != FunctionRole::ChunkForward && role != FunctionRole::ChunkBackward)
+      return op->emitError() << names::kChunkAttr << " belongs on a func.func with " << names::kRoleAttr
+                             << " = #megac.role<chunk_forward> or #megac.role<chunk_backward>";
+    return success();
+  }
   if (attribute.getName() != names::kPlanAttr)
     return success(); // the other megac.* attributes are checked by the passes that read them
   auto plan = dyn_cast<PlanAttr>(attribute.getValue());

@@ -441,6 +441,15 @@ struct ShardPropagatePass : public megac::impl::ShardPropagateBase<ShardPropagat
       return signalPassFailure();
     if (plan->tp == 1 && plan->dp == 1) // nothing is split within a stage
       return markAllAnalysesPreserved();
+    // The batch is split where the ids come in: without the model's entry it would stay whole.
+    if (plan->dp > 1 && llvm::none_of(module.getOps<func::FuncOp>(), [](func::FuncOp fn) {
+          return roleOf(fn) == FunctionRole::Model || roleOf(fn) == FunctionRole::TrainStep;
+        })) {
+      module.emitError() << getArgument() << ": dp is " << plan->dp << " but no function has "
+                         << names::kRoleAttr << " = #megac.role<model> or #megac.role<train_step>, where the "
+                         << "token ids come in; the frontend and megac-autodiff set them";
+      return signalPassFailure();
+    }
     Propagation(module, *plan).run();
   }
 };
