@@ -8,16 +8,12 @@ reported); --adapter puts PEFT's PeftModel.from_pretrained(model, PEFT_FOLDER) o
 tensors and warnings reported); --save-sharded also saves the model sharded, as transformers
 does for big models."""
 import argparse
-import importlib.util
 import json
 import os
 import sys
 import warnings
 
-# bitsandbytes is installed (--no-deps) for its NF4 code, but its package does not import over
-# Debian's torch 1.13; PEFT would import it for quantized layers, which these models have none of.
-_find_spec = importlib.util.find_spec
-importlib.util.find_spec = lambda name, *a: None if name == "bitsandbytes" else _find_spec(name, *a)
+import hf_offline  # noqa: E402,F401  (before transformers and PEFT: offline, bitsandbytes hidden)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

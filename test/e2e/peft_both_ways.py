@@ -18,20 +18,13 @@ c. PEFT adapters of other settings (rank, alpha, targets, DoRA) are refused by n
 """
 import argparse
 import glob
-import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
 
-# bitsandbytes is installed (--no-deps) for its NF4 code, but its package does not import over
-# Debian's torch; PEFT would import it for quantized layers, which these models have none of.
-_find_spec = importlib.util.find_spec
-importlib.util.find_spec = lambda name, *a: None if name == "bitsandbytes" else _find_spec(name, *a)
-
-os.environ["HF_HUB_OFFLINE"] = "1"  # nothing is downloaded: every model here is a local folder
-os.environ["TRANSFORMERS_OFFLINE"] = "1"
+import hf_offline  # noqa: E402,F401  (before transformers and PEFT: offline, bitsandbytes hidden)
 
 import numpy as np  # noqa: E402
 import peft  # noqa: E402
