@@ -68,11 +68,10 @@ LogicalResult MegacDialect::verifyOperationAttribute(Operation *op, NamedAttribu
                            << "'s pp x dp x tp = " << p.pp << "x" << p.dp << "x" << p.tp;
   }
   auto axes = grid->getAttrOfType<ArrayAttr>(names::kAxesAttr);
-  constexpr GridAxis kOrder[] = {GridAxis::Pp, GridAxis::Dp, GridAxis::Tp};
-  bool named = axes && axes.size() == std::size(kOrder);
-  for (size_t i = 0; named && i < std::size(kOrder); ++i) {
+  bool named = axes && axes.size() == std::size(kGridAxes);
+  for (size_t i = 0; named && i < std::size(kGridAxes); ++i) {
     auto name = dyn_cast<StringAttr>(axes[i]);
-    named = name && name.getValue() == gridAxisName(kOrder[i]);
+    named = name && name.getValue() == gridAxisName(kGridAxes[i]);
   }
   if (!named)
     return op->emitError() << "@" << names::kGrid << " needs " << names::kAxesAttr

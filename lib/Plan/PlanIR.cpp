@@ -8,12 +8,6 @@
 using namespace mlir;
 using namespace megac;
 
-namespace {
-
-constexpr GridAxis kAxes[] = {GridAxis::Pp, GridAxis::Dp, GridAxis::Tp};
-
-} // namespace
-
 StringRef megac::gridAxisName(GridAxis axis) {
   switch (axis) {
   case GridAxis::Pp:
@@ -32,7 +26,7 @@ void megac::recordPlan(ModuleOp module, const ParallelPlan &plan) {
   auto grid = shard::GridOp::create(b, module.getLoc(), b.getStringAttr(names::kGrid),
                                     b.getDenseI64ArrayAttr({plan.pp, plan.dp, plan.tp}));
   SmallVector<Attribute> axes;
-  for (GridAxis axis : kAxes)
+  for (GridAxis axis : kGridAxes)
     axes.push_back(b.getStringAttr(gridAxisName(axis)));
   grid->setAttr(names::kAxesAttr, b.getArrayAttr(axes));
   grid->setAttr(names::kPlanAttr, PlanAttr::get(b.getContext(), plan));

@@ -46,8 +46,9 @@ struct ValueSharding {
 constexpr int kConstraint = 2, kPlacement = 3;
 
 int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
-int gridOrder(StringRef axis) {
-  return axis == names::kPipelineAxis ? 0 : axis == names::kDataAxis ? 1 : axis == names::kTensorAxis ? 2 : 3;
+/// An axis's place in @grid (Megatron's rank order).
+size_t gridOrder(StringRef axis) {
+  return llvm::find_if(kGridAxes, [&](GridAxis a) { return gridAxisName(a) == axis; }) - std::begin(kGridAxes);
 }
 
 class Propagation {

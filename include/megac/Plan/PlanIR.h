@@ -13,6 +13,7 @@ namespace megac {
 
 /// The grid's axes in Megatron's rank order, slowest first (the index in `grid_axes`).
 enum class GridAxis : int16_t { Pp = 0, Dp = 1, Tp = 2 };
+inline constexpr GridAxis kGridAxes[] = {GridAxis::Pp, GridAxis::Dp, GridAxis::Tp};
 /// "pp", "dp", "tp".
 llvm::StringRef gridAxisName(GridAxis axis);
 
