@@ -16,7 +16,7 @@ namespace {
 /// Reads config.json's fields; every failure names the file and the field.
 class ConfigReader {
 public:
-  ConfigReader(const json::Object &config, StringRef path) : config(config), path(path.str()) {}
+  ConfigReader(const json::Object &config, StringRef path, SpecUse use) : config(config), path(path.str()), use(use) {}
 
   Error fail(const Twine &message) const { return createStringError(inconvertibleErrorCode(), path + ": " + message); }
 
@@ -42,7 +42,31 @@ public:
 
   Error tooLarge(StringRef key, const json::Value &v, StringRef what, int64_t limit) const {
     return fail(key + " is " + shown(v) + ", more than the " + Twine(limit) + " megac compiles (" + what +
-                ", include/megac/Limits.h); it cannot generate from this model");
+                ", include/megac/Limits.h); " + cannot());
+  }
+
+  /// What megac cannot do with a model it refuses.
+  StringRef cannot() const {
+    return use == SpecUse::Generate ? "it cannot generate from this model" : "it cannot compile this model";
+  }
+
+  /// A dropout rate (in [0, 1)) for training, `fallback` when absent; 0 for generating.
+  Expected<double> dropout(StringRef key, double fallback) const {
+    if (use == SpecUse::Generate)
+      return 0.0;
+    const json::Value *v = config.get(key);
+    if (!v || v->kind() == json::Value::Null)
+      return fallback;
+    std::optional<double> x = v->getAsNumber();
+    if (!x || !(*x >= 0 && *x < 1))
+      return fail(key + " is " + shown(*v) + "; a dropout rate is a number in [0, 1)");
+    return *x;
+  }
+
+  /// The dropout lines of the spec, and what they are for.
+  std::string dropoutComment() const {
+    return use == SpecUse::Generate ? "dropout 0: a generating program drops nothing"
+                                    : "dropout as the config gives it (transformers trains with it)";
   }
 
   /// A positive finite number, `fallback` when absent.
@@ -70,8 +94,7 @@ public:
     const json::Value *v = config.get(key);
     if (!v || v->kind() == json::Value::Null || v->getAsString() == expected)
       return Error::success();
-    return fail(key + " is " + shown(*v) + ", but megac computes " + expected + " (" + why +
-                "); it cannot generate from this model");
+    return fail(key + " is " + shown(*v) + ", but megac computes " + expected + " (" + why + "); " + cannot());
   }
 
   static std::string shown(const json::Value &v) {
@@ -84,6 +107,7 @@ public:
 private:
   const json::Object &config;
   std::string path;
+  SpecUse use;
 };
 
 std::string exact(double x) { return shortestExactText(x); }
@@ -111,12 +135,22 @@ Expected<std::string> gpt2Spec(const ConfigReader &r) {
     return tied.takeError();
   if (Error e = r.require("activation_function", "gelu_new", "GELU's tanh approximation"))
     return std::move(e);
-  return "# From a Hugging Face GPT2LMHeadModel's config.json; dropout 0: a generating program drops nothing.\n" +
+  // Megatron's one hidden dropout is GPT-2's embedding and residual dropouts at once.
+  Expected<double> residual = r.dropout("resid_pdrop", 0.1), embedding = r.dropout("embd_pdrop", 0.1),
+                   attention = r.dropout("attn_pdrop", 0.1);
+  for (Expected<double> *e : {&residual, &embedding, &attention})
+    if (!*e)
+      return e->takeError();
+  if (*residual != *embedding)
+    return r.fail("embd_pdrop is " + exact(*embedding) + " and resid_pdrop " + exact(*residual) +
+                  "; megac drops the embeddings and the residual branches at one rate (Megatron's hidden dropout): "
+                  "set both to one value");
+  return "# From a Hugging Face GPT2LMHeadModel's config.json; " + r.dropoutComment() + ".\n" +
          line("family", "gpt2") + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
          line("num_attention_heads", Twine(*heads)) + line("ffn_hidden_size", Twine(*ffn)) +
          line("seq_length", Twine(*positions)) + line("vocab_size", Twine(*vocab)) +
          line("norm_epsilon", exact(*epsilon)) + line("tie_embeddings", *tied ? "true" : "false") +
-         line("hidden_dropout", "0") + line("attention_dropout", "0");
+         line("hidden_dropout", exact(*residual)) + line("attention_dropout", exact(*attention));
 }
 
 Expected<std::string> llamaSpec(const ConfigReader &r) {
@@ -144,18 +178,21 @@ Expected<std::string> llamaSpec(const ConfigReader &r) {
     return tied.takeError();
   if (Error e = r.require("hidden_act", "silu", "SwiGLU's gate"))
     return std::move(e);
-  return "# From a Hugging Face LlamaForCausalLM's config.json; dropout 0: a generating program drops nothing.\n" +
+  Expected<double> attention = r.dropout("attention_dropout", 0.0); // Llama has no other dropout
+  if (!attention)
+    return attention.takeError();
+  return "# From a Hugging Face LlamaForCausalLM's config.json; " + r.dropoutComment() + ".\n" +
          line("family", "llama") + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
          line("num_attention_heads", Twine(*heads)) + line("num_query_groups", Twine(*groups)) +
          line("ffn_hidden_size", Twine(*ffn)) + line("seq_length", Twine(*positions)) +
          line("vocab_size", Twine(*vocab)) + line("norm_epsilon", exact(*epsilon)) +
          line("rotary_base", exact(*base)) + line("tie_embeddings", *tied ? "true" : "false") +
-         line("hidden_dropout", "0") + line("attention_dropout", "0");
+         line("hidden_dropout", "0") + line("attention_dropout", exact(*attention));
 }
 
 } // namespace
 
-Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef path) {
+Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef path, SpecUse use) {
   Expected<json::Value> parsed = json::parse(configJson);
   if (!parsed)
     return createStringError(inconvertibleErrorCode(),
@@ -163,19 +200,27 @@ Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef 
   const json::Object *config = parsed->getAsObject();
   if (!config)
     return createStringError(inconvertibleErrorCode(), path + ": holds no JSON object; is this a config.json?");
-  ConfigReader r(*config, path);
+  ConfigReader r(*config, path, use);
   std::string type = config->getString("model_type").value_or("").str(), architectures;
   if (const json::Array *list = config->getArray("architectures"))
     for (const json::Value &a : *list)
       architectures += (architectures.empty() ? "" : ", ") + a.getAsString().value_or("?").str();
+  // The class names the head on the model: megac trains and generates with a causal LM head.
+  const char *causalLM = type == "gpt2" ? "GPT2LMHeadModel" : type == "llama" ? "LlamaForCausalLM" : nullptr;
+  if (const json::Array *list = config->getArray("architectures"); causalLM && list && !list->empty())
+    for (const json::Value &a : *list)
+      if (a.getAsString() != causalLM)
+        return r.fail("architectures is [" + architectures + "]; megac computes " + causalLM +
+                      " (a causal language model head) for model_type '" + type + "', not " +
+                      a.getAsString().value_or("?") + ", so " + r.cannot());
   if (type == "gpt2")
     return gpt2Spec(r);
   if (type == "llama")
     return llamaSpec(r);
   return r.fail("model_type is " + (type.empty() ? std::string("missing") : "'" + type + "'") +
                 (architectures.empty() ? std::string() : " (architectures " + architectures + ")") +
-                "; megac computes the gpt2 (GPT2LMHeadModel) and llama (LlamaForCausalLM) families only, so it "
-                "cannot generate from this model");
+                "; megac computes the gpt2 (GPT2LMHeadModel) and llama (LlamaForCausalLM) families only, so " +
+                r.cannot());
 }
 
 } // namespace megac

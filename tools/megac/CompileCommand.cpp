@@ -8,6 +8,7 @@
 #include "RepeatedFlags.h"
 #include "RunCommand.h"
 #include "SimulationFlags.h"
+#include "SpecSource.h"
 #include "StagedOutput.h"
 #include "TextFile.h"
 #include "pipe/ScheduleIR.h"
@@ -57,7 +58,14 @@ using megac::cli::simulate;
 using megac::cli::plan;
 
 // A list, so that a stray second argument is named in the error rather than refused generically.
-cl::list<std::string> specPaths(cl::Positional, cl::OneOrMore, cl::desc("SPEC.yaml"), cl::sub(compile), cl::sub(simulate));
+cl::list<std::string> specPaths(cl::Positional, cl::OneOrMore,
+                                cl::desc("SPEC.yaml"),
+                                cl::sub(compile), cl::sub(simulate));
+cl::opt<int64_t> seqLength("seq-length",
+                           cl::desc("tokens per sample the program is compiled for (Megatron's flag; default: the "
+                                    "spec's seq_length, a config.json's max_position_embeddings)"),
+                           cl::sub(compile), cl::sub(simulate), cl::sub(plan),
+                           megac::recordValues<int64_t>("--seq-length"));
 cl::opt<std::string> outDir("o", cl::Required, cl::desc("output folder; OUT/train is the program"),
                             cl::value_desc("OUT"), cl::sub(compile),
                             megac::recordValues<std::string>("-o"));
@@ -248,8 +256,6 @@ bool writeFile(StringRef path, StringRef text) {
   return megac::writeTextFile(path, [&](raw_ostream &os) { os << text; });
 }
 
-/// A spec is a few lines of YAML; a bigger file is a mistake (a wrong path, a device).
-constexpr uint64_t kMaxSpecBytes = 1 << 20;
 /// The simulated schedule adds the costs up over every (chunk, microbatch).
 constexpr double kMaxScheduleCost = 1e12;
 
@@ -452,6 +458,10 @@ static std::string commandWithoutDataParallelSize(llvm::ArrayRef<const char *> a
   return command;
 }
 
+std::optional<int64_t> megac::seqLengthFlag() {
+  return seqLength.getNumOccurrences() ? std::optional<int64_t>(seqLength) : std::nullopt;
+}
+
 int megac::runCompile() {
   auto start = std::chrono::steady_clock::now();
   const bool simulating = static_cast<bool>(megac::cli::simulate);
@@ -477,10 +487,11 @@ int megac::runCompile() {
   const std::string &specPath = specPaths.front();
   const ScheduleCosts costs{forwardCost, backwardCost};
 
-  Expected<std::string> specText = readTextFile(specPath, kMaxSpecBytes, "spec");
-  if (!specText)
-    return fail(toString(specText.takeError()));
-  Expected<ModelSpec> spec = parseModelSpec(*specText, specPath);
+  Expected<SpecSource> source = readSpecSource(specPath, megac::seqLengthFlag());
+  if (!source)
+    return fail(toString(source.takeError()));
+  const std::string *specText = &source->text;
+  Expected<ModelSpec> spec = parseModelSpec(*specText, source->origin);
   if (!spec)
     return fail(toString(spec.takeError()));
 

@@ -11,6 +11,7 @@
 #include "ProgramCache.h"
 #include "RepeatedFlags.h"
 #include "RunCommand.h"
+#include "SpecSource.h"
 #include "TextFile.h"
 #include "TokenizerProcess.h"
 

@@ -6,11 +6,7 @@
 // kGenerateWindow: a few programs in the cache whatever the prompts, each reused.
 #pragma once
 
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
-
 #include <cstdint>
-#include <string>
 
 namespace megac {
 
@@ -18,11 +14,5 @@ constexpr int64_t kGenerateWindow = 4096; // Llama 2's positions: such models co
 
 /// The positions to compile for `tokens` (prompt + new, at most `modelPositions`).
 int64_t generateWindow(int64_t modelPositions, int64_t tokens);
-
-/// `specText` with seq_length `seqLength`, and max_position_embeddings `maxPositions` unless
-/// the spec sets it (a learned position table keeps the model's rows). Fails when the spec is not
-/// written one key a line (megac's flat YAML), naming `origin`.
-llvm::Expected<std::string> specWithSeqLength(llvm::StringRef specText, int64_t seqLength, int64_t maxPositions,
-                                              llvm::StringRef origin);
 
 } // namespace megac

@@ -21,6 +21,7 @@
 #include "EverySecond.h"
 #include "RepeatedFlags.h"
 #include "SimulationFlags.h"
+#include "SpecSource.h"
 #include "megac/Driver/Compile.h"
 #include "TextFile.h"
 
@@ -187,10 +188,10 @@ int megac::runPlan() {
   if (globalBatch < 1 || globalBatch > (int64_t(1) << 30))
     return fail("--global-batch-size is " + Twine(globalBatch) + "; give the samples per iteration, 1 to 2^30");
   const double memoryLimitGiB = maxMemory > 0 ? double(maxMemory) : cluster.memoryGiB;
-  Expected<std::string> specText = readTextFile(planSpecPath, 1 << 20, "spec");
-  if (!specText)
-    return fail(toString(specText.takeError()));
-  Expected<ModelSpec> spec = parseModelSpec(*specText, planSpecPath);
+  Expected<SpecSource> source = readSpecSource(planSpecPath, seqLengthFlag());
+  if (!source)
+    return fail(toString(source.takeError()));
+  Expected<ModelSpec> spec = parseModelSpec(source->text, source->origin);
   if (!spec)
     return fail(toString(spec.takeError()));
 
@@ -322,7 +323,9 @@ int megac::runPlan() {
                      rank++, r.sim.tokensPerSecond, r.sim.tflopsPerDevice, 100 * r.sim.mfu, r.sim.iterationSeconds,
                      r.memoryGiB, (long long)c.tp, (long long)c.pp, (long long)c.vpp, (long long)c.dp,
                      (long long)c.microBatch, recomputeName(c.recompute), c.shardingName());
-    outs() << "   megac compile " << spec->path;
+    outs() << "   megac compile " << planSpecPath;
+    if (std::optional<int64_t> seq = seqLengthFlag())
+      outs() << " --seq-length " << *seq;
     for (const std::string &f : c.flags())
       outs() << " " << f;
     if (flags->precision != ActivationPrecision::Fp32)

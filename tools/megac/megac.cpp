@@ -9,7 +9,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 namespace megac::cli {
-llvm::cl::SubCommand compile("compile", "Compile a model spec and a parallel plan into OUT/train");
+llvm::cl::SubCommand compile("compile", "Compile a model spec (a YAML, or a Hugging Face model folder) and a "
+                                        "parallel plan into OUT/train");
 llvm::cl::SubCommand data("data", "Tokenize text or JSON lines into Megatron indexed datasets");
 llvm::cl::SubCommand simulate("simulate", "Predict a plan's iteration time, throughput and memory on a cluster");
 llvm::cl::SubCommand plan("plan", "Search the parallel plans of a model on a cluster for the fastest that fits");
@@ -33,7 +34,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   const char *overview = "megac: trains transformers the Megatron-LM way, compiled\n\n"
-                         "  megac compile SPEC.yaml -o OUT [plan flags]\n"
+                         "  megac compile SPEC.yaml|HF_FOLDER -o OUT [plan flags]\n"
                          "  megac simulate SPEC.yaml --cluster NAME|FILE.yaml --global-batch-size B [plan flags]\n"
                          "  megac plan SPEC.yaml --gpus N --cluster NAME --global-batch-size B\n"
                          "  megac calibrate --target cpu -o FILE.yaml\n"

@@ -12,10 +12,16 @@
 
 namespace megac {
 
+/// What the spec is for: training (`megac compile FOLDER`) keeps the config's dropout rates, as
+/// transformers trains with them; generating drops nothing, so its spec has dropout 0.
+enum class SpecUse { Train, Generate };
+
 /// The spec YAML of the model `configJson` (the text of `path`, a config.json) describes.
-/// Dropout is 0: the rates are a training choice, and a program that generates drops nothing.
 /// Fails naming the file, the field, its value and what megac needs: another architecture
-/// (by its model_type and architectures), a size that is missing or not a positive integer.
-llvm::Expected<std::string> specFromHuggingFaceConfig(llvm::StringRef configJson, llvm::StringRef path);
+/// (by its model_type and architectures, with those megac implements), a field that changes the
+/// maths in a way megac does not compute (rope_scaling, attention biases, ...), a size that is
+/// missing or not a positive integer.
+llvm::Expected<std::string> specFromHuggingFaceConfig(llvm::StringRef configJson, llvm::StringRef path,
+                                                      SpecUse use = SpecUse::Generate);
 
 } // namespace megac

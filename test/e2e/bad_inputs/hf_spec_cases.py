@@ -1,0 +1,44 @@
+"""megac compile of a Hugging Face folder (the spec read from its config.json) and --seq-length:
+refused before anything is compiled, naming the file, the field, both values and the fix. The
+folders are the good checkpoint's config.json (GPT-2, 32 learned positions) changed."""
+import json
+import os
+
+from bad_inputs import files
+from bad_inputs.case import Case
+from bad_inputs.consistency_cases import setting
+
+AREA = "hf folders as specs"
+OUT = "{scratch}/out"
+ITER = "iter_0000002"
+
+
+def hf_compile(name, expect, change=None, flags=(), content=None):
+    config = files.json_of(os.path.join(ITER, "config.json"), change) if change else \
+        files.copy_of(os.path.join(ITER, "config.json"))
+    return Case(AREA, name, ["{megac}", "compile", "{scratch}/hf", "-o", OUT, "--no-build", *flags], expect,
+                absent=[OUT], files=content or {"hf/config.json": config})
+
+
+def cases():
+    return [
+        hf_compile("a folder without config.json", r"hf is a folder without a config\.json; give a spec YAML or a "
+                   r"Hugging Face model folder", content={"hf/model.safetensors": b"x"}),
+        hf_compile("another architecture", r"model_type is 'bert' \(architectures BertForMaskedLM\); megac computes "
+                   r"the gpt2 \(GPT2LMHeadModel\) and llama \(LlamaForCausalLM\) families only, so it cannot compile "
+                   r"this model", content={"hf/config.json": json.dumps(
+                       {"model_type": "bert", "architectures": ["BertForMaskedLM"]}).encode()}),
+        hf_compile("another head on a known model type", r"architectures is \[GPT2ForSequenceClassification\]; "
+                   r"megac computes GPT2LMHeadModel \(a causal language model head\)",
+                   setting("architectures", ["GPT2ForSequenceClassification"])),
+        hf_compile("a field megac does not compute", r"scale_attn_by_inverse_layer_idx true is a setting megac does "
+                   r"not implement \(yet\)", setting("scale_attn_by_inverse_layer_idx", True)),
+        hf_compile("embedding and residual dropout differ", r"embd_pdrop is 0\.2 and resid_pdrop 0\.1; megac drops "
+                   r"the embeddings and the residual branches at one rate", setting("embd_pdrop", 0.2)),
+        hf_compile("a dropout rate of 1.5", r"attn_pdrop is 1\.5; a dropout rate is a number in \[0, 1\)",
+                   setting("attn_pdrop", 1.5)),
+        hf_compile("--seq-length past the learned positions", r"--seq-length is 64, but .*config\.json has learned "
+                   r"positions for 32 tokens \(max_position_embeddings\); give at most 32", flags=["--seq-length", "64"]),
+        hf_compile("--seq-length 0", r"--seq-length is 0; give the tokens of one sample, 1 to 4194304",
+                   flags=["--seq-length", "0"]),
+    ]

@@ -1,0 +1,109 @@
+"""A Hugging Face model folder as the spec, run with /usr/bin/python3:
+
+For each family, transformers (build/pyenv) makes a randomly initialised model and saves it with
+save_pretrained; `megac compile FOLDER --seq-length S` compiles it with no YAML anywhere, and
+`OUT/train --load FOLDER --skip-train` evaluates its weights on the license corpus's validation
+samples. That loss equals transformers' on the same samples (1e-5), and so does the program of
+tp2 + sp's. A folder whose config.json sets a field megac does not compute (rope_scaling) and
+one of another architecture are refused by name before anything is compiled (the bad-input
+cases hold more)."""
+import os
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from e2e_util import MPI_ENV, library_check_args, python_json, relative  # noqa: E402
+from evaluation import EVAL, EVAL_ITERS, BATCH, HF_LOSS, SPLIT, validation_loss  # noqa: E402
+import subprocess  # noqa: E402
+
+TOLERANCE = 1e-5
+SEQ = 32
+
+# Runs in build/pyenv: a randomly initialised model of each family, saved as transformers saves it.
+# Sizes small enough for a CPU; the vocabulary covers the byte-level corpus (257 ids).
+MAKE_MODELS = r"""
+import json, sys
+import torch, transformers
+out = sys.argv[1]
+torch.manual_seed(1234)
+families = {
+    "gpt2": transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_layer=2, n_embd=64, n_head=4, n_positions=64, vocab_size=300)),
+    "llama": transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=160,
+        max_position_embeddings=128, vocab_size=300, rope_theta=50000.0)),
+    # Refused: fields megac does not compute, another architecture.
+    "llama-rope-scaling": transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        num_hidden_layers=1, hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=300,
+        rope_scaling={"type": "linear", "factor": 2.0})),
+    "gpt2-classifier": transformers.GPT2ForSequenceClassification(transformers.GPT2Config(
+        n_layer=1, n_embd=64, n_head=4, n_positions=64, vocab_size=300)),
+}
+for name, model in families.items():
+    model.save_pretrained(f"{out}/{name}", safe_serialization=True)
+print(json.dumps({"made": sorted(families), "transformers": transformers.__version__}))
+"""
+
+REFUSED = {
+    "llama-rope-scaling": "rope_scaling {\"factor\":2,\"type\":\"linear\"} is a setting megac does not implement",
+    "gpt2-classifier": "architectures is [GPT2ForSequenceClassification]; megac computes GPT2LMHeadModel",
+}
+
+
+def main():
+    args, corpus = library_check_args(__doc__, "transformers")
+    w = lambda *p: os.path.join(args.workdir, *p)
+    shutil.rmtree(w("hf"), ignore_errors=True)
+    made = python_json(args.python, MAKE_MODELS, [w("hf")], "transformers' save_pretrained")
+    print(f"transformers {made['transformers']} saved {', '.join(made['made'])}")
+    failures = []
+    for family in ("gpt2", "llama"):
+        folder = w("hf", family)
+        out = w("out", family)
+        shutil.rmtree(out, ignore_errors=True)
+        compiled = subprocess.run([args.megac, "compile", folder, "--seq-length", str(SEQ), "--micro-batch-size", "2",
+                                   "-o", out], capture_output=True, text=True)
+        if compiled.returncode != 0:
+            failures.append(family)
+            print(f"FAIL megac compile {folder}:\n{compiled.stderr[-2000:]}")
+            continue
+        evaluate = ["--data-path", corpus, *EVAL, "--train-iters", "1", "--skip-train", "--load", folder]
+        single = validation_loss(subprocess.run([os.path.join(out, "train"), *evaluate], capture_output=True,
+                                                text=True).stdout)
+        hf = python_json(args.python, HF_LOSS, [folder, corpus, str(SEQ), str(EVAL_ITERS * BATCH),
+                                                os.path.join(HERE, "..", "reference"), ",".join(map(str, SPLIT))],
+                         "transformers' loss")
+        err = abs(single - hf["loss"])
+        ok = err <= TOLERANCE
+        print(f"{'ok  ' if ok else 'FAIL'} {family}: megac compile FOLDER, --load FOLDER: validation loss "
+              f"{single:.7g}, transformers {hf['loss']:.7g} on the same {hf['samples']} samples "
+              f"(difference {err:.2e})")
+        if not ok:
+            failures.append(family)
+        tp = w("out", family + "-tp2sp")
+        shutil.rmtree(tp, ignore_errors=True)
+        subprocess.run([args.megac, "compile", folder, "--seq-length", str(SEQ), "--micro-batch-size", "2",
+                        "--tp", "2", "--sp", "-o", tp], check=True, capture_output=True)
+        loss = validation_loss(subprocess.run(["mpirun", "-np", "2", os.path.join(tp, "train"), *evaluate],
+                                              capture_output=True, text=True, env={**os.environ, **MPI_ENV}).stdout)
+        err = relative(loss, single)
+        ok = err <= TOLERANCE
+        print(f"{'ok  ' if ok else 'FAIL'} {family} tp2 + sp: validation loss {loss:.7g} vs single rank "
+              f"(relative {err:.2e})")
+        if not ok:
+            failures.append(family + " tp2sp")
+    for name, expected in REFUSED.items():
+        out = w("out", name)
+        shutil.rmtree(out, ignore_errors=True)
+        refused = subprocess.run([args.megac, "compile", w("hf", name), "-o", out], capture_output=True, text=True)
+        ok = refused.returncode == 1 and expected in refused.stderr and not os.path.exists(out)
+        print(f"{'ok  ' if ok else 'FAIL'} {name} refused: {refused.stderr.strip().splitlines()[0][:160]}")
+        if not ok:
+            failures.append(name)
+    if failures:
+        sys.exit(f"FAIL: {', '.join(failures)}")
+
+
+if __name__ == "__main__":
+    main()
