@@ -135,10 +135,10 @@ private:
                                         : Placement{tx::ParamRole::RowParallelBias, std::nullopt};
   }
 
-  void addLinear(StringRef name, int64_t in, int64_t out, double std, Parallel parallel) {
+  void addLinear(StringRef name, int64_t in, int64_t out, double std, Parallel parallel, bool bias) {
     addParam((name + ".weight").str(), gpt2 ? SmallVector<int64_t>{in, out} : SmallVector<int64_t>{out, in},
              weightPlacement(parallel), tx::ParamInit::Normal, std);
-    if (s.addBiasLinear)
+    if (bias)
       addParam((name + ".bias").str(), {out}, biasPlacement(parallel), tx::ParamInit::Zeros);
   }
 
@@ -157,20 +157,20 @@ private:
         for (int i = 0; i < 3; ++i)
           addParam("attn.c_attn.bias", block[i], {width[i]}, biasPlacement(Parallel::Column), tx::ParamInit::Zeros,
                    std::nullopt, {start[i]}, {fused});
-      addLinear("attn.c_proj", H, H, outputStd, Parallel::Row);
+      addLinear("attn.c_proj", H, H, outputStd, Parallel::Row, s.addBiasLinear);
       addNorm("ln_2");
-      addLinear("mlp.c_fc", H, F, 0.02, Parallel::Column);
-      addLinear("mlp.c_proj", F, H, outputStd, Parallel::Row);
+      addLinear("mlp.c_fc", H, F, 0.02, Parallel::Column, s.addBiasLinear);
+      addLinear("mlp.c_proj", F, H, outputStd, Parallel::Row, s.addBiasLinear);
     } else {
       addNorm("input_layernorm");
-      addLinear("self_attn.q_proj", H, H, 0.02, Parallel::Column);
-      addLinear("self_attn.k_proj", H, kv, 0.02, Parallel::Column);
-      addLinear("self_attn.v_proj", H, kv, 0.02, Parallel::Column);
-      addLinear("self_attn.o_proj", H, H, outputStd, Parallel::Row);
+      addLinear("self_attn.q_proj", H, H, 0.02, Parallel::Column, qkvBias());
+      addLinear("self_attn.k_proj", H, kv, 0.02, Parallel::Column, qkvBias());
+      addLinear("self_attn.v_proj", H, kv, 0.02, Parallel::Column, qkvBias());
+      addLinear("self_attn.o_proj", H, H, outputStd, Parallel::Row, s.addBiasLinear);
       addNorm("post_attention_layernorm");
-      addLinear("mlp.gate_proj", H, F, 0.02, Parallel::Column);
-      addLinear("mlp.up_proj", H, F, 0.02, Parallel::Column);
-      addLinear("mlp.down_proj", F, H, outputStd, Parallel::Row);
+      addLinear("mlp.gate_proj", H, F, 0.02, Parallel::Column, s.addBiasLinear);
+      addLinear("mlp.up_proj", H, F, 0.02, Parallel::Column, s.addBiasLinear);
+      addLinear("mlp.down_proj", F, H, outputStd, Parallel::Row, s.addBiasLinear);
     }
   }
 
@@ -226,10 +226,15 @@ private:
     return bias ? tx::AddOp::create(b, at(name, "add_bias_linear"), y, bias).getResult() : y;
   }
 
-  Value linear(ArgCursor &p, Value x, int64_t out, StringRef name, StringRef key) {
+  Value linear(ArgCursor &p, Value x, int64_t out, StringRef name, StringRef key, bool bias) {
     Value w = p.take();
-    return linear(x, w, s.addBiasLinear ? p.take() : Value(), out, name, key);
+    return linear(x, w, bias ? p.take() : Value(), out, name, key);
   }
+  Value linear(ArgCursor &p, Value x, int64_t out, StringRef name, StringRef key) {
+    return linear(p, x, out, name, key, s.addBiasLinear);
+  }
+  /// Whether q, k and v have biases: with every linear layer's, or alone (Qwen2).
+  bool qkvBias() const { return s.addBiasLinear || s.addQkvBias; }
 
   Value reshape(Value x, ArrayRef<int64_t> shape, StringRef name, StringRef key) {
     return tx::ReshapeOp::create(b, at(name, key), f32(shape), x);
@@ -281,9 +286,9 @@ private:
       k = linear(h, wk, bk, kv, "k", "num_query_groups");
       v = linear(h, wv, bv, kv, "v", "num_query_groups");
     } else {
-      q = linear(p, h, H, "q", "num_attention_heads");
-      k = linear(p, h, kv, "k", "num_query_groups");
-      v = linear(p, h, kv, "v", "num_query_groups");
+      q = linear(p, h, H, "q", "num_attention_heads", qkvBias());
+      k = linear(p, h, kv, "k", "num_query_groups", qkvBias());
+      v = linear(p, h, kv, "v", "num_query_groups", qkvBias());
     }
     Value attn = tx::AttentionOp::create(
         b, at("attn", "num_attention_heads"), f32({B, S, heads, D}), heads4(q, heads, "q", "num_attention_heads"),

@@ -1,6 +1,8 @@
 #include "megac/Frontend/HuggingFaceConfig.h"
 
 #include "llvm/Support/FormatVariadic.h"
+
+#include <optional>
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -47,11 +49,45 @@ HuggingFaceConfig gpt2(const ModelSpec &s) {
           ""};
 }
 
-HuggingFaceConfig llama(const ModelSpec &s) {
+/// Llama's layout (LlamaForCausalLM, Qwen2ForCausalLM): RMSNorm, SwiGLU, rotary positions.
+std::optional<HuggingFaceConfig> notLlamaLayout(const ModelSpec &s, llvm::StringRef architecture) {
   if (s.normalization != "RMSNorm")
-    return none("normalization " + s.normalization + " (LlamaForCausalLM has RMSNorm)");
+    return none("normalization " + s.normalization + " (" + architecture.str() + " has RMSNorm)");
   if (s.addBiasLinear)
-    return none("add_bias_linear true (LlamaForCausalLM's MLP has no biases)");
+    return none("add_bias_linear true (" + architecture.str() + "'s MLP has no biases)");
+  return std::nullopt;
+}
+
+/// Qwen2ForCausalLM: Llama's layout with biases on q, k and v; no sliding window.
+HuggingFaceConfig qwen2(const ModelSpec &s) {
+  if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "Qwen2ForCausalLM"))
+    return *no;
+  if (!s.addQkvBias)
+    return none("add_qkv_bias false (Qwen2ForCausalLM's q, k and v have biases)");
+  return {pretty(llvm::json::Object{{"architectures", llvm::json::Array{"Qwen2ForCausalLM"}},
+                  {"model_type", "qwen2"},
+                  {"vocab_size", s.vocabSize},
+                  {"hidden_size", s.hiddenSize},
+                  {"intermediate_size", s.ffnHiddenSize},
+                  {"num_hidden_layers", s.numLayers},
+                  {"num_attention_heads", s.numAttentionHeads},
+                  {"num_key_value_heads", s.numQueryGroups},
+                  {"hidden_act", "silu"},
+                  {"max_position_embeddings", s.maxPositionEmbeddings},
+                  {"rms_norm_eps", s.normEpsilon},
+                  {"rope_theta", s.rotaryBase},
+                  {"use_sliding_window", false},
+                  {"attention_dropout", s.attentionDropout}, // Qwen2ForCausalLM has no hidden dropout
+                  {"tie_word_embeddings", s.tieEmbeddings},
+                  {"torch_dtype", "float32"}}),
+          ""};
+}
+
+HuggingFaceConfig llama(const ModelSpec &s) {
+  if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "LlamaForCausalLM"))
+    return *no;
+  if (s.addQkvBias)
+    return none("add_qkv_bias true (LlamaForCausalLM's attention_bias puts biases on o_proj too)");
   return {pretty(llvm::json::Object{{"architectures", llvm::json::Array{"LlamaForCausalLM"}},
                   {"model_type", "llama"},
                   {"vocab_size", s.vocabSize},
@@ -78,6 +114,8 @@ HuggingFaceConfig huggingFaceConfig(const ModelSpec &spec) {
     return gpt2(spec);
   if (spec.family == "llama")
     return llama(spec);
+  if (spec.family == "qwen2")
+    return qwen2(spec);
   return none("family " + spec.family);
 }
 

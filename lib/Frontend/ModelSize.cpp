@@ -39,7 +39,8 @@ Error checkWeight(StringRef what, StringRef rowsName, int64_t rows, StringRef co
 std::pair<int64_t, int64_t> layerAndEmbeddingParameters(const ModelSpec &s, int64_t vocabRows) {
   const int64_t H = s.hiddenSize, F = s.ffnHiddenSize, kv = s.numQueryGroups * s.headDim();
   const bool swiglu = s.activation == "swiglu";
-  const int64_t attention = H * (H + 2 * kv) + H * H + (s.addBiasLinear ? 2 * H + 2 * kv : 0);
+  const bool qkvBias = s.addBiasLinear || s.addQkvBias;
+  const int64_t attention = H * (H + 2 * kv) + H * H + (qkvBias ? H + 2 * kv : 0) + (s.addBiasLinear ? H : 0);
   const int64_t mlp = (swiglu ? 3 : 2) * H * F + (s.addBiasLinear ? F + H : 0);
   const int64_t perLayer = attention + mlp + 4 * H; // two norms, weights and biases
   int64_t embeddings = vocabRows * H * (s.tieEmbeddings ? 1 : 2) + 2 * H; // + the final norm

@@ -105,7 +105,7 @@ ArrayRef<StringRef> megac::specKeys() {
   static const StringRef known[] = {
       "family", "num_layers", "hidden_size", "num_attention_heads", "num_query_groups",
       "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size", "normalization",
-      "activation", "position_embedding_type", "tie_embeddings", "add_bias_linear",
+      "activation", "position_embedding_type", "tie_embeddings", "add_bias_linear", "add_qkv_bias",
       "norm_epsilon", "rotary_base", "hidden_dropout", "attention_dropout"};
   return known;
 }
@@ -171,7 +171,7 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
     field = *expected;
     return Error::success();
   };
-  if (Error e = take(r.toChoice("family", get("family"), {"gpt2", "llama"}), s.family))
+  if (Error e = take(r.toChoice("family", get("family"), {"gpt2", "llama", "qwen2"}), s.family))
     return std::move(e);
   bool gpt2 = s.family == "gpt2";
   struct IntKey { StringRef key; int64_t *field; int64_t limit; };
@@ -190,6 +190,7 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   s.positionEmbeddingType = gpt2 ? "learned" : "rope";
   s.tieEmbeddings = gpt2;
   s.addBiasLinear = gpt2;
+  s.addQkvBias = s.family == "qwen2";
   // Megatron's and GPT-2's dropout; Hugging Face Llama has none.
   s.hiddenDropout = s.attentionDropout = gpt2 ? 0.1 : 0.0;
   for (IntKey k : {IntKey{"num_query_groups", &s.numQueryGroups, limits::kAttentionHeads},
@@ -206,7 +207,7 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
       if (Error e = take(r.toChoice(c.key, get(c.key), c.allowed), *c.field))
         return std::move(e);
   for (auto [k, field] : {std::pair<StringRef, bool *>{"tie_embeddings", &s.tieEmbeddings},
-                          {"add_bias_linear", &s.addBiasLinear}})
+                          {"add_bias_linear", &s.addBiasLinear}, {"add_qkv_bias", &s.addQkvBias}})
     if (has(k))
       if (Error e = take(r.toBool(k, get(k)), *field))
         return std::move(e);
@@ -238,10 +239,17 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   if (gpt2 && s.activation == "swiglu")
     return r.fail("activation swiglu with family gpt2 has no Hugging Face checkpoint layout; use family llama");
   if (!gpt2 && s.activation == "gelu")
-    return r.fail("activation gelu with family llama has no Hugging Face checkpoint layout; use family gpt2");
+    return r.fail("activation gelu with family " + s.family +
+                  " has no Hugging Face checkpoint layout; use family gpt2");
   if (!gpt2 && s.positionEmbeddingType == "learned")
-    return r.fail("position_embedding_type learned with family llama has no Hugging Face checkpoint "
-                  "layout; use rope, or family gpt2");
+    return r.fail("position_embedding_type learned with family " + s.family +
+                  " has no Hugging Face checkpoint layout; use rope, or family gpt2");
+  // GPT-2's fused c_attn has its bias with the other linear layers' or not at all.
+  if (gpt2 && has("add_qkv_bias") && s.addQkvBias != s.addBiasLinear)
+    return r.fail("add_qkv_bias is " + get("add_qkv_bias") + " but add_bias_linear " +
+                  (s.addBiasLinear ? "true" : "false") +
+                  "; family gpt2's q, k and v share c_attn's bias with the other linear layers: leave add_qkv_bias "
+                  "out");
   for (auto [k, v] : {std::pair<StringRef, double>{"hidden_dropout", s.hiddenDropout},
                       {"attention_dropout", s.attentionDropout}})
     if (!(v >= 0.0 && v < 1.0))

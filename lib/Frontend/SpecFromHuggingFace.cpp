@@ -153,14 +153,16 @@ Expected<std::string> gpt2Spec(const ConfigReader &r) {
          line("hidden_dropout", exact(*residual)) + line("attention_dropout", exact(*attention));
 }
 
-Expected<std::string> llamaSpec(const ConfigReader &r) {
+/// LlamaForCausalLM's config, or Qwen2ForCausalLM's (the same fields; q, k and v with biases, which
+/// the qwen2 family gives, and an optional sliding window megac does not compute yet).
+Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, StringRef architecture) {
   Expected<int64_t> layers = r.size("num_hidden_layers", "the number of layers", limits::kLayers),
                     hidden = r.size("hidden_size", "the hidden size", limits::kHiddenSize),
                     heads = r.size("num_attention_heads", "the number of attention heads", limits::kAttentionHeads),
                     ffn = r.size("intermediate_size", "the MLP's hidden size", limits::kFfnHiddenSize),
                     vocab = r.size("vocab_size", "the vocabulary size", limits::kVocabSize),
                     positions = r.size("max_position_embeddings", "the positions the model was made for",
-                                       limits::kSeqLength, 2048);
+                                       limits::kSeqLength, family == "qwen2" ? 32768 : 2048);
   for (Expected<int64_t> *e : {&layers, &hidden, &heads, &ffn, &vocab, &positions})
     if (!*e)
       return e->takeError();
@@ -181,8 +183,8 @@ Expected<std::string> llamaSpec(const ConfigReader &r) {
   Expected<double> attention = r.dropout("attention_dropout", 0.0); // Llama has no other dropout
   if (!attention)
     return attention.takeError();
-  return "# From a Hugging Face LlamaForCausalLM's config.json; " + r.dropoutComment() + ".\n" +
-         line("family", "llama") + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
+  return "# From a Hugging Face " + architecture.str() + "'s config.json; " + r.dropoutComment() + ".\n" +
+         line("family", family) + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
          line("num_attention_heads", Twine(*heads)) + line("num_query_groups", Twine(*groups)) +
          line("ffn_hidden_size", Twine(*ffn)) + line("seq_length", Twine(*positions)) +
          line("vocab_size", Twine(*vocab)) + line("norm_epsilon", exact(*epsilon)) +
@@ -206,7 +208,10 @@ Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef 
     for (const json::Value &a : *list)
       architectures += (architectures.empty() ? "" : ", ") + a.getAsString().value_or("?").str();
   // The class names the head on the model: megac trains and generates with a causal LM head.
-  const char *causalLM = type == "gpt2" ? "GPT2LMHeadModel" : type == "llama" ? "LlamaForCausalLM" : nullptr;
+  const char *causalLM = type == "gpt2"    ? "GPT2LMHeadModel"
+                         : type == "llama" ? "LlamaForCausalLM"
+                         : type == "qwen2" ? "Qwen2ForCausalLM"
+                                           : nullptr;
   if (const json::Array *list = config->getArray("architectures"); causalLM && list && !list->empty())
     for (const json::Value &a : *list)
       if (a.getAsString() != causalLM)
@@ -215,11 +220,12 @@ Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef 
                       a.getAsString().value_or("?") + ", so " + r.cannot());
   if (type == "gpt2")
     return gpt2Spec(r);
-  if (type == "llama")
-    return llamaSpec(r);
+  if (type == "llama" || type == "qwen2")
+    return llamaLayoutSpec(r, type, causalLM);
   return r.fail("model_type is " + (type.empty() ? std::string("missing") : "'" + type + "'") +
                 (architectures.empty() ? std::string() : " (architectures " + architectures + ")") +
-                "; megac computes the gpt2 (GPT2LMHeadModel) and llama (LlamaForCausalLM) families only, so " +
+                "; megac computes the gpt2 (GPT2LMHeadModel), llama (LlamaForCausalLM) and qwen2 (Qwen2ForCausalLM) "
+                "families only, so " +
                 r.cannot());
 }
 

@@ -101,6 +101,9 @@ const JsonValue *hf_default(const std::string &model_type, const std::string &ke
       {"llama",
        {{"attention_bias", "false"}, {"tie_word_embeddings", "false"}, {"rope_theta", "10000"},
         {"rms_norm_eps", "1e-06"}, {"hidden_act", "\"silu\""}, {"mlp_bias", "false"}}},
+      {"qwen2",
+       {{"tie_word_embeddings", "false"}, {"rope_theta", "10000"}, {"rms_norm_eps", "1e-06"},
+        {"hidden_act", "\"silu\""}, {"use_sliding_window", "false"}}},
       {"gpt2",
        {{"activation_function", "\"gelu_new\""}, {"layer_norm_epsilon", "1e-05"}, {"tie_word_embeddings", "true"},
         {"scale_attn_weights", "true"}}},
@@ -220,6 +223,11 @@ void check_hf_config(const std::string &config_path, const std::string &program_
     }
     // Fields this program's config leaves out: what they say must be what megac computes.
     if (key == "n_ctx" && program.get("n_positions") && same(value, *program.get("n_positions")))
+      continue;
+    // Qwen2's window sizes say nothing while its sliding window is off.
+    const JsonValue *window = file.get("use_sliding_window");
+    if ((key == "sliding_window" || key == "max_window_layers") && model_type == "qwen2" &&
+        (!window || (window->kind == JsonValue::Kind::Bool && !window->boolean)))
       continue;
     if (key == "head_dim" && program.get("hidden_size") && program.get("num_attention_heads") &&
         value.number * program.get("num_attention_heads")->number == program.get("hidden_size")->number)

@@ -33,6 +33,10 @@ families = {
     "llama": transformers.LlamaForCausalLM(transformers.LlamaConfig(
         num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=160,
         max_position_embeddings=128, vocab_size=300, rope_theta=50000.0)),
+    # Qwen2: Llama's layout with biases on q, k and v, rope theta 1e6 style, tied embeddings here.
+    "qwen2": transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=160,
+        max_position_embeddings=128, vocab_size=300, rope_theta=1000000.0, tie_word_embeddings=True)),
     # Refused: fields megac does not compute, another architecture.
     "llama-rope-scaling": transformers.LlamaForCausalLM(transformers.LlamaConfig(
         num_hidden_layers=1, hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=300,
@@ -41,6 +45,12 @@ families = {
         n_layer=1, n_embd=64, n_head=4, n_positions=64, vocab_size=300)),
 }
 for name, model in families.items():
+    # transformers initialises biases to 0 and norm weights to 1: perturbed, so that a bias or norm
+    # weight read wrongly (or not at all) changes the loss.
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
     model.save_pretrained(f"{out}/{name}", safe_serialization=True)
 print(json.dumps({"made": sorted(families), "transformers": transformers.__version__}))
 """
@@ -58,7 +68,7 @@ def main():
     made = python_json(args.python, MAKE_MODELS, [w("hf")], "transformers' save_pretrained")
     print(f"transformers {made['transformers']} saved {', '.join(made['made'])}")
     failures = []
-    for family in ("gpt2", "llama"):
+    for family in ("gpt2", "llama", "qwen2"):
         folder = w("hf", family)
         out = w("out", family)
         shutil.rmtree(out, ignore_errors=True)

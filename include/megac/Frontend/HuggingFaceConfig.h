@@ -15,7 +15,8 @@ struct HuggingFaceConfig {
 
 /// GPT-2 family: GPT2LMHeadModel (LayerNorm, tanh GELU "gelu_new", learned positions, biases,
 /// multi-head attention). Llama family: LlamaForCausalLM (RMSNorm, SwiGLU "silu", rope, no
-/// biases). A spec that leaves these layouts gets no config, and says why.
+/// biases). Qwen2 family: Qwen2ForCausalLM (Llama's, with biases on q, k and v). A spec that
+/// leaves these layouts gets no config, and says why.
 HuggingFaceConfig huggingFaceConfig(const ModelSpec &spec);
 
 } // namespace megac

@@ -12,7 +12,7 @@
 namespace megac {
 
 struct ModelSpec {
-  std::string family;                  // gpt2 | llama
+  std::string family;                  // gpt2 | llama | qwen2 (Llama's layout with q, k, v biases)
   int64_t numLayers = 0;
   int64_t hiddenSize = 0;
   int64_t numAttentionHeads = 0;
@@ -26,6 +26,7 @@ struct ModelSpec {
   std::string positionEmbeddingType;   // learned | rope
   bool tieEmbeddings = false;
   bool addBiasLinear = false;
+  bool addQkvBias = false;             // biases on q, k and v only (Qwen2): Megatron's add_qkv_bias
   double normEpsilon = 1e-5;
   double rotaryBase = 10000.0;
   double hiddenDropout = 0.0;

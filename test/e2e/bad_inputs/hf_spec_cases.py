@@ -25,8 +25,8 @@ def cases():
         hf_compile("a folder without config.json", r"hf is a folder without a config\.json; give a spec YAML or a "
                    r"Hugging Face model folder", content={"hf/model.safetensors": b"x"}),
         hf_compile("another architecture", r"model_type is 'bert' \(architectures BertForMaskedLM\); megac computes "
-                   r"the gpt2 \(GPT2LMHeadModel\) and llama \(LlamaForCausalLM\) families only, so it cannot compile "
-                   r"this model", content={"hf/config.json": json.dumps(
+                   r"the gpt2 \(GPT2LMHeadModel\), llama \(LlamaForCausalLM\) and qwen2 \(Qwen2ForCausalLM\) "
+                   r"families only, so it cannot compile this model", content={"hf/config.json": json.dumps(
                        {"model_type": "bert", "architectures": ["BertForMaskedLM"]}).encode()}),
         hf_compile("another head on a known model type", r"architectures is \[GPT2ForSequenceClassification\]; "
                    r"megac computes GPT2LMHeadModel \(a causal language model head\)",
