@@ -1,7 +1,7 @@
-"""GPT-2 / Llama in plain torch, float32, with Hugging Face parameter names and layouts.
+"""GPT-2 / Llama / Qwen2 in plain torch, float32, with Hugging Face parameter names and layouts.
 
 model.state_dict() maps 1:1 to safetensors tensor names (see /work/shared/reference/facts.md).
-Family picks the names ("gpt2": transformer.*, Conv1D [in,out]; "llama": model.*, [out,in]);
+Family picks the names ("gpt2": transformer.*, Conv1D [in,out]; "llama", "qwen2": model.*, [out,in]);
 the spec's knobs pick the math.
 """
 import math
@@ -88,10 +88,11 @@ class Attention(nn.Module):
         if gpt2:  # fused Conv1D; output columns [q (h) | k (kv) | v (kv)], heads contiguous
             self.c_attn = Linear(h, h + 2 * kv, bias, conv1d=True)
             self.c_proj = Linear(h, h, bias, conv1d=True)
-        else:
-            self.q_proj = Linear(h, h, bias, conv1d=False)
-            self.k_proj = Linear(h, kv, bias, conv1d=False)
-            self.v_proj = Linear(h, kv, bias, conv1d=False)
+        else:  # q, k and v with biases alone: Qwen2
+            qkv_bias = bias or spec.add_qkv_bias
+            self.q_proj = Linear(h, h, qkv_bias, conv1d=False)
+            self.k_proj = Linear(h, kv, qkv_bias, conv1d=False)
+            self.v_proj = Linear(h, kv, qkv_bias, conv1d=False)
             self.o_proj = Linear(h, h, bias, conv1d=False)
 
     def forward(self, x, rope=None, drop=None):
@@ -162,10 +163,12 @@ def check_supported(spec):
     """Combinations the reference implements; raises ValueError naming the field otherwise."""
     if spec.family == "gpt2" and spec.activation != "gelu":
         raise ValueError("family gpt2 has no Hugging Face layout for activation swiglu; use family llama")
-    if spec.family == "llama" and spec.activation != "swiglu":
-        raise ValueError("family llama has no Hugging Face layout for activation gelu; use family gpt2")
-    if spec.family == "llama" and spec.position_embedding_type != "rope":
-        raise ValueError("family llama has no Hugging Face layout for learned positions; use family gpt2")
+    if spec.family != "gpt2" and spec.activation != "swiglu":
+        raise ValueError(f"family {spec.family} has no Hugging Face layout for activation gelu; use family gpt2")
+    if spec.family != "gpt2" and spec.position_embedding_type != "rope":
+        raise ValueError(f"family {spec.family} has no Hugging Face layout for learned positions; use family gpt2")
+    if spec.family == "gpt2" and spec.add_qkv_bias != spec.add_bias_linear:
+        raise ValueError("family gpt2's q, k and v share c_attn's bias with the other linear layers")
 
 
 class Transformer(nn.Module):

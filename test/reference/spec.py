@@ -13,13 +13,17 @@ REQUIRED = ("family", "num_layers", "hidden_size", "num_attention_heads", "seq_l
 FAMILY_DEFAULTS = {
     # Dropout: Megatron's and GPT-2's 0.1; Hugging Face Llama's 0.
     "gpt2": dict(normalization="LayerNorm", activation="gelu", position_embedding_type="learned",
-                 tie_embeddings=True, add_bias_linear=True, hidden_dropout=0.1, attention_dropout=0.1),
+                 tie_embeddings=True, add_bias_linear=True, add_qkv_bias=True, hidden_dropout=0.1,
+                 attention_dropout=0.1),
     "llama": dict(normalization="RMSNorm", activation="swiglu", position_embedding_type="rope",
-                  tie_embeddings=False, add_bias_linear=False, hidden_dropout=0.0, attention_dropout=0.0),
+                  tie_embeddings=False, add_bias_linear=False, add_qkv_bias=False, hidden_dropout=0.0,
+                  attention_dropout=0.0),
 }
+# Qwen2: Llama's layout with biases on q, k and v.
+FAMILY_DEFAULTS["qwen2"] = dict(FAMILY_DEFAULTS["llama"], add_qkv_bias=True)
 
 CHOICES = {
-    "family": ("gpt2", "llama"),
+    "family": ("gpt2", "llama", "qwen2"),
     "normalization": ("LayerNorm", "RMSNorm"),
     "activation": ("gelu", "swiglu"),
     "position_embedding_type": ("learned", "rope"),
@@ -48,6 +52,7 @@ class Spec:
     norm_epsilon: float
     rotary_base: float
     add_bias_linear: bool
+    add_qkv_bias: bool
     hidden_dropout: float
     attention_dropout: float
 
@@ -104,6 +109,8 @@ def make_spec(raw, where="spec"):
                 ffn_hidden_size=_default_ffn(family, h) if isinstance(h, int) else None,
                 max_position_embeddings=raw.get("seq_length"))
     vals.update(raw)
+    if family == "gpt2" and "add_qkv_bias" not in raw:  # c_attn's bias is the other linears'
+        vals["add_qkv_bias"] = vals["add_bias_linear"]
     kinds = {int: "int", bool: "bool", float: "float", str: "choice"}
     vals = {k: _check_type(k, vals[k], kinds[FIELDS[k]], where) for k in FIELDS}
     s = Spec(**vals)
