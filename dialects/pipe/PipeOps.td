@@ -10,7 +10,11 @@ def Pipe_ScheduleOp : Pipe_Op<"schedule", [Symbol, IsolatedFromAbove, NoTerminat
   let description = [{
     `kind` is the schedule it was built as (`gpipe`, `1f1b` or `interleaved`), which fixes the
     bound on stashed activations the verifier enforces; `stages` is P, `virtual_stages` V (chunks
-    per rank) and `microbatches` m. The body holds `pipe.rank 0` ... `pipe.rank P-1`.
+    per rank) and `microbatches` m. The body holds `pipe.rank 0` ... `pipe.rank P-1`. Every
+    plan has one: without pipeline parallelism P = V = m = 1 (forward, then backward, of chunk 0),
+    and an iteration of more microbatches than m runs each rank's forwards, backwards and messages
+    once per m of them (microbatches k m ... k m + m - 1), then its closing `pipe.grad_sync` and
+    `pipe.optimizer_step` once.
 
     ```mlir
     pipe.schedule @schedule kind "1f1b" stages 2 virtual_stages 1 microbatches 1 {

@@ -286,10 +286,21 @@ void PipelineExecutor::open_channels(Communicator &pp) {
   pool_.give(std::move(floats));
 }
 
+int64_t PipelineExecutor::rounds(int64_t microbatches) const {
+  if (microbatches == 0)
+    return 1;
+  if (microbatches < 0 || microbatches % num_microbatches_ != 0)
+    throw Error("pipeline executor: an iteration of " + std::to_string(microbatches) +
+                " microbatches, but the schedule runs rounds of " + std::to_string(num_microbatches_));
+  return microbatches / num_microbatches_;
+}
+
 PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *const *params,
                                               float *const *grads, const int32_t *ids,
                                               const int32_t *labels,
-                                              int64_t tokens_per_microbatch, float dloss) {
+                                              int64_t tokens_per_microbatch, float dloss,
+                                              int64_t microbatches) {
+  const int64_t n = rounds(microbatches);
   Communicator &pp = *ctx.pp;
   if (pp.size() != pp_size_ || pp.rank() != pp_rank_)
     throw Error("pipeline executor for pp rank " + std::to_string(pp_rank_) + " of " +
@@ -304,6 +315,18 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
     channels_open_ = true;
   }
   PipelineIterationResult result;
+  for (int64_t r = 0; r < n; ++r)
+    run_round(ctx, params, grads, ids, labels, tokens_per_microbatch, dloss, r * num_microbatches_, r == n - 1,
+              result);
+  return result;
+}
+
+void PipelineExecutor::run_round(const StepContext &ctx, float *const *params, float *const *grads,
+                                 const int32_t *ids, const int32_t *labels, int64_t tokens_per_microbatch,
+                                 float dloss, int64_t first_microbatch, bool last_round,
+                                 PipelineIterationResult &result) {
+  Communicator &pp = *ctx.pp;
+  CommActivity &activity = comm_activity();
   StepContext plain = ctx; // every op but a chunk's last backward: no bucket starts there
   plain.grad_sync = nullptr;
   int64_t live = 0; // stashes alive now
@@ -312,11 +335,12 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
     activity.step = i;
     activity.op = pipe_op_name(op.kind);
     activity.chunk = op.chunk;
-    activity.microbatch = op.microbatch;
+    const int64_t microbatch = first_microbatch + op.microbatch; // of the iteration
+    activity.microbatch = static_cast<int32_t>(microbatch);
     const ChunkDesc &chunk = stage_.chunks[op.chunk / pp_size_];
     const bool first = op.chunk == 0, last = op.chunk == num_chunks_ - 1;
-    const int32_t *mb_ids = ids + op.microbatch * tokens_per_microbatch;
-    const int32_t *mb_labels = labels + op.microbatch * tokens_per_microbatch;
+    const int32_t *mb_ids = ids + microbatch * tokens_per_microbatch;
+    const int32_t *mb_labels = labels + microbatch * tokens_per_microbatch;
     reclaim_sends(i, pp); // their buffers may serve this op
     Slots &s = slots(op.chunk, op.microbatch);
     const int64_t in_bytes = chunk.input_numel * chunk.element_bytes,
@@ -328,7 +352,7 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
       if (!last) // sent to the next stage
         s.output = pool_.take(out_bytes, MemoryCategory::Communication);
       const float loss = chunk.forward(
-          plain.for_microbatch(op.microbatch), params, arena_.as<char>(), mb_ids, mb_labels,
+          plain.for_microbatch(microbatch), params, arena_.as<char>(), mb_ids, mb_labels,
           first ? nullptr : s.input.as<const float>(),
           last ? nullptr : s.output.as<float>(), s.stash.as<char>());
       if (last) {
@@ -342,7 +366,8 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
     case PipeOpKind::Backward: {
       if (!first)
         s.input_grad = pool_.take(in_bytes, MemoryCategory::Communication); // sent back
-      chunk.backward((final_backward_[static_cast<size_t>(i)] ? ctx : plain).for_microbatch(op.microbatch), params,
+      chunk.backward((last_round && final_backward_[static_cast<size_t>(i)] ? ctx : plain).for_microbatch(microbatch),
+                     params,
                      grads, arena_.as<char>(),
                      mb_ids, mb_labels, dloss, s.stash.as<char>(),
                      last ? nullptr : s.output_grad.as<const float>(),
@@ -379,21 +404,21 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
   }
   const char *phase = activity.phase;
   activity = CommActivity{activity.iteration, "completing the schedule's last sends"};
-  reclaim_sends(stage_.num_ops, pp); // nothing of this iteration is still in flight
+  reclaim_sends(stage_.num_ops, pp); // nothing of this round is still in flight
   activity.phase = phase;
-  return result;
 }
 
 PipelineIterationResult PipelineExecutor::run_forward_only(const StepContext &ctx, float *const *params,
                                                            const int32_t *ids, const int32_t *labels,
-                                                           int64_t tokens_per_microbatch) {
+                                                           int64_t tokens_per_microbatch, int64_t microbatches) {
+  const int64_t count = rounds(microbatches) * num_microbatches_;
   Communicator &pp = *ctx.pp;
   CommActivity &activity = comm_activity();
   PipelineIterationResult result;
   StepContext plain = ctx;
   plain.grad_sync = nullptr;
   constexpr int64_t kWord = sizeof(float);
-  for (int64_t m = 0; m < num_microbatches_; ++m) {
+  for (int64_t m = 0; m < count; ++m) {
     const int32_t *mb_ids = ids + m * tokens_per_microbatch, *mb_labels = labels + m * tokens_per_microbatch;
     for (int64_t c = pp_rank_; c < num_chunks_; c += pp_size_) {
       const ChunkDesc &chunk = stage_.chunks[c / pp_size_];

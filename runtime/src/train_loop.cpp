@@ -279,7 +279,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       if (pipelined) {
         loss_sum = pipe->executor
                        .run_forward_only(eval_ctx, store.param_table(), device_ids.as<int32_t>(),
-                                         device_labels.as<int32_t>(), tokens_per_micro)
+                                         device_labels.as<int32_t>(), tokens_per_micro, num_micro)
                        .loss_sum; // only the last stage has the losses; 0 elsewhere
       } else {
         if (!program.eval_step)
@@ -341,7 +341,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       const PipelineIterationResult r =
           pipe->executor.run(overlapped ? sync_ctx : ctx, store.param_table(), store.grad_table(),
                              device_ids.as<int32_t>(), device_labels.as<int32_t>(), tokens_per_micro,
-                             scaled_dloss);
+                             scaled_dloss, num_micro);
       loss_sum = r.loss_sum; // only the last stage has the losses; 0 elsewhere
       peak_stash = r.peak_stash;
     } else {

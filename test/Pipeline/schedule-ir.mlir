@@ -4,6 +4,8 @@
 // RUN: megac-opt %t/pp2-vpp1-m2-1f1b.mlir --megac-pipeline-schedule | FileCheck %s
 // RUN: megac-opt %t/pp2-vpp1-m2-1f1b.mlir --megac-pipeline-schedule | megac-opt | FileCheck %s
 // RUN: megac-opt %t/pp2-vpp2-m2-interleaved.mlir --megac-pipeline-schedule | FileCheck %s --check-prefix=INTERLEAVED
+// RUN: megac-opt %t/pp1-dp2.mlir --megac-pipeline-schedule | FileCheck %s --check-prefix=ONE-STAGE
+// RUN: megac-opt %t/pp1-dp2.mlir --megac-pipeline-schedule | megac-opt | FileCheck %s --check-prefix=ONE-STAGE
 
 // Rank 0 runs one warmup forward; each receive right before the op that needs it, each send
 // right after the op that produces what it sends; grad sync and optimizer step close each rank.
@@ -57,8 +59,23 @@
 // INTERLEAVED-NEXT:      pipe.backward chunk 3 microbatch 0
 // INTERLEAVED-NEXT:      pipe.send grad chunk 3 microbatch 0 to 0
 
+// Without pipeline parallelism the iteration is a schedule too: one stage with one chunk, its
+// forward then its backward (compiled for one microbatch: the runtime's global batch chooses
+// how many run), then the gradient sync and the optimizer step; no messages.
+// ONE-STAGE-LABEL: pipe.schedule @schedule kind "1f1b" stages 1 virtual_stages 1 microbatches 1 {
+// ONE-STAGE-NEXT:    pipe.rank 0 {
+// ONE-STAGE-NEXT:      pipe.forward chunk 0 microbatch 0
+// ONE-STAGE-NEXT:      pipe.backward chunk 0 microbatch 0
+// ONE-STAGE-NEXT:      pipe.grad_sync
+// ONE-STAGE-NEXT:      pipe.optimizer_step
+// ONE-STAGE-NEXT:    }
+// ONE-STAGE-NEXT:  }
+
 //--- pp2-vpp1-m2-1f1b.mlir
 shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b">}
 
 //--- pp2-vpp2-m2-interleaved.mlir
 shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 2, num_virtual_stages_per_pipeline_rank = 2, pipeline_schedule = "interleaved">}
+
+//--- pp1-dp2.mlir
+shard.grid @grid(shape = 1x2x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 2, tp = 1>}

@@ -71,9 +71,13 @@
 // 1F1B-COMMS-NEXT: rank 1: rA1.0<0 F1.0 sA1.0>0 rA1.1<0 F1.1 sA1.1>0 rA1.2<0 F1.2 sA1.2>0 rA3.0<0 F3.0 B3.0 sG3.0>0 rA3.1<0 F3.1 B3.1 sG3.1>0 rG1.0<0 B1.0 sG1.0>0 rA3.2<0 F3.2 B3.2 sG3.2>0 rA1.3<0 F1.3 sA1.3>0 rG1.1<0 B1.1 sG1.1>0 rA3.3<0 F3.3 B3.3 sG3.3>0 rG1.2<0 B1.2 sG1.2>0 rG1.3<0 B1.3 sG1.3>0
 // 1F1B-COMMS-NEXT: bubble: 0.125 (makespan 27, compute 24 per rank; tf 1, tb 2, tcomm 0)
 
-// Without pipeline parallelism in the plan there is no schedule to add.
-// RUN: megac-opt %t/pp1.mlir --megac-pipeline-schedule | FileCheck %s --check-prefix=P1 --implicit-check-not=pipe.
-// P1: shard.grid @grid(shape = 1x1x1)
+// Without pipeline parallelism in the plan the schedule is one stage with one chunk over one
+// microbatch (the runtime runs it once per microbatch of its global batch): no bubble.
+// RUN: megac-opt %t/pp1.mlir --megac-pipeline-schedule --megac-print-pipeline-schedule -o /dev/null | FileCheck %s --check-prefix=P1 --match-full-lines
+// P1:      pipe.schedule @schedule: 1f1b, P = 1, V = 1, m = 1
+// P1-NEXT: rank 0: F0.0 B0.0
+// P1-NEXT: bubble: 0 (makespan 3, compute 3 per rank; tf 1, tb 2, tcomm 0)
+// P1-NEXT: stash peak (bound): rank 0 1 (1)
 
 //--- pp2-vpp1-m4-1f1b.mlir
 shard.grid @grid(shape = 2x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 2, dp = 1, tp = 1, num_microbatches = 4, num_virtual_stages_per_pipeline_rank = 1, pipeline_schedule = "1f1b">}

@@ -558,7 +558,10 @@ int megac::runCompile() {
     return 1;
   if (simulating)
     return simulatePlan(*module, plan, *spec, *simulation);
+  // The report is about a pipeline's bubble and stashes: pp = 1's one-chunk schedule has neither.
   for (pipe::ScheduleOp scheduleOp : module->getOps<pipe::ScheduleOp>()) {
+    if (plan.pp == 1)
+      break;
     Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(scheduleOp);
     if (!schedule)
       return fail("internal: " + toString(schedule.takeError()));

@@ -7,14 +7,16 @@ include "mlir/Pass/PassBase.td"
 def PipelineSchedule : Pass<"megac-pipeline-schedule", "mlir::ModuleOp"> {
   let summary = "Adds pipe.schedule @schedule: the verified per-rank GPipe / 1F1B / interleaved schedule";
   let description = [{
-    With pipeline parallelism in the plan (`@grid`), builds the schedule of its `pp` pipeline
-    ranks with `num_virtual_stages_per_pipeline_rank` chunks each over `num_microbatches`
-    microbatches and appends it to the module as `pipe.schedule @schedule`: per rank, forwards,
-    backwards and the sends / receives between them, ended by `pipe.grad_sync` and
-    `pipe.optimizer_step`. `pipeline_schedule` is `gpipe`, `1f1b` or `interleaved` (Megatron's
-    interleaved 1F1B). The op's verifier proves the schedule cannot deadlock. Plans no schedule
-    exists for (say interleaved with a number of microbatches that is not a multiple of `pp`)
-    fail with a message saying what to change. Without pipeline parallelism it does nothing.
+    Every plan's iteration is a schedule. Builds the schedule of the plan's (`@grid`) `pp`
+    pipeline ranks with `num_virtual_stages_per_pipeline_rank` chunks each over
+    `num_microbatches` microbatches and appends it to the module as `pipe.schedule @schedule`:
+    per rank, forwards, backwards and the sends / receives between them, ended by
+    `pipe.grad_sync` and `pipe.optimizer_step`. `pipeline_schedule` is `gpipe`, `1f1b` or
+    `interleaved` (Megatron's interleaved 1F1B). The op's verifier proves the schedule cannot
+    deadlock. Plans no schedule exists for (say interleaved with a number of microbatches that is
+    not a multiple of `pp`) fail with a message saying what to change. Without pipeline
+    parallelism (pp = 1) the schedule is one stage with one chunk, `1f1b` over one microbatch:
+    the runtime's --global-batch-size chooses the microbatches, and each runs the rank's list.
   }];
   let dependentDialects = ["::megac::pipe::PipeDialect"];
 }

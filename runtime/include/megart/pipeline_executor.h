@@ -59,21 +59,26 @@ public:
   PipelineExecutor(const PipelineExecutor &) = delete;
   PipelineExecutor &operator=(const PipelineExecutor &) = delete;
 
-  // One iteration of the schedule. ids / labels hold the microbatches one after another,
-  // tokens_per_microbatch each; params / grads are the stage's tables; ctx.pp numbers the
-  // peers. Gradients are added to grads; every send has completed when it returns. Sets
-  // comm_activity()'s schedule step while it runs. ctx.grad_sync (--overlap-grad-reduce) goes
-  // only to each chunk's last backward, after which its gradients are final.
+  // One iteration of `microbatches` microbatches (0: the schedule's own number; else a multiple
+  // of it): the schedule once per round of its microbatches (pipe.schedule's rule; one round but
+  // for a one-stage schedule, compiled for a single microbatch). ids / labels hold the
+  // microbatches one after another, tokens_per_microbatch each; params / grads are the stage's
+  // tables; ctx.pp numbers the peers. Gradients are added to grads; every send has completed when
+  // it returns. Sets comm_activity()'s schedule step while it runs. ctx.grad_sync
+  // (--overlap-grad-reduce) goes only to each chunk's last backward of the last round, after
+  // which its gradients are final.
   PipelineIterationResult run(const StepContext &ctx, float *const *params, float *const *grads,
                               const int32_t *ids, const int32_t *labels,
-                              int64_t tokens_per_microbatch, float dloss);
+                              int64_t tokens_per_microbatch, float dloss, int64_t microbatches = 0);
 
-  // The forward of every microbatch, no backward: evaluation. Chunk by chunk in global order
-  // (chunk c, then c + 1 on the next stage), so each stage receives what the stage before it
-  // just sent: no schedule to verify, no overlap between stages. Returns the last chunk's
-  // losses; leaves gradients and the training schedule's buffers as they were.
+  // The forward of every one of `microbatches` microbatches (0: the schedule's number), no
+  // backward: evaluation. Chunk by chunk in global order (chunk c, then c + 1 on the next stage),
+  // so each stage receives what the stage before it just sent: no schedule to verify, no overlap
+  // between stages. Returns the last chunk's losses; leaves gradients and the training
+  // schedule's buffers as they were.
   PipelineIterationResult run_forward_only(const StepContext &ctx, float *const *params, const int32_t *ids,
-                                           const int32_t *labels, int64_t tokens_per_microbatch);
+                                           const int32_t *labels, int64_t tokens_per_microbatch,
+                                           int64_t microbatches = 0);
 
 private:
   // Activation, gradient and stash buffers, reused across microbatches and iterations so the
@@ -110,6 +115,13 @@ private:
   void reclaim_sends(int64_t step, Communicator &pp);
   void open_channels(Communicator &pp);
   Slots &slots(int32_t chunk, int32_t microbatch);
+  // The rounds an iteration of `microbatches` takes (throws unless a positive multiple).
+  int64_t rounds(int64_t microbatches) const;
+  // One pass over the schedule, its microbatches `first` ... `first` + m - 1; `last` gives the
+  // chunks' final backwards ctx.grad_sync.
+  void run_round(const StepContext &ctx, float *const *params, float *const *grads, const int32_t *ids,
+                 const int32_t *labels, int64_t tokens_per_microbatch, float dloss, int64_t first, bool last,
+                 PipelineIterationResult &result);
 
   const PipelineStageDesc &stage_;
   std::vector<char> final_backward_; // per op: the last Backward of its chunk

@@ -1,6 +1,7 @@
 // Pipeline parallelism on real ranks with the hand-written toy pipeline (toy_pipeline.h): the
 // executor's gradients, losses and stash peaks against the same model on one rank, and whole
 // training runs (loss, gradient norm, checkpoints, --load) against the single-rank run.
+#include "megart/error.h"
 #include "megart/grad_norm.h"
 #include "megart/memory_accounting.h"
 #include "megart/param_store.h"
@@ -118,6 +119,54 @@ TEST(PipelineExecutor, InterleavedMatchesOneRank) {
   toy::Program pipe;
   toy::build<2, 4>(pipe, toy::interleaved());
   check_one_iteration<4>(pipe, {5, 3});
+}
+
+// An iteration of twice the schedule's microbatches runs it twice (pipe.schedule's rounds: a
+// one-stage schedule is compiled for one microbatch): the same losses and gradients as the
+// single-rank model over all of them.
+TEST(PipelineExecutor, RoundsRunTheScheduleOncePerItsMicrobatches) {
+  if (mpi_test::world_size() % 2 != 0)
+    GTEST_SKIP() << "needs an even number of ranks";
+  toy::Program pipe;
+  toy::build<2, 2>(pipe, toy::one_f_one_b());
+  auto pair = mpi_test::group_of(2);
+  auto grid = megart::ProcessGrid::on(*pair, {2, 1, 1});
+  const int64_t rank = grid->coord().pp;
+  const megart::PipelineStageDesc &stage = pipe.desc.stages[rank];
+  megart::ParamStore store(stage.params, stage.num_params);
+  store.init(11);
+  std::vector<int32_t> ids = tokens(1), labels = tokens(2);
+  for (int64_t salt : {3, 4}) // a second round's microbatches
+    for (int32_t t : tokens(salt))
+      (salt == 3 ? ids : labels).push_back(t);
+  const int64_t microbatches = 2 * toy::kMicrobatches;
+  const float dloss = 1.0f / static_cast<float>(microbatches);
+
+  toy::Program one;
+  toy::build<1, 2>(one);
+  megart::ParamStore ref(one.desc.params, one.desc.num_params);
+  ref.init(11);
+  megart::SelfCommunicator self;
+  const megart::StepContext self_ctx{&self, &self, &self};
+  double ref_loss = 0;
+  for (int64_t mb = 0; mb < microbatches; ++mb)
+    ref_loss += one.desc.step(self_ctx, ref.param_table(), ref.grad_table(), nullptr,
+                              ids.data() + mb * toy::kTokens, labels.data() + mb * toy::kTokens, dloss);
+
+  megart::PipelineExecutor executor(pipe.desc.stages, rank, 2, 1, toy::kMicrobatches);
+  megart::TiedGradients tied(pipe.desc, store, *grid);
+  const megart::PipelineIterationResult r = executor.run(grid->step_context(), store.param_table(),
+                                                         store.grad_table(), ids.data(), labels.data(),
+                                                         toy::kTokens, dloss, microbatches);
+  EXPECT_EQ(r.loss_count, rank == 1 ? microbatches : 0);
+  EXPECT_EQ(r.loss_sum, rank == 1 ? ref_loss : 0.0);
+  EXPECT_EQ(r.peak_stash, rank == 0 ? 2 : 1); // a round's, not the iteration's
+  tied.sync(store, /*shards=*/false);
+  EXPECT_NEAR(megart::model_grad_norm(store, grid->tp(), grid->pp(), tied.norm_counted()),
+              megart::model_grad_norm(ref, self), 1e-6);
+  EXPECT_THROW(executor.run(grid->step_context(), store.param_table(), store.grad_table(), ids.data(),
+                            labels.data(), toy::kTokens, dloss, toy::kMicrobatches + 1),
+               megart::Error);
 }
 
 // ---------------------------------------------------------------------------------------------
