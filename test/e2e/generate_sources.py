@@ -5,7 +5,7 @@ here, saved by save_pretrained as a Hugging Face folder:
 a. the Hugging Face folder: two calls at once on an empty program cache both print
    transformers' greedy `generate` token for token, and leave one compiled program and no
    staging folder; a random Llama folder (grouped-query attention, rope_theta 5000, Llama 3's
-   131072 positions, compiled for 4096) too;
+   131072 positions, compiled for 4096) and a random Qwen2 folder (q, k, v biases) too;
 b. LoRA adapters, merged on the fly: a folder PEFT saved (lora_B drawn non-zero) and a megac LoRA
    checkpoint trained 3 iterations on the folder equal transformers' greedy decoding of PEFT's
    merge_and_unload of them (and differ from the base's); OUT/train merge-lora's output of the
@@ -78,6 +78,24 @@ def make_llama(folder, bpe):
                                       initializer_range=0.3, bos_token_id=bpe.token_to_id("<s>"),
                                       eos_token_id=bpe.token_to_id("</s>"))
     transformers.LlamaForCausalLM(config).save_pretrained(folder)
+
+
+def make_qwen2(folder, bpe):
+    """A random Qwen2 (q, k and v with biases, drawn non-zero; tied embeddings) with the same tokenizer."""
+    shutil.rmtree(folder, ignore_errors=True)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>").save_pretrained(folder)
+    torch.manual_seed(5)
+    config = transformers.Qwen2Config(vocab_size=bpe.get_vocab_size(), hidden_size=64, intermediate_size=176,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=SEQ, rope_theta=1000000.0, tie_word_embeddings=True,
+                                      initializer_range=0.3, bos_token_id=bpe.token_to_id("<s>"),
+                                      eos_token_id=bpe.token_to_id("</s>"))
+    model = transformers.Qwen2ForCausalLM(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.normal_(0.0, 0.3)
+    model.save_pretrained(folder)
 
 
 def greedy(model, prompt_ids, new_tokens=NEW_TOKENS):
@@ -189,6 +207,14 @@ def main():
     check(ours_llama == theirs_llama and len(set(theirs_llama)) >= 3 and "compiled the program" in out and
           window in out, f"a. Hugging Face Llama folder made for {LLAMA_POSITIONS} positions: {window in out} "
           f"({seconds:.1f} s): {ours_llama}; transformers' greedy {theirs_llama} ({len(set(theirs_llama))} distinct)")
+
+    # a. A Qwen2 folder (biases on q, k and v).
+    make_qwen2(w("qwen2"), bpe)
+    theirs_qwen2 = greedy(transformers.AutoModelForCausalLM.from_pretrained(w("qwen2")), prompt_ids)
+    ours_qwen2, out, seconds = gen.run(w("qwen2"), "--max-new-tokens", str(NEW_TOKENS))
+    check(ours_qwen2 == theirs_qwen2 and len(set(theirs_qwen2)) >= 3 and "compiled the program" in out,
+          f"a. Hugging Face Qwen2 folder ({seconds:.1f} s): {ours_qwen2}; transformers' greedy {theirs_qwen2} "
+          f"({len(set(theirs_qwen2))} distinct)")
 
     # c. A later call reuses the program.
     before = programs(cache)

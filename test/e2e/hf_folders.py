@@ -4,9 +4,10 @@ For each family, transformers (build/pyenv) makes a randomly initialised model a
 save_pretrained; `megac compile FOLDER --seq-length S` compiles it with no YAML anywhere, and
 `OUT/train --load FOLDER --skip-train` evaluates its weights on the license corpus's validation
 samples. That loss equals transformers' on the same samples (1e-5), and so does the program of
-tp2 + sp's. A folder whose config.json sets a field megac does not compute (rope_scaling) and
-one of another architecture are refused by name before anything is compiled (the bad-input
-cases hold more)."""
+tp2 + sp's; two iterations trained from the folder are saved, and transformers' from_pretrained
+of that checkpoint gives megac's loss (1e-5). A folder whose config.json sets a field megac does
+not compute (rope_scaling) and one of another architecture are refused by name before anything
+is compiled (the bad-input cases hold more)."""
 import os
 import shutil
 import sys
@@ -91,6 +92,23 @@ def main():
               f"(difference {err:.2e})")
         if not ok:
             failures.append(family)
+        # Trained from the folder and saved: transformers loads the checkpoint with megac's loss.
+        ckpt = w("ckpt", family)
+        shutil.rmtree(ckpt, ignore_errors=True)
+        subprocess.run([os.path.join(out, "train"), "--data-path", corpus, *EVAL, "--train-iters", "2", "--load",
+                        folder, "--save", ckpt, "--eval-interval", "100"], check=True, capture_output=True)
+        trained = validation_loss(subprocess.run([os.path.join(out, "train"), "--data-path", corpus, *EVAL,
+                                                  "--train-iters", "2", "--skip-train", "--load", ckpt],
+                                                 capture_output=True, text=True).stdout)
+        back = python_json(args.python, HF_LOSS, [os.path.join(ckpt, "iter_0000002"), corpus, str(SEQ),
+                                                  str(EVAL_ITERS * BATCH), os.path.join(HERE, "..", "reference"),
+                                                  ",".join(map(str, SPLIT))], "transformers' loss of the checkpoint")
+        err = abs(trained - back["loss"])
+        ok = err <= TOLERANCE and trained != single
+        print(f"{'ok  ' if ok else 'FAIL'} {family}: 2 iterations from the folder, saved: megac {trained:.7g}, "
+              f"transformers' from_pretrained of the checkpoint {back['loss']:.7g} (difference {err:.2e})")
+        if not ok:
+            failures.append(family + " checkpoint")
         tp = w("out", family + "-tp2sp")
         shutil.rmtree(tp, ignore_errors=True)
         subprocess.run([args.megac, "compile", folder, "--seq-length", str(SEQ), "--micro-batch-size", "2",
