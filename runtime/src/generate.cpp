@@ -3,6 +3,7 @@
 #include "megart/device.h"
 #include "megart/error.h"
 #include "megart/param_store.h"
+#include "megart/safetensors.h"
 #include "megart/splitmix.h"
 #include "megart/train_checkpoint.h"
 
@@ -107,6 +108,10 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
   app.add_option("--seed", seed, "Seed of the draws")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--eod", eod, "Stop after this id (the tokenizer's end of document); several: comma-separated")
       ->delimiter(',');
+  std::string logits_file;
+  app.add_option("--logits-file", logits_file,
+                 "Also write the prompt's logits, [prompt tokens, vocab_size] float32, to this safetensors file "
+                 "(tensor \"logits\": the whole window's forward, as a model's logits are compared)");
   bool no_kv_cache = false;
   app.add_flag("--no-kv-cache", no_kv_cache,
                "Rerun the whole window for each token (logits_step) instead of one position with a KV cache");
@@ -198,6 +203,13 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
       }
       return logits.data();
     };
+    if (!logits_file.empty()) {
+      program.logits_step(ctx, store.param_table(), arena.as<char>(), ids.data(), logits.data());
+      std::vector<float> rows(static_cast<size_t>(length * program.vocab_size)); // without the padding columns
+      for (int64_t t = 0; t < length; ++t)
+        std::copy_n(logits.data() + t * padded, program.vocab_size, rows.data() + t * program.vocab_size);
+      write_safetensors(logits_file, {{"logits", {length, program.vocab_size}, rows.data()}});
+    }
     std::vector<int32_t> generated;
     for (int64_t k = 0; k < max_new; ++k) {
       const int32_t next = next_token(last_logits(), program.vocab_size, sampling, generator.uniform());

@@ -56,6 +56,30 @@ for name, model in families.items():
 print(json.dumps({"made": sorted(families), "transformers": transformers.__version__}))
 """
 
+# Runs in build/pyenv: transformers' logits of the prompt against the file OUT/train generate wrote.
+HF_LOGITS = r"""
+import json, sys
+import torch, transformers
+from safetensors.torch import load_file
+folder, prompt, path = sys.argv[1], [int(i) for i in sys.argv[2].split(",")], sys.argv[3]
+model = transformers.AutoModelForCausalLM.from_pretrained(folder)
+model.eval()
+with torch.no_grad():
+    theirs = model(input_ids=torch.tensor([prompt])).logits[0]
+ours = load_file(path)["logits"]
+print(json.dumps({"max_abs_difference": float((ours - theirs).abs().max()), "max_abs": float(theirs.abs().max())}))
+"""
+
+
+def corpus_tokens(prefix, start, count):
+    """`count` token ids of the megac dataset `prefix` from position `start` of its token stream."""
+    sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+    from indexed_dataset import IndexedDataset
+    import numpy as np
+    ds = IndexedDataset(prefix)
+    return np.concatenate([ds[i] for i in range(len(ds))])[start:start + count].tolist()
+
+
 REFUSED = {
     "llama-rope-scaling": "rope_scaling {\"factor\":2,\"type\":\"linear\"} is a setting megac does not implement",
     "gpt2-classifier": "architectures is [GPT2ForSequenceClassification]; megac computes GPT2LMHeadModel",
@@ -92,6 +116,19 @@ def main():
               f"(difference {err:.2e})")
         if not ok:
             failures.append(family)
+        # The logits of a prompt (SEQ - 1 tokens of the corpus: one position left to generate into)
+        # against transformers'.
+        prompt = ",".join(str(i) for i in corpus_tokens(corpus, 1000, SEQ - 1))
+        subprocess.run([os.path.join(out, "train"), "generate", "--load", folder, "--prompt-ids", prompt,
+                        "--max-new-tokens", "1", "--logits-file", w("out", family + "-logits.safetensors")],
+                       check=True, capture_output=True)
+        hf_logits = python_json(args.python, HF_LOGITS, [folder, prompt, w("out", family + "-logits.safetensors")],
+                                "transformers' logits")
+        ok = hf_logits["max_abs_difference"] <= TOLERANCE
+        print(f"{'ok  ' if ok else 'FAIL'} {family}: logits of a {SEQ - 1}-token prompt, max |megac - transformers| "
+              f"{hf_logits['max_abs_difference']:.2e} (largest |logit| {hf_logits['max_abs']:.3g})")
+        if not ok:
+            failures.append(family + " logits")
         # Trained from the folder and saved: transformers loads the checkpoint with megac's loss.
         ckpt = w("ckpt", family)
         shutil.rmtree(ckpt, ignore_errors=True)
