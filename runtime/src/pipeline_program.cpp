@@ -186,6 +186,14 @@ void validate_pipeline_program(const ProgramDesc &p) {
       bad("stage " + std::to_string(r) + " sums its tied gradients otherwise than stage " + std::to_string(*tied.begin()));
     place = here;
   }
+  // Whole gradients exist only without ZeRO-2/3, and only until a reduce-scatter leaves a shard.
+  if (place && place->kind == static_cast<int32_t>(PipeOpKind::TiedSum))
+    for (int64_t r : tied)
+      if (const FlatLayoutDesc *flat = p.stages[r].flat_layout;
+          flat && (flat->sharding != DataParallelSharding::Optim || !place->before_sync || p.overlap_grad_reduce))
+        bad("stage " + std::to_string(r) + " sums whole tied gradients " +
+            (flat->sharding != DataParallelSharding::Optim ? "but ZeRO-2/3 keeps only reduced shards of them"
+                                                           : "after the reduce-scatter has left a shard of them"));
   if (place && place->kind == static_cast<int32_t>(PipeOpKind::TiedSumShards)) { // summed as shards
     for (int64_t r : tied)
       if (!p.stages[r].flat_layout)
