@@ -33,4 +33,14 @@ def Pipe_Payload : I32EnumAttr<"Payload", "what a pipeline message carries", [
   let cppNamespace = "::megac::pipe";
 }
 
+// Where a tied weight's copies sum their gradients: the whole gradients, or this rank's shards of
+// them once the data-parallel reduce-scatters have left only those (ZeRO-2/3, and the distributed
+// optimizer with --overlap-grad-reduce).
+def Pipe_TiedGrads : I32EnumAttr<"TiedGrads", "which gradients of a tied weight are summed", [
+    I32EnumAttrCase<"Whole", 0, "grads">,
+    I32EnumAttrCase<"Shards", 1, "grad_shards">,
+  ]> {
+  let cppNamespace = "::megac::pipe";
+}
+
 #endif // MEGAC_PIPE_BASE_TD

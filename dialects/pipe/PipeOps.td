@@ -13,8 +13,8 @@ def Pipe_ScheduleOp : Pipe_Op<"schedule", [Symbol, IsolatedFromAbove, NoTerminat
     per rank) and `microbatches` m. The body holds `pipe.rank 0` ... `pipe.rank P-1`. Every
     plan has one: without pipeline parallelism P = V = m = 1 (forward, then backward, of chunk 0),
     and an iteration of more microbatches than m runs each rank's forwards, backwards and messages
-    once per m of them (microbatches k m ... k m + m - 1), then its closing `pipe.grad_sync` and
-    `pipe.optimizer_step` once.
+    once per m of them (microbatches k m ... k m + m - 1), then its closing actions (`pipe.grad_sync`,
+    `pipe.tied_sum`, `pipe.optimizer_step`, `pipe.param_gather`; see pipe.rank) once.
 
     ```mlir
     pipe.schedule @schedule kind "1f1b" stages 2 virtual_stages 1 microbatches 1 {
@@ -50,8 +50,11 @@ def Pipe_ScheduleOp : Pipe_Op<"schedule", [Symbol, IsolatedFromAbove, NoTerminat
 def Pipe_RankOp : Pipe_Op<"rank", [HasParent<"ScheduleOp">, NoTerminator, SingleBlock]> {
   let summary = "what one pipeline rank runs, in order";
   let description = [{
-    The compute and message ops of one rank in the order it runs them, ended by
-    `pipe.grad_sync` and `pipe.optimizer_step`.
+    The compute and message ops of one rank in the order it runs them (once per round of the
+    schedule's microbatches), then the actions that close its iteration, once:
+    `pipe.tied_sum grads`?, `pipe.grad_sync`, `pipe.tied_sum`?, `pipe.optimizer_step`,
+    `pipe.param_gather`? (at most one tied_sum; on grad_shards only after the grad_sync that
+    finishes the shards).
   }];
   let arguments = (ins I64Attr:$rank);
   let regions = (region SizedRegion<1>:$body);
@@ -94,14 +97,42 @@ def Pipe_RecvOp : Pipe_Op<"recv", [HasParent<"RankOp">]> {
 def Pipe_GradSyncOp : Pipe_Op<"grad_sync", [HasParent<"RankOp">]> {
   let summary = "synchronises this rank's gradients once all its backwards are done";
   let description = [{
-    The data-parallel gradient all-reduce (in buckets) of the rank's parameters, and the sum of
-    the gradients of weights tied across pipeline ranks (the word embedding and the LM head).
+    The data-parallel gradient sum of the rank's parameters in the compiled buckets: all-reduced,
+    or reduce-scattered over the shard group with the distributed optimizer. Starts the buckets
+    (unless the backward started them: --overlap-grad-reduce, ZeRO-2/3) and waits for them. A
+    no-op without data parallelism.
   }];
   let assemblyFormat = "attr-dict";
 }
 
+def Pipe_TiedSumOp : Pipe_Op<"tied_sum", [HasParent<"RankOp">]> {
+  let summary = "sums the gradients of the weights this rank shares with other pipeline ranks";
+  let description = [{
+    GPT-2's word embedding is the LM head too: the first and the last stage each hold a copy and
+    add their gradients. `grads` sums the whole gradients (before the data-parallel sync with the
+    plain distributed optimizer, whose reduce-scatter leaves each rank a shard that the stages'
+    layouts place differently; after it otherwise, as Megatron does); `grad_shards` sums this
+    rank's reduced shard of each tied weight's own bucket, after the sync that finishes it.
+    Only ranks that hold a tied weight have one, and all of them the same.
+  }];
+  let arguments = (ins Pipe_TiedGrads:$grads);
+  let assemblyFormat = "$grads attr-dict";
+}
+
 def Pipe_OptimizerStepOp : Pipe_Op<"optimizer_step", [HasParent<"RankOp">]> {
-  let summary = "updates this rank's parameters; ends the iteration";
+  let summary = "updates this rank's parameters (skipped when the gradients are not finite)";
+  let assemblyFormat = "attr-dict";
+}
+
+def Pipe_ParamGatherOp : Pipe_Op<"param_gather", [HasParent<"RankOp">]> {
+  let summary = "gives every rank of the shard group the updated parameters; ends the iteration";
+  let description = [{
+    The distributed optimizer (ZeRO-1/2, and ZeRO-3 while pipeline stages keep the parameters
+    gathered) steps each rank's shard only; this all-gathers the compiled buckets of updated
+    parameters, or with --overlap-param-gather starts the all-gathers, which the next forward
+    waits for. Nothing after a skipped step. Not with ZeRO-3's sharded parameters, which each
+    function gathers before use.
+  }];
   let assemblyFormat = "attr-dict";
 }
 

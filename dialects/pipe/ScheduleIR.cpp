@@ -53,8 +53,23 @@ ScheduleOp buildScheduleOp(mlir::OpBuilder &builder, mlir::Location loc, const S
         break;
       }
     }
-    GradSyncOp::create(builder, loc);
-    OptimizerStepOp::create(builder, loc);
+    for (pipeline::ClosingKind k : r < s.closing.size() ? s.closing[r] : std::vector<pipeline::ClosingKind>{}) {
+      switch (k) {
+      case pipeline::ClosingKind::GradSync:
+        GradSyncOp::create(builder, loc);
+        break;
+      case pipeline::ClosingKind::TiedSum:
+      case pipeline::ClosingKind::TiedSumShards:
+        TiedSumOp::create(builder, loc, k == pipeline::ClosingKind::TiedSum ? TiedGrads::Whole : TiedGrads::Shards);
+        break;
+      case pipeline::ClosingKind::OptimizerStep:
+        OptimizerStepOp::create(builder, loc);
+        break;
+      case pipeline::ClosingKind::ParamGather:
+        ParamGatherOp::create(builder, loc);
+        break;
+      }
+    }
   }
   return schedule;
 }
@@ -103,11 +118,22 @@ llvm::Expected<Action> actionFromOp(mlir::Operation *op, int rank) {
         return fail("pipe.rank " + llvm::Twine(rank) + " holds '" +
                     other->getName().getStringRef() +
                     "', which is not a schedule action (pipe.forward, pipe.backward, pipe.send, "
-                    "pipe.recv)");
+                    "pipe.recv, or a closing one)");
       });
 }
 
-bool endsTheIteration(mlir::Operation *op) { return llvm::isa<GradSyncOp, OptimizerStepOp>(op); }
+/// The closing action `op` is, if it is one.
+std::optional<pipeline::ClosingKind> closingKindOf(mlir::Operation *op) {
+  using pipeline::ClosingKind;
+  return llvm::TypeSwitch<mlir::Operation *, std::optional<ClosingKind>>(op)
+      .Case([](GradSyncOp) { return ClosingKind::GradSync; })
+      .Case([](TiedSumOp t) {
+        return t.getGrads() == TiedGrads::Whole ? ClosingKind::TiedSum : ClosingKind::TiedSumShards;
+      })
+      .Case([](OptimizerStepOp) { return ClosingKind::OptimizerStep; })
+      .Case([](ParamGatherOp) { return ClosingKind::ParamGather; })
+      .Default([](mlir::Operation *) { return std::nullopt; });
+}
 
 } // namespace
 
@@ -135,6 +161,7 @@ llvm::Expected<Schedule> scheduleFromOp(ScheduleOp op) {
 
   Schedule s{*kind, *P, *V, *m, {}};
   s.ranks.resize(rankOps.size());
+  s.closing.resize(rankOps.size());
   std::vector<bool> seen(rankOps.size(), false);
   for (RankOp rankOp : rankOps) {
     int64_t r = rankOp.getRankAttr().getInt();
@@ -147,8 +174,10 @@ llvm::Expected<Schedule> scheduleFromOp(ScheduleOp op) {
     if (rankOp.getBody().empty())
       continue;
     for (mlir::Operation &child : rankOp.getBody().front()) {
-      if (endsTheIteration(&child))
+      if (std::optional<pipeline::ClosingKind> closing = closingKindOf(&child)) {
+        s.closing[r].push_back(*closing);
         continue;
+      }
       llvm::Expected<Action> action = actionFromOp(&child, r);
       if (!action)
         return action.takeError();

@@ -11,7 +11,7 @@
 namespace megac::pipe {
 
 /// Builds `pipe.schedule @name` at the builder's insertion point: one `pipe.rank` per rank
-/// holding its actions, then `pipe.grad_sync` and `pipe.optimizer_step`.
+/// holding its actions, then its closing ones (Schedule::closing).
 ScheduleOp buildScheduleOp(mlir::OpBuilder &builder, mlir::Location loc,
                            const pipeline::Schedule &schedule, llvm::StringRef name = names::kSchedule);
 

@@ -215,14 +215,14 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   module.walk([&](tx::StartGradSyncOp) { overlaps = true; });
   module.walk([&](tx::WaitParamGatherOp) { gathersOverlap = true; });
   ProgramFields fields;
+  // What every rank runs is the module's verified pipe.schedule (every plan has one).
+  auto scheduleOps = module.getOps<pipe::ScheduleOp>();
+  if (scheduleOps.empty())
+    return module.emitError("emit: the module needs its pipe.schedule (megac-pipeline-schedule)");
+  llvm::Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(*scheduleOps.begin());
+  if (!schedule)
+    return module.emitError() << "emit: " << llvm::toString(schedule.takeError());
   if (pipelined) {
-    // The schedule the stages run is the module's verified pipe.schedule.
-    auto ops = module.getOps<pipe::ScheduleOp>();
-    if (ops.empty())
-      return module.emitError("emit: a pipelined module needs its pipe.schedule (megac-pipeline-schedule)");
-    llvm::Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(*ops.begin());
-    if (!schedule)
-      return module.emitError() << "emit: " << llvm::toString(schedule.takeError());
     FailureOr<ProgramFields> stages =
         emitPipelineStages(module, *parallelPlan, *schedule, scratch, options.target, os, plan);
     if (failed(stages))
@@ -297,6 +297,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     fields.arenaBytes = *bytes;
     fields.step = names::kTrainStep.str();
     fields.syncGradients = syncFn ? names::kSyncGradients.str() : "nullptr";
+    fields.numOps = emitScheduleTable(*schedule, 0, "kOps", os);
+    fields.ops = "kOps";
     StageBuffers one;
     one.workspaceBytes = *bytes;
     fields.buffers.push_back(one);
@@ -329,6 +331,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("pipeline_parallel_size", Twine(parallelPlan->pp));
   field("data_parallel_size", Twine(parallelPlan->dp));
   field("sync_gradients", fields.syncGradients);
+  field("ops", fields.ops);
+  field("num_ops", Twine(fields.numOps));
   field("stages", fields.stages);
   field("num_microbatches", Twine(fields.numMicrobatches));
   field("pipeline_schedule", fields.schedule);

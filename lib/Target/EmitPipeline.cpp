@@ -101,6 +101,22 @@ Signature backwardSignature(func::FuncOp fn, int64_t numStashed, bool first, boo
 
 } // namespace
 
+int64_t emitScheduleTable(const pipeline::Schedule &schedule, int64_t rank, StringRef name, llvm::raw_ostream &os) {
+  const std::vector<pipeline::Action> &actions = schedule.ranks[rank];
+  const std::vector<pipeline::ClosingKind> &closing = schedule.closing[rank];
+  os << "// pipeline rank " << rank << ": " << actions.size() << " steps per round of " << schedule.microbatches
+     << " microbatches, then " << closing.size() << " closing the iteration\n";
+  os << "const megart::PipeOp " << name << "[] = {\n";
+  for (const pipeline::Action &a : actions)
+    os << "    {.kind = megart::PipeOpKind::" << pipeline::actionKindName(a.kind) << ", .chunk = " << a.chunk
+       << ", .microbatch = " << a.microbatch << ", .peer = " << a.peer << "},\n";
+  for (pipeline::ClosingKind k : closing)
+    os << "    {.kind = megart::PipeOpKind::" << pipeline::closingKindName(k) << ", .chunk = -1, .microbatch = -1, "
+       << ".peer = -1},\n";
+  os << "};\n\n";
+  return static_cast<int64_t>(actions.size() + closing.size());
+}
+
 FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan &parallelPlan,
                                             const pipeline::Schedule &schedule,
                                             const llvm::StringMap<int64_t> &calleeScratch, Target target,
@@ -180,16 +196,11 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
                      std::to_string(frozen.size());
     }
     os << "const megart::ChunkDesc " << prefix << "Chunks[] = {\n" << chunkTable << "};\n\n";
-    os << "// pipeline rank " << s << ": " << schedule.ranks[s].size() << " steps\n";
-    os << "const megart::PipeOp " << prefix << "Ops[] = {\n";
-    for (const pipeline::Action &a : schedule.ranks[s])
-      os << "    {.kind = megart::PipeOpKind::" << pipeline::actionKindName(a.kind) << ", .chunk = " << a.chunk
-         << ", .microbatch = " << a.microbatch << ", .peer = " << a.peer << "},\n";
-    os << "};\n\n";
+    const int64_t numOps = emitScheduleTable(schedule, s, prefix + "Ops", os);
     stageTable += "    {.params = " + prefix + "Params, .num_params = " + std::to_string(params.size()) +
                   ", .arena_bytes = " + std::to_string(arena) + ",\n     .chunks = " + prefix +
                   "Chunks, .num_chunks = " + std::to_string(fns.size() / 2) + ", .ops = " + prefix +
-                  "Ops, .num_ops = " + std::to_string(schedule.ranks[s].size()) +
+                  "Ops, .num_ops = " + std::to_string(numOps) +
                   ", .predicted_peak_stash = " + std::to_string(peaks[s]) + ", .sync_gradients = " + sync +
                   flatFields + frozenFields + "},\n";
     plan << "stage " << s << ": arena " << arena << " bytes\n";

@@ -25,6 +25,8 @@ struct ProgramFields {
   std::string decodeStep = "nullptr"; // the same on the CPU, with a KV cache
   int64_t kvCacheLayers = 0, kvCacheRow = 0;
   std::string syncGradients = "nullptr";
+  std::string ops = "nullptr"; // a single-stage program's schedule table (a stage's is in the stage)
+  int64_t numOps = 0;
   std::string stages = "nullptr";
   int64_t numMicrobatches = 0;
   std::string schedule = "nullptr";
@@ -39,5 +41,10 @@ mlir::FailureOr<ProgramFields> emitPipelineStages(mlir::ModuleOp module, const P
                                                   const pipeline::Schedule &schedule,
                                                   const llvm::StringMap<int64_t> &calleeScratch, Target target,
                                                   llvm::raw_ostream &os, llvm::raw_ostream &plan);
+
+/// Prints rank `rank` of `schedule` as the runtime's table `const megart::PipeOp <name>[]`: its
+/// actions, then its closing ones. Returns the table's length.
+int64_t emitScheduleTable(const pipeline::Schedule &schedule, int64_t rank, llvm::StringRef name,
+                          llvm::raw_ostream &os);
 
 } // namespace megac::emit

@@ -1,5 +1,6 @@
 #include "megart/pipeline_executor.h"
 
+#include "megart/closing_actions.h"
 #include "megart/error.h"
 
 #include <algorithm>
@@ -18,6 +19,11 @@ const char *pipe_op_name(PipeOpKind kind) {
   case PipeOpKind::RecvActivation: return "RecvActivation";
   case PipeOpKind::SendGrad: return "SendGrad";
   case PipeOpKind::RecvGrad: return "RecvGrad";
+  case PipeOpKind::GradSync: return "GradSync";
+  case PipeOpKind::TiedSum: return "TiedSum";
+  case PipeOpKind::TiedSumShards: return "TiedSumShards";
+  case PipeOpKind::OptimizerStep: return "OptimizerStep";
+  case PipeOpKind::ParamGather: return "ParamGather";
   }
   return "unknown op";
 }
@@ -28,7 +34,7 @@ constexpr const char *kFix = "; regenerate with megac compile";
 
 std::string op_text(const PipeOp &op) {
   const int32_t k = static_cast<int32_t>(op.kind);
-  const std::string name = k >= 0 && k <= 5 ? pipe_op_name(op.kind)
+  const std::string name = k >= 0 && k <= static_cast<int32_t>(PipeOpKind::ParamGather) ? pipe_op_name(op.kind)
                                             : "op kind " + std::to_string(k);
   return name + " chunk " + std::to_string(op.chunk) + " microbatch " +
          std::to_string(op.microbatch);
@@ -89,16 +95,17 @@ void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, in
   if (stage.num_ops < 0 || (stage.num_ops > 0 && !stage.ops))
     fail("it has " + std::to_string(stage.num_ops) + " ops and no table");
 
+  validate_closing_ops(stage.ops, stage.num_ops, "pp rank " + std::to_string(pp_rank) + "'s stage");
   // Walk the schedule as the executor will, tracking which buffers exist.
   std::vector<Done> done(static_cast<size_t>(V * m));
-  for (int64_t i = 0; i < stage.num_ops; ++i) {
+  for (int64_t i = 0; i < schedule_steps(stage.ops, stage.num_ops); ++i) {
     const PipeOp &op = stage.ops[i];
     auto bad = [&](const std::string &problem) {
       throw Error("compiled program: pp rank " + std::to_string(pp_rank) + "'s schedule, step " +
                   std::to_string(i) + " (" + op_text(op) + "): " + problem + kFix);
     };
     const int32_t kind = static_cast<int32_t>(op.kind);
-    if (kind < 0 || kind > 5)
+    if (kind < 0 || kind > static_cast<int32_t>(PipeOpKind::RecvGrad))
       bad("unknown op kind " + std::to_string(kind));
     if (op.chunk < 0 || op.chunk >= num_chunks || op.chunk % pp_size != pp_rank)
       bad("chunk " + std::to_string(op.chunk) + " does not run on this rank (the pipeline has " +
@@ -148,6 +155,8 @@ void validate_pipeline_stage(const PipelineStageDesc &stage, int64_t pp_rank, in
       if (!d.has(PipeOpKind::Backward))
         bad("it sends a gradient before the Backward that computes it");
       break;
+    default: // closing ops come after the schedule's steps
+      break;
     }
     d.set(op.kind);
   }
@@ -176,7 +185,7 @@ StageBufferPlan stage_buffer_plan(const PipelineStageDesc *stages, int64_t pp_ra
                                   int64_t num_chunks) {
   std::vector<std::vector<PipelineStep>> steps(static_cast<size_t>(pp_size));
   for (int64_t r = 0; r < pp_size; ++r)
-    for (int64_t i = 0; i < stages[r].num_ops; ++i)
+    for (int64_t i = 0; i < schedule_steps(stages[r].ops, stages[r].num_ops); ++i)
       steps[r].push_back({static_cast<int32_t>(stages[r].ops[i].kind), stages[r].ops[i].chunk, stages[r].ops[i].peer});
   StageBufferPlan plan;
   plan.reclaim = send_reclaim_steps(steps)[static_cast<size_t>(pp_rank)];
@@ -213,7 +222,7 @@ void PipelineExecutor::BufferPool::give(DeviceBuffer buffer) {
 PipelineExecutor::PipelineExecutor(const PipelineStageDesc *stages, int64_t pp_rank,
                                    int64_t pp_size, int64_t virtual_size,
                                    int64_t num_microbatches, Device &device)
-    : stage_(stages[pp_rank]), pp_rank_(pp_rank), pp_size_(pp_size), num_chunks_(pp_size * virtual_size),
+    : stage_(stages[pp_rank]), steps_(schedule_steps(stages[pp_rank].ops, stages[pp_rank].num_ops)), pp_rank_(pp_rank), pp_size_(pp_size), num_chunks_(pp_size * virtual_size),
       num_microbatches_(num_microbatches), pool_(device) {
   const PipelineStageDesc &stage = stage_;
   validate_pipeline_stage(stage, pp_rank, pp_size, virtual_size, num_microbatches);
@@ -264,7 +273,7 @@ void PipelineExecutor::reclaim_sends(int64_t step, Communicator &pp) {
 // is one small message more per channel, once.
 void PipelineExecutor::open_channels(Communicator &pp) {
   std::set<std::tuple<bool, int32_t, int>> channels; // (send, peer, tag)
-  for (int64_t i = 0; i < stage_.num_ops; ++i) {
+  for (int64_t i = 0; i < steps_; ++i) {
     const PipeOp &op = stage_.ops[i];
     if (op.kind == PipeOpKind::Forward || op.kind == PipeOpKind::Backward)
       continue;
@@ -330,7 +339,7 @@ void PipelineExecutor::run_round(const StepContext &ctx, float *const *params, f
   StepContext plain = ctx; // every op but a chunk's last backward: no bucket starts there
   plain.grad_sync = nullptr;
   int64_t live = 0; // stashes alive now
-  for (int64_t i = 0; i < stage_.num_ops; ++i) {
+  for (int64_t i = 0; i < steps_; ++i) {
     const PipeOp &op = stage_.ops[i];
     activity.step = i;
     activity.op = pipe_op_name(op.kind);
@@ -400,11 +409,13 @@ void PipelineExecutor::run_round(const StepContext &ctx, float *const *params, f
       pp.wait(*r);
       break;
     }
+    default: // the closing ops run once after every round (run_closing_ops)
+      break;
     }
   }
   const char *phase = activity.phase;
   activity = CommActivity{activity.iteration, "completing the schedule's last sends"};
-  reclaim_sends(stage_.num_ops, pp); // nothing of this round is still in flight
+  reclaim_sends(steps_, pp); // nothing of this round is still in flight
   activity.phase = phase;
 }
 

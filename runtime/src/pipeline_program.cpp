@@ -1,10 +1,12 @@
 #include "megart/pipeline_program.h"
 
+#include "megart/closing_actions.h"
 #include "megart/error.h"
 #include "megart/param_layout.h"
 #include "megart/pipeline_executor.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -165,9 +167,39 @@ void validate_pipeline_program(const ProgramDesc &p) {
             "blocks on every stage");
     }
   }
-  const FlatLayoutDesc *flat = p.stages[0].flat_layout;
-  if (flat && (flat->sharding != DataParallelSharding::Optim || p.overlap_grad_reduce)) // summed as shards
+  // Every stage holding a tied tensor sums it with the others, all at the same point of the
+  // iteration; the others do not.
+  std::set<int64_t> tied;
+  for (const auto &[name, stages] : tensor_stages(p))
+    if (stages.size() > 1)
+      tied.insert(stages.begin(), stages.end());
+  std::optional<TiedSumPlace> place;
+  for (int64_t r = 0; r < P; ++r) {
+    const TiedSumPlace here = tied_sum_place(p.stages[r].ops, p.stages[r].num_ops);
+    if ((here.kind >= 0) != (tied.count(r) > 0))
+      bad("stage " + std::to_string(r) + (here.kind >= 0 ? " sums tied gradients but holds no weight another stage holds"
+                                                         : " holds a weight another stage holds but its table has "
+                                                           "no TiedSum"));
+    if (here.kind < 0)
+      continue;
+    if (place && (place->kind != here.kind || place->before_sync != here.before_sync))
+      bad("stage " + std::to_string(r) + " sums its tied gradients otherwise than stage " + std::to_string(*tied.begin()));
+    place = here;
+  }
+  // Whole gradients exist only without ZeRO-2/3, and only until a reduce-scatter leaves a shard.
+  if (place && place->kind == static_cast<int32_t>(PipeOpKind::TiedSum))
+    for (int64_t r : tied)
+      if (const FlatLayoutDesc *flat = p.stages[r].flat_layout;
+          flat && (flat->sharding != DataParallelSharding::Optim || !place->before_sync || p.overlap_grad_reduce))
+        bad("stage " + std::to_string(r) + " sums whole tied gradients " +
+            (flat->sharding != DataParallelSharding::Optim ? "but ZeRO-2/3 keeps only reduced shards of them"
+                                                           : "after the reduce-scatter has left a shard of them"));
+  if (place && place->kind == static_cast<int32_t>(PipeOpKind::TiedSumShards)) { // summed as shards
+    for (int64_t r : tied)
+      if (!p.stages[r].flat_layout)
+        bad("stage " + std::to_string(r) + " sums tied gradient shards but has no flat_layout to shard them");
     check_tied_buckets(p);
+  }
 }
 
 std::map<std::string, std::vector<int64_t>> tensor_stages(const ProgramDesc &p, bool frozen) {

@@ -3,6 +3,7 @@
 
 #include "megart/aligned_buffer.h"
 #include "megart/checkpoint_contents.h"
+#include "megart/closing_actions.h"
 #include "megart/error.h"
 #include "megart/exit_signal.h"
 #include "megart/grad_norm.h"
@@ -210,6 +211,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   Optimizer optimizer(f, start.optimizer_steps, store, grid.tp(), pipelined ? &grid.pp() : nullptr,
                       pipelined ? &pipe->tied.norm_counted() : nullptr);
   const SyncFn compiled_sync = pipelined ? pipe->stage.sync_gradients : program.sync_gradients;
+  // The rank's compiled table: its schedule's steps, then what closes the iteration.
+  const PipeOp *const table = pipelined ? pipe->stage.ops : program.ops;
+  const int64_t table_ops = pipelined ? pipe->stage.num_ops : program.num_ops;
   // The distributed optimizer (a flat layout): the sync reduce-scatters, the optimizer updates
   // this rank's shards, and the compiled gather_params (or the runtime, for a program without
   // one) all-gathers the updated parameters.
@@ -253,12 +257,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   // program without compiled buckets, the runtime's --ddp-bucket-size buckets).
   const bool overlapped = dp > 1 && program.overlap_grad_reduce;
   GradSync grad_sync(grid.dp(), device);
-  // The distributed optimizer overlapped: the step starts each bucket's reduce-scatter, so the
-  // tied weights (their own buckets then) are summed on the shards afterwards, as ZeRO-2/3 do.
-  const bool scattered_in_step = sharded && overlapped;
-  if (scattered_in_step)
+  // The distributed optimizer overlapped: the step starts each bucket's reduce-scatter.
+  if (sharded && overlapped)
     grad_sync.shard_over(grid.dp_shard(), grid.dp_replicate().size() > 1 ? &grid.dp_replicate() : nullptr);
-  const bool tied_on_shards = grads_in_backward || scattered_in_step;
   if (dp > 1 && f.grad_reduce_in_bf16)
     grad_sync.reduce_in_bf16(store.flat_grads(), store.flat_grads_numel());
   StepContext sync_ctx = ctx;
@@ -355,84 +356,90 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       }
     }
     double loss = loss_sum / static_cast<double>(num_micro);
-    if (pipelined && sharded && !tied_on_shards) {
-      // ZeRO-1: before the reduce-scatter, on the whole gradients: it leaves each rank only its
-      // shard, and the stages' layouts put a tied weight in different shards.
-      activity.phase("tied-weight gradient sync");
-      pipe->tied.sync(store, /*shards=*/false);
-    }
-    if (dp > 1 && sharded && !grads_in_backward) {
-      activity.phase("data-parallel gradient reduce-scatter");
-      if (!overlapped) {
-        if (compiled_sync)
-          compiled_sync(sync_ctx, store.grad_table());
-        else
-          sharded->reduce_scatter_grads();
-      }
-      const int64_t started = grad_sync.finish();
-      if (overlapped ? started == 0 : started != 0)
-        throw Error(overlapped ? "compiled program: built with --overlap-grad-reduce and the distributed optimizer, "
-                                 "but its step started no gradient reduce-scatter (regenerate the program with "
-                                 "megac compile)"
-                               : "compiled program: it has a flat_layout (the distributed optimizer), but its "
-                                 "sync_gradients started all-reduce buckets instead of reduce-scattering them "
-                                 "(regenerate the program with megac compile)");
-    } else if (dp > 1 && !sharded) {
-      activity.phase("data-parallel gradient sync");
-      if (!overlapped) {
-        if (compiled_sync)
-          compiled_sync(sync_ctx, store.grad_table());
-        else
-          grad_sync.start_in_buckets(store.flat_grads(), store.flat_grads_numel(), f.ddp_bucket_size);
-      }
-      if (grad_sync.finish() == 0 && (overlapped || compiled_sync))
-        throw Error(overlapped ? "compiled program: built with --overlap-grad-reduce, but its step "
-                                 "started no gradient bucket (regenerate the program with megac compile)"
-                               : "compiled program: its sync_gradients started no gradient bucket "
-                                 "(regenerate the program with megac compile)");
-    }
-    if (pipelined) {
-      // After the dp sum, as Megatron does: the tied copies then add the same totals. ZeRO-2/3
-      // and the overlapped distributed optimizer: on the shards the reduce-scatters left (a tied
-      // weight has a bucket of its own, the same in each stage).
-      if (!sharded || tied_on_shards) {
-        activity.phase("tied-weight gradient sync");
-        pipe->tied.sync(store, /*shards=*/tied_on_shards);
-      }
-      activity.phase("loss sum over the pipeline");
-      grid.pp().all_reduce_sum(&loss, 1);
-    }
-    if (dp > 1) {
-      activity.phase("loss average over data parallel ranks");
-      grid.dp().all_reduce_sum(&loss, 1);
-      loss /= static_cast<double>(dp);
-    }
-    // The schedule is the same every iteration: the first one reports its stash peaks.
     StashPeaks peaks;
-    if (pipelined && k == start.iteration + 1) {
-      activity.phase("stash peak report");
-      peaks = gather_stash_peaks(program, peak_stash, grid.pp());
-    }
-    // Unscaled after every sum (dp, tied copies): the norm, clipping and AdamW see true gradients.
-    if (scaler)
-      optimizer.unscale(loss_scale);
-    activity.phase("gradient norm");
-    const double norm = optimizer.clip();
-    // Megatron steps the schedule only after an update: skipped iterations keep the rate.
-    const double lr = optimizer.lr_after_steps();
-    const bool finite = std::isfinite(norm);
-    if (finite) {
-      optimizer.step(lr);
+    double norm = 0, lr = 0;
+    bool finite = false;
+    ClosingActions closing;
+    closing.grad_sync = [&] {
+      if (dp > 1 && sharded && !grads_in_backward) {
+        activity.phase("data-parallel gradient reduce-scatter");
+        if (!overlapped) {
+          if (compiled_sync)
+            compiled_sync(sync_ctx, store.grad_table());
+          else
+            sharded->reduce_scatter_grads();
+        }
+        const int64_t started = grad_sync.finish();
+        if (overlapped ? started == 0 : started != 0)
+          throw Error(overlapped ? "compiled program: built with --overlap-grad-reduce and the distributed optimizer, "
+                                   "but its step started no gradient reduce-scatter (regenerate the program with "
+                                   "megac compile)"
+                                 : "compiled program: it has a flat_layout (the distributed optimizer), but its "
+                                   "sync_gradients started all-reduce buckets instead of reduce-scattering them "
+                                   "(regenerate the program with megac compile)");
+      } else if (dp > 1 && !sharded) {
+        activity.phase("data-parallel gradient sync");
+        if (!overlapped) {
+          if (compiled_sync)
+            compiled_sync(sync_ctx, store.grad_table());
+          else
+            grad_sync.start_in_buckets(store.flat_grads(), store.flat_grads_numel(), f.ddp_bucket_size);
+        }
+        if (grad_sync.finish() == 0 && (overlapped || compiled_sync))
+          throw Error(overlapped ? "compiled program: built with --overlap-grad-reduce, but its step "
+                                   "started no gradient bucket (regenerate the program with megac compile)"
+                                 : "compiled program: its sync_gradients started no gradient bucket "
+                                   "(regenerate the program with megac compile)");
+      }
+    };
+    // Where the table puts it: before the dp sync (the plain distributed optimizer: whole
+    // gradients, which its reduce-scatter would leave in different shards on the two stages),
+    // after it on the shards it left (ZeRO-2/3, overlapped ZeRO-1), else after it as Megatron does.
+    closing.tied_sum = [&](bool shards) {
+      activity.phase("tied-weight gradient sync");
+      pipe->tied.sync(store, shards);
+    };
+    closing.optimizer_step = [&] {
+      // The loss and the stash peaks are reduced here, after the gradient sums and before any
+      // parameter gather starts: nothing is in flight on the dp or pp groups.
+      if (pipelined) {
+        activity.phase("loss sum over the pipeline");
+        grid.pp().all_reduce_sum(&loss, 1);
+      }
+      if (dp > 1) {
+        activity.phase("loss average over data parallel ranks");
+        grid.dp().all_reduce_sum(&loss, 1);
+        loss /= static_cast<double>(dp);
+      }
+      // The schedule is the same every iteration: the first one reports its stash peaks.
+      if (pipelined && k == start.iteration + 1) {
+        activity.phase("stash peak report");
+        peaks = gather_stash_peaks(program, peak_stash, grid.pp());
+      }
+      // Unscaled after every sum (dp, tied copies): the norm, clipping and AdamW see true gradients.
+      if (scaler)
+        optimizer.unscale(loss_scale);
+      activity.phase("gradient norm");
+      norm = optimizer.clip();
+      // Megatron steps the schedule only after an update: skipped iterations keep the rate.
+      lr = optimizer.lr_after_steps();
+      finite = std::isfinite(norm);
+      if (finite)
+        optimizer.step(lr);
+      return finite;
+    };
+    closing.param_gather = [&] {
       if (gathers_overlap) {
         sharded->start_all_gather_params(); // the next forward waits for each bucket
-      } else if (sharded && dp > 1 && !params_sharded) {
-        activity.phase("data-parallel parameter all-gather");
-        if (compiled_gather)
-          compiled_gather(ctx, store.param_table());
-        else
-          sharded->all_gather_params();
+        return;
       }
-    }
+      activity.phase("data-parallel parameter all-gather");
+      if (compiled_gather)
+        compiled_gather(ctx, store.param_table());
+      else
+        sharded->all_gather_params();
+    };
+    run_closing_ops(table, table_ops, closing);
     if (scaler)
       scaler->update(finite);
     device.synchronize(); // the iteration's time includes its queued device work

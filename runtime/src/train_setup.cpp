@@ -1,6 +1,7 @@
 #include "megart/train_setup.h"
 
 #include "megart/checkpoint_match.h"
+#include "megart/closing_actions.h"
 #include "megart/cpu_threads.h"
 #include "megart/error.h"
 #include "megart/loss_scaler.h"
@@ -22,7 +23,14 @@ namespace {
 // The distributed optimizer's fields of the program (or of one pipeline stage, `where`). The
 // layout's own tables are checked against the parameters when the store is built.
 void validate_flat_layout_fields(const ProgramDesc &p, const FlatLayoutDesc *flat, SyncFn sync,
-                                 GatherParamsFn gather, const std::string &where) {
+                                 GatherParamsFn gather, const PipeOp *ops, int64_t num_ops, const std::string &where) {
+  // The distributed optimizer steps each rank's shard: the table gathers the updated parameters
+  // after the step exactly where they are not kept sharded (ZeRO-3) and there are other dp ranks.
+  const bool gathers = flat && flat->sharding != DataParallelSharding::OptimGradsParams && p.data_parallel_size > 1;
+  if (gathers_params(ops, num_ops) != gathers)
+    throw Error("compiled program: " + where + "the table " + (gathers ? "has no" : "has a") +
+                " ParamGather after its OptimizerStep, but the parameters " + (gathers ? "are" : "are not") +
+                " sharded over several dp ranks for the step (regenerate the program with megac compile)");
   if (!flat && gather)
     throw Error("compiled program: " + where + "gather_params is set but flat_layout is not "
                 "(regenerate the program with megac compile)");
@@ -90,12 +98,22 @@ void validate_program(const ProgramDesc &p) {
                     " flat_layout but stage 0" + (stage.flat_layout ? " has none" : " has one") +
                     "; the distributed optimizer covers every stage or none (regenerate the "
                     "program with megac compile)");
-      validate_flat_layout_fields(p, stage.flat_layout, stage.sync_gradients, stage.gather_params,
-                                  "stage " + std::to_string(r) + ": ");
+      validate_flat_layout_fields(p, stage.flat_layout, stage.sync_gradients, stage.gather_params, stage.ops,
+                                  stage.num_ops, "stage " + std::to_string(r) + ": ");
     }
     return;
   }
-  validate_flat_layout_fields(p, p.flat_layout, p.sync_gradients, p.gather_params, "");
+  // The one-stage schedule: `step` is chunk 0's forward and backward of one microbatch.
+  const int64_t steps = schedule_steps(p.ops, p.num_ops);
+  if (steps != 2 || p.ops[0].kind != PipeOpKind::Forward || p.ops[1].kind != PipeOpKind::Backward ||
+      p.ops[0].chunk != 0 || p.ops[1].chunk != 0 || p.ops[0].microbatch != 0 || p.ops[1].microbatch != 0)
+    throw Error("compiled program: its table must start with Forward and Backward of chunk 0, microbatch 0 (the "
+                "step function), before its closing ops (regenerate the program with megac compile)");
+  validate_closing_ops(p.ops, p.num_ops, "the program");
+  if (tied_sum_place(p.ops, p.num_ops).kind >= 0)
+    throw Error("compiled program: its table sums tied gradients, but a one-stage program holds every weight "
+                "once (regenerate the program with megac compile)");
+  validate_flat_layout_fields(p, p.flat_layout, p.sync_gradients, p.gather_params, p.ops, p.num_ops, "");
   if (p.num_params < 1) bad("num_params", p.num_params);
   if (p.arena_bytes < 0)
     throw Error("compiled program: arena_bytes is " + std::to_string(p.arena_bytes) +

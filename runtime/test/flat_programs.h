@@ -106,6 +106,7 @@ template <int L> void make_bigram(FlatProgram &f, int64_t dp, bool compiled = tr
   f.p.desc.flat_layout = &f.layout;
   f.p.desc.sync_gradients = compiled ? &sync_gradients<L> : nullptr;
   f.p.desc.gather_params = compiled ? &gather_params<L> : nullptr;
+  train_test::set_one_stage_ops(f.p.desc, /*gathers=*/dp > 1);
 }
 
 // ZeRO-2 (optim_grads) as megac compiles it for layout L: backward adds the gradients into a
@@ -155,6 +156,7 @@ template <int L> void make_zero_bigram(FlatProgram &f, int64_t dp, bool params_t
                                  : megart::DataParallelSharding::OptimGrads;
   f.p.desc.flat_layout = &f.layout;
   f.p.desc.gather_params = params_too ? nullptr : &gather_params<L>;
+  train_test::set_one_stage_ops(f.p.desc, /*gathers=*/!params_too && dp > 1);
 }
 
 // The toy pipeline's stages with the distributed optimizer over dp (toy::build<2, 2>: every
@@ -175,6 +177,9 @@ inline void make_toy(FlatToy &f, int64_t dp) {
   f.p.stages[1].flat_layout = &f.layouts[1];
   f.p.stages[1].sync_gradients = &sync_gradients<kToyStageSmallBuckets>;
   f.p.stages[1].gather_params = &gather_params<kToyStageSmallBuckets>;
+  // ZeRO-1: the tied wte summed whole before the reduce-scatter; the stepped shards gathered.
+  toy::set_closing(f.p, {megart::PipeOpKind::TiedSum, megart::PipeOpKind::GradSync, megart::PipeOpKind::OptimizerStep,
+                         megart::PipeOpKind::ParamGather});
 }
 
 } // namespace flat_test

@@ -26,7 +26,9 @@ std::string stage_error(int rank, const std::function<void(toy::Program &)> &edi
     toy::build<2, 4>(p, toy::interleaved());
   else
     toy::build<2, 2>(p, toy::one_f_one_b());
+  toy::set_closing(p, {}); // the edits index the schedule's steps
   edit(p);
+  toy::close_unless_closed(p);
   p.stages[rank].ops = p.ops[rank].data();
   p.stages[rank].num_ops = static_cast<int64_t>(p.ops[rank].size());
   return error_of([&] {
@@ -37,7 +39,9 @@ std::string stage_error(int rank, const std::function<void(toy::Program &)> &edi
 std::string program_error(const std::function<void(toy::Program &)> &edit) {
   toy::Program p;
   toy::build<2, 2>(p, toy::one_f_one_b());
+  toy::set_closing(p, {}); // the edits index the schedule's steps
   edit(p);
+  toy::close_unless_closed(p);
   for (int r = 0; r < 2; ++r) {
     p.stages[r].ops = p.ops[r].data();
     p.stages[r].num_ops = static_cast<int64_t>(p.ops[r].size());
@@ -65,8 +69,8 @@ TEST(PipelineStage, OpsThatDoNotBelongHere) {
   EXPECT_EQ(stage_error(1, [](toy::Program &p) { p.ops[1][1].microbatch = 4; }),
             std::string("compiled program: pp rank 1's schedule, step 1 (Forward chunk 1 "
                         "microbatch 4): microbatch 4 is outside 0..3") + kFix);
-  EXPECT_THAT(stage_error(0, [](toy::Program &p) { p.ops[0][0].kind = static_cast<PipeOpKind>(9); }),
-              HasSubstr("step 0 (op kind 9 chunk 0 microbatch 0): unknown op kind 9"));
+  EXPECT_THAT(stage_error(0, [](toy::Program &p) { p.ops[0][0].kind = static_cast<PipeOpKind>(-1); }),
+              HasSubstr("step 0 (op kind -1 chunk 0 microbatch 0): unknown op kind -1"));
   EXPECT_THAT(stage_error(0, [](toy::Program &p) { p.ops[0][1].peer = 0; }),
               HasSubstr("step 1 (SendActivation chunk 0 microbatch 0): peer is pp rank 0; the "
                         "neighbouring chunk runs on pp rank 1"));
@@ -185,4 +189,41 @@ TEST(PipelineGradNorm, ATiedWeightCountsOnItsFirstStageOnly) {
   megart::SelfCommunicator tp, pp;
   EXPECT_DOUBLE_EQ(megart::model_grad_norm(store, tp, pp, {}), std::sqrt(68.0));
   EXPECT_DOUBLE_EQ(megart::model_grad_norm(store, tp, pp, {0, 1}), 2.0); // h.1.w's 4 ones
+}
+
+TEST(PipelineStage, ClosingOpsInTheirOrder) {
+  using K = PipeOpKind;
+  auto closing = [](std::vector<K> kinds) {
+    return [kinds](toy::Program &p) {
+      for (int r = 0; r < 2; ++r)
+        for (K k : kinds)
+          p.ops[r].push_back({k, -1, -1, -1});
+    };
+  };
+  EXPECT_THAT(stage_error(0, closing({K::OptimizerStep})), HasSubstr("has no GradSync where it should"));
+  EXPECT_THAT(stage_error(0, closing({K::TiedSumShards, K::GradSync, K::OptimizerStep})),
+              HasSubstr("sums tied gradient shards before GradSync, which finishes them"));
+  EXPECT_THAT(stage_error(0, closing({K::GradSync, K::OptimizerStep, K::ParamGather, K::GradSync})),
+              HasSubstr("has 1 closing ops past where the iteration ends"));
+  EXPECT_THAT(stage_error(0, closing({K::GradSync, static_cast<K>(42)})), HasSubstr("has op kind 42 at step"));
+}
+
+TEST(PipelineProgram, EveryStageHoldingATiedWeightSumsItAtTheSamePoint) {
+  using K = PipeOpKind;
+  auto closing = [](std::vector<K> first, std::vector<K> second) {
+    return [first, second](toy::Program &p) {
+      for (K k : first)
+        p.ops[0].push_back({k, -1, -1, -1});
+      for (K k : second)
+        p.ops[1].push_back({k, -1, -1, -1});
+    };
+  };
+  EXPECT_THAT(program_error(closing({K::GradSync, K::OptimizerStep}, {K::GradSync, K::TiedSum, K::OptimizerStep})),
+              HasSubstr("stage 0 holds a weight another stage holds but its table has no TiedSum"));
+  EXPECT_THAT(program_error(closing({K::GradSync, K::TiedSum, K::OptimizerStep},
+                                    {K::TiedSum, K::GradSync, K::OptimizerStep})),
+              HasSubstr("stage 1 sums its tied gradients otherwise than stage 0"));
+  EXPECT_THAT(program_error(closing({K::GradSync, K::TiedSumShards, K::OptimizerStep},
+                                    {K::GradSync, K::TiedSumShards, K::OptimizerStep})),
+              HasSubstr("stage 0 sums tied gradient shards but has no flat_layout to shard them"));
 }

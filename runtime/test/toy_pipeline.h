@@ -8,10 +8,12 @@
 #pragma once
 
 #include "megart/kernels.h"
+#include "megart/closing_actions.h"
 #include "megart/program.h"
 
 #include "train_test_util.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -238,6 +240,36 @@ inline std::vector<std::vector<megart::PipeOp>> interleaved() {
 
 constexpr int64_t kMicrobatches = 4;
 
+// What closes the toy pipeline's iteration without the distributed optimizer.
+inline const std::vector<megart::PipeOpKind> kClosing = {megart::PipeOpKind::GradSync, megart::PipeOpKind::TiedSum,
+                                                         megart::PipeOpKind::OptimizerStep};
+
+// Ends every stage's table with `closing` (what megac-pipeline-schedule puts after the schedule:
+// GradSync, OptimizerStep, and TiedSum on the stages that hold the tied wte), in place of the
+// closing ops it had.
+inline void set_closing(Program &p, const std::vector<megart::PipeOpKind> &closing) {
+  for (size_t r = 0; r < p.ops.size(); ++r) {
+    std::vector<megart::PipeOp> &ops = p.ops[r];
+    ops.resize(static_cast<size_t>(megart::schedule_steps(ops.data(), static_cast<int64_t>(ops.size()))));
+    for (megart::PipeOpKind k : closing)
+      if ((k != megart::PipeOpKind::TiedSum && k != megart::PipeOpKind::TiedSumShards) ||
+          std::any_of(p.params[r].begin(), p.params[r].end(), [](const megart::ParamDesc &d) {
+            return std::string(d.name) == wte().name;
+          }))
+        ops.push_back({k, -1, -1, -1});
+    p.stages[r].ops = ops.data();
+    p.stages[r].num_ops = static_cast<int64_t>(ops.size());
+  }
+}
+
+// set_closing(p, kClosing) where no stage's table has closing ops yet.
+inline void close_unless_closed(Program &p) {
+  for (const std::vector<megart::PipeOp> &ops : p.ops)
+    if (megart::schedule_steps(ops.data(), static_cast<int64_t>(ops.size())) < static_cast<int64_t>(ops.size()))
+      return;
+  set_closing(p, kClosing);
+}
+
 // The toy program: kP = 1 gives the single-rank reference with kC chunks' worth of layers;
 // kP = 2 a pipeline over 2 ranks with kC / 2 chunks each and the given schedule.
 template <int kP, int kC>
@@ -258,6 +290,7 @@ void build(Program &p, const std::vector<std::vector<megart::PipeOp>> &schedule 
     d.num_params = static_cast<int64_t>(p.params[0].size());
     d.arena_bytes = 0;
     d.step = &reference_step<kC>;
+    train_test::set_one_stage_ops(d);
     return;
   }
   using Ch = Chunks<kP, kC>;
@@ -303,6 +336,7 @@ void build(Program &p, const std::vector<std::vector<megart::PipeOp>> &schedule 
   d.num_microbatches = kMicrobatches;
   d.virtual_pipeline_size = V;
   d.pipeline_schedule = V > 1 ? "interleaved" : "1f1b";
+  set_closing(p, kClosing);
 }
 
 } // namespace toy

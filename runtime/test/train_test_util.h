@@ -74,6 +74,17 @@ inline megart::ParamDesc w_rows(int64_t first, int64_t rows) {
   return d;
 }
 
+// The one-stage tables megac emits: chunk 0's forward and backward (the step), then what closes
+// the iteration; with the distributed optimizer over several dp ranks, the parameter gather too.
+inline constexpr megart::PipeOp kOneStageOps[] = {
+    {megart::PipeOpKind::Forward, 0, 0, -1}, {megart::PipeOpKind::Backward, 0, 0, -1},
+    {megart::PipeOpKind::GradSync, -1, -1, -1}, {megart::PipeOpKind::OptimizerStep, -1, -1, -1},
+    {megart::PipeOpKind::ParamGather, -1, -1, -1}};
+inline void set_one_stage_ops(megart::ProgramDesc &d, bool gathers = false) {
+  d.ops = kOneStageOps;
+  d.num_ops = gathers ? 5 : 4;
+}
+
 // A ProgramDesc with its own parameter table (ProgramDesc only points at one).
 struct Program {
   std::vector<megart::ParamDesc> params;
@@ -94,6 +105,7 @@ template <int64_t kMicro, bool kSplit = false> Program bigram_program() {
   p.desc.num_params = static_cast<int64_t>(p.params.size());
   p.desc.arena_bytes = kArenaFloats(kMicro) * 4;
   p.desc.step = &bigram_step<kMicro, kSplit>;
+  set_one_stage_ops(p.desc);
   return p;
 }
 

@@ -320,11 +320,174 @@ pipe.schedule @unknown_kind kind "zero-bubble" stages 1 virtual_stages 1 microba
 
 // -----
 
-pipe.schedule @no_optimizer_step kind "1f1b" stages 1 virtual_stages 1 microbatches 1 {
-  // expected-error @+1 {{'pipe.rank' op must end with pipe.grad_sync then pipe.optimizer_step, each once}}
+pipe.schedule @closing_then_compute kind "1f1b" stages 1 virtual_stages 1 microbatches 1 {
   pipe.rank 0 {
     pipe.forward chunk 0 microbatch 0
     pipe.grad_sync
+    // expected-error @+1 {{'pipe.backward' op comes after the rank's closing actions, which run once after every round of the schedule}}
     pipe.backward chunk 0 microbatch 0
+    pipe.optimizer_step
+  }
+}
+
+// -----
+
+pipe.schedule @no_optimizer_step kind "1f1b" stages 1 virtual_stages 1 microbatches 1 {
+  // expected-error @+1 {{'pipe.rank' op has no pipe.optimizer_step where its iteration ends}}
+  pipe.rank 0 {
+    pipe.forward chunk 0 microbatch 0
+    pipe.backward chunk 0 microbatch 0
+    pipe.grad_sync
+  }
+}
+
+// -----
+
+pipe.schedule @gather_before_step kind "1f1b" stages 1 virtual_stages 1 microbatches 1 {
+  // expected-error @+1 {{'pipe.rank' op has no pipe.optimizer_step where its iteration ends}}
+  pipe.rank 0 {
+    pipe.forward chunk 0 microbatch 0
+    pipe.backward chunk 0 microbatch 0
+    pipe.grad_sync
+    pipe.param_gather
+    pipe.optimizer_step
+    pipe.grad_sync
+  }
+}
+
+// -----
+
+pipe.schedule @two_grad_syncs kind "1f1b" stages 1 virtual_stages 1 microbatches 1 {
+  // expected-error @+1 {{'pipe.rank' op must close its iteration with one pipe.grad_sync, at most one pipe.tied_sum, then pipe.optimizer_step}}
+  pipe.rank 0 {
+    pipe.forward chunk 0 microbatch 0
+    pipe.backward chunk 0 microbatch 0
+    pipe.grad_sync
+    pipe.grad_sync
+    pipe.optimizer_step
+  }
+}
+
+// -----
+
+pipe.schedule @no_grad_sync kind "1f1b" stages 1 virtual_stages 1 microbatches 1 {
+  // expected-error @+1 {{'pipe.rank' op must close its iteration with one pipe.grad_sync, at most one pipe.tied_sum, then pipe.optimizer_step}}
+  pipe.rank 0 {
+    pipe.forward chunk 0 microbatch 0
+    pipe.backward chunk 0 microbatch 0
+    pipe.optimizer_step
+  }
+}
+
+// -----
+
+// The shards a tied sum adds exist once the sync has finished them.
+pipe.schedule @shards_before_sync kind "1f1b" stages 2 virtual_stages 1 microbatches 1 {
+  pipe.rank 0 {
+    pipe.forward chunk 0 microbatch 0
+    pipe.send activation chunk 0 microbatch 0 to 1
+    pipe.recv grad chunk 0 microbatch 0 from 1
+    pipe.backward chunk 0 microbatch 0
+    // expected-error @+1 {{'pipe.tied_sum' op sums gradient shards before pipe.grad_sync, which is what finishes them}}
+    pipe.tied_sum grad_shards
+    pipe.grad_sync
+    pipe.optimizer_step
+  }
+  pipe.rank 1 {
+    pipe.recv activation chunk 1 microbatch 0 from 0
+    pipe.forward chunk 1 microbatch 0
+    pipe.backward chunk 1 microbatch 0
+    pipe.send grad chunk 1 microbatch 0 to 0
+    pipe.grad_sync
+    pipe.tied_sum grad_shards
+    pipe.optimizer_step
+  }
+}
+
+// -----
+
+pipe.schedule @two_tied_sums kind "1f1b" stages 1 virtual_stages 1 microbatches 1 {
+  // expected-error @+1 {{'pipe.rank' op must close its iteration with one pipe.grad_sync, at most one pipe.tied_sum, then pipe.optimizer_step}}
+  pipe.rank 0 {
+    pipe.forward chunk 0 microbatch 0
+    pipe.backward chunk 0 microbatch 0
+    pipe.tied_sum grads
+    pipe.grad_sync
+    pipe.tied_sum grads
+    pipe.optimizer_step
+  }
+}
+
+// -----
+
+pipe.schedule @tied_one_stage kind "1f1b" stages 1 virtual_stages 1 microbatches 1 {
+  pipe.rank 0 {
+    pipe.forward chunk 0 microbatch 0
+    pipe.backward chunk 0 microbatch 0
+    pipe.grad_sync
+    // expected-error @+1 {{'pipe.tied_sum' op in a one-stage schedule: no other pipeline rank holds a copy of a weight}}
+    pipe.tied_sum grads
+    pipe.optimizer_step
+  }
+}
+
+// -----
+
+// The two copies of a tied weight sum in one collective: at the same point, the same gradients.
+pipe.schedule @tied_sums_disagree kind "1f1b" stages 2 virtual_stages 1 microbatches 1 {
+  pipe.rank 0 {
+    pipe.forward chunk 0 microbatch 0
+    pipe.send activation chunk 0 microbatch 0 to 1
+    pipe.recv grad chunk 0 microbatch 0 from 1
+    pipe.backward chunk 0 microbatch 0
+    pipe.tied_sum grads
+    pipe.grad_sync
+    pipe.optimizer_step
+  }
+  pipe.rank 1 {
+    pipe.recv activation chunk 1 microbatch 0 from 0
+    pipe.forward chunk 1 microbatch 0
+    pipe.backward chunk 1 microbatch 0
+    pipe.send grad chunk 1 microbatch 0 to 0
+    pipe.grad_sync
+    // expected-error @+1 {{'pipe.tied_sum' op differs from another rank's pipe.tied_sum: the copies of a tied weight sum the same gradients at the same point of the iteration}}
+    pipe.tied_sum grads
+    pipe.optimizer_step
+  }
+}
+
+// -----
+
+pipe.schedule @gather_on_one_rank kind "1f1b" stages 2 virtual_stages 1 microbatches 1 {
+  pipe.rank 0 {
+    pipe.forward chunk 0 microbatch 0
+    pipe.send activation chunk 0 microbatch 0 to 1
+    pipe.recv grad chunk 0 microbatch 0 from 1
+    pipe.backward chunk 0 microbatch 0
+    pipe.grad_sync
+    pipe.optimizer_step
+    pipe.param_gather
+  }
+  // expected-error @+1 {{'pipe.rank' op does not gather its parameters after the step and another rank does: the distributed optimizer covers every stage or none}}
+  pipe.rank 1 {
+    pipe.recv activation chunk 1 microbatch 0 from 0
+    pipe.forward chunk 1 microbatch 0
+    pipe.backward chunk 1 microbatch 0
+    pipe.send grad chunk 1 microbatch 0 to 0
+    pipe.grad_sync
+    pipe.optimizer_step
+  }
+}
+
+// -----
+
+pipe.schedule @bad_tied_grads kind "1f1b" stages 1 virtual_stages 1 microbatches 1 {
+  pipe.rank 0 {
+    pipe.forward chunk 0 microbatch 0
+    pipe.backward chunk 0 microbatch 0
+    pipe.grad_sync
+    pipe.tied_sum
+    // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'grads' [grads, grad_shards]}}
+    pipe.optimizer_step
   }
 }

@@ -41,12 +41,25 @@ struct Action {
   int peer; // the other pipeline rank for send / recv, -1 for compute
 };
 
+/// What closes a rank's iteration, once, after its last action (pipe.grad_sync ...): the
+/// data-parallel gradient sync, the sum of the gradients of weights tied to other ranks (the word
+/// embedding and the LM head) on whole gradients or on the reduce-scattered shards, the optimizer
+/// step, and the all-gather of the updated parameters over the shard group.
+enum class ClosingKind { GradSync, TiedSum, TiedSumShards, OptimizerStep, ParamGather };
+
+/// "GradSync", "TiedSumShards", ... (the generated tables' names, megart::PipeOpKind).
+llvm::StringRef closingKindName(ClosingKind kind);
+
 struct Schedule {
   ScheduleKind kind;
   int stages;        // P
   int virtualStages; // V
   int microbatches;  // m
   std::vector<std::vector<Action>> ranks; // ranks[r] = rank r's actions, in order
+  // closing[r] = what closes rank r's iteration, in order (empty until the plan's are known:
+  // buildSchedule leaves them to megac-pipeline-schedule; the builder, verifier and simulator
+  // read `ranks` only). They run once per iteration, after all of its rounds.
+  std::vector<std::vector<ClosingKind>> closing;
 };
 
 /// Builds the per-rank lists with their messages: a RecvActivation right before the Forward that

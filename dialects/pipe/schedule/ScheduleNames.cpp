@@ -43,4 +43,20 @@ llvm::StringRef actionKindName(ActionKind kind) {
   llvm_unreachable("unknown action kind");
 }
 
+llvm::StringRef closingKindName(ClosingKind kind) {
+  switch (kind) {
+  case ClosingKind::GradSync:
+    return "GradSync";
+  case ClosingKind::TiedSum:
+    return "TiedSum";
+  case ClosingKind::TiedSumShards:
+    return "TiedSumShards";
+  case ClosingKind::OptimizerStep:
+    return "OptimizerStep";
+  case ClosingKind::ParamGather:
+    return "ParamGather";
+  }
+  llvm_unreachable("unknown closing kind");
+}
+
 } // namespace megac::pipeline

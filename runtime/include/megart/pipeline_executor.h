@@ -124,6 +124,7 @@ private:
                  PipelineIterationResult &result);
 
   const PipelineStageDesc &stage_;
+  int64_t steps_; // the schedule's steps in the stage's table (its closing ops follow)
   std::vector<char> final_backward_; // per op: the last Backward of its chunk
   std::vector<int64_t> reclaim_;      // per op: for a send, the step its buffer is due back before
   int64_t pp_rank_, pp_size_, num_chunks_, num_microbatches_;

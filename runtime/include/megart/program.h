@@ -233,9 +233,11 @@ struct ChunkDesc {
   int64_t element_bytes = 4;
 };
 
-// One entry of a pp rank's compiled schedule, executed in order. Sends are non-blocking (the
-// executor keeps the buffer until the send completes); receives block until the data is there.
-// Messages between two pp ranks are matched in order per (direction, kind).
+// One entry of a pp rank's compiled table: its schedule's steps, run in order once per round of
+// the schedule's microbatches, then the actions that close the iteration, run once (megac's
+// pipe.rank; megart/closing_actions.h). Sends are non-blocking (the executor keeps the buffer
+// until the send completes); receives block until the data is there. Messages between two pp
+// ranks are matched in order per (direction, kind).
 enum class PipeOpKind : int32_t {
   Forward = 0,        // run chunk's forward for microbatch
   Backward = 1,       // run chunk's backward for microbatch (frees its stash)
@@ -243,7 +245,17 @@ enum class PipeOpKind : int32_t {
   RecvActivation = 3, // chunk's input for microbatch <- pp rank `peer` (runs chunk - 1)
   SendGrad = 4,       // chunk's input_grad for microbatch -> pp rank `peer` (runs chunk - 1)
   RecvGrad = 5,       // chunk's output_grad for microbatch <- pp rank `peer` (runs chunk + 1)
+  // Closing the iteration (chunk, microbatch and peer -1), in this order: [TiedSum] GradSync
+  // [TiedSum | TiedSumShards] OptimizerStep [ParamGather].
+  GradSync = 6,       // the data-parallel gradient buckets: started (unless backward did) and waited for
+  TiedSum = 7,        // the gradients of weights other stages hold too, summed between the copies
+  TiedSumShards = 8,  // the same on this rank's reduced shards of their buckets (ZeRO-2/3, overlapped ZeRO-1)
+  OptimizerStep = 9,  // unscale, clip, AdamW; skipped when the gradients are not finite
+  ParamGather = 10,   // the distributed optimizer's updated parameters all-gathered (after a step taken)
 };
+
+// Whether `kind` closes the iteration rather than being a step of the schedule.
+inline bool is_closing(PipeOpKind kind) { return static_cast<int32_t>(kind) >= 6; }
 
 struct PipeOp {
   PipeOpKind kind;
@@ -304,8 +316,12 @@ struct ProgramDesc {
   // The compiled data-parallel gradient buckets (null: the runtime buckets the flat gradients
   // by --ddp-bucket-size itself, as hand-written test programs need).
   SyncFn sync_gradients = nullptr;
+  // The one-stage schedule (pipeline_parallel_size 1): Forward then Backward of chunk 0 for
+  // microbatch 0 (both are `step`, run once per microbatch), then the closing actions.
+  const PipeOp *ops = nullptr;
+  int64_t num_ops = 0;
   // Pipeline parallelism (pipeline_parallel_size > 1): one stage per pp rank, replacing
-  // params / num_params / arena_bytes / step / sync_gradients above (which then describe
+  // params / num_params / arena_bytes / step / sync_gradients / ops above (which then describe
   // nothing). The schedule is compiled for a fixed number of microbatches per dp rank, so the
   // global batch size is fixed too: micro_batch_size x data_parallel_size x num_microbatches.
   const PipelineStageDesc *stages = nullptr;

@@ -452,6 +452,8 @@ TEST_F(TrainZero1, Zero2RefusesATiedWeightSharingABucket) {
   flat_test::make_toy(f, 2);
   for (megart::FlatLayoutDesc &l : f.layouts) // stage 0 puts wte and h.0.w in one bucket, stage 1 not
     l.sharding = megart::DataParallelSharding::OptimGrads;
+  toy::set_closing(f.p, {megart::PipeOpKind::GradSync, megart::PipeOpKind::TiedSumShards,
+                         megart::PipeOpKind::OptimizerStep, megart::PipeOpKind::ParamGather});
   std::vector<std::string> a = args(2, dir_ / "x.jsonl");
   a[5] = "16";
   RunResult r = mpi_test::run_on(f.p.desc, *grid, a);
