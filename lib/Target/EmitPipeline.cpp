@@ -1,8 +1,8 @@
 #include "EmitPipeline.h"
 
 #include "ProgramTables.h"
+#include "megac/Analysis/MemoryPlan.h"
 #include "megac/Plan/PlanDialect.h"
-#include "megac/Target/MemoryPlan.h"
 #include "megart/pipeline_buffers.h"
 #include "tx/TxChunks.h"
 #include "tx/TxNames.h"

@@ -1,7 +1,7 @@
 #include "FunctionEmitter.h"
 
 #include "megac/Plan/PlanIR.h"
-#include "megac/Target/MemoryPlan.h"
+#include "megac/Analysis/MemoryPlan.h"
 #include "tx/TxLocations.h"
 #include "tx/TxNames.h"
 

@@ -5,8 +5,8 @@
 // so the C++ reads like the dumps.
 #pragma once
 
+#include "megac/Analysis/TensorBytes.h"
 #include "megac/Target/EmitCpp.h"
-#include "megac/Target/TensorBytes.h"
 #include "tx/TxOps.h"
 #include "tx/TxParamTable.h"
 
