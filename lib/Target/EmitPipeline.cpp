@@ -102,9 +102,8 @@ Signature backwardSignature(func::FuncOp fn, int64_t numStashed, bool first, boo
 } // namespace
 
 FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan &parallelPlan,
-                                            const pipeline::Schedule &schedule,
-                                            const llvm::StringMap<int64_t> &calleeScratch, Target target,
-                                            llvm::raw_ostream &os, llvm::raw_ostream &plan) {
+                                            const pipeline::Schedule &schedule, Target target, llvm::raw_ostream &os,
+                                            llvm::raw_ostream &plan) {
   const int64_t stages = parallelPlan.pp;
   int64_t numChunks = 0;
   for (auto fn : module.getOps<func::FuncOp>())
@@ -136,7 +135,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
       Signature sig = backward ? backwardSignature(fn, numStashed, first, last) : forwardSignature(fn, first, last);
       sig.target = target;
       sig.frozenParams = &frozen;
-      FailureOr<int64_t> bytes = emitFunction(fn, sig, params, calleeScratch, os, plan);
+      FailureOr<int64_t> bytes = emitFunction(fn, sig, params, os, plan);
       if (failed(bytes))
         return failure();
       arena = std::max(arena, *bytes);

@@ -36,8 +36,7 @@ struct ProgramFields {
 /// Emits every stage's chunk functions and tables (after megac-pipeline-split and, with dp > 1,
 /// megac-data-parallel), with `schedule`'s per-rank order.
 mlir::FailureOr<ProgramFields> emitPipelineStages(mlir::ModuleOp module, const ParallelPlan &parallelPlan,
-                                                  const pipeline::Schedule &schedule,
-                                                  const llvm::StringMap<int64_t> &calleeScratch, Target target,
+                                                  const pipeline::Schedule &schedule, Target target,
                                                   llvm::raw_ostream &os, llvm::raw_ostream &plan);
 
 } // namespace megac::emit

@@ -1,7 +1,7 @@
 #include "FunctionEmitter.h"
 
+#include "megac/Analysis/BufferAliases.h"
 #include "megac/Plan/PlanIR.h"
-#include "megac/Analysis/MemoryPlan.h"
 #include "tx/TxLocations.h"
 #include "tx/TxNames.h"
 
@@ -145,9 +145,8 @@ std::string labelled(StringRef label, const std::string &value) { return "/*" + 
 /// Emits one MLIR function as one C++ function.
 class FunctionEmitter {
 public:
-  FunctionEmitter(func::FuncOp fn, Signature &sig, const tx::ParamTable &params,
-                  const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os)
-      : fn(fn), sig(sig), params(params), calleeScratch(calleeScratch), os(os) {}
+  FunctionEmitter(func::FuncOp fn, Signature &sig, const tx::ParamTable &params, llvm::raw_ostream &os)
+      : fn(fn), sig(sig), params(params), os(os) {}
 
   /// Returns the workspace bytes the function needs, its callees' included.
   FailureOr<int64_t> emit(llvm::raw_ostream &plan);
@@ -255,11 +254,11 @@ private:
   func::FuncOp fn;
   Signature &sig;
   const tx::ParamTable &params;
-  const llvm::StringMap<int64_t> &calleeScratch;
   llvm::raw_ostream &os;
   DenseMap<Value, std::string> names; // the C++ expression of each value's buffer
   DenseMap<Value, std::string> arenaDecl;
-  int64_t frameBytes = 0, maxCallee = 0;
+  int64_t frameBytes = 0;       // where a callee's workspace starts
+  IntegerAttr workspaceBytes;   // with the deepest callee's
   // Collectives started (megac.async) and not yet waited for: the result's buffer -> the C++
   // communicator and the request's name.
   llvm::MapVector<Value, std::pair<std::string, std::string>> pending;
@@ -286,34 +285,13 @@ bool drawsDropout(func::CallOp call) {
   return r.wasInterrupted();
 }
 
-/// The value whose buffer `v` lives in: a reshape views its input, a gradient bucket add updates
-/// its bucket in place, a bucket parameter is a view of its bucket.
-Value aliasRoot(Value v) {
-  while (true) {
-    if (auto reshape = v.getDefiningOp<tx::ReshapeOp>())
-      v = reshape.getInput();
-    else if (auto add = v.getDefiningOp<tx::GradBucketAddOp>())
-      v = add.getBucket();
-    else if (auto view = v.getDefiningOp<tx::BucketParamOp>())
-      v = view.getBucket();
-    else
-      return v;
-  }
-}
-
-/// Whether an overlapped collective whose result is `pending` is waited for at `op`: the first op
-/// that reads the result (a view reads nothing), or the return. The arena keeps the collective's
-/// input alive until there, and the emitter writes the wait there: one rule for both.
-bool waitsFor(Operation &op, Value pending) {
-  if (isa<func::ReturnOp>(op))
-    return true;
-  if (isa<tx::ReshapeOp, tx::BucketParamOp>(op))
-    return false;
-  return llvm::any_of(op.getOperands(), [&](Value v) { return aliasRoot(v) == pending; });
-}
-
 LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
   Block &body = fn.getBody().front();
+  auto frame = fn->getAttrOfType<IntegerAttr>(names::kFrameBytesAttr);
+  workspaceBytes = fn->getAttrOfType<IntegerAttr>(names::kWorkspaceBytesAttr);
+  if (!frame || !workspaceBytes)
+    return fn.emitOpError("has no workspace plan (megac-plan-workspace)");
+  frameBytes = frame.getInt();
   if (sig.args.size() != body.getNumArguments() || sig.results.size() != fn.getNumResults())
     return fn.emitOpError("internal: the C++ signature does not match the function type");
   for (BlockArgument arg : body.getArguments())
@@ -327,62 +305,39 @@ LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
         !root.getDefiningOp<tx::ParamOp>())
       resultBuffer[root] = sig.results[i];
   }
-
-  // Lifetimes of arena buffers, measured in op positions.
-  DenseMap<Operation *, int64_t> position;
-  int64_t index = 0;
-  for (Operation &op : body)
-    position[&op] = index++;
-  llvm::MapVector<Value, BufferLifetime> arena;
+  // The workspace's buffers, named and declared where megac-plan-workspace placed them.
+  std::string lines;
+  llvm::raw_string_ostream planLines(lines);
+  int64_t position = 0, count = 0;
   for (Operation &op : body) {
-    for (Value r : op.getResults()) {
-      if (isa<tx::ReshapeOp, tx::ParamOp, tx::GradBucketAddOp, tx::BucketParamOp, tx::LocalParamShardOp>(op))
-        continue; // views of other buffers
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>(names::kWorkspaceOffsetsAttr);
+    auto until = op.getAttrOfType<DenseI64ArrayAttr>(names::kLiveUntilAttr);
+    for (auto [i, r] : llvm::enumerate(op.getResults())) {
+      if (isView(op))
+        continue;
       if (auto it = resultBuffer.find(r); it != resultBuffer.end()) {
         names[r] = it->second;
         continue;
       }
+      if (!offsets || !until || offsets.size() != op.getNumResults() || offsets[i] < 0)
+        return op.emitOpError() << "result " << i << " has no buffer in the workspace plan (megac-plan-workspace)";
       if (cppElementType(r.getType()).empty())
         return op.emitOpError() << "produces " << r.getType()
                                 << "; the C++ emitter handles f32, bf16 and f16 tensors only";
-      arena[r] = {position[&op], position[&op], bytesOf(r)};
+      std::string name = sig.names.take(r);
+      names[r] = name;
+      const std::string element = cppElementType(r.getType());
+      arenaDecl[r] = "  " + element + " *" + name + " = reinterpret_cast<" + element + " *>(ws + " +
+                     std::to_string(offsets[i]) + "); // " + typeString(r.getType());
+      planLines << llvm::format("  %-24s offset %10lld  bytes %10lld  ops %4lld..%-4lld  ", name.c_str(),
+                                (long long)offsets[i], (long long)bytesOf(r), (long long)position,
+                                (long long)until[i])
+                << typeString(r.getType()) << "\n";
+      ++count;
     }
-    for (Value operand : op.getOperands()) {
-      auto it = arena.find(aliasRoot(operand));
-      if (it != arena.end())
-        it->second.lastUse = std::max(it->second.lastUse, position[&op]);
-    }
+    ++position;
   }
-  // An overlapped collective reads its input until it is waited for.
-  for (Operation &op : body) {
-    if (!op.hasAttr(names::kAsyncAttr) || op.getNumResults() != 1)
-      continue;
-    Operation *wait = op.getNextNode(); // the return at the latest
-    while (!waitsFor(*wait, op.getResult(0)))
-      wait = wait->getNextNode();
-    const int64_t waitAt = position[wait];
-    for (Value operand : op.getOperands())
-      if (auto it = arena.find(aliasRoot(operand)); it != arena.end())
-        it->second.lastUse = std::max(it->second.lastUse, waitAt);
-  }
-  SmallVector<BufferLifetime> lifetimes;
-  for (auto &[v, life] : arena)
-    lifetimes.push_back(life);
-  SmallVector<int64_t> offsets;
-  frameBytes = planArena(lifetimes, offsets);
-  plan << "@" << fn.getName() << ": " << arena.size() << " buffers in " << frameBytes << " bytes\n";
-  for (auto [i, entryPair] : llvm::enumerate(arena)) {
-    Value v = entryPair.first;
-    std::string name = sig.names.take(v);
-    names[v] = name;
-    const std::string element = cppElementType(v.getType());
-    arenaDecl[v] = "  " + element + " *" + name + " = reinterpret_cast<" + element + " *>(ws + " +
-                   std::to_string(offsets[i]) + "); // " + typeString(v.getType());
-    plan << llvm::format("  %-24s offset %10lld  bytes %10lld  ops %4lld..%-4lld  ", name.c_str(),
-                         (long long)offsets[i], (long long)lifetimes[i].bytes, (long long)lifetimes[i].firstUse,
-                         (long long)lifetimes[i].lastUse)
-         << typeString(v.getType()) << "\n";
-  }
+  plan << "@" << fn.getName() << ": " << count << " buffers in " << frameBytes << " bytes\n" << lines;
   return success();
 }
 
@@ -398,7 +353,7 @@ FailureOr<int64_t> FunctionEmitter::emit(llvm::raw_ostream &plan) {
     if (failed(emitOp(op)))
       return failure();
   os << "}\n\n";
-  return frameBytes + maxCallee;
+  return workspaceBytes.getInt();
 }
 
 void FunctionEmitter::waitFor(Operation &op) {
@@ -858,7 +813,6 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](func::CallOp c) {
-        maxCallee = std::max(maxCallee, calleeScratch.lookup(c.getCallee()));
         // A layer's function draws that layer's dropout masks.
         auto layer = c->getAttrOfType<IntegerAttr>(names::kLayerIndexAttr);
         if (!layer && drawsDropout(c))
@@ -906,10 +860,9 @@ void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t firs
      << first << "]);\n";
 }
 
-FailureOr<int64_t> emitFunction(func::FuncOp fn, Signature sig, const tx::ParamTable &params,
-                                const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os,
+FailureOr<int64_t> emitFunction(func::FuncOp fn, Signature sig, const tx::ParamTable &params, llvm::raw_ostream &os,
                                 llvm::raw_ostream &plan) {
-  return FunctionEmitter(fn, sig, params, calleeScratch, os).emit(plan);
+  return FunctionEmitter(fn, sig, params, os).emit(plan);
 }
 
 Signature calleeSignature(func::FuncOp fn, bool decode) {
