@@ -88,6 +88,7 @@ struct PlanWorkspacePass : public megac::impl::PlanWorkspaceBase<PlanWorkspacePa
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
+    planned.clear(); // a pass instance may run on several modules
     for (auto fn : module.getOps<func::FuncOp>())
       if (failed(plan(fn, symbols)))
         return signalPassFailure();
