@@ -92,6 +92,9 @@ struct PlanWorkspacePass : public megac::impl::PlanWorkspaceBase<PlanWorkspacePa
     for (auto fn : module.getOps<func::FuncOp>())
       if (failed(plan(fn, symbols)))
         return signalPassFailure();
+    // Attributes only: every analysis still holds, and MLIR skips verifying the module again
+    // (with many pipeline stages, the schedule's verification costs more than the plan).
+    markAllAnalysesPreserved();
   }
 
   /// Plans `fn` after its callees (a caller's workspace holds its deepest callee's after its
