@@ -59,6 +59,13 @@ inline constexpr llvm::StringLiteral kRoleAttr = "megac.role";
 /// On a pipeline chunk function: its chunk and the number of values its forward stashes.
 inline constexpr llvm::StringLiteral kChunkAttr = "megac.chunk";
 inline constexpr llvm::StringLiteral kStashAttr = "megac.stash";
+/// megac-plan-workspace's plan. On an op: each result's offset in its function's workspace (-1:
+/// a view or the caller's buffer) and the position of the last op that reads it. On a function:
+/// the bytes of its own buffers (where its callees' workspace starts) and with its callees'.
+inline constexpr llvm::StringLiteral kWorkspaceOffsetsAttr = "megac.workspace_offsets";
+inline constexpr llvm::StringLiteral kLiveUntilAttr = "megac.live_until";
+inline constexpr llvm::StringLiteral kFrameBytesAttr = "megac.frame_bytes";
+inline constexpr llvm::StringLiteral kWorkspaceBytesAttr = "megac.workspace_bytes";
 
 // ---- dropout sites: the stream of each mask a layer draws (megart/dropout.h) -------------------
 
@@ -72,10 +79,15 @@ inline constexpr int64_t kMlpOutputDropoutStream = 3;       // the MLP's output 
 /// The frontend's entry, `(ids, labels) -> loss`, and what megac-autodiff makes of it.
 inline constexpr llvm::StringLiteral kForwardEntry = "forward";
 inline constexpr llvm::StringLiteral kTrainStep = "train_step";
-/// @train_step's forward up to the loss, for evaluation (emitted, not a pass's output).
+/// @train_step's forward up to the loss, for evaluation (megac-derive-steps).
 inline constexpr llvm::StringLiteral kEvalStep = "eval_step";
-/// @train_step's forward up to the logits, for generation (emitted for single-rank fp32 programs).
+/// @train_step's forward up to the logits, for generation (megac-derive-steps, single-rank fp32
+/// programs).
 inline constexpr llvm::StringLiteral kLogitsStep = "logits_step";
+/// Generation's one position with a KV cache: the frontend's @forward built for seq_length 1, cut
+/// to the logits, its layers' functions renamed decode_<name> (megac-derive-decode-step).
+inline constexpr llvm::StringLiteral kDecodeStep = "decode_step";
+inline constexpr llvm::StringLiteral kDecodePrefix = "decode_";
 /// The device grid every collective refers to, and the pipeline schedule.
 inline constexpr llvm::StringLiteral kGrid = "grid";
 /// Hybrid sharding: @grid's dp axis as replicas x shards (megac-data-parallel makes it).

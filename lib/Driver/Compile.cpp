@@ -6,7 +6,7 @@
 #include "megac/Frontend/PlanChecks.h"
 #include "megac/Plan/RecomputeFlags.h"
 #include "megac/Target/EmitCpp.h"
-#include "megac/Target/RankMemory.h"
+#include "megac/Analysis/RankMemory.h"
 #include "megac/Transforms/TrainingPipeline.h"
 
 #include "mlir/IR/Verifier.h"

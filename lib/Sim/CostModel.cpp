@@ -1,7 +1,7 @@
 #include "CostModel.h"
 
 #include "megac/Plan/PlanIR.h"
-#include "megac/Target/TensorBytes.h"
+#include "megac/Analysis/TensorBytes.h"
 #include "megart/comm_counting.h"
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"

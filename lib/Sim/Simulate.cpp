@@ -5,8 +5,8 @@
 #include "megac/Sim/Simulate.h"
 
 #include "CostModel.h"
-#include "megac/Target/RankCommunication.h"
-#include "megac/Target/TensorBytes.h"
+#include "megac/Analysis/RankCommunication.h"
+#include "megac/Analysis/TensorBytes.h"
 #include "pipe/PipeOps.h"
 #include "pipe/ScheduleIR.h"
 #include "tx/TxChunks.h"

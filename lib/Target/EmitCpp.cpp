@@ -41,30 +41,6 @@ Signature evalStepSignature(func::FuncOp fn) {
   return sig;
 }
 
-/// @train_step's ops up to the loss it returns (autodiff puts the backward after it), with the
-/// values nothing then reads removed: the forward the training step runs, op for op, for
-/// evaluation. A new function in `module`, named @eval_step.
-FailureOr<func::FuncOp> forwardUpToLoss(ModuleOp module, func::FuncOp trainStep) {
-  OpBuilder b(module.getContext());
-  b.setInsertionPointAfter(trainStep);
-  auto fn = cast<func::FuncOp>(b.clone(*trainStep));
-  fn.setSymName(names::kEvalStep);
-  Block &body = fn.getBody().front();
-  Operation *terminator = body.getTerminator();
-  Operation *loss = terminator->getOperand(0).getDefiningOp();
-  if (!loss || loss->getBlock() != &body)
-    return trainStep.emitOpError("emit: the returned loss must be computed in the step's body");
-  while (terminator->getPrevNode() != loss) // last first: an op's users come after it
-    terminator->getPrevNode()->erase();
-  for (Operation *op = loss->getPrevNode(); op;) {
-    Operation *prev = op->getPrevNode();
-    if (op->getNumResults() > 0 && op->use_empty())
-      op->erase();
-    op = prev;
-  }
-  return fn;
-}
-
 /// @logits_step: one microbatch's logits [b, s, padded vocab], for generation.
 Signature logitsStepSignature(func::FuncOp fn) {
   Signature sig;
@@ -88,37 +64,11 @@ Signature decodeStepSignature() {
   return sig;
 }
 
-/// `evalStep` cut back to the logits the loss reads, named `name`: the function returns them
-/// instead. Null when the loss is not a cross-entropy of fp32 logits (a 16-bit program's are
-/// 16-bit).
-func::FuncOp logitsOf(func::FuncOp evalStep, StringRef name = names::kLogitsStep) {
-  Block &body = evalStep.getBody().front();
-  Operation *terminator = body.getTerminator();
-  auto loss = terminator->getOperand(0).getDefiningOp<tx::CrossEntropyOp>();
-  if (!loss)
-    return nullptr;
-  Value logits = loss->getOperand(0);
-  auto type = dyn_cast<RankedTensorType>(logits.getType());
-  if (!type || !type.getElementType().isF32())
-    return nullptr;
-  OpBuilder b(evalStep.getContext());
-  b.setInsertionPointAfter(evalStep);
-  auto fn = cast<func::FuncOp>(b.clone(*evalStep));
-  fn.setSymName(name);
-  Block &cloned = fn.getBody().front();
-  Operation *ret = cloned.getTerminator();
-  Operation *clonedLoss = ret->getOperand(0).getDefiningOp();
-  ret->setOperand(0, clonedLoss->getOperand(0));
-  clonedLoss->erase();
-  fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), {type}));
-  return fn;
-}
-
 /// decode_step and its callees from `decode`, the frontend's module of the spec built for
-/// seq_length 1: its layer function as decode_<name>, its forward cut back to the logits. Its
-/// parameters must be the training step's `params`, in their order (same names, same blocks).
-/// Returns the workspace bytes decode_step needs and sets `kvRow`, the floats one position of
-/// one sample keeps in a layer's cache (kv heads x head dim).
+/// seq_length 1 after megac-derive-decode-step. Its parameters must be the training step's
+/// `params`, in their order (same names, same blocks). Returns the workspace bytes decode_step
+/// needs and sets `kvRow`, the floats one position of one sample keeps in a layer's cache (kv
+/// heads x head dim).
 FailureOr<int64_t> emitDecodeStep(ModuleOp decode, const tx::ParamTable &params, raw_ostream &os,
                                   raw_ostream &plan, int64_t &kvRow) {
   kvRow = 0;
@@ -126,10 +76,10 @@ FailureOr<int64_t> emitDecodeStep(ModuleOp decode, const tx::ParamTable &params,
     ArrayRef<int64_t> key = cast<RankedTensorType>(a.getKey().getType()).getShape(); // [b, 1, kv heads, head dim]
     kvRow = key[2] * key[3];
   });
-  auto forward = decode.lookupSymbol<func::FuncOp>(names::kForwardEntry);
-  if (!forward)
-    return decode.emitError("emit: the decode module has no @") << names::kForwardEntry;
-  tx::ParamTable decodeParams(forward);
+  auto step = decode.lookupSymbol<func::FuncOp>(names::kDecodeStep);
+  if (!step)
+    return decode.emitError("emit: the decode module has no @") << names::kDecodeStep << " (megac-derive-decode-step)";
+  tx::ParamTable decodeParams(step);
   if (decodeParams.size() != params.size())
     return decode.emitError() << "emit: the decode module declares " << decodeParams.size()
                               << " parameters, the training step " << params.size();
@@ -137,26 +87,11 @@ FailureOr<int64_t> emitDecodeStep(ModuleOp decode, const tx::ParamTable &params,
     if (decodeParams[i].getName() != params[i].getName() || decodeParams[i].getOffsets() != params[i].getOffsets())
       return decodeParams[i].emitOpError() << "is parameter " << i << " of the decode module, but the training "
                                            << "step's is " << params[i].getName();
-  llvm::StringMap<int64_t> scratch;
   tx::ParamTable noParams;
-  for (auto fn : llvm::make_early_inc_range(decode.getOps<func::FuncOp>())) {
-    if (fn == forward)
-      continue;
-    auto name = StringAttr::get(decode.getContext(), "decode_" + fn.getName());
-    if (failed(SymbolTable::replaceAllSymbolUses(fn, name, decode)))
-      return fn.emitOpError("emit: cannot rename for decode_step");
-    SymbolTable::setSymbolName(fn, name);
-    FailureOr<int64_t> bytes = emitFunction(fn, calleeSignature(fn, /*decode=*/true), noParams, scratch, os, plan);
-    if (failed(bytes))
+  for (auto fn : decode.getOps<func::FuncOp>())
+    if (fn != step && failed(emitFunction(fn, calleeSignature(fn, /*decode=*/true), noParams, os, plan)))
       return failure();
-    scratch[fn.getName()] = *bytes;
-  }
-  func::FuncOp logits = logitsOf(forward, "decode_step");
-  if (!logits)
-    return forward.emitOpError("emit: decode_step needs the forward to end in a cross-entropy of fp32 logits");
-  FailureOr<int64_t> bytes = emitFunction(logits, decodeStepSignature(), decodeParams, scratch, os, plan);
-  logits->erase();
-  return bytes;
+  return emitFunction(step, decodeStepSignature(), decodeParams, os, plan);
 }
 
 bool isProgramFunction(func::FuncOp fn) {
@@ -192,8 +127,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   else
     os << "#include \"megart/cpu_program.h\" // the first include: the runtime's build precompiles it\n\n"
           "namespace {\n\nusing namespace megart::cpu;\n\n";
-  // Callees first: a caller needs their workspace sizes.
-  llvm::StringMap<int64_t> scratch;
+  // Callees first, as a reader looks them up.
   tx::ParamTable noParams;
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (isProgramFunction(fn))
@@ -204,10 +138,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
                                 << "; the C++ emitter handles f32, bf16 and f16 tensors only";
     Signature sig = calleeSignature(fn);
     sig.target = options.target;
-    FailureOr<int64_t> bytes = emitFunction(fn, sig, noParams, scratch, os, plan);
-    if (failed(bytes))
+    if (failed(emitFunction(fn, sig, noParams, os, plan)))
       return failure();
-    scratch[fn.getName()] = *bytes;
   }
 
   // megac-data-parallel placed the bucket starts in the step itself (--overlap-grad-reduce).
@@ -224,7 +156,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     return module.emitError() << "emit: " << llvm::toString(schedule.takeError());
   if (pipelined) {
     FailureOr<ProgramFields> stages =
-        emitPipelineStages(module, *parallelPlan, *schedule, scratch, options.target, os, plan);
+        emitPipelineStages(module, *parallelPlan, *schedule, options.target, os, plan);
     if (failed(stages))
       return failure();
     fields = *stages;
@@ -234,27 +166,23 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     Signature sig = trainStepSignature(entryFn);
     sig.target = options.target;
     sig.frozenParams = &frozen;
-    FailureOr<int64_t> bytes = emitFunction(entryFn, sig, params, scratch, os, plan);
+    FailureOr<int64_t> bytes = emitFunction(entryFn, sig, params, os, plan);
     if (failed(bytes))
       return failure();
-    FailureOr<func::FuncOp> evalFn = forwardUpToLoss(module, entryFn);
-    if (failed(evalFn))
-      return failure();
-    Signature evalSig = evalStepSignature(*evalFn);
+    auto evalFn = module.lookupSymbol<func::FuncOp>(names::kEvalStep);
+    if (!evalFn)
+      return entryFn.emitOpError("emit: the training step has no @") << names::kEvalStep << " (megac-derive-steps)";
+    Signature evalSig = evalStepSignature(evalFn);
     evalSig.target = options.target;
     evalSig.frozenParams = &frozen;
-    FailureOr<int64_t> evalBytes = emitFunction(*evalFn, evalSig, params, scratch, os, plan);
-    // Generation (OUT/train generate) reads the whole vocabulary's logits: one rank, fp32.
-    func::FuncOp logitsFn = parallelPlan->tp == 1 && parallelPlan->dp == 1 ? logitsOf(*evalFn) : nullptr;
-    evalFn->erase();
+    FailureOr<int64_t> evalBytes = emitFunction(evalFn, evalSig, params, os, plan);
     if (failed(evalBytes))
       return failure();
-    if (logitsFn) {
+    if (auto logitsFn = module.lookupSymbol<func::FuncOp>(names::kLogitsStep)) {
       Signature logitsSig = logitsStepSignature(logitsFn);
       logitsSig.target = options.target;
-    logitsSig.frozenParams = &frozen;
-      FailureOr<int64_t> logitsBytes = emitFunction(logitsFn, logitsSig, params, scratch, os, plan);
-      logitsFn->erase();
+      logitsSig.frozenParams = &frozen;
+      FailureOr<int64_t> logitsBytes = emitFunction(logitsFn, logitsSig, params, os, plan);
       if (failed(logitsBytes))
         return failure();
       if (*logitsBytes > *bytes)
@@ -268,7 +196,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
         if (*decodeBytes > *bytes)
           return entryFn.emitOpError() << "emit: decode_step needs " << *decodeBytes
                                        << " bytes of workspace, more than train_step's " << *bytes;
-        fields.decodeStep = "decode_step";
+        fields.decodeStep = names::kDecodeStep.str();
         fields.kvCacheLayers = dim("num_layers");
       }
     }

@@ -1,8 +1,8 @@
 #include "EmitPipeline.h"
 
 #include "ProgramTables.h"
+#include "megac/Analysis/MemoryPlan.h"
 #include "megac/Plan/PlanDialect.h"
-#include "megac/Target/MemoryPlan.h"
 #include "megart/pipeline_buffers.h"
 #include "tx/TxChunks.h"
 #include "tx/TxNames.h"
@@ -118,9 +118,8 @@ int64_t emitScheduleTable(const pipeline::Schedule &schedule, int64_t rank, Stri
 }
 
 FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan &parallelPlan,
-                                            const pipeline::Schedule &schedule,
-                                            const llvm::StringMap<int64_t> &calleeScratch, Target target,
-                                            llvm::raw_ostream &os, llvm::raw_ostream &plan) {
+                                            const pipeline::Schedule &schedule, Target target, llvm::raw_ostream &os,
+                                            llvm::raw_ostream &plan) {
   const int64_t stages = parallelPlan.pp;
   int64_t numChunks = 0;
   for (auto fn : module.getOps<func::FuncOp>())
@@ -152,7 +151,7 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
       Signature sig = backward ? backwardSignature(fn, numStashed, first, last) : forwardSignature(fn, first, last);
       sig.target = target;
       sig.frozenParams = &frozen;
-      FailureOr<int64_t> bytes = emitFunction(fn, sig, params, calleeScratch, os, plan);
+      FailureOr<int64_t> bytes = emitFunction(fn, sig, params, os, plan);
       if (failed(bytes))
         return failure();
       arena = std::max(arena, *bytes);

@@ -38,8 +38,7 @@ struct ProgramFields {
 /// Emits every stage's chunk functions and tables (after megac-pipeline-split and, with dp > 1,
 /// megac-data-parallel), with `schedule`'s per-rank order.
 mlir::FailureOr<ProgramFields> emitPipelineStages(mlir::ModuleOp module, const ParallelPlan &parallelPlan,
-                                                  const pipeline::Schedule &schedule,
-                                                  const llvm::StringMap<int64_t> &calleeScratch, Target target,
+                                                  const pipeline::Schedule &schedule, Target target,
                                                   llvm::raw_ostream &os, llvm::raw_ostream &plan);
 
 /// Prints rank `rank` of `schedule` as the runtime's table `const megart::PipeOp <name>[]`: its

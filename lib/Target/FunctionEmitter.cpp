@@ -1,7 +1,7 @@
 #include "FunctionEmitter.h"
 
+#include "megac/Analysis/BufferAliases.h"
 #include "megac/Plan/PlanIR.h"
-#include "megac/Target/MemoryPlan.h"
 #include "tx/TxLocations.h"
 #include "tx/TxNames.h"
 
@@ -78,21 +78,24 @@ std::string cString(StringRef s) {
 
 namespace {
 
-/// The names a generated function's own signature, the runtime and the kernels its body calls
-/// take (a local variable would hide them).
+/// The names a generated function's own signature and the runtime take (a local variable would
+/// hide them); the kernels' are in RuntimeKernels.def.
 // clang-format off
 constexpr const char *kProgramNames[] = {
     "ctx", "ws", "params", "grads", "ids", "labels", "dloss", "stash", "input", "output", "input_grad",
-    "output_grad", "megart", "std", "p", "main", "int32_t", "int64_t", "size_t", "gemm", "gemm_batched",
-    "gemm_bias", "gemm_bias_gelu", "add", "mul", "scale", "reduce_sum_leading", "slice", "pad",
-    "embedding_forward", "embedding_backward", "embedding_forward_shard", "embedding_backward_shard",
-    "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward", "gelu_tanh_forward",
-    "gelu_tanh_backward", "gelu_erf_forward", "gelu_erf_backward", "swiglu_forward", "swiglu_backward",
-    "rope_forward", "attention_forward", "attention_backward", "cross_entropy_forward", "cross_entropy_backward",
-    "cross_entropy_from_stats", "cross_entropy_backward_from_stats", "logits_max", "logits_sum_exp",
-    "target_logit", "valid_columns", "all_gather_axis", "reduce_scatter_axis", "all_slice_axis", "copy_buffer",
-    "zero_buffer", "read_scalar"};
+    "output_grad", "megart", "std", "p", "main", "int32_t", "int64_t", "size_t"};
 // clang-format on
+
+/// A runtime kernel the generated code calls, and its name.
+enum class Kernel {
+#define MEGART_KERNEL(name) name,
+#include "RuntimeKernels.def"
+};
+constexpr const char *kKernelNames[] = {
+#define MEGART_KERNEL(name) #name,
+#include "RuntimeKernels.def"
+};
+const char *kernelName(Kernel k) { return kKernelNames[static_cast<int>(k)]; }
 
 /// C++20's keywords and alternative tokens (C++17's and the ones C++20 added).
 constexpr const char *kKeywords[] = {
@@ -115,6 +118,8 @@ constexpr const char *kKeywords[] = {
 
 CppNames::CppNames() {
   for (const char *name : kProgramNames)
+    used.insert(name);
+  for (const char *name : kKernelNames)
     used.insert(name);
   for (const char *keyword : kKeywords)
     used.insert(keyword);
@@ -145,9 +150,8 @@ std::string labelled(StringRef label, const std::string &value) { return "/*" + 
 /// Emits one MLIR function as one C++ function.
 class FunctionEmitter {
 public:
-  FunctionEmitter(func::FuncOp fn, Signature &sig, const tx::ParamTable &params,
-                  const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os)
-      : fn(fn), sig(sig), params(params), calleeScratch(calleeScratch), os(os) {}
+  FunctionEmitter(func::FuncOp fn, Signature &sig, const tx::ParamTable &params, llvm::raw_ostream &os)
+      : fn(fn), sig(sig), params(params), os(os) {}
 
   /// Returns the workspace bytes the function needs, its callees' included.
   FailureOr<int64_t> emit(llvm::raw_ostream &plan);
@@ -162,8 +166,8 @@ private:
   std::string validColumns(std::optional<uint64_t> vocabSize, int64_t local) {
     if (!vocabSize)
       return std::to_string(local);
-    return "valid_columns(" + labelled("vocab_size", std::to_string(*vocabSize)) + ", " + vocabStart(local) + ", " +
-           labelled("vocab_local", std::to_string(local)) + ")";
+    return std::string(kernelName(Kernel::valid_columns)) + "(" + labelled("vocab_size", std::to_string(*vocabSize)) +
+           ", " + vocabStart(local) + ", " + labelled("vocab_local", std::to_string(local)) + ")";
   }
   /// The communicator of one grid axis: ctx.tp, ctx.dp, ctx.pp (@grid) or, with hybrid
   /// sharding, ctx.dp_shard / ctx.dp_replicate (@dp_grid).
@@ -182,7 +186,7 @@ private:
   bool onDevice() const { return sig.target == Target::Cuda; }
   /// Buffer copies and zeroing: the C library on the host, stream-ordered calls on the GPU.
   void copy(const std::string &dst, const std::string &src, int64_t bytes) {
-    os << "  " << (onDevice() ? "copy_buffer(" : "std::memcpy(") << dst << ", " << src << ", "
+    os << "  " << (onDevice() ? kernelName(Kernel::copy_buffer) : "std::memcpy") << "(" << dst << ", " << src << ", "
        << labelled("bytes", std::to_string(bytes)) << ");\n";
   }
   /// The loss gradient a cross-entropy backward scales by, as a host float: on the GPU only the
@@ -194,11 +198,11 @@ private:
   }
   /// `out = kernel(args)` for a kernel that returns a scalar on the CPU; its CUDA twin writes the
   /// scalar to device memory instead.
-  void scalarCall(Value out, StringRef kernel, const std::string &args) {
+  void scalarCall(Value out, Kernel kernel, const std::string &args) {
     if (onDevice())
-      os << "  " << kernel << "(" << ptr(out) << ", " << args << ");\n";
+      os << "  " << kernelName(kernel) << "(" << ptr(out) << ", " << args << ");\n";
     else
-      os << "  *" << ptr(out) << " = " << kernel << "(" << args << ");\n";
+      os << "  *" << ptr(out) << " = " << kernelName(kernel) << "(" << args << ");\n";
   }
   LogicalResult unsupported(Operation &op, StringRef why) {
     return op.emitOpError() << "cannot be emitted as C++: " << why;
@@ -255,11 +259,11 @@ private:
   func::FuncOp fn;
   Signature &sig;
   const tx::ParamTable &params;
-  const llvm::StringMap<int64_t> &calleeScratch;
   llvm::raw_ostream &os;
   DenseMap<Value, std::string> names; // the C++ expression of each value's buffer
   DenseMap<Value, std::string> arenaDecl;
-  int64_t frameBytes = 0, maxCallee = 0;
+  int64_t frameBytes = 0;       // where a callee's workspace starts
+  IntegerAttr workspaceBytes;   // with the deepest callee's
   // Collectives started (megac.async) and not yet waited for: the result's buffer -> the C++
   // communicator and the request's name.
   llvm::MapVector<Value, std::pair<std::string, std::string>> pending;
@@ -286,34 +290,13 @@ bool drawsDropout(func::CallOp call) {
   return r.wasInterrupted();
 }
 
-/// The value whose buffer `v` lives in: a reshape views its input, a gradient bucket add updates
-/// its bucket in place, a bucket parameter is a view of its bucket.
-Value aliasRoot(Value v) {
-  while (true) {
-    if (auto reshape = v.getDefiningOp<tx::ReshapeOp>())
-      v = reshape.getInput();
-    else if (auto add = v.getDefiningOp<tx::GradBucketAddOp>())
-      v = add.getBucket();
-    else if (auto view = v.getDefiningOp<tx::BucketParamOp>())
-      v = view.getBucket();
-    else
-      return v;
-  }
-}
-
-/// Whether an overlapped collective whose result is `pending` is waited for at `op`: the first op
-/// that reads the result (a view reads nothing), or the return. The arena keeps the collective's
-/// input alive until there, and the emitter writes the wait there: one rule for both.
-bool waitsFor(Operation &op, Value pending) {
-  if (isa<func::ReturnOp>(op))
-    return true;
-  if (isa<tx::ReshapeOp, tx::BucketParamOp>(op))
-    return false;
-  return llvm::any_of(op.getOperands(), [&](Value v) { return aliasRoot(v) == pending; });
-}
-
 LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
   Block &body = fn.getBody().front();
+  auto frame = fn->getAttrOfType<IntegerAttr>(names::kFrameBytesAttr);
+  workspaceBytes = fn->getAttrOfType<IntegerAttr>(names::kWorkspaceBytesAttr);
+  if (!frame || !workspaceBytes)
+    return fn.emitOpError("has no workspace plan (megac-plan-workspace)");
+  frameBytes = frame.getInt();
   if (sig.args.size() != body.getNumArguments() || sig.results.size() != fn.getNumResults())
     return fn.emitOpError("internal: the C++ signature does not match the function type");
   for (BlockArgument arg : body.getArguments())
@@ -327,62 +310,39 @@ LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
         !root.getDefiningOp<tx::ParamOp>())
       resultBuffer[root] = sig.results[i];
   }
-
-  // Lifetimes of arena buffers, measured in op positions.
-  DenseMap<Operation *, int64_t> position;
-  int64_t index = 0;
-  for (Operation &op : body)
-    position[&op] = index++;
-  llvm::MapVector<Value, BufferLifetime> arena;
+  // The workspace's buffers, named and declared where megac-plan-workspace placed them.
+  std::string lines;
+  llvm::raw_string_ostream planLines(lines);
+  int64_t position = 0, count = 0;
   for (Operation &op : body) {
-    for (Value r : op.getResults()) {
-      if (isa<tx::ReshapeOp, tx::ParamOp, tx::GradBucketAddOp, tx::BucketParamOp, tx::LocalParamShardOp>(op))
-        continue; // views of other buffers
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>(names::kWorkspaceOffsetsAttr);
+    auto until = op.getAttrOfType<DenseI64ArrayAttr>(names::kLiveUntilAttr);
+    for (auto [i, r] : llvm::enumerate(op.getResults())) {
+      if (isView(op))
+        continue;
       if (auto it = resultBuffer.find(r); it != resultBuffer.end()) {
         names[r] = it->second;
         continue;
       }
+      if (!offsets || !until || offsets.size() != op.getNumResults() || offsets[i] < 0)
+        return op.emitOpError() << "result " << i << " has no buffer in the workspace plan (megac-plan-workspace)";
       if (cppElementType(r.getType()).empty())
         return op.emitOpError() << "produces " << r.getType()
                                 << "; the C++ emitter handles f32, bf16 and f16 tensors only";
-      arena[r] = {position[&op], position[&op], bytesOf(r)};
+      std::string name = sig.names.take(r);
+      names[r] = name;
+      const std::string element = cppElementType(r.getType());
+      arenaDecl[r] = "  " + element + " *" + name + " = reinterpret_cast<" + element + " *>(ws + " +
+                     std::to_string(offsets[i]) + "); // " + typeString(r.getType());
+      planLines << llvm::format("  %-24s offset %10lld  bytes %10lld  ops %4lld..%-4lld  ", name.c_str(),
+                                (long long)offsets[i], (long long)bytesOf(r), (long long)position,
+                                (long long)until[i])
+                << typeString(r.getType()) << "\n";
+      ++count;
     }
-    for (Value operand : op.getOperands()) {
-      auto it = arena.find(aliasRoot(operand));
-      if (it != arena.end())
-        it->second.lastUse = std::max(it->second.lastUse, position[&op]);
-    }
+    ++position;
   }
-  // An overlapped collective reads its input until it is waited for.
-  for (Operation &op : body) {
-    if (!op.hasAttr(names::kAsyncAttr) || op.getNumResults() != 1)
-      continue;
-    Operation *wait = op.getNextNode(); // the return at the latest
-    while (!waitsFor(*wait, op.getResult(0)))
-      wait = wait->getNextNode();
-    const int64_t waitAt = position[wait];
-    for (Value operand : op.getOperands())
-      if (auto it = arena.find(aliasRoot(operand)); it != arena.end())
-        it->second.lastUse = std::max(it->second.lastUse, waitAt);
-  }
-  SmallVector<BufferLifetime> lifetimes;
-  for (auto &[v, life] : arena)
-    lifetimes.push_back(life);
-  SmallVector<int64_t> offsets;
-  frameBytes = planArena(lifetimes, offsets);
-  plan << "@" << fn.getName() << ": " << arena.size() << " buffers in " << frameBytes << " bytes\n";
-  for (auto [i, entryPair] : llvm::enumerate(arena)) {
-    Value v = entryPair.first;
-    std::string name = sig.names.take(v);
-    names[v] = name;
-    const std::string element = cppElementType(v.getType());
-    arenaDecl[v] = "  " + element + " *" + name + " = reinterpret_cast<" + element + " *>(ws + " +
-                   std::to_string(offsets[i]) + "); // " + typeString(v.getType());
-    plan << llvm::format("  %-24s offset %10lld  bytes %10lld  ops %4lld..%-4lld  ", name.c_str(),
-                         (long long)offsets[i], (long long)lifetimes[i].bytes, (long long)lifetimes[i].firstUse,
-                         (long long)lifetimes[i].lastUse)
-         << typeString(v.getType()) << "\n";
-  }
+  plan << "@" << fn.getName() << ": " << count << " buffers in " << frameBytes << " bytes\n" << lines;
   return success();
 }
 
@@ -398,7 +358,7 @@ FailureOr<int64_t> FunctionEmitter::emit(llvm::raw_ostream &plan) {
     if (failed(emitOp(op)))
       return failure();
   os << "}\n\n";
-  return frameBytes + maxCallee;
+  return workspaceBytes.getInt();
 }
 
 void FunctionEmitter::waitFor(Operation &op) {
@@ -417,12 +377,12 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
   for (Value r : op.getResults())
     if (auto it = arenaDecl.find(r); it != arenaDecl.end())
       os << it->second << "\n";
-  auto callWith = [&](StringRef kernel, ArrayRef<std::string> args) {
-    os << "  " << kernel << "(";
+  auto callWith = [&](Kernel kernel, ArrayRef<std::string> args) {
+    os << "  " << kernelName(kernel) << "(";
     llvm::interleaveComma(args, os);
     os << ");\n";
   };
-  auto call = [&](StringRef kernel, std::initializer_list<std::string> args) {
+  auto call = [&](Kernel kernel, std::initializer_list<std::string> args) {
     callWith(kernel, ArrayRef<std::string>(args.begin(), args.size()));
   };
   auto n = [](int64_t v) { return std::to_string(v); };
@@ -474,7 +434,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           return unsupported(op, "the gradient of a value that is not a parameter of the function's table");
         std::string grad = "grads[" + n(*k) + "]";
         os << "  // gradient of " << param.getName() << "\n";
-        call("add", {grad, grad, ptr(g.getGrad()), L("outer", "1"), L("inner", n(numel(g.getGrad())))});
+        call(Kernel::add, {grad, grad, ptr(g.getGrad()), L("outer", "1"), L("inner", n(numel(g.getGrad())))});
         return success();
       })
       .Case([&](tx::StartGradSyncOp s) -> LogicalResult {
@@ -506,15 +466,16 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         return success();
       })
       .Case([&](tx::GradBucketInitOp z) {
-        os << "  // gradients of params[" << z.getFirst() << ", " << z.getLast() << "], staged for their reduce-scatter\n";
-        os << "  " << (onDevice() ? "zero_buffer(" : "std::memset(") << ptr(z) << (onDevice() ? ", " : ", 0, ")
-           << L("bytes", n(bytesOf(z))) << ");\n";
+        os << "  // gradients of params[" << z.getFirst() << ", " << z.getLast()
+           << "], staged for their reduce-scatter\n";
+        os << "  " << (onDevice() ? kernelName(Kernel::zero_buffer) : "std::memset") << "(" << ptr(z)
+           << (onDevice() ? ", " : ", 0, ") << L("bytes", n(bytesOf(z))) << ");\n";
         return success();
       })
       .Case([&](tx::GradBucketAddOp a) {
         names[a] = ptr(a.getBucket());
         std::string at = ptr(a) + " + " + n(a.getOffset());
-        call("add", {at, at, ptr(a.getGrad()), L("outer", "1"), L("inner", n(numel(a.getGrad())))});
+        call(Kernel::add, {at, at, ptr(a.getGrad()), L("outer", "1"), L("inner", n(numel(a.getGrad())))});
         return success();
       })
       .Case([&](tx::LocalParamShardOp l) -> LogicalResult {
@@ -540,56 +501,56 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           return unsupported(op, "tx.add_grad_shard must be in a function that gets the step context");
         std::string at = "ctx.grad_shards + " + n(a.getOffset());
         os << "  // this rank's shard of params[" << a.getFirst() << ", " << a.getLast() << "]'s summed gradients\n";
-        call("add", {at, at, ptr(a.getValue()), L("outer", "1"), L("inner", n(numel(a.getValue())))});
+        call(Kernel::add, {at, at, ptr(a.getValue()), L("outer", "1"), L("inner", n(numel(a.getValue())))});
         return success();
       })
       .Case([&](tx::ZerosOp z) {
-        os << "  " << (onDevice() ? "zero_buffer(" : "std::memset(") << ptr(z) << (onDevice() ? ", " : ", 0, ")
-           << L("bytes", n(bytesOf(z))) << ");\n";
+        os << "  " << (onDevice() ? kernelName(Kernel::zero_buffer) : "std::memset") << "(" << ptr(z)
+           << (onDevice() ? ", " : ", 0, ") << L("bytes", n(bytesOf(z))) << ");\n";
         return success();
       })
       .Case([&](tx::EmbeddingOp e) {
         ArrayRef<int64_t> t = shapeOf(e.getTable());
         if (e.getVocabParallel())
-          call("embedding_forward_shard",
+          call(Kernel::embedding_forward_shard,
                {ptr(e), ptr(e.getTable()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))),
                 L("vocab_local", n(t[0])), L("dim", n(t[1])), vocabStart(t[0])});
         else
-          call("embedding_forward", {ptr(e), ptr(e.getTable()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))),
-                                     L("vocab", n(t[0])), L("dim", n(t[1]))});
+          call(Kernel::embedding_forward, {ptr(e), ptr(e.getTable()), ptr(e.getIds()),
+                                           L("tokens", n(numel(e.getIds()))), L("vocab", n(t[0])), L("dim", n(t[1]))});
         return success();
       })
       .Case([&](tx::EmbeddingGradOp e) {
         ArrayRef<int64_t> t = shapeOf(e.getResult());
         if (e.getVocabParallel())
-          call("embedding_backward_shard",
+          call(Kernel::embedding_backward_shard,
                {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))), L("vocab_local", n(t[0])),
                 L("dim", n(t[1])), vocabStart(t[0])});
         else
-          call("embedding_backward", {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))),
-                                      L("vocab", n(t[0])), L("dim", n(t[1]))});
+          call(Kernel::embedding_backward, {ptr(e), ptr(e.getGrad()), ptr(e.getIds()),
+                                            L("tokens", n(numel(e.getIds()))), L("vocab", n(t[0])), L("dim", n(t[1]))});
         return success();
       })
       .Case([&](tx::LogitsMaxOp m) {
         int64_t v = shapeOf(m.getLogits()).back();
-        call("logits_max", {ptr(m), ptr(m.getLogits()), L("tokens", n(numel(m))), L("vocab", n(v)),
+        call(Kernel::logits_max, {ptr(m), ptr(m.getLogits()), L("tokens", n(numel(m))), L("vocab", n(v)),
                             validColumns(m.getVocabSize(), v)});
         return success();
       })
       .Case([&](tx::LogitsSumExpOp m) {
         int64_t v = shapeOf(m.getLogits()).back();
-        call("logits_sum_exp", {ptr(m), ptr(m.getLogits()), ptr(m.getMax()), L("tokens", n(numel(m))), L("vocab", n(v)),
-                                validColumns(m.getVocabSize(), v)});
+        call(Kernel::logits_sum_exp, {ptr(m), ptr(m.getLogits()), ptr(m.getMax()), L("tokens", n(numel(m))),
+                                      L("vocab", n(v)), validColumns(m.getVocabSize(), v)});
         return success();
       })
       .Case([&](tx::TargetLogitOp t) {
         int64_t v = shapeOf(t.getLogits()).back();
-        call("target_logit", {ptr(t), ptr(t.getLogits()), ptr(t.getLabels()), L("tokens", n(numel(t))),
+        call(Kernel::target_logit, {ptr(t), ptr(t.getLogits()), ptr(t.getLabels()), L("tokens", n(numel(t))),
                               L("vocab", n(v)), t.getVocabParallel() ? vocabStart(v) : L("vocab_start", "0")});
         return success();
       })
       .Case([&](tx::CrossEntropyFromStatsOp c) {
-        scalarCall(c, "cross_entropy_from_stats",
+        scalarCall(c, Kernel::cross_entropy_from_stats,
                    ptr(c.getMax()) + ", " + ptr(c.getSumExp()) + ", " + ptr(c.getTarget()) + ", " +
                        L("tokens", n(numel(c.getMax()))));
         return success();
@@ -599,7 +560,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         FailureOr<std::string> dloss = hostScalar(op, c.getGrad());
         if (failed(dloss))
           return failure();
-        call("cross_entropy_backward_from_stats",
+        call(Kernel::cross_entropy_backward_from_stats,
              {ptr(c), *dloss, ptr(c.getLogits()), ptr(c.getLabels()), ptr(c.getMax()), ptr(c.getSumExp()),
               L("tokens", n(numel(c.getMax()))), L("vocab", n(v)),
               c.getVocabParallel() ? vocabStart(v) : L("vocab_start", "0"), validColumns(c.getVocabSize(), v)});
@@ -630,7 +591,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           startOverlapped(*comm, "iall_gather", g.getResult(), g.getInput(), in[0]);
           return success();
         }
-        call("all_gather_axis", {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(in.take_front(d)))),
+        call(Kernel::all_gather_axis, {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(in.take_front(d)))),
                                  L("dim_local", n(in[d])), L("inner", n(prod(in.drop_front(d + 1))))});
         return success();
       })
@@ -647,8 +608,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           startOverlapped(*comm, "ireduce_scatter_sum", g.getResult(), g.getInput(), out[0]);
           return success();
         }
-        call("reduce_scatter_axis", {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(out.take_front(d)))),
-                                     L("dim_local", n(out[d])), L("inner", n(prod(out.drop_front(d + 1))))});
+        call(Kernel::reduce_scatter_axis,
+             {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(out.take_front(d)))), L("dim_local", n(out[d])),
+              L("inner", n(prod(out.drop_front(d + 1))))});
         return success();
       })
       .Case([&](shard::AllSliceOp g) -> LogicalResult {
@@ -658,7 +620,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         ArrayRef<int64_t> out = shapeOf(g.getResult());
         int64_t d = g.getSliceAxis().getZExtValue();
         ruleComment(g);
-        call("all_slice_axis", {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(out.take_front(d)))),
+        call(Kernel::all_slice_axis, {"*" + *comm, ptr(g), ptr(g.getInput()), L("outer", n(prod(out.take_front(d)))),
                                 L("dim_local", n(out[d])), L("inner", n(prod(out.drop_front(d + 1))))});
         return success();
       })
@@ -673,7 +635,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
                                         L("k", n(g.k)), L("transpose_a", b(ta)), L("transpose_b", b(tb))};
           if (m.getScale()) // the GEMM's alpha
             args.push_back(L("alpha", floatLiteral(m.getScale()->convertToDouble())));
-          callWith("gemm", args);
+          callWith(Kernel::gemm, args);
           return success();
         }
         SmallVector<std::string> args{ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("batch", n(g.batch)),
@@ -682,7 +644,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
                                       L("stride_b", n(prod(r.take_back(2)))), L("stride_c", n(g.m * g.n))};
         if (m.getScale())
           args.push_back(L("alpha", floatLiteral(m.getScale()->convertToDouble())));
-        callWith("gemm_batched", args);
+        callWith(Kernel::gemm_batched, args);
         return success();
       })
       .Case([&](tx::MatmulNf4Op l) -> LogicalResult {
@@ -690,7 +652,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           return unsupported(op, "tx.matmul_nf4 (QLoRA) has no CUDA kernel yet");
         bool tb = l.getTransposeRhs();
         const tx::GemmShape g = l.getGemmShape();
-        call("gemm_nf4", {ptr(l), ptr(l.getInput()), "*" + ptr(l.getWeight()), L("m", n(g.m)), L("n", n(g.n)),
+        call(Kernel::gemm_nf4, {ptr(l), ptr(l.getInput()), "*" + ptr(l.getWeight()), L("m", n(g.m)), L("n", n(g.n)),
                           L("k", n(g.k)), L("transpose_b", b(tb))});
         return success();
       })
@@ -702,21 +664,21 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
                            L("m", n(g.m)) + ", " + L("n", n(g.n)) + ", " + L("k", n(g.k)) + ", " +
                            L("transpose_b", b(tb));
         if constexpr (std::is_same_v<decltype(l), tx::MatmulBiasOp>)
-          os << "  gemm_bias(" << ptr(l) << ", " << gemm << ");\n";
+          os << "  " << kernelName(Kernel::gemm_bias) << "(" << ptr(l) << ", " << gemm << ");\n";
         else
-          os << "  gemm_bias_gelu(" << ptr(l.getPre()) << ", " << ptr(l.getResult()) << ", " << gemm << ", "
-             << L("tanh", b(l.getApproximation() == tx::GeluApproximation::Tanh)) << ");\n";
+          os << "  " << kernelName(Kernel::gemm_bias_gelu) << "(" << ptr(l.getPre()) << ", " << ptr(l.getResult())
+             << ", " << gemm << ", " << L("tanh", b(l.getApproximation() == tx::GeluApproximation::Tanh)) << ");\n";
         return success();
       })
       .Case<tx::AddOp, tx::MulOp>([&](auto e) {
         int64_t inner = numel(e.getRhs());
-        call(isa<tx::AddOp>(op) ? "add" : "mul", {ptr(e), ptr(e.getLhs()), ptr(e.getRhs()),
+        call(isa<tx::AddOp>(op) ? Kernel::add : Kernel::mul, {ptr(e), ptr(e.getLhs()), ptr(e.getRhs()),
                                                   L("outer", n(numel(e.getLhs()) / inner)), L("inner", n(inner))});
         return success();
       })
       .Case([&](tx::ReduceSumOp r) {
         int64_t inner = numel(r.getResult());
-        call("reduce_sum_leading",
+        call(Kernel::reduce_sum_leading,
              {ptr(r), ptr(r.getInput()), L("outer", n(numel(r.getInput()) / inner)), L("inner", n(inner))});
         return success();
       })
@@ -727,7 +689,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         auto param = s.getInput().template getDefiningOp<tx::ParamOp>();
         const bool position = sig.decode && isa<tx::SliceOp>(op) && param && param.getRole() &&
                               *param.getRole() == tx::ParamRole::PositionEmbedding && d == 0;
-        call(isa<tx::SliceOp>(op) ? "slice" : "pad",
+        call(isa<tx::SliceOp>(op) ? Kernel::slice : Kernel::pad,
              {ptr(s), ptr(s.getInput()), L("outer", n(prod(in.take_front(d)))), L("in_dim", n(in[d])),
               L("out_dim", n(out[d])), L("inner", n(prod(in.drop_front(d + 1)))),
               L("offset", position ? "ctx.kv_cache->position" : n(s.getOffset()))});
@@ -735,14 +697,14 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::LayerNormOp ln) {
         int64_t h = shapeOf(ln.getInput()).back();
-        call("layer_norm_forward", {ptr(ln), ptr(ln.getInput()), ptr(ln.getWeight()), ptr(ln.getBias()),
+        call(Kernel::layer_norm_forward, {ptr(ln), ptr(ln.getInput()), ptr(ln.getWeight()), ptr(ln.getBias()),
                                     L("rows", n(numel(ln.getInput()) / h)), L("dim", n(h)),
                                     L("eps", floatLiteral(ln.getEpsilon().convertToDouble()))});
         return success();
       })
       .Case([&](tx::LayerNormGradOp g) {
         int64_t h = shapeOf(g.getInput()).back();
-        call("layer_norm_backward",
+        call(Kernel::layer_norm_backward,
              {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getBiasGrad()), ptr(g.getGrad()), ptr(g.getInput()),
               ptr(g.getWeight()), L("rows", n(numel(g.getInput()) / h)), L("dim", n(h)),
               L("eps", floatLiteral(g.getEpsilon().convertToDouble()))});
@@ -750,35 +712,36 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
       })
       .Case([&](tx::RmsNormOp rn) {
         int64_t h = shapeOf(rn.getInput()).back();
-        call("rms_norm_forward",
+        call(Kernel::rms_norm_forward,
              {ptr(rn), ptr(rn.getInput()), ptr(rn.getWeight()), L("rows", n(numel(rn.getInput()) / h)), L("dim", n(h)),
               L("eps", floatLiteral(rn.getEpsilon().convertToDouble()))});
         return success();
       })
       .Case([&](tx::RmsNormGradOp g) {
         int64_t h = shapeOf(g.getInput()).back();
-        call("rms_norm_backward", {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getGrad()), ptr(g.getInput()),
-                                   ptr(g.getWeight()), L("rows", n(numel(g.getInput()) / h)), L("dim", n(h)),
-                                   L("eps", floatLiteral(g.getEpsilon().convertToDouble()))});
+        call(Kernel::rms_norm_backward, {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getGrad()),
+                                         ptr(g.getInput()), ptr(g.getWeight()), L("rows", n(numel(g.getInput()) / h)),
+                                         L("dim", n(h)), L("eps", floatLiteral(g.getEpsilon().convertToDouble()))});
         return success();
       })
       .Case([&](tx::GeluOp g) {
         bool tanh = g.getApproximation() == tx::GeluApproximation::Tanh;
-        call(tanh ? "gelu_tanh_forward" : "gelu_erf_forward", {ptr(g), ptr(g.getInput()), L("n", n(numel(g)))});
+        call(tanh ? Kernel::gelu_tanh_forward : Kernel::gelu_erf_forward,
+             {ptr(g), ptr(g.getInput()), L("n", n(numel(g)))});
         return success();
       })
       .Case([&](tx::GeluGradOp g) {
         bool tanh = g.getApproximation() == tx::GeluApproximation::Tanh;
-        call(tanh ? "gelu_tanh_backward" : "gelu_erf_backward",
+        call(tanh ? Kernel::gelu_tanh_backward : Kernel::gelu_erf_backward,
              {ptr(g), ptr(g.getGrad()), ptr(g.getInput()), L("n", n(numel(g)))});
         return success();
       })
       .Case([&](tx::SwigluOp s) {
-        call("swiglu_forward", {ptr(s), ptr(s.getGate()), ptr(s.getUp()), L("n", n(numel(s)))});
+        call(Kernel::swiglu_forward, {ptr(s), ptr(s.getGate()), ptr(s.getUp()), L("n", n(numel(s)))});
         return success();
       })
       .Case([&](tx::SwigluGradOp s) {
-        call("swiglu_backward", {ptr(s.getGateGrad()), ptr(s.getUpGrad()), ptr(s.getGrad()), ptr(s.getGate()),
+        call(Kernel::swiglu_backward, {ptr(s.getGateGrad()), ptr(s.getUpGrad()), ptr(s.getGrad()), ptr(s.getGate()),
                                  ptr(s.getUp()), L("n", n(numel(s.getGrad())))});
         return success();
       })
@@ -790,15 +753,15 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         FailureOr<std::string> block = dropoutBlock(d);
         if (failed(block))
           return failure();
-        call("apply_dropout", {ptr(d), ptr(d.getInput()), *block});
+        call(Kernel::apply_dropout, {ptr(d), ptr(d.getInput()), *block});
         return success();
       })
       .Case([&](tx::RopeOp r) {
         ArrayRef<int64_t> s = shapeOf(r.getInput());
-        call("rope_forward", {ptr(r), ptr(r.getInput()), L("batch", n(s[0])), L("seq", n(s[1])), L("heads", n(s[2])),
-                              L("head_dim", n(s[3])), L("theta", floatLiteral(r.getTheta().convertToDouble())),
-                              L("position_offset", sig.decode ? "ctx.kv_cache->position" : "0"),
-                              L("inverse", b(r.getInverse()))});
+        call(Kernel::rope_forward,
+             {ptr(r), ptr(r.getInput()), L("batch", n(s[0])), L("seq", n(s[1])), L("heads", n(s[2])),
+              L("head_dim", n(s[3])), L("theta", floatLiteral(r.getTheta().convertToDouble())),
+              L("position_offset", sig.decode ? "ctx.kv_cache->position" : "0"), L("inverse", b(r.getInverse()))});
         return success();
       })
       .Case([&](tx::AttentionOp a) {
@@ -806,7 +769,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         if (sig.decode) { // one position against the layer's cache
           if (q[1] != 1 || !a.getCausal())
             return unsupported(op, "decoding needs causal attention over one position");
-          call("attention_decode",
+          call(Kernel::attention_decode,
                {ptr(a), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()), "*ctx.kv_cache", "ctx.layer",
                 L("batch", n(q[0])), L("heads", n(q[2])), L("kv_heads", n(k[2])), L("head_dim", n(q[3])),
                 L("scale", floatLiteral(a.getScale().convertToDouble()))});
@@ -822,7 +785,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
                                       L("causal", b(a.getCausal()))};
         if (!dropout->empty())
           args.push_back(*dropout);
-        callWith("attention_forward", args);
+        callWith(Kernel::attention_forward, args);
         return success();
       })
       .Case([&](tx::AttentionGradOp a) {
@@ -837,12 +800,12 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
             L("causal", b(a.getCausal()))};
         if (!dropout->empty())
           args.push_back(*dropout);
-        callWith("attention_backward", args);
+        callWith(Kernel::attention_backward, args);
         return success();
       })
       .Case([&](tx::CrossEntropyOp c) {
         int64_t v = shapeOf(c.getLogits()).back();
-        scalarCall(c, "cross_entropy_forward",
+        scalarCall(c, Kernel::cross_entropy_forward,
                    ptr(c.getLogits()) + ", " + ptr(c.getLabels()) + ", " + L("tokens", n(numel(c.getLabels()))) + ", " +
                        L("vocab", n(v)) + ", " + L("vocab_size", n(c.getVocabSize().value_or(v))));
         return success();
@@ -852,13 +815,12 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         FailureOr<std::string> dloss = hostScalar(op, c.getGrad());
         if (failed(dloss))
           return failure();
-        call("cross_entropy_backward",
+        call(Kernel::cross_entropy_backward,
              {ptr(c), *dloss, ptr(c.getLogits()), ptr(c.getLabels()), L("tokens", n(numel(c.getLabels()))),
               L("vocab", n(v)), L("vocab_size", n(c.getVocabSize().value_or(v)))});
         return success();
       })
       .Case([&](func::CallOp c) {
-        maxCallee = std::max(maxCallee, calleeScratch.lookup(c.getCallee()));
         // A layer's function draws that layer's dropout masks.
         auto layer = c->getAttrOfType<IntegerAttr>(names::kLayerIndexAttr);
         if (!layer && drawsDropout(c))
@@ -879,8 +841,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
             copy(sig.results[i], ptr(v), bytesOf(v));
         if (sig.returnedScalar >= 0)
           os << "  return "
-             << (onDevice() ? "read_scalar(" + ptr(r.getOperand(sig.returnedScalar)) + ")"
-                            : "*" + ptr(r.getOperand(sig.returnedScalar)))
+             << (onDevice()
+                     ? std::string(kernelName(Kernel::read_scalar)) + "(" + ptr(r.getOperand(sig.returnedScalar)) + ")"
+                     : "*" + ptr(r.getOperand(sig.returnedScalar)))
              << ";\n";
         else if (!sig.returnDefault.empty())
           os << "  return " << sig.returnDefault << ";\n";
@@ -906,10 +869,9 @@ void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t firs
      << first << "]);\n";
 }
 
-FailureOr<int64_t> emitFunction(func::FuncOp fn, Signature sig, const tx::ParamTable &params,
-                                const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os,
+FailureOr<int64_t> emitFunction(func::FuncOp fn, Signature sig, const tx::ParamTable &params, llvm::raw_ostream &os,
                                 llvm::raw_ostream &plan) {
-  return FunctionEmitter(fn, sig, params, calleeScratch, os).emit(plan);
+  return FunctionEmitter(fn, sig, params, os).emit(plan);
 }
 
 Signature calleeSignature(func::FuncOp fn, bool decode) {

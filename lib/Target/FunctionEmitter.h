@@ -5,13 +5,12 @@
 // so the C++ reads like the dumps.
 #pragma once
 
+#include "megac/Analysis/TensorBytes.h"
 #include "megac/Target/EmitCpp.h"
-#include "megac/Target/TensorBytes.h"
 #include "tx/TxOps.h"
 #include "tx/TxParamTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -66,11 +65,10 @@ struct Signature {
   bool decode = false;
 };
 
-/// Emits `fn` with `sig` to `os`, its workspace plan to `plan`; returns the workspace bytes it
-/// needs, its callees' (from `calleeScratch`) included.
+/// Emits `fn` with `sig` to `os`, its workspace plan (megac-plan-workspace's) to `plan`; returns
+/// the workspace bytes it needs, its callees' included.
 mlir::FailureOr<int64_t> emitFunction(mlir::func::FuncOp fn, Signature sig, const tx::ParamTable &params,
-                                      const llvm::StringMap<int64_t> &calleeScratch, llvm::raw_ostream &os,
-                                      llvm::raw_ostream &plan);
+                                      llvm::raw_ostream &os, llvm::raw_ostream &plan);
 
 /// A callee (a layer's forward or backward half): `void name(ctx, ws, const float *<argument>...,
 /// float *<result>...)`, each named after the IR value (the layer's parameters by their

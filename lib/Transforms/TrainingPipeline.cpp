@@ -22,12 +22,20 @@ void megac::buildTrainingPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createDataParallel());
   pm.addPass(createFuseEpilogues());
   pm.addPass(createFuseNf4Loads());
+  pm.addPass(createDeriveSteps());
+  pm.addPass(createPlanWorkspace());
+}
+
+void megac::buildDecodePipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createDeriveDecodeStep());
+  pm.addPass(createPlanWorkspace());
 }
 
 void megac::registerTrainingPipeline() {
   mlir::PassPipelineRegistration<>("megac-training-pipeline",
                                    "megac compile's passes, in order: lora, autocast, autodiff, cse, recompute, shard-propagate, "
                                    "shard-localize, tensor-parallel, pipeline-split, "
-                                   "pipeline-schedule, data-parallel, fuse-epilogues, fuse-nf4-loads (the plan comes from @grid)",
+                                   "pipeline-schedule, data-parallel, fuse-epilogues, fuse-nf4-loads, derive-steps, "
+                                   "plan-workspace (the plan comes from @grid)",
                                    buildTrainingPipeline);
 }

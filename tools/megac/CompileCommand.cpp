@@ -23,8 +23,9 @@
 #include "megac/Plan/LoraFlags.h"
 #include "megac/Plan/RecomputeFlags.h"
 #include "megac/Plan/ShardingFlags.h"
-#include "megac/Target/RankCommunication.h"
-#include "megac/Target/RankMemory.h"
+#include "megac/Analysis/RankCommunication.h"
+#include "megac/Analysis/RankMemory.h"
+#include "megac/Transforms/TrainingPipeline.h"
 #include "megac/Target/EmitCpp.h"
 #include "megac/Frontend/ModelFlops.h"
 #include "megac/Sim/Simulate.h"
@@ -596,6 +597,15 @@ int megac::runCompile() {
     decodeModule = buildModel(context, onePosition, plan, microBatch);
     if (failed(mlir::verify(*decodeModule)))
       return fail("internal: the frontend built invalid decode IR for " + specPath);
+    mlir::PassManager decodePasses(&context);
+    buildDecodePipeline(decodePasses);
+    if (failed(decodePasses.run(*decodeModule)))
+      return fail("deriving decode_step failed (see the error above)");
+    if (!dumps.write("decode-step.mlir", [&](raw_ostream &os) {
+          decodeModule->print(os, IRDumps::printingFlags());
+          os << "\n";
+        }))
+      return 1;
     emitOptions.decodeModule = *decodeModule;
   }
   SmallVector<StageBuffers> buffers;

@@ -70,7 +70,7 @@ bool IRDumps::removeStale() {
     return true;
   // What an earlier compile into the same folder wrote: a pass with nothing to do now writes no
   // file, so an old one would pass for this plan's.
-  llvm::Regex ours("^([0-9][0-9]-.*\\.mlir|memory-plan\\.txt|pipeline-schedule\\.txt|pipeline-trace\\.json)$");
+  llvm::Regex ours("^([0-9][0-9]-.*\\.mlir|decode-step\\.mlir|memory-plan\\.txt|pipeline-schedule\\.txt|pipeline-trace\\.json)$");
   std::error_code ec;
   for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec)) {
     if (!ours.match(llvm::sys::path::filename(it->path())))

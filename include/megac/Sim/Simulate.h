@@ -7,7 +7,7 @@
 
 #include "megac/Plan/ParallelPlan.h"
 #include "megac/Sim/Cluster.h"
-#include "megac/Target/RankMemory.h"
+#include "megac/Analysis/RankMemory.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"

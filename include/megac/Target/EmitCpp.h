@@ -3,6 +3,7 @@
 // planned arena, and the tables (parameters, sizes) the runtime's train_main reads.
 #pragma once
 
+#include "megac/Analysis/StageBuffers.h"
 #include "megac/Plan/ParallelPlan.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -37,16 +38,6 @@ struct EmitOptions {
   // `megac compile ...` as it was run, without the data-parallel size (the runtime adds the --dp
   // that fits the ranks it was started on when they are not the plan's); empty: none.
   std::string recompileCommand;
-};
-
-/// What the emitted program has the runtime allocate per rank besides the training state, per
-/// pipeline stage (one entry without pp): the compiled functions' workspace, the pipeline
-/// executor's stashes and sent / received buffers (megart/pipeline_buffers.h), and the device
-/// copies of a microbatch's token ids and labels.
-struct StageBuffers {
-  int64_t workspaceBytes = 0, activationBytes = 0, communicationBytes = 0;
-  int64_t dataBytesPerMicrobatch = 0;
-  int64_t microbatches = 0; // per iteration and dp rank where the program fixes it (pp), else 0
 };
 
 /// Writes main.cpp (main.cu for CUDA) to `os`, a human-readable memory plan to `plan` and, with

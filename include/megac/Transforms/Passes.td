@@ -194,6 +194,51 @@ def FuseNf4Loads : Pass<"megac-fuse-nf4-loads", "mlir::ModuleOp"> {
   let dependentDialects = ["::megac::tx::TxDialect"];
 }
 
+def DeriveSteps : Pass<"megac-derive-steps", "mlir::ModuleOp"> {
+  let summary = "The evaluation and logits steps, derived from the training step";
+  let description = [{
+    After the passes that shape `@train_step`: `@eval_step` is its ops up to the loss it
+    returns, the values nothing then reads removed (the forward training runs, op for op, for the
+    validation loss); with tp = dp = 1 and fp32 logits, `@logits_step` is that forward returning
+    the cross-entropy's logits instead of the loss (generation reads the whole vocabulary on one
+    rank). Roles `eval_step` and `logits_step`. A pipelined program (no `@train_step`) evaluates
+    with its chunks' forwards: nothing changes.
+  }];
+  let dependentDialects = ["::megac::MegacDialect"];
+}
+
+def DeriveDecodeStep : Pass<"megac-derive-decode-step", "mlir::ModuleOp"> {
+  let summary = "Generation's decode_step, from the frontend's module built for one position";
+  let description = [{
+    On the frontend's module of the same spec built for seq_length 1 (megac compile builds it
+    for a program with a logits step on the CPU): `@forward` becomes `@decode_step`, returning
+    the logits its cross-entropy reads (role `decode_step`), and every other function is
+    renamed `decode_<name>`, so the program can hold them beside the training step's. Its
+    attention reads and extends a KV cache when printed.
+  }];
+  let dependentDialects = ["::megac::MegacDialect"];
+}
+
+def PlanWorkspace : Pass<"megac-plan-workspace", "mlir::ModuleOp"> {
+  let summary = "Each function's buffers placed in its workspace: offsets as attributes";
+  let description = [{
+    Last. Every value a function computes lives in the function's workspace unless it is a view
+    of another buffer (`tx.reshape`, `tx.param`, a bucket's parameter or gradient) or returned
+    to the caller, which passes the buffer (the returned loss, a scalar, is the exception: the
+    step returns it as a number). A value is alive from the op that writes it to the last op that
+    reads it or a view of it; an overlapped collective (`megac.async`) reads its input until it
+    is waited for, where its result is first read. Buffers alive at the same time get disjoint
+    64-byte-aligned offsets (greedy by size, or a linear scan in very large functions).
+
+    Writes, per op, `megac.workspace_offsets` (one per result, -1 for none) and
+    `megac.live_until` (the position of the last op that reads each result), and per function
+    `megac.frame_bytes` (its own buffers) and `megac.workspace_bytes` (with the deepest callee's
+    workspace, which starts after the frame). The gradient-bucket and parameter-gather functions
+    hold no buffers and are left alone.
+  }];
+  let dependentDialects = ["::megac::MegacDialect"];
+}
+
 def ShardPropagate : Pass<"megac-shard-propagate", "mlir::ModuleOp"> {
   let summary = "Every value's sharding over every grid axis, from the placement, the plan and the ops' factor rules";
   let description = [{

@@ -11,6 +11,10 @@ namespace megac {
 /// a pass with nothing to do for a plan (megac-pipeline-split without pp) leaves the IR as it is.
 void buildTrainingPipeline(mlir::OpPassManager &pm);
 
+/// The passes from the frontend's module built for one position (seq_length 1) to generation's
+/// decode_step and its layers' functions, as the emitter prints them beside the training step.
+void buildDecodePipeline(mlir::OpPassManager &pm);
+
 /// --megac-training-pipeline for megac-opt.
 void registerTrainingPipeline();
 

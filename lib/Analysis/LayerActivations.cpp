@@ -1,6 +1,6 @@
+#include "megac/Analysis/LayerActivations.h"
+#include "megac/Analysis/TensorBytes.h"
 #include "megac/Plan/PlanDialect.h"
-#include "megac/Target/LayerActivations.h"
-#include "megac/Target/TensorBytes.h"
 
 #include "tx/TxLocations.h"
 #include "tx/TxNames.h"

@@ -6,9 +6,9 @@
 // must agree. Printed by `megac compile`, written to OUT/rank-memory.json and the dumps.
 #pragma once
 
+#include "megac/Analysis/LayerActivations.h"
+#include "megac/Analysis/StageBuffers.h"
 #include "megac/Plan/ParallelPlan.h"
-#include "megac/Target/EmitCpp.h"
-#include "megac/Target/LayerActivations.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SmallVector.h"

@@ -1,8 +1,8 @@
+#include "megac/Analysis/RankCommunication.h"
 #include "megac/Plan/PlanDialect.h"
-#include "megac/Target/RankCommunication.h"
 
+#include "megac/Analysis/TensorBytes.h"
 #include "megac/Plan/PlanIR.h"
-#include "megac/Target/TensorBytes.h"
 #include "megart/comm_counting.h"
 #include "tx/TxChunks.h"
 #include "tx/TxNames.h"

@@ -1,4 +1,4 @@
-#include "megac/Target/MemoryPlan.h"
+#include "megac/Analysis/MemoryPlan.h"
 
 #include "llvm/ADT/STLExtras.h"
 

@@ -1,4 +1,4 @@
-#include "megac/Target/RankMemory.h"
+#include "megac/Analysis/RankMemory.h"
 #include "megac/Plan/FlatBufferLayout.h"
 #include "megart/nf4.h"
 

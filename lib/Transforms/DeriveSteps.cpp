@@ -1,0 +1,115 @@
+// megac-derive-steps and megac-derive-decode-step: the steps a program runs besides training,
+// derived from the step it trains with, so that each is in the IR (and the dumps) before
+// anything prints it.
+#include "megac/Plan/PlanIR.h"
+#include "megac/Transforms/Passes.h"
+#include "tx/TxOps.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace megac {
+#define GEN_PASS_DEF_DERIVESTEPS
+#define GEN_PASS_DEF_DERIVEDECODESTEP
+#include "megac/Transforms/Passes.h.inc"
+} // namespace megac
+
+using namespace mlir;
+using namespace megac;
+
+namespace {
+
+/// A copy of `fn` after it, named `name`, with role `role`.
+func::FuncOp cloneAs(func::FuncOp fn, StringRef name, FunctionRole role) {
+  OpBuilder b(fn.getContext());
+  b.setInsertionPointAfter(fn);
+  auto copy = cast<func::FuncOp>(b.clone(*fn));
+  copy.setSymName(name);
+  setRole(copy, role);
+  return copy;
+}
+
+/// `trainStep`'s ops up to the loss it returns (autodiff puts the backward after it), with the
+/// values nothing then reads removed: the forward the training step runs, op for op.
+FailureOr<func::FuncOp> forwardUpToLoss(func::FuncOp trainStep) {
+  Block &body = trainStep.getBody().front();
+  Operation *loss = body.getTerminator()->getOperand(0).getDefiningOp();
+  if (!loss || loss->getBlock() != &body)
+    return trainStep.emitOpError("the returned loss must be computed in the step's body");
+  func::FuncOp fn = cloneAs(trainStep, names::kEvalStep, FunctionRole::EvalStep);
+  Block &cloned = fn.getBody().front();
+  Operation *terminator = cloned.getTerminator();
+  loss = terminator->getOperand(0).getDefiningOp();
+  while (terminator->getPrevNode() != loss) // last first: an op's users come after it
+    terminator->getPrevNode()->erase();
+  for (Operation *op = loss->getPrevNode(); op;) {
+    Operation *prev = op->getPrevNode();
+    if (op->getNumResults() > 0 && op->use_empty())
+      op->erase();
+    op = prev;
+  }
+  return fn;
+}
+
+/// The fp32 logits `step`'s returned loss is the cross-entropy of, or null (a 16-bit program's
+/// logits are 16-bit).
+Value lossLogits(func::FuncOp step) {
+  auto loss = step.getBody().front().getTerminator()->getOperand(0).getDefiningOp<tx::CrossEntropyOp>();
+  auto type = loss ? dyn_cast<RankedTensorType>(loss.getLogits().getType()) : RankedTensorType();
+  return type && type.getElementType().isF32() ? loss.getLogits() : Value();
+}
+
+/// `step` (returning the loss of lossLogits) returns those logits instead.
+void returnLogits(func::FuncOp step) {
+  Operation *ret = step.getBody().front().getTerminator();
+  Operation *loss = ret->getOperand(0).getDefiningOp();
+  Value logits = lossLogits(step);
+  ret->setOperand(0, logits);
+  loss->erase();
+  step.setType(FunctionType::get(step.getContext(), step.getArgumentTypes(), {logits.getType()}));
+}
+
+struct DeriveStepsPass : public megac::impl::DeriveStepsBase<DeriveStepsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto trainStep = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
+    if (!trainStep) // a pipelined program evaluates with its chunks' forwards
+      return markAllAnalysesPreserved();
+    FailureOr<ParallelPlan> plan = readPlan(module, getArgument());
+    if (failed(plan))
+      return signalPassFailure();
+    FailureOr<func::FuncOp> evalStep = forwardUpToLoss(trainStep);
+    if (failed(evalStep))
+      return signalPassFailure();
+    // Generation (OUT/train generate) reads the whole vocabulary's logits: one rank, fp32.
+    if (plan->tp == 1 && plan->dp == 1 && lossLogits(*evalStep))
+      returnLogits(cloneAs(*evalStep, names::kLogitsStep, FunctionRole::LogitsStep));
+  }
+};
+
+struct DeriveDecodeStepPass : public megac::impl::DeriveDecodeStepBase<DeriveDecodeStepPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>(names::kForwardEntry);
+    if (!forward || !lossLogits(forward)) {
+      module.emitError() << "decode_step needs the frontend's @" << names::kForwardEntry
+                         << " ending in a cross-entropy of fp32 logits";
+      return signalPassFailure();
+    }
+    // The layers' functions keep their own names clear of the training step's.
+    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
+      if (fn == forward)
+        continue;
+      auto name = StringAttr::get(module.getContext(), names::kDecodePrefix + fn.getName());
+      if (failed(SymbolTable::replaceAllSymbolUses(fn, name, module))) {
+        fn.emitOpError("cannot be renamed for decode_step");
+        return signalPassFailure();
+      }
+      SymbolTable::setSymbolName(fn, name);
+    }
+    forward.setSymName(names::kDecodeStep);
+    setRole(forward, FunctionRole::DecodeStep);
+    returnLogits(forward);
+  }
+};
+
+} // namespace
