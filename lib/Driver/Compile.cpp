@@ -5,8 +5,8 @@
 #include "megac/Frontend/ModelSize.h"
 #include "megac/Frontend/PlanChecks.h"
 #include "megac/Plan/RecomputeFlags.h"
-#include "megac/Target/EmitCpp.h"
 #include "megac/Analysis/RankMemory.h"
+#include "megac/Analysis/StageBuffers.h"
 #include "megac/Transforms/TrainingPipeline.h"
 
 #include "mlir/IR/Verifier.h"
@@ -50,13 +50,13 @@ Expected<mlir::OwningOpRef<mlir::ModuleOp>> compile(mlir::MLIRContext &context, 
 
 sim::Simulation simulate(mlir::ModuleOp module, const ParallelPlan &plan, const ModelSpec &spec, int64_t microBatch,
                          int64_t globalBatch, const sim::Cluster &cluster, sim::SimulationInputs options) {
-  // The memory plan needs the sizes of what the program allocates, not the program's text.
-  raw_null_ostream code, memoryPlan;
-  SmallVector<StageBuffers> buffers;
-  if (failed(emitTrainingProgram(module, EmitOptions{}, code, memoryPlan, &buffers)))
-    report_fatal_error("megac: emitting a program the passes accepted failed");
+  // The memory plan needs the sizes of what the program allocates, read from the IR: the
+  // program's text is not needed.
+  FailureOr<SmallVector<StageBuffers>> buffers = stageBuffers(module);
+  if (failed(buffers))
+    report_fatal_error("megac: sizing the buffers of a program the passes accepted failed");
   SmallVector<StageStateMemory> memory = stateMemory(module, plan);
-  addProgramBuffers(memory, buffers);
+  addProgramBuffers(memory, *buffers);
   options.globalBatch = globalBatch;
   options.microBatch = microBatch;
   options.seqLength = spec.seqLength;

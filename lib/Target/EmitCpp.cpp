@@ -104,7 +104,7 @@ bool isProgramFunction(func::FuncOp fn) {
 } // namespace
 
 LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &options, llvm::raw_ostream &os,
-                                         llvm::raw_ostream &plan, SmallVectorImpl<StageBuffers> *buffers) {
+                                         llvm::raw_ostream &plan) {
   auto model = module->getAttrOfType<DictionaryAttr>(names::kModelAttr);
   auto entryFn = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
   bool pipelined = tx::hasChunkFunctions(module);
@@ -227,15 +227,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     fields.syncGradients = syncFn ? names::kSyncGradients.str() : "nullptr";
     fields.numOps = emitScheduleTable(*schedule, 0, "kOps", os);
     fields.ops = "kOps";
-    StageBuffers one;
-    one.workspaceBytes = *bytes;
-    fields.buffers.push_back(one);
   }
-  // Each microbatch's token ids and labels (int32) are uploaded with the iteration's others.
-  for (StageBuffers &b : fields.buffers)
-    b.dataBytesPerMicrobatch = 2 * 4 * dim("micro_batch_size") * dim("seq_length");
-  if (buffers)
-    buffers->assign(fields.buffers.begin(), fields.buffers.end());
   // The program's description, field by field (the runtime's megart/program.h says what each is).
   auto field = [&](StringRef name, const Twine &value) { os << "    ." << name << " = " << value << ",\n"; };
   os << "const megart::ProgramDesc kProgram = {\n";

@@ -2,8 +2,8 @@
 
 #include "ProgramTables.h"
 #include "megac/Analysis/MemoryPlan.h"
+#include "megac/Analysis/StageBuffers.h"
 #include "megac/Plan/PlanDialect.h"
-#include "megart/pipeline_buffers.h"
 #include "tx/TxChunks.h"
 #include "tx/TxNames.h"
 #include "tx/TxParamTable.h"
@@ -13,21 +13,6 @@ using namespace mlir;
 namespace megac::emit {
 
 namespace {
-
-/// Where each stashed value lives in a chunk's stash (64-byte aligned, like every buffer).
-struct StashLayout {
-  SmallVector<int64_t> offsets;
-  int64_t bytes = 0;
-};
-
-StashLayout stashLayout(TypeRange types) {
-  StashLayout layout;
-  for (Type t : types) {
-    layout.offsets.push_back(layout.bytes);
-    layout.bytes += alignUp(tensorBytes(t));
-  }
-  return layout;
-}
 
 /// `T *<name> = <where in the stash>` for stashed value `v` (T its C++ element type), named as
 /// in the IR.
@@ -130,20 +115,15 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
                               << " chunks but the plan has pp " << stages << " and megac-pipeline-split made "
                               << numChunks << " chunks";
   std::vector<int64_t> peaks = pipeline::peakStash(schedule);
-  // Every stage's steps: when a stage's sent buffers come back depends on all of them.
-  std::vector<std::vector<megart::PipelineStep>> allSteps(static_cast<size_t>(stages));
-  for (int64_t s = 0; s < stages; ++s)
-    for (const pipeline::Action &a : schedule.ranks[s])
-      allSteps[s].push_back({static_cast<int32_t>(a.kind), static_cast<int32_t>(a.chunk), static_cast<int32_t>(a.peer)});
-  const std::vector<std::vector<int64_t>> reclaim = megart::send_reclaim_steps(allSteps);
+  FailureOr<SmallVector<StageBuffers>> buffers = stageBuffers(module);
+  if (failed(buffers))
+    return failure();
   std::string stageTable = "const megart::PipelineStageDesc kStages[] = {\n";
-  SmallVector<StageBuffers> stageBuffers;
   for (int64_t s = 0; s < stages; ++s) {
     SmallVector<func::FuncOp> fns = tx::stageFunctions(module, s, stages);
     tx::ParamTable params(fns), frozen(fns, /*frozen=*/true);
     int64_t arena = 0;
     std::string chunkTable;
-    std::vector<megart::PipelineChunkSizes> chunkSizes;
     for (func::FuncOp fn : fns) {
       int64_t c = *tx::chunkOf(fn);
       int64_t numStashed = fn->getAttrOfType<IntegerAttr>(names::kStashAttr).getInt();
@@ -158,16 +138,14 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
       if (backward)
         continue;
       // The residual stream passed between chunks: its elements, in fp32 or 16 bits.
-      Type boundary = first ? fn.getResultTypes()[0] : fn.getArgumentTypes()[2];
-      const int64_t elementSize = elementBytes(boundary);
-      int64_t inputNumel = first ? 0 : cast<RankedTensorType>(fn.getArgumentTypes()[2]).getNumElements();
-      int64_t outputNumel = last ? 0 : cast<RankedTensorType>(fn.getResultTypes()[0]).getNumElements();
-      if ((inputNumel * elementSize) % 4 != 0 || (outputNumel * elementSize) % 4 != 0)
+      const ChunkBoundary b = chunkBoundary(fn, first, last);
+      const int64_t elementSize = b.elementBytes, inputNumel = b.inputBytes / elementSize,
+                    outputNumel = b.outputBytes / elementSize;
+      if (b.inputBytes % 4 != 0 || b.outputBytes % 4 != 0)
         return fn.emitOpError() << "passes " << (first ? outputNumel : inputNumel)
                                 << " 16-bit elements between pipeline stages; the runtime sends whole fp32 words, so "
                                    "micro batch x sequence x hidden size must be even";
       const int64_t stashBytes = stashLayout(fn.getResultTypes().drop_front()).bytes;
-      chunkSizes.push_back({c, stashBytes, inputNumel * elementSize, outputNumel * elementSize});
       std::string name = names::chunkName(c);
       chunkTable += "    {.chunk = " + std::to_string(c) + ", .forward = " + names::forwardHalf(name) +
                     ", .backward = " + names::backwardHalf(name) +
@@ -203,17 +181,8 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
                   ", .predicted_peak_stash = " + std::to_string(peaks[s]) + ", .sync_gradients = " + sync +
                   flatFields + frozenFields + "},\n";
     plan << "stage " << s << ": arena " << arena << " bytes\n";
-    // The executor's buffer pool, as the runtime sizes it (one shared definition).
-    const megart::PipelineBufferPlan pool =
-        megart::plan_pipeline_buffers(allSteps[s], chunkSizes, numChunks, reclaim[s]);
-    StageBuffers buffers;
-    buffers.workspaceBytes = arena;
-    buffers.activationBytes = pool.bytes(megart::PipelineBufferKind::Activations);
-    buffers.communicationBytes = pool.bytes(megart::PipelineBufferKind::Communication);
-    buffers.microbatches = schedule.microbatches;
-    stageBuffers.push_back(buffers);
-    plan << "stage " << s << ": pipeline buffers: stashes " << buffers.activationBytes << " bytes, sent and received "
-         << buffers.communicationBytes << " bytes\n";
+    plan << "stage " << s << ": pipeline buffers: stashes " << (*buffers)[s].activationBytes
+         << " bytes, sent and received " << (*buffers)[s].communicationBytes << " bytes\n";
   }
   os << stageTable << "};\n\n";
   ProgramFields fields;
@@ -221,7 +190,6 @@ FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan 
   fields.numMicrobatches = schedule.microbatches;
   fields.schedule = cString(pipeline::scheduleKindName(schedule.kind));
   fields.virtualStages = schedule.virtualStages;
-  fields.buffers = std::move(stageBuffers);
   return fields;
 }
 

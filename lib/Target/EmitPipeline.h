@@ -32,7 +32,6 @@ struct ProgramFields {
   std::string schedule = "nullptr";
   int64_t virtualStages = 1;
   std::string flatFields; // the distributed optimizer's descriptor fields, or ""
-  llvm::SmallVector<StageBuffers> buffers; // per stage, besides the training state
 };
 
 /// Emits every stage's chunk functions and tables (after megac-pipeline-split and, with dp > 1,

@@ -608,13 +608,15 @@ int megac::runCompile() {
       return 1;
     emitOptions.decodeModule = *decodeModule;
   }
-  SmallVector<StageBuffers> buffers;
-  if (failed(emitTrainingProgram(*module, emitOptions, codeOs, planOs, &buffers)))
+  if (failed(emitTrainingProgram(*module, emitOptions, codeOs, planOs)))
     return fail("emitting C++ failed (see the error above)");
   if (!dumps.write("memory-plan.txt", [&](raw_ostream &os) { os << memoryPlan; }))
     return 1;
+  FailureOr<SmallVector<StageBuffers>> buffers = stageBuffers(*module);
+  if (failed(buffers))
+    return fail("sizing the program's buffers failed (see the error above)");
   SmallVector<StageStateMemory> stateBytes = stateMemory(*module, plan);
-  addProgramBuffers(stateBytes, buffers);
+  addProgramBuffers(stateBytes, *buffers);
   const SmallVector<megac::LayerActivations> layerStash = megac::layerActivations(*module);
   const std::string rankMemoryJson = stateMemoryJson(stateBytes, plan, layerStash);
   if (!dumps.write("rank-memory.json", [&](raw_ostream &os) { os << rankMemoryJson; }))

@@ -40,10 +40,9 @@ struct EmitOptions {
   std::string recompileCommand;
 };
 
-/// Writes main.cpp (main.cu for CUDA) to `os`, a human-readable memory plan to `plan` and, with
-/// `buffers`, what the program will allocate besides the training state.
+/// Writes main.cpp (main.cu for CUDA) to `os` and a human-readable memory plan to `plan`. What
+/// the program allocates besides the training state is megac/Analysis/StageBuffers.h's.
 mlir::LogicalResult emitTrainingProgram(mlir::ModuleOp module, const EmitOptions &options,
-                                        llvm::raw_ostream &os, llvm::raw_ostream &plan,
-                                        llvm::SmallVectorImpl<StageBuffers> *buffers = nullptr);
+                                        llvm::raw_ostream &os, llvm::raw_ostream &plan);
 
 } // namespace megac
