@@ -53,6 +53,9 @@ std::string tokenizer_config(const TokenizerRecord &r, const std::string &own_co
     if (r.type == "GPT2BPETokenizer") {
       set_member(config, "tokenizer_class", json_string("GPT2Tokenizer"));
       set_member(config, "unk_token", json_string(kGpt2EndOfText));
+    } else if (r.type == "BertWordPieceLowerCase" || r.type == "BertWordPieceCase") { // BERT's own names
+      set_member(config, "tokenizer_class", json_string("BertTokenizer"));
+      set_member(config, "do_lower_case", json_bool(r.type == "BertWordPieceLowerCase"));
     } else if (r.type == "SentencePieceTokenizer") { // the model's pieces, nothing added
       set_member(config, "tokenizer_class", json_string("LlamaTokenizer"));
       set_member(config, "add_bos_token", json_bool(false));
@@ -137,7 +140,8 @@ std::vector<std::pair<std::string, std::string>> tokenizer_checkpoint_files(cons
   std::vector<std::pair<std::string, std::string>> out = {{"megac_tokenizer.json", r.json}};
   // Hugging Face's names for each role's file.
   static const std::map<std::string, std::string> kNames = {
-      {"vocab_file", "vocab.json"}, {"merge_file", "merges.txt"}, {"tokenizer_config", "tokenizer_config.json"}};
+      {"vocab_file", "vocab.json"}, {"merge_file", "merges.txt"}, {"wordpiece_vocab", "vocab.txt"},
+      {"tokenizer_config", "tokenizer_config.json"}};
   std::string own_config; // the tokenizer's own tokenizer_config.json, completed below
   for (const auto &[role, path] : r.files) {
     std::string name;

@@ -2,7 +2,9 @@
 """megac data's token ids against the libraries that define them, on a few MB of mixed text (the
 machine's license and copyright texts, paragraph by paragraph, and a JSON-lines file with two
 keys and unicode): GPT-2 byte-level BPE (vocab.json + merges.txt trained here) against Hugging
-Face tokenizers and, on the license texts, transformers' pure-Python GPT2Tokenizer; a
+Face tokenizers and, on the license texts, transformers' pure-Python GPT2Tokenizer; BERT's
+WordPiece (a vocab.txt trained here, lower case and cased) against tokenizers and, on the license
+texts, transformers' pure-Python BertTokenizer; a
 tokenizer.json (Unigram, a BOS added by its post-processor) against tokenizers; SentencePiece
 (a model trained here) against sentencepiece; the byte tokenizer's Python path against its C++
 one. A checkpoint trained on each carries the tokenizer: transformers' AutoTokenizer loads the
@@ -27,7 +29,7 @@ import numpy as np
 import sentencepiece
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import GPT2Tokenizer
+from transformers import BertTokenizer, GPT2Tokenizer
 
 from e2e_util import run
 
@@ -104,6 +106,9 @@ def train_tokenizers(workdir, texts):
     unigram.save(os.path.join(folder, "tokenizer.json"))
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
         json.dump({"eos_token": "</s>"}, f)
+    wordpiece = tokenizers.BertWordPieceTokenizer(lowercase=True)
+    wordpiece.train(texts, vocab_size=2500, show_progress=False)  # [PAD] [UNK] [CLS] [SEP] [MASK] first
+    wordpiece.save_model(workdir, "wordpiece")
     sentencepiece.SentencePieceTrainer.train(input=",".join(texts[:12]), model_prefix=os.path.join(workdir, "sp"),
                                              vocab_size=1500, model_type="bpe", byte_fallback=True,
                                              minloglevel=2)
@@ -179,7 +184,9 @@ def checkpoint_tokenizers(args, cases, texts, special_ids):
         # SentencePiece: transformers' own class for it (its conversion to a fast tokenizer is
         # another implementation, which does not read every model alike).
         tok = AutoTokenizer.from_pretrained(folder, use_fast=kind != "SentencePieceTokenizer")
-        got = [tok.encode(t) for t in texts]
+        # BERT's tokenizer adds [CLS] and [SEP] to a text by default; megac data adds none.
+        bert = kind.startswith("BertWordPiece")
+        got = [tok.encode(t, add_special_tokens=not bert) for t in texts]
         compare(f"{kind} from the checkpoint ({type(tok).__name__}, recorded {recorded})", got,
                 [encode(t) for t in texts])
         checkpoint_token_ids(folder, kind, *special_ids[kind])
@@ -222,6 +229,8 @@ def main():
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     unigram = tokenizers.Tokenizer.from_file(os.path.join(unigram_folder, "tokenizer.json"))
     sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(args.workdir, "sp.model"))
+    wordpiece_vocab = os.path.join(args.workdir, "wordpiece-vocab.txt")
+    uncased, cased = (tokenizers.BertWordPieceTokenizer(wordpiece_vocab, lowercase=lower) for lower in (True, False))
     cases = {  # flags, reference encode, end-of-document id
         "GPT2BPETokenizer": (["--vocab-file", vocab, "--merge-file", merges], lambda t: bpe.encode(t).ids,
                              bpe.token_to_id("<|endoftext|>")),
@@ -229,6 +238,12 @@ def main():
                                  unigram.token_to_id("</s>")),
         "SentencePieceTokenizer": (["--tokenizer-model", os.path.join(args.workdir, "sp.model")], sp.encode,
                                    sp.eos_id()),
+        # BERT's WordPiece: no [CLS] or [SEP] added to a document; [SEP] ends it.
+        "BertWordPieceLowerCase": (["--vocab-file", wordpiece_vocab],
+                                   lambda t: uncased.encode(t, add_special_tokens=False).ids,
+                                   uncased.token_to_id("[SEP]")),
+        "BertWordPieceCase": (["--vocab-file", wordpiece_vocab],
+                              lambda t: cased.encode(t, add_special_tokens=False).ids, cased.token_to_id("[SEP]")),
     }
     for kind, (flags, encode, eod) in cases.items():
         prefix = os.path.join(args.workdir, kind)
@@ -255,7 +270,9 @@ def main():
     # tokenizer_config.json names an eos_token only; the byte tokenizer has no bos.
     special_ids = {"GPT2BPETokenizer": (bpe.token_to_id("<|endoftext|>"), bpe.token_to_id("<|endoftext|>")),
                    "HuggingFaceTokenizer": (unigram.token_to_id("</s>"), None),
-                   "SentencePieceTokenizer": (sp.eos_id(), sp.bos_id()), "ByteTokenizer": (256, None)}
+                   "SentencePieceTokenizer": (sp.eos_id(), sp.bos_id()), "ByteTokenizer": (256, None),
+                   "BertWordPieceLowerCase": (uncased.token_to_id("[SEP]"), None),
+                   "BertWordPieceCase": (cased.token_to_id("[SEP]"), None)}
     checkpoint_tokenizers(args, cases, paragraphs[:300] + [r["text"] for r in records], special_ids)
 
     # The pure-Python GPT-2 tokenizer of transformers, an implementation apart from tokenizers'.
@@ -269,6 +286,15 @@ def main():
     compare("GPT2BPETokenizer vs transformers' GPT2Tokenizer, licenses", read_documents(IndexedDataset, prefix),
             expected)
     same_files_as_megatron(megatron, prefix, expected, len(slow))
+
+    # The pure-Python BERT tokenizer of transformers, an implementation apart from tokenizers'.
+    slow_bert = BertTokenizer(wordpiece_vocab, do_lower_case=True)
+    prefix = os.path.join(args.workdir, "wordpiece-licenses")
+    run([args.megac, "data", "--tokenizer-type", "BertWordPieceLowerCase", "--vocab-file", wordpiece_vocab,
+         *sum((["--input", t] for t in licenses), []), "--split-paragraphs", "--output-prefix", prefix,
+         "--append-eod=false"])
+    compare("BertWordPieceLowerCase vs transformers' BertTokenizer, licenses", read_documents(IndexedDataset, prefix),
+            [slow_bert.encode(p, add_special_tokens=False) for p in license_paragraphs])
 
     # The byte tokenizer read by Python (JSON lines) against the C++ reader's (text), into a
     # folder that does not exist yet (megac data makes it).

@@ -44,9 +44,11 @@ cl::opt<bool> splitParagraphs("split-paragraphs",
                               cl::sub(data), megac::recordValues<bool>("--split-paragraphs"));
 cl::opt<std::string> tokenizerType("tokenizer-type", cl::init("ByteTokenizer"),
                                    cl::desc("ByteTokenizer (megac's, vocab 257), GPT2BPETokenizer, "
-                                            "HuggingFaceTokenizer or SentencePieceTokenizer"),
+                                            "BertWordPieceLowerCase, BertWordPieceCase, HuggingFaceTokenizer or "
+                                            "SentencePieceTokenizer"),
                                    cl::sub(data), megac::recordValues<std::string>("--tokenizer-type"));
-cl::opt<std::string> vocabFile("vocab-file", cl::desc("GPT2BPETokenizer's vocab.json"), cl::value_desc("FILE"),
+cl::opt<std::string> vocabFile("vocab-file", cl::desc("GPT2BPETokenizer's vocab.json; BertWordPiece*'s vocab.txt"),
+                               cl::value_desc("FILE"),
                                cl::sub(data), megac::recordValues<std::string>("--vocab-file"));
 cl::opt<std::string> mergeFile("merge-file", cl::desc("GPT2BPETokenizer's merges.txt"), cl::value_desc("FILE"),
                                cl::sub(data), megac::recordValues<std::string>("--merge-file"));
@@ -69,8 +71,8 @@ cl::opt<unsigned> workers("workers", cl::init(1), cl::desc("tokenizer processes 
 // The byte tokenizer is for tests and small corpora: one run reads at most 16 GiB.
 constexpr megac::DocumentLimits kLimits{uint64_t(1) << 26, uint64_t(1) << 34};
 constexpr unsigned kMaxWorkers = 256;
-const char *const kTokenizerTypes[] = {"ByteTokenizer", "GPT2BPETokenizer", "HuggingFaceTokenizer",
-                                       "SentencePieceTokenizer"};
+const char *const kTokenizerTypes[] = {"ByteTokenizer",          "GPT2BPETokenizer",     "BertWordPieceLowerCase",
+                                       "BertWordPieceCase",      "HuggingFaceTokenizer", "SentencePieceTokenizer"};
 
 int fail(const Twine &message) {
   errs() << "megac data: error: " << message << "\n";
@@ -83,12 +85,17 @@ bool isJsonLines(StringRef path) { return path.ends_with(".json") || path.ends_w
 std::optional<std::string> checkFlags(bool json) {
   if (!is_contained(kTokenizerTypes, StringRef(tokenizerType)))
     return "--tokenizer-type " + tokenizerType +
-           ": unknown; use ByteTokenizer, GPT2BPETokenizer, HuggingFaceTokenizer or SentencePieceTokenizer";
+           ": unknown; use ByteTokenizer, GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, "
+           "HuggingFaceTokenizer or SentencePieceTokenizer";
   if (workers < 1 || workers > kMaxWorkers)
     return "--workers " + std::to_string(workers) + ": must be 1 to " + std::to_string(kMaxWorkers);
-  bool bpe = tokenizerType == "GPT2BPETokenizer", model = !bpe && tokenizerType != "ByteTokenizer";
-  if ((!vocabFile.empty() || !mergeFile.empty()) && !bpe)
-    return "--vocab-file and --merge-file are GPT2BPETokenizer's; --tokenizer-type is " + tokenizerType;
+  const bool bpe = tokenizerType == "GPT2BPETokenizer", wordPiece = StringRef(tokenizerType).starts_with("BertWordPiece");
+  const bool model = tokenizerType == "HuggingFaceTokenizer" || tokenizerType == "SentencePieceTokenizer";
+  if (!vocabFile.empty() && !bpe && !wordPiece)
+    return "--vocab-file is GPT2BPETokenizer's (vocab.json) and BertWordPiece*'s (vocab.txt); --tokenizer-type is " +
+           tokenizerType;
+  if (!mergeFile.empty() && !bpe)
+    return "--merge-file is GPT2BPETokenizer's; --tokenizer-type is " + tokenizerType;
   if (!tokenizerModel.empty() && !model)
     return "--tokenizer-model is HuggingFaceTokenizer's and SentencePieceTokenizer's; --tokenizer-type is " +
            tokenizerType;

@@ -1,7 +1,8 @@
 """megac's tokenizers, from the libraries that define them, and megac data's reader for them.
 
 Tokenizer types carry Megatron's names: GPT2BPETokenizer (vocab.json + merges.txt, through Hugging
-Face `tokenizers`), HuggingFaceTokenizer (a tokenizer.json, or a folder holding one), and
+Face `tokenizers`), BertWordPieceLowerCase and BertWordPieceCase (BERT's vocab.txt, through
+`tokenizers`), HuggingFaceTokenizer (a tokenizer.json, or a folder holding one), and
 SentencePieceTokenizer (a .model, through `sentencepiece`), besides megac's ByteTokenizer.
 
 `megac generate` runs `encode` and `decode` with the tokenizer a model folder carries. `megac data`
@@ -75,6 +76,31 @@ class HuggingFaceTokenizer:
         return self.tok.decode(ids, skip_special_tokens=False)
 
 
+class BertWordPieceTokenizer(HuggingFaceTokenizer):
+    """BERT's WordPiece over a vocab.txt, as Megatron's BertWordPieceLowerCase / BertWordPieceCase
+    and transformers' BertTokenizer split text: BERT's normalizer (clean-up, CJK characters apart,
+    lower case and accents stripped for the uncased), BERT's pre-tokenizer, no special token added.
+    [SEP] ends a document; [CLS], [MASK] and [PAD] are recorded for the masked-LM data."""
+
+    ROLES = {"cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]", "pad_token": "[PAD]",
+             "unk_token": "[UNK]"}
+
+    def __init__(self, tokenizers, vocab_file, lower_case):
+        tok = tokenizers.Tokenizer(tokenizers.models.WordPiece.from_file(vocab_file, unk_token="[UNK]"))
+        tok.normalizer = tokenizers.normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                                               strip_accents=None, lowercase=lower_case)
+        tok.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+        tok.decoder = tokenizers.decoders.WordPiece()
+        vocab = tok.get_vocab()
+        missing = [t for t in self.ROLES.values() if t not in vocab]
+        if missing:
+            raise Failure(f"--vocab-file {vocab_file}: a BERT vocabulary has {', '.join(missing)}; this one does not: "
+                          f"give the vocab.txt of a BERT model")
+        super().__init__(tok, {"wordpiece_vocab": vocab_file}, "[SEP]")
+        self.lower_case = lower_case
+        self.special_tokens.update(special_tokens(**{role: (vocab[text], text) for role, text in self.ROLES.items()}))
+
+
 class SentencePieceTokenizer:
     def __init__(self, model_file):
         import sentencepiece
@@ -124,6 +150,15 @@ def load(tokenizer_type, vocab_file=None, merge_file=None, tokenizer_model=None)
         # GPT-2's one special token is its bos and its eos (GPT2Tokenizer's defaults).
         return HuggingFaceTokenizer(tok, {"vocab_file": vocab, "merge_file": merges}, "<|endoftext|>",
                                     {"bos_token": "<|endoftext|>"})
+    if tokenizer_type in ("BertWordPieceLowerCase", "BertWordPieceCase"):
+        vocab = need_file("--vocab-file", vocab_file, tokenizer_type)
+        tokenizers = import_library("tokenizers", tokenizer_type)
+        try:
+            return BertWordPieceTokenizer(tokenizers, vocab, tokenizer_type == "BertWordPieceLowerCase")
+        except Failure:
+            raise
+        except Exception as e:
+            raise Failure(f"--vocab-file {vocab}: not a WordPiece vocab.txt ({e})")
     if tokenizer_type == "HuggingFaceTokenizer":
         if tokenizer_model and os.path.isdir(tokenizer_model):
             tokenizer_model = os.path.join(tokenizer_model, "tokenizer.json")
@@ -147,7 +182,7 @@ def load(tokenizer_type, vocab_file=None, merge_file=None, tokenizer_model=None)
         except Exception as e:
             raise Failure(f"--tokenizer-model {path}: not a SentencePiece model ({e})")
     raise Failure(f"--tokenizer-type {tokenizer_type}: unknown; use ByteTokenizer, GPT2BPETokenizer, "
-                  f"HuggingFaceTokenizer or SentencePieceTokenizer")
+                  f"BertWordPieceLowerCase, BertWordPieceCase, HuggingFaceTokenizer or SentencePieceTokenizer")
 
 
 def declared_tokens(folder):
@@ -356,6 +391,8 @@ def load_from_checkpoint(folder):
         raise Failure(f"{path}: cannot read the checkpoint's tokenizer ({e})")
     kind, file = record.get("tokenizer_type"), lambda name: os.path.join(folder, name)
     files = {"ByteTokenizer": {}, "GPT2BPETokenizer": dict(vocab_file=file("vocab.json"), merge_file=file("merges.txt")),
+             "BertWordPieceLowerCase": dict(vocab_file=file("vocab.txt")),
+             "BertWordPieceCase": dict(vocab_file=file("vocab.txt")),
              "HuggingFaceTokenizer": dict(tokenizer_model=file("tokenizer.json")),
              "SentencePieceTokenizer": dict(tokenizer_model=file("tokenizer.model"))}
     if kind not in files:

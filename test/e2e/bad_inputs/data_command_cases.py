@@ -7,6 +7,7 @@ OUTPUTS = ["{scratch}/d.bin", "{scratch}/d.idx"]
 
 JSON_OUTPUTS = ["{scratch}/d_text_document.bin", "{scratch}/d_text_document.idx", "{scratch}/d_text_document.tokenizer.json"]
 FILES = {"text.txt": "hello\n\nworld\n", "a.jsonl": '{"text": "hello"}\n{"text": "world"}\n',
+         "no-mask-vocab.txt": "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\n",
          "bad.jsonl": '{"text": "hello"}\n{"text": 3}\n', "notjson.jsonl": '{"text": "hello"}\nhello\n'}
 
 
@@ -53,6 +54,14 @@ def cases():
         data_case("GPT-2 BPE without its vocab file", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/d",
                                                        "--tokenizer-type", "GPT2BPETokenizer"],
                   r"--tokenizer-type GPT2BPETokenizer needs --vocab-file FILE.*nothing was written"),
+        data_case("a WordPiece vocabulary without [MASK]", ["--input", "{scratch}/text.txt", "--output-prefix",
+                                                            "{scratch}/d", "--tokenizer-type", "BertWordPieceLowerCase",
+                                                            "--vocab-file", "{scratch}/no-mask-vocab.txt"],
+                  r"--vocab-file .*no-mask-vocab\.txt: a BERT vocabulary has \[MASK\]; this one does not"),
+        data_case("merges for WordPiece", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/d",
+                                          "--tokenizer-type", "BertWordPieceCase", "--vocab-file", "{scratch}/text.txt",
+                                          "--merge-file", "{scratch}/text.txt"],
+                  r"--merge-file is GPT2BPETokenizer's; --tokenizer-type is BertWordPieceCase"),
         data_case("missing tokenizer model", ["--input", "{scratch}/text.txt", "--output-prefix", "{scratch}/d",
                                               "--tokenizer-type", "SentencePieceTokenizer",
                                               "--tokenizer-model", "{scratch}/nothing.model"],
