@@ -271,6 +271,25 @@ def ShardLocalize : Pass<"megac-shard-localize", "mlir::ModuleOp"> {
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect"];
 }
 
+def ShardPartition : Pass<"megac-shard-partition", "mlir::ModuleOp"> {
+  let summary = "The collectives that give every op its operands as its factors need them, then per-rank types";
+  let description = [{
+    After megac-shard-propagate, on the axes given (tp): per op, its factors take the axes its
+    results are split or partial over; each operand needs its dimensions split as their factors
+    are, partial sums only where the op is linear in it (a sum of partial sums); where a value
+    differs from what its user needs, a reshard by (source, target): partial -> whole
+    all-reduce, partial -> split reduce-scatter, split -> whole all-gather, whole -> split
+    all-slice, split -> split on another dimension gather then slice; one per value and needed
+    sharding in a function, named after the value (`%x_gathered`) with the rule that needs it
+    (`megac.rule`). Then every value's type is divided along those axes. Not yet in megac
+    compile's pipeline: megac-tensor-parallel still partitions tp there (docs/architecture.md).
+  }];
+  let options = [
+    ListOption<"partitionAxes", "axes", "std::string", "grid axes to partition (tp)">
+  ];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::mlir::shard::ShardDialect"];
+}
+
 def TestFactorRules : Pass<"megac-test-factor-rules", "mlir::ModuleOp"> {
   let summary = "For tests: a remark on every op with a sharding rule, printing its rule in factors";
   let description = [{
