@@ -155,16 +155,23 @@ private:
       return needs;
     }
     auto ruled = dyn_cast<tx::ShardingRuleOpInterface>(op);
-    if (!ruled || op->getNumResults() == 0)
+    if (!ruled)
       return needs;
+    // The factors' axes come from the results; a sink (a parameter's gradient) has none, and
+    // its other operands follow its first (the gradient sharded like its parameter).
+    tx::FactorRule rule = ruled.getFactorRule();
+    SmallVector<Value, 2> references(op->getResults());
+    if (references.empty() && op->getNumOperands() > 0) {
+      references.push_back(op->getOperand(0));
+      rule.results = {rule.operands.front()};
+    }
     SmallVector<Spread, 2> results;
-    for (Value r : op->getResults()) {
+    for (Value r : references) {
       std::optional<Spread> s = recorded(r);
       if (!s)
         return needs;
       results.push_back(*s);
     }
-    const tx::FactorRule rule = ruled.getFactorRule();
     const SmallVector<int64_t> reductions = rule.reductionFactors();
     for (unsigned i = 0; i < needs.size(); ++i) {
       std::optional<Spread> current = recorded(op->getOperand(i));
