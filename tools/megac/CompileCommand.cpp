@@ -67,6 +67,16 @@ cl::opt<int64_t> seqLength("seq-length",
                                     "spec's seq_length, a config.json's max_position_embeddings)"),
                            cl::sub(compile), cl::sub(simulate), cl::sub(plan),
                            megac::recordValues<int64_t>("--seq-length"));
+cl::opt<double> hiddenDropout("hidden-dropout",
+                              cl::desc("dropout on the embeddings and before each residual add (Megatron's flag; "
+                                       "default: the spec's hidden_dropout)"),
+                              cl::sub(compile), cl::sub(simulate), cl::sub(plan),
+                              megac::recordValues<double>("--hidden-dropout"));
+cl::opt<double> attentionDropout("attention-dropout",
+                                 cl::desc("dropout on the attention probabilities (Megatron's flag; default: the "
+                                          "spec's attention_dropout)"),
+                                 cl::sub(compile), cl::sub(simulate), cl::sub(plan),
+                                 megac::recordValues<double>("--attention-dropout"));
 cl::opt<std::string> outDir("o", cl::Required, cl::desc("output folder; OUT/train is the program"),
                             cl::value_desc("OUT"), cl::sub(compile),
                             megac::recordValues<std::string>("-o"));
@@ -459,8 +469,15 @@ static std::string commandWithoutDataParallelSize(llvm::ArrayRef<const char *> a
   return command;
 }
 
-std::optional<int64_t> megac::seqLengthFlag() {
-  return seqLength.getNumOccurrences() ? std::optional<int64_t>(seqLength) : std::nullopt;
+megac::SpecOverrides megac::specOverrideFlags() {
+  SpecOverrides o;
+  if (seqLength.getNumOccurrences())
+    o.seqLength = seqLength;
+  if (hiddenDropout.getNumOccurrences())
+    o.hiddenDropout = hiddenDropout;
+  if (attentionDropout.getNumOccurrences())
+    o.attentionDropout = attentionDropout;
+  return o;
 }
 
 int megac::runCompile() {
@@ -488,7 +505,7 @@ int megac::runCompile() {
   const std::string &specPath = specPaths.front();
   const ScheduleCosts costs{forwardCost, backwardCost};
 
-  Expected<SpecSource> source = readSpecSource(specPath, megac::seqLengthFlag());
+  Expected<SpecSource> source = readSpecSource(specPath, megac::specOverrideFlags());
   if (!source)
     return fail(toString(source.takeError()));
   const std::string *specText = &source->text;

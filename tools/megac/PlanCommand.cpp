@@ -27,6 +27,7 @@
 
 #include "megac/Frontend/ModelSize.h"
 #include "megac/Frontend/ModelSpec.h"
+#include "megac/NumberText.h"
 #include "megac/Plan/PlanLimits.h"
 #include "megac/Plan/RecomputeFlags.h"
 #include "megac/Plan/ShardingFlags.h"
@@ -188,7 +189,7 @@ int megac::runPlan() {
   if (globalBatch < 1 || globalBatch > (int64_t(1) << 30))
     return fail("--global-batch-size is " + Twine(globalBatch) + "; give the samples per iteration, 1 to 2^30");
   const double memoryLimitGiB = maxMemory > 0 ? double(maxMemory) : cluster.memoryGiB;
-  Expected<SpecSource> source = readSpecSource(planSpecPath, seqLengthFlag());
+  Expected<SpecSource> source = readSpecSource(planSpecPath, specOverrideFlags());
   if (!source)
     return fail(toString(source.takeError()));
   Expected<ModelSpec> spec = parseModelSpec(source->text, source->origin);
@@ -324,8 +325,13 @@ int megac::runPlan() {
                      r.memoryGiB, (long long)c.tp, (long long)c.pp, (long long)c.vpp, (long long)c.dp,
                      (long long)c.microBatch, recomputeName(c.recompute), c.shardingName());
     outs() << "   megac compile " << planSpecPath;
-    if (std::optional<int64_t> seq = seqLengthFlag())
-      outs() << " --seq-length " << *seq;
+    const SpecOverrides overrides = specOverrideFlags();
+    if (overrides.seqLength)
+      outs() << " --seq-length " << *overrides.seqLength;
+    if (overrides.hiddenDropout)
+      outs() << " --hidden-dropout " << shortestExactText(*overrides.hiddenDropout);
+    if (overrides.attentionDropout)
+      outs() << " --attention-dropout " << shortestExactText(*overrides.attentionDropout);
     for (const std::string &f : c.flags())
       outs() << " " << f;
     if (flags->precision != ActivationPrecision::Fp32)

@@ -5,12 +5,16 @@
 #include "megac/Frontend/ModelSpec.h"
 #include "megac/Frontend/SpecFromHuggingFace.h"
 #include "megac/Limits.h"
+#include "megac/NumberText.h"
 #include "megart/checkpoint_match.h"
 #include "megart/error.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
+
+#include <tuple>
 
 using namespace llvm;
 
@@ -46,9 +50,36 @@ Expected<SpecSource> huggingFaceSpec(StringRef path, const std::string &configPa
   return SpecSource{std::move(*text), configPath, configPath};
 }
 
+/// `specText` with `key: value` (replacing the key's line, or added), read back to check that
+/// exactly `check` came of it (a spec in YAML's flow style would not).
+Expected<std::string> specWithKey(StringRef specText, StringRef key, const std::string &value, StringRef origin,
+                                  function_ref<bool(const ModelSpec &)> check) {
+  SmallVector<StringRef> lines;
+  specText.rtrim('\n').split(lines, '\n');
+  std::string out;
+  bool found = false;
+  for (StringRef line : lines) {
+    if (line.starts_with((key + ":").str())) {
+      out += (key + ": " + value + "\n").str();
+      found = true;
+    } else {
+      out += line.str() + "\n";
+    }
+  }
+  if (!found)
+    out += (key + ": " + value + "\n").str();
+  Expected<ModelSpec> edited = parseModelSpec(out, origin);
+  if (!edited)
+    return edited.takeError();
+  if (check(*edited))
+    return out;
+  return fail(origin + ": megac cannot set the spec's " + key + " to " + value + " (it is not one '" + key +
+              ": VALUE' line); write the spec one key a line");
+}
+
 } // namespace
 
-Expected<SpecSource> readSpecSource(StringRef path, std::optional<int64_t> seqLength) {
+Expected<SpecSource> readSpecSource(StringRef path, const SpecOverrides &overrides) {
   Expected<SpecSource> source = [&]() -> Expected<SpecSource> {
     if (sys::fs::is_directory(path)) {
       const std::string configPath = joinPath(path, "config.json");
@@ -64,7 +95,26 @@ Expected<SpecSource> readSpecSource(StringRef path, std::optional<int64_t> seqLe
       return text.takeError();
     return SpecSource{std::move(*text), path.str(), ""};
   }();
-  if (!source || !seqLength)
+  if (!source)
+    return source;
+  for (auto [flag, key, rate] : {std::tuple{"--hidden-dropout", "hidden_dropout", overrides.hiddenDropout},
+                                 std::tuple{"--attention-dropout", "attention_dropout", overrides.attentionDropout}}) {
+    if (!rate)
+      continue;
+    if (!(*rate >= 0 && *rate < 1)) // NaN fails too
+      return fail(Twine(flag) + " is " + shortestExactText(*rate) + "; a dropout rate is a number in [0, 1)");
+    const bool hidden = StringRef(key) == "hidden_dropout";
+    const double want = *rate;
+    Expected<std::string> text = specWithKey(source->text, key, shortestExactText(want), source->origin,
+                                             [&](const ModelSpec &s) {
+                                               return (hidden ? s.hiddenDropout : s.attentionDropout) == want;
+                                             });
+    if (!text)
+      return text.takeError();
+    source->text = std::move(*text);
+  }
+  const std::optional<int64_t> seqLength = overrides.seqLength;
+  if (!seqLength)
     return source;
   if (*seqLength < 1 || *seqLength > limits::kSeqLength)
     return fail("--seq-length is " + Twine(*seqLength) + "; give the tokens of one sample, 1 to " +
@@ -85,27 +135,18 @@ Expected<SpecSource> readSpecSource(StringRef path, std::optional<int64_t> seqLe
 
 Expected<std::string> specWithSeqLength(StringRef specText, int64_t seqLength, int64_t maxPositions,
                                         StringRef origin) {
-  SmallVector<StringRef> lines;
-  specText.split(lines, '\n');
-  std::string out;
-  bool hasMaxPositions = false;
-  for (StringRef line : lines) {
-    if (line.starts_with("max_position_embeddings:"))
-      hasMaxPositions = true;
-    out += line.starts_with("seq_length:") ? ("seq_length: " + Twine(seqLength)).str() : line.str();
-    out += "\n";
+  // A learned position table keeps the model's rows: the spec's own, or `maxPositions`.
+  std::string text = specText.str();
+  if (!StringRef(text).contains("max_position_embeddings:")) {
+    Expected<std::string> kept =
+        specWithKey(text, "max_position_embeddings", std::to_string(maxPositions), origin,
+                    [&](const ModelSpec &s) { return s.maxPositionEmbeddings == maxPositions; });
+    if (!kept)
+      return kept.takeError();
+    text = std::move(*kept);
   }
-  if (!hasMaxPositions)
-    out += ("max_position_embeddings: " + Twine(maxPositions) + "\n").str();
-  // Read back: the edit must have given exactly these sizes (a spec in YAML's flow style would not).
-  Expected<ModelSpec> edited = parseModelSpec(out, origin);
-  if (edited && edited->seqLength == seqLength && edited->maxPositionEmbeddings == maxPositions)
-    return out;
-  if (!edited)
-    consumeError(edited.takeError());
-  return fail(origin + ": megac compiles this model for " + Twine(seqLength) + " of its " + Twine(maxPositions) +
-              " positions, but cannot set the spec's seq_length (it is not one 'seq_length: N' line); write the "
-              "spec one key a line");
+  return specWithKey(text, "seq_length", std::to_string(seqLength), origin,
+                     [&](const ModelSpec &s) { return s.seqLength == seqLength; });
 }
 
 } // namespace megac

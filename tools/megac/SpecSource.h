@@ -1,7 +1,7 @@
 // What `megac compile`, `simulate` and `plan` take as SPEC: a spec YAML, or a Hugging Face model
-// (its folder, or its config.json) read into one. --seq-length (Megatron's flag) sets the
-// sequence length the program is compiled for (default: the spec's seq_length; a config.json's
-// max_position_embeddings).
+// (its folder, or its config.json) read into one. Megatron's flags --seq-length (default: the
+// spec's seq_length; a config.json's max_position_embeddings), --hidden-dropout and
+// --attention-dropout set those keys of the spec, which the program records as it was compiled.
 #pragma once
 
 #include "llvm/ADT/StringRef.h"
@@ -19,13 +19,19 @@ struct SpecSource {
   std::string huggingFaceConfig; // the config.json it was made from, if any
 };
 
-/// The spec `path` names, at the sequence length `seqLength` if given. A Hugging Face model is
-/// checked field by field against what megac computes (the check OUT/train --load makes).
-llvm::Expected<SpecSource> readSpecSource(llvm::StringRef path, std::optional<int64_t> seqLength);
+/// The spec keys a command line sets over the spec's own.
+struct SpecOverrides {
+  std::optional<int64_t> seqLength;
+  std::optional<double> hiddenDropout, attentionDropout;
+};
 
-/// --seq-length, when given (defined with the compile flags in CompileCommand.cpp; compile,
-/// simulate and plan take it).
-std::optional<int64_t> seqLengthFlag();
+/// The spec `path` names, with `overrides`. A Hugging Face model is checked field by field
+/// against what megac computes (the check OUT/train --load makes).
+llvm::Expected<SpecSource> readSpecSource(llvm::StringRef path, const SpecOverrides &overrides);
+
+/// --seq-length, --hidden-dropout and --attention-dropout, where given (defined with the compile
+/// flags in CompileCommand.cpp; compile, simulate and plan take them).
+SpecOverrides specOverrideFlags();
 
 /// `specText` with seq_length `seqLength`, and max_position_embeddings `maxPositions` unless
 /// the spec sets it (a learned position table keeps the model's rows). Fails when the spec is not

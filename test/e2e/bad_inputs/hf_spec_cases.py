@@ -39,6 +39,10 @@ def cases():
                    setting("attn_pdrop", 1.5)),
         hf_compile("--seq-length past the learned positions", r"--seq-length is 64, but .*config\.json has learned "
                    r"positions for 32 tokens \(max_position_embeddings\); give at most 32", flags=["--seq-length", "64"]),
+        hf_compile("--hidden-dropout 1.5", r"--hidden-dropout is 1\.5; a dropout rate is a number in \[0, 1\)",
+                   flags=["--hidden-dropout", "1.5"]),
+        hf_compile("--attention-dropout nan", r"--attention-dropout is nan; a dropout rate is a number in \[0, 1\)",
+                   flags=["--attention-dropout", "nan"]),
         hf_compile("--seq-length 0", r"--seq-length is 0; give the tokens of one sample, 1 to 4194304",
                    flags=["--seq-length", "0"]),
     ]
