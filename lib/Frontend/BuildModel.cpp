@@ -57,7 +57,8 @@ class ModelBuilder {
 public:
   ModelBuilder(MLIRContext &context, const ModelSpec &spec, int64_t microBatch, int64_t globalBatch, int64_t paddedVocab)
       : b(&context), s(spec), gpt2(spec.family == "gpt2"), microBatch(microBatch), B(globalBatch), S(spec.seqLength), H(spec.hiddenSize),
-        heads(spec.numAttentionHeads), groups(spec.numQueryGroups), D(spec.headDim()), F(spec.ffnHiddenSize),
+        heads(spec.numAttentionHeads), groups(spec.numQueryGroups), D(spec.headDim()), Q(spec.queryWidth()),
+        F(spec.ffnHiddenSize),
         V(spec.vocabSize), Vp(paddedVocab), outputStd(0.02 / std::sqrt(2.0 * spec.numLayers)) {}
 
   OwningOpRef<ModuleOp> build() {
@@ -147,8 +148,8 @@ private:
     if (gpt2) {
       addNorm("ln_1");
       // c_attn [H, H + 2 kv] holds [q | k | v] by columns: one block each.
-      int64_t fused = H + 2 * kv;
-      int64_t start[3] = {0, H, H + kv}, width[3] = {H, kv, kv};
+      int64_t fused = Q + 2 * kv;
+      int64_t start[3] = {0, Q, Q + kv}, width[3] = {Q, kv, kv};
       const char *block[3] = {"q", "k", "v"};
       for (int i = 0; i < 3; ++i)
         addParam("attn.c_attn.weight", block[i], {H, width[i]}, weightPlacement(Parallel::Column),
@@ -157,16 +158,16 @@ private:
         for (int i = 0; i < 3; ++i)
           addParam("attn.c_attn.bias", block[i], {width[i]}, biasPlacement(Parallel::Column), tx::ParamInit::Zeros,
                    std::nullopt, {start[i]}, {fused});
-      addLinear("attn.c_proj", H, H, outputStd, Parallel::Row, s.addBiasLinear);
+      addLinear("attn.c_proj", Q, H, outputStd, Parallel::Row, s.addBiasLinear);
       addNorm("ln_2");
       addLinear("mlp.c_fc", H, F, 0.02, Parallel::Column, s.addBiasLinear);
       addLinear("mlp.c_proj", F, H, outputStd, Parallel::Row, s.addBiasLinear);
     } else {
       addNorm("input_layernorm");
-      addLinear("self_attn.q_proj", H, H, 0.02, Parallel::Column, qkvBias());
+      addLinear("self_attn.q_proj", H, Q, 0.02, Parallel::Column, qkvBias());
       addLinear("self_attn.k_proj", H, kv, 0.02, Parallel::Column, qkvBias());
       addLinear("self_attn.v_proj", H, kv, 0.02, Parallel::Column, qkvBias());
-      addLinear("self_attn.o_proj", H, H, outputStd, Parallel::Row, s.addBiasLinear);
+      addLinear("self_attn.o_proj", Q, H, outputStd, Parallel::Row, s.addBiasLinear);
       addNorm("post_attention_layernorm");
       addLinear("mlp.gate_proj", H, F, 0.02, Parallel::Column, s.addBiasLinear);
       addLinear("mlp.up_proj", H, F, 0.02, Parallel::Column, s.addBiasLinear);
@@ -282,11 +283,11 @@ private:
       Value bq, bk, bv;
       if (s.addBiasLinear)
         bq = p.take(), bk = p.take(), bv = p.take();
-      q = linear(h, wq, bq, H, "q", "num_attention_heads");
+      q = linear(h, wq, bq, Q, "q", "num_attention_heads");
       k = linear(h, wk, bk, kv, "k", "num_query_groups");
       v = linear(h, wv, bv, kv, "v", "num_query_groups");
     } else {
-      q = linear(p, h, H, "q", "num_attention_heads", qkvBias());
+      q = linear(p, h, Q, "q", "num_attention_heads", qkvBias());
       k = linear(p, h, kv, "k", "num_query_groups", qkvBias());
       v = linear(p, h, kv, "v", "num_query_groups", qkvBias());
     }
@@ -295,7 +296,7 @@ private:
         heads4(k, groups, "k", "num_query_groups"), reshape(v, {B, S, groups, D}, "v_heads", "num_query_groups"),
         b.getUnitAttr(), b.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(D))),
         s.attentionDropout > 0.0 ? b.getF64FloatAttr(s.attentionDropout) : FloatAttr());
-    Value o = linear(p, reshape(attn, {B, S, H}, "attn_merged", "num_attention_heads"), H, "attn_proj", "hidden_size");
+    Value o = linear(p, reshape(attn, {B, S, Q}, "attn_merged", "num_attention_heads"), H, "attn_proj", "hidden_size");
     o = hiddenDropout(o, names::kAttentionOutputDropoutStream, "attn_proj_dropout");
     Value r1 = tx::AddOp::create(b, at("residual_1", "num_layers"), x, o);
 
@@ -375,7 +376,7 @@ private:
   const ModelSpec &s;
   bool gpt2;
   int64_t microBatch; // per data-parallel rank
-  int64_t B, S, H, heads, groups, D, F, V, Vp; // B: the batch of every data-parallel rank
+  int64_t B, S, H, heads, groups, D, Q, F, V, Vp; // B: the batch of every data-parallel rank; Q: heads x D
   double outputStd;
   std::vector<LayerParam> layerParams;
 };

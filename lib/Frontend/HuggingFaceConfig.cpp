@@ -19,7 +19,17 @@ std::string pretty(llvm::json::Object object) {
 
 HuggingFaceConfig none(std::string why) { return {"", std::move(why)}; }
 
+/// transformers 4.40's GPT-2, Llama and Qwen2 make their heads hidden_size / num_attention_heads wide.
+std::optional<HuggingFaceConfig> headsNotHiddenWide(const ModelSpec &s, llvm::StringRef architecture) {
+  if (s.queryWidth() == s.hiddenSize)
+    return std::nullopt;
+  return none("kv_channels " + std::to_string(s.headDim()) + " (" + architecture.str() +
+              "'s heads are hidden_size / num_attention_heads wide)");
+}
+
 HuggingFaceConfig gpt2(const ModelSpec &s) {
+  if (std::optional<HuggingFaceConfig> no = headsNotHiddenWide(s, "GPT2LMHeadModel"))
+    return *no;
   if (s.normalization != "LayerNorm")
     return none("normalization " + s.normalization + " (GPT2LMHeadModel has LayerNorm)");
   if (s.positionEmbeddingType != "learned")
@@ -55,7 +65,7 @@ std::optional<HuggingFaceConfig> notLlamaLayout(const ModelSpec &s, llvm::String
     return none("normalization " + s.normalization + " (" + architecture.str() + " has RMSNorm)");
   if (s.addBiasLinear)
     return none("add_bias_linear true (" + architecture.str() + "'s MLP has no biases)");
-  return std::nullopt;
+  return headsNotHiddenWide(s, architecture);
 }
 
 /// Qwen2ForCausalLM: Llama's layout with biases on q, k and v; no sliding window.

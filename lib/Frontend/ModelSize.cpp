@@ -40,7 +40,8 @@ std::pair<int64_t, int64_t> layerAndEmbeddingParameters(const ModelSpec &s, int6
   const int64_t H = s.hiddenSize, F = s.ffnHiddenSize, kv = s.numQueryGroups * s.headDim();
   const bool swiglu = s.activation == "swiglu";
   const bool qkvBias = s.addBiasLinear || s.addQkvBias;
-  const int64_t attention = H * (H + 2 * kv) + H * H + (qkvBias ? H + 2 * kv : 0) + (s.addBiasLinear ? H : 0);
+  const int64_t Q = s.queryWidth();
+  const int64_t attention = H * (Q + 2 * kv) + Q * H + (qkvBias ? Q + 2 * kv : 0) + (s.addBiasLinear ? H : 0);
   const int64_t mlp = (swiglu ? 3 : 2) * H * F + (s.addBiasLinear ? F + H : 0);
   const int64_t perLayer = attention + mlp + 4 * H; // two norms, weights and biases
   int64_t embeddings = vocabRows * H * (s.tieEmbeddings ? 1 : 2) + 2 * H; // + the final norm
@@ -68,8 +69,8 @@ Error checkParameters(const ModelSpec &s, int64_t vocabRows, StringRef vocabName
 Error megac::checkSpecSize(const ModelSpec &s) {
   const int64_t H = s.hiddenSize, kv = s.numQueryGroups * s.headDim();
   if (Error e = checkWeight("the attention's query/key/value weight", "hidden_size", H,
-                            "hidden_size + 2 x num_query_groups x head dim", H + 2 * kv,
-                            "hidden_size (or num_query_groups)"))
+                            "(num_attention_heads + 2 x num_query_groups) x head dim", s.queryWidth() + 2 * kv,
+                            "hidden_size (or num_query_groups, kv_channels)"))
     return e;
   if (Error e = checkWeight("the MLP's weight", "hidden_size", H, "ffn_hidden_size", s.ffnHiddenSize,
                             "hidden_size or ffn_hidden_size"))
@@ -98,7 +99,7 @@ Error megac::checkProgramSize(const ModelSpec &s, const ParallelPlan &plan, int6
     return e;
   // The frontend's IR is unsharded: its widest activation is [micro batch, seq, width].
   const int64_t kv = s.numQueryGroups * s.headDim();
-  const int64_t width = std::max({s.hiddenSize + 2 * kv, s.ffnHiddenSize, padded});
+  const int64_t width = std::max({s.queryWidth() + 2 * kv, s.hiddenSize, s.ffnHiddenSize, padded});
   std::optional<int64_t> activation = product({microBatch, s.seqLength, width});
   if (!activation || *activation > limits::kTensorElements)
     return fail("the largest activation of a microbatch, [--micro-batch-size " + Twine(microBatch) + ", seq_length " +

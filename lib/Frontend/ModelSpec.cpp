@@ -103,7 +103,7 @@ int64_t defaultFfn(StringRef family, int64_t hidden) {
 
 ArrayRef<StringRef> megac::specKeys() {
   static const StringRef known[] = {
-      "family", "num_layers", "hidden_size", "num_attention_heads", "num_query_groups",
+      "family", "num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
       "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size", "normalization",
       "activation", "position_embedding_type", "tie_embeddings", "add_bias_linear", "add_qkv_bias",
       "norm_epsilon", "rotary_base", "hidden_dropout", "attention_dropout"};
@@ -194,6 +194,7 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   // Megatron's and GPT-2's dropout; Hugging Face Llama has none.
   s.hiddenDropout = s.attentionDropout = gpt2 ? 0.1 : 0.0;
   for (IntKey k : {IntKey{"num_query_groups", &s.numQueryGroups, limits::kAttentionHeads},
+                   IntKey{"kv_channels", &s.kvChannels, limits::kHiddenSize},
                    IntKey{"ffn_hidden_size", &s.ffnHiddenSize, limits::kFfnHiddenSize},
                    IntKey{"max_position_embeddings", &s.maxPositionEmbeddings, limits::kSeqLength}})
     if (has(k.key))
@@ -219,9 +220,16 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
         return std::move(e);
 
   // Checks that span keys.
-  if (s.hiddenSize % s.numAttentionHeads)
+  if (!s.kvChannels && s.hiddenSize % s.numAttentionHeads)
     return r.fail("hidden_size (" + Twine(s.hiddenSize) + ") is not divisible by num_attention_heads (" +
-                  Twine(s.numAttentionHeads) + ")");
+                  Twine(s.numAttentionHeads) + "); set kv_channels (the head dimension) if the heads are not "
+                  "hidden_size / num_attention_heads wide");
+  // Both are bounded (kAttentionHeads, kHiddenSize): the product cannot overflow.
+  if (s.queryWidth() > limits::kHiddenSize)
+    return r.fail("num_attention_heads x kv_channels is " + Twine(s.numAttentionHeads) + " x " +
+                  Twine(s.headDim()) + " = " + Twine(s.queryWidth()) + ", more than the " +
+                  Twine(limits::kHiddenSize) + " megac allows for the queries' width; lower kv_channels or "
+                  "num_attention_heads");
   if (s.numAttentionHeads % s.numQueryGroups)
     return r.fail("num_attention_heads (" + Twine(s.numAttentionHeads) +
                   ") is not divisible by num_query_groups (" + Twine(s.numQueryGroups) + ")");

@@ -84,21 +84,21 @@ class Attention(nn.Module):
         h, d = spec.hidden_size, spec.head_dim
         self.heads, self.groups, self.d, self.gpt2 = spec.num_attention_heads, spec.num_query_groups, d, gpt2
         self.attention_dropout = spec.attention_dropout
-        kv, bias = self.groups * d, spec.add_bias_linear
-        if gpt2:  # fused Conv1D; output columns [q (h) | k (kv) | v (kv)], heads contiguous
-            self.c_attn = Linear(h, h + 2 * kv, bias, conv1d=True)
-            self.c_proj = Linear(h, h, bias, conv1d=True)
+        q, kv, bias = self.heads * d, self.groups * d, spec.add_bias_linear  # q: hidden_size unless kv_channels
+        if gpt2:  # fused Conv1D; output columns [q | k (kv) | v (kv)], heads contiguous
+            self.c_attn = Linear(h, q + 2 * kv, bias, conv1d=True)
+            self.c_proj = Linear(q, h, bias, conv1d=True)
         else:  # q, k and v with biases alone: Qwen2
             qkv_bias = bias or spec.add_qkv_bias
-            self.q_proj = Linear(h, h, qkv_bias, conv1d=False)
+            self.q_proj = Linear(h, q, qkv_bias, conv1d=False)
             self.k_proj = Linear(h, kv, qkv_bias, conv1d=False)
             self.v_proj = Linear(h, kv, qkv_bias, conv1d=False)
-            self.o_proj = Linear(h, h, bias, conv1d=False)
+            self.o_proj = Linear(q, h, bias, conv1d=False)
 
     def forward(self, x, rope=None, drop=None):
         B, S, h = x.shape
         if self.gpt2:
-            q, k, v = self.c_attn(x).split([h, self.groups * self.d, self.groups * self.d], dim=-1)
+            q, k, v = self.c_attn(x).split([self.heads * self.d, self.groups * self.d, self.groups * self.d], dim=-1)
         else:
             q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         q = q.view(B, S, self.heads, self.d).transpose(1, 2)  # [B, heads, S, d]
@@ -113,7 +113,7 @@ class Attention(nn.Module):
         probs = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
         if drop is not None:
             probs = drop(probs, self.attention_dropout, dropout.ATTENTION)
-        o = (probs @ v).transpose(1, 2).reshape(B, S, h)
+        o = (probs @ v).transpose(1, 2).reshape(B, S, self.heads * self.d)
         return self.c_proj(o) if self.gpt2 else self.o_proj(o)
 
 

@@ -55,10 +55,11 @@ class Spec:
     add_qkv_bias: bool
     hidden_dropout: float
     attention_dropout: float
+    kv_channels: int  # the head dimension (Megatron's name); 0: hidden_size / num_attention_heads
 
     @property
     def head_dim(self):
-        return self.hidden_size // self.num_attention_heads
+        return self.kv_channels or self.hidden_size // self.num_attention_heads
 
 
 FIELDS = {f.name: f.type for f in dataclasses.fields(Spec)}
@@ -104,7 +105,7 @@ def make_spec(raw, where="spec"):
         raise SpecError(f"{where}: missing required key(s) {', '.join(missing)}")
     family = _check_type("family", raw["family"], "choice", where)
     h = raw["hidden_size"]
-    vals = dict(FAMILY_DEFAULTS[family], norm_epsilon=1e-5, rotary_base=10000.0,
+    vals = dict(FAMILY_DEFAULTS[family], norm_epsilon=1e-5, rotary_base=10000.0, kv_channels=0,
                 num_query_groups=raw.get("num_attention_heads"),
                 ffn_hidden_size=_default_ffn(family, h) if isinstance(h, int) else None,
                 max_position_embeddings=raw.get("seq_length"))
@@ -123,7 +124,7 @@ def _validate(s, where):
               "num_query_groups", "ffn_hidden_size", "max_position_embeddings"):
         if getattr(s, k) < 1:
             raise SpecError(f"{where}: {k} must be positive, got {getattr(s, k)}")
-    if s.hidden_size % s.num_attention_heads:
+    if not s.kv_channels and s.hidden_size % s.num_attention_heads:
         raise SpecError(f"{where}: hidden_size ({s.hidden_size}) is not divisible by "
                         f"num_attention_heads ({s.num_attention_heads})")
     if s.num_attention_heads % s.num_query_groups:

@@ -17,6 +17,7 @@ struct ModelSpec {
   int64_t hiddenSize = 0;
   int64_t numAttentionHeads = 0;
   int64_t numQueryGroups = 0;          // = heads unless grouped-query attention
+  int64_t kvChannels = 0;              // the head dimension (Megatron's kv_channels); 0: hidden / heads
   int64_t ffnHiddenSize = 0;
   int64_t seqLength = 0;
   int64_t maxPositionEmbeddings = 0;   // learned positions only
@@ -36,7 +37,9 @@ struct ModelSpec {
   std::string path;
   std::map<std::string, unsigned> keyLines;
 
-  int64_t headDim() const { return hiddenSize / numAttentionHeads; }
+  int64_t headDim() const { return kvChannels ? kvChannels : hiddenSize / numAttentionHeads; }
+  /// The width of the queries (and of the attention's output): heads x head dimension.
+  int64_t queryWidth() const { return numAttentionHeads * headDim(); }
 };
 
 /// The keys a spec may have (Megatron's names).

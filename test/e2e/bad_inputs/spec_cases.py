@@ -27,6 +27,9 @@ def cases():
     return [
         spec_case("add_qkv_bias apart from gpt2's c_attn", with_key("add_qkv_bias", "false"),
                   r"add_qkv_bias is false but add_bias_linear true; family gpt2's q, k and v share c_attn's bias"),
+        spec_case("kv_channels x heads past the limit", with_keys([("num_attention_heads", 4096), ("hidden_size", 4096),
+                                                                    ("kv_channels", 1024)]),
+                  r"num_attention_heads x kv_channels is 4096 x 1024 = 4194304, more than the 1048576 megac allows"),
         spec_case("hidden_size 2^61", with_key("hidden_size", 2305843009213693952), r"hidden_size"),
         spec_case("num_layers 100000", with_key("num_layers", 100000), r"num_layers"),
         spec_case("norm_epsilon inf", with_key("norm_epsilon", ".inf"), r"norm_epsilon"),
