@@ -19,6 +19,19 @@ std::string pretty(llvm::json::Object object) {
 
 HuggingFaceConfig none(std::string why) { return {"", std::move(why)}; }
 
+/// transformers' Llama refuses a rope_scaling factor that JSON gives as an integer ("2"), and
+/// llvm::json writes a whole double so: written as a float ("2.0").
+std::string floatFactor(std::string config) {
+  const std::string key = "\"factor\": ";
+  size_t at = config.find(key);
+  if (at == std::string::npos)
+    return config;
+  const size_t begin = at + key.size(), end = config.find_first_of(",\n}", begin);
+  if (config.find_first_of(".eE", begin) >= end) // no fraction, no exponent
+    config.insert(end, ".0");
+  return config;
+}
+
 /// transformers 4.40's GPT-2, Llama and Qwen2 make their heads hidden_size / num_attention_heads wide.
 std::optional<HuggingFaceConfig> headsNotHiddenWide(const ModelSpec &s, llvm::StringRef architecture) {
   if (s.queryWidth() == s.hiddenSize)
@@ -98,7 +111,7 @@ HuggingFaceConfig llama(const ModelSpec &s) {
     return *no;
   if (s.addQkvBias)
     return none("add_qkv_bias true (LlamaForCausalLM's attention_bias puts biases on o_proj too)");
-  return {pretty(llvm::json::Object{{"architectures", llvm::json::Array{"LlamaForCausalLM"}},
+  std::string config = pretty(llvm::json::Object{{"architectures", llvm::json::Array{"LlamaForCausalLM"}},
                   {"model_type", "llama"},
                   {"vocab_size", s.vocabSize},
                   {"hidden_size", s.hiddenSize},
@@ -110,11 +123,14 @@ HuggingFaceConfig llama(const ModelSpec &s) {
                   {"max_position_embeddings", s.maxPositionEmbeddings},
                   {"rms_norm_eps", s.normEpsilon},
                   {"rope_theta", s.rotaryBase},
+                  {"rope_scaling", s.ropeScalingType == "none"
+                                       ? llvm::json::Value(nullptr)
+                                       : llvm::json::Object{{"type", s.ropeScalingType}, {"factor", s.ropeScalingFactor}}},
                   {"attention_bias", false},
                   {"attention_dropout", s.attentionDropout}, // LlamaForCausalLM has no hidden dropout
                   {"tie_word_embeddings", s.tieEmbeddings},
-                  {"torch_dtype", "float32"}}),
-          ""};
+                  {"torch_dtype", "float32"}});
+  return {floatFactor(std::move(config)), ""};
 }
 
 } // namespace

@@ -106,7 +106,8 @@ ArrayRef<StringRef> megac::specKeys() {
       "family", "num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
       "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size", "normalization",
       "activation", "position_embedding_type", "tie_embeddings", "add_bias_linear", "add_qkv_bias",
-      "norm_epsilon", "rotary_base", "hidden_dropout", "attention_dropout"};
+      "norm_epsilon", "rotary_base", "rope_scaling_type", "rope_scaling_factor", "hidden_dropout",
+      "attention_dropout"};
   return known;
 }
 
@@ -203,7 +204,8 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   struct Choice { StringRef key; std::string *field; SmallVector<StringRef, 2> allowed; };
   for (Choice c : {Choice{"normalization", &s.normalization, {"LayerNorm", "RMSNorm"}},
                    Choice{"activation", &s.activation, {"gelu", "swiglu"}},
-                   Choice{"position_embedding_type", &s.positionEmbeddingType, {"learned", "rope"}}})
+                   Choice{"position_embedding_type", &s.positionEmbeddingType, {"learned", "rope"}},
+                   Choice{"rope_scaling_type", &s.ropeScalingType, {"none", "dynamic"}}})
     if (has(c.key))
       if (Error e = take(r.toChoice(c.key, get(c.key), c.allowed), *c.field))
         return std::move(e);
@@ -213,7 +215,8 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
       if (Error e = take(r.toBool(k, get(k)), *field))
         return std::move(e);
   for (auto [k, field] : {std::pair<StringRef, double *>{"norm_epsilon", &s.normEpsilon},
-                          {"rotary_base", &s.rotaryBase}, {"hidden_dropout", &s.hiddenDropout},
+                          {"rotary_base", &s.rotaryBase}, {"rope_scaling_factor", &s.ropeScalingFactor},
+                          {"hidden_dropout", &s.hiddenDropout},
                           {"attention_dropout", &s.attentionDropout}})
     if (has(k))
       if (Error e = take(r.toNumber(k, get(k)), *field))
@@ -243,6 +246,15 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
     return r.fail("norm_epsilon must be > 0, got " + number(s.normEpsilon));
   if (s.rotaryBase <= 0)
     return r.fail("rotary_base must be > 0, got " + number(s.rotaryBase));
+  if (s.ropeScalingType != "none" && !(s.ropeScalingFactor > 1.0 && s.ropeScalingFactor <= 1e6))
+    return r.fail("rope_scaling_factor is " + number(s.ropeScalingFactor) + "; rope scaling needs a factor above 1 "
+                  "(transformers' rule), at most 1e6");
+  if (s.ropeScalingType != "none" && s.positionEmbeddingType != "rope")
+    return r.fail("rope_scaling_type " + s.ropeScalingType + " scales rotary positions, but position_embedding_type "
+                  "is " + s.positionEmbeddingType + "; leave rope_scaling_type out");
+  if (s.ropeScalingType != "none" && s.headDim() <= 2)
+    return r.fail("rope_scaling_type " + s.ropeScalingType + " needs a head dimension above 2, got " +
+                  Twine(s.headDim()));
   // Checkpoints use Hugging Face layouts; these combinations have none.
   if (gpt2 && s.activation == "swiglu")
     return r.fail("activation swiglu with family gpt2 has no Hugging Face checkpoint layout; use family llama");
@@ -266,4 +278,13 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   if (Error e = checkSpecSize(s))
     return r.fail(toString(std::move(e)));
   return s;
+}
+
+double megac::ModelSpec::rotaryBaseFor(int64_t tokens) const {
+  if (ropeScalingType != "dynamic" || tokens <= maxPositionEmbeddings)
+    return rotaryBase;
+  const double d = static_cast<double>(headDim());
+  const double stretch = ropeScalingFactor * static_cast<double>(tokens) / static_cast<double>(maxPositionEmbeddings) -
+                         (ropeScalingFactor - 1.0);
+  return rotaryBase * std::pow(stretch, d / (d - 2.0));
 }

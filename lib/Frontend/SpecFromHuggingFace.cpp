@@ -63,6 +63,25 @@ public:
     return *x;
   }
 
+  /// The spec lines of rope_scaling (transformers 4.40's Llama: null, or {"type", "factor"}):
+  /// dynamic NTK scaling; linear scaling is refused by name until the rope op scales positions.
+  Expected<std::string> ropeScaling() const {
+    const json::Value *v = config.get("rope_scaling");
+    if (!v || v->kind() == json::Value::Null)
+      return std::string();
+    const json::Object *o = v->getAsObject();
+    std::optional<StringRef> type = o ? o->getString("type") : std::nullopt;
+    std::optional<double> factor = o ? o->getNumber("factor") : std::nullopt;
+    if (!type || !factor)
+      return fail("rope_scaling is " + shown(*v) + "; transformers' Llama reads {\"type\": ..., \"factor\": ...}");
+    if (*type != "dynamic")
+      return fail("rope_scaling's type is \"" + *type + "\"; megac computes \"dynamic\" (NTK) scaling only so far "
+                  "(linear needs the rope op to scale positions), so " + cannot());
+    if (!(*factor > 1.0 && *factor <= 1e6))
+      return fail("rope_scaling's factor is " + shown(*o->get("factor")) + "; it must be above 1 (at most 1e6)");
+    return "rope_scaling_type: dynamic\nrope_scaling_factor: " + shortestExactText(*factor) + "\n";
+  }
+
   /// The dropout lines of the spec, and what they are for.
   std::string dropoutComment() const {
     return use == SpecUse::Generate ? "dropout 0: a generating program drops nothing"
@@ -183,12 +202,15 @@ Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, S
   Expected<double> attention = r.dropout("attention_dropout", 0.0); // Llama has no other dropout
   if (!attention)
     return attention.takeError();
+  Expected<std::string> scaling = r.ropeScaling();
+  if (!scaling)
+    return scaling.takeError();
   return "# From a Hugging Face " + architecture.str() + "'s config.json; " + r.dropoutComment() + ".\n" +
          line("family", family) + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
          line("num_attention_heads", Twine(*heads)) + line("num_query_groups", Twine(*groups)) +
          line("ffn_hidden_size", Twine(*ffn)) + line("seq_length", Twine(*positions)) +
          line("vocab_size", Twine(*vocab)) + line("norm_epsilon", exact(*epsilon)) +
-         line("rotary_base", exact(*base)) + line("tie_embeddings", *tied ? "true" : "false") +
+         line("rotary_base", exact(*base)) + *scaling + line("tie_embeddings", *tied ? "true" : "false") +
          line("hidden_dropout", "0") + line("attention_dropout", exact(*attention));
 }
 

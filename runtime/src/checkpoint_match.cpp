@@ -100,7 +100,7 @@ const JsonValue *hf_default(const std::string &model_type, const std::string &ke
   static const std::map<std::string, std::map<std::string, std::string>> defaults = {
       {"llama",
        {{"attention_bias", "false"}, {"tie_word_embeddings", "false"}, {"rope_theta", "10000"},
-        {"rms_norm_eps", "1e-06"}, {"hidden_act", "\"silu\""}, {"mlp_bias", "false"}}},
+        {"rms_norm_eps", "1e-06"}, {"hidden_act", "\"silu\""}, {"mlp_bias", "false"}, {"rope_scaling", "null"}}},
       {"qwen2",
        {{"tie_word_embeddings", "false"}, {"rope_theta", "10000"}, {"rms_norm_eps", "1e-06"},
         {"hidden_act", "\"silu\""}, {"use_sliding_window", "false"}}},

@@ -194,7 +194,7 @@ class Transformer(nn.Module):
             self._names = ("model", "embed_tokens", "layers", "norm")
         if not spec.tie_embeddings:
             self.lm_head = Linear(h, V, bias=False, conv1d=False)  # [V, h]
-        self.rope = (rope_tables(spec.seq_length, spec.head_dim, spec.rotary_base)
+        self.rope = (rope_tables(spec.seq_length, spec.head_dim, spec.rotary_base_for(spec.seq_length))
                      if spec.position_embedding_type == "rope" else None)
         self.draw = None  # a dropout.Draw while training a microbatch; None: no dropout
 

@@ -27,6 +27,7 @@ CHOICES = {
     "normalization": ("LayerNorm", "RMSNorm"),
     "activation": ("gelu", "swiglu"),
     "position_embedding_type": ("learned", "rope"),
+    "rope_scaling_type": ("none", "dynamic"),
 }
 
 
@@ -56,6 +57,16 @@ class Spec:
     hidden_dropout: float
     attention_dropout: float
     kv_channels: int  # the head dimension (Megatron's name); 0: hidden_size / num_attention_heads
+    rope_scaling_type: str  # "none" or "dynamic" (transformers' dynamic NTK scaling)
+    rope_scaling_factor: float
+
+    def rotary_base_for(self, tokens):
+        """The base a sequence of `tokens` rotates with: past max_position_embeddings, dynamic NTK
+        scaling raises it (transformers' LlamaDynamicNTKScalingRotaryEmbedding)."""
+        if self.rope_scaling_type != "dynamic" or tokens <= self.max_position_embeddings:
+            return self.rotary_base
+        d, f = self.head_dim, self.rope_scaling_factor
+        return self.rotary_base * ((f * tokens / self.max_position_embeddings) - (f - 1)) ** (d / (d - 2))
 
     @property
     def head_dim(self):
@@ -106,6 +117,7 @@ def make_spec(raw, where="spec"):
     family = _check_type("family", raw["family"], "choice", where)
     h = raw["hidden_size"]
     vals = dict(FAMILY_DEFAULTS[family], norm_epsilon=1e-5, rotary_base=10000.0, kv_channels=0,
+                rope_scaling_type="none", rope_scaling_factor=1.0,
                 num_query_groups=raw.get("num_attention_heads"),
                 ffn_hidden_size=_default_ffn(family, h) if isinstance(h, int) else None,
                 max_position_embeddings=raw.get("seq_length"))

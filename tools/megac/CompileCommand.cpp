@@ -607,8 +607,11 @@ int megac::runCompile() {
   // Generation's decode_step (one position with a KV cache): the same model built for one
   // position, where one rank computes in fp32 on the CPU (as logits_step).
   mlir::OwningOpRef<mlir::ModuleOp> decodeModule;
+  // Past max_position_embeddings, dynamic rope scaling gives each length its own base: one
+  // position at a time would not rotate as the whole window does (generation reruns the window).
+  const bool ropeFollowsLength = spec->rotaryBaseFor(spec->seqLength) != spec->rotaryBase;
   if (plan.worldSize() == 1 && precision == ActivationPrecision::Fp32 && *target == megac::Target::Cpu &&
-      !plan.lora.enabled()) {
+      !plan.lora.enabled() && !ropeFollowsLength) {
     ModelSpec onePosition = *spec;
     onePosition.seqLength = 1;
     decodeModule = buildModel(context, onePosition, plan, microBatch);

@@ -30,6 +30,10 @@ struct ModelSpec {
   bool addQkvBias = false;             // biases on q, k and v only (Qwen2): Megatron's add_qkv_bias
   double normEpsilon = 1e-5;
   double rotaryBase = 10000.0;
+  // Rope scaling (Hugging Face's rope_scaling): "dynamic" NTK scaling raises the base for a
+  // sequence longer than max_position_embeddings (transformers' LlamaDynamicNTKScalingRotaryEmbedding).
+  std::string ropeScalingType = "none";
+  double ropeScalingFactor = 1.0;
   double hiddenDropout = 0.0;
   double attentionDropout = 0.0;
 
@@ -38,6 +42,9 @@ struct ModelSpec {
   std::map<std::string, unsigned> keyLines;
 
   int64_t headDim() const { return kvChannels ? kvChannels : hiddenSize / numAttentionHeads; }
+  /// The rope base a sequence of `tokens` uses: with dynamic NTK scaling past
+  /// max_position_embeddings, base x (factor x tokens / max - (factor - 1))^(d / (d - 2)).
+  double rotaryBaseFor(int64_t tokens) const;
   /// The width of the queries (and of the attention's output): heads x head dimension.
   int64_t queryWidth() const { return numAttentionHeads * headDim(); }
 };
