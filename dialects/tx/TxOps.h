@@ -8,7 +8,9 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "tx/TxDialect.h"
 #include "tx/TxFactorRule.h"
+#include "tx/TxAttention.h"
 #include "tx/TxGemm.h"
+#include "tx/TxKernelCall.h"
 #include "tx/TxEnums.h.inc"
 #include "tx/TxSharding.h"
 
