@@ -11,6 +11,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,14 @@ struct KernelCall {
   Kernel kernel;
   std::vector<KernelArg> args;
 };
+
+/// Whether `call` draws dropout masks from the step's random streams (a dropout_block or
+/// attention_dropout argument): a function that makes such calls needs its layer's index.
+bool drawsDropoutMasks(const KernelCall &call);
+
+/// The kernel call of `op` if it has one that the kernels can run, with no diagnostics: for
+/// questions about a function's calls before it is emitted.
+std::optional<KernelCall> quietKernelCall(mlir::Operation *op, bool decode = false);
 
 /// For lit tests, target-neutral: `layer_norm_forward(%ln, %x, %w, %b, rows=32, dim=16, eps=1e-05)`,
 /// each value as `valueName` gives it; per-rank integers as `tp.rank*N`, `tp.size*N`,

@@ -7,6 +7,7 @@
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 
@@ -82,6 +83,21 @@ KernelArg KernelArg::nested(KernelCall c) {
   return a;
 }
 KernelArg KernelArg::context(Kind k) { return KernelArg(k); }
+
+bool megac::tx::drawsDropoutMasks(const KernelCall &call) {
+  if (call.kernel == Kernel::dropout_block || call.kernel == Kernel::attention_dropout)
+    return true;
+  return llvm::any_of(call.args, [](const KernelArg &a) { return a.call && drawsDropoutMasks(*a.call); });
+}
+
+std::optional<KernelCall> megac::tx::quietKernelCall(Operation *op, bool decode) {
+  auto lowered = dyn_cast<KernelCallOpInterface>(op);
+  if (!lowered)
+    return std::nullopt;
+  ScopedDiagnosticHandler quiet(op->getContext(), [](Diagnostic &) { return success(); });
+  FailureOr<KernelCall> call = lowered.getKernelCall(decode);
+  return succeeded(call) ? std::optional<KernelCall>(std::move(*call)) : std::nullopt;
+}
 
 static void printInt(llvm::raw_ostream &os, const KernelInt &n) {
   switch (n.kind) {

@@ -197,21 +197,14 @@ private:
   void waitFor(Operation &op);
 };
 
-/// Whether the function `call` calls draws dropout masks (a dropout op or an attention with a
-/// nonzero rate).
+/// Whether the function `call` calls draws dropout masks (some op's kernel call does).
 bool drawsDropout(func::CallOp call) {
   auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
   if (!callee)
     return false;
   WalkResult r = callee.walk([](Operation *op) {
-    FloatAttr rate;
-    if (auto d = dyn_cast<tx::DropoutOp>(op))
-      rate = d.getRateAttr();
-    else if (auto a = dyn_cast<tx::AttentionOp>(op))
-      rate = a.getDropoutAttr();
-    else if (auto g = dyn_cast<tx::AttentionGradOp>(op))
-      rate = g.getDropoutAttr();
-    return rate && rate.getValueAsDouble() != 0.0 ? WalkResult::interrupt() : WalkResult::advance();
+    std::optional<tx::KernelCall> kernelCall = tx::quietKernelCall(op);
+    return kernelCall && tx::drawsDropoutMasks(*kernelCall) ? WalkResult::interrupt() : WalkResult::advance();
   });
   return r.wasInterrupted();
 }
@@ -621,11 +614,13 @@ Signature calleeSignature(func::FuncOp fn, bool decode) {
   Block &body = fn.getBody().front();
   for (BlockArgument arg : body.getArguments()) {
     std::string name = sig.names.take(arg, "arg");
-    // A QLoRA base weight comes as the runtime's NF4 tensor, which tx.nf4_dequantize or
-    // tx.matmul_nf4 (as its weight) reads.
-    const bool nf4 = llvm::any_of(arg.getUses(), [](OpOperand &use) {
-      auto fused = dyn_cast<tx::MatmulNf4Op>(use.getOwner());
-      return isa<tx::Nf4DequantizeOp>(use.getOwner()) || (fused && use.get() == fused.getWeight());
+    // A QLoRA base weight comes as the runtime's NF4 tensor, which a kernel reads through its
+    // pointer (tx.nf4_dequantize, tx.matmul_nf4's weight).
+    const bool nf4 = llvm::any_of(arg.getUsers(), [&](Operation *user) {
+      std::optional<tx::KernelCall> kernelCall = tx::quietKernelCall(user, decode);
+      return kernelCall && llvm::any_of(kernelCall->args, [&](const tx::KernelArg &a) {
+               return a.kind == tx::KernelArg::Deref && a.value == arg;
+             });
     });
     sig.prototype += ",\n    const " + (nf4 ? std::string("megart::Nf4Weight") : cppElementType(arg.getType())) + " *" +
                      name + " /* " + typeString(arg.getType()) + (nf4 ? ", NF4" : "") + " */";
