@@ -100,6 +100,26 @@ def Tx_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
   ];
 }
 
+def Tx_ReferenceEvalOpInterface : OpInterface<"ReferenceEvalOpInterface"> {
+  let cppNamespace = "::megac::tx";
+  let description = [{
+    An op the double-precision reference interpreter (lib/Eval, megac-gradcheck) can run: it
+    checks what its verifier cannot (ids in range) and calls its reference kernel
+    (include/megac/Eval/Kernels.h). The implementations live in dialects/tx/TxReferenceEval.cpp.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        One result tensor per op result, from one tensor per operand; failure after an error
+        on the op.
+      }],
+      "::mlir::FailureOr<::llvm::SmallVector<::megac::eval::Tensor>>", "evaluate",
+      (ins "::llvm::ArrayRef<const ::megac::eval::Tensor *>":$operands)>,
+  ];
+}
+
+/// The trait of an op the reference interpreter runs.
+defvar Tx_ReferenceEval = DeclareOpInterfaceMethods<Tx_ReferenceEvalOpInterface>;
+
 /// The trait of an op that lowers to one runtime kernel call.
 defvar Tx_KernelCall = DeclareOpInterfaceMethods<Tx_KernelCallOpInterface>;
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "megac/Eval/Tensor.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
