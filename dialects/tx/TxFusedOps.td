@@ -9,7 +9,7 @@
 include "tx/TxBase.td"
 include "tx/TxInterfaces.td"
 
-def Tx_MatmulBiasOp : Tx_Op<"matmul_bias", [Pure, DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
+def Tx_MatmulBiasOp : Tx_Op<"matmul_bias", [Tx_KernelCall, Pure, DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
   let summary = "a linear layer in one GEMM: input [..., K] x weight + bias, the bias in the GEMM's epilogue";
   let description = [{
     `tx.matmul %input, %weight` followed by `tx.add` of a bias `[N]`. `weight` is `[K, N]`
@@ -25,7 +25,7 @@ def Tx_MatmulBiasOp : Tx_Op<"matmul_bias", [Pure, DeclareOpInterfaceMethods<Tx_G
   let hasVerifier = 1;
 }
 
-def Tx_MatmulBiasGeluOp : Tx_Op<"matmul_bias_gelu", [Pure, AllTypesMatch<["pre", "result"]>,
+def Tx_MatmulBiasGeluOp : Tx_Op<"matmul_bias_gelu", [Tx_KernelCall, Pure, AllTypesMatch<["pre", "result"]>,
                                                      DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
   let summary = "a linear layer and its GELU in one call: the pre-activation (kept for backward) and the output";
   let description = [{
@@ -42,7 +42,7 @@ def Tx_MatmulBiasGeluOp : Tx_Op<"matmul_bias_gelu", [Pure, AllTypesMatch<["pre",
   let hasVerifier = 1;
 }
 
-def Tx_MatmulNf4Op : Tx_Op<"matmul_nf4", [Pure, DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
+def Tx_MatmulNf4Op : Tx_Op<"matmul_nf4", [Tx_KernelCall, Pure, DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
   let summary = "QLoRA's base GEMM: input [..., K] x a frozen NF4 weight, dequantized in the GEMM's operand load";
   let description = [{
     `tx.matmul %input, (tx.nf4_dequantize %weight)` without the dequantized matrix: the GEMM

@@ -64,6 +64,10 @@ LogicalResult AttentionGradOp::verify() {
   return verifyAttentionOperands(*this, getQuery(), getKey(), getValue());
 }
 
+AttentionShape AttentionGradOp::getAttentionShape() {
+  return denseAttentionShape(shapeOf(getQuery()), shapeOf(getKey()), getCausal(), /*backward=*/true);
+}
+
 LogicalResult CrossEntropyGradOp::verify() {
   ArrayRef<int64_t> logits = shapeOf(getLogits());
   if (logits.size() < 2)

@@ -19,13 +19,13 @@ def Tx_ParamGradOp : Tx_Op<"param_grad", [Tx_ShardingRule, MemoryEffects<[MemWri
   let hasVerifier = 1;
 }
 
-def Tx_ZerosOp : Tx_Op<"zeros", [Tx_ShardingRule, Pure]> {
+def Tx_ZerosOp : Tx_Op<"zeros", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure]> {
   let summary = "a tensor of zeros (the cotangent of an unused value)";
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
-def Tx_ReduceSumOp : Tx_Op<"reduce_sum", [Tx_ShardingRule, Pure]> {
+def Tx_ReduceSumOp : Tx_Op<"reduce_sum", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure]> {
   let summary = "sum over leading dimensions; the result is a trailing part of the input's shape";
   let description = [{
     The gradient of a broadcast: summing `[B, S, N]` to `[N]` adds up a bias's gradient.
@@ -36,7 +36,7 @@ def Tx_ReduceSumOp : Tx_Op<"reduce_sum", [Tx_ShardingRule, Pure]> {
   let hasVerifier = 1;
 }
 
-def Tx_PadOp : Tx_Op<"pad", [Tx_ShardingRule, Pure]> {
+def Tx_PadOp : Tx_Op<"pad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure]> {
   let summary = "places `input` at `offset` along `dim` of a zero tensor (the gradient of tx.slice)";
   let arguments = (ins Tx_FloatTensor:$input, I64Attr:$dim, I64Attr:$offset);
   let results = (outs Tx_FloatTensor:$result);
@@ -44,7 +44,7 @@ def Tx_PadOp : Tx_Op<"pad", [Tx_ShardingRule, Pure]> {
   let hasVerifier = 1;
 }
 
-def Tx_EmbeddingGradOp : Tx_Op<"embedding_grad", [Tx_ShardingRule, Pure]> {
+def Tx_EmbeddingGradOp : Tx_Op<"embedding_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure]> {
   let summary = "gradient of an embedding table: rows of `grad` summed by token id";
   let description = [{
     With `vocab_parallel`, the result is this tensor-parallel rank's share of the vocabulary
@@ -58,7 +58,7 @@ def Tx_EmbeddingGradOp : Tx_Op<"embedding_grad", [Tx_ShardingRule, Pure]> {
   let hasVerifier = 1;
 }
 
-def Tx_LayerNormGradOp : Tx_Op<"layer_norm_grad", [Tx_ShardingRule, Pure, AllTypesMatch<["grad", "input", "input_grad"]>,
+def Tx_LayerNormGradOp : Tx_Op<"layer_norm_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, AllTypesMatch<["grad", "input", "input_grad"]>,
                                                     AllTypesMatch<["weight", "weight_grad", "bias_grad"]>]> {
   let summary = "gradients of tx.layer_norm: input, weight and bias (statistics recomputed from input)";
   let arguments = (ins Tx_FloatTensor:$grad, Tx_FloatTensor:$input, Tx_FloatTensor:$weight, F64Attr:$epsilon);
@@ -69,7 +69,7 @@ def Tx_LayerNormGradOp : Tx_Op<"layer_norm_grad", [Tx_ShardingRule, Pure, AllTyp
   let hasVerifier = 1;
 }
 
-def Tx_RmsNormGradOp : Tx_Op<"rms_norm_grad", [Tx_ShardingRule, Pure, AllTypesMatch<["grad", "input", "input_grad"]>,
+def Tx_RmsNormGradOp : Tx_Op<"rms_norm_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, AllTypesMatch<["grad", "input", "input_grad"]>,
                                                 AllTypesMatch<["weight", "weight_grad"]>]> {
   let summary = "gradients of tx.rms_norm: input and weight";
   let arguments = (ins Tx_FloatTensor:$grad, Tx_FloatTensor:$input, Tx_FloatTensor:$weight, F64Attr:$epsilon);
@@ -80,22 +80,23 @@ def Tx_RmsNormGradOp : Tx_Op<"rms_norm_grad", [Tx_ShardingRule, Pure, AllTypesMa
   let hasVerifier = 1;
 }
 
-def Tx_GeluGradOp : Tx_Op<"gelu_grad", [Tx_ShardingRule, Pure, AllTypesMatch<["grad", "input", "result"]>]> {
+def Tx_GeluGradOp : Tx_Op<"gelu_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, AllTypesMatch<["grad", "input", "result"]>]> {
   let summary = "gradient of tx.gelu";
   let arguments = (ins Tx_FloatTensor:$grad, Tx_FloatTensor:$input, Tx_GeluApproximation:$approximation);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = "$grad `,` $input ` ` `(` $approximation `)` attr-dict `:` type($grad)";
 }
 
-def Tx_SwigluGradOp : Tx_Op<"swiglu_grad", [Tx_ShardingRule, Pure, AllTypesMatch<["grad", "gate", "up", "gate_grad", "up_grad"]>]> {
+def Tx_SwigluGradOp : Tx_Op<"swiglu_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, AllTypesMatch<["grad", "gate", "up", "gate_grad", "up_grad"]>]> {
   let summary = "gradients of tx.swiglu: gate and up";
   let arguments = (ins Tx_FloatTensor:$grad, Tx_FloatTensor:$gate, Tx_FloatTensor:$up);
   let results = (outs Tx_FloatTensor:$gate_grad, Tx_FloatTensor:$up_grad);
   let assemblyFormat = "$grad `,` $gate `,` $up attr-dict `:` type($grad)";
 }
 
-def Tx_AttentionGradOp : Tx_Op<"attention_grad", [Tx_ShardingRule, Pure, AllTypesMatch<["grad", "query", "query_grad"]>,
-                                                  AllTypesMatch<["key", "value", "key_grad", "value_grad"]>]> {
+def Tx_AttentionGradOp : Tx_Op<"attention_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, AllTypesMatch<["grad", "query", "query_grad"]>,
+                                                  AllTypesMatch<["key", "value", "key_grad", "value_grad"]>,
+                                                  DeclareOpInterfaceMethods<Tx_AttentionOpInterface>]> {
   let summary = "gradients of tx.attention: query, key, value (probabilities recomputed)";
   let arguments = (ins Tx_FloatTensor:$grad, Tx_FloatTensor:$query, Tx_FloatTensor:$key,
                        Tx_FloatTensor:$value, UnitAttr:$causal, F64Attr:$scale,
@@ -108,7 +109,7 @@ def Tx_AttentionGradOp : Tx_Op<"attention_grad", [Tx_ShardingRule, Pure, AllType
   let hasVerifier = 1;
 }
 
-def Tx_CrossEntropyGradOp : Tx_Op<"cross_entropy_grad", [Tx_ShardingRule, Pure, AllTypesMatch<["logits", "result"]>]> {
+def Tx_CrossEntropyGradOp : Tx_Op<"cross_entropy_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, AllTypesMatch<["logits", "result"]>]> {
   let summary = "gradient of tx.cross_entropy with respect to the logits";
   let arguments = (ins Tx_FloatScalar:$grad, Tx_FloatTensor:$logits, Tx_IdTensor:$labels,
                        OptionalAttr<I64Attr>:$vocab_size);

@@ -62,6 +62,67 @@ def Tx_GemmOpInterface : OpInterface<"GemmOpInterface"> {
   ];
 }
 
+def Tx_KernelCallOpInterface : OpInterface<"KernelCallOpInterface"> {
+  let cppNamespace = "::megac::tx";
+  let description = [{
+    An op that runs as one call of a runtime kernel: the kernel (dialects/tx/RuntimeKernels.def)
+    and its arguments in order — buffers, the sizes the kernel takes computed from the op's
+    shapes, its attributes — as data (dialects/tx/TxKernelCall.h). The implementations live in
+    dialects/tx/TxKernelCalls.cpp; the C++ and CUDA emitters print any op that has one, and
+    `megac-test-kernel-calls` prints them for lit tests.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The op's kernel call; `decode` when the function is generation's decode step (one
+        position, reading and extending the KV cache). Fails, with an error on the op, for
+        what the kernels cannot run.
+      }],
+      "::mlir::FailureOr<::megac::tx::KernelCall>", "getKernelCall", (ins "bool":$decode)>,
+  ];
+}
+
+def Tx_AttentionOpInterface : OpInterface<"AttentionOpInterface"> {
+  let cppNamespace = "::megac::tx";
+  let description = [{
+    Scaled dot-product attention or its gradient: the sizes of its score matrix and the share of
+    it a flash-style kernel computes (dialects/tx/TxAttention.h), which the cost model reads. An
+    attention variant (a mask, a window) changes its own implementation, not the cost model.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The score matrix's sizes, the share computed and the GEMMs run over it.
+      }],
+      "::megac::tx::AttentionShape", "getAttentionShape", (ins)>,
+    InterfaceMethod<[{
+        The queries, [batch, seq, heads, head_dim].
+      }],
+      "::mlir::Value", "getQuery", (ins), [{ return $_op.getQuery(); }]>,
+  ];
+}
+
+def Tx_ReferenceEvalOpInterface : OpInterface<"ReferenceEvalOpInterface"> {
+  let cppNamespace = "::megac::tx";
+  let description = [{
+    An op the double-precision reference interpreter (lib/Eval, megac-gradcheck) can run: it
+    checks what its verifier cannot (ids in range) and calls its reference kernel
+    (include/megac/Eval/Kernels.h). The implementations live in dialects/tx/TxReferenceEval.cpp.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        One result tensor per op result, from one tensor per operand; failure after an error
+        on the op.
+      }],
+      "::mlir::FailureOr<::llvm::SmallVector<::megac::eval::Tensor>>", "evaluate",
+      (ins "::llvm::ArrayRef<const ::megac::eval::Tensor *>":$operands)>,
+  ];
+}
+
+/// The trait of an op the reference interpreter runs.
+defvar Tx_ReferenceEval = DeclareOpInterfaceMethods<Tx_ReferenceEvalOpInterface>;
+
+/// The trait of an op that lowers to one runtime kernel call.
+defvar Tx_KernelCall = DeclareOpInterfaceMethods<Tx_KernelCallOpInterface>;
+
 /// The trait of an op with a tensor-parallel sharding rule.
 defvar Tx_ShardingRule = DeclareOpInterfaceMethods<Tx_ShardingRuleOpInterface>;
 

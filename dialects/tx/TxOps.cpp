@@ -173,6 +173,10 @@ LogicalResult AttentionOp::verify() {
   return expectShape(*this, "result", shapeOf(getResult()), shapeOf(getQuery()), "the shape of query");
 }
 
+AttentionShape AttentionOp::getAttentionShape() {
+  return denseAttentionShape(shapeOf(getQuery()), shapeOf(getKey()), getCausal(), /*backward=*/false);
+}
+
 LogicalResult CrossEntropyOp::verify() {
   ArrayRef<int64_t> logits = shapeOf(getLogits());
   if (logits.size() < 2)

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "megac/Eval/Tensor.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
@@ -8,7 +9,9 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "tx/TxDialect.h"
 #include "tx/TxFactorRule.h"
+#include "tx/TxAttention.h"
 #include "tx/TxGemm.h"
+#include "tx/TxKernelCall.h"
 #include "tx/TxEnums.h.inc"
 #include "tx/TxSharding.h"
 

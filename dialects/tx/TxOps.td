@@ -55,7 +55,7 @@ def Tx_ParamOp : Tx_Op<"param", [Tx_ShardingRule, Pure]> {
   let hasVerifier = 1;
 }
 
-def Tx_Nf4DequantizeOp : Tx_Op<"nf4_dequantize", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+def Tx_Nf4DequantizeOp : Tx_Op<"nf4_dequantize", [Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
                                                    SameOperandsAndResultType]> {
   let summary = "a frozen NF4 weight (QLoRA's base) as the float matrix it stands for";
   let description = [{
@@ -74,7 +74,7 @@ def Tx_Nf4DequantizeOp : Tx_Op<"nf4_dequantize", [Tx_ShardingRule, Pure, Declare
 // Linear algebra and elementwise
 //===----------------------------------------------------------------------===//
 
-def Tx_EmbeddingOp : Tx_Op<"embedding", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+def Tx_EmbeddingOp : Tx_Op<"embedding", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "row lookup: result[..., :] = table[ids[...], :]";
   let description = [{
     With `vocab_parallel`, `table` is this tensor-parallel rank's contiguous share of the
@@ -89,7 +89,7 @@ def Tx_EmbeddingOp : Tx_Op<"embedding", [Tx_ShardingRule, Pure, DeclareOpInterfa
   let hasVerifier = 1;
 }
 
-def Tx_MatmulOp : Tx_Op<"matmul", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+def Tx_MatmulOp : Tx_Op<"matmul", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
                                       DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
   let summary = "matrix product, batched over leading dimensions";
   let description = [{
@@ -109,7 +109,7 @@ def Tx_MatmulOp : Tx_Op<"matmul", [Tx_ShardingRule, Pure, DeclareOpInterfaceMeth
 }
 
 class Tx_BroadcastBinaryOp<string mnemonic, string math> :
-    Tx_Op<mnemonic, [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["lhs", "result"]>]> {
+    Tx_Op<mnemonic, [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["lhs", "result"]>]> {
   let summary = "elementwise " # math # ", `rhs` broadcast over leading dimensions";
   let description = [{
     `rhs` has the shape of `lhs` or of a trailing part of it (a bias `[N]` added to `[B, S, N]`).
@@ -123,7 +123,7 @@ class Tx_BroadcastBinaryOp<string mnemonic, string math> :
 def Tx_AddOp : Tx_BroadcastBinaryOp<"add", "sum">;
 def Tx_MulOp : Tx_BroadcastBinaryOp<"mul", "product">;
 
-def Tx_ReshapeOp : Tx_Op<"reshape", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+def Tx_ReshapeOp : Tx_Op<"reshape", [Tx_ReferenceEval, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "same elements, new static shape (row-major order kept)";
   let arguments = (ins Tx_FloatTensor:$input);
   let results = (outs Tx_FloatTensor:$result);
@@ -131,7 +131,7 @@ def Tx_ReshapeOp : Tx_Op<"reshape", [Tx_ShardingRule, Pure, DeclareOpInterfaceMe
   let hasVerifier = 1;
 }
 
-def Tx_SliceOp : Tx_Op<"slice", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+def Tx_SliceOp : Tx_Op<"slice", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "contiguous slice along one dimension";
   let description = [{
     Takes `result.shape[dim]` entries of `input` along `dim`, starting at `offset`; the other
@@ -147,7 +147,7 @@ def Tx_SliceOp : Tx_Op<"slice", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethod
 // Normalisation and activations
 //===----------------------------------------------------------------------===//
 
-def Tx_LayerNormOp : Tx_Op<"layer_norm", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["input", "result"]>]> {
+def Tx_LayerNormOp : Tx_Op<"layer_norm", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["input", "result"]>]> {
   let summary = "LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias";
   let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, Tx_FloatTensor:$bias, F64Attr:$epsilon);
   let results = (outs Tx_FloatTensor:$result);
@@ -157,7 +157,7 @@ def Tx_LayerNormOp : Tx_Op<"layer_norm", [Tx_ShardingRule, Pure, DeclareOpInterf
   let hasVerifier = 1;
 }
 
-def Tx_RmsNormOp : Tx_Op<"rms_norm", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["input", "result"]>]> {
+def Tx_RmsNormOp : Tx_Op<"rms_norm", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["input", "result"]>]> {
   let summary = "RMSNorm over the last dimension: x / sqrt(mean(x^2) + eps) * weight";
   let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, F64Attr:$epsilon);
   let results = (outs Tx_FloatTensor:$result);
@@ -165,14 +165,14 @@ def Tx_RmsNormOp : Tx_Op<"rms_norm", [Tx_ShardingRule, Pure, DeclareOpInterfaceM
   let hasVerifier = 1;
 }
 
-def Tx_GeluOp : Tx_Op<"gelu", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
+def Tx_GeluOp : Tx_Op<"gelu", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
   let summary = "GELU, tanh approximation or exact (erf)";
   let arguments = (ins Tx_FloatTensor:$input, Tx_GeluApproximation:$approximation);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = "$input ` ` `(` $approximation `)` attr-dict `:` type($input)";
 }
 
-def Tx_SwigluOp : Tx_Op<"swiglu", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["gate", "result"]>]> {
+def Tx_SwigluOp : Tx_Op<"swiglu", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["gate", "result"]>]> {
   let summary = "SwiGLU: silu(gate) * up";
   let arguments = (ins Tx_FloatTensor:$gate, Tx_FloatTensor:$up);
   let results = (outs Tx_FloatTensor:$result);
@@ -180,7 +180,7 @@ def Tx_SwigluOp : Tx_Op<"swiglu", [Tx_ShardingRule, Pure, DeclareOpInterfaceMeth
   let hasVerifier = 1;
 }
 
-def Tx_DropoutOp : Tx_Op<"dropout", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
+def Tx_DropoutOp : Tx_Op<"dropout", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
   let summary = "dropout: zero each element with probability `rate`, scale the rest by 1/(1-rate)";
   let description = [{
     The mask is a function of the run's seed, the iteration, the layer that runs the op (the
@@ -199,7 +199,7 @@ def Tx_DropoutOp : Tx_Op<"dropout", [Tx_ShardingRule, Pure, DeclareOpInterfaceMe
 // Attention
 //===----------------------------------------------------------------------===//
 
-def Tx_RopeOp : Tx_Op<"rope", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
+def Tx_RopeOp : Tx_Op<"rope", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
   let summary = "rotary position embedding, rotate_half convention";
   let description = [{
     `input` is `[batch, seq, heads, head_dim]` with an even `head_dim`. Position p of the
@@ -213,7 +213,8 @@ def Tx_RopeOp : Tx_Op<"rope", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<
   let hasVerifier = 1;
 }
 
-def Tx_AttentionOp : Tx_Op<"attention", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+def Tx_AttentionOp : Tx_Op<"attention", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+                                            DeclareOpInterfaceMethods<Tx_AttentionOpInterface>]> {
   let summary = "scaled dot-product attention with grouped query heads";
   let description = [{
     `query` is `[batch, seq, heads, head_dim]`; `key` and `value` are
@@ -237,7 +238,7 @@ def Tx_AttentionOp : Tx_Op<"attention", [Tx_ShardingRule, Pure, DeclareOpInterfa
 // Loss
 //===----------------------------------------------------------------------===//
 
-def Tx_CrossEntropyOp : Tx_Op<"cross_entropy", [Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+def Tx_CrossEntropyOp : Tx_Op<"cross_entropy", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
   let summary = "softmax cross-entropy, mean over all tokens";
   let description = [{
     `logits` is `[..., vocab]`, `labels` has the leading dimensions of `logits`. The result is

@@ -8,7 +8,7 @@ include "tx/TxBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def Tx_LogitsMaxOp : Tx_Op<"logits_max", [Pure]> {
+def Tx_LogitsMaxOp : Tx_Op<"logits_max", [Tx_KernelCall, Pure]> {
   let summary = "max over the (local) vocabulary: [..., V] -> [...]";
   let description = [{
     With `vocab_size`, columns past the real vocabulary (padding) are left out; with the logits
@@ -20,7 +20,7 @@ def Tx_LogitsMaxOp : Tx_Op<"logits_max", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tx_LogitsSumExpOp : Tx_Op<"logits_sum_exp", [Pure]> {
+def Tx_LogitsSumExpOp : Tx_Op<"logits_sum_exp", [Tx_KernelCall, Pure]> {
   let summary = "sum over the (local) vocabulary of exp(logits - max)";
   let arguments = (ins Tx_FloatTensor:$logits, Tx_FloatTensor:$max, OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs Tx_FloatTensor:$result);
@@ -30,7 +30,7 @@ def Tx_LogitsSumExpOp : Tx_Op<"logits_sum_exp", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tx_TargetLogitOp : Tx_Op<"target_logit", [Pure]> {
+def Tx_TargetLogitOp : Tx_Op<"target_logit", [Tx_KernelCall, Pure]> {
   let summary = "the logit of each label; with vocab_parallel, 0 where the label is on another rank";
   let arguments = (ins Tx_FloatTensor:$logits, Tx_IdTensor:$labels, UnitAttr:$vocab_parallel);
   let results = (outs Tx_FloatTensor:$result);
@@ -40,7 +40,7 @@ def Tx_TargetLogitOp : Tx_Op<"target_logit", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tx_CrossEntropyFromStatsOp : Tx_Op<"cross_entropy_from_stats", [Pure, AllTypesMatch<["max", "sum_exp", "target"]>]> {
+def Tx_CrossEntropyFromStatsOp : Tx_Op<"cross_entropy_from_stats", [Tx_KernelCall, Pure, AllTypesMatch<["max", "sum_exp", "target"]>]> {
   let summary = "mean over tokens of max + log(sum_exp) - target";
   let arguments = (ins Tx_FloatTensor:$max, Tx_FloatTensor:$sum_exp, Tx_FloatTensor:$target);
   let results = (outs Tx_FloatScalar:$result);
@@ -48,7 +48,7 @@ def Tx_CrossEntropyFromStatsOp : Tx_Op<"cross_entropy_from_stats", [Pure, AllTyp
   let hasVerifier = 1;
 }
 
-def Tx_CrossEntropyGradFromStatsOp : Tx_Op<"cross_entropy_grad_from_stats", [Pure, AllTypesMatch<["max", "sum_exp"]>, AllTypesMatch<["logits", "result"]>]> {
+def Tx_CrossEntropyGradFromStatsOp : Tx_Op<"cross_entropy_grad_from_stats", [Tx_KernelCall, Pure, AllTypesMatch<["max", "sum_exp"]>, AllTypesMatch<["logits", "result"]>]> {
   let summary = "gradient of the (local) logits from the all-reduced max and sum of exponentials";
   let description = [{
     `grad * (exp(logits - max) / sum_exp - onehot(label)) / tokens`; with `vocab_parallel`

@@ -2,7 +2,6 @@
 // parameters come from the store and parameter gradients go back into it.
 #include "megac/Eval/Interpreter.h"
 
-#include "EvalOps.h"
 #include "tx/TxOps.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -98,11 +97,13 @@ FailureOr<std::vector<Tensor>> Interpreter::runFunction(func::FuncOp fn, const s
     } else if (isa<tx::ParamGradOp>(op)) {
       if (failed(addParamGrad(&op, *operands[1])))
         return failure();
-    } else {
-      FailureOr<SmallVector<Tensor>> out = evalTxOp(&op, operands);
+    } else if (auto evaluated = dyn_cast<tx::ReferenceEvalOpInterface>(op)) {
+      FailureOr<SmallVector<Tensor>> out = evaluated.evaluate(operands);
       if (failed(out))
         return failure();
       results = std::move(*out);
+    } else {
+      return op.emitOpError("is not supported by the reference interpreter");
     }
     for (auto [value, tensor] : llvm::zip_equal(op.getResults(), results))
       env[value] = std::move(tensor);

@@ -18,7 +18,6 @@ using namespace megac::sim;
 
 namespace {
 
-ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
 double bytesOf(Value v) { return isa<RankedTensorType>(v.getType()) ? double(tensorBytes(v.getType())) : 0.0; }
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /// What an op reads and writes: its tensor operands and results.
@@ -87,12 +86,11 @@ WorkCost CostModel::op(Operation *o) {
   auto gemm = [&](int64_t batch, int64_t m, int64_t n, int64_t k) {
     c.compute = gemmSeconds(batch, m, n, k, touchedBytes(o));
   };
-  // Attention on [b, s, heads, d] queries: QK^T and PV (a causal mask skips half the tiles, as a
-  // flash kernel does); the backward recomputes the scores and makes dV, dP, dQ and dK: 5 GEMMs
-  // for the forward's 2 (FlashAttention-2's count).
-  auto attention = [&](Value query, bool causal, double gemms) {
-    ArrayRef<int64_t> q = shapeOf(query);
-    const double flops = gemms * 2.0 * double(q[0]) * q[2] * q[1] * q[1] * q[3] * (causal ? 0.5 : 1.0);
+  // Attention: the GEMMs over its score matrix, of the share the kernel computes (the op's
+  // AttentionShape: a causal mask skips half the tiles, as a flash kernel does).
+  auto attention = [&](const tx::AttentionShape &a) {
+    const double flops = double(a.gemms) * 2.0 * double(a.batch) * a.heads * a.queries * a.keys * a.headDim *
+                         a.computedShare;
     c.compute = computeSeconds(flops, cluster.attentionEfficiency, touchedBytes(o));
   };
   // Megatron's unfused attention: the scores written out as a [b x heads, s, s] tensor of the
@@ -100,9 +98,9 @@ WorkCost CostModel::op(Operation *o) {
   // with V; its backward makes dV and dP, the softmax gradient (reading P and dP, writing dS), then
   // dQ and dK. The mask is applied inside the softmax kernel; the full square is computed. Each
   // GEMM reads or writes the scores once and two q-sized tensors (K and V counted as Q's size).
-  auto unfusedAttention = [&](Value query, bool backward) {
-    ArrayRef<int64_t> q = shapeOf(query);
-    const int64_t batch = q[0] * q[2], s = q[1], d = q[3];
+  auto unfusedAttention = [&](Value query, const tx::AttentionShape &a) {
+    const int64_t batch = a.batch * a.heads, s = a.queries, d = a.headDim;
+    const bool backward = a.backward;
     const double qBytes = bytesOf(query), scoreBytes = qBytes / double(d) * double(s);
     const double gemmBytes = scoreBytes + 2 * qBytes;
     const double scores = gemmSeconds(batch, s, s, d, gemmBytes); // QK^T, and dP = dO V^T
@@ -126,17 +124,12 @@ WorkCost CostModel::op(Operation *o) {
         const tx::GemmShape s = g.getGemmShape();
         gemm(s.batch, s.m, s.n, s.k);
       })
-      .Case([&](tx::AttentionOp a) {
+      .Case([&](tx::AttentionOpInterface a) {
+        const tx::AttentionShape shape = a.getAttentionShape();
         if (costsUnfusedAttention)
-          unfusedAttention(a.getQuery(), false);
+          unfusedAttention(a.getQuery(), shape);
         else
-          attention(a.getQuery(), a.getCausal(), 2);
-      })
-      .Case([&](tx::AttentionGradOp a) {
-        if (costsUnfusedAttention)
-          unfusedAttention(a.getQuery(), true);
-        else
-          attention(a.getQuery(), a.getCausal(), 5);
+          attention(shape);
       })
       .Case([&](shard::AllReduceOp r) {
         collective(r.getGrid(), r.getGridAxes(), megart::all_reduce_bytes(bytesOf(r.getResult()), plan.tp), 2);

@@ -79,23 +79,12 @@ std::string cString(StringRef s) {
 namespace {
 
 /// The names a generated function's own signature and the runtime take (a local variable would
-/// hide them); the kernels' are in RuntimeKernels.def.
+/// hide them); the kernels' are in dialects/tx/RuntimeKernels.def.
 // clang-format off
 constexpr const char *kProgramNames[] = {
     "ctx", "ws", "params", "grads", "ids", "labels", "dloss", "stash", "input", "output", "input_grad",
     "output_grad", "megart", "std", "p", "main", "int32_t", "int64_t", "size_t"};
 // clang-format on
-
-/// A runtime kernel the generated code calls, and its name.
-enum class Kernel {
-#define MEGART_KERNEL(name) name,
-#include "RuntimeKernels.def"
-};
-constexpr const char *kKernelNames[] = {
-#define MEGART_KERNEL(name) #name,
-#include "RuntimeKernels.def"
-};
-const char *kernelName(Kernel k) { return kKernelNames[static_cast<int>(k)]; }
 
 /// C++20's keywords and alternative tokens (C++17's and the ones C++20 added).
 constexpr const char *kKeywords[] = {
@@ -119,7 +108,7 @@ constexpr const char *kKeywords[] = {
 CppNames::CppNames() {
   for (const char *name : kProgramNames)
     used.insert(name);
-  for (const char *name : kKernelNames)
+  for (StringRef name : tx::unqualifiedKernelNames())
     used.insert(name);
   for (const char *keyword : kKeywords)
     used.insert(keyword);
@@ -144,6 +133,9 @@ std::string CppNames::take(Value v, StringRef fallback) {
 
 namespace {
 
+using tx::Kernel;
+using tx::kernelName;
+
 /// A kernel argument that is a number or a flag, labelled with the kernel parameter's name.
 std::string labelled(StringRef label, const std::string &value) { return "/*" + label.str() + "=*/" + value; }
 
@@ -160,15 +152,6 @@ private:
   LogicalResult assignStorage(llvm::raw_ostream &plan);
   LogicalResult emitOp(Operation &op);
   std::string ptr(Value v) { return names.lookup(v); }
-  /// Rank-dependent start of this rank's share of a vocabulary of `local` rows.
-  std::string vocabStart(int64_t local) { return "ctx.tp->rank() * " + std::to_string(local); }
-  /// Real (not padding) columns of this rank's share of `local` vocabulary columns.
-  std::string validColumns(std::optional<uint64_t> vocabSize, int64_t local) {
-    if (!vocabSize)
-      return std::to_string(local);
-    return std::string(kernelName(Kernel::valid_columns)) + "(" + labelled("vocab_size", std::to_string(*vocabSize)) +
-           ", " + vocabStart(local) + ", " + labelled("vocab_local", std::to_string(local)) + ")";
-  }
   /// The communicator of one grid axis: ctx.tp, ctx.dp, ctx.pp (@grid) or, with hybrid
   /// sharding, ctx.dp_shard / ctx.dp_replicate (@dp_grid).
   FailureOr<std::string> communicator(Operation &op, StringRef grid, ArrayRef<int16_t> axes) {
@@ -189,73 +172,16 @@ private:
     os << "  " << (onDevice() ? kernelName(Kernel::copy_buffer) : "std::memcpy") << "(" << dst << ", " << src << ", "
        << labelled("bytes", std::to_string(bytes)) << ");\n";
   }
-  /// The loss gradient a cross-entropy backward scales by, as a host float: on the GPU only the
-  /// runtime's dloss argument (passed by address) is host memory.
-  FailureOr<std::string> hostScalar(Operation &op, Value v) {
-    if (onDevice() && ptr(v) != kDlossArg)
-      return unsupported(op, "the loss gradient must be the step's dloss argument for the CUDA target");
-    return "*" + ptr(v);
-  }
-  /// `out = kernel(args)` for a kernel that returns a scalar on the CPU; its CUDA twin writes the
-  /// scalar to device memory instead.
-  void scalarCall(Value out, Kernel kernel, const std::string &args) {
-    if (onDevice())
-      os << "  " << kernelName(kernel) << "(" << ptr(out) << ", " << args << ");\n";
-    else
-      os << "  *" << ptr(out) << " = " << kernelName(kernel) << "(" << args << ");\n";
-  }
   LogicalResult unsupported(Operation &op, StringRef why) {
     return op.emitOpError() << "cannot be emitted as C++: " << why;
   }
-  /// Where this rank's block of `v` starts along each dimension, and the global size: a
-  /// dimension megac-tensor-parallel split over tp starts at the rank's share.
-  FailureOr<std::pair<std::string, std::string>> globalPlacement(Operation &op, Value v) {
-    ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
-    tx::ShardingAttr sharding = tx::recordedSharding(v);
-    if (sharding && !sharding.getPartial().empty())
-      return unsupported(op, "dropout of partial sums (megac-tensor-parallel makes them whole first)");
-    std::optional<int64_t> split = sharding ? sharding.splitDim(names::kTensorAxis) : std::nullopt;
-    if (split && *split == 0)
-      return unsupported(op, "dropout of a value split over tp along its batch dimension");
-    std::string offsets = "{", extents = "{";
-    for (auto [d, size] : llvm::enumerate(shape)) {
-      const bool tp = split && static_cast<int64_t>(d) == *split;
-      offsets += (d ? ", " : "") + (tp ? "ctx.tp->rank() * " + std::to_string(size) : std::string("0"));
-      extents += (d ? ", " : "") + (d == 0 ? std::string("0") : tp ? "ctx.tp->size() * " + std::to_string(size)
-                                                                 : std::to_string(size));
-    }
-    return std::make_pair(offsets + "}", extents + "}");
-  }
-  /// `megart::dropout_block(ctx, ...)`: the dropout op's rate, stream and this rank's block.
-  FailureOr<std::string> dropoutBlock(tx::DropoutOp d) {
-    auto placement = globalPlacement(*d, d.getResult());
-    if (failed(placement))
-      return failure();
-    std::string shape = "{";
-    for (auto [i, size] : llvm::enumerate(shapeOf(d.getResult())))
-      shape += (i ? ", " : "") + std::to_string(size);
-    return "megart::dropout_block(ctx, " + labelled("rate", floatLiteral(d.getRate().convertToDouble())) + ", " +
-           labelled("stream", std::to_string(d.getStream())) + ", " + labelled("shape", shape + "}") + ", " +
-           labelled("offset", placement->first) + ", " + labelled("extent", placement->second) + ")";
-  }
-  /// `megart::attention_dropout(ctx, ...)` for an attention (or its gradient) on `query` whose
-  /// probabilities are dropped at `rate`; "" without dropout.
-  FailureOr<std::string> attentionDropout(Operation &op, FloatAttr rateAttr, Value query) {
-    const double rate = rateAttr ? rateAttr.getValueAsDouble() : 0.0;
-    if (rate == 0.0)
-      return std::string();
-    const int64_t heads = shapeOf(query)[2];
-    tx::ShardingAttr sharding = tx::recordedSharding(query);
-    std::optional<int64_t> split = sharding ? sharding.splitDim(names::kTensorAxis) : std::nullopt;
-    if (split && *split != 2)
-      return unsupported(op, "attention dropout with the query split over tp along a dimension other than heads");
-    const std::string h = std::to_string(heads);
-    return "megart::attention_dropout(ctx, " + labelled("rate", floatLiteral(rate)) + ", " +
-           labelled("stream", std::to_string(names::kAttentionDropoutStream)) + ", " +
-           labelled("head_offset", split ? "ctx.tp->rank() * " + h : std::string("0")) + ", " +
-           labelled("heads", split ? "ctx.tp->size() * " + h : h) + ")";
-  }
-
+  /// An op's kernel call (KernelCallOpInterface), as one C++ statement.
+  LogicalResult emitCall(Operation &op, const tx::KernelCall &call);
+  /// The C++ of a kernel's callee: plain kernels by name (the target's namespace is open), the
+  /// runtime's helpers qualified, buffer copies and zeroing from the C library on the host.
+  std::string callee(tx::Kernel kernel) const;
+  std::string argument(const tx::KernelArg &a);
+  std::string nestedCall(const tx::KernelCall &call);
   func::FuncOp fn;
   Signature &sig;
   const tx::ParamTable &params;
@@ -271,21 +197,14 @@ private:
   void waitFor(Operation &op);
 };
 
-/// Whether the function `call` calls draws dropout masks (a dropout op or an attention with a
-/// nonzero rate).
+/// Whether the function `call` calls draws dropout masks (some op's kernel call does).
 bool drawsDropout(func::CallOp call) {
   auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
   if (!callee)
     return false;
   WalkResult r = callee.walk([](Operation *op) {
-    FloatAttr rate;
-    if (auto d = dyn_cast<tx::DropoutOp>(op))
-      rate = d.getRateAttr();
-    else if (auto a = dyn_cast<tx::AttentionOp>(op))
-      rate = a.getDropoutAttr();
-    else if (auto g = dyn_cast<tx::AttentionGradOp>(op))
-      rate = g.getDropoutAttr();
-    return rate && rate.getValueAsDouble() != 0.0 ? WalkResult::interrupt() : WalkResult::advance();
+    std::optional<tx::KernelCall> kernelCall = tx::quietKernelCall(op);
+    return kernelCall && tx::drawsDropoutMasks(*kernelCall) ? WalkResult::interrupt() : WalkResult::advance();
   });
   return r.wasInterrupted();
 }
@@ -372,6 +291,81 @@ void FunctionEmitter::waitFor(Operation &op) {
   }
 }
 
+std::string FunctionEmitter::callee(Kernel kernel) const {
+  if (kernelTraits(kernel) & tx::RuntimeFunction)
+    return "megart::" + kernelName(kernel).str();
+  if (!onDevice() && kernel == Kernel::copy_buffer)
+    return "std::memcpy";
+  if (!onDevice() && kernel == Kernel::zero_buffer)
+    return "std::memset";
+  return kernelName(kernel).str();
+}
+
+static std::string integerExpr(const tx::KernelInt &n) {
+  const std::string value = std::to_string(n.value);
+  switch (n.kind) {
+  case tx::KernelInt::Constant: return value;
+  case tx::KernelInt::TpRankTimes: return "ctx.tp->rank() * " + value;
+  case tx::KernelInt::TpSizeTimes: return "ctx.tp->size() * " + value;
+  case tx::KernelInt::DecodePosition: return "ctx.kv_cache->position";
+  }
+  llvm_unreachable("a kind of KernelInt");
+}
+
+std::string FunctionEmitter::argument(const tx::KernelArg &a) {
+  std::string text;
+  switch (a.kind) {
+  case tx::KernelArg::Buffer: return ptr(a.value);
+  case tx::KernelArg::Deref:
+  case tx::KernelArg::HostScalar: return "*" + ptr(a.value);
+  case tx::KernelArg::Call: return nestedCall(*a.call);
+  case tx::KernelArg::StepContext: return "ctx";
+  case tx::KernelArg::KvCache: return "*ctx.kv_cache";
+  case tx::KernelArg::Layer: return "ctx.layer";
+  case tx::KernelArg::Int: text = integerExpr(a.number); break;
+  case tx::KernelArg::Bool: text = a.flag ? "true" : "false"; break;
+  case tx::KernelArg::Float: text = floatLiteral(a.real); break;
+  case tx::KernelArg::IntList:
+    text = "{";
+    for (auto [i, n] : llvm::enumerate(a.numbers))
+      text += (i ? ", " : "") + integerExpr(n);
+    text += "}";
+    break;
+  }
+  return a.label.empty() ? text : labelled(a.label, text);
+}
+
+std::string FunctionEmitter::nestedCall(const tx::KernelCall &call) {
+  std::string text = callee(call.kernel) + "(";
+  for (auto [i, a] : llvm::enumerate(call.args))
+    text += (i ? ", " : "") + argument(a);
+  return text + ")";
+}
+
+LogicalResult FunctionEmitter::emitCall(Operation &op, const tx::KernelCall &call) {
+  const unsigned traits = kernelTraits(call.kernel);
+  if (onDevice() && (traits & tx::CpuOnly))
+    return unsupported(op, kernelName(call.kernel).str() + " has no CUDA kernel yet");
+  // On the GPU only the runtime's dloss argument (passed by address) is host memory.
+  for (const tx::KernelArg &a : call.args)
+    if (a.kind == tx::KernelArg::HostScalar && onDevice() && ptr(a.value) != kDlossArg)
+      return unsupported(op, "the loss gradient must be the step's dloss argument for the CUDA target");
+  std::vector<std::string> args;
+  for (const tx::KernelArg &a : call.args)
+    args.push_back(argument(a));
+  os << "  ";
+  if ((traits & tx::ScalarResult) && !onDevice()) { // the CPU kernel returns the scalar
+    os << "*" << args.front() << " = ";
+    args.erase(args.begin());
+  }
+  if (!onDevice() && call.kernel == Kernel::zero_buffer)
+    args.insert(args.begin() + 1, "0");
+  os << callee(call.kernel) << "(";
+  llvm::interleaveComma(args, os);
+  os << ");\n";
+  return success();
+}
+
 LogicalResult FunctionEmitter::emitOp(Operation &op) {
   waitFor(op);
   for (Value r : op.getResults())
@@ -386,7 +380,6 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
     callWith(kernel, ArrayRef<std::string>(args.begin(), args.size()));
   };
   auto n = [](int64_t v) { return std::to_string(v); };
-  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
   auto L = [](StringRef label, const std::string &value) { return labelled(label, value); };
   // An overlapped collective of `count` elements: started here, waited for by waitFor.
   auto startOverlapped = [&](const std::string &comm, StringRef method, Value result, Value input, int64_t count) {
@@ -459,12 +452,6 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         names[r] = ptr(r.getInput());
         return success();
       })
-      .Case([&](tx::Nf4DequantizeOp d) -> LogicalResult {
-        if (onDevice())
-          return unsupported(op, "tx.nf4_dequantize (QLoRA) has no CUDA kernel yet");
-        os << "  megart::nf4_dequantize(" << ptr(d) << ", *" << ptr(d.getWeight()) << ");\n";
-        return success();
-      })
       .Case([&](tx::GradBucketInitOp z) {
         os << "  // gradients of params[" << z.getFirst() << ", " << z.getLast()
            << "], staged for their reduce-scatter\n";
@@ -502,68 +489,6 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         std::string at = "ctx.grad_shards + " + n(a.getOffset());
         os << "  // this rank's shard of params[" << a.getFirst() << ", " << a.getLast() << "]'s summed gradients\n";
         call(Kernel::add, {at, at, ptr(a.getValue()), L("outer", "1"), L("inner", n(numel(a.getValue())))});
-        return success();
-      })
-      .Case([&](tx::ZerosOp z) {
-        os << "  " << (onDevice() ? kernelName(Kernel::zero_buffer) : "std::memset") << "(" << ptr(z)
-           << (onDevice() ? ", " : ", 0, ") << L("bytes", n(bytesOf(z))) << ");\n";
-        return success();
-      })
-      .Case([&](tx::EmbeddingOp e) {
-        ArrayRef<int64_t> t = shapeOf(e.getTable());
-        if (e.getVocabParallel())
-          call(Kernel::embedding_forward_shard,
-               {ptr(e), ptr(e.getTable()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))),
-                L("vocab_local", n(t[0])), L("dim", n(t[1])), vocabStart(t[0])});
-        else
-          call(Kernel::embedding_forward, {ptr(e), ptr(e.getTable()), ptr(e.getIds()),
-                                           L("tokens", n(numel(e.getIds()))), L("vocab", n(t[0])), L("dim", n(t[1]))});
-        return success();
-      })
-      .Case([&](tx::EmbeddingGradOp e) {
-        ArrayRef<int64_t> t = shapeOf(e.getResult());
-        if (e.getVocabParallel())
-          call(Kernel::embedding_backward_shard,
-               {ptr(e), ptr(e.getGrad()), ptr(e.getIds()), L("tokens", n(numel(e.getIds()))), L("vocab_local", n(t[0])),
-                L("dim", n(t[1])), vocabStart(t[0])});
-        else
-          call(Kernel::embedding_backward, {ptr(e), ptr(e.getGrad()), ptr(e.getIds()),
-                                            L("tokens", n(numel(e.getIds()))), L("vocab", n(t[0])), L("dim", n(t[1]))});
-        return success();
-      })
-      .Case([&](tx::LogitsMaxOp m) {
-        int64_t v = shapeOf(m.getLogits()).back();
-        call(Kernel::logits_max, {ptr(m), ptr(m.getLogits()), L("tokens", n(numel(m))), L("vocab", n(v)),
-                            validColumns(m.getVocabSize(), v)});
-        return success();
-      })
-      .Case([&](tx::LogitsSumExpOp m) {
-        int64_t v = shapeOf(m.getLogits()).back();
-        call(Kernel::logits_sum_exp, {ptr(m), ptr(m.getLogits()), ptr(m.getMax()), L("tokens", n(numel(m))),
-                                      L("vocab", n(v)), validColumns(m.getVocabSize(), v)});
-        return success();
-      })
-      .Case([&](tx::TargetLogitOp t) {
-        int64_t v = shapeOf(t.getLogits()).back();
-        call(Kernel::target_logit, {ptr(t), ptr(t.getLogits()), ptr(t.getLabels()), L("tokens", n(numel(t))),
-                              L("vocab", n(v)), t.getVocabParallel() ? vocabStart(v) : L("vocab_start", "0")});
-        return success();
-      })
-      .Case([&](tx::CrossEntropyFromStatsOp c) {
-        scalarCall(c, Kernel::cross_entropy_from_stats,
-                   ptr(c.getMax()) + ", " + ptr(c.getSumExp()) + ", " + ptr(c.getTarget()) + ", " +
-                       L("tokens", n(numel(c.getMax()))));
-        return success();
-      })
-      .Case([&](tx::CrossEntropyGradFromStatsOp c) -> LogicalResult {
-        int64_t v = shapeOf(c.getLogits()).back();
-        FailureOr<std::string> dloss = hostScalar(op, c.getGrad());
-        if (failed(dloss))
-          return failure();
-        call(Kernel::cross_entropy_backward_from_stats,
-             {ptr(c), *dloss, ptr(c.getLogits()), ptr(c.getLabels()), ptr(c.getMax()), ptr(c.getSumExp()),
-              L("tokens", n(numel(c.getMax()))), L("vocab", n(v)),
-              c.getVocabParallel() ? vocabStart(v) : L("vocab_start", "0"), validColumns(c.getVocabSize(), v)});
         return success();
       })
       .Case([&](shard::AllReduceOp r) -> LogicalResult {
@@ -624,201 +549,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
                                 L("dim_local", n(out[d])), L("inner", n(prod(out.drop_front(d + 1))))});
         return success();
       })
-      .Case([&](tx::MatmulOp m) {
-        ArrayRef<int64_t> l = shapeOf(m.getLhs()), r = shapeOf(m.getRhs());
-        bool ta = m.getTransposeLhs(), tb = m.getTransposeRhs();
-        const tx::GemmShape g = m.getGemmShape(); // a shared rhs folds the batch into m
-        if (r.size() == 2) {
-          if (ta && l.size() > 2)
-            return unsupported(op, "transpose_lhs with a shared rhs and batched lhs");
-          SmallVector<std::string> args{ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("m", n(g.m)), L("n", n(g.n)),
-                                        L("k", n(g.k)), L("transpose_a", b(ta)), L("transpose_b", b(tb))};
-          if (m.getScale()) // the GEMM's alpha
-            args.push_back(L("alpha", floatLiteral(m.getScale()->convertToDouble())));
-          callWith(Kernel::gemm, args);
-          return success();
-        }
-        SmallVector<std::string> args{ptr(m), ptr(m.getLhs()), ptr(m.getRhs()), L("batch", n(g.batch)),
-                                      L("m", n(g.m)), L("n", n(g.n)), L("k", n(g.k)), L("transpose_a", b(ta)),
-                                      L("transpose_b", b(tb)), L("stride_a", n(prod(l.take_back(2)))),
-                                      L("stride_b", n(prod(r.take_back(2)))), L("stride_c", n(g.m * g.n))};
-        if (m.getScale())
-          args.push_back(L("alpha", floatLiteral(m.getScale()->convertToDouble())));
-        callWith(Kernel::gemm_batched, args);
-        return success();
-      })
-      .Case([&](tx::MatmulNf4Op l) -> LogicalResult {
-        if (onDevice())
-          return unsupported(op, "tx.matmul_nf4 (QLoRA) has no CUDA kernel yet");
-        bool tb = l.getTransposeRhs();
-        const tx::GemmShape g = l.getGemmShape();
-        call(Kernel::gemm_nf4, {ptr(l), ptr(l.getInput()), "*" + ptr(l.getWeight()), L("m", n(g.m)), L("n", n(g.n)),
-                          L("k", n(g.k)), L("transpose_b", b(tb))});
-        return success();
-      })
-      .Case<tx::MatmulBiasOp, tx::MatmulBiasGeluOp>([&](auto l) {
-        // The GEMM's rows, columns and contraction, then the bias: "in, weight, bias, m, n, k, tb".
-        bool tb = l.getTransposeRhs();
-        const tx::GemmShape g = l.getGemmShape();
-        std::string gemm = ptr(l.getInput()) + ", " + ptr(l.getWeight()) + ", " + ptr(l.getBias()) + ", " +
-                           L("m", n(g.m)) + ", " + L("n", n(g.n)) + ", " + L("k", n(g.k)) + ", " +
-                           L("transpose_b", b(tb));
-        if constexpr (std::is_same_v<decltype(l), tx::MatmulBiasOp>)
-          os << "  " << kernelName(Kernel::gemm_bias) << "(" << ptr(l) << ", " << gemm << ");\n";
-        else
-          os << "  " << kernelName(Kernel::gemm_bias_gelu) << "(" << ptr(l.getPre()) << ", " << ptr(l.getResult())
-             << ", " << gemm << ", " << L("tanh", b(l.getApproximation() == tx::GeluApproximation::Tanh)) << ");\n";
-        return success();
-      })
-      .Case<tx::AddOp, tx::MulOp>([&](auto e) {
-        int64_t inner = numel(e.getRhs());
-        call(isa<tx::AddOp>(op) ? Kernel::add : Kernel::mul, {ptr(e), ptr(e.getLhs()), ptr(e.getRhs()),
-                                                  L("outer", n(numel(e.getLhs()) / inner)), L("inner", n(inner))});
-        return success();
-      })
-      .Case([&](tx::ReduceSumOp r) {
-        int64_t inner = numel(r.getResult());
-        call(Kernel::reduce_sum_leading,
-             {ptr(r), ptr(r.getInput()), L("outer", n(numel(r.getInput()) / inner)), L("inner", n(inner))});
-        return success();
-      })
-      .Case<tx::SliceOp, tx::PadOp>([&](auto s) {
-        ArrayRef<int64_t> in = shapeOf(s.getInput()), out = shapeOf(s.getResult());
-        int64_t d = s.getDim();
-        // Decoding, the learned positions' row is the position being computed.
-        auto param = s.getInput().template getDefiningOp<tx::ParamOp>();
-        const bool position = sig.decode && isa<tx::SliceOp>(op) && param && param.getRole() &&
-                              *param.getRole() == tx::ParamRole::PositionEmbedding && d == 0;
-        call(isa<tx::SliceOp>(op) ? Kernel::slice : Kernel::pad,
-             {ptr(s), ptr(s.getInput()), L("outer", n(prod(in.take_front(d)))), L("in_dim", n(in[d])),
-              L("out_dim", n(out[d])), L("inner", n(prod(in.drop_front(d + 1)))),
-              L("offset", position ? "ctx.kv_cache->position" : n(s.getOffset()))});
-        return success();
-      })
-      .Case([&](tx::LayerNormOp ln) {
-        int64_t h = shapeOf(ln.getInput()).back();
-        call(Kernel::layer_norm_forward, {ptr(ln), ptr(ln.getInput()), ptr(ln.getWeight()), ptr(ln.getBias()),
-                                    L("rows", n(numel(ln.getInput()) / h)), L("dim", n(h)),
-                                    L("eps", floatLiteral(ln.getEpsilon().convertToDouble()))});
-        return success();
-      })
-      .Case([&](tx::LayerNormGradOp g) {
-        int64_t h = shapeOf(g.getInput()).back();
-        call(Kernel::layer_norm_backward,
-             {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getBiasGrad()), ptr(g.getGrad()), ptr(g.getInput()),
-              ptr(g.getWeight()), L("rows", n(numel(g.getInput()) / h)), L("dim", n(h)),
-              L("eps", floatLiteral(g.getEpsilon().convertToDouble()))});
-        return success();
-      })
-      .Case([&](tx::RmsNormOp rn) {
-        int64_t h = shapeOf(rn.getInput()).back();
-        call(Kernel::rms_norm_forward,
-             {ptr(rn), ptr(rn.getInput()), ptr(rn.getWeight()), L("rows", n(numel(rn.getInput()) / h)), L("dim", n(h)),
-              L("eps", floatLiteral(rn.getEpsilon().convertToDouble()))});
-        return success();
-      })
-      .Case([&](tx::RmsNormGradOp g) {
-        int64_t h = shapeOf(g.getInput()).back();
-        call(Kernel::rms_norm_backward, {ptr(g.getInputGrad()), ptr(g.getWeightGrad()), ptr(g.getGrad()),
-                                         ptr(g.getInput()), ptr(g.getWeight()), L("rows", n(numel(g.getInput()) / h)),
-                                         L("dim", n(h)), L("eps", floatLiteral(g.getEpsilon().convertToDouble()))});
-        return success();
-      })
-      .Case([&](tx::GeluOp g) {
-        bool tanh = g.getApproximation() == tx::GeluApproximation::Tanh;
-        call(tanh ? Kernel::gelu_tanh_forward : Kernel::gelu_erf_forward,
-             {ptr(g), ptr(g.getInput()), L("n", n(numel(g)))});
-        return success();
-      })
-      .Case([&](tx::GeluGradOp g) {
-        bool tanh = g.getApproximation() == tx::GeluApproximation::Tanh;
-        call(tanh ? Kernel::gelu_tanh_backward : Kernel::gelu_erf_backward,
-             {ptr(g), ptr(g.getGrad()), ptr(g.getInput()), L("n", n(numel(g)))});
-        return success();
-      })
-      .Case([&](tx::SwigluOp s) {
-        call(Kernel::swiglu_forward, {ptr(s), ptr(s.getGate()), ptr(s.getUp()), L("n", n(numel(s)))});
-        return success();
-      })
-      .Case([&](tx::SwigluGradOp s) {
-        call(Kernel::swiglu_backward, {ptr(s.getGateGrad()), ptr(s.getUpGrad()), ptr(s.getGrad()), ptr(s.getGate()),
-                                 ptr(s.getUp()), L("n", n(numel(s.getGrad())))});
-        return success();
-      })
-      .Case([&](tx::DropoutOp d) {
-        if (d.getRate().isZero()) {
-          copy(ptr(d), ptr(d.getInput()), bytesOf(d));
-          return success();
-        }
-        FailureOr<std::string> block = dropoutBlock(d);
-        if (failed(block))
-          return failure();
-        call(Kernel::apply_dropout, {ptr(d), ptr(d.getInput()), *block});
-        return success();
-      })
-      .Case([&](tx::RopeOp r) {
-        ArrayRef<int64_t> s = shapeOf(r.getInput());
-        call(Kernel::rope_forward,
-             {ptr(r), ptr(r.getInput()), L("batch", n(s[0])), L("seq", n(s[1])), L("heads", n(s[2])),
-              L("head_dim", n(s[3])), L("theta", floatLiteral(r.getTheta().convertToDouble())),
-              L("position_offset", sig.decode ? "ctx.kv_cache->position" : "0"), L("inverse", b(r.getInverse()))});
-        return success();
-      })
-      .Case([&](tx::AttentionOp a) {
-        ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
-        if (sig.decode) { // one position against the layer's cache
-          if (q[1] != 1 || !a.getCausal())
-            return unsupported(op, "decoding needs causal attention over one position");
-          call(Kernel::attention_decode,
-               {ptr(a), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()), "*ctx.kv_cache", "ctx.layer",
-                L("batch", n(q[0])), L("heads", n(q[2])), L("kv_heads", n(k[2])), L("head_dim", n(q[3])),
-                L("scale", floatLiteral(a.getScale().convertToDouble()))});
-          return success();
-        }
-        FailureOr<std::string> dropout = attentionDropout(op, a.getDropoutAttr(), a.getQuery());
-        if (failed(dropout))
-          return failure();
-        std::vector<std::string> args{ptr(a), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
-                                      L("batch", n(q[0])), L("seq", n(q[1])), L("heads", n(q[2])),
-                                      L("kv_heads", n(k[2])), L("head_dim", n(q[3])),
-                                      L("scale", floatLiteral(a.getScale().convertToDouble())),
-                                      L("causal", b(a.getCausal()))};
-        if (!dropout->empty())
-          args.push_back(*dropout);
-        callWith(Kernel::attention_forward, args);
-        return success();
-      })
-      .Case([&](tx::AttentionGradOp a) {
-        ArrayRef<int64_t> q = shapeOf(a.getQuery()), k = shapeOf(a.getKey());
-        FailureOr<std::string> dropout = attentionDropout(op, a.getDropoutAttr(), a.getQuery());
-        if (failed(dropout))
-          return failure();
-        std::vector<std::string> args{
-            ptr(a.getQueryGrad()), ptr(a.getKeyGrad()), ptr(a.getValueGrad()), ptr(a.getGrad()), ptr(a.getQuery()),
-            ptr(a.getKey()), ptr(a.getValue()), L("batch", n(q[0])), L("seq", n(q[1])), L("heads", n(q[2])),
-            L("kv_heads", n(k[2])), L("head_dim", n(q[3])), L("scale", floatLiteral(a.getScale().convertToDouble())),
-            L("causal", b(a.getCausal()))};
-        if (!dropout->empty())
-          args.push_back(*dropout);
-        callWith(Kernel::attention_backward, args);
-        return success();
-      })
-      .Case([&](tx::CrossEntropyOp c) {
-        int64_t v = shapeOf(c.getLogits()).back();
-        scalarCall(c, Kernel::cross_entropy_forward,
-                   ptr(c.getLogits()) + ", " + ptr(c.getLabels()) + ", " + L("tokens", n(numel(c.getLabels()))) + ", " +
-                       L("vocab", n(v)) + ", " + L("vocab_size", n(c.getVocabSize().value_or(v))));
-        return success();
-      })
-      .Case([&](tx::CrossEntropyGradOp c) -> LogicalResult {
-        int64_t v = shapeOf(c.getLogits()).back();
-        FailureOr<std::string> dloss = hostScalar(op, c.getGrad());
-        if (failed(dloss))
-          return failure();
-        call(Kernel::cross_entropy_backward,
-             {ptr(c), *dloss, ptr(c.getLogits()), ptr(c.getLabels()), L("tokens", n(numel(c.getLabels()))),
-              L("vocab", n(v)), L("vocab_size", n(c.getVocabSize().value_or(v)))});
-        return success();
+      .Case([&](tx::KernelCallOpInterface k) -> LogicalResult {
+        FailureOr<tx::KernelCall> kernelCall = k.getKernelCall(sig.decode);
+        return failed(kernelCall) ? failure() : emitCall(op, *kernelCall);
       })
       .Case([&](func::CallOp c) {
         // A layer's function draws that layer's dropout masks.
@@ -881,11 +614,13 @@ Signature calleeSignature(func::FuncOp fn, bool decode) {
   Block &body = fn.getBody().front();
   for (BlockArgument arg : body.getArguments()) {
     std::string name = sig.names.take(arg, "arg");
-    // A QLoRA base weight comes as the runtime's NF4 tensor, which tx.nf4_dequantize or
-    // tx.matmul_nf4 (as its weight) reads.
-    const bool nf4 = llvm::any_of(arg.getUses(), [](OpOperand &use) {
-      auto fused = dyn_cast<tx::MatmulNf4Op>(use.getOwner());
-      return isa<tx::Nf4DequantizeOp>(use.getOwner()) || (fused && use.get() == fused.getWeight());
+    // A QLoRA base weight comes as the runtime's NF4 tensor, which a kernel reads through its
+    // pointer (tx.nf4_dequantize, tx.matmul_nf4's weight).
+    const bool nf4 = llvm::any_of(arg.getUsers(), [&](Operation *user) {
+      std::optional<tx::KernelCall> kernelCall = tx::quietKernelCall(user, decode);
+      return kernelCall && llvm::any_of(kernelCall->args, [&](const tx::KernelArg &a) {
+               return a.kind == tx::KernelArg::Deref && a.value == arg;
+             });
     });
     sig.prototype += ",\n    const " + (nf4 ? std::string("megart::Nf4Weight") : cppElementType(arg.getType())) + " *" +
                      name + " /* " + typeString(arg.getType()) + (nf4 ? ", NF4" : "") + " */";

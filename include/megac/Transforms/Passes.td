@@ -300,4 +300,20 @@ def TestFactorRules : Pass<"megac-test-factor-rules", "mlir::ModuleOp"> {
   let dependentDialects = ["::megac::tx::TxDialect"];
 }
 
+def TestKernelCalls : Pass<"megac-test-kernel-calls", "mlir::ModuleOp"> {
+  let summary = "For tests: a remark on every op that lowers to a runtime kernel, printing its call";
+  let description = [{
+    Each op's `getKernelCall()` (KernelCallOpInterface, dialects/tx/TxKernelCall.h) as the
+    kernel's name and its arguments in order, target-neutral:
+    `layer_norm_forward(%0, %arg0, %1, %2, rows=32, dim=16, eps=1e-05)`; per-rank integers as
+    `tp.rank*N`, `tp.size*N`, `decode.position`. The IR is not changed.
+    test/Transforms/kernel-calls.mlir checks one op per line.
+  }];
+  let options = [
+    Option<"decode", "decode", "bool", /*default=*/"false",
+           "lower as for generation's decode step (one position, the KV cache)">,
+  ];
+  let dependentDialects = ["::megac::tx::TxDialect"];
+}
+
 #endif // MEGAC_TRANSFORMS_PASSES_TD

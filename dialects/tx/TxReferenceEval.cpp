@@ -1,0 +1,155 @@
+// Each tx op's reference semantics for the double-precision interpreter (lib/Eval,
+// megac-gradcheck): ReferenceEvalOpInterface. It checks what the op's verifier cannot (ids in
+// range, a dropout rate the interpreter can reproduce) and calls the op's reference kernel
+// (include/megac/Eval/Kernels.h), in the op order of TxVjp.cpp and TxKernelCalls.cpp.
+#include "megac/Eval/Kernels.h"
+#include "tx/TxOps.h"
+
+using namespace mlir;
+using namespace megac::eval;
+using namespace megac::tx;
+
+namespace {
+using Results = SmallVector<Tensor>;
+
+Shape shapeOf(Value v) {
+  ArrayRef<int64_t> s = cast<RankedTensorType>(v.getType()).getShape();
+  return Shape(s.begin(), s.end());
+}
+
+/// Token ids and labels index a table or a vocabulary: out of range is an input error.
+LogicalResult checkRange(Operation *op, StringRef what, const Tensor &ids, int64_t bound) {
+  for (int64_t id : ids.ints)
+    if (id < 0 || id >= bound)
+      return op->emitOpError() << what << " " << id << " is outside [0, " << bound << ")";
+  return success();
+}
+
+Results one(Tensor t) {
+  Results r;
+  r.push_back(std::move(t));
+  return r;
+}
+} // namespace
+
+// ---- forward ops ------------------------------------------------------------------------------
+
+FailureOr<Results> EmbeddingOp::evaluate(ArrayRef<const Tensor *> in) {
+  if (failed(checkRange(*this, "token id", *in[1], in[0]->shape[0])))
+    return failure();
+  return one(embedding(*in[0], *in[1]));
+}
+
+FailureOr<Results> MatmulOp::evaluate(ArrayRef<const Tensor *> in) {
+  Tensor product = matmul(*in[0], *in[1], getTransposeLhs(), getTransposeRhs());
+  if (getScale())
+    for (double &v : product.data)
+      v *= getScale()->convertToDouble();
+  return one(std::move(product));
+}
+
+FailureOr<Results> AddOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(broadcastAdd(*in[0], *in[1]));
+}
+
+FailureOr<Results> MulOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(broadcastMul(*in[0], *in[1]));
+}
+
+FailureOr<Results> ReshapeOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(reshape(*in[0], shapeOf(getResult())));
+}
+
+FailureOr<Results> SliceOp::evaluate(ArrayRef<const Tensor *> in) {
+  int64_t size = shapeOf(getResult())[getDim()];
+  return one(slice(*in[0], getDim(), getOffset(), size));
+}
+
+FailureOr<Results> LayerNormOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(layerNorm(*in[0], *in[1], *in[2], getEpsilon().convertToDouble()));
+}
+
+FailureOr<Results> RmsNormOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(rmsNorm(*in[0], *in[1], getEpsilon().convertToDouble()));
+}
+
+FailureOr<Results> GeluOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(gelu(*in[0], getApproximation() == GeluApproximation::Tanh));
+}
+
+FailureOr<Results> SwigluOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(swiglu(*in[0], *in[1]));
+}
+
+FailureOr<Results> DropoutOp::evaluate(ArrayRef<const Tensor *> in) {
+  // The mask depends on the runtime's random stream; only the identity is checkable.
+  if (getRate().convertToDouble() != 0.0)
+    return emitOpError("with a nonzero rate cannot be evaluated by the reference "
+                       "interpreter: use rate 0.0 when checking gradients");
+  return one(*in[0]);
+}
+
+FailureOr<Results> RopeOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(rope(*in[0], getTheta().convertToDouble(), getInverse()));
+}
+
+FailureOr<Results> AttentionOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(attention(*in[0], *in[1], *in[2], getCausal(), getScale().convertToDouble()));
+}
+
+FailureOr<Results> CrossEntropyOp::evaluate(ArrayRef<const Tensor *> in) {
+  if (failed(checkRange(*this, "label", *in[1], in[0]->lastDim())))
+    return failure();
+  return one(crossEntropy(*in[0], *in[1]));
+}
+
+// ---- backward ops -----------------------------------------------------------------------------
+
+FailureOr<Results> ZerosOp::evaluate(ArrayRef<const Tensor *>) {
+  return one(Tensor::zeros(shapeOf(getResult())));
+}
+
+FailureOr<Results> ReduceSumOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(reduceSum(*in[0], shapeOf(getResult())));
+}
+
+FailureOr<Results> PadOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(pad(*in[0], getDim(), getOffset(), shapeOf(getResult())));
+}
+
+FailureOr<Results> EmbeddingGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  int64_t vocab = shapeOf(getResult())[0];
+  if (failed(checkRange(*this, "token id", *in[1], vocab)))
+    return failure();
+  return one(embeddingGrad(*in[0], *in[1], vocab));
+}
+
+FailureOr<Results> LayerNormGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  NormGrads g = layerNormGrad(*in[0], *in[1], *in[2], getEpsilon().convertToDouble());
+  return Results{std::move(g.input), std::move(g.weight), std::move(g.bias)};
+}
+
+FailureOr<Results> RmsNormGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  NormGrads g = rmsNormGrad(*in[0], *in[1], *in[2], getEpsilon().convertToDouble());
+  return Results{std::move(g.input), std::move(g.weight)};
+}
+
+FailureOr<Results> GeluGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(geluGrad(*in[0], *in[1], getApproximation() == GeluApproximation::Tanh));
+}
+
+FailureOr<Results> SwigluGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  SwigluGrads g = swigluGrad(*in[0], *in[1], *in[2]);
+  return Results{std::move(g.gate), std::move(g.up)};
+}
+
+FailureOr<Results> AttentionGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  AttentionGrads g = attentionGrad(*in[0], *in[1], *in[2], *in[3], getCausal(), getScale().convertToDouble());
+  return Results{std::move(g.query), std::move(g.key), std::move(g.value)};
+}
+
+FailureOr<Results> CrossEntropyGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  if (failed(checkRange(*this, "label", *in[2], in[1]->lastDim())))
+    return failure();
+  return one(crossEntropyGrad(*in[0], *in[1], *in[2]));
+}
