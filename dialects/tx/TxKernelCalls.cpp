@@ -219,11 +219,14 @@ FailureOr<KernelCall> DropoutOp::getKernelCall(bool) {
 
 FailureOr<KernelCall> RopeOp::getKernelCall(bool decode) {
   ArrayRef<int64_t> s = shapeOf(getInput());
-  return KernelCall{Kernel::rope_forward,
-                    {getResult(), getInput(), integer("batch", s[0]), integer("seq", s[1]), integer("heads", s[2]),
-                     integer("head_dim", s[3]), floating("theta", getTheta()),
-                     integer("position_offset", decode ? KernelInt::decodePosition() : KernelInt(0)),
-                     boolean("inverse", getInverse())}};
+  KernelCall call{Kernel::rope_forward,
+                  {getResult(), getInput(), integer("batch", s[0]), integer("seq", s[1]), integer("heads", s[2]),
+                   integer("head_dim", s[3]), floating("theta", getTheta()),
+                   integer("position_offset", decode ? KernelInt::decodePosition() : KernelInt(0)),
+                   boolean("inverse", getInverse())}};
+  if (std::optional<APFloat> divisor = getPositionDivisor()) // the kernel's default: 1
+    call.args.push_back(floating("position_divisor", *divisor));
+  return call;
 }
 
 FailureOr<KernelCall> AttentionOp::getKernelCall(bool decode) {

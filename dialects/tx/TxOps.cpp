@@ -162,6 +162,10 @@ LogicalResult RopeOp::verify() {
                          << shapeOf(getInput())[3];
   if (getTheta().convertToDouble() <= 0.0)
     return emitOpError() << "theta must be > 0, found " << getTheta().convertToDouble();
+  if (std::optional<APFloat> divisor = getPositionDivisor();
+      divisor && !(divisor->convertToDouble() > 0.0 && divisor->convertToDouble() <= 1e6))
+    return emitOpError() << "positions_divided_by must be above 0 and at most 1e6, found "
+                         << divisor->convertToDouble();
   return success();
 }
 

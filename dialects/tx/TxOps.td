@@ -205,11 +205,16 @@ def Tx_RopeOp : Tx_Op<"rope", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule,
     `input` is `[batch, seq, heads, head_dim]` with an even `head_dim`. Position p of the
     sequence and frequency i < head_dim/2 rotate the pair (x[i], x[i + head_dim/2]) by
     p * theta^(-2i/head_dim), as Hugging Face Llama does. `inverse` rotates the other way,
-    which is also the rotation's gradient.
+    which is also the rotation's gradient. With `positions_divided_by` f, position p rotates as
+    p / f (transformers' linear rope scaling: a model made for n positions reads f x n).
   }];
-  let arguments = (ins Tx_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse);
+  let arguments = (ins Tx_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse,
+                       OptionalAttr<F64Attr>:$position_divisor);
   let results = (outs Tx_FloatTensor:$result);
-  let assemblyFormat = "$input `theta` $theta (`inverse` $inverse^)? attr-dict `:` type($input)";
+  let assemblyFormat = [{
+    $input `theta` $theta (`positions_divided_by` $position_divisor^)? (`inverse` $inverse^)? attr-dict
+    `:` type($input)
+  }];
   let hasVerifier = 1;
 }
 

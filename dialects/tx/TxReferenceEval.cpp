@@ -90,7 +90,8 @@ FailureOr<Results> DropoutOp::evaluate(ArrayRef<const Tensor *> in) {
 }
 
 FailureOr<Results> RopeOp::evaluate(ArrayRef<const Tensor *> in) {
-  return one(rope(*in[0], getTheta().convertToDouble(), getInverse()));
+  return one(rope(*in[0], getTheta().convertToDouble(), getInverse(),
+                  getPositionDivisor() ? getPositionDivisor()->convertToDouble() : 1.0));
 }
 
 FailureOr<Results> AttentionOp::evaluate(ArrayRef<const Tensor *> in) {

@@ -125,7 +125,8 @@ SmallVector<Value> DropoutOp::buildVjp(OpBuilder &b, ValueRange cot) {
 
 /// A rotation's transpose is the rotation the other way.
 SmallVector<Value> RopeOp::buildVjp(OpBuilder &b, ValueRange cot) {
-  return {RopeOp::create(b, getLoc(), cot[0], getTheta(), !getInverse())};
+  return {RopeOp::create(b, getLoc(), cot[0].getType(), cot[0], getThetaAttr(),
+                         getInverse() ? UnitAttr() : b.getUnitAttr(), getPositionDivisorAttr())};
 }
 
 SmallVector<Value> AttentionOp::buildVjp(OpBuilder &b, ValueRange cot) {

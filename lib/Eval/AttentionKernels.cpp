@@ -7,7 +7,7 @@
 
 namespace megac::eval {
 
-Tensor rope(const Tensor &x, double theta, bool inverse) {
+Tensor rope(const Tensor &x, double theta, bool inverse, double positionDivisor) {
   int64_t batch = x.shape[0], seq = x.shape[1], heads = x.shape[2], d = x.shape[3], half = d / 2;
   Tensor y = Tensor::zeros(x.shape);
   for (int64_t b = 0; b < batch; ++b)
@@ -16,7 +16,7 @@ Tensor rope(const Tensor &x, double theta, bool inverse) {
         const double *in = x.data.data() + ((b * seq + p) * heads + h) * d;
         double *out = y.data.data() + ((b * seq + p) * heads + h) * d;
         for (int64_t i = 0; i < half; ++i) {
-          double angle = p * std::pow(theta, -2.0 * i / d) * (inverse ? -1.0 : 1.0);
+          double angle = p / positionDivisor * std::pow(theta, -2.0 * i / d) * (inverse ? -1.0 : 1.0);
           double c = std::cos(angle), s = std::sin(angle);
           // rotate_half: out = x * cos + (-x2, x1) * sin
           out[i] = in[i] * c - in[i + half] * s;

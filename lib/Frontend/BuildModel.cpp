@@ -246,7 +246,8 @@ private:
     Value y = reshape(x, {B, S, n, D}, (name + "_heads").str(), key);
     if (s.positionEmbeddingType == "rope")
       y = tx::RopeOp::create(b, at((name + "_rope").str(), "rotary_base"), y.getType(), y,
-                             b.getF64FloatAttr(s.rotaryBaseFor(S)), UnitAttr());
+                             b.getF64FloatAttr(s.rotaryBaseFor(S)), UnitAttr(),
+                             s.ropeScalingType == "linear" ? b.getF64FloatAttr(s.ropeScalingFactor) : FloatAttr());
     return y;
   }
 

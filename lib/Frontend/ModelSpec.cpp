@@ -205,7 +205,7 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   for (Choice c : {Choice{"normalization", &s.normalization, {"LayerNorm", "RMSNorm"}},
                    Choice{"activation", &s.activation, {"gelu", "swiglu"}},
                    Choice{"position_embedding_type", &s.positionEmbeddingType, {"learned", "rope"}},
-                   Choice{"rope_scaling_type", &s.ropeScalingType, {"none", "dynamic"}}})
+                   Choice{"rope_scaling_type", &s.ropeScalingType, {"none", "linear", "dynamic"}}})
     if (has(c.key))
       if (Error e = take(r.toChoice(c.key, get(c.key), c.allowed), *c.field))
         return std::move(e);

@@ -64,7 +64,7 @@ public:
   }
 
   /// The spec lines of rope_scaling (transformers 4.40's Llama: null, or {"type", "factor"}):
-  /// dynamic NTK scaling; linear scaling is refused by name until the rope op scales positions.
+  /// linear or dynamic (NTK) scaling.
   Expected<std::string> ropeScaling() const {
     const json::Value *v = config.get("rope_scaling");
     if (!v || v->kind() == json::Value::Null)
@@ -74,12 +74,12 @@ public:
     std::optional<double> factor = o ? o->getNumber("factor") : std::nullopt;
     if (!type || !factor)
       return fail("rope_scaling is " + shown(*v) + "; transformers' Llama reads {\"type\": ..., \"factor\": ...}");
-    if (*type != "dynamic")
-      return fail("rope_scaling's type is \"" + *type + "\"; megac computes \"dynamic\" (NTK) scaling only so far "
-                  "(linear needs the rope op to scale positions), so " + cannot());
+    if (*type != "linear" && *type != "dynamic")
+      return fail("rope_scaling's type is \"" + *type + "\"; transformers 4.40's Llama and megac compute \"linear\" "
+                  "and \"dynamic\", so " + cannot());
     if (!(*factor > 1.0 && *factor <= 1e6))
       return fail("rope_scaling's factor is " + shown(*o->get("factor")) + "; it must be above 1 (at most 1e6)");
-    return "rope_scaling_type: dynamic\nrope_scaling_factor: " + shortestExactText(*factor) + "\n";
+    return "rope_scaling_type: " + type->str() + "\nrope_scaling_factor: " + shortestExactText(*factor) + "\n";
   }
 
   /// The dropout lines of the spec, and what they are for.

@@ -11,7 +11,7 @@ namespace megart::cpu {
 
 template <typename A>
 void rope_forward(A* y, const A* x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-                  float theta, int64_t position_offset, bool inverse) {
+                  float theta, int64_t position_offset, bool inverse, float position_divisor) {
   if (head_dim % 2 != 0)
     throw Error("rope: head_dim (" + std::to_string(head_dim) + ") must be even");
   const int64_t half = head_dim / 2;
@@ -27,7 +27,8 @@ void rope_forward(A* y, const A* x, int64_t batch, int64_t seq, int64_t heads, i
   const float sign = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static) if (seq * half > 4096)
   for (int64_t s = 0; s < seq; ++s) {
-    const float pos = static_cast<float>(s + position_offset);
+    // p / f in float32, as transformers' linear scaling divides its float positions.
+    const float pos = static_cast<float>(s + position_offset) / position_divisor;
     for (int64_t i = 0; i < half; ++i) {
       const double angle = static_cast<double>(pos * inv_freq[i]);
       cos_t[s * half + i] = static_cast<float>(std::cos(angle));
@@ -54,13 +55,13 @@ void rope_forward(A* y, const A* x, int64_t batch, int64_t seq, int64_t heads, i
 }
 
 void rope_forward(float* y, const float* x, int64_t batch, int64_t seq, int64_t heads,
-                  int64_t head_dim, float theta, int64_t position_offset, bool inverse) {
-  rope_forward<float>(y, x, batch, seq, heads, head_dim, theta, position_offset, inverse);
+                  int64_t head_dim, float theta, int64_t position_offset, bool inverse, float position_divisor) {
+  rope_forward<float>(y, x, batch, seq, heads, head_dim, theta, position_offset, inverse, position_divisor);
 }
 
 template void rope_forward<bf16_t>(bf16_t*, const bf16_t*, int64_t, int64_t, int64_t, int64_t,
-                                   float, int64_t, bool);
+                                   float, int64_t, bool, float);
 template void rope_forward<fp16_t>(fp16_t*, const fp16_t*, int64_t, int64_t, int64_t, int64_t,
-                                   float, int64_t, bool);
+                                   float, int64_t, bool, float);
 
 } // namespace megart::cpu

@@ -100,6 +100,27 @@ TEST(KernelsRope, BackwardIsInverseAndMatchesFiniteDifferences) {
   }
 }
 
+// Linear rope scaling: positions divided by f. Position f x p with f rotates as position p
+// without (f = 4: both float32 positions exact), and a divisor of 1 changes nothing.
+TEST(KernelsRope, PositionDivisorScalesPositions) {
+  const int64_t seq = 16, heads = 2, head_dim = 8;
+  const Vec x = random_vec(seq * heads * head_dim, 7);
+  Vec scaled(x.size()), plain(x.size()), same(x.size());
+  cpu::rope_forward(scaled.data(), x.data(), 1, seq, heads, head_dim, kTheta, 0, false, 4.0f);
+  cpu::rope_forward(plain.data(), x.data(), 1, seq, heads, head_dim, kTheta, 0, false);
+  cpu::rope_forward(same.data(), x.data(), 1, seq, heads, head_dim, kTheta, 0, false, 1.0f);
+  EXPECT_EQ(same, plain);
+  for (int64_t p = 0; p < seq / 4; ++p) {
+    // Row 4p of the scaled table against row p of the plain one, on x's row 4p.
+    Vec one(static_cast<size_t>(heads * head_dim));
+    cpu::rope_forward(one.data(), x.data() + 4 * p * heads * head_dim, 1, 1, heads, head_dim, kTheta, p, false);
+    for (int64_t k = 0; k < heads * head_dim; ++k)
+      EXPECT_EQ(scaled[static_cast<size_t>(4 * p * heads * head_dim + k)], one[static_cast<size_t>(k)])
+          << "position " << 4 * p << " element " << k;
+  }
+  EXPECT_NE(scaled, plain); // and it does rotate differently
+}
+
 TEST(KernelsRope, InPlaceAndOddHeadDim) {
   const RopeShape s{2, 3, 2, 4, 5};
   const Vec x = random_vec(numel(s), 6);

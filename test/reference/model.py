@@ -61,10 +61,11 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
-def rope_tables(seq, head_dim, base):
-    """HF rotate_half convention, all float32: cos/sin [seq, head_dim], halves duplicated."""
+def rope_tables(seq, head_dim, base, position_divisor=1.0):
+    """HF rotate_half convention, all float32: cos/sin [seq, head_dim], halves duplicated;
+    positions divided by position_divisor (linear rope scaling)."""
     inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
-    angles = torch.arange(seq, dtype=torch.float32)[:, None] * inv_freq[None, :]
+    angles = (torch.arange(seq, dtype=torch.float32) / position_divisor)[:, None] * inv_freq[None, :]
     emb = torch.cat([angles, angles], dim=-1)
     return emb.cos(), emb.sin()
 
@@ -194,7 +195,8 @@ class Transformer(nn.Module):
             self._names = ("model", "embed_tokens", "layers", "norm")
         if not spec.tie_embeddings:
             self.lm_head = Linear(h, V, bias=False, conv1d=False)  # [V, h]
-        self.rope = (rope_tables(spec.seq_length, spec.head_dim, spec.rotary_base_for(spec.seq_length))
+        divisor = spec.rope_scaling_factor if spec.rope_scaling_type == "linear" else 1.0
+        self.rope = (rope_tables(spec.seq_length, spec.head_dim, spec.rotary_base_for(spec.seq_length), divisor)
                      if spec.position_embedding_type == "rope" else None)
         self.draw = None  # a dropout.Draw while training a microbatch; None: no dropout
 

@@ -27,7 +27,7 @@ CHOICES = {
     "normalization": ("LayerNorm", "RMSNorm"),
     "activation": ("gelu", "swiglu"),
     "position_embedding_type": ("learned", "rope"),
-    "rope_scaling_type": ("none", "dynamic"),
+    "rope_scaling_type": ("none", "linear", "dynamic"),
 }
 
 
@@ -57,7 +57,7 @@ class Spec:
     hidden_dropout: float
     attention_dropout: float
     kv_channels: int  # the head dimension (Megatron's name); 0: hidden_size / num_attention_heads
-    rope_scaling_type: str  # "none" or "dynamic" (transformers' dynamic NTK scaling)
+    rope_scaling_type: str  # "none", "linear" (positions / factor) or "dynamic" (transformers' NTK)
     rope_scaling_factor: float
 
     def rotary_base_for(self, tokens):

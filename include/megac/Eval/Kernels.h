@@ -58,7 +58,7 @@ SwigluGrads swigluGrad(const Tensor &dy, const Tensor &gate, const Tensor &up);
 
 /// x [b, s, heads, d]: position p rotates (x[i], x[i + d/2]) by p * theta^(-2i/d) for
 /// i < d/2 (rotate_half convention); `inverse` rotates by the negative angle.
-Tensor rope(const Tensor &x, double theta, bool inverse);
+Tensor rope(const Tensor &x, double theta, bool inverse, double positionDivisor = 1.0);
 /// q [b, s, heads, d], k and v [b, s, groups, d]; query head h uses kv head
 /// h / (heads / groups); softmax over keys of scale * q.k, keys j <= i when causal.
 Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, bool causal, double scale);

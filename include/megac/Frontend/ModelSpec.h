@@ -30,8 +30,9 @@ struct ModelSpec {
   bool addQkvBias = false;             // biases on q, k and v only (Qwen2): Megatron's add_qkv_bias
   double normEpsilon = 1e-5;
   double rotaryBase = 10000.0;
-  // Rope scaling (Hugging Face's rope_scaling): "dynamic" NTK scaling raises the base for a
-  // sequence longer than max_position_embeddings (transformers' LlamaDynamicNTKScalingRotaryEmbedding).
+  // Rope scaling (Hugging Face's rope_scaling): "linear" divides every position by the factor;
+  // "dynamic" NTK scaling raises the base for a sequence longer than max_position_embeddings
+  // (transformers' LlamaLinearScalingRotaryEmbedding, LlamaDynamicNTKScalingRotaryEmbedding).
   std::string ropeScalingType = "none";
   double ropeScalingFactor = 1.0;
   double hiddenDropout = 0.0;

@@ -19,12 +19,12 @@ struct InvFreq {
 // One block per (batch, position) row of heads * head_dim values. Each thread reads both
 // elements of a pair before writing them, so y may alias x exactly.
 __global__ void rope_kernel(float *y, const float *x, int64_t rows, int64_t seq, int64_t heads, int64_t half,
-                            int64_t position_offset, float sign, InvFreq freq) {
+                            int64_t position_offset, float position_divisor, float sign, InvFreq freq) {
   extern __shared__ float table[]; // cos [half] then sin [half]
   float *cos_t = table, *sin_t = table + half;
   const int64_t head_dim = 2 * half;
   for (int64_t bs = blockIdx.x; bs < rows; bs += gridDim.x) {
-    const float pos = static_cast<float>(bs % seq + position_offset);
+    const float pos = static_cast<float>(bs % seq + position_offset) / position_divisor; // as the CPU
     __syncthreads(); // the previous row's readers are done with the table
     for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
       const double angle = static_cast<double>(pos * freq.value[i]);
@@ -48,7 +48,7 @@ __global__ void rope_kernel(float *y, const float *x, int64_t rows, int64_t seq,
 } // namespace
 
 void rope_forward(float *y, const float *x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, float theta,
-                  int64_t position_offset, bool inverse) {
+                  int64_t position_offset, bool inverse, float position_divisor) {
   if (head_dim % 2 != 0)
     throw Error("rope: head_dim (" + std::to_string(head_dim) + ") must be even");
   detail::require(head_dim / 2 <= kMaxHalf, "rope: head_dim (" + std::to_string(head_dim) +
@@ -69,7 +69,7 @@ void rope_forward(float *y, const float *x, int64_t batch, int64_t seq, int64_t 
   }
   const size_t shared = sizeof(float) * 2 * half;
   rope_kernel<<<detail::row_blocks(rows), detail::kThreads, shared, compute_stream()>>>(
-      y, x, rows, seq, heads, half, position_offset, inverse ? -1.0f : 1.0f, freq);
+      y, x, rows, seq, heads, half, position_offset, position_divisor, inverse ? -1.0f : 1.0f, freq);
   detail::check_launch("rope_forward");
 }
 

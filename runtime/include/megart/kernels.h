@@ -178,13 +178,15 @@ void swiglu_backward(A *dgate, A *dup, const A *dy, const A *gate, const A *up, 
 // Precision follows HF/PyTorch float32 step by step so the tables match it: the exponent
 // 2i/head_dim, theta^exponent, 1/that and p*inv_freq are each rounded to float32; cos and sin of
 // that float angle are then computed in double and rounded once (a correctly rounded cosf/sinf).
+// position_divisor f: p is (float)p / f first (transformers' linear rope scaling).
 // Throws megart::Error if head_dim is odd.
 void rope_forward(float* y, const float* x, int64_t batch, int64_t seq, int64_t heads,
-                  int64_t head_dim, float theta, int64_t position_offset, bool inverse);
+                  int64_t head_dim, float theta, int64_t position_offset, bool inverse,
+                  float position_divisor = 1.0f);
 // 16-bit: x, y are A* (the cos / sin tables stay float).
 template <typename A>
 void rope_forward(A *y, const A *x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, float theta,
-                  int64_t position_offset, bool inverse);
+                  int64_t position_offset, bool inverse, float position_divisor = 1.0f);
 
 // ---- Attention (kernels_attention.cpp) ----------------------------------------------------
 

@@ -250,6 +250,14 @@ func.func @rope_odd_head_dim(%x: tensor<2x8x4x15xf32>) {
 
 // -----
 
+func.func @rope_positions_divided_by_zero(%x: tensor<2x8x4x16xf32>) {
+  // expected-error @+1 {{positions_divided_by must be above 0 and at most 1e6, found 0}}
+  %0 = tx.rope %x theta 10000.0 positions_divided_by 0.0 : tensor<2x8x4x16xf32>
+  return
+}
+
+// -----
+
 func.func @attention_groups(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x3x16xf32>, %v: tensor<2x8x3x16xf32>) {
   // expected-error @+1 {{query heads (4) must be a multiple of key/value heads (3)}}
   %0 = tx.attention %q, %k, %v causal scale 0.25 : tensor<2x8x4x16xf32>, tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32> -> tensor<2x8x4x16xf32>

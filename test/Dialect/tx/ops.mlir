@@ -103,7 +103,10 @@ func.func @dropout(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
 func.func @rope(%q: tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32> {
   // CHECK: tx.rope %{{.*}} theta 1.000000e+04 : tensor<2x8x4x16xf32>
   %0 = tx.rope %q theta 10000.0 : tensor<2x8x4x16xf32>
-  return %0 : tensor<2x8x4x16xf32>
+  // Linear rope scaling: positions divided by 4.
+  // CHECK: tx.rope %{{.*}} theta 1.000000e+04 positions_divided_by 4.000000e+00 inverse : tensor<2x8x4x16xf32>
+  %1 = tx.rope %0 theta 10000.0 positions_divided_by 4.0 inverse : tensor<2x8x4x16xf32>
+  return %1 : tensor<2x8x4x16xf32>
 }
 
 // -----

@@ -37,6 +37,12 @@ def cases():
                    r"the embeddings and the residual branches at one rate", setting("embd_pdrop", 0.2)),
         hf_compile("a dropout rate of 1.5", r"attn_pdrop is 1\.5; a dropout rate is a number in \[0, 1\)",
                    setting("attn_pdrop", 1.5)),
+        hf_compile("a rope scaling type transformers 4.40 does not define", r"rope_scaling's type is \"yarn\"; "
+                   r"transformers 4\.40's Llama and megac compute \"linear\" and \"dynamic\"",
+                   content={"hf/config.json": json.dumps({
+                       "model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1,
+                       "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 300,
+                       "rope_scaling": {"type": "yarn", "factor": 2.0}}).encode()}),
         hf_compile("--seq-length past the learned positions", r"--seq-length is 64, but .*config\.json has learned "
                    r"positions for 32 tokens \(max_position_embeddings\); give at most 32", flags=["--seq-length", "64"]),
         hf_compile("--hidden-dropout 1.5", r"--hidden-dropout is 1\.5; a dropout rate is a number in \[0, 1\)",

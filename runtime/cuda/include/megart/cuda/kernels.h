@@ -85,7 +85,7 @@ void swiglu_backward(float *dgate, float *dup, const float *dy, const float *gat
 
 // ---- Rotary embedding -------------------------------------------------------------------
 void rope_forward(float *y, const float *x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-                  float theta, int64_t position_offset, bool inverse);
+                  float theta, int64_t position_offset, bool inverse, float position_divisor = 1.0f);
 
 // ---- Attention: fused, flash-style (online softmax, no seq x seq matrix in memory) --------
 // With dropout, the CPU's masks (megart/dropout.h), recomputed in the backward.
