@@ -398,7 +398,7 @@ TEST_F(TrainZero1, RefusesWhatItCannotShard) {
           "reduce-scatters the gradients in fp32");
   Program plain = bigram_program<2>();
   plain.desc.data_parallel_size = 2;
-  plain.desc.gather_params = &flat_test::gather_params<flat_test::kOneBucket>;
+  plain.stage0().gather_params = &flat_test::gather_params<flat_test::kOneBucket>;
   refused(plain.desc, {}, "gather_params is set but flat_layout is not");
 }
 
