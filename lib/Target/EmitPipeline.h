@@ -30,9 +30,4 @@ mlir::FailureOr<ProgramFields> emitPipelineStages(mlir::ModuleOp module, const P
                                                   const pipeline::Schedule &schedule, Target target,
                                                   llvm::raw_ostream &os, llvm::raw_ostream &plan);
 
-/// Prints rank `rank` of `schedule` as the runtime's table `const megart::PipeOp <name>[]`: its
-/// actions, then its closing ones. Returns the table's length.
-int64_t emitScheduleTable(const pipeline::Schedule &schedule, int64_t rank, llvm::StringRef name,
-                          llvm::raw_ostream &os);
-
 } // namespace megac::emit
