@@ -210,8 +210,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   const PipeOp *const table = pipe.stage.ops;
   const int64_t table_ops = pipe.stage.num_ops;
   // The distributed optimizer (a flat layout): the sync reduce-scatters, the optimizer updates
-  // this rank's shards, and the compiled gather_params (or the runtime, for a program without
-  // one) all-gathers the updated parameters.
+  // this rank's shards, and the compiled gather_params all-gathers the updated parameters (the
+  // validator made sure the stage has both where they run).
   DistributedOptimizerState *const sharded = store.sharded();
   const GatherParamsFn compiled_gather = pipe.stage.gather_params;
   data.set_order(start.shuffle, start.seed); // the same order on every rank
@@ -248,8 +248,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   if (gathers_overlap)
     ctx.param_gathers = sharded;
   // --overlap-grad-reduce: the last microbatch (a chunk's last backward) starts the dp buckets;
-  // otherwise the compiled sync_gradients starts them after the last microbatch (or, for a
-  // program without compiled buckets, the runtime's --ddp-bucket-size buckets).
+  // otherwise the compiled sync_gradients starts them after the last microbatch.
   const bool overlapped = dp > 1 && program.overlap_grad_reduce;
   GradSync grad_sync(grid.dp(), device);
   // The distributed optimizer overlapped: the step starts each bucket's reduce-scatter.
@@ -333,12 +332,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     closing.grad_sync = [&] {
       if (dp > 1 && sharded && !grads_in_backward) {
         activity.phase("data-parallel gradient reduce-scatter");
-        if (!overlapped) {
-          if (compiled_sync)
-            compiled_sync(sync_ctx, store.grad_table());
-          else
-            sharded->reduce_scatter_grads();
-        }
+        if (!overlapped)
+          compiled_sync(sync_ctx, store.grad_table());
         const int64_t started = grad_sync.finish();
         if (overlapped ? started == 0 : started != 0)
           throw Error(overlapped ? "compiled program: built with --overlap-grad-reduce and the distributed optimizer, "
@@ -349,13 +344,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
                                    "(regenerate the program with megac compile)");
       } else if (dp > 1 && !sharded) {
         activity.phase("data-parallel gradient sync");
-        if (!overlapped) {
-          if (compiled_sync)
-            compiled_sync(sync_ctx, store.grad_table());
-          else
-            grad_sync.start_in_buckets(store.flat_grads(), store.flat_grads_numel(), f.ddp_bucket_size);
-        }
-        if (grad_sync.finish() == 0 && (overlapped || compiled_sync))
+        if (!overlapped)
+          compiled_sync(sync_ctx, store.grad_table());
+        if (grad_sync.finish() == 0)
           throw Error(overlapped ? "compiled program: built with --overlap-grad-reduce, but its step "
                                    "started no gradient bucket (regenerate the program with megac compile)"
                                  : "compiled program: its sync_gradients started no gradient bucket "
@@ -402,10 +393,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
         return;
       }
       activity.phase("data-parallel parameter all-gather");
-      if (compiled_gather)
-        compiled_gather(ctx, store.param_table());
-      else
-        sharded->all_gather_params();
+      compiled_gather(ctx, store.param_table());
     };
     run_closing_ops(table, table_ops, closing);
     if (scaler)

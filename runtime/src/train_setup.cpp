@@ -96,8 +96,20 @@ void validate_program(const ProgramDesc &p) {
                   " flat_layout but stage 0" + (stage.flat_layout ? " has none" : " has one") +
                   "; the distributed optimizer covers every stage or none (regenerate the "
                   "program with megac compile)");
+    const std::string where = p.pipeline_parallel_size > 1 ? "stage " + std::to_string(r) + ": " : "";
     validate_flat_layout_fields(p, stage.flat_layout, stage.sync_gradients, stage.gather_params, stage.ops,
-                                stage.num_ops, p.pipeline_parallel_size > 1 ? "stage " + std::to_string(r) + ": " : "");
+                                stage.num_ops, where);
+    // The runtime has no buckets or gathers of its own: the compiled sync runs after the last
+    // microbatch unless backward started the buckets (--overlap-grad-reduce) or reduce-scattered
+    // them (ZeRO-2/3).
+    const bool grads_in_backward = stage.flat_layout && stage.flat_layout->sharding != DataParallelSharding::Optim;
+    if (p.data_parallel_size > 1 && !p.overlap_grad_reduce && !grads_in_backward && !stage.sync_gradients)
+      throw Error("compiled program: " + where + "data_parallel_size is " + std::to_string(p.data_parallel_size) +
+                  " but there is no sync_gradients to sum the gradients over dp (regenerate the program with "
+                  "megac compile)");
+    if (gathers_params(stage.ops, stage.num_ops) && !stage.gather_params)
+      throw Error("compiled program: " + where + "the table gathers the parameters after the step but there is no "
+                  "gather_params (regenerate the program with megac compile)");
   }
 }
 

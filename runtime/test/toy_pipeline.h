@@ -203,6 +203,15 @@ struct Program {
   Program(const Program &) = delete; // desc points into the vectors
 };
 
+// A stage's compiled dp bucket: its whole table, which ends with a w_c (train_test::sync_whole_table).
+inline megart::SyncFn whole_table_sync(size_t num_params) {
+  static const megart::SyncFn syncs[] = {
+      &train_test::sync_whole_table<0, kHidden>, &train_test::sync_whole_table<1, kHidden>,
+      &train_test::sync_whole_table<2, kHidden>, &train_test::sync_whole_table<3, kHidden>,
+      &train_test::sync_whole_table<4, kHidden>, &train_test::sync_whole_table<5, kHidden>};
+  return syncs[num_params - 1];
+}
+
 // Schedule shorthands for P = 2, where every peer is the other rank.
 inline megart::PipeOp F(int32_t c, int32_t mb) { return {megart::PipeOpKind::Forward, c, mb, -1}; }
 inline megart::PipeOp B(int32_t c, int32_t mb) { return {megart::PipeOpKind::Backward, c, mb, -1}; }
@@ -343,6 +352,7 @@ void build(Program &p, const std::vector<std::vector<megart::PipeOp>> &schedule 
     s.ops = p.ops[r].data();
     s.num_ops = static_cast<int64_t>(p.ops[r].size());
     s.predicted_peak_stash = predicted_peaks.empty() ? 0 : predicted_peaks[r];
+    s.sync_gradients = whole_table_sync(p.params[r].size()); // summed where dp > 1
     p.stages.push_back(s);
   }
   d.pipeline_parallel_size = kP;

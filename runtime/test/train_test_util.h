@@ -92,6 +92,13 @@ inline constexpr megart::PipeOp kOneStageOps[] = {
     {megart::PipeOpKind::GradSync, -1, -1, -1}, {megart::PipeOpKind::OptimizerStep, -1, -1, -1},
     {megart::PipeOpKind::ParamGather, -1, -1, -1}};
 
+// The gradient bucket megac compiles for a no_shard plan whose gradients fit one bucket
+// (megac-data-parallel): the whole table, one flat buffer in table order, summed over dp at once.
+// kLast: the table's last entry, of kLastNumel elements.
+template <int kLast, int64_t kLastNumel> void sync_whole_table(const megart::StepContext &ctx, float *const *grads) {
+  ctx.grad_sync->start(grads[0], (grads[kLast] + kLastNumel) - grads[0]);
+}
+
 // A one-stage ProgramDesc with its own tables (ProgramDesc only points at them; they live on the
 // heap, so a moved Program stays valid: call relink() after changing `params` or copying).
 struct Program {
@@ -137,6 +144,7 @@ template <int64_t kMicro, bool kSplit = false> Program bigram_program() {
   p.set_chunk(&bigram_forward<kMicro, kSplit>, &bigram_backward<kMicro, kSplit>, kStashBytes(kMicro),
               kArenaFloats(kMicro) * 4);
   p.set_one_stage_ops();
+  p.stage0().sync_gradients = &sync_whole_table<kSplit ? 2 : 1, kVocab>; // ends with b; summed where dp > 1
   return p;
 }
 

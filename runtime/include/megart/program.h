@@ -266,8 +266,12 @@ struct PipelineStageDesc {
   // The schedule's peak of stashed (chunk, microbatch) activations on this rank, as the
   // compiler's verifier computed it; the executor counts its own and reports both.
   int64_t predicted_peak_stash;
-  SyncFn sync_gradients;             // dp buckets over this stage's gradients (null: runtime)
-  // The distributed optimizer's layout of this stage's table and its all-gathers (null: no_shard).
+  // The dp buckets over this stage's gradients: what GradSync runs with dp > 1 unless backward
+  // starts them (overlap_grad_reduce) or reduce-scatters them (ZeRO-2/3). The runtime has no
+  // buckets of its own.
+  SyncFn sync_gradients;
+  // The distributed optimizer's layout of this stage's table and its all-gathers (null: no_shard;
+  // gather_params is required where the table has a ParamGather).
   const FlatLayoutDesc *flat_layout = nullptr;
   GatherParamsFn gather_params = nullptr;
   // Parameters this stage's chunks read but never train (LoRA's base model, `megac compile
