@@ -130,9 +130,10 @@ def TensorParallel : Pass<"megac-tensor-parallel", "mlir::ModuleOp"> {
 def PipelineSplit : Pass<"megac-pipeline-split", "mlir::ModuleOp"> {
   let summary = "Cuts forward + backward into per-chunk forward and backward functions";
   let description = [{
-    With pipeline parallelism in the plan (`@grid`), the transformer layers are split into chunks
-    (pp x vpp of them; chunk c runs on pipeline rank c % pp); the plan's `pipeline_layout` gives
-    each chunk's number of consecutive layers. Without it the pass does nothing. The embedding
+    The transformer layers are split into chunks (pp x vpp of them; chunk c runs on pipeline rank
+    c % pp); the plan's `pipeline_layout` (`@grid`) gives each chunk's number of consecutive
+    layers. Without pipeline parallelism there is one chunk holding every layer: every plan's
+    iteration is a schedule of chunk functions, run by the runtime's one executor. The embedding
     goes to the first chunk; the final norm, LM head and loss to the last. `@train_step` is
     replaced by, for every chunk c,
 
