@@ -79,9 +79,7 @@ inline constexpr int64_t kMlpOutputDropoutStream = 3;       // the MLP's output 
 /// The frontend's entry, `(ids, labels) -> loss`, and what megac-autodiff makes of it.
 inline constexpr llvm::StringLiteral kForwardEntry = "forward";
 inline constexpr llvm::StringLiteral kTrainStep = "train_step";
-/// @train_step's forward up to the loss, for evaluation (megac-derive-steps).
-inline constexpr llvm::StringLiteral kEvalStep = "eval_step";
-/// @train_step's forward up to the logits, for generation (megac-derive-steps, single-rank fp32
+/// The one chunk's forward up to the logits, for generation (megac-derive-steps, single-rank fp32
 /// programs).
 inline constexpr llvm::StringLiteral kLogitsStep = "logits_step";
 /// Generation's one position with a KV cache: the frontend's @forward built for seq_length 1, cut

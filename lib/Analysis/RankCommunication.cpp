@@ -140,7 +140,6 @@ llvm::json::Object axisJson(const AxisBytes &b) { return llvm::json::Object{{"tp
 
 SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const ParallelPlan &plan) {
   SmallVector<StageCommunication> result;
-  const bool pipelined = tx::hasChunkFunctions(module);
   // With --overlap-grad-reduce the backward starts the dp buckets; OUT/train does not run the
   // sync function then.
   bool overlapped = false;
@@ -157,21 +156,8 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
                    (plan.sharding != ShardingStrategy::NoShard ? megart::all_reduce_bytes(kDoubleBytes, plan.shardDegree)
                                                                : 0.0);
   runtimeSums.tp = megart::all_reduce_bytes(kDoubleBytes, plan.tp);
-  if (!pipelined) {
-    auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
-    if (!entry)
-      return result;
-    tx::ParamTable table(entry);
-    StageWalk walk(module, plan, table);
-    StageCommunication c;
-    c.perIteration = runtimeSums;
-    c.perMicrobatch = walk.call(entry, c.perIteration);
-    for (StringRef name : {names::kSyncGradients, names::kGatherParams})
-      if (auto fn = runsOnce(name))
-        c.perIteration += walk.call(fn, c.perIteration);
-    result.push_back(c);
+  if (!tx::hasChunkFunctions(module)) // not yet split: nothing per rank to count
     return result;
-  }
   // Tensors held by several stages (tied weights) and how many stages hold each.
   llvm::StringMap<int64_t> holders;
   for (int64_t s = 0; s < plan.pp; ++s) {

@@ -103,12 +103,8 @@ std::string formatBytes(int64_t bytes) {
 
 SmallVector<StageStateMemory> megac::stateMemory(ModuleOp module, const ParallelPlan &plan) {
   SmallVector<StageStateMemory> result;
-  if (!tx::hasChunkFunctions(module)) {
-    auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
-    if (entry)
-      result.push_back(stageMemory(0, {entry}, flatLayoutOf(module, names::kSyncGradients), plan));
+  if (!tx::hasChunkFunctions(module)) // not yet split: nothing per rank to count
     return result;
-  }
   for (int64_t s = 0; s < plan.pp; ++s)
     result.push_back(stageMemory(s, tx::stageFunctions(module, s, plan.pp),
                                  flatLayoutOf(module, names::stageSyncName(s)), plan));

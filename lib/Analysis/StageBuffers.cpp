@@ -86,32 +86,18 @@ FailureOr<SmallVector<StageBuffers>> stageBuffers(ModuleOp module) {
   if (!model)
     return module.emitError("expected a module from the megac frontend (a ") << names::kModelAttr << " attribute)";
   auto dim = [&](StringRef key) { return cast<IntegerAttr>(model.get(key)).getInt(); };
-  SmallVector<StageBuffers> result;
-  if (tx::hasChunkFunctions(module)) {
-    auto scheduleOps = module.getOps<pipe::ScheduleOp>();
-    if (scheduleOps.empty())
-      return module.emitError("the module needs its pipe.schedule (megac-pipeline-schedule)");
-    llvm::Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(*scheduleOps.begin());
-    if (!schedule)
-      return module.emitError() << llvm::toString(schedule.takeError());
-    FailureOr<SmallVector<StageBuffers>> stages = pipelineStageBuffers(module, *schedule);
-    if (failed(stages))
-      return failure();
-    result = std::move(*stages);
-  } else {
-    auto step = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
-    if (!step)
-      return module.emitError("expected @") << names::kTrainStep;
-    // Evaluation, logits and decode steps run in the training step's workspace (the emitter checks).
-    FailureOr<int64_t> workspace = workspaceOf(step);
-    if (failed(workspace))
-      return failure();
-    StageBuffers one;
-    one.workspaceBytes = *workspace;
-    result.push_back(one);
-  }
+  // Every plan's iteration is a pipeline schedule (pp = 1: one stage, one chunk).
+  auto scheduleOps = module.getOps<pipe::ScheduleOp>();
+  if (scheduleOps.empty())
+    return module.emitError("the module needs its pipe.schedule (megac-pipeline-schedule)");
+  llvm::Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(*scheduleOps.begin());
+  if (!schedule)
+    return module.emitError() << llvm::toString(schedule.takeError());
+  FailureOr<SmallVector<StageBuffers>> result = pipelineStageBuffers(module, *schedule);
+  if (failed(result))
+    return failure();
   // Each microbatch's token ids and labels (int32) are uploaded with the iteration's others.
-  for (StageBuffers &b : result)
+  for (StageBuffers &b : *result)
     b.dataBytesPerMicrobatch = 2 * 4 * dim("micro_batch_size") * dim("seq_length");
   return result;
 }

@@ -25,8 +25,8 @@ using namespace megac::pipeline;
 namespace {
 
 /// Per pipeline rank, whether its chunks hold a weight another rank's chunks hold too (GPT-2's
-/// word embedding, which the last stage's LM head reads). Without chunk functions (pp = 1, or a
-/// module of the schedule alone) none does.
+/// word embedding, which the last stage's LM head reads). With one stage, or without chunk
+/// functions (a module of the schedule alone), none does.
 std::vector<bool> holdsTiedWeights(ModuleOp module, int64_t stages) {
   std::vector<bool> holds(static_cast<size_t>(stages), false);
   if (stages < 2 || !megac::tx::hasChunkFunctions(module))

@@ -74,19 +74,6 @@ TimeSplit splitOf(const WorkCost &perMicrobatch, int64_t microbatches, double bu
   return t;
 }
 
-/// The cost of @train_step's ops after the loss: its backward, which --overlap-grad-reduce's
-/// bucket syncs can hide behind on the iteration's last microbatch.
-double backwardSeconds(CostModel &model, func::FuncOp step) {
-  double seconds = 0;
-  bool afterLoss = false;
-  for (Operation &op : step.getBody().front()) {
-    if (afterLoss)
-      seconds += model.op(&op).seconds();
-    afterLoss |= isa<tx::CrossEntropyOp, tx::CrossEntropyFromStatsOp>(op);
-  }
-  return seconds;
-}
-
 } // namespace
 
 Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const Cluster &cluster,
@@ -97,10 +84,15 @@ Simulation megac::sim::simulate(ModuleOp module, const ParallelPlan &plan, const
   Simulation s;
   double slowest = -1;
   if (plan.pp == 1) {
-    auto step = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
-    const WorkCost one = model.function(step);
+    // One chunk, forward then backward per microbatch; --overlap-grad-reduce's bucket syncs can
+    // hide behind the last microbatch's backward.
+    const std::string chunk = names::chunkName(0);
+    const WorkCost forward = model.function(module.lookupSymbol<func::FuncOp>(names::forwardHalf(chunk)));
+    const WorkCost backward = model.function(module.lookupSymbol<func::FuncOp>(names::backwardHalf(chunk)));
+    WorkCost one = forward;
+    one += backward;
     s.microbatchSeconds = one.seconds();
-    StageTail tail = stageTail(cluster, plan, in, sent[0], memory[0], microbatches, backwardSeconds(model, step));
+    StageTail tail = stageTail(cluster, plan, in, sent[0], memory[0], microbatches, backward.seconds());
     s.split = splitOf(one, microbatches, 0.0, tail);
     slowest = s.split.total();
     if (in.trace) {

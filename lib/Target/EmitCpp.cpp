@@ -9,7 +9,6 @@
 #include "tx/TxNames.h"
 #include "tx/TxParamTable.h"
 
-#include "llvm/Support/Format.h"
 
 using namespace mlir;
 using namespace megac;
@@ -17,36 +16,12 @@ using namespace megac::emit;
 
 namespace {
 
-/// @train_step: one microbatch's forward and backward, the runtime's StepFn.
-Signature trainStepSignature(func::FuncOp fn) {
-  Signature sig;
-  sig.prototype = "float train_step(const megart::StepContext &ctx, float *const *params, float *const *grads, "
-                  "char *ws,\n                 const int32_t *ids, const int32_t *labels, float dloss) {";
-  sig.args = {"ids", "labels", kDlossArg};
-  sig.results.assign(fn.getNumResults(), "");
-  sig.hasParams = true;
-  sig.returnedScalar = 0;
-  return sig;
-}
-
-/// @eval_step: the validation loss of one microbatch, no backward.
-Signature evalStepSignature(func::FuncOp fn) {
-  Signature sig;
-  sig.prototype = "float eval_step(const megart::StepContext &ctx, float *const *params, char *ws,\n"
-                  "                const int32_t *ids, const int32_t *labels) {";
-  sig.args = {"ids", "labels", "0.0f"}; // the loss gradient: nothing reads it before the loss
-  sig.results.assign(fn.getNumResults(), "");
-  sig.hasParams = true;
-  sig.returnedScalar = 0;
-  return sig;
-}
-
 /// @logits_step: one microbatch's logits [b, s, padded vocab], for generation.
 Signature logitsStepSignature(func::FuncOp fn) {
   Signature sig;
   sig.prototype = "void logits_step(const megart::StepContext &ctx, float *const *params, char *ws,\n"
                   "                 const int32_t *ids, float *logits) {";
-  sig.args = {"ids", "nullptr", "0.0f"}; // no labels, no loss gradient: nothing reads them
+  sig.args = {"ids", "nullptr"}; // chunk 0's forward(ids, labels): no labels, nothing reads them
   sig.results = {"logits"};
   sig.hasParams = true;
   return sig;
@@ -95,8 +70,7 @@ FailureOr<int64_t> emitDecodeStep(ModuleOp decode, const tx::ParamTable &params,
 }
 
 bool isProgramFunction(func::FuncOp fn) {
-  return fn.getName() == names::kTrainStep || fn.getName() == names::kEvalStep || fn.getName() == names::kLogitsStep ||
-         fn.getName().starts_with(names::kSyncGradients) ||
+  return fn.getName() == names::kLogitsStep || fn.getName().starts_with(names::kSyncGradients) ||
          fn.getName().starts_with(names::kGatherParams) ||
          tx::chunkOf(fn).has_value();
 }
@@ -106,14 +80,9 @@ bool isProgramFunction(func::FuncOp fn) {
 LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &options, llvm::raw_ostream &os,
                                          llvm::raw_ostream &plan) {
   auto model = module->getAttrOfType<DictionaryAttr>(names::kModelAttr);
-  auto entryFn = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
-  bool pipelined = tx::hasChunkFunctions(module);
-  if (!model || (!entryFn && !pipelined))
-    return module.emitError("emit: expected a module from the megac frontend after megac-autodiff "
-                            "(a " +
-                            names::kModelAttr + " attribute and @" + names::kTrainStep + ")");
-  if (entryFn && (entryFn.getNumArguments() != 3 || entryFn.getNumResults() != 1))
-    return entryFn.emitOpError("train_step must take (ids, labels, dloss) and return the loss");
+  if (!model || !tx::hasChunkFunctions(module))
+    return module.emitError("emit: expected a module from the megac frontend after megac-pipeline-split (a " +
+                            names::kModelAttr + " attribute and chunk functions)");
   auto dim = [&](StringRef key) { return cast<IntegerAttr>(model.get(key)).getInt(); };
   FailureOr<ParallelPlan> parallelPlan = readPlan(module, "emit");
   if (failed(parallelPlan))
@@ -146,7 +115,6 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   bool overlaps = false, gathersOverlap = false;
   module.walk([&](tx::StartGradSyncOp) { overlaps = true; });
   module.walk([&](tx::WaitParamGatherOp) { gathersOverlap = true; });
-  ProgramFields fields;
   // What every rank runs is the module's verified pipe.schedule (every plan has one).
   auto scheduleOps = module.getOps<pipe::ScheduleOp>();
   if (scheduleOps.empty())
@@ -154,79 +122,30 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   llvm::Expected<pipeline::Schedule> schedule = pipe::scheduleFromOp(*scheduleOps.begin());
   if (!schedule)
     return module.emitError() << "emit: " << llvm::toString(schedule.takeError());
-  if (pipelined) {
-    FailureOr<ProgramFields> stages =
-        emitPipelineStages(module, *parallelPlan, *schedule, options.target, os, plan);
-    if (failed(stages))
+  FailureOr<ProgramFields> stages = emitPipelineStages(module, *parallelPlan, *schedule, options.target, os, plan);
+  if (failed(stages))
+    return failure();
+  ProgramFields fields = *stages;
+  // Generation's steps (one rank, fp32) read stage 0's parameter table, in a workspace of their own.
+  if (auto logitsFn = module.lookupSymbol<func::FuncOp>(names::kLogitsStep)) {
+    SmallVector<func::FuncOp> stage = tx::stageFunctions(module, 0, 1);
+    tx::ParamTable params(stage), frozen(stage, /*frozen=*/true);
+    Signature logitsSig = logitsStepSignature(logitsFn);
+    logitsSig.target = options.target;
+    logitsSig.frozenParams = &frozen;
+    FailureOr<int64_t> logitsBytes = emitFunction(logitsFn, logitsSig, params, os, plan);
+    if (failed(logitsBytes))
       return failure();
-    fields = *stages;
-  } else {
-    tx::ParamTable params(entryFn); // the numbering passes refer to
-    tx::ParamTable frozen(entryFn, /*frozen=*/true);
-    Signature sig = trainStepSignature(entryFn);
-    sig.target = options.target;
-    sig.frozenParams = &frozen;
-    FailureOr<int64_t> bytes = emitFunction(entryFn, sig, params, os, plan);
-    if (failed(bytes))
-      return failure();
-    auto evalFn = module.lookupSymbol<func::FuncOp>(names::kEvalStep);
-    if (!evalFn)
-      return entryFn.emitOpError("emit: the training step has no @") << names::kEvalStep << " (megac-derive-steps)";
-    Signature evalSig = evalStepSignature(evalFn);
-    evalSig.target = options.target;
-    evalSig.frozenParams = &frozen;
-    FailureOr<int64_t> evalBytes = emitFunction(evalFn, evalSig, params, os, plan);
-    if (failed(evalBytes))
-      return failure();
-    if (auto logitsFn = module.lookupSymbol<func::FuncOp>(names::kLogitsStep)) {
-      Signature logitsSig = logitsStepSignature(logitsFn);
-      logitsSig.target = options.target;
-      logitsSig.frozenParams = &frozen;
-      FailureOr<int64_t> logitsBytes = emitFunction(logitsFn, logitsSig, params, os, plan);
-      if (failed(logitsBytes))
+    fields.logitsStep = names::kLogitsStep.str();
+    fields.generationArenaBytes = *logitsBytes;
+    if (options.decodeModule && !cuda) {
+      FailureOr<int64_t> decodeBytes = emitDecodeStep(options.decodeModule, params, os, plan, fields.kvCacheRow);
+      if (failed(decodeBytes))
         return failure();
-      if (*logitsBytes > *bytes)
-        return entryFn.emitOpError() << "emit: logits_step needs " << *logitsBytes
-                                     << " bytes of workspace, more than train_step's " << *bytes;
-      fields.logitsStep = names::kLogitsStep.str();
-      if (options.decodeModule && !cuda) {
-        FailureOr<int64_t> decodeBytes = emitDecodeStep(options.decodeModule, params, os, plan, fields.kvCacheRow);
-        if (failed(decodeBytes))
-          return failure();
-        if (*decodeBytes > *bytes)
-          return entryFn.emitOpError() << "emit: decode_step needs " << *decodeBytes
-                                       << " bytes of workspace, more than train_step's " << *bytes;
-        fields.decodeStep = names::kDecodeStep.str();
-        fields.kvCacheLayers = dim("num_layers");
-      }
+      fields.decodeStep = names::kDecodeStep.str();
+      fields.kvCacheLayers = dim("num_layers");
+      fields.generationArenaBytes = std::max(fields.generationArenaBytes, *decodeBytes);
     }
-    // It runs in the training step's workspace, which the memory plan counts.
-    if (*evalBytes > *bytes)
-      return entryFn.emitOpError() << "emit: eval_step needs " << *evalBytes << " bytes of workspace, more than "
-                                   << "train_step's " << *bytes;
-    fields.evalStep = names::kEvalStep.str();
-    auto syncFn = module.lookupSymbol<func::FuncOp>(names::kSyncGradients);
-    if (syncFn && failed(emitSyncGradients(syncFn, params, os)))
-      return failure();
-    if (syncFn) {
-      FailureOr<std::string> sharded = emitShardedFields(module, syncFn, names::kGatherParams, "k", os);
-      if (failed(sharded))
-        return failure();
-      fields.flatFields = *sharded;
-    }
-    emitParamTable("kParams", params, os);
-    fields.params = "kParams";
-    fields.numParams = params.size();
-    if (frozen.size() > 0) {
-      emitParamTable("kFrozenParams", frozen, os);
-      fields.frozenParams = "kFrozenParams";
-      fields.numFrozenParams = frozen.size();
-    }
-    fields.arenaBytes = *bytes;
-    fields.step = names::kTrainStep.str();
-    fields.syncGradients = syncFn ? names::kSyncGradients.str() : "nullptr";
-    fields.numOps = emitScheduleTable(*schedule, 0, "kOps", os);
-    fields.ops = "kOps";
   }
   // The program's description, field by field (the runtime's megart/program.h says what each is).
   auto field = [&](StringRef name, const Twine &value) { os << "    ." << name << " = " << value << ",\n"; };
@@ -236,23 +155,14 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("seq_length", Twine(dim("seq_length")));
   field("vocab_size", Twine(dim("vocab_size")));
   field("model_flops_per_sample", Twine(cast<IntegerAttr>(model.get("flops_per_sample")).getInt()) + ".0");
-  field("params", fields.params);
-  field("num_params", Twine(fields.numParams));
-  field("frozen_params", fields.frozenParams);
-  field("num_frozen_params", Twine(fields.numFrozenParams));
-  field("arena_bytes", Twine(fields.arenaBytes));
-  field("step", fields.step);
-  field("eval_step", fields.evalStep);
   field("logits_step", fields.logitsStep);
   field("decode_step", fields.decodeStep);
   field("kv_cache_layers", Twine(fields.kvCacheLayers));
   field("kv_cache_row", Twine(fields.kvCacheRow));
+  field("generation_arena_bytes", Twine(fields.generationArenaBytes));
   field("tensor_parallel_size", Twine(parallelPlan->tp));
   field("pipeline_parallel_size", Twine(parallelPlan->pp));
   field("data_parallel_size", Twine(parallelPlan->dp));
-  field("sync_gradients", fields.syncGradients);
-  field("ops", fields.ops);
-  field("num_ops", Twine(fields.numOps));
   field("stages", fields.stages);
   field("num_microbatches", Twine(fields.numMicrobatches));
   field("pipeline_schedule", fields.schedule);
@@ -265,11 +175,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("recompile_command", options.recompileCommand.empty() ? "nullptr" : cString(options.recompileCommand));
   field("adapter_config_json", options.adapterConfigJson.empty() ? "nullptr" : cString(options.adapterConfigJson));
   field("compiled_precision", cString(activationPrecisionName(options.precision)));
-  if (!fields.flatFields.empty()) // ", .flat_layout = &kFlatLayout, .gather_params = gather_params"
-    os << "    " << StringRef(fields.flatFields).drop_front(2) << ",\n";
   os << "};\n\n} // namespace\n\n"
      << "int main(int argc, char **argv) { return megart::train_main(argc, argv, kProgram); }\n";
-  plan << "arena: " << fields.arenaBytes << " bytes (" << llvm::format("%.1f", fields.arenaBytes / 1048576.0)
-       << " MiB)\n";
   return success();
 }

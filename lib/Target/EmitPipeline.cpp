@@ -84,8 +84,8 @@ Signature backwardSignature(func::FuncOp fn, int64_t numStashed, bool first, boo
   return sig;
 }
 
-} // namespace
-
+/// Prints rank `rank` of `schedule` as the runtime's table `const megart::PipeOp <name>[]`: its
+/// actions, then its closing ones. Returns the table's length.
 int64_t emitScheduleTable(const pipeline::Schedule &schedule, int64_t rank, StringRef name, llvm::raw_ostream &os) {
   const std::vector<pipeline::Action> &actions = schedule.ranks[rank];
   const std::vector<pipeline::ClosingKind> &closing = schedule.closing[rank];
@@ -101,6 +101,8 @@ int64_t emitScheduleTable(const pipeline::Schedule &schedule, int64_t rank, Stri
   os << "};\n\n";
   return static_cast<int64_t>(actions.size() + closing.size());
 }
+
+} // namespace
 
 FailureOr<ProgramFields> emitPipelineStages(ModuleOp module, const ParallelPlan &parallelPlan,
                                             const pipeline::Schedule &schedule, Target target, llvm::raw_ostream &os,

@@ -11,27 +11,16 @@
 
 namespace megac::emit {
 
-/// The ProgramDesc fields that differ between a single-stage and a pipelined program, as C++
-/// expressions.
+/// The ProgramDesc fields the stages and generation's steps fill, as C++ expressions.
 struct ProgramFields {
-  std::string params = "nullptr";
-  int64_t numParams = 0;
-  std::string frozenParams = "nullptr"; // the frozen parameters' table (LoRA's base), or none
-  int64_t numFrozenParams = 0;
-  int64_t arenaBytes = 0;
-  std::string step = "nullptr";
-  std::string evalStep = "nullptr"; // pipelined programs evaluate with their chunks' forwards
   std::string logitsStep = "nullptr"; // single-rank fp32 programs only (generation)
   std::string decodeStep = "nullptr"; // the same on the CPU, with a KV cache
   int64_t kvCacheLayers = 0, kvCacheRow = 0;
-  std::string syncGradients = "nullptr";
-  std::string ops = "nullptr"; // a single-stage program's schedule table (a stage's is in the stage)
-  int64_t numOps = 0;
+  int64_t generationArenaBytes = 0; // the workspace logits_step and decode_step need
   std::string stages = "nullptr";
   int64_t numMicrobatches = 0;
   std::string schedule = "nullptr";
   int64_t virtualStages = 1;
-  std::string flatFields; // the distributed optimizer's descriptor fields, or ""
 };
 
 /// Emits every stage's chunk functions and tables (after megac-pipeline-split and, with dp > 1,
@@ -39,10 +28,5 @@ struct ProgramFields {
 mlir::FailureOr<ProgramFields> emitPipelineStages(mlir::ModuleOp module, const ParallelPlan &parallelPlan,
                                                   const pipeline::Schedule &schedule, Target target,
                                                   llvm::raw_ostream &os, llvm::raw_ostream &plan);
-
-/// Prints rank `rank` of `schedule` as the runtime's table `const megart::PipeOp <name>[]`: its
-/// actions, then its closing ones. Returns the table's length.
-int64_t emitScheduleTable(const pipeline::Schedule &schedule, int64_t rank, llvm::StringRef name,
-                          llvm::raw_ostream &os);
 
 } // namespace megac::emit

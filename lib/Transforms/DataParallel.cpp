@@ -67,44 +67,10 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     const int64_t bucketSize = plan->ddpBucketSize;
     const bool overlap = plan->overlapGradReduce;
 
-    auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
-    // With pipeline parallelism each stage syncs the gradients of its own parameter table.
+    // Each stage (pp = 1: the one) syncs the gradients of its own parameter table.
     if (!tx::hasChunkFunctions(module)) {
-      if (!entry) {
-        module.emitError() << getArgument() << ": needs @" << names::kTrainStep
-                           << " or pipeline chunk functions (run megac-autodiff first)";
-        return signalPassFailure();
-      }
-      tx::ParamTable table(entry);
-      if (plan->sharding != ShardingStrategy::NoShard) {
-        const FlatBufferLayout layout =
-            addShardedFunctions(module, names::kSyncGradients, names::kGatherParams, table, *plan, {});
-        if (failed(checkOffload(module, layout, *plan)))
-          return signalPassFailure();
-        if (plan->overlapParamGather && plan->sharding != ShardingStrategy::OptimGradsParams)
-          waitForParamGathers(entry, table, layout);
-        if (plan->sharding == ShardingStrategy::Optim) {
-          if (overlap) // each bucket's reduce-scatter starts in backward
-            placeGradSyncStarts(entry, table, reduceScatterBuckets(layout, plan->shardDegree));
-          return;
-        }
-        reduceScatterGradsInBackward(entry, table, layout, groupsOf(module, *plan), gradRule(*plan));
-        if (plan->sharding == ShardingStrategy::OptimGradsParams) {
-          // Reshard after forward: backward starts where the loss gradient is first used.
-          Operation *backwardStart = nullptr;
-          if (plan->reshardsAfterForward() && entry.getNumArguments() == 3 && !entry.getArgument(2).use_empty())
-            for (Operation *user : entry.getArgument(2).getUsers())
-              if (Operation *top = entry.getBody().front().findAncestorOpInBlock(*user))
-                if (!backwardStart || top->isBeforeInBlock(backwardStart))
-                  backwardStart = top;
-          gatherParamsBeforeUse(entry, table, layout, groupsOf(module, *plan), backwardStart, kZero3Rule);
-        }
-        return;
-      }
-      SmallVector<GradBucket> buckets = addSyncFunction(module, names::kSyncGradients, table, bucketSize, {});
-      if (overlap)
-        placeGradSyncStarts(entry, table, buckets);
-      return;
+      module.emitError() << getArgument() << ": needs the chunk functions (run megac-pipeline-split first)";
+      return signalPassFailure();
     }
     // ZeRO-2 and ZeRO-3 reduce-scatter in backward; ZeRO-3 gathers in each chunk function unless
     // the parameters stay gathered for the iteration (then it is ZeRO-2's program). The
@@ -154,7 +120,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
           return signalPassFailure();
         if (plan->shardedState() == ShardingStrategy::OptimGradsParams)
           for (func::FuncOp fn : fns) // each chunk function gathers what it uses, and frees it
-            gatherParamsBeforeUse(fn, table, layout, groupsOf(module, *plan), nullptr, kZero3Rule);
+            gatherParamsBeforeUse(fn, table, layout, groupsOf(module, *plan), kZero3Rule);
         else if (plan->overlapParamGather) // the step's gathers run on into the forwards
           for (func::FuncOp fn : fns)
             if (!isBackward(roleOf(fn)))

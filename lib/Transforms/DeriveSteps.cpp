@@ -1,8 +1,9 @@
 // megac-derive-steps and megac-derive-decode-step: the steps a program runs besides training,
-// derived from the step it trains with, so that each is in the IR (and the dumps) before
+// derived from the functions it trains with, so that each is in the IR (and the dumps) before
 // anything prints it.
 #include "megac/Plan/PlanIR.h"
 #include "megac/Transforms/Passes.h"
+#include "tx/TxNames.h"
 #include "tx/TxOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -28,20 +29,22 @@ func::FuncOp cloneAs(func::FuncOp fn, StringRef name, FunctionRole role) {
   return copy;
 }
 
-/// `trainStep`'s ops up to the loss it returns (autodiff puts the backward after it), with the
-/// values nothing then reads removed: the forward the training step runs, op for op.
-FailureOr<func::FuncOp> forwardUpToLoss(func::FuncOp trainStep) {
-  Block &body = trainStep.getBody().front();
+/// `forward` (a chunk's forward: the loss, then its stash) returning the loss alone, with the
+/// values nothing then reads removed: the forward training runs, op for op.
+FailureOr<func::FuncOp> lossOnly(func::FuncOp forward, StringRef name, FunctionRole role) {
+  Block &body = forward.getBody().front();
   Operation *loss = body.getTerminator()->getOperand(0).getDefiningOp();
   if (!loss || loss->getBlock() != &body)
-    return trainStep.emitOpError("the returned loss must be computed in the step's body");
-  func::FuncOp fn = cloneAs(trainStep, names::kEvalStep, FunctionRole::EvalStep);
+    return forward.emitOpError("the returned loss must be computed in the function's body");
+  func::FuncOp fn = cloneAs(forward, name, role);
   Block &cloned = fn.getBody().front();
   Operation *terminator = cloned.getTerminator();
-  loss = terminator->getOperand(0).getDefiningOp();
-  while (terminator->getPrevNode() != loss) // last first: an op's users come after it
-    terminator->getPrevNode()->erase();
-  for (Operation *op = loss->getPrevNode(); op;) {
+  terminator->setOperands(terminator->getOperand(0));
+  fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), {terminator->getOperand(0).getType()}));
+  fn.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
+  fn->removeAttr(names::kChunkAttr); // a step of its own, not one of the schedule's chunks
+  fn->removeAttr(names::kStashAttr);
+  for (Operation *op = terminator->getPrevNode(); op;) { // last first: an op's users come after it
     Operation *prev = op->getPrevNode();
     if (op->getNumResults() > 0 && op->use_empty())
       op->erase();
@@ -71,18 +74,26 @@ void returnLogits(func::FuncOp step) {
 struct DeriveStepsPass : public megac::impl::DeriveStepsBase<DeriveStepsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto trainStep = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
-    if (!trainStep) // a pipelined program evaluates with its chunks' forwards
-      return markAllAnalysesPreserved();
     FailureOr<ParallelPlan> plan = readPlan(module, getArgument());
     if (failed(plan))
       return signalPassFailure();
-    FailureOr<func::FuncOp> evalStep = forwardUpToLoss(trainStep);
-    if (failed(evalStep))
+    // Generation (OUT/train generate) reads the whole vocabulary's logits: one rank, whose one
+    // chunk's forward computes them (evaluation runs the chunks' forwards themselves).
+    if (plan->tp != 1 || plan->dp != 1 || plan->pp != 1)
+      return markAllAnalysesPreserved();
+    const std::string chunk = names::forwardHalf(names::chunkName(0));
+    auto forward = module.lookupSymbol<func::FuncOp>(chunk);
+    if (!forward) {
+      module.emitError() << getArgument() << ": needs @" << chunk << " (megac-pipeline-split)";
       return signalPassFailure();
-    // Generation (OUT/train generate) reads the whole vocabulary's logits: one rank, fp32.
-    if (plan->tp == 1 && plan->dp == 1 && lossLogits(*evalStep))
-      returnLogits(cloneAs(*evalStep, names::kLogitsStep, FunctionRole::LogitsStep));
+    }
+    FailureOr<func::FuncOp> logits = lossOnly(forward, names::kLogitsStep, FunctionRole::LogitsStep);
+    if (failed(logits))
+      return signalPassFailure();
+    if (lossLogits(*logits))
+      returnLogits(*logits);
+    else // 16-bit logits
+      logits->erase();
   }
 };
 

@@ -317,7 +317,7 @@ LogicalResult Splitter::run() {
     return module.emitError() << "megac-pipeline-split: the plan's pipeline_layout has " << numChunks
                               << " entries; it needs pp x vpp (a multiple of pp = " << pp << ")";
   for (auto [c, n] : llvm::enumerate(layersPerChunk))
-    if (n < 1)
+    if (n < 1 && numChunks > 1)
       return module.emitError() << "megac-pipeline-split: chunk " << c << " has " << n
                                 << " layers; every chunk needs at least one";
   if (failed(place()) || failed(collectBoundaries()))
@@ -336,20 +336,33 @@ LogicalResult Splitter::run() {
   return success();
 }
 
+/// The transformer layers @train_step's forward calls (a rerun for the backward is not one).
+int64_t numLayerCalls(func::FuncOp entry) {
+  int64_t n = 0;
+  entry.walk([&](func::CallOp call) {
+    if (call->hasAttr(names::kLayerAttr) && !call->hasAttr(names::kRecomputeAttr))
+      ++n;
+  });
+  return n;
+}
+
 struct PipelineSplitPass : public megac::impl::PipelineSplitBase<PipelineSplitPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<ParallelPlan> plan = readPlan(module, getArgument());
     if (failed(plan))
       return signalPassFailure();
-    if (plan->pp == 1)
-      return markAllAnalysesPreserved();
     auto entry = module.lookupSymbol<func::FuncOp>(names::kTrainStep);
     if (!entry) {
       module.emitError() << getArgument() << ": needs @" << names::kTrainStep << " (run megac-autodiff first)";
       return signalPassFailure();
     }
-    if (failed(Splitter(module, entry, plan->pp, plan->pipelineLayout).run()))
+    // pp = 1 is one stage with one chunk holding every layer: its iteration runs on the same
+    // executor as a pipeline's.
+    SmallVector<int64_t> layout(plan->pipelineLayout.begin(), plan->pipelineLayout.end());
+    if (layout.empty())
+      layout.push_back(numLayerCalls(entry));
+    if (failed(Splitter(module, entry, plan->pp, layout).run()))
       signalPassFailure();
   }
 };

@@ -113,54 +113,47 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
 }
 
 void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, const FlatBufferLayout &layout,
-                                  const ShardGroups &groups, Operation *backwardStart, StringRef rule) {
+                                  const ShardGroups &groups, StringRef rule) {
   const int64_t shardDegree = groups.degree;
   Block &body = fn.getBody().front();
   const SmallVector<int64_t> bucketOf = bucketsOfParams(layout, table.size());
-  // Per bucket and phase (0: forward, or the whole function; 1: backward), each parameter's uses.
+  // Per bucket, each parameter's uses.
   using Uses = SmallVector<std::pair<int64_t, OpOperand *>>; // (table index, use)
-  SmallVector<std::array<Uses, 2>> uses(layout.buckets.size());
+  SmallVector<Uses> uses(layout.buckets.size());
   for (tx::ParamOp p : body.getOps<tx::ParamOp>()) {
     std::optional<int64_t> i = table.find(p);
     if (!i)
       continue;
-    for (OpOperand &use : p->getUses()) {
-      Operation *user = body.findAncestorOpInBlock(*use.getOwner());
-      const int phase = backwardStart && !user->isBeforeInBlock(backwardStart) ? 1 : 0;
-      uses[bucketOf[*i]][phase].push_back({*i, &use});
-    }
+    for (OpOperand &use : p->getUses())
+      uses[bucketOf[*i]].push_back({*i, &use});
   }
 
   MLIRContext *ctx = fn.getContext();
   OpBuilder b(ctx);
-  // Each (bucket, phase) with uses and the op that first reads one of its parameters, in the
-  // order the function reads them.
+  // Each bucket with uses and the op that first reads one of its parameters, in the order the
+  // function reads them.
   struct Gather {
     int64_t bucket;
-    int phase;
     Operation *first;
   };
   SmallVector<Gather> gathers;
-  for (auto [index, k] : llvm::enumerate(layout.buckets))
-    for (int phase : {0, 1}) {
-      Operation *first = nullptr;
-      for (auto [i, use] : uses[index][phase]) {
-        Operation *user = body.findAncestorOpInBlock(*use->getOwner());
-        if (!first || user->isBeforeInBlock(first))
-          first = user;
-      }
-      if (first)
-        gathers.push_back({static_cast<int64_t>(index), phase, first});
+  for (auto [index, k] : llvm::enumerate(layout.buckets)) {
+    Operation *first = nullptr;
+    for (auto [i, use] : uses[index]) {
+      Operation *user = body.findAncestorOpInBlock(*use->getOwner());
+      if (!first || user->isBeforeInBlock(first))
+        first = user;
     }
+    if (first)
+      gathers.push_back({static_cast<int64_t>(index), first});
+  }
   llvm::stable_sort(gathers, [](const Gather &a, const Gather &b) { return a.first->isBeforeInBlock(b.first); });
   for (auto [g, gather] : llvm::enumerate(gathers)) {
     const int64_t index = gather.bucket;
-    const int phase = gather.phase;
     const FlatBufferLayout::Bucket &k = layout.buckets[index];
-    Uses &here = uses[index][phase];
     // Prefetched, a bucket is gathered where the one read before it is.
     Operation *first = groups.prefetchParams && g > 0 ? gathers[g - 1].first : gather.first;
-    const std::string name = "bucket_" + std::to_string(index) + (phase ? "_backward" : "");
+    const std::string name = "bucket_" + std::to_string(index);
     auto named = [&](const std::string &n) { return NameLoc::get(b.getStringAttr(n), fn.getLoc()); };
     b.setInsertionPoint(first);
     auto shardType = RankedTensorType::get({k.numel / shardDegree}, b.getF32Type());
@@ -172,13 +165,12 @@ void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, 
     if (groups.prefetchParams)
       all->setAttr(names::kAsyncAttr, b.getUnitAttr());
     recordSharding(all.getResult(), std::nullopt, {});
-    all->setAttr(names::kRuleAttr, b.getStringAttr(rule + (phase ? " (again for backward)" : "") + " bucket " +
-                                                   std::to_string(index) + " (" +
+    all->setAttr(names::kRuleAttr, b.getStringAttr(rule + " bucket " + std::to_string(index) + " (" +
                                                    table[k.firstParam].getName().str() + " .. " +
                                                    table[k.lastParam].getName().str() + ")"));
     // One view per parameter, named as the parameter was.
     DenseMap<int64_t, Value> views;
-    for (auto [i, use] : here) {
+    for (auto [i, use] : uses[index]) {
       Value &view = views[i];
       if (!view) {
         auto p = use->get().getDefiningOp<tx::ParamOp>();

@@ -39,11 +39,10 @@ llvm::SmallVector<int64_t> reduceScatterGradsInBackward(mlir::func::FuncOp fn, c
 /// tx.param_grad is left) with views of gathered buckets: before the first use of a parameter of
 /// bucket k, this rank's shard (tx.local_param_shard at bucket offset / the shard degree) is
 /// all-gathered over the shard group (labelled with `rule`) and each parameter read as a
-/// tx.bucket_param view.
-/// With `backwardStart` (reshard after forward in @train_step), the uses from that op on get a
-/// second gather, so the first one's buffer is free once forward is done.
+/// tx.bucket_param view. A chunk's forward and backward gather apart, so the forward's buffers
+/// are free once it is done (reshard after forward).
 void gatherParamsBeforeUse(mlir::func::FuncOp fn, const tx::ParamTable &table, const FlatBufferLayout &layout,
-                           const ShardGroups &groups, mlir::Operation *backwardStart, llvm::StringRef rule);
+                           const ShardGroups &groups, llvm::StringRef rule);
 
 /// --overlap-param-gather with ZeRO-1/2: a tx.wait_param_gather before the first op of `fn` that
 /// reads a parameter of each bucket of `layout` (the step's all-gathers run on into forward).

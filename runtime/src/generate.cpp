@@ -140,30 +140,31 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
       throw Error("--prompt-ids (" + std::to_string(prompt_ids.size()) + " tokens) + --max-new-tokens (" +
                   std::to_string(max_new) + ") exceed the model's seq_length " + std::to_string(s) +
                   "; generate fewer tokens or shorten the prompt");
-    ParamStore store(program.params, program.num_params);
+    const PipelineStageDesc &stage = program.stages[0]; // one stage: logits_step reads its table
+    ParamStore store(stage.params, stage.num_params);
     const LoadSource source = resolve_load(load, -1, /*with_optimizer=*/false);
     check_load_against_program(source, program, "--load " + load);
-    if (source.adapters && program.num_frozen_params == 0)
+    if (source.adapters && stage.num_frozen_params == 0)
       throw Error("--load " + load + " is a LoRA checkpoint (adapters only): generate with the OUT/train of the "
                   "program compiled with --lora-rank, or merge it first (OUT/train merge-lora --load " + load +
                   " --save DIR) and load DIR");
     std::unique_ptr<ParamStore> frozen;
-    if (program.num_frozen_params > 0) { // LoRA: the adapters of a checkpoint, its base where it names
+    if (stage.num_frozen_params > 0) { // LoRA: the adapters of a checkpoint, its base where it names
       if (!source.adapters)
         throw Error("--load " + load + ": this LoRA program generates from adapters: one of its checkpoints (the "
                     "base model is the one train_state.json names) or a folder PEFT saved (the base its "
                     "adapter_config.json names), not from " + source.folder);
-      frozen = ParamStore::frozen(program.frozen_params, program.num_frozen_params, 0, 1, cpu_device());
+      frozen = ParamStore::frozen(stage.frozen_params, stage.num_frozen_params, 0, 1, cpu_device());
       frozen->load(checkpoint_base_weights(source, load));
     }
     store.load(source.weight_files);
     int64_t padded = 0; // rows of the logits: the vocabulary padded as the program was compiled
-    for (int64_t i = 0; i < program.num_params; ++i)
-      if (program.params[i].padded)
-        padded = std::max(padded, program.params[i].shape[0]);
+    for (int64_t i = 0; i < stage.num_params; ++i)
+      if (stage.params[i].padded)
+        padded = std::max(padded, stage.params[i].shape[0]);
     if (padded < program.vocab_size)
       padded = program.vocab_size;
-    DeviceBuffer arena(cpu_device(), static_cast<size_t>(program.arena_bytes), MemoryCategory::Workspace);
+    DeviceBuffer arena(cpu_device(), static_cast<size_t>(program.generation_arena_bytes), MemoryCategory::Workspace);
     std::vector<int32_t> ids(static_cast<size_t>(b * s), 0); // row 0 holds the text; causal: the rest is unread
     std::vector<float> logits(static_cast<size_t>(b * s * padded));
     std::copy(prompt_ids.begin(), prompt_ids.end(), ids.begin());

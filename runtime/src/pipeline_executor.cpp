@@ -231,7 +231,7 @@ PipelineExecutor::PipelineExecutor(const PipelineStageDesc *stages, int64_t pp_r
   reclaim_ = std::move(plan.reclaim);
   for (const auto &[key, count] : plan.pool.count)
     pool_.reserve(static_cast<MemoryCategory>(key.first), key.second, count);
-  pool_.reserve(MemoryCategory::Communication, plan.pool.channel_bytes, 1);
+  pool_.reserve(MemoryCategory::Communication, plan.pool.channel_bytes, plan.pool.channel_bytes > 0 ? 1 : 0);
   slots_.resize(static_cast<size_t>(virtual_size * num_microbatches));
   final_backward_.assign(static_cast<size_t>(stage.num_ops), 0);
   std::vector<bool> seen(static_cast<size_t>(pp_size * virtual_size), false);
@@ -281,9 +281,10 @@ void PipelineExecutor::open_channels(Communicator &pp) {
     const bool act = op.kind == PipeOpKind::SendActivation || op.kind == PipeOpKind::RecvActivation;
     channels.insert({send, op.peer, act ? p2p_tag::kPipelineActivation : p2p_tag::kPipelineGrad});
   }
-  DeviceBuffer floats = pool_.take(
-      static_cast<int64_t>(std::max<size_t>(channels.size(), 1) * sizeof(float)),
-      MemoryCategory::Communication);
+  if (channels.empty()) // one stage: nothing to open
+    return;
+  DeviceBuffer floats =
+      pool_.take(static_cast<int64_t>(channels.size() * sizeof(float)), MemoryCategory::Communication);
   std::vector<std::unique_ptr<Request>> requests;
   float *slot = floats.as<float>();
   for (bool sends : {true, false})

@@ -93,30 +93,23 @@ std::vector<NamedTensor> gather_model(const ParamStore &store, StateArray which,
   std::vector<NamedTensor> named;
   if (g.tp.rank() != 0)
     return named;
-  const bool pipelined = g.pp && g.pp->size() > 1;
-  if (!pipelined) {
-    for (size_t i = 0; i < store.tensors().size(); ++i)
-      named.push_back({state_tensor_name(store.tensors()[i].name, which), store.tensors()[i].shape,
-                       storage[i].data()});
-    return named;
-  }
-  if (!g.program)
+  // The other stages of the replica send the tensors they are the first to hold.
+  const int64_t stages = g.pp ? g.pp->size() : 1, here = g.pp ? g.pp->rank() : 0;
+  if (stages > 1 && !g.program)
     throw Error("saving a pipeline-parallel checkpoint needs the program's stage tables");
-  Communicator &pp = *g.pp;
-  const ProgramDesc &program = *g.program;
-  const std::map<std::string, std::vector<int64_t>> owners = tensor_stages(program);
+  const std::map<std::string, std::vector<int64_t>> owners =
+      stages > 1 ? tensor_stages(*g.program) : std::map<std::string, std::vector<int64_t>>{};
   auto owned_by = [&](const std::string &name, int64_t stage) {
     return owners.at(name).front() == stage;
   };
-  const int64_t here = pp.rank();
   if (here != 0) {
     std::vector<std::unique_ptr<Request>> sends;
     for (size_t i = 0; i < store.tensors().size(); ++i)
       if (owned_by(store.tensors()[i].name, here))
-        sends.push_back(pp.isend(storage[i].data(), static_cast<int64_t>(storage[i].size()), 0,
-                                 p2p_tag::kCheckpointTensor));
+        sends.push_back(g.pp->isend(storage[i].data(), static_cast<int64_t>(storage[i].size()), 0,
+                                    p2p_tag::kCheckpointTensor));
     for (auto &r : sends)
-      pp.wait(*r);
+      g.pp->wait(*r);
     return named;
   }
   for (size_t i = 0; i < store.tensors().size(); ++i)
@@ -130,8 +123,8 @@ std::vector<NamedTensor> gather_model(const ParamStore &store, StateArray which,
     size_t slot;
   };
   std::vector<Incoming> incoming;
-  for (int64_t r = 1; r < pp.size(); ++r) {
-    const PipelineStageDesc &stage = program.stages[r];
+  for (int64_t r = 1; r < stages; ++r) {
+    const PipelineStageDesc &stage = g.program->stages[r];
     for (const CheckpointTensor &t : group_by_tensor(stage.params, stage.num_params))
       if (owned_by(t.name, r)) {
         incoming.push_back({t, r, storage.size()});
@@ -141,12 +134,12 @@ std::vector<NamedTensor> gather_model(const ParamStore &store, StateArray which,
   std::vector<std::unique_ptr<Request>> recvs;
   for (const Incoming &in : incoming) {
     std::vector<float> &buf = storage[in.slot];
-    recvs.push_back(pp.irecv(buf.data(), static_cast<int64_t>(buf.size()),
-                             static_cast<int>(in.stage), p2p_tag::kCheckpointTensor));
+    recvs.push_back(g.pp->irecv(buf.data(), static_cast<int64_t>(buf.size()),
+                                static_cast<int>(in.stage), p2p_tag::kCheckpointTensor));
     named.push_back({state_tensor_name(in.tensor.name, which), in.tensor.shape, buf.data()});
   }
   for (auto &r : recvs)
-    pp.wait(*r);
+    g.pp->wait(*r);
   return named;
 }
 

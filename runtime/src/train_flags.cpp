@@ -347,8 +347,7 @@ static void apply_compiled_precision(TrainFlags &f, const ProgramDesc &program) 
 
 void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
   const std::string b = std::to_string(program.micro_batch_size);
-  const bool lora = program.num_frozen_params > 0 ||
-                    (program.pipeline_parallel_size > 1 && program.stages && program.stages[0].num_frozen_params > 0);
+  const bool lora = program.stages && program.stages[0].num_frozen_params > 0;
   if (!f.merge_lora.empty() && (!lora || f.save.empty() || f.skip_train))
     throw Error("--merge-lora " + f.merge_lora + " merges a LoRA run's final adapters, saved at the end: " +
                 (!lora ? std::string("this program trains every parameter (nothing to merge)")
@@ -416,8 +415,8 @@ void resolve_train_flags(TrainFlags &f, const ProgramDesc &program) {
                 std::to_string((f.global_batch_size / unit + 1) * unit));
   require(f.ddp_bucket_size >= 1, "--ddp-bucket-size is " + std::to_string(f.ddp_bucket_size) +
                                       "; it must be at least 1 element");
-  bool compiled_buckets = program.sync_gradients != nullptr;
-  if (program.pipeline_parallel_size > 1 && program.stages)
+  bool compiled_buckets = false;
+  if (program.stages)
     for (int64_t i = 0; i < program.pipeline_parallel_size; ++i)
       compiled_buckets = compiled_buckets || program.stages[i].sync_gradients != nullptr;
   require(!(f.ddp_bucket_size_given && compiled_buckets),

@@ -149,7 +149,7 @@ std::string stop_early(const TrainFlags &f, int64_t k, std::chrono::steady_clock
 // long; a dead writer ends the job through MPI long before).
 constexpr double kSaveWaitSeconds = 7 * 24 * 3600.0;
 
-// Pipeline parallelism: this rank's stage, its executor and its tied weights.
+// This rank's stage (pp = 1: the one), its executor and its tied weights.
 struct Pipeline {
   Pipeline(const ProgramDesc &program, const ParamStore &store, const ProcessGrid &grid)
       : stage(program.stages[grid.coord().pp]),
@@ -183,7 +183,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   // over dp the gradients are the average over the global batch, as on one rank.
   const float dloss = 1.0f / static_cast<float>(num_micro * dp);
   const double flops = model_flops_per_iteration(program, B);
-  const bool pipelined = grid.shape().pp > 1;
+  // Reports per pp stage (stash peaks, memory by stage) where there are several.
+  const bool several_stages = grid.shape().pp > 1;
   // One replica writes; with pipeline parallelism every stage of it contributes its tensors.
   const bool saves = grid.coord().dp == 0;
   const double world = static_cast<double>(grid.world_size());       // per-GPU throughput
@@ -191,16 +192,11 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   auto mfu = [&](double tflops) { return tflops > 0 && peak > 0 ? tflops / peak : -1.0; };
   ActivityScope activity;
 
-  // The pipeline executor has its own workspace and takes all microbatches at once; without it,
-  // one workspace serves every microbatch (the compiler's memory plan places tensors inside).
-  std::unique_ptr<Pipeline> pipe;
-  if (pipelined) {
-    activity.phase("building the tied-weight groups");
-    pipe = std::make_unique<Pipeline>(program, store, grid);
-  }
+  // The executor of the compiled schedule: its own workspace and buffers, every microbatch of the
+  // iteration in rounds of the schedule's.
+  activity.phase("building the tied-weight groups");
+  Pipeline pipe(program, store, grid);
   Device &device = store.device();
-  DeviceBuffer arena(device, pipelined ? 0 : static_cast<size_t>(program.arena_bytes),
-                     MemoryCategory::Workspace);
   // The data loader fills host buffers with every microbatch of the iteration; the compiled code
   // reads the device's copies, uploaded once per iteration (each upload waits for the device).
   const int64_t tokens_per_micro = b * s, tokens = num_micro * tokens_per_micro;
@@ -208,17 +204,16 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   AlignedBuffer<int32_t> ids(static_cast<size_t>(tokens)), labels(static_cast<size_t>(tokens));
   DeviceBuffer device_ids(device, token_bytes, MemoryCategory::Data),
       device_labels(device, token_bytes, MemoryCategory::Data);
-  Optimizer optimizer(f, start.optimizer_steps, store, grid.tp(), pipelined ? &grid.pp() : nullptr,
-                      pipelined ? &pipe->tied.norm_counted() : nullptr);
-  const SyncFn compiled_sync = pipelined ? pipe->stage.sync_gradients : program.sync_gradients;
+  Optimizer optimizer(f, start.optimizer_steps, store, grid.tp(), &grid.pp(), &pipe.tied.norm_counted());
+  const SyncFn compiled_sync = pipe.stage.sync_gradients;
   // The rank's compiled table: its schedule's steps, then what closes the iteration.
-  const PipeOp *const table = pipelined ? pipe->stage.ops : program.ops;
-  const int64_t table_ops = pipelined ? pipe->stage.num_ops : program.num_ops;
+  const PipeOp *const table = pipe.stage.ops;
+  const int64_t table_ops = pipe.stage.num_ops;
   // The distributed optimizer (a flat layout): the sync reduce-scatters, the optimizer updates
-  // this rank's shards, and the compiled gather_params (or the runtime, for a program without
-  // one) all-gathers the updated parameters.
+  // this rank's shards, and the compiled gather_params all-gathers the updated parameters (the
+  // validator made sure the stage has both where they run).
   DistributedOptimizerState *const sharded = store.sharded();
-  const GatherParamsFn compiled_gather = pipelined ? pipe->stage.gather_params : program.gather_params;
+  const GatherParamsFn compiled_gather = pipe.stage.gather_params;
   data.set_order(start.shuffle, start.seed); // the same order on every rank
   for (TrainData *eval : {valid, test})
     if (eval)
@@ -227,7 +222,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   const std::unique_ptr<LossScaler> scaler = make_loss_scaler(f);
   if (scaler && start.loss_scaler)
     scaler->restore(*start.loss_scaler);
-  const CheckpointGroup checkpoint_group{grid.tp(), pipelined ? &grid.pp() : nullptr, &program};
+  const CheckpointGroup checkpoint_group{grid.tp(), &grid.pp(), &program};
   // prepare_training checked that the tokenizer's files are there.
   const CheckpointOptions checkpoint_options =
       checkpoint_contents(program, f.keep_latest_k,
@@ -253,8 +248,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   if (gathers_overlap)
     ctx.param_gathers = sharded;
   // --overlap-grad-reduce: the last microbatch (a chunk's last backward) starts the dp buckets;
-  // otherwise the compiled sync_gradients starts them after the last microbatch (or, for a
-  // program without compiled buckets, the runtime's --ddp-bucket-size buckets).
+  // otherwise the compiled sync_gradients starts them after the last microbatch.
   const bool overlapped = dp > 1 && program.overlap_grad_reduce;
   GradSync grad_sync(grid.dp(), device);
   // The distributed optimizer overlapped: the step starts each bucket's reduce-scatter.
@@ -264,9 +258,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     grad_sync.reduce_in_bf16(store.flat_grads(), store.flat_grads_numel());
   StepContext sync_ctx = ctx;
   sync_ctx.grad_sync = &grad_sync;
-  // The mean loss of the first --eval-iters global batches of `eval_data`: the training step's
-  // forward (the compiled eval_step, or every chunk's forward down the pipeline), no backward;
-  // each dp rank its share of each batch, as in training.
+  // The mean loss of the first --eval-iters global batches of `eval_data`: every chunk's forward
+  // down the pipeline, no backward; each dp rank its share of each batch, as in training.
   auto evaluate = [&](TrainData &eval_data) {
     activity.phase("evaluation");
     StepContext eval_ctx = ctx;
@@ -276,23 +269,12 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       eval_data.fill(e * B + grid.coord().dp * per_rank, num_micro * b, ids.data(), labels.data());
       device.copy_from_host(device_ids.data(), ids.data(), token_bytes);
       device.copy_from_host(device_labels.data(), labels.data(), token_bytes);
-      double loss_sum = 0;
-      if (pipelined) {
-        loss_sum = pipe->executor
-                       .run_forward_only(eval_ctx, store.param_table(), device_ids.as<int32_t>(),
-                                         device_labels.as<int32_t>(), tokens_per_micro, num_micro)
-                       .loss_sum; // only the last stage has the losses; 0 elsewhere
-      } else {
-        if (!program.eval_step)
-          throw Error("compiled program: it has no eval_step; regenerate it with megac compile");
-        for (int64_t m = 0; m < num_micro; ++m)
-          loss_sum += program.eval_step(eval_ctx, store.param_table(), arena.as<char>(),
-                                        device_ids.as<int32_t>() + m * tokens_per_micro,
-                                        device_labels.as<int32_t>() + m * tokens_per_micro);
-      }
+      const double loss_sum = pipe.executor
+                                  .run_forward_only(eval_ctx, store.param_table(), device_ids.as<int32_t>(),
+                                                    device_labels.as<int32_t>(), tokens_per_micro, num_micro)
+                                  .loss_sum; // only the last stage has the losses; 0 elsewhere
       double loss = loss_sum / static_cast<double>(num_micro);
-      if (pipelined)
-        grid.pp().all_reduce_sum(&loss, 1);
+      grid.pp().all_reduce_sum(&loss, 1);
       if (dp > 1) {
         grid.dp().all_reduce_sum(&loss, 1);
         loss /= static_cast<double>(dp);
@@ -322,8 +304,6 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     // resolve_train_flags and require_samples bounded every sample index.
     const int64_t consumed_before = start.consumed_samples + (k - start.iteration - 1) * B;
     const int64_t first = consumed_before + grid.coord().dp * per_rank;
-    double loss_sum = 0; // double: many microbatches add up without drift
-    int64_t peak_stash = 0;
     // The backward pass starts from dloss x scale (exact for a power-of-2 scale); the loss the
     // step returns is the forward's, unscaled.
     const double loss_scale = scaler ? scaler->scale() : 1.0;
@@ -337,25 +317,14 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     }
     device.copy_from_host(device_ids.data(), ids.data(), token_bytes);
     device.copy_from_host(device_labels.data(), labels.data(), token_bytes);
-    if (pipelined) {
-      activity.phase("pipeline schedule"); // it interleaves the microbatches
-      const PipelineIterationResult r =
-          pipe->executor.run(overlapped ? sync_ctx : ctx, store.param_table(), store.grad_table(),
-                             device_ids.as<int32_t>(), device_labels.as<int32_t>(), tokens_per_micro,
-                             scaled_dloss, num_micro);
-      loss_sum = r.loss_sum; // only the last stage has the losses; 0 elsewhere
-      peak_stash = r.peak_stash;
-    } else {
-      activity.phase("forward and backward");
-      for (int64_t m = 0; m < num_micro; ++m) {
-        const bool last = m == num_micro - 1;
-        const int64_t at = m * tokens_per_micro;
-        loss_sum += program.step((overlapped && last ? sync_ctx : ctx).for_microbatch(m), store.param_table(),
-                                 store.grad_table(), arena.as<char>(), device_ids.as<int32_t>() + at,
-                                 device_labels.as<int32_t>() + at, scaled_dloss);
-      }
-    }
-    double loss = loss_sum / static_cast<double>(num_micro);
+    activity.phase("pipeline schedule"); // it interleaves the microbatches
+    // The losses summed in double (many microbatches add up without drift); only the last stage
+    // has them, 0 elsewhere.
+    const PipelineIterationResult r =
+        pipe.executor.run(overlapped ? sync_ctx : ctx, store.param_table(), store.grad_table(),
+                          device_ids.as<int32_t>(), device_labels.as<int32_t>(), tokens_per_micro, scaled_dloss,
+                          num_micro);
+    double loss = r.loss_sum / static_cast<double>(num_micro);
     StashPeaks peaks;
     double norm = 0, lr = 0;
     bool finite = false;
@@ -363,12 +332,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     closing.grad_sync = [&] {
       if (dp > 1 && sharded && !grads_in_backward) {
         activity.phase("data-parallel gradient reduce-scatter");
-        if (!overlapped) {
-          if (compiled_sync)
-            compiled_sync(sync_ctx, store.grad_table());
-          else
-            sharded->reduce_scatter_grads();
-        }
+        if (!overlapped)
+          compiled_sync(sync_ctx, store.grad_table());
         const int64_t started = grad_sync.finish();
         if (overlapped ? started == 0 : started != 0)
           throw Error(overlapped ? "compiled program: built with --overlap-grad-reduce and the distributed optimizer, "
@@ -379,13 +344,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
                                    "(regenerate the program with megac compile)");
       } else if (dp > 1 && !sharded) {
         activity.phase("data-parallel gradient sync");
-        if (!overlapped) {
-          if (compiled_sync)
-            compiled_sync(sync_ctx, store.grad_table());
-          else
-            grad_sync.start_in_buckets(store.flat_grads(), store.flat_grads_numel(), f.ddp_bucket_size);
-        }
-        if (grad_sync.finish() == 0 && (overlapped || compiled_sync))
+        if (!overlapped)
+          compiled_sync(sync_ctx, store.grad_table());
+        if (grad_sync.finish() == 0)
           throw Error(overlapped ? "compiled program: built with --overlap-grad-reduce, but its step "
                                    "started no gradient bucket (regenerate the program with megac compile)"
                                  : "compiled program: its sync_gradients started no gradient bucket "
@@ -397,24 +358,22 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     // after it on the shards it left (ZeRO-2/3, overlapped ZeRO-1), else after it as Megatron does.
     closing.tied_sum = [&](bool shards) {
       activity.phase("tied-weight gradient sync");
-      pipe->tied.sync(store, shards);
+      pipe.tied.sync(store, shards);
     };
     closing.optimizer_step = [&] {
       // The loss and the stash peaks are reduced here, after the gradient sums and before any
       // parameter gather starts: nothing is in flight on the dp or pp groups.
-      if (pipelined) {
-        activity.phase("loss sum over the pipeline");
-        grid.pp().all_reduce_sum(&loss, 1);
-      }
+      activity.phase("loss sum over the pipeline");
+      grid.pp().all_reduce_sum(&loss, 1);
       if (dp > 1) {
         activity.phase("loss average over data parallel ranks");
         grid.dp().all_reduce_sum(&loss, 1);
         loss /= static_cast<double>(dp);
       }
       // The schedule is the same every iteration: the first one reports its stash peaks.
-      if (pipelined && k == start.iteration + 1) {
+      if (several_stages && k == start.iteration + 1) {
         activity.phase("stash peak report");
-        peaks = gather_stash_peaks(program, peak_stash, grid.pp());
+        peaks = gather_stash_peaks(program, r.peak_stash, grid.pp());
       }
       // Unscaled after every sum (dp, tied copies): the norm, clipping and AdamW see true gradients.
       if (scaler)
@@ -434,10 +393,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
         return;
       }
       activity.phase("data-parallel parameter all-gather");
-      if (compiled_gather)
-        compiled_gather(ctx, store.param_table());
-      else
-        sharded->all_gather_params();
+      compiled_gather(ctx, store.param_table());
     };
     run_closing_ops(table, table_ops, closing);
     if (scaler)
@@ -455,16 +411,12 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       if (resident >= 0 && resident_at_start >= 0)
         resident_growth = resident - resident_at_start;
       activity.phase("memory report");
-      memory = pipelined ? gather_memory_usage(memory_tracker().usage(), grid.pp())
-                         : std::vector<MemoryUsage>{memory_tracker().usage()};
+      memory = gather_memory_usage(memory_tracker().usage(), grid.pp());
     }
 
     // What each stage sent over its axes (read before the exchange over pp that collects them).
-    std::vector<CommunicationBytes> sent{grid.sent_bytes()};
-    if (pipelined) {
-      activity.phase("communication report");
-      sent = gather_sent_bytes(sent[0], grid.pp());
-    }
+    activity.phase("communication report");
+    const std::vector<CommunicationBytes> sent = gather_sent_bytes(grid.sent_bytes(), grid.pp());
 
     IterationMetrics it;
     it.communication = sent;
@@ -533,7 +485,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
             << std::endl;
     }
     for (size_t i = 0; i < memory.size(); ++i)
-      out << describe_memory(memory[i], pipelined ? "pp stage " + std::to_string(i) : "each rank")
+      out << describe_memory(memory[i], several_stages ? "pp stage " + std::to_string(i) : "each rank")
           << (metrics ? " (exact bytes in the metrics file)" : "") << std::endl;
     if (resident_growth >= 0)
       out << "resident memory of global rank 0 grew by " << format_bytes(resident_growth)

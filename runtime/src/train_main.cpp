@@ -46,11 +46,8 @@ template <typename Fn> std::string failure_of(Fn &&fn, const ProgramDesc &progra
   } catch (const Error &e) {
     return e.what();
   } catch (const std::bad_alloc &) {
-    if (program.pipeline_parallel_size > 1)
-      return std::string("out of memory (this stage's parameters, optimizer state, workspace "
-                         "and stashed activations must fit)");
-    return "out of memory (parameters, optimizer state and the " +
-           std::to_string(program.arena_bytes) + "-byte workspace must fit)";
+    return std::string("out of memory (") + (program.pipeline_parallel_size > 1 ? "this stage's " : "") +
+           "parameters, optimizer state, workspace and stashed activations must fit)";
   } catch (const std::exception &e) {
     return e.what();
   }

@@ -62,7 +62,7 @@ void validate_flat_layout_fields(const ProgramDesc &p, const FlatLayoutDesc *fla
 } // namespace
 
 int64_t hybrid_shard_degree(const ProgramDesc &p, int64_t dp) {
-  const FlatLayoutDesc *flat = p.pipeline_parallel_size > 1 && p.stages ? p.stages[0].flat_layout : p.flat_layout;
+  const FlatLayoutDesc *flat = p.stages ? p.stages[0].flat_layout : nullptr;
   if (!flat || flat->shard_degree < 1 || flat->shard_degree >= dp || dp % flat->shard_degree != 0)
     return dp;
   return flat->shard_degree;
@@ -78,48 +78,39 @@ void validate_program(const ProgramDesc &p) {
                 "; it must be positive (regenerate the program with megac compile)");
   };
   if (p.micro_batch_size < 1) bad("micro_batch_size", p.micro_batch_size);
-  const FlatLayoutDesc *flat = p.pipeline_parallel_size > 1 && p.stages ? p.stages[0].flat_layout : p.flat_layout;
+  validate_pipeline_program(p); // every stage, one-stage programs too
+  const FlatLayoutDesc *flat = p.stages[0].flat_layout;
   if (p.overlap_param_gather && (!flat || flat->sharding == DataParallelSharding::OptimGradsParams))
     throw Error("compiled program: overlap_param_gather is set, but the parameters are not gathered after the step "
                 "(it needs a flat_layout of optim or optim_grads; regenerate the program with megac compile)");
   if (p.seq_length < 1) bad("seq_length", p.seq_length);
   if (p.vocab_size < 1) bad("vocab_size", p.vocab_size);
-  // A pipeline's stages replace the single-stage fields, which then describe nothing.
-  if (p.pipeline_parallel_size > 1) {
-    validate_pipeline_program(p);
-    for (int64_t r = 0; r < p.pipeline_parallel_size; ++r) {
-      const PipelineStageDesc &stage = p.stages[r];
-      const FlatLayoutDesc *first = p.stages[0].flat_layout;
-      if (stage.flat_layout && first && stage.flat_layout->sharding != first->sharding)
-        throw Error("compiled program: stage " + std::to_string(r) + "'s flat_layout shards other state than " +
-                    "stage 0's (regenerate the program with megac compile)");
-      if ((stage.flat_layout != nullptr) != (p.stages[0].flat_layout != nullptr))
-        throw Error("compiled program: stage " + std::to_string(r) + (stage.flat_layout ? " has" : " has no") +
-                    " flat_layout but stage 0" + (stage.flat_layout ? " has none" : " has one") +
-                    "; the distributed optimizer covers every stage or none (regenerate the "
-                    "program with megac compile)");
-      validate_flat_layout_fields(p, stage.flat_layout, stage.sync_gradients, stage.gather_params, stage.ops,
-                                  stage.num_ops, "stage " + std::to_string(r) + ": ");
-    }
-    return;
+  for (int64_t r = 0; r < p.pipeline_parallel_size; ++r) {
+    const PipelineStageDesc &stage = p.stages[r];
+    const FlatLayoutDesc *first = p.stages[0].flat_layout;
+    if (stage.flat_layout && first && stage.flat_layout->sharding != first->sharding)
+      throw Error("compiled program: stage " + std::to_string(r) + "'s flat_layout shards other state than " +
+                  "stage 0's (regenerate the program with megac compile)");
+    if ((stage.flat_layout != nullptr) != (first != nullptr))
+      throw Error("compiled program: stage " + std::to_string(r) + (stage.flat_layout ? " has" : " has no") +
+                  " flat_layout but stage 0" + (stage.flat_layout ? " has none" : " has one") +
+                  "; the distributed optimizer covers every stage or none (regenerate the "
+                  "program with megac compile)");
+    const std::string where = p.pipeline_parallel_size > 1 ? "stage " + std::to_string(r) + ": " : "";
+    validate_flat_layout_fields(p, stage.flat_layout, stage.sync_gradients, stage.gather_params, stage.ops,
+                                stage.num_ops, where);
+    // The runtime has no buckets or gathers of its own: the compiled sync runs after the last
+    // microbatch unless backward started the buckets (--overlap-grad-reduce) or reduce-scattered
+    // them (ZeRO-2/3).
+    const bool grads_in_backward = stage.flat_layout && stage.flat_layout->sharding != DataParallelSharding::Optim;
+    if (p.data_parallel_size > 1 && !p.overlap_grad_reduce && !grads_in_backward && !stage.sync_gradients)
+      throw Error("compiled program: " + where + "data_parallel_size is " + std::to_string(p.data_parallel_size) +
+                  " but there is no sync_gradients to sum the gradients over dp (regenerate the program with "
+                  "megac compile)");
+    if (gathers_params(stage.ops, stage.num_ops) && !stage.gather_params)
+      throw Error("compiled program: " + where + "the table gathers the parameters after the step but there is no "
+                  "gather_params (regenerate the program with megac compile)");
   }
-  // The one-stage schedule: `step` is chunk 0's forward and backward of one microbatch.
-  const int64_t steps = schedule_steps(p.ops, p.num_ops);
-  if (steps != 2 || p.ops[0].kind != PipeOpKind::Forward || p.ops[1].kind != PipeOpKind::Backward ||
-      p.ops[0].chunk != 0 || p.ops[1].chunk != 0 || p.ops[0].microbatch != 0 || p.ops[1].microbatch != 0)
-    throw Error("compiled program: its table must start with Forward and Backward of chunk 0, microbatch 0 (the "
-                "step function), before its closing ops (regenerate the program with megac compile)");
-  validate_closing_ops(p.ops, p.num_ops, "the program");
-  if (tied_sum_place(p.ops, p.num_ops).kind >= 0)
-    throw Error("compiled program: its table sums tied gradients, but a one-stage program holds every weight "
-                "once (regenerate the program with megac compile)");
-  validate_flat_layout_fields(p, p.flat_layout, p.sync_gradients, p.gather_params, p.ops, p.num_ops, "");
-  if (p.num_params < 1) bad("num_params", p.num_params);
-  if (p.arena_bytes < 0)
-    throw Error("compiled program: arena_bytes is " + std::to_string(p.arena_bytes) +
-                "; it must be >= 0");
-  if (!p.step)
-    throw Error("compiled program: no step function");
 }
 
 std::string exact(double x) { return shortest_exact_text(x); }
@@ -343,13 +334,11 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   // Before anything is opened or allocated: a backend that cannot compute in the precision
   // asked for says so first.
   program_device(program).set_compute_precision(compute_precision(flags));
-  // With pipeline parallelism this rank holds only its stage's parameters.
-  const bool pipelined = program.pipeline_parallel_size > 1;
-  const ParamDesc *params = pipelined ? program.stages[grid.coord().pp].params : program.params;
-  const int64_t num_params =
-      pipelined ? program.stages[grid.coord().pp].num_params : program.num_params;
-  const FlatLayoutDesc *flat_layout =
-      pipelined ? program.stages[grid.coord().pp].flat_layout : program.flat_layout;
+  // This rank holds only its stage's parameters (all of them with pp = 1).
+  const PipelineStageDesc &stage = program.stages[grid.coord().pp];
+  const ParamDesc *params = stage.params;
+  const int64_t num_params = stage.num_params;
+  const FlatLayoutDesc *flat_layout = stage.flat_layout;
   validate_param_layout(params, num_params, grid.shape().tp);
   if (flat_layout && flags.grad_reduce_in_bf16 && grid.shape().dp > 1)
     throw Error("--grad-reduce-in-bf16: the distributed optimizer (the program's flat_layout) "
@@ -360,7 +349,7 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   s.start.shuffle = flags.shuffle;
   LoadSource source;
   const bool fresh = nothing_saved_yet(flags);
-  const bool lora = (pipelined ? program.stages[grid.coord().pp].num_frozen_params : program.num_frozen_params) > 0;
+  const bool lora = stage.num_frozen_params > 0;
   if (!flags.load.empty() && !fresh) {
     source = resolve_load(flags.load, flags.ckpt_step, !flags.no_load_optim && !flags.finetune);
     if (lora && source.resume && !source.adapters) // a whole model's checkpoint: LoRA's base
@@ -423,11 +412,8 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   // Allocated only now: the model's state is the big allocation, the checks above are cheap.
   s.store = std::make_unique<ParamStore>(params, num_params, grid.coord().tp, grid.shape().tp,
                                          program_device(program), flat_layout, &grid.dp_shard());
-  const ParamDesc *frozen = pipelined ? program.stages[grid.coord().pp].frozen_params : program.frozen_params;
-  const int64_t num_frozen =
-      pipelined ? program.stages[grid.coord().pp].num_frozen_params : program.num_frozen_params;
-  if (num_frozen > 0) {
-    s.frozen = ParamStore::frozen(frozen, num_frozen, grid.coord().tp, grid.shape().tp, program_device(program));
+  if (stage.num_frozen_params > 0) {
+    s.frozen = ParamStore::frozen(stage.frozen_params, stage.num_frozen_params, grid.coord().tp, grid.shape().tp, program_device(program));
     load_lora(s, flags, program, source, resume, fresh);
     return s;
   }
@@ -439,10 +425,7 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   }
   // Each tp rank reads its own blocks of the full tensors; each stage only its tensors (both
   // stages of a tied weight read it), the others' are expected in the file.
-  std::set<std::string> elsewhere;
-  if (pipelined)
-    for (const auto &entry : tensor_stages(program))
-      elsewhere.insert(entry.first);
+  const std::set<std::string> elsewhere = held_elsewhere(program, /*frozen=*/false);
   s.store->load(source.weight_files, elsewhere);
   if (resume && !flags.no_load_optim)
     s.store->load_optimizer_state(source.optimizer_file, elsewhere);
@@ -495,15 +478,13 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
   if (grid.world_size() > 1)
     out << "  parallel: " << grid.shape().describe() << " (--rank-layout prints which is which)\n";
   // The whole model's count, also when this rank holds one pipeline stage.
-  const bool pipelined = p.pipeline_parallel_size > 1;
-  out << "  parameters: " << (pipelined ? model_tensor_elements(p) : store.num_tensor_elements())
-      << " in " << (pipelined ? model_tensor_count(p) : static_cast<int64_t>(store.tensors().size()))
-      << " tensors";
+  const bool stages = p.pipeline_parallel_size > 1;
+  out << "  parameters: " << model_tensor_elements(p) << " in " << model_tensor_count(p) << " tensors";
   if (setup.frozen) // LoRA: the counts above are the adapters'
-    out << " trained (LoRA adapters), " << (pipelined ? "this stage's " : "") << setup.frozen->num_tensor_elements()
+    out << " trained (LoRA adapters), " << (stages ? "this stage's " : "") << setup.frozen->num_tensor_elements()
         << " frozen in " << setup.frozen->tensors().size() << " tensors";
   out << "; " << setup.weights_from << "\n";
-  if (pipelined)
+  if (stages)
     out << "  pipeline: " << describe_pipeline(p) << "\n";
   if (const DistributedOptimizerState *sharded = store.sharded()) {
     const FlatLayout &l = sharded->layout();
@@ -512,7 +493,7 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
       used += n;
     out << "  distributed optimizer: parameters and gradients in flat buffers of " << l.numel
         << " elements (" << l.numel - used << " padding) in " << l.buckets.size() << " bucket"
-        << (l.buckets.size() == 1 ? "" : "s") << (pipelined ? " (pp stage 0's)" : "")
+        << (l.buckets.size() == 1 ? "" : "s") << (stages ? " (pp stage 0's)" : "")
         << "; AdamW moments sharded over dp " << sharded->group().size() << ": "
         << sharded->shard_numel() << " elements each\n";
   }

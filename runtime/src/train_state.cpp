@@ -323,8 +323,8 @@ int64_t program_qlora_block_size(const ProgramDesc &p) {
       block = std::max<int64_t>(block, params[i].nf4_block);
     return block;
   };
-  int64_t block = largest(p.frozen_params, p.num_frozen_params);
-  for (int64_t s = 0; p.pipeline_parallel_size > 1 && p.stages && s < p.pipeline_parallel_size; ++s)
+  int64_t block = 0;
+  for (int64_t s = 0; p.stages && s < p.pipeline_parallel_size; ++s)
     block = std::max(block, largest(p.stages[s].frozen_params, p.stages[s].num_frozen_params));
   return block;
 }

@@ -100,63 +100,77 @@ struct FlatProgram {
 // gather (false: neither, so the runtime does both itself).
 template <int L> void make_bigram(FlatProgram &f, int64_t dp, bool compiled = true) {
   f.p = L == kTp2 ? train_test::bigram_tp_program<2>(2, dp) : train_test::bigram_program<2>();
-  f.p.desc.params = f.p.params.data();
+  f.p.relink();
   f.p.desc.data_parallel_size = dp;
   f.layout = layout_desc<L>(dp);
-  f.p.desc.flat_layout = &f.layout;
-  f.p.desc.sync_gradients = compiled ? &sync_gradients<L> : nullptr;
-  f.p.desc.gather_params = compiled ? &gather_params<L> : nullptr;
-  train_test::set_one_stage_ops(f.p.desc, /*gathers=*/dp > 1);
+  f.p.stage0().flat_layout = &f.layout;
+  f.p.stage0().sync_gradients = compiled ? &sync_gradients<L> : nullptr;
+  f.p.stage0().gather_params = compiled ? &gather_params<L> : nullptr;
+  f.p.set_one_stage_ops(/*gathers=*/dp > 1);
 }
 
 // ZeRO-2 (optim_grads) as megac compiles it for layout L: backward adds the gradients into a
 // zeroed flat staging buffer in the workspace (laid out like the layout), each bucket is
 // reduce-scattered over dp and this rank's shard added into ctx.grad_shards at offset / d.
-template <int L> float zero2_bigram_step(const megart::StepContext &ctx, float *const *params, float *const *,
-                                         char *arena, const int32_t *ids, const int32_t *labels, float dloss) {
+template <int L> void zero2_bigram_backward(const megart::StepContext &ctx, float *const *params, float *const *,
+                                            char *arena, const int32_t *ids, const int32_t *labels, float dloss,
+                                            const char *stash, const float *, float *) {
   using T = Tables<L>;
   float *staged = reinterpret_cast<float *>(arena) + train_test::kArenaFloats(2);
   float *shard = staged + T::numel;
   std::fill(staged, staged + T::numel, 0.0f);
   float *grads[] = {staged + T::offsets[0], staged + T::offsets[1]};
-  const float loss = train_test::bigram_step<2, false>(ctx, params, grads, arena, ids, labels, dloss);
+  train_test::bigram_backward<2, false>(ctx, params, grads, arena, ids, labels, dloss, stash, nullptr, nullptr);
   const int64_t d = ctx.dp->size();
   for (const megart::FlatBucket &k : T::buckets) {
     ctx.dp->reduce_scatter_sum(shard, staged + k.offset, k.numel / d);
     for (int64_t i = 0; i < k.numel / d; ++i)
       ctx.grad_shards[k.offset / d + i] += shard[i];
   }
-  return loss;
 }
 
-// ZeRO-3 (optim_grads_params) as megac compiles it: each bucket all-gathered over dp from
-// ctx.param_shards into the workspace before use, the parameters read there, then ZeRO-2's
-// gradients.
-template <int L> float zero3_bigram_step(const megart::StepContext &ctx, float *const *, float *const *,
-                                         char *arena, const int32_t *ids, const int32_t *labels, float dloss) {
+// ZeRO-3 (optim_grads_params) as megac compiles it: in each chunk function, each bucket
+// all-gathered over dp from ctx.param_shards into the workspace before use, the parameters read
+// there; the backward's gradients as ZeRO-2's.
+template <int L> float *gather_bigram_params(const megart::StepContext &ctx, char *arena) {
   using T = Tables<L>;
   float *gathered = reinterpret_cast<float *>(arena) + train_test::kArenaFloats(2) + 2 * T::numel;
   const int64_t d = ctx.dp->size();
   for (const megart::FlatBucket &k : T::buckets)
     ctx.dp->all_gather(gathered + k.offset, ctx.param_shards + k.offset / d, k.numel / d);
+  return gathered;
+}
+template <int L> float zero3_bigram_forward(const megart::StepContext &ctx, float *const *, char *arena,
+                                            const int32_t *ids, const int32_t *labels, const float *, float *,
+                                            char *stash) {
+  using T = Tables<L>;
+  float *gathered = gather_bigram_params<L>(ctx, arena);
   float *params[] = {gathered + T::offsets[0], gathered + T::offsets[1]};
-  return zero2_bigram_step<L>(ctx, params, nullptr, arena, ids, labels, dloss);
+  return train_test::bigram_forward<2, false>(ctx, params, arena, ids, labels, nullptr, nullptr, stash);
+}
+template <int L> void zero3_bigram_backward(const megart::StepContext &ctx, float *const *, float *const *,
+                                            char *arena, const int32_t *ids, const int32_t *labels, float dloss,
+                                            const char *stash, const float *, float *) {
+  using T = Tables<L>;
+  float *gathered = gather_bigram_params<L>(ctx, arena);
+  float *params[] = {gathered + T::offsets[0], gathered + T::offsets[1]};
+  zero2_bigram_backward<L>(ctx, params, nullptr, arena, ids, labels, dloss, stash, nullptr, nullptr);
 }
 
 // bigram_program<2> with ZeRO-2 (or, `params_too`, ZeRO-3) over dp in layout L (kOneBucket or
 // kTwoBuckets).
 template <int L> void make_zero_bigram(FlatProgram &f, int64_t dp, bool params_too) {
   f.p = train_test::bigram_program<2>();
-  f.p.desc.params = f.p.params.data();
   f.p.desc.data_parallel_size = dp;
-  f.p.desc.step = params_too ? &zero3_bigram_step<L> : &zero2_bigram_step<L>;
-  f.p.desc.arena_bytes = (train_test::kArenaFloats(2) + 3 * Tables<L>::numel) * 4;
+  f.p.set_chunk(params_too ? &zero3_bigram_forward<L> : &train_test::bigram_forward<2, false>,
+                params_too ? &zero3_bigram_backward<L> : &zero2_bigram_backward<L>, train_test::kStashBytes(2),
+                (train_test::kArenaFloats(2) + 3 * Tables<L>::numel) * 4);
   f.layout = layout_desc<L>(dp);
   f.layout.sharding = params_too ? megart::DataParallelSharding::OptimGradsParams
                                  : megart::DataParallelSharding::OptimGrads;
-  f.p.desc.flat_layout = &f.layout;
-  f.p.desc.gather_params = params_too ? nullptr : &gather_params<L>;
-  train_test::set_one_stage_ops(f.p.desc, /*gathers=*/!params_too && dp > 1);
+  f.p.stage0().flat_layout = &f.layout;
+  f.p.stage0().gather_params = params_too ? nullptr : &gather_params<L>;
+  f.p.set_one_stage_ops(/*gathers=*/!params_too && dp > 1);
 }
 
 // The toy pipeline's stages with the distributed optimizer over dp (toy::build<2, 2>: every

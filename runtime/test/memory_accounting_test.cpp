@@ -113,7 +113,7 @@ TEST(MemoryTracker, ParamStoreHoldsThreeCopiesOfTheParametersAndTheFlatGradients
 TEST(MemoryTracker, ParamStoreCountsThisTensorParallelRanksBlocks) {
   const Program p = bigram_tp_program<2>(2); // w [16, 16] split in two row blocks, b [16]
   const Held before = Held::now();
-  megart::ParamStore store(p.desc.params, p.desc.num_params, 1, 2);
+  megart::ParamStore store(p.params.data(), static_cast<int64_t>(p.params.size()), 1, 2);
   const Held d = added(before, Held::now());
   const int64_t floats = 8 * 16 + 16;
   EXPECT_EQ(d[MemoryCategory::Parameters], floats * 4);
@@ -175,19 +175,19 @@ TEST(TrainMemory, FirstRecordReportsEveryCategoryExactly) {
   EXPECT_EQ(bytes("gradients"), params);
   EXPECT_EQ(bytes("optimizer_state"), 2 * params);
   EXPECT_EQ(bytes("master_weights"), 0);
-  EXPECT_EQ(bytes("activations"), 0);
-  EXPECT_EQ(bytes("workspace"), p.desc.arena_bytes);
+  EXPECT_EQ(bytes("activations"), p.chunk[0].stash_bytes); // one microbatch's logits, stashed
+  EXPECT_EQ(bytes("workspace"), p.stage[0].arena_bytes);
   EXPECT_EQ(bytes("communication"), 0);
   EXPECT_EQ(bytes("data"), 2 * (2 * 2 * kSeq) * 4); // ids and labels of both microbatches
   int64_t sum = 0;
   for (megart::MemoryCategory c : megart::memory_categories())
     sum += bytes(megart::memory_category_key(c));
   EXPECT_EQ(bytes("peak_total"), sum);
-  EXPECT_EQ(sum, 4 * params + p.desc.arena_bytes + 256);
+  EXPECT_EQ(sum, 4 * params + p.chunk[0].stash_bytes + p.stage[0].arena_bytes + 256);
   EXPECT_EQ(rows[0].get("memory_per_pp_stage"), nullptr); // no pipeline
   EXPECT_EQ(rows[1].get("memory"), nullptr);               // first iteration only
   EXPECT_THAT(r.out, HasSubstr("\nmemory (each rank): parameters 1.06 KiB, gradients 1.06 KiB, "
-                               "optimizer state 2.12 KiB, master weights 0 B, activations 0 B, "
+                               "optimizer state 2.12 KiB, master weights 0 B, activations 1.00 KiB, "
                                "workspace 2.00 KiB, communication 0 B, data 256 B, "
-                               "peak total 6.50 KiB (exact bytes in the metrics file)\n"));
+                               "peak total 7.50 KiB (exact bytes in the metrics file)\n"));
 }

@@ -179,7 +179,7 @@ TEST_F(TrainPaddedRun, TrainsAndSavesAsTheUnpaddedProgram) {
   Program padded = bigram_program<2>();
   padded.params[0].shape[0] = 24;
   padded.params[0].padded = true;
-  padded.desc.params = padded.params.data();
+  padded.relink();
   const RunResult a = run(unpadded.desc, "unpadded"), b = run(padded.desc, "padded");
   ASSERT_EQ(a.code, 0) << a.err;
   ASSERT_EQ(b.code, 0) << b.err;

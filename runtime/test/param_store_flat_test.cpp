@@ -29,7 +29,7 @@ TEST(ParamStoreFlat, ParametersAndGradientsSitAtTheLayoutsOffsets) {
   const int64_t params0 = held(MemoryCategory::Parameters), grads0 = held(MemoryCategory::Gradients),
                 state0 = held(MemoryCategory::OptimizerState), comm0 = held(MemoryCategory::Communication);
   {
-    ParamStore store(f.p.desc.params, 2, 0, 1, megart::cpu_device(), &f.layout, &self);
+    ParamStore store(f.p.params.data(), 2, 0, 1, megart::cpu_device(), &f.layout, &self);
     // Exactly the two flat buffers and the (here unsharded) moments: megac's prediction.
     EXPECT_EQ(held(MemoryCategory::Parameters) - params0, 384 * 4);
     EXPECT_EQ(held(MemoryCategory::Gradients) - grads0, 384 * 4);
@@ -44,7 +44,7 @@ TEST(ParamStoreFlat, ParametersAndGradientsSitAtTheLayoutsOffsets) {
     EXPECT_THROW(store.exp_avg(0), megart::Error);
 
     // The same weights as a store without the layout, padding zero.
-    ParamStore plain(f.p.desc.params, 2);
+    ParamStore plain(f.p.params.data(), 2);
     store.init(5);
     plain.init(5);
     for (int64_t i = 0; i < 2; ++i)
@@ -71,8 +71,8 @@ TEST(ParamStoreFlat, SavesAndLoadsWhatAStoreWithoutTheLayoutDoes) {
   flat_test::FlatProgram f;
   flat_test::make_bigram<flat_test::kTwoBuckets>(f, 1);
   megart::SelfCommunicator self;
-  ParamStore store(f.p.desc.params, 2, 0, 1, megart::cpu_device(), &f.layout, &self);
-  ParamStore plain(f.p.desc.params, 2);
+  ParamStore store(f.p.params.data(), 2, 0, 1, megart::cpu_device(), &f.layout, &self);
+  ParamStore plain(f.p.params.data(), 2);
   plain.init(3);
   plain.save(dir / "plain.safetensors");
   store.load(dir / "plain.safetensors");
@@ -118,12 +118,12 @@ TEST(ParamStoreFlat, Zero3KeepsTheParametersInTheShardBuffer) {
   f.layout.sharding = megart::DataParallelSharding::OptimGradsParams;
   megart::SelfCommunicator self;
   const int64_t params0 = held(MemoryCategory::Parameters), comm0 = held(MemoryCategory::Communication);
-  ParamStore store(f.p.desc.params, 2, 0, 1, megart::cpu_device(), &f.layout, &self);
+  ParamStore store(f.p.params.data(), 2, 0, 1, megart::cpu_device(), &f.layout, &self);
   EXPECT_EQ(held(MemoryCategory::Parameters) - params0, 384 * 4);
   ASSERT_TRUE(store.params_sharded());
   EXPECT_EQ(store.param(0), nullptr);
   EXPECT_EQ(store.grad(0), nullptr);
-  ParamStore plain(f.p.desc.params, 2);
+  ParamStore plain(f.p.params.data(), 2);
   plain.init(7);
   store.init(7);
   // b's bucket (0..128) then w's (128..384): at d = 1 the shards are the layout itself.

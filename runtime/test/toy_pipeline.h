@@ -4,7 +4,8 @@
 //   chunk c:      x = x * w_c                      (elementwise)
 //   chunk C - 1:  y = x * w_{C-1}; logits = y E^T; loss = mean cross-entropy
 // E is used by the first and the last chunk, so with P > 1 it is tied between stages 0 and
-// (C - 1) % P. The same model as one StepFn (toy_program(1, ...)) is the single-rank reference.
+// (C - 1) % P. The same model as one chunk of a one-stage program (build<1, C>) is the
+// single-rank reference.
 #pragma once
 
 #include "megart/kernels.h"
@@ -139,27 +140,44 @@ template <int kP, int kC> struct Chunks {
   }
 };
 
-// The single-rank reference: params [E, w_0 .. w_{C-1}]; every chunk in turn, then back.
-template <int kC>
-float reference_step(const megart::StepContext &, float *const *params, float *const *grads,
-                     char *, const int32_t *ids, const int32_t *labels, float dloss) {
-  std::vector<std::vector<float>> act(kC, std::vector<float>(kActNumel)),
-      stash(kC, std::vector<float>(kHeadStashFloats));
-  embed_forward(params[0], params[1], ids, stash[0].data(), act[0].data());
-  for (int c = 1; c + 1 < kC; ++c)
-    scale_forward(params[1 + c], act[c - 1].data(), stash[c].data(), act[c].data());
-  const float loss = head_forward(params[0], params[kC], act[kC - 2].data(), labels,
-                                  stash[kC - 1].data());
-  std::vector<float> d(kActNumel), dnext(kActNumel);
-  head_backward(params[0], params[kC], grads[0], grads[kC], labels, dloss, stash[kC - 1].data(),
-                d.data());
-  for (int c = kC - 2; c >= 1; --c) {
-    scale_backward(params[1 + c], grads[1 + c], stash[c].data(), d.data(), dnext.data());
-    std::swap(d, dnext);
+// The single-rank reference: params [E, w_0 .. w_{C-1}]; every chunk in turn, then back, as one
+// chunk of a one-stage program. Its stash: each chunk's stash (kHeadStashFloats floats apiece),
+// then each chunk's output.
+template <int kC> struct Reference {
+  static constexpr int64_t kStashBytes = 4 * kC * (kHeadStashFloats + kActNumel);
+  static float *stash_of(float *s, int c) { return s + c * kHeadStashFloats; }
+  static float *output_of(float *s, int c) { return s + kC * kHeadStashFloats + c * kActNumel; }
+
+  static float forward(const megart::StepContext &, float *const *params, char *, const int32_t *ids,
+                       const int32_t *labels, const float *, float *, char *stash) {
+    float *s = reinterpret_cast<float *>(stash);
+    embed_forward(params[0], params[1], ids, stash_of(s, 0), output_of(s, 0));
+    for (int c = 1; c + 1 < kC; ++c)
+      scale_forward(params[1 + c], output_of(s, c - 1), stash_of(s, c), output_of(s, c));
+    return head_forward(params[0], params[kC], output_of(s, kC - 2), labels, stash_of(s, kC - 1));
   }
-  embed_backward(params[1], grads[0], grads[1], ids, stash[0].data(), d.data());
-  return loss;
-}
+  static void backward(const megart::StepContext &, float *const *params, float *const *grads, char *,
+                       const int32_t *ids, const int32_t *labels, float dloss, const char *stash, const float *,
+                       float *) {
+    float *s = const_cast<float *>(reinterpret_cast<const float *>(stash));
+    std::vector<float> d(kActNumel), dnext(kActNumel);
+    head_backward(params[0], params[kC], grads[0], grads[kC], labels, dloss, stash_of(s, kC - 1), d.data());
+    for (int c = kC - 2; c >= 1; --c) {
+      scale_backward(params[1 + c], grads[1 + c], stash_of(s, c), d.data(), dnext.data());
+      std::swap(d, dnext);
+    }
+    embed_backward(params[1], grads[0], grads[1], ids, stash_of(s, 0), d.data());
+  }
+  // Forward and backward of one microbatch (the loss), with a stash of its own.
+  static float step(const megart::StepContext &ctx, float *const *params, float *const *grads, const int32_t *ids,
+                    const int32_t *labels, float dloss) {
+    std::vector<float> stash(kStashBytes / 4);
+    char *bytes = reinterpret_cast<char *>(stash.data());
+    const float loss = forward(ctx, params, nullptr, ids, labels, nullptr, nullptr, bytes);
+    backward(ctx, params, grads, nullptr, ids, labels, dloss, bytes, nullptr, nullptr);
+    return loss;
+  }
+};
 
 inline megart::ParamDesc wte() {
   return {"transformer.wte.weight", 2, {kVocab, kHidden}, {0, 0}, {kVocab, kHidden},
@@ -174,7 +192,7 @@ inline megart::ParamDesc w_desc(int c) {
   return {w_name(c), 1, {kHidden}, {0}, {kHidden}, megart::ParamInit::Normal, 1.0f, false};
 }
 
-// A pipelined program (or, with P = 1, the single-rank reference) and the tables it points at.
+// A program of P stages (P = 1: the single-rank reference) and the tables it points at.
 struct Program {
   std::vector<std::vector<megart::ParamDesc>> params;
   std::vector<std::vector<megart::ChunkDesc>> chunks;
@@ -184,6 +202,15 @@ struct Program {
   Program() = default;
   Program(const Program &) = delete; // desc points into the vectors
 };
+
+// A stage's compiled dp bucket: its whole table, which ends with a w_c (train_test::sync_whole_table).
+inline megart::SyncFn whole_table_sync(size_t num_params) {
+  static const megart::SyncFn syncs[] = {
+      &train_test::sync_whole_table<0, kHidden>, &train_test::sync_whole_table<1, kHidden>,
+      &train_test::sync_whole_table<2, kHidden>, &train_test::sync_whole_table<3, kHidden>,
+      &train_test::sync_whole_table<4, kHidden>, &train_test::sync_whole_table<5, kHidden>};
+  return syncs[num_params - 1];
+}
 
 // Schedule shorthands for P = 2, where every peer is the other rank.
 inline megart::PipeOp F(int32_t c, int32_t mb) { return {megart::PipeOpKind::Forward, c, mb, -1}; }
@@ -270,7 +297,7 @@ inline void close_unless_closed(Program &p) {
   set_closing(p, kClosing);
 }
 
-// The toy program: kP = 1 gives the single-rank reference with kC chunks' worth of layers;
+// The toy program: kP = 1 gives the single-rank reference, one chunk with kC chunks' layers;
 // kP = 2 a pipeline over 2 ranks with kC / 2 chunks each and the given schedule.
 template <int kP, int kC>
 void build(Program &p, const std::vector<std::vector<megart::PipeOp>> &schedule = {},
@@ -282,22 +309,18 @@ void build(Program &p, const std::vector<std::vector<megart::PipeOp>> &schedule 
   d.vocab_size = kVocab;
   d.tensor_parallel_size = tp;
   d.data_parallel_size = dp;
+  using Ch = Chunks<kP, kC>;
+  constexpr int V = kP == 1 ? 1 : kC / kP; // one stage: the reference as one chunk
+  p.params.resize(kP);
+  p.chunks.resize(kP);
+  p.ops = schedule;
   if (kP == 1) {
     p.params = {{wte()}};
     for (int c = 0; c < kC; ++c)
       p.params[0].push_back(w_desc(c));
-    d.params = p.params[0].data();
-    d.num_params = static_cast<int64_t>(p.params[0].size());
-    d.arena_bytes = 0;
-    d.step = &reference_step<kC>;
-    train_test::set_one_stage_ops(d);
-    return;
+    p.chunks[0] = {{0, &Reference<kC>::forward, &Reference<kC>::backward, Reference<kC>::kStashBytes, 0, 0}};
+    p.ops = {{F(0, 0), B(0, 0)}};
   }
-  using Ch = Chunks<kP, kC>;
-  constexpr int V = kC / kP;
-  p.params.resize(kP);
-  p.chunks.resize(kP);
-  p.ops = schedule;
   // Instantiate forward / backward for every chunk index below kC (at most 4 here).
   auto fwd = [](int c) -> megart::ChunkForwardFn {
     megart::ChunkForwardFn f[] = {&Ch::template forward<0>, &Ch::template forward<1 % kC>,
@@ -309,7 +332,7 @@ void build(Program &p, const std::vector<std::vector<megart::PipeOp>> &schedule 
                                    &Ch::template backward<2 % kC>, &Ch::template backward<3 % kC>};
     return f[c];
   };
-  for (int r = 0; r < kP; ++r) {
+  for (int r = 0; kP > 1 && r < kP; ++r) {
     if (Ch::holds_wte(r))
       p.params[r].push_back(wte());
     for (int v = 0; v < V; ++v) {
@@ -329,14 +352,17 @@ void build(Program &p, const std::vector<std::vector<megart::PipeOp>> &schedule 
     s.ops = p.ops[r].data();
     s.num_ops = static_cast<int64_t>(p.ops[r].size());
     s.predicted_peak_stash = predicted_peaks.empty() ? 0 : predicted_peaks[r];
+    s.sync_gradients = whole_table_sync(p.params[r].size()); // summed where dp > 1
     p.stages.push_back(s);
   }
   d.pipeline_parallel_size = kP;
   d.stages = p.stages.data();
-  d.num_microbatches = kMicrobatches;
+  d.num_microbatches = kP == 1 ? 1 : kMicrobatches; // one stage: run once per microbatch
   d.virtual_pipeline_size = V;
   d.pipeline_schedule = V > 1 ? "interleaved" : "1f1b";
-  set_closing(p, kClosing);
+  set_closing(p, kP == 1 ? std::vector<megart::PipeOpKind>{megart::PipeOpKind::GradSync,
+                                                           megart::PipeOpKind::OptimizerStep}
+                         : kClosing);
 }
 
 } // namespace toy

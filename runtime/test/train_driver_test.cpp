@@ -151,17 +151,17 @@ TEST_F(TrainDriver, ShufflingChangesTheOrderNotTheStart) {
 
 namespace {
 // Gives non-finite gradients on every call: every step must be skipped.
-float nan_step(const megart::StepContext &ctx, float *const *params, float *const *grads, char *arena, const int32_t *ids,
-               const int32_t *labels, float dloss) {
-  const float loss = bigram_step<2, false>(ctx, params, grads, arena, ids, labels, dloss);
+void nan_backward(const megart::StepContext &ctx, float *const *params, float *const *grads, char *arena,
+                  const int32_t *ids, const int32_t *labels, float dloss, const char *stash, const float *output_grad,
+                  float *input_grad) {
+  bigram_backward<2, false>(ctx, params, grads, arena, ids, labels, dloss, stash, output_grad, input_grad);
   grads[1][0] = std::numeric_limits<float>::infinity();
-  return loss;
 }
 } // namespace
 
 TEST_F(TrainDriver, NonFiniteGradientsSkipTheStep) {
   Program p = bigram_program<2>();
-  p.desc.step = &nan_step;
+  p.chunk[0].backward = &nan_backward;
   RunResult r = run_training(p.desc, args(3, {"--log-interval", "3", "--save", dir_ / "ck",
                                               "--save-interval", "1"}));
   // A run that never updated the weights failed, and saved nothing.

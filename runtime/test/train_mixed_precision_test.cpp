@@ -49,10 +49,10 @@ megart::Device &any_precision() {
 
 // The bigram model (no GEMM), noting the CPU's GEMM precision its step runs under.
 megart::Precision g_step_precision = megart::Precision::Fp32;
-float noting_step(const megart::StepContext &ctx, float *const *params, float *const *grads, char *arena,
-                  const int32_t *ids, const int32_t *labels, float dloss) {
+float noting_forward(const megart::StepContext &ctx, float *const *params, char *arena, const int32_t *ids,
+                     const int32_t *labels, const float *input, float *output, char *stash) {
   g_step_precision = megart::cpu::gemm_precision();
-  return bigram_step<2, false>(ctx, params, grads, arena, ids, labels, dloss);
+  return bigram_forward<2, false>(ctx, params, arena, ids, labels, input, output, stash);
 }
 
 class TrainMixedPrecision : public ::testing::Test {
@@ -134,7 +134,7 @@ TEST_F(TrainMixedPrecision, Bf16HasNoLossScale) {
 // later fp32 run is fp32 again.
 TEST_F(TrainMixedPrecision, CpuDeviceEmulatesBf16AndFp16) {
   Program p = bigram_program<2>();
-  p.desc.step = &noting_step;
+  p.chunk[0].forward = &noting_forward;
   auto train = [&](const std::string &metrics, std::vector<std::string> extra) {
     std::vector<std::string> a = {"--data-path", dir_ / "data", "--train-iters", "3", "--lr", "0.05",
                                   "--metrics-file", dir_ / metrics};

@@ -1,5 +1,6 @@
 // Shared pieces of the Train* tests: a tiny bigram language model written against the
-// ProgramDesc contract by hand (no compiler), synthetic datasets and an in-process runner.
+// ProgramDesc contract by hand (no compiler) as a one-stage program, synthetic datasets and an
+// in-process runner.
 #pragma once
 
 #include "megart/error.h"
@@ -29,35 +30,45 @@ constexpr int64_t kSeq = 8;
 
 // Bigram model: logits[t] = W[ids[t]] + bias; loss = mean cross-entropy. W is [V, V], either
 // one ParamDesc or (kSplit) two row blocks of the same checkpoint tensor "w".
-// Parameter table: W (or W rows 0..V/2, W rows V/2..V), then bias "b".
+// Parameter table: W (or W rows 0..V/2, W rows V/2..V), then bias "b". One chunk, as megac
+// emits every pp = 1 plan: the forward keeps the logits in its stash, the backward reads them.
+template <bool kSplit> float *w_row(float *const *table, int32_t id) {
+  constexpr int64_t V = kVocab, half = kVocab / 2;
+  if (!kSplit)
+    return table[0] + id * V;
+  return id < half ? table[0] + id * V : table[1] + (id - half) * V;
+}
 template <int64_t kMicro, bool kSplit>
-float bigram_step(const megart::StepContext &, float *const *params, float *const *grads, char *arena, const int32_t *ids,
-                  const int32_t *labels, float dloss) {
-  constexpr int64_t T = kMicro * kSeq, V = kVocab, half = kVocab / 2;
-  if (reinterpret_cast<uintptr_t>(arena) % 64 != 0)
-    throw megart::Error("arena is not 64-byte aligned");
-  float *logits = reinterpret_cast<float *>(arena);
-  float *dlogits = logits + T * V;
-  auto w_row = [&](float *const *table, int32_t id) -> float * {
-    if (!kSplit)
-      return table[0] + id * V;
-    return id < half ? table[0] + id * V : table[1] + (id - half) * V;
-  };
+float bigram_forward(const megart::StepContext &, float *const *params, char *arena, const int32_t *ids,
+                     const int32_t *labels, const float *, float *, char *stash) {
+  constexpr int64_t T = kMicro * kSeq, V = kVocab;
+  if (reinterpret_cast<uintptr_t>(arena) % 64 != 0 || reinterpret_cast<uintptr_t>(stash) % 64 != 0)
+    throw megart::Error("arena or stash is not 64-byte aligned");
+  float *logits = reinterpret_cast<float *>(stash);
   const int bias = kSplit ? 2 : 1;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < V; ++j)
-      logits[t * V + j] = w_row(params, ids[t])[j] + params[bias][j];
-  const float loss = megart::cpu::cross_entropy_forward(logits, labels, T, V, V);
+      logits[t * V + j] = w_row<kSplit>(params, ids[t])[j] + params[bias][j];
+  return megart::cpu::cross_entropy_forward(logits, labels, T, V, V);
+}
+template <int64_t kMicro, bool kSplit>
+void bigram_backward(const megart::StepContext &, float *const *, float *const *grads, char *arena,
+                     const int32_t *ids, const int32_t *labels, float dloss, const char *stash, const float *,
+                     float *) {
+  constexpr int64_t T = kMicro * kSeq, V = kVocab;
+  const float *logits = reinterpret_cast<const float *>(stash);
+  float *dlogits = reinterpret_cast<float *>(arena);
   megart::cpu::cross_entropy_backward(dlogits, dloss, logits, labels, T, V, V);
+  const int bias = kSplit ? 2 : 1;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < V; ++j) {
-      w_row(grads, ids[t])[j] += dlogits[t * V + j];
+      w_row<kSplit>(grads, ids[t])[j] += dlogits[t * V + j];
       grads[bias][j] += dlogits[t * V + j];
     }
-  return loss;
 }
 
 constexpr int64_t kArenaFloats(int64_t micro) { return 2 * micro * kSeq * kVocab; }
+constexpr int64_t kStashBytes(int64_t micro) { return micro * kSeq * kVocab * 4; } // the logits
 
 inline megart::ParamDesc w_desc() {
   return {"w", 2, {kVocab, kVocab}, {0, 0}, {kVocab, kVocab}, megart::ParamInit::Normal, 0.02f,
@@ -74,21 +85,50 @@ inline megart::ParamDesc w_rows(int64_t first, int64_t rows) {
   return d;
 }
 
-// The one-stage tables megac emits: chunk 0's forward and backward (the step), then what closes
-// the iteration; with the distributed optimizer over several dp ranks, the parameter gather too.
+// The one-stage tables megac emits: chunk 0's forward and backward, then what closes the
+// iteration; with the distributed optimizer over several dp ranks, the parameter gather too.
 inline constexpr megart::PipeOp kOneStageOps[] = {
     {megart::PipeOpKind::Forward, 0, 0, -1}, {megart::PipeOpKind::Backward, 0, 0, -1},
     {megart::PipeOpKind::GradSync, -1, -1, -1}, {megart::PipeOpKind::OptimizerStep, -1, -1, -1},
     {megart::PipeOpKind::ParamGather, -1, -1, -1}};
-inline void set_one_stage_ops(megart::ProgramDesc &d, bool gathers = false) {
-  d.ops = kOneStageOps;
-  d.num_ops = gathers ? 5 : 4;
+
+// The gradient bucket megac compiles for a no_shard plan whose gradients fit one bucket
+// (megac-data-parallel): the whole table, one flat buffer in table order, summed over dp at once.
+// kLast: the table's last entry, of kLastNumel elements.
+template <int kLast, int64_t kLastNumel> void sync_whole_table(const megart::StepContext &ctx, float *const *grads) {
+  ctx.grad_sync->start(grads[0], (grads[kLast] + kLastNumel) - grads[0]);
 }
 
-// A ProgramDesc with its own parameter table (ProgramDesc only points at one).
+// A one-stage ProgramDesc with its own tables (ProgramDesc only points at them; they live on the
+// heap, so a moved Program stays valid: call relink() after changing `params` or copying).
 struct Program {
   std::vector<megart::ParamDesc> params;
+  std::vector<megart::ChunkDesc> chunk = std::vector<megart::ChunkDesc>(1);
+  std::vector<megart::PipelineStageDesc> stage = std::vector<megart::PipelineStageDesc>(1);
   megart::ProgramDesc desc{};
+  megart::PipelineStageDesc &stage0() { return stage[0]; }
+  void relink() {
+    stage[0].params = params.data();
+    stage[0].num_params = static_cast<int64_t>(params.size());
+    stage[0].chunks = chunk.data();
+    desc.stages = stage.data();
+  }
+  // Chunk 0 is (forward, backward) with `stash_bytes` per microbatch, in `arena_bytes`.
+  void set_chunk(megart::ChunkForwardFn forward, megart::ChunkBackwardFn backward, int64_t stash_bytes,
+                 int64_t arena_bytes) {
+    chunk[0] = {0, forward, backward, stash_bytes, 0, 0};
+    stage[0].num_chunks = 1;
+    stage[0].arena_bytes = arena_bytes;
+    stage[0].predicted_peak_stash = 1;
+    desc.num_microbatches = 1;
+    desc.pipeline_schedule = "1f1b";
+    relink();
+  }
+  // The table: F0.0 B0.0, GradSync, OptimizerStep and (`gathers`) ParamGather.
+  void set_one_stage_ops(bool gathers = false) {
+    stage[0].ops = kOneStageOps;
+    stage[0].num_ops = gathers ? 5 : 4;
+  }
 };
 
 template <int64_t kMicro, bool kSplit = false> Program bigram_program() {
@@ -101,11 +141,10 @@ template <int64_t kMicro, bool kSplit = false> Program bigram_program() {
   p.desc.micro_batch_size = kMicro;
   p.desc.seq_length = kSeq;
   p.desc.vocab_size = kVocab;
-  p.desc.params = p.params.data();
-  p.desc.num_params = static_cast<int64_t>(p.params.size());
-  p.desc.arena_bytes = kArenaFloats(kMicro) * 4;
-  p.desc.step = &bigram_step<kMicro, kSplit>;
-  set_one_stage_ops(p.desc);
+  p.set_chunk(&bigram_forward<kMicro, kSplit>, &bigram_backward<kMicro, kSplit>, kStashBytes(kMicro),
+              kArenaFloats(kMicro) * 4);
+  p.set_one_stage_ops();
+  p.stage0().sync_gradients = &sync_whole_table<kSplit ? 2 : 1, kVocab>; // ends with b; summed where dp > 1
   return p;
 }
 
@@ -115,12 +154,11 @@ template <int64_t kMicro, bool kSplit = false> Program bigram_program() {
 // does. The bias is replicated: every tp rank computes the same (full) gradient for it.
 // Parameter table: W block, then bias "b".
 template <int64_t kMicro>
-float bigram_tp_step(const megart::StepContext &ctx, float *const *params, float *const *grads,
-                     char *arena, const int32_t *ids, const int32_t *labels, float dloss) {
+float bigram_tp_forward(const megart::StepContext &ctx, float *const *params, char *, const int32_t *ids,
+                        const int32_t *labels, const float *, float *, char *stash) {
   constexpr int64_t T = kMicro * kSeq, V = kVocab;
   const int64_t rows = V / ctx.tp->size(), first = ctx.tp->rank() * rows;
-  float *logits = reinterpret_cast<float *>(arena);
-  float *dlogits = logits + T * V;
+  float *logits = reinterpret_cast<float *>(stash);
   auto owned = [&](int32_t id) { return id >= first && id < first + rows; };
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < V; ++j)
@@ -129,7 +167,17 @@ float bigram_tp_step(const megart::StepContext &ctx, float *const *params, float
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < V; ++j)
       logits[t * V + j] += params[1][j];
-  const float loss = megart::cpu::cross_entropy_forward(logits, labels, T, V, V);
+  return megart::cpu::cross_entropy_forward(logits, labels, T, V, V);
+}
+template <int64_t kMicro>
+void bigram_tp_backward(const megart::StepContext &ctx, float *const *, float *const *grads, char *arena,
+                        const int32_t *ids, const int32_t *labels, float dloss, const char *stash, const float *,
+                        float *) {
+  constexpr int64_t T = kMicro * kSeq, V = kVocab;
+  const int64_t rows = V / ctx.tp->size(), first = ctx.tp->rank() * rows;
+  const float *logits = reinterpret_cast<const float *>(stash);
+  float *dlogits = reinterpret_cast<float *>(arena);
+  auto owned = [&](int32_t id) { return id >= first && id < first + rows; };
   megart::cpu::cross_entropy_backward(dlogits, dloss, logits, labels, T, V, V);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < V; ++j) {
@@ -137,16 +185,14 @@ float bigram_tp_step(const megart::StepContext &ctx, float *const *params, float
         grads[0][(ids[t] - first) * V + j] += dlogits[t * V + j];
       grads[1][j] += dlogits[t * V + j];
     }
-  return loss;
 }
 
-// bigram_tp_step compiled for a tp x 1 x dp plan.
+// bigram_tp_forward / backward compiled for a tp x 1 x dp plan.
 template <int64_t kMicro> Program bigram_tp_program(int64_t tp, int64_t dp = 1) {
   Program p = bigram_program<kMicro>();
   p.params[0].shape[0] = kVocab / tp;
   p.params[0].tp_split_dim = 0;
-  p.desc.params = p.params.data();
-  p.desc.step = &bigram_tp_step<kMicro>;
+  p.set_chunk(&bigram_tp_forward<kMicro>, &bigram_tp_backward<kMicro>, kStashBytes(kMicro), kArenaFloats(kMicro) * 4);
   p.desc.tensor_parallel_size = tp;
   p.desc.data_parallel_size = dp;
   return p;

@@ -48,9 +48,16 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 
 // -----
 
-// Without pipeline parallelism in the plan there is nothing to split.
-// CHECK-LABEL: func.func @train_step
-// CHECK-NOT:   chunk
+// pp = 1 is one stage with one chunk: every op in chunk 0, the whole forward's values its
+// backward reads stashed, no @train_step left.
+// CHECK-NOT:   @train_step
+// CHECK-LABEL: func.func @chunk0_forward(
+// CHECK-SAME:    -> (tensor<f32>, {{.*}}) attributes {megac.chunk = 0 : i64, megac.role = #megac.role<chunk_forward>, megac.stash = {{[1-9]}}
+// CHECK:         tx.cross_entropy
+// CHECK-LABEL: func.func @chunk0_backward(
+// CHECK-SAME:    megac.chunk = 0 : i64, megac.role = #megac.role<chunk_backward>
+// CHECK:         tx.param_grad
+// CHECK-NOT:   @train_step
 shard.grid @grid(shape = 1x1x1) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 1>}
 func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
   %wte = tx.param "wte" role vocab_embedding parallel_dim 0 init(normal) : tensor<16x8xf32>

@@ -1,5 +1,5 @@
-// What a compiled program allocates per rank besides the training state, per pipeline stage (one
-// entry without pp), read from the compiled module: the workspace megac-plan-workspace sized, the
+// What a compiled program allocates per rank besides the training state, per pipeline stage
+// (pp = 1: one), read from the compiled module: the workspace megac-plan-workspace sized, the
 // pipeline executor's stashes and sent / received buffers (megart/pipeline_buffers.h), and the
 // device copies of a microbatch's token ids and labels. The memory plan (RankMemory.h) adds it
 // to the state's bytes; the emitter prints the same tables.

@@ -121,11 +121,11 @@ struct ParallelPlan {
             (reshardAfterForward == ReshardAfterForward::Default && pp == 1));
   }
 
-  /// optim_grads_params under pipeline parallelism without resharding after forward: a chunk's
-  /// forward and backward run apart, so the parameters stay gathered from one step's all-gather to
+  /// optim_grads_params without resharding after forward: a chunk's forward and backward run
+  /// apart (pp = 1 too: one chunk), so the parameters stay gathered from one step's all-gather to
   /// the next, as torchtitan's FSDP keeps them with pp; each rank holds optim_grads' state.
   bool keepsParamsGathered() const {
-    return sharding == ShardingStrategy::OptimGradsParams && pp > 1 && !reshardsAfterForward();
+    return sharding == ShardingStrategy::OptimGradsParams && !reshardsAfterForward();
   }
   /// What the ranks keep sharded while training: the strategy, or optim_grads where the
   /// parameters stay gathered (keepsParamsGathered).

@@ -51,7 +51,6 @@ def Megac_FunctionRole : I32EnumAttr<"FunctionRole", "what a function is in the 
     I32EnumAttrCase<"ChunkBackward", 7, "chunk_backward">,
     I32EnumAttrCase<"SyncGradients", 8, "sync_gradients">,
     I32EnumAttrCase<"GatherParams", 9, "gather_params">,
-    I32EnumAttrCase<"EvalStep", 10, "eval_step">,
     I32EnumAttrCase<"LogitsStep", 11, "logits_step">,
     I32EnumAttrCase<"DecodeStep", 12, "decode_step">]> {
   let cppNamespace = "::megac";
@@ -73,7 +72,7 @@ def Megac_FunctionRoleAttr : EnumAttr<Megac_Dialect, Megac_FunctionRole, "role">
     | `train_step` | megac-autodiff | forward and backward of one microbatch |
     | `chunk_forward`, `chunk_backward` | megac-pipeline-split | a pipeline chunk's halves (with `megac.chunk`) |
     | `sync_gradients`, `gather_params` | megac-data-parallel | a stage's gradient buckets and parameter gathers |
-    | `eval_step`, `logits_step` | megac-derive-steps | the training step's forward up to the loss, or the logits |
+    | `logits_step` | megac-derive-steps | the one chunk's forward up to the logits (one rank, fp32: generation) |
     | `decode_step` | megac-derive-decode-step | one position's logits with a KV cache (generation) |
 
     Names follow the same scheme for readers (`F_forward` / `F_backward`, `chunk<c>_...`), but no

@@ -130,9 +130,10 @@ def TensorParallel : Pass<"megac-tensor-parallel", "mlir::ModuleOp"> {
 def PipelineSplit : Pass<"megac-pipeline-split", "mlir::ModuleOp"> {
   let summary = "Cuts forward + backward into per-chunk forward and backward functions";
   let description = [{
-    With pipeline parallelism in the plan (`@grid`), the transformer layers are split into chunks
-    (pp x vpp of them; chunk c runs on pipeline rank c % pp); the plan's `pipeline_layout` gives
-    each chunk's number of consecutive layers. Without it the pass does nothing. The embedding
+    The transformer layers are split into chunks (pp x vpp of them; chunk c runs on pipeline rank
+    c % pp); the plan's `pipeline_layout` (`@grid`) gives each chunk's number of consecutive
+    layers. Without pipeline parallelism there is one chunk holding every layer: every plan's
+    iteration is a schedule of chunk functions, run by the runtime's one executor. The embedding
     goes to the first chunk; the final norm, LM head and loss to the last. `@train_step` is
     replaced by, for every chunk c,
 
@@ -195,14 +196,13 @@ def FuseNf4Loads : Pass<"megac-fuse-nf4-loads", "mlir::ModuleOp"> {
 }
 
 def DeriveSteps : Pass<"megac-derive-steps", "mlir::ModuleOp"> {
-  let summary = "The evaluation and logits steps, derived from the training step";
+  let summary = "Generation's logits step, derived from the training chunk's forward";
   let description = [{
-    After the passes that shape `@train_step`: `@eval_step` is its ops up to the loss it
-    returns, the values nothing then reads removed (the forward training runs, op for op, for the
-    validation loss); with tp = dp = 1 and fp32 logits, `@logits_step` is that forward returning
-    the cross-entropy's logits instead of the loss (generation reads the whole vocabulary on one
-    rank). Roles `eval_step` and `logits_step`. A pipelined program (no `@train_step`) evaluates
-    with its chunks' forwards: nothing changes.
+    After the passes that shape the chunk functions, for a plan of one rank (pp = tp = dp = 1)
+    with fp32 logits: `@logits_step` (role `logits_step`) is `@chunk0_forward`, the one chunk's
+    forward, returning the cross-entropy's logits instead of the loss and its stash, the values
+    nothing then reads removed (generation reads the whole vocabulary on one rank). Evaluation
+    runs the chunks' forwards themselves: there is no evaluation step.
   }];
   let dependentDialects = ["::megac::MegacDialect"];
 }

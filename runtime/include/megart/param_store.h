@@ -44,7 +44,7 @@ public:
              int64_t tp_size = 1, Device &device = cpu_device(),
              const FlatLayoutDesc *flat_layout = nullptr, Communicator *shard_group = nullptr);
 
-  // The store of a program's frozen parameters (ProgramDesc::frozen_params, LoRA's base model):
+  // The store of a program's frozen parameters (PipelineStageDesc::frozen_params, LoRA's base model):
   // the weights alone, allocated as MemoryCategory::FrozenParameters, with no gradients and no
   // optimizer state (grad(i) is null; the moments' functions throw). init, load, assemble and
   // gather_tensors work as for trainable parameters.

@@ -37,8 +37,8 @@ struct PipelineBufferPlan {
   // (kind, bytes) -> buffers of that size the pool holds.
   std::map<std::pair<PipelineBufferKind, int64_t>, int64_t> count;
   // The one buffer that opens every point-to-point channel once: a float per (direction, peer,
-  // message kind) the schedule uses, at least one. Communication memory.
-  int64_t channel_bytes = 4;
+  // message kind) the schedule uses (none on a one-stage pipeline). Communication memory.
+  int64_t channel_bytes = 0;
 
   int64_t bytes(PipelineBufferKind kind) const {
     int64_t total = kind == PipelineBufferKind::Communication ? channel_bytes : 0;
@@ -201,7 +201,7 @@ inline PipelineBufferPlan plan_pipeline_buffers(const std::vector<PipelineStep> 
       break;
     }
   }
-  plan.channel_bytes = 4 * std::max<int64_t>(1, static_cast<int64_t>(channels.size()));
+  plan.channel_bytes = 4 * static_cast<int64_t>(channels.size());
   return plan;
 }
 

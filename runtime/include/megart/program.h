@@ -89,7 +89,7 @@ struct StepContext {
   int64_t layer = -1;
   // Generation's decode_step: the keys and values of the positions before (null otherwise).
   const KvCache *kv_cache = nullptr;
-  // The frozen parameters (ProgramDesc::frozen_params: LoRA's base model), read by the compiled
+  // The frozen parameters (PipelineStageDesc::frozen_params: LoRA's base model), read by the compiled
   // functions and never trained; null when the program has none.
   const float *const *frozen = nullptr;
   // The same table's NF4 weights (ParamDesc::nf4_block > 0; null entries elsewhere): QLoRA's base.
@@ -139,21 +139,9 @@ inline AttentionDropout attention_dropout(const StepContext &ctx, float rate, in
   return d;
 }
 
-// Runs forward and backward of one microbatch. Adds each parameter's gradient, scaled by
-// `dloss` (the loss's own gradient: 1 / (microbatches per dp rank x dp size), so the sum over
-// the dp ranks, which the runtime does, is the global batch's average), into grads[i]; returns
-// the microbatch's mean loss (every tp rank returns the same value). A replicated parameter
-// (tp_split_dim -1) must end with the same gradient on every tp rank. `arena` is workspace of
-// ProgramDesc::arena_bytes bytes, 64-byte aligned; params[i] and grads[i] are 64-byte aligned.
-using StepFn = float (*)(const StepContext &ctx, float *const *params, float *const *grads,
-                         char *arena, const int32_t *ids, const int32_t *labels, float dloss);
-
-// The forward of the same microbatch up to its loss, the training step's own ops and no
-// backward: the validation loss (--eval-iters). Runs in the same arena.
-using EvalFn = float (*)(const StepContext &ctx, float *const *params, char *arena, const int32_t *ids,
-                         const int32_t *labels);
-// The same forward up to the logits: writes [micro batch, seq, padded vocab] floats to `logits`
-// (generation, OUT/train generate). Single-rank fp32 programs only.
+// A one-stage program's forward up to the logits, with stage 0's parameters, in a workspace of
+// ProgramDesc::generation_arena_bytes: writes [micro batch, seq, padded vocab] floats to `logits` (generation, OUT/train generate).
+// Single-rank fp32 programs only.
 using LogitsFn = void (*)(const StepContext &ctx, float *const *params, char *arena, const int32_t *ids,
                           float *logits);
 // One position of the same model with a KV cache (ctx.kv_cache): ids [micro batch, 1], the token
@@ -278,11 +266,17 @@ struct PipelineStageDesc {
   // The schedule's peak of stashed (chunk, microbatch) activations on this rank, as the
   // compiler's verifier computed it; the executor counts its own and reports both.
   int64_t predicted_peak_stash;
-  SyncFn sync_gradients;             // dp buckets over this stage's gradients (null: runtime)
-  // The distributed optimizer's layout of this stage's table and its all-gathers (null: no_shard).
+  // The dp buckets over this stage's gradients: what GradSync runs with dp > 1 unless backward
+  // starts them (overlap_grad_reduce) or reduce-scatters them (ZeRO-2/3). The runtime has no
+  // buckets of its own.
+  SyncFn sync_gradients;
+  // The distributed optimizer's layout of this stage's table and its all-gathers (null: no_shard;
+  // gather_params is required where the table has a ParamGather).
   const FlatLayoutDesc *flat_layout = nullptr;
   GatherParamsFn gather_params = nullptr;
-  // The frozen parameters this stage's chunks read (see ProgramDesc::frozen_params).
+  // Parameters this stage's chunks read but never train (LoRA's base model, `megac compile
+  // --lora-rank`): no gradient, no optimizer state; the compiled code reads ctx.frozen[i]. The
+  // trainable `params` are then the adapters alone.
   const ParamDesc *frozen_params = nullptr;
   int64_t num_frozen_params = 0;
 };
@@ -295,35 +289,19 @@ struct ProgramDesc {
   // Forward and backward FLOPs of one sample, no recomputation (the compiler counts the model's
   // GEMMs, megac's ModelFlops.h): the log line's TFLOP/s and MFU. 0: unknown (none printed).
   double model_flops_per_sample;
-  const ParamDesc *params;
-  int64_t num_params;
-  // Parameters the program reads but never trains (LoRA's base model, `megac compile
-  // --lora-rank`): no gradient, no optimizer state; the compiled code reads ctx.frozen[i]. The
-  // trainable `params` are then the adapters alone.
-  const ParamDesc *frozen_params = nullptr;
-  int64_t num_frozen_params = 0;
-  int64_t arena_bytes;
-  StepFn step;
-  EvalFn eval_step = nullptr;        // null with pipeline parallelism (the chunks' forwards serve)
   LogitsFn logits_step = nullptr;    // null unless one rank computes in fp32
   DecodeFn decode_step = nullptr;    // null unless one rank computes in fp32 on the CPU
   int64_t kv_cache_layers = 0;       // decode_step's cache: layers, and floats per position and
   int64_t kv_cache_row = 0;          // sample (kv heads x head dim)
+  int64_t generation_arena_bytes = 0; // the workspace logits_step and decode_step run in
   // The parallel plan the program was compiled for; the world size must be their product.
   int64_t tensor_parallel_size = 1;
   int64_t pipeline_parallel_size = 1;
   int64_t data_parallel_size = 1;
-  // The compiled data-parallel gradient buckets (null: the runtime buckets the flat gradients
-  // by --ddp-bucket-size itself, as hand-written test programs need).
-  SyncFn sync_gradients = nullptr;
-  // The one-stage schedule (pipeline_parallel_size 1): Forward then Backward of chunk 0 for
-  // microbatch 0 (both are `step`, run once per microbatch), then the closing actions.
-  const PipeOp *ops = nullptr;
-  int64_t num_ops = 0;
-  // Pipeline parallelism (pipeline_parallel_size > 1): one stage per pp rank, replacing
-  // params / num_params / arena_bytes / step / sync_gradients / ops above (which then describe
-  // nothing). The schedule is compiled for a fixed number of microbatches per dp rank, so the
-  // global batch size is fixed too: micro_batch_size x data_parallel_size x num_microbatches.
+  // One stage per pp rank (pp = 1: one stage with one chunk, run by the same executor). The
+  // schedule is compiled for a fixed number of microbatches per dp rank; with pp > 1 the global
+  // batch size is fixed too (micro_batch_size x data_parallel_size x num_microbatches), with
+  // pp = 1 the schedule's one microbatch runs once per microbatch of --global-batch-size.
   const PipelineStageDesc *stages = nullptr;
   int64_t num_microbatches = 0;
   const char *pipeline_schedule = nullptr; // "gpipe", "1f1b" or "interleaved", for the log
@@ -347,18 +325,13 @@ struct ProgramDesc {
   // The `megac compile` command that made the program, without its data-parallel size: a run
   // started on another number of ranks is told this command with the --dp that fits. Null: none.
   const char *recompile_command = nullptr;
-  // A LoRA program (frozen_params set): PEFT's adapter_config.json, written beside the adapters
+  // A LoRA program (its stages' frozen_params set): PEFT's adapter_config.json, written beside the adapters
   // (adapter_model.safetensors) in every checkpoint, so PEFT loads the folder. Null otherwise.
   const char *adapter_config_json = nullptr;
   // The precision `megac compile` built the program for ("fp32", "bf16" or "fp16": its
   // activations' storage and the GEMMs'); --bf16 / --fp16 must agree, and their absence means
   // this one. Null (a hand-written program): the flags choose the GEMM precision alone.
   const char *compiled_precision = nullptr;
-  // The distributed optimizer (see FlatLayoutDesc; null: every dp rank holds the whole state).
-  // sync_gradients then reduce-scatters each bucket over the shard group (this rank's shard of the
-  // sum lands at the bucket's first element) and gather_params all-gathers the parameters.
-  const FlatLayoutDesc *flat_layout = nullptr;
-  GatherParamsFn gather_params = nullptr;
 };
 
 // The device `program` runs on (cpu_device() when it names none).

@@ -61,15 +61,15 @@ void check_one_iteration(const toy::Program &pipe, const std::vector<int64_t> &p
 
   toy::Program one;
   toy::build<1, kC>(one);
-  megart::ParamStore ref(one.desc.params, one.desc.num_params);
+  megart::ParamStore ref(one.stages[0].params, one.stages[0].num_params);
   ref.init(11); // initialisation depends on the names only: the same weights
   megart::SelfCommunicator self;
   const megart::StepContext self_ctx{&self, &self, &self};
   double ref_loss = 0;
   for (int64_t mb = 0; mb < toy::kMicrobatches; ++mb)
-    ref_loss += one.desc.step(self_ctx, ref.param_table(), ref.grad_table(), nullptr,
-                              ids.data() + mb * toy::kTokens, labels.data() + mb * toy::kTokens,
-                              dloss);
+    ref_loss += toy::Reference<kC>::step(self_ctx, ref.param_table(), ref.grad_table(),
+                                         ids.data() + mb * toy::kTokens, labels.data() + mb * toy::kTokens,
+                                         dloss);
   std::map<std::string, int64_t> ref_index;
   for (int64_t i = 0; i < ref.size(); ++i)
     ref_index[ref.desc(i).name] = i;
@@ -144,14 +144,14 @@ TEST(PipelineExecutor, RoundsRunTheScheduleOncePerItsMicrobatches) {
 
   toy::Program one;
   toy::build<1, 2>(one);
-  megart::ParamStore ref(one.desc.params, one.desc.num_params);
+  megart::ParamStore ref(one.stages[0].params, one.stages[0].num_params);
   ref.init(11);
   megart::SelfCommunicator self;
   const megart::StepContext self_ctx{&self, &self, &self};
   double ref_loss = 0;
   for (int64_t mb = 0; mb < microbatches; ++mb)
-    ref_loss += one.desc.step(self_ctx, ref.param_table(), ref.grad_table(), nullptr,
-                              ids.data() + mb * toy::kTokens, labels.data() + mb * toy::kTokens, dloss);
+    ref_loss += toy::Reference<2>::step(self_ctx, ref.param_table(), ref.grad_table(),
+                                        ids.data() + mb * toy::kTokens, labels.data() + mb * toy::kTokens, dloss);
 
   megart::PipelineExecutor executor(pipe.desc.stages, rank, 2, 1, toy::kMicrobatches);
   megart::TiedGradients tied(pipe.desc, store, *grid);

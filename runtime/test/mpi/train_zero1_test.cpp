@@ -126,8 +126,7 @@ megart::GridShape whole_world_dp() { return {1, mpi_test::world_size(), 1}; }
 
 } // namespace
 
-// Flat layout in one bucket, in two, and without compiled sync / gather (the runtime's own),
-// each against the same program without the layout: the same losses and norms, and the same
+// Flat layout in one bucket and in two, each against the same program without the layout: the same losses and norms, and the same
 // checkpoint files (the moments gathered whole).
 TEST_F(TrainZero1, MatchesNoShard) {
   const int n = mpi_test::world_size();
@@ -142,16 +141,14 @@ TEST_F(TrainZero1, MatchesNoShard) {
   struct Case {
     const char *name;
     void (*make)(FlatProgram &, int64_t, bool);
-    bool compiled;
   };
-  const Case cases[] = {{"one bucket", &flat_test::make_bigram<flat_test::kOneBucket>, true},
-                        {"two buckets", &flat_test::make_bigram<flat_test::kTwoBuckets>, true},
-                        {"runtime sync", &flat_test::make_bigram<flat_test::kOneBucket>, false}};
+  const Case cases[] = {{"one bucket", &flat_test::make_bigram<flat_test::kOneBucket>},
+                        {"two buckets", &flat_test::make_bigram<flat_test::kTwoBuckets>}};
   for (const Case &c : cases) {
     SCOPED_TRACE(c.name);
     FlatProgram f;
-    c.make(f, n, c.compiled);
-    const std::string ck = shared / (std::string("flat-") + (c.compiled ? c.name : "runtime"));
+    c.make(f, n, /*compiled=*/true);
+    const std::string ck = shared / (std::string("flat-") + c.name);
     RunResult r;
     const auto rows = train(f.p.desc, *grid, args(n, dir_ / "flat.jsonl", {"--save", ck}), &r);
     w->barrier(); // the checkpoints are complete
@@ -398,7 +395,7 @@ TEST_F(TrainZero1, RefusesWhatItCannotShard) {
           "reduce-scatters the gradients in fp32");
   Program plain = bigram_program<2>();
   plain.desc.data_parallel_size = 2;
-  plain.desc.gather_params = &flat_test::gather_params<flat_test::kOneBucket>;
+  plain.stage0().gather_params = &flat_test::gather_params<flat_test::kOneBucket>;
   refused(plain.desc, {}, "gather_params is set but flat_layout is not");
 }
 

@@ -5,8 +5,9 @@ for one microbatch and for several: DDP all-reduces the gradients once per itera
 (optim) reduce-scatters them and all-gathers the parameters once, the same bytes as DDP on its
 flat buffer of N elements; ZeRO-2 (optim_grads) reduce-scatters every microbatch; ZeRO-3
 (optim_grads_params) all-gathers the parameters for forward and again for backward and
-reduce-scatters, every microbatch: 1.5x DDP per microbatch, or 1x without resharding after
-forward. Besides, OUT/train sums the loss over dp and, with sharded state, the gradient norm's
+reduce-scatters, every microbatch: 1.5x DDP per microbatch; without resharding after forward the
+parameters stay gathered from one step to the next (a chunk's forward and backward run apart),
+which moves ZeRO-2's bytes. Besides, OUT/train sums the loss over dp and, with sharded state, the gradient norm's
 sum of squares (a double each)."""
 import argparse
 import json
@@ -33,7 +34,7 @@ def main():
         "optim": ([], 0, 2),
         "optim_grads": ([], 1, 1),
         "optim_grads_params": ([], 3, 0),
-        "optim_grads_params, no reshard": (["--fsdp-reshard-after-forward", "never"], 2, 0),
+        "optim_grads_params, no reshard": (["--fsdp-reshard-after-forward", "never"], 1, 1),
     }
     for spec in args.specs:
         name = os.path.basename(spec)
