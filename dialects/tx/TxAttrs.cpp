@@ -97,6 +97,38 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return check(partial);
 }
 
+namespace {
+SmallVector<StringRef, 2> axesOf(Attribute list) {
+  SmallVector<StringRef, 2> axes;
+  for (Attribute a : cast<ArrayAttr>(list))
+    axes.push_back(cast<StringAttr>(a).getValue());
+  return axes;
+}
+ArrayAttr namesOf(MLIRContext *context, ArrayRef<StringRef> axes) {
+  SmallVector<Attribute> names;
+  for (StringRef a : axes)
+    names.push_back(StringAttr::get(context, a));
+  return ArrayAttr::get(context, names);
+}
+} // namespace
+
+SmallVector<SmallVector<StringRef, 2>, 4> ShardingAttr::dimAxes() const {
+  SmallVector<SmallVector<StringRef, 2>, 4> dims;
+  for (Attribute d : getDims())
+    dims.push_back(axesOf(d));
+  return dims;
+}
+
+SmallVector<StringRef, 2> ShardingAttr::partialAxes() const { return axesOf(getPartial()); }
+
+ShardingAttr ShardingAttr::get(MLIRContext *context, ArrayRef<SmallVector<StringRef, 2>> dims,
+                               ArrayRef<StringRef> partial) {
+  SmallVector<Attribute> perDim;
+  for (const SmallVector<StringRef, 2> &axes : dims)
+    perDim.push_back(namesOf(context, axes));
+  return get(context, ArrayAttr::get(context, perDim), namesOf(context, partial));
+}
+
 std::optional<int64_t> ShardingAttr::splitDim(StringRef axis) const {
   for (auto [i, d] : llvm::enumerate(getDims()))
     for (Attribute a : cast<ArrayAttr>(d))

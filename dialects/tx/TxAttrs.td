@@ -29,6 +29,13 @@ def Tx_ShardingAttr : AttrDef<Tx_Dialect, "Sharding"> {
   let extraClassDeclaration = [{
     /// The dimension split over `axis`, if any.
     std::optional<int64_t> splitDim(::llvm::StringRef axis) const;
+    /// The axes of each dimension, and those of the partial sum, as lists (what the sharding
+    /// passes compute with); `get` makes the attribute back from them.
+    ::llvm::SmallVector<::llvm::SmallVector<::llvm::StringRef, 2>, 4> dimAxes() const;
+    ::llvm::SmallVector<::llvm::StringRef, 2> partialAxes() const;
+    static ShardingAttr get(::mlir::MLIRContext *context,
+                            ::llvm::ArrayRef<::llvm::SmallVector<::llvm::StringRef, 2>> dims,
+                            ::llvm::ArrayRef<::llvm::StringRef> partial);
   }];
 }
 

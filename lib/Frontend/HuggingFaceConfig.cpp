@@ -81,29 +81,35 @@ std::optional<HuggingFaceConfig> notLlamaLayout(const ModelSpec &s, llvm::String
   return headsNotHiddenWide(s, architecture);
 }
 
+/// The fields Llama's layout shares (LlamaForCausalLM, Qwen2ForCausalLM); neither has a hidden
+/// dropout.
+llvm::json::Object llamaLayoutFields(const ModelSpec &s, llvm::StringRef architecture, llvm::StringRef modelType) {
+  return llvm::json::Object{{"architectures", llvm::json::Array{architecture}},
+                            {"model_type", modelType},
+                            {"vocab_size", s.vocabSize},
+                            {"hidden_size", s.hiddenSize},
+                            {"intermediate_size", s.ffnHiddenSize},
+                            {"num_hidden_layers", s.numLayers},
+                            {"num_attention_heads", s.numAttentionHeads},
+                            {"num_key_value_heads", s.numQueryGroups},
+                            {"hidden_act", "silu"},
+                            {"max_position_embeddings", s.maxPositionEmbeddings},
+                            {"rms_norm_eps", s.normEpsilon},
+                            {"rope_theta", s.rotaryBase},
+                            {"attention_dropout", s.attentionDropout},
+                            {"tie_word_embeddings", s.tieEmbeddings},
+                            {"torch_dtype", "float32"}};
+}
+
 /// Qwen2ForCausalLM: Llama's layout with biases on q, k and v; no sliding window.
 HuggingFaceConfig qwen2(const ModelSpec &s) {
   if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "Qwen2ForCausalLM"))
     return *no;
   if (!s.addQkvBias)
     return none("add_qkv_bias false (Qwen2ForCausalLM's q, k and v have biases)");
-  return {pretty(llvm::json::Object{{"architectures", llvm::json::Array{"Qwen2ForCausalLM"}},
-                  {"model_type", "qwen2"},
-                  {"vocab_size", s.vocabSize},
-                  {"hidden_size", s.hiddenSize},
-                  {"intermediate_size", s.ffnHiddenSize},
-                  {"num_hidden_layers", s.numLayers},
-                  {"num_attention_heads", s.numAttentionHeads},
-                  {"num_key_value_heads", s.numQueryGroups},
-                  {"hidden_act", "silu"},
-                  {"max_position_embeddings", s.maxPositionEmbeddings},
-                  {"rms_norm_eps", s.normEpsilon},
-                  {"rope_theta", s.rotaryBase},
-                  {"use_sliding_window", false},
-                  {"attention_dropout", s.attentionDropout}, // Qwen2ForCausalLM has no hidden dropout
-                  {"tie_word_embeddings", s.tieEmbeddings},
-                  {"torch_dtype", "float32"}}),
-          ""};
+  llvm::json::Object config = llamaLayoutFields(s, "Qwen2ForCausalLM", "qwen2");
+  config["use_sliding_window"] = false;
+  return {pretty(std::move(config)), ""};
 }
 
 HuggingFaceConfig llama(const ModelSpec &s) {
@@ -111,26 +117,12 @@ HuggingFaceConfig llama(const ModelSpec &s) {
     return *no;
   if (s.addQkvBias)
     return none("add_qkv_bias true (LlamaForCausalLM's attention_bias puts biases on o_proj too)");
-  std::string config = pretty(llvm::json::Object{{"architectures", llvm::json::Array{"LlamaForCausalLM"}},
-                  {"model_type", "llama"},
-                  {"vocab_size", s.vocabSize},
-                  {"hidden_size", s.hiddenSize},
-                  {"intermediate_size", s.ffnHiddenSize},
-                  {"num_hidden_layers", s.numLayers},
-                  {"num_attention_heads", s.numAttentionHeads},
-                  {"num_key_value_heads", s.numQueryGroups},
-                  {"hidden_act", "silu"},
-                  {"max_position_embeddings", s.maxPositionEmbeddings},
-                  {"rms_norm_eps", s.normEpsilon},
-                  {"rope_theta", s.rotaryBase},
-                  {"rope_scaling", s.ropeScalingType == "none"
-                                       ? llvm::json::Value(nullptr)
-                                       : llvm::json::Object{{"type", s.ropeScalingType}, {"factor", s.ropeScalingFactor}}},
-                  {"attention_bias", false},
-                  {"attention_dropout", s.attentionDropout}, // LlamaForCausalLM has no hidden dropout
-                  {"tie_word_embeddings", s.tieEmbeddings},
-                  {"torch_dtype", "float32"}});
-  return {floatFactor(std::move(config)), ""};
+  llvm::json::Object config = llamaLayoutFields(s, "LlamaForCausalLM", "llama");
+  config["attention_bias"] = false;
+  config["rope_scaling"] = s.ropeScalingType == "none"
+                               ? llvm::json::Value(nullptr)
+                               : llvm::json::Object{{"type", s.ropeScalingType}, {"factor", s.ropeScalingFactor}};
+  return {floatFactor(pretty(std::move(config))), ""};
 }
 
 } // namespace

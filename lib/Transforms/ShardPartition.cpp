@@ -67,33 +67,9 @@ struct Spread {
   }
 };
 
-Axes axesOf(Attribute list) {
-  Axes axes;
-  for (Attribute a : cast<ArrayAttr>(list))
-    axes.push_back(cast<StringAttr>(a).getValue());
-  return axes;
-}
+Spread spreadOf(tx::ShardingAttr attr) { return {attr.dimAxes(), attr.partialAxes()}; }
 
-Spread spreadOf(tx::ShardingAttr attr) {
-  Spread s;
-  for (Attribute d : attr.getDims())
-    s.dims.push_back(axesOf(d));
-  s.partial = axesOf(attr.getPartial());
-  return s;
-}
-
-tx::ShardingAttr attrOf(MLIRContext *ctx, const Spread &s) {
-  auto strings = [&](ArrayRef<StringRef> axes) {
-    SmallVector<Attribute> names;
-    for (StringRef a : axes)
-      names.push_back(StringAttr::get(ctx, a));
-    return ArrayAttr::get(ctx, names);
-  };
-  SmallVector<Attribute> dims;
-  for (const Axes &axes : s.dims)
-    dims.push_back(strings(axes));
-  return tx::ShardingAttr::get(ctx, ArrayAttr::get(ctx, dims), strings(s.partial));
-}
+tx::ShardingAttr attrOf(MLIRContext *ctx, const Spread &s) { return tx::ShardingAttr::get(ctx, s.dims, s.partial); }
 
 /// How an op's result depends on its operands where partial sums can pass through it: linear in
 /// every operand (a sum), in one operand at a time (a product), or not at all.

@@ -377,21 +377,11 @@ private:
   }
 
   tx::ShardingAttr toAttr(Value v) {
-    MLIRContext *ctx = module.getContext();
-    auto strings = [&](ArrayRef<StringRef> axes) {
-      SmallVector<Attribute> names;
-      for (StringRef a : axes)
-        names.push_back(StringAttr::get(ctx, a));
-      return ArrayAttr::get(ctx, names);
-    };
     ValueSharding s = decided.lookup(v);
     s.dims.resize(rankOf(v));
     // A partial sum is over a set of axes: listed in the grid's order.
     llvm::sort(s.partial, [](StringRef a, StringRef b) { return gridOrder(a) < gridOrder(b); });
-    SmallVector<Attribute> dims;
-    for (const Axes &d : s.dims)
-      dims.push_back(strings(d));
-    return tx::ShardingAttr::get(ctx, ArrayAttr::get(ctx, dims), strings(s.partial));
+    return tx::ShardingAttr::get(module.getContext(), s.dims, s.partial);
   }
 
   /// megac.sharding on every function argument and result and on every op (one per result).
