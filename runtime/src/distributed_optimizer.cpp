@@ -127,17 +127,6 @@ int64_t DistributedOptimizerState::bucket_of(int64_t i) const {
   throw Error("flat layout: parameter " + std::to_string(i) + " lies in no bucket");
 }
 
-void DistributedOptimizerState::reduce_scatter_grads() {
-  if (grads_sharded_)
-    throw Error("ZeRO-2 (optim_grads): the compiled backward reduce-scatters the gradients; the "
-                "runtime has no whole gradients to reduce-scatter");
-  const int64_t d = group_.size();
-  for (const FlatBucket &k : layout_.buckets) {
-    float *bucket = grads_ + k.offset;
-    group_.reduce_scatter_sum(bucket, bucket, k.numel / d);
-  }
-}
-
 void DistributedOptimizerState::step(const AdamWScalars &with_decay, const AdamWScalars &without_decay) {
   wait_all(); // an overlapped gather of the step before may still be sending the shards this one writes
   std::vector<AdamWTensor> tensors;
@@ -160,18 +149,6 @@ void DistributedOptimizerState::step(const AdamWScalars &with_decay, const AdamW
   for (const CopyRun &r : values_up_)
     device_.copy_from_host(params_ + r.device, host_master_.as<float>() + r.host,
                            static_cast<size_t>(r.n) * sizeof(float));
-}
-
-void DistributedOptimizerState::all_gather_params() {
-  if (params_sharded_)
-    throw Error("ZeRO-3 (optim_grads_params): the parameters stay sharded after the step; the compiled "
-                "functions gather what they use");
-  const int64_t d = group_.size(), r = group_.rank();
-  for (const FlatBucket &k : layout_.buckets) {
-    const int64_t m = k.numel / d;
-    float *bucket = params_ + k.offset;
-    group_.all_gather(bucket, bucket + r * m, m);
-  }
 }
 
 void DistributedOptimizerState::start_all_gather_params() {

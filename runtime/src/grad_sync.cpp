@@ -40,16 +40,6 @@ void GradSync::start_reduce_scatter(float *bucket, int64_t shard_numel) {
   started_.push_back({shard_->ireduce_scatter_sum(bucket, bucket, shard_numel), bucket, shard_numel, true});
 }
 
-int64_t GradSync::start_in_buckets(float *data, int64_t n, int64_t bucket_elems) {
-  if (bucket_elems < 1)
-    throw Error("--ddp-bucket-size is " + std::to_string(bucket_elems) +
-                "; it must be at least 1 element");
-  int64_t buckets = 0;
-  for (int64_t first = 0; first < n; first += bucket_elems, ++buckets)
-    start(data + first, std::min(bucket_elems, n - first));
-  return buckets;
-}
-
 int64_t GradSync::finish() {
   const auto started = static_cast<int64_t>(started_.size());
   for (Started &s : started_) {

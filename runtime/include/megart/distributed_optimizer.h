@@ -4,10 +4,9 @@
 // equal shards); AdamW's moments only for this rank's shard of every bucket. The flat buffers
 // belong to the caller (ParamStore allocates them for a program with a flat layout); this state
 // owns the moments and knows the shard pieces. An iteration: backward adds into the flat
-// gradients; reduce_scatter_grads() (or the program's compiled sync) leaves in each bucket the sum
-// over the group of this rank's shard; step() updates the shard's parameters;
-// all_gather_params() (or the program's compiled gather) gives every rank every bucket's updated
-// parameters again.
+// gradients; the program's compiled sync leaves in each bucket the sum over the group of this
+// rank's shard; step() updates the shard's parameters; the program's compiled gather (or
+// start_all_gather_params() with overlap) gives every rank every bucket's updated parameters again.
 #pragma once
 
 #include "megart/comm.h"
@@ -70,21 +69,17 @@ public:
   int64_t shard_numel() const { return shard_numel_; }
 
   void zero_moments();
-  // Each bucket summed over the group; this rank's shard of bucket b lands at the bucket's first
-  // element (MPI's and NCCL's in-place reduce-scatter): the rest of the bucket is stale. Not with
-  // grads_sharded (the backward reduce-scatters): throws.
-  void reduce_scatter_grads();
-  // This rank's reduced gradients, one piece per (bucket shard, parameter) overlap, padding left
+  // This rank's reduced gradients (the program's compiled sync reduce-scatters each bucket, this
+  // rank's shard landing at the bucket's first element), one piece per (bucket shard, parameter) overlap, padding left
   // out: what the gradient norm sums and clipping scales. Valid after the reduce-scatter.
   const MutableTensorList &shard_grads() const { return shard_grads_; }
   // The piece's parameter: shard_grads()[k] belongs to parameter piece_param(k).
   int64_t piece_param(int64_t k) const { return pieces_[k].param; }
   // AdamW on this rank's shard (the factors as Optimizer computes them).
   void step(const AdamWScalars &with_decay, const AdamWScalars &without_decay);
-  // Every bucket's updated shards to every rank of the group (not with params_sharded: throws).
-  void all_gather_params();
-  // The same, overlapped (--overlap-param-gather): started here, each bucket finished by
-  // wait(bucket) (ParamGathers: the compiled forward's) or wait_all().
+  // Every bucket's updated shards to every rank of the group (not with params_sharded: throws),
+  // started here and each bucket finished by wait(bucket) (ParamGathers: the compiled forward's,
+  // with --overlap-param-gather) or wait_all(); the compiled gather does it without overlap.
   void start_all_gather_params();
   void wait(int64_t bucket) override;
   void wait_all();

@@ -40,9 +40,6 @@ public:
   // Starts the in-place reduce-scatter of a flat bucket over the shard group: this rank's
   // shard_numel-element shard of the sum lands at `bucket` (Communicator::ireduce_scatter_sum).
   void start_reduce_scatter(float *bucket, int64_t shard_numel);
-  // Starts data[0, n) in consecutive buckets of at most bucket_elems elements (the runtime's
-  // own buckets, for programs without compiled ones); returns how many.
-  int64_t start_in_buckets(float *data, int64_t n, int64_t bucket_elems);
   // Waits for every started bucket (and, in bf16, writes the sums back); returns how many
   // there were.
   int64_t finish();

@@ -68,7 +68,9 @@ TEST(DistributedOptimizer, MatchesAllReduceAndFullAdamW) {
         grads[i][j] = sharded.grad(i)[j] = rank_grad(r, step, i, j);
       group->all_reduce_sum(grads[i].data(), layout.param_numels[i]);
     }
-    sharded.reduce_scatter_grads();
+    // What the compiled sync does: each bucket reduce-scattered in place.
+    for (const megart::FlatBucket &k : layout.buckets)
+      group->reduce_scatter_sum(flat.grads.as<float>() + k.offset, flat.grads.as<float>() + k.offset, k.numel / d);
     // The pieces hold exactly this rank's share of every parameter's summed gradient.
     int64_t covered = 0;
     for (size_t k = 0; k < sharded.shard_grads().size(); ++k)
@@ -79,7 +81,8 @@ TEST(DistributedOptimizer, MatchesAllReduceAndFullAdamW) {
     const double lr = 1e-2;
     const auto with = megart::adamw_scalars(lr, config, step), without = megart::adamw_scalars(lr, no_decay, step);
     sharded.step(with, without);
-    sharded.all_gather_params();
+    sharded.start_all_gather_params();
+    sharded.wait_all();
     for (int64_t i = 0; i < n; ++i)
       megart::adamw_update(layout.weight_decay[i] ? with : without, params[i].data(), grads[i].data(),
                            exp_avg[i].data(), exp_avg_sq[i].data(), layout.param_numels[i]);
