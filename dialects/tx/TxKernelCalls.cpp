@@ -19,12 +19,8 @@ namespace {
 
 ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
 int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
-}
+/// The elements of a shape (or of a slice of one).
+int64_t product(ArrayRef<int64_t> dims) { return ShapedType::getNumElements(dims); }
 KernelArg integer(StringRef label, KernelInt n) { return KernelArg::integer(label, n); }
 KernelArg boolean(StringRef label, bool b) { return KernelArg::boolean(label, b); }
 KernelArg floating(StringRef label, APFloat f) { return KernelArg::floating(label, f.convertToDouble()); }

@@ -8,6 +8,22 @@
 using namespace mlir;
 using namespace megac;
 
+GridAxis megac::gridAxisNamed(StringRef name) {
+  return *llvm::find_if(kGridAxes, [&](GridAxis a) { return gridAxisName(a) == name; });
+}
+
+int64_t megac::gridAxisSize(const ParallelPlan &plan, GridAxis axis) {
+  switch (axis) {
+  case GridAxis::Pp:
+    return plan.pp;
+  case GridAxis::Dp:
+    return plan.dp;
+  case GridAxis::Tp:
+    return plan.tp;
+  }
+  llvm_unreachable("a grid axis");
+}
+
 StringRef megac::gridAxisName(GridAxis axis) {
   switch (axis) {
   case GridAxis::Pp:

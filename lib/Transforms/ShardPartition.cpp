@@ -100,12 +100,7 @@ public:
   }
 
 private:
-  int64_t axisSize(StringRef axis) const {
-    return axis == names::kTensorAxis ? plan.tp : axis == names::kDataAxis ? plan.dp : plan.pp;
-  }
-  static GridAxis gridAxis(StringRef axis) {
-    return *llvm::find_if(kGridAxes, [&](GridAxis a) { return gridAxisName(a) == axis; });
-  }
+  int64_t axisSize(StringRef axis) const { return gridAxisSize(plan, gridAxisNamed(axis)); }
 
   /// The sharding recorded for `v`, if any.
   static std::optional<Spread> recorded(Value v) {
@@ -259,7 +254,7 @@ private:
       if (target && !at.splitDim(axis)) {
         current = collective(current, at, axis, "sliced", user, [&](OpBuilder &b) -> Value {
           return shard::AllSliceOp::create(b, loc(current, "sliced"), current.getType(), current, names::kGrid,
-                                           ArrayRef<shard::GridAxis>{static_cast<int16_t>(gridAxis(axis))}, *target);
+                                           ArrayRef<shard::GridAxis>{static_cast<int16_t>(gridAxisNamed(axis))}, *target);
         });
         at.dims[*target].push_back(axis);
         recordOn(current, at);
@@ -300,7 +295,7 @@ private:
   }
   FlatSymbolRefAttr grid() { return FlatSymbolRefAttr::get(module.getContext(), names::kGrid); }
   static DenseI16ArrayAttr axisOf(OpBuilder &b, StringRef axis) {
-    return b.getDenseI16ArrayAttr({static_cast<int16_t>(gridAxis(axis))});
+    return b.getDenseI16ArrayAttr({static_cast<int16_t>(gridAxisNamed(axis))});
   }
   static Location loc(Value v, StringRef what) {
     StringRef name = tx::valueName(v);

@@ -47,9 +47,7 @@ constexpr int kConstraint = 2, kPlacement = 3;
 
 int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
 /// An axis's place in @grid (Megatron's rank order).
-size_t gridOrder(StringRef axis) {
-  return llvm::find_if(kGridAxes, [&](GridAxis a) { return gridAxisName(a) == axis; }) - std::begin(kGridAxes);
-}
+int16_t gridOrder(StringRef axis) { return static_cast<int16_t>(gridAxisNamed(axis)); }
 
 class Propagation {
 public:
@@ -95,9 +93,7 @@ public:
   }
 
 private:
-  int64_t axisSize(StringRef axis) const {
-    return axis == names::kTensorAxis ? plan.tp : axis == names::kDataAxis ? plan.dp : plan.pp;
-  }
+  int64_t axisSize(StringRef axis) const { return gridAxisSize(plan, gridAxisNamed(axis)); }
 
   /// Adds what `s` decides to `v`'s sharding and, if that changed anything, revisits the ops
   /// next to it.

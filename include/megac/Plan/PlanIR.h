@@ -16,6 +16,10 @@ enum class GridAxis : int16_t { Pp = 0, Dp = 1, Tp = 2 };
 inline constexpr GridAxis kGridAxes[] = {GridAxis::Pp, GridAxis::Dp, GridAxis::Tp};
 /// "pp", "dp", "tp".
 llvm::StringRef gridAxisName(GridAxis axis);
+/// The axis named "pp", "dp" or "tp" (a sharding's axis names are @grid's: checked where read).
+GridAxis gridAxisNamed(llvm::StringRef name);
+/// How many ranks `plan` puts on `axis`.
+int64_t gridAxisSize(const ParallelPlan &plan, GridAxis axis);
 
 /// Hybrid sharding (shard degree < dp): @grid's dp axis split into replicas x shards,
 /// `shard.grid @dp_grid(shape = R x S)`; dp rank = replica x S + shard rank, so a shard group is
