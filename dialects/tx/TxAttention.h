@@ -6,6 +6,7 @@
 #include "llvm/ADT/ArrayRef.h"
 
 #include <cstdint>
+#include <optional>
 
 namespace megac::tx {
 
@@ -20,10 +21,19 @@ struct AttentionShape {
   bool backward = false;
 };
 
+/// Of a causal mask's n(n+1)/2 scores, the share a window of `window` keys before each query
+/// keeps: n + sum over queries i of min(i, window).
+inline double windowShareOfCausal(int64_t n, int64_t window) {
+  if (n <= 1 || window >= n - 1)
+    return 1.0;
+  const double w = double(window), before = w * (w + 1) / 2 + double(n - 1 - window) * w;
+  return (double(n) + before) / (double(n) * double(n + 1) / 2);
+}
+
 /// Attention of [batch, seq, heads, head_dim] queries over keys of the same layout, every key or
-/// (causal) the ones up to the query's position.
+/// (causal) the ones up to the query's position, or (a window) at most `window` before it.
 inline AttentionShape denseAttentionShape(llvm::ArrayRef<int64_t> query, llvm::ArrayRef<int64_t> key, bool causal,
-                                          bool backward) {
+                                          std::optional<uint64_t> window, bool backward) {
   AttentionShape a;
   a.batch = query[0];
   a.heads = query[2];
@@ -31,6 +41,8 @@ inline AttentionShape denseAttentionShape(llvm::ArrayRef<int64_t> query, llvm::A
   a.keys = key[1];
   a.headDim = query[3];
   a.computedShare = causal ? 0.5 : 1.0;
+  if (causal && window)
+    a.computedShare *= windowShareOfCausal(a.queries, int64_t(*window));
   a.gemms = backward ? 5 : 2;
   a.backward = backward;
   return a;

@@ -59,13 +59,14 @@ LogicalResult RmsNormGradOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyDropoutRate(*this, getDropoutAttr())))
+  if (failed(verifyDropoutRate(*this, getDropoutAttr())) ||
+      failed(verifyAttentionWindow(*this, getWindowAttr(), getCausal())))
     return failure();
   return verifyAttentionOperands(*this, getQuery(), getKey(), getValue());
 }
 
 AttentionShape AttentionGradOp::getAttentionShape() {
-  return denseAttentionShape(shapeOf(getQuery()), shapeOf(getKey()), getCausal(), /*backward=*/true);
+  return denseAttentionShape(shapeOf(getQuery()), shapeOf(getKey()), getCausal(), getWindow(), /*backward=*/true);
 }
 
 LogicalResult CrossEntropyGradOp::verify() {

@@ -99,11 +99,11 @@ def Tx_AttentionGradOp : Tx_Op<"attention_grad", [Tx_ReferenceEval, Tx_KernelCal
                                                   DeclareOpInterfaceMethods<Tx_AttentionOpInterface>]> {
   let summary = "gradients of tx.attention: query, key, value (probabilities recomputed)";
   let arguments = (ins Tx_FloatTensor:$grad, Tx_FloatTensor:$query, Tx_FloatTensor:$key,
-                       Tx_FloatTensor:$value, UnitAttr:$causal, F64Attr:$scale,
-                       OptionalAttr<F64Attr>:$dropout);
+                       Tx_FloatTensor:$value, UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
+                       F64Attr:$scale, OptionalAttr<F64Attr>:$dropout);
   let results = (outs Tx_FloatTensor:$query_grad, Tx_FloatTensor:$key_grad, Tx_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $grad `,` $query `,` $key `,` $value (`causal` $causal^)? `scale` $scale (`dropout` $dropout^)? attr-dict
+    $grad `,` $query `,` $key `,` $value (`causal` $causal^)? (`window` $window^)? `scale` $scale (`dropout` $dropout^)? attr-dict
     `:` type($query) `,` type($key)
   }];
   let hasVerifier = 1;

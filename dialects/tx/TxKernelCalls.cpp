@@ -69,6 +69,13 @@ LogicalResult attentionDropout(Operation *op, FloatAttr rateAttr, Value query, s
   return success();
 }
 
+/// The attention kernels' window after `causal` (0: every earlier key), given when there is one
+/// or when the dropout argument after it follows.
+void attentionWindow(std::vector<KernelArg> &args, std::optional<uint64_t> window, FloatAttr dropout) {
+  if (window || (dropout && dropout.getValueAsDouble() != 0.0))
+    args.push_back(integer("window", int64_t(window.value_or(0))));
+}
+
 /// The attention kernels' sizes from [batch, seq, heads, head_dim] queries and keys.
 void attentionSizes(std::vector<KernelArg> &args, ArrayRef<int64_t> q, ArrayRef<int64_t> k, bool withSeq) {
   args.push_back(integer("batch", q[0]));
@@ -235,11 +242,14 @@ FailureOr<KernelCall> AttentionOp::getKernelCall(bool decode) {
                      KernelArg::context(KernelArg::Layer)}};
     attentionSizes(call.args, q, k, /*withSeq=*/false);
     call.args.push_back(floating("scale", getScale()));
+    if (std::optional<uint64_t> window = getWindow()) // the kernel's default: 0, every cached key
+      call.args.push_back(integer("window", int64_t(*window)));
     return call;
   }
   KernelCall call{Kernel::attention_forward, {getResult(), getQuery(), getKey(), getValue()}};
   attentionSizes(call.args, q, k, /*withSeq=*/true);
   llvm::append_values(call.args, floating("scale", getScale()), boolean("causal", getCausal()));
+  attentionWindow(call.args, getWindow(), getDropoutAttr());
   if (failed(attentionDropout(*this, getDropoutAttr(), getQuery(), call.args)))
     return failure();
   return call;
@@ -308,6 +318,7 @@ FailureOr<KernelCall> AttentionGradOp::getKernelCall(bool) {
                   {getQueryGrad(), getKeyGrad(), getValueGrad(), getGrad(), getQuery(), getKey(), getValue()}};
   attentionSizes(call.args, q, k, /*withSeq=*/true);
   llvm::append_values(call.args, floating("scale", getScale()), boolean("causal", getCausal()));
+  attentionWindow(call.args, getWindow(), getDropoutAttr());
   if (failed(attentionDropout(*this, getDropoutAttr(), getQuery(), call.args)))
     return failure();
   return call;

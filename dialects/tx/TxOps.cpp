@@ -170,7 +170,8 @@ LogicalResult RopeOp::verify() {
 }
 
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyDropoutRate(*this, getDropoutAttr())))
+  if (failed(verifyDropoutRate(*this, getDropoutAttr())) ||
+      failed(verifyAttentionWindow(*this, getWindowAttr(), getCausal())))
     return failure();
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue())))
     return failure();
@@ -178,7 +179,7 @@ LogicalResult AttentionOp::verify() {
 }
 
 AttentionShape AttentionOp::getAttentionShape() {
-  return denseAttentionShape(shapeOf(getQuery()), shapeOf(getKey()), getCausal(), /*backward=*/false);
+  return denseAttentionShape(shapeOf(getQuery()), shapeOf(getKey()), getCausal(), getWindow(), /*backward=*/false);
 }
 
 LogicalResult CrossEntropyOp::verify() {

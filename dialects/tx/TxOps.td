@@ -225,15 +225,18 @@ def Tx_AttentionOp : Tx_Op<"attention", [Tx_ReferenceEval, Tx_KernelCall, Tx_Sha
     `query` is `[batch, seq, heads, head_dim]`; `key` and `value` are
     `[batch, seq, query_groups, head_dim]` with `heads` a multiple of `query_groups`: query
     head h attends with key/value head h / (heads / query_groups). With `causal`, position i
-    sees keys 0..i. Scores are `scale * q.k`, softmax over keys. With `dropout`, the
+    sees keys 0..i; with `window` w as well (causal only), the keys i - w..i: the token and at
+    most w before it (transformers 4.40's sliding_window, Mistral's and Qwen2's). Scores are
+    `scale * q.k`, softmax over keys. With `dropout`, the
     probabilities are dropped at that rate (stream megac::names::kAttentionDropoutStream of the
     layer that runs it; the mask is recomputed in the backward, never stored).
   }];
   let arguments = (ins Tx_FloatTensor:$query, Tx_FloatTensor:$key, Tx_FloatTensor:$value,
-                       UnitAttr:$causal, F64Attr:$scale, OptionalAttr<F64Attr>:$dropout);
+                       UnitAttr:$causal, OptionalAttr<I64Attr>:$window, F64Attr:$scale,
+                       OptionalAttr<F64Attr>:$dropout);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`causal` $causal^)? `scale` $scale (`dropout` $dropout^)? attr-dict
+    $query `,` $key `,` $value (`causal` $causal^)? (`window` $window^)? `scale` $scale (`dropout` $dropout^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `->` type($result)
   }];
   let hasVerifier = 1;

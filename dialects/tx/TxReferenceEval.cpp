@@ -95,7 +95,8 @@ FailureOr<Results> RopeOp::evaluate(ArrayRef<const Tensor *> in) {
 }
 
 FailureOr<Results> AttentionOp::evaluate(ArrayRef<const Tensor *> in) {
-  return one(attention(*in[0], *in[1], *in[2], getCausal(), getScale().convertToDouble()));
+  return one(attention(*in[0], *in[1], *in[2], getCausal(), int64_t(getWindow().value_or(0)),
+                       getScale().convertToDouble()));
 }
 
 FailureOr<Results> CrossEntropyOp::evaluate(ArrayRef<const Tensor *> in) {
@@ -145,7 +146,8 @@ FailureOr<Results> SwigluGradOp::evaluate(ArrayRef<const Tensor *> in) {
 }
 
 FailureOr<Results> AttentionGradOp::evaluate(ArrayRef<const Tensor *> in) {
-  AttentionGrads g = attentionGrad(*in[0], *in[1], *in[2], *in[3], getCausal(), getScale().convertToDouble());
+  AttentionGrads g = attentionGrad(*in[0], *in[1], *in[2], *in[3], getCausal(), int64_t(getWindow().value_or(0)),
+                                   getScale().convertToDouble());
   return Results{std::move(g.query), std::move(g.key), std::move(g.value)};
 }
 

@@ -81,6 +81,18 @@ inline LogicalResult verifyDropoutRate(Operation *op, FloatAttr rate) {
   return op->emitOpError() << "dropout rate must be in [0, 1), found " << rate.getValueAsDouble();
 }
 
+/// A sliding window (absent: none) sees the token and at most `window` before it: causal only.
+inline LogicalResult verifyAttentionWindow(Operation *op, IntegerAttr window, bool causal) {
+  if (!window)
+    return success();
+  if (!causal)
+    return op->emitOpError() << "a window needs causal attention (a window looks back from its query)";
+  if (window.getInt() < 1)
+    return op->emitOpError() << "window must be >= 1 (the keys before the query it sees), found "
+                             << window.getInt();
+  return success();
+}
+
 inline LogicalResult verifyAttentionOperands(Operation *op, Value query, Value key, Value value) {
   constexpr StringRef layout = "[batch, seq, heads, head_dim]";
   for (auto [what, v] : {std::pair<StringRef, Value>{"query", query}, {"key", key}, {"value", value}})

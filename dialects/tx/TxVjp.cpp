@@ -131,7 +131,7 @@ SmallVector<Value> RopeOp::buildVjp(OpBuilder &b, ValueRange cot) {
 
 SmallVector<Value> AttentionOp::buildVjp(OpBuilder &b, ValueRange cot) {
   auto grad = AttentionGradOp::create(b, getLoc(), cot[0], getQuery(), getKey(), getValue(),
-                                      getCausal(), getScale(), getDropoutAttr());
+                                      getCausal(), getWindowAttr(), getScale(), getDropoutAttr());
   return {grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()};
 }
 

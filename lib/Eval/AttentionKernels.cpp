@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace megac::eval {
 
@@ -37,13 +38,15 @@ struct AttentionDims {
   int64_t group(int64_t h) const { return h / (heads / groups); }
 };
 
-/// Softmax probabilities of query row (b, i, h) over keys 0..n-1 (n = i+1 when causal).
-std::vector<double> probabilities(const AttentionDims &a, const Tensor &q, const Tensor &k,
-                                  int64_t b, int64_t i, int64_t h, bool causal, double scale) {
+/// Softmax probabilities of query row (b, i, h) over keys 0..n-1 (n = i+1 when causal); with a
+/// window, keys before i - window have probability 0.
+std::vector<double> probabilities(const AttentionDims &a, const Tensor &q, const Tensor &k, int64_t b,
+                                  int64_t i, int64_t h, bool causal, int64_t window, double scale) {
   int64_t n = causal ? i + 1 : a.seq;
-  std::vector<double> p(n);
+  const int64_t first = window > 0 ? std::max<int64_t>(0, i - window) : 0;
+  std::vector<double> p(n, -std::numeric_limits<double>::infinity());
   const double *qi = q.data.data() + a.qAt(b, i, h);
-  for (int64_t j = 0; j < n; ++j) {
+  for (int64_t j = first; j < n; ++j) {
     const double *kj = k.data.data() + a.kvAt(b, j, a.group(h));
     double dot = 0.0;
     for (int64_t c = 0; c < a.d; ++c)
@@ -59,13 +62,13 @@ std::vector<double> probabilities(const AttentionDims &a, const Tensor &q, const
 }
 } // namespace
 
-Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, bool causal, double scale) {
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, bool causal, int64_t window, double scale) {
   AttentionDims a(q, k);
   Tensor out = Tensor::zeros(q.shape);
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t h = 0; h < a.heads; ++h)
       for (int64_t i = 0; i < a.seq; ++i) {
-        std::vector<double> p = probabilities(a, q, k, b, i, h, causal, scale);
+        std::vector<double> p = probabilities(a, q, k, b, i, h, causal, window, scale);
         double *oi = out.data.data() + a.qAt(b, i, h);
         for (int64_t j = 0; j < static_cast<int64_t>(p.size()); ++j) {
           const double *vj = v.data.data() + a.kvAt(b, j, a.group(h));
@@ -77,13 +80,13 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, bool causal,
 }
 
 AttentionGrads attentionGrad(const Tensor &dout, const Tensor &q, const Tensor &k, const Tensor &v,
-                             bool causal, double scale) {
+                             bool causal, int64_t window, double scale) {
   AttentionDims a(q, k);
   AttentionGrads g{Tensor::zeros(q.shape), Tensor::zeros(k.shape), Tensor::zeros(v.shape)};
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t h = 0; h < a.heads; ++h)
       for (int64_t i = 0; i < a.seq; ++i) {
-        std::vector<double> p = probabilities(a, q, k, b, i, h, causal, scale);
+        std::vector<double> p = probabilities(a, q, k, b, i, h, causal, window, scale);
         int64_t n = static_cast<int64_t>(p.size());
         const double *doi = dout.data.data() + a.qAt(b, i, h);
         const double *qi = q.data.data() + a.qAt(b, i, h);

@@ -295,7 +295,8 @@ private:
     Value attn = tx::AttentionOp::create(
         b, at("attn", "num_attention_heads"), f32({B, S, heads, D}), heads4(q, heads, "q", "num_attention_heads"),
         heads4(k, groups, "k", "num_query_groups"), reshape(v, {B, S, groups, D}, "v_heads", "num_query_groups"),
-        b.getUnitAttr(), b.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(D))),
+        b.getUnitAttr(), s.slidingWindow ? b.getI64IntegerAttr(s.slidingWindow) : IntegerAttr(),
+        b.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(D))),
         s.attentionDropout > 0.0 ? b.getF64FloatAttr(s.attentionDropout) : FloatAttr());
     Value o = linear(p, reshape(attn, {B, S, Q}, "attn_merged", "num_attention_heads"), H, "attn_proj", "hidden_size");
     o = hiddenDropout(o, names::kAttentionOutputDropoutStream, "attn_proj_dropout");

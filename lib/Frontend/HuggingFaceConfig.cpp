@@ -32,7 +32,7 @@ std::string floatFactor(std::string config) {
   return config;
 }
 
-/// transformers 4.40's GPT-2, Llama and Qwen2 make their heads hidden_size / num_attention_heads wide.
+/// transformers 4.40's GPT-2, Llama, Qwen2 and Mistral make their heads hidden_size / num_attention_heads wide.
 std::optional<HuggingFaceConfig> headsNotHiddenWide(const ModelSpec &s, llvm::StringRef architecture) {
   if (s.queryWidth() == s.hiddenSize)
     return std::nullopt;
@@ -72,7 +72,7 @@ HuggingFaceConfig gpt2(const ModelSpec &s) {
           ""};
 }
 
-/// Llama's layout (LlamaForCausalLM, Qwen2ForCausalLM): RMSNorm, SwiGLU, rotary positions.
+/// Llama's layout (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM): RMSNorm, SwiGLU, rotary positions.
 std::optional<HuggingFaceConfig> notLlamaLayout(const ModelSpec &s, llvm::StringRef architecture) {
   if (s.normalization != "RMSNorm")
     return none("normalization " + s.normalization + " (" + architecture.str() + " has RMSNorm)");
@@ -81,8 +81,8 @@ std::optional<HuggingFaceConfig> notLlamaLayout(const ModelSpec &s, llvm::String
   return headsNotHiddenWide(s, architecture);
 }
 
-/// The fields Llama's layout shares (LlamaForCausalLM, Qwen2ForCausalLM); neither has a hidden
-/// dropout.
+/// The fields Llama's layout shares (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM); none
+/// has a hidden dropout.
 llvm::json::Object llamaLayoutFields(const ModelSpec &s, llvm::StringRef architecture, llvm::StringRef modelType) {
   return llvm::json::Object{{"architectures", llvm::json::Array{architecture}},
                             {"model_type", modelType},
@@ -101,14 +101,44 @@ llvm::json::Object llamaLayoutFields(const ModelSpec &s, llvm::StringRef archite
                             {"torch_dtype", "float32"}};
 }
 
-/// Qwen2ForCausalLM: Llama's layout with biases on q, k and v; no sliding window.
+/// transformers 4.40's sliding_window: the window, or null for none (Qwen2's eager attention
+/// masks by sliding_window whatever use_sliding_window says, and its default is 4096).
+llvm::json::Value slidingWindow(const ModelSpec &s) {
+  return s.slidingWindow ? llvm::json::Value(s.slidingWindow) : llvm::json::Value(nullptr);
+}
+
+/// Mistral's and Qwen2's rotary embeddings have no rope_scaling in transformers 4.40.
+std::optional<HuggingFaceConfig> ropeScaled(const ModelSpec &s, llvm::StringRef architecture) {
+  if (s.ropeScalingType == "none")
+    return std::nullopt;
+  return none("rope_scaling_type " + s.ropeScalingType + " (" + architecture.str() + " has no rope scaling)");
+}
+
+/// Qwen2ForCausalLM: Llama's layout with biases on q, k and v; a sliding window in every layer or none.
 HuggingFaceConfig qwen2(const ModelSpec &s) {
   if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "Qwen2ForCausalLM"))
+    return *no;
+  if (std::optional<HuggingFaceConfig> no = ropeScaled(s, "Qwen2ForCausalLM"))
     return *no;
   if (!s.addQkvBias)
     return none("add_qkv_bias false (Qwen2ForCausalLM's q, k and v have biases)");
   llvm::json::Object config = llamaLayoutFields(s, "Qwen2ForCausalLM", "qwen2");
-  config["use_sliding_window"] = false;
+  config["use_sliding_window"] = s.slidingWindow != 0;
+  config["sliding_window"] = slidingWindow(s);
+  config["max_window_layers"] = s.numLayers;
+  return {pretty(std::move(config)), ""};
+}
+
+/// MistralForCausalLM: Llama's layout with a sliding window (or none: null).
+HuggingFaceConfig mistral(const ModelSpec &s) {
+  if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "MistralForCausalLM"))
+    return *no;
+  if (std::optional<HuggingFaceConfig> no = ropeScaled(s, "MistralForCausalLM"))
+    return *no;
+  if (s.addQkvBias)
+    return none("add_qkv_bias true (MistralForCausalLM has no biases)");
+  llvm::json::Object config = llamaLayoutFields(s, "MistralForCausalLM", "mistral");
+  config["sliding_window"] = slidingWindow(s);
   return {pretty(std::move(config)), ""};
 }
 
@@ -134,6 +164,8 @@ HuggingFaceConfig huggingFaceConfig(const ModelSpec &spec) {
     return llama(spec);
   if (spec.family == "qwen2")
     return qwen2(spec);
+  if (spec.family == "mistral")
+    return mistral(spec);
   return none("family " + spec.family);
 }
 

@@ -106,8 +106,8 @@ ArrayRef<StringRef> megac::specKeys() {
       "family", "num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
       "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size", "normalization",
       "activation", "position_embedding_type", "tie_embeddings", "add_bias_linear", "add_qkv_bias",
-      "norm_epsilon", "rotary_base", "rope_scaling_type", "rope_scaling_factor", "hidden_dropout",
-      "attention_dropout"};
+      "norm_epsilon", "rotary_base", "rope_scaling_type", "rope_scaling_factor", "sliding_window",
+      "hidden_dropout", "attention_dropout"};
   return known;
 }
 
@@ -172,7 +172,7 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
     field = *expected;
     return Error::success();
   };
-  if (Error e = take(r.toChoice("family", get("family"), {"gpt2", "llama", "qwen2"}), s.family))
+  if (Error e = take(r.toChoice("family", get("family"), {"gpt2", "llama", "qwen2", "mistral"}), s.family))
     return std::move(e);
   bool gpt2 = s.family == "gpt2";
   struct IntKey { StringRef key; int64_t *field; int64_t limit; };
@@ -197,7 +197,8 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   for (IntKey k : {IntKey{"num_query_groups", &s.numQueryGroups, limits::kAttentionHeads},
                    IntKey{"kv_channels", &s.kvChannels, limits::kHiddenSize},
                    IntKey{"ffn_hidden_size", &s.ffnHiddenSize, limits::kFfnHiddenSize},
-                   IntKey{"max_position_embeddings", &s.maxPositionEmbeddings, limits::kSeqLength}})
+                   IntKey{"max_position_embeddings", &s.maxPositionEmbeddings, limits::kSeqLength},
+                   IntKey{"sliding_window", &s.slidingWindow, limits::kSeqLength}})
     if (has(k.key))
       if (Error e = take(r.toInt(k.key, get(k.key), k.limit), *k.field))
         return std::move(e);
@@ -256,6 +257,11 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
     return r.fail("rope_scaling_type " + s.ropeScalingType + " needs a head dimension above 2, got " +
                   Twine(s.headDim()));
   // Checkpoints use Hugging Face layouts; these combinations have none.
+  if (s.slidingWindow && s.family != "mistral" && s.family != "qwen2")
+    return r.fail("sliding_window with family " + s.family + ": " +
+                  (gpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM") +
+                  " has no sliding window, so no Hugging Face checkpoint could say it; use family mistral (or "
+                  "qwen2), or leave sliding_window out");
   if (gpt2 && s.activation == "swiglu")
     return r.fail("activation swiglu with family gpt2 has no Hugging Face checkpoint layout; use family llama");
   if (!gpt2 && s.activation == "gelu")

@@ -82,6 +82,48 @@ public:
     return "rope_scaling_type: " + type->str() + "\nrope_scaling_factor: " + shortestExactText(*factor) + "\n";
   }
 
+  /// The spec line of a sliding window: Mistral's sliding_window (null: none, absent: 4096), or
+  /// Qwen2's when use_sliding_window is true (over the first max_window_layers layers: megac builds
+  /// one layer body, so every layer or none).
+  Expected<std::string> slidingWindow(StringRef family, int64_t layers) const {
+    if (family == "qwen2") {
+      Expected<bool> on = flag("use_sliding_window", false);
+      if (!on)
+        return on.takeError();
+      if (!*on)
+        return std::string(); // the window sizes say nothing (transformers' flash path reads them only then)
+      Expected<int64_t> windowed =
+          size("max_window_layers", "the layers with a sliding window", limits::kLayers, 28);
+      if (!windowed)
+        return windowed.takeError();
+      if (*windowed < layers)
+        return fail("use_sliding_window is true with max_window_layers " + Twine(*windowed) + " of " + Twine(layers) +
+                    " layers; megac builds one layer body and computes a window in every layer or in none, so " +
+                    cannot() + " (a max_window_layers of at least num_hidden_layers windows every layer)");
+    } else if (family != "mistral") {
+      return std::string();
+    }
+    const json::Value *v = config.get("sliding_window");
+    if (v && v->kind() == json::Value::Null)
+      return std::string(); // transformers: no window
+    Expected<int64_t> window = size("sliding_window", "the positions before a token it attends to",
+                                    limits::kSeqLength, 4096);
+    if (!window)
+      return window.takeError();
+    return "sliding_window: " + std::to_string(*window) + "\n";
+  }
+
+  /// Families whose transformers 4.40 class reads no rope_scaling: one in the file is refused
+  /// rather than ignored as transformers would.
+  Expected<std::string> noRopeScaling(StringRef architecture) const {
+    const json::Value *v = config.get("rope_scaling");
+    if (!v || v->kind() == json::Value::Null)
+      return std::string();
+    return fail("rope_scaling is " + shown(*v) + ", but transformers 4.40's " + architecture +
+                " reads no rope_scaling (it would run unscaled); " + cannot() +
+                " as the file asks: remove rope_scaling, or use a Llama folder");
+  }
+
   /// The dropout lines of the spec, and what they are for.
   std::string dropoutComment() const {
     return use == SpecUse::Generate ? "dropout 0: a generating program drops nothing"
@@ -172,8 +214,8 @@ Expected<std::string> gpt2Spec(const ConfigReader &r) {
          line("hidden_dropout", exact(*residual)) + line("attention_dropout", exact(*attention));
 }
 
-/// LlamaForCausalLM's config, or Qwen2ForCausalLM's (the same fields; q, k and v with biases, which
-/// the qwen2 family gives, and an optional sliding window megac does not compute yet).
+/// LlamaForCausalLM's config, Qwen2ForCausalLM's (the same fields; q, k and v with biases, which the
+/// qwen2 family gives, and an optional sliding window) or MistralForCausalLM's (a sliding window).
 Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, StringRef architecture) {
   Expected<int64_t> layers = r.size("num_hidden_layers", "the number of layers", limits::kLayers),
                     hidden = r.size("hidden_size", "the hidden size", limits::kHiddenSize),
@@ -181,7 +223,8 @@ Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, S
                     ffn = r.size("intermediate_size", "the MLP's hidden size", limits::kFfnHiddenSize),
                     vocab = r.size("vocab_size", "the vocabulary size", limits::kVocabSize),
                     positions = r.size("max_position_embeddings", "the positions the model was made for",
-                                       limits::kSeqLength, family == "qwen2" ? 32768 : 2048);
+                                       limits::kSeqLength,
+                                       family == "qwen2" ? 32768 : family == "mistral" ? 4096 * 32 : 2048);
   for (Expected<int64_t> *e : {&layers, &hidden, &heads, &ffn, &vocab, &positions})
     if (!*e)
       return e->takeError();
@@ -202,15 +245,18 @@ Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, S
   Expected<double> attention = r.dropout("attention_dropout", 0.0); // Llama has no other dropout
   if (!attention)
     return attention.takeError();
-  Expected<std::string> scaling = r.ropeScaling();
+  Expected<std::string> scaling = family == "llama" ? r.ropeScaling() : r.noRopeScaling(architecture);
   if (!scaling)
     return scaling.takeError();
+  Expected<std::string> window = r.slidingWindow(family, *layers);
+  if (!window)
+    return window.takeError();
   return "# From a Hugging Face " + architecture.str() + "'s config.json; " + r.dropoutComment() + ".\n" +
          line("family", family) + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
          line("num_attention_heads", Twine(*heads)) + line("num_query_groups", Twine(*groups)) +
          line("ffn_hidden_size", Twine(*ffn)) + line("seq_length", Twine(*positions)) +
          line("vocab_size", Twine(*vocab)) + line("norm_epsilon", exact(*epsilon)) +
-         line("rotary_base", exact(*base)) + *scaling + line("tie_embeddings", *tied ? "true" : "false") +
+         line("rotary_base", exact(*base)) + *scaling + *window + line("tie_embeddings", *tied ? "true" : "false") +
          line("hidden_dropout", "0") + line("attention_dropout", exact(*attention));
 }
 
@@ -232,8 +278,9 @@ Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef 
   // The class names the head on the model: megac trains and generates with a causal LM head.
   const char *causalLM = type == "gpt2"    ? "GPT2LMHeadModel"
                          : type == "llama" ? "LlamaForCausalLM"
-                         : type == "qwen2" ? "Qwen2ForCausalLM"
-                                           : nullptr;
+                         : type == "qwen2"   ? "Qwen2ForCausalLM"
+                         : type == "mistral" ? "MistralForCausalLM"
+                                             : nullptr;
   if (const json::Array *list = config->getArray("architectures"); causalLM && list && !list->empty())
     for (const json::Value &a : *list)
       if (a.getAsString() != causalLM)
@@ -242,12 +289,12 @@ Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef 
                       a.getAsString().value_or("?") + ", so " + r.cannot());
   if (type == "gpt2")
     return gpt2Spec(r);
-  if (type == "llama" || type == "qwen2")
+  if (type == "llama" || type == "qwen2" || type == "mistral")
     return llamaLayoutSpec(r, type, causalLM);
   return r.fail("model_type is " + (type.empty() ? std::string("missing") : "'" + type + "'") +
                 (architectures.empty() ? std::string() : " (architectures " + architectures + ")") +
-                "; megac computes the gpt2 (GPT2LMHeadModel), llama (LlamaForCausalLM) and qwen2 (Qwen2ForCausalLM) "
-                "families only, so " +
+                "; megac computes the gpt2 (GPT2LMHeadModel), llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM) and "
+                "mistral (MistralForCausalLM) families only, so " +
                 r.cannot());
 }
 

@@ -103,7 +103,11 @@ const JsonValue *hf_default(const std::string &model_type, const std::string &ke
         {"rms_norm_eps", "1e-06"}, {"hidden_act", "\"silu\""}, {"mlp_bias", "false"}, {"rope_scaling", "null"}}},
       {"qwen2",
        {{"tie_word_embeddings", "false"}, {"rope_theta", "10000"}, {"rms_norm_eps", "1e-06"},
-        {"hidden_act", "\"silu\""}, {"use_sliding_window", "false"}}},
+        {"hidden_act", "\"silu\""}, {"use_sliding_window", "false"}, {"sliding_window", "4096"},
+        {"max_window_layers", "28"}}},
+      {"mistral",
+       {{"tie_word_embeddings", "false"}, {"rope_theta", "10000"}, {"rms_norm_eps", "1e-06"},
+        {"hidden_act", "\"silu\""}, {"sliding_window", "4096"}}},
       {"gpt2",
        {{"activation_function", "\"gelu_new\""}, {"layer_norm_epsilon", "1e-05"}, {"tie_word_embeddings", "true"},
         {"scale_attn_weights", "true"}}},
@@ -131,7 +135,8 @@ std::string spec_key(const std::string &field) {
       {"intermediate_size", "ffn_hidden_size"}, {"n_inner", "ffn_hidden_size"}, {"num_hidden_layers", "num_layers"},
       {"n_layer", "num_layers"}, {"hidden_size", "hidden_size"}, {"n_embd", "hidden_size"},
       {"vocab_size", "vocab_size"}, {"max_position_embeddings", "seq_length"}, {"n_positions", "seq_length"},
-      {"attention_bias", "add_bias_linear"}, {"model_type", "family"}, {"architectures", "family"}};
+      {"attention_bias", "add_bias_linear"}, {"model_type", "family"}, {"architectures", "family"},
+      {"sliding_window", "sliding_window"}, {"use_sliding_window", "sliding_window"}};
   const auto found = keys.find(field);
   return found == keys.end() ? std::string() : found->second;
 }
@@ -195,6 +200,11 @@ void check_hf_config(const std::string &config_path, const std::string &program_
   const JsonValue *type = program.get("model_type");
   const std::string model_type = type && type->is_string() ? type->string : "";
   std::vector<std::string> differ, unknown;
+  // Qwen2's window sizes say nothing while the file's sliding window is off.
+  const JsonValue *window = file.get("use_sliding_window");
+  const bool window_off =
+      model_type == "qwen2" && (!window || (window->kind == JsonValue::Kind::Bool && !window->boolean));
+  auto window_field = [](const std::string &key) { return key == "sliding_window" || key == "max_window_layers"; };
   for (const auto &[key, value] : file.object) {
     if (dropout_field(key)) { // not compared (a training choice), but it must be a rate
       const bool rate = (value.kind == JsonValue::Kind::Integer || value.kind == JsonValue::Kind::Number) &&
@@ -203,9 +213,13 @@ void check_hf_config(const std::string &config_path, const std::string &program_
         differ.push_back(key + " " + show(value) + " in the file is not a dropout rate (a number in [0, 1))");
       continue;
     }
-    if (documentary_fields().count(key))
+    if (documentary_fields().count(key) || (window_off && window_field(key)))
       continue;
     const JsonValue *ours = program.get(key);
+    // Qwen2 windows the layers below max_window_layers: at least this program's layers is every layer.
+    if (ours && key == "max_window_layers" && model_type == "qwen2" && value.kind == JsonValue::Kind::Integer &&
+        ours->kind == JsonValue::Kind::Integer && value.number >= ours->number)
+      continue;
     if (ours) {
       // Rotary positions have no table: a model made for more positions runs on fewer.
       if (key == "max_position_embeddings" && model_type != "gpt2" &&
@@ -224,11 +238,6 @@ void check_hf_config(const std::string &config_path, const std::string &program_
     // Fields this program's config leaves out: what they say must be what megac computes.
     if (key == "n_ctx" && program.get("n_positions") && same(value, *program.get("n_positions")))
       continue;
-    // Qwen2's window sizes say nothing while its sliding window is off.
-    const JsonValue *window = file.get("use_sliding_window");
-    if ((key == "sliding_window" || key == "max_window_layers") && model_type == "qwen2" &&
-        (!window || (window->kind == JsonValue::Kind::Bool && !window->boolean)))
-      continue;
     if (key == "head_dim" && program.get("hidden_size") && program.get("num_attention_heads") &&
         value.number * program.get("num_attention_heads")->number == program.get("hidden_size")->number)
       continue;
@@ -236,9 +245,11 @@ void check_hf_config(const std::string &config_path, const std::string &program_
       unknown.push_back(key + " " + show(value));
   }
   for (const auto &[key, ours] : program.object) {
-    if (file.get(key) || documentary_fields().count(key) || dropout_field(key))
+    if (file.get(key) || documentary_fields().count(key) || dropout_field(key) || (window_off && window_field(key)))
       continue;
     const JsonValue *fallback = hf_default(model_type, key);
+    if (fallback && key == "max_window_layers" && fallback->number >= ours.number)
+      continue;
     if (!fallback)
       differ.push_back(key + " missing from the file, " + show(ours) + " in this program");
     else if (!same(*fallback, ours))

@@ -15,13 +15,14 @@ namespace cpu = megart::cpu;
 struct AttnShape {
   int64_t batch, seq, q_heads, kv_heads, head_dim;
   bool causal;
+  int64_t window = 0; // causal only: each query sees itself and at most `window` keys before it
   int64_t q_numel() const { return batch * seq * q_heads * head_dim; }
   int64_t kv_numel() const { return batch * seq * kv_heads * head_dim; }
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
   std::string name() const {
     return std::to_string(batch) + "x" + std::to_string(seq) + " q" + std::to_string(q_heads) +
            " kv" + std::to_string(kv_heads) + " d" + std::to_string(head_dim) +
-           (causal ? " causal" : " full");
+           (causal ? " causal" : " full") + (window ? " window " + std::to_string(window) : "");
   }
 };
 
@@ -40,7 +41,7 @@ DVec ref_attention(const DVec& q, const DVec& k, const DVec& v, const AttnShape&
         DVec sc(s.seq, -INFINITY);
         double mx = -INFINITY;
         for (int64_t j = 0; j < s.seq; ++j) {
-          if (s.causal && j > i)
+          if (s.causal && (j > i || (s.window > 0 && i - j > s.window)))
             continue;
           double d = 0.0;
           for (int64_t e = 0; e < D; ++e)
@@ -71,6 +72,8 @@ const AttnShape kShapes[] = {
     {1, 1, 1, 1, 4, true},    {2, 5, 4, 2, 8, true},  {2, 5, 4, 2, 8, false},
     {1, 7, 4, 4, 6, true},    {2, 6, 6, 3, 5, false}, {1, 9, 4, 1, 3, true},
     {3, 4, 2, 2, 16, false},  {1, 33, 4, 2, 4, true},
+    // Sliding windows (Mistral's): narrower than the sequence, one key, and as wide as it.
+    {2, 9, 4, 2, 8, true, 3}, {1, 33, 4, 2, 4, true, 5}, {1, 6, 2, 1, 4, true, 1}, {1, 5, 2, 2, 4, true, 4},
 };
 
 // The scale is folded into the scores in float; the float kernel's dot products over head_dim
@@ -87,7 +90,7 @@ TEST(KernelsAttention, ForwardMatchesReference) {
               v = random_vec(s.kv_numel(), 3);
     Vec out(s.q_numel(), 99.0f);
     cpu::attention_forward(out.data(), q.data(), k.data(), v.data(), s.batch, s.seq, s.q_heads,
-                           s.kv_heads, s.head_dim, s.scale(), s.causal);
+                           s.kv_heads, s.head_dim, s.scale(), s.causal, s.window);
     expect_close(out, ref_attention(to_double(q), to_double(k), to_double(v), s), kForwardRtol,
                  "attention " + s.name());
   }
@@ -100,7 +103,7 @@ TEST(KernelsAttention, BackwardMatchesFiniteDifferences) {
     Vec dq(q.size(), 99.0f), dk(k.size(), 99.0f), dv(v.size(), 99.0f);
     cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
                             v.data(), s.batch, s.seq, s.q_heads, s.kv_heads, s.head_dim,
-                            s.scale(), s.causal);
+                            s.scale(), s.causal, s.window);
     const DVec qd = to_double(q), kd = to_double(k), vd = to_double(v), dd = to_double(dout);
     expect_close(dq, fd_grad([&](const DVec& x) { return ref_attention(x, kd, vd, s); }, qd, dd),
                  kBackwardRtol, "attention dq " + s.name());
@@ -122,12 +125,12 @@ TEST(KernelsAttention, DropoutMatchesReference) {
     const megart::AttentionDropout drop = attention_dropout(0.3f, 3, 1, s.q_heads + 2);
     Vec out(s.q_numel(), 99.0f), plain(s.q_numel());
     cpu::attention_forward(out.data(), q.data(), k.data(), v.data(), s.batch, s.seq, s.q_heads, s.kv_heads,
-                           s.head_dim, s.scale(), s.causal, drop);
+                           s.head_dim, s.scale(), s.causal, s.window, drop);
     const DVec qd = to_double(q), kd = to_double(k), vd = to_double(v), dd = to_double(dout);
     expect_close(out, ref_attention(qd, kd, vd, s, drop), kForwardRtol, "attention dropout " + s.name());
     Vec dq(q.size(), 99.0f), dk(k.size(), 99.0f), dv(v.size(), 99.0f);
     cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), s.batch,
-                            s.seq, s.q_heads, s.kv_heads, s.head_dim, s.scale(), s.causal, drop);
+                            s.seq, s.q_heads, s.kv_heads, s.head_dim, s.scale(), s.causal, s.window, drop);
     expect_close(dq, fd_grad([&](const DVec& x) { return ref_attention(x, kd, vd, s, drop); }, qd, dd),
                  kBackwardRtol, "attention dropout dq " + s.name());
     expect_close(dk, fd_grad([&](const DVec& x) { return ref_attention(qd, x, vd, s, drop); }, kd, dd),
@@ -145,7 +148,7 @@ TEST(KernelsAttention, DropoutOfAHeadSplitIsTheWholes) {
             v = random_vec(whole.kv_numel(), 13);
   Vec out(q.size());
   cpu::attention_forward(out.data(), q.data(), k.data(), v.data(), whole.batch, whole.seq, whole.q_heads,
-                         whole.kv_heads, whole.head_dim, whole.scale(), true, attention_dropout(0.5f, 0, 0, 4));
+                         whole.kv_heads, whole.head_dim, whole.scale(), true, 0, attention_dropout(0.5f, 0, 0, 4));
   auto rows = [](const Vec& x, int64_t heads, int64_t first, int64_t count, int64_t rows_total) {
     Vec r; // heads [first, first + count) of every (batch, seq) row, head_dim 4
     for (int64_t t = 0; t < rows_total; ++t)
@@ -155,11 +158,11 @@ TEST(KernelsAttention, DropoutOfAHeadSplitIsTheWholes) {
   const Vec qh = rows(q, 4, 2, 2, 12), kh = rows(k, 2, 1, 1, 12), vh = rows(v, 2, 1, 1, 12);
   Vec local(qh.size());
   cpu::attention_forward(local.data(), qh.data(), kh.data(), vh.data(), half.batch, half.seq, half.q_heads,
-                         half.kv_heads, half.head_dim, half.scale(), true, attention_dropout(0.5f, 0, 2, 4));
+                         half.kv_heads, half.head_dim, half.scale(), true, 0, attention_dropout(0.5f, 0, 2, 4));
   EXPECT_EQ(local, rows(out, 4, 2, 2, 12));
   Vec other(q.size()); // another key drops other probabilities
   cpu::attention_forward(other.data(), q.data(), k.data(), v.data(), whole.batch, whole.seq, whole.q_heads,
-                         whole.kv_heads, whole.head_dim, whole.scale(), true, {0.5f, 0x5eedull + 1, 0, 0, 4});
+                         whole.kv_heads, whole.head_dim, whole.scale(), true, 0, {0.5f, 0x5eedull + 1, 0, 0, 4});
   EXPECT_NE(other, out);
 }
 
@@ -168,7 +171,7 @@ TEST(KernelsAttention, BadDropoutThrows) {
   Vec q(s.q_numel(), 0.1f), k(s.kv_numel(), 0.1f), v(s.kv_numel(), 0.1f), out(q.size());
   auto run = [&](megart::AttentionDropout d) {
     cpu::attention_forward(out.data(), q.data(), k.data(), v.data(), s.batch, s.seq, s.q_heads, s.kv_heads,
-                           s.head_dim, s.scale(), true, d);
+                           s.head_dim, s.scale(), true, 0, d);
   };
   EXPECT_THROW(run(attention_dropout(1.0f, 0, 0, 2)), megart::Error);
   EXPECT_THROW(run(attention_dropout(0.1f, 0, 1, 2)), megart::Error); // heads [1, 3) of 2
@@ -177,13 +180,13 @@ TEST(KernelsAttention, BadDropoutThrows) {
 
 // Decoding position by position with a KV cache gives attention_forward's causal rows bit for
 // bit (the same arithmetic over the cached keys), grouped-query heads included.
-TEST(KernelsAttention, DecodeWithACacheIsTheCausalForward) {
-  const AttnShape s{2, 7, 4, 2, 8, true};
+// With a sliding window, the cached positions inside it.
+void expect_decode_is_the_causal_forward(const AttnShape& s) {
   const Vec q = random_vec(s.q_numel(), 21, -2.0f, 2.0f), k = random_vec(s.kv_numel(), 22, -2.0f, 2.0f),
             v = random_vec(s.kv_numel(), 23);
   Vec whole(q.size());
   cpu::attention_forward(whole.data(), q.data(), k.data(), v.data(), s.batch, s.seq, s.q_heads, s.kv_heads,
-                         s.head_dim, s.scale(), true);
+                         s.head_dim, s.scale(), true, s.window);
   const int64_t layers = 3, layer = 1, qrow = s.q_heads * s.head_dim, kvrow = s.kv_heads * s.head_dim;
   std::vector<Vec> keys(layers, Vec(s.batch * s.seq * kvrow, 7.0f)), values = keys;
   std::vector<float*> kp, vp;
@@ -201,10 +204,11 @@ TEST(KernelsAttention, DecodeWithACacheIsTheCausalForward) {
     }
     cache.position = t;
     cpu::attention_decode(out.data(), qt.data(), kt.data(), vt.data(), cache, layer, s.batch, s.q_heads, s.kv_heads,
-                          s.head_dim, s.scale());
+                          s.head_dim, s.scale(), s.window);
     for (int64_t b = 0; b < s.batch; ++b)
       for (int64_t i = 0; i < qrow; ++i)
-        ASSERT_EQ(out[b * qrow + i], whole[(b * s.seq + t) * qrow + i]) << "position " << t << " sample " << b;
+        ASSERT_EQ(out[b * qrow + i], whole[(b * s.seq + t) * qrow + i])
+            << "position " << t << " sample " << b << " " << s.name();
   }
   EXPECT_EQ(keys[0], Vec(keys[0].size(), 7.0f)); // other layers' caches untouched
   EXPECT_EQ(Vec(keys[1].begin(), keys[1].begin() + s.seq * kvrow), Vec(k.begin(), k.begin() + s.seq * kvrow));
@@ -216,6 +220,36 @@ TEST(KernelsAttention, DecodeWithACacheIsTheCausalForward) {
   cache.position = 0;
   EXPECT_THROW(cpu::attention_decode(out.data(), q.data(), k.data(), v.data(), cache, layers, s.batch, s.q_heads,
                                      s.kv_heads, s.head_dim, s.scale()),
+               megart::Error);
+}
+
+TEST(KernelsAttention, DecodeWithACacheIsTheCausalForward) {
+  expect_decode_is_the_causal_forward({2, 7, 4, 2, 8, true});
+  expect_decode_is_the_causal_forward({2, 7, 4, 2, 8, true, 3}); // Mistral's window, narrower than the cache
+}
+
+// A window that sees every earlier key is plain causal attention; a narrower one is not.
+TEST(KernelsAttention, AWindowAsWideAsTheSequenceIsCausal) {
+  const AttnShape s{1, 8, 2, 1, 4, true};
+  const Vec q = random_vec(s.q_numel(), 31, -2.0f, 2.0f), k = random_vec(s.kv_numel(), 32, -2.0f, 2.0f),
+            v = random_vec(s.kv_numel(), 33);
+  auto run = [&](int64_t window) {
+    Vec out(q.size());
+    cpu::attention_forward(out.data(), q.data(), k.data(), v.data(), s.batch, s.seq, s.q_heads, s.kv_heads,
+                           s.head_dim, s.scale(), true, window);
+    return out;
+  };
+  EXPECT_EQ(run(7), run(0));
+  EXPECT_NE(run(6), run(0));
+}
+
+TEST(KernelsAttention, BadWindowThrows) {
+  Vec buf(64, 0.5f);
+  EXPECT_THROW(cpu::attention_forward(buf.data(), buf.data(), buf.data(), buf.data(), 1, 2, 2, 2, 2, 1.0f,
+                                      /*causal=*/false, 1),
+               megart::Error);
+  EXPECT_THROW(cpu::attention_backward(buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), buf.data(),
+                                       buf.data(), 1, 2, 2, 2, 2, 1.0f, true, -1),
                megart::Error);
 }
 
@@ -232,7 +266,7 @@ TEST(KernelsAttention, BackwardIsDeterministicAcrossThreadCounts) {
     dv.assign(v.size(), 0.0f);
     cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
                             v.data(), s.batch, s.seq, s.q_heads, s.kv_heads, s.head_dim,
-                            s.scale(), s.causal);
+                            s.scale(), s.causal, s.window);
     omp_set_num_threads(saved);
   };
   Vec dq1, dk1, dv1, dq2, dk2, dv2, dq3, dk3, dv3;

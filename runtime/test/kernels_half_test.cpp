@@ -326,19 +326,19 @@ TYPED_TEST(KernelsHalf, Attention) {
   const int64_t nq = batch * seq * q_heads * head_dim, nk = batch * seq * kv_heads * head_dim;
   const auto q = random_of<T>(nq, 1), k = random_of<T>(nk, 2), v = random_of<T>(nk, 3), dout = random_of<T>(nq, 4);
   const Vec qf = widen(q), kf = widen(k), vf = widen(v), doutf = widen(dout);
-  for (const bool causal : {false, true}) {
-    const std::string what = causal ? " causal" : "";
+  for (const auto [causal, window] : {std::pair{false, 0}, {true, 0}, {true, 3}}) {
+    const std::string what = std::string(causal ? " causal" : "") + (window ? " window 3" : "");
     std::vector<T> out(nq), dq(nq), dk(nk), dv(nk);
     Vec want(nq), want_dq(nq), want_dk(nk), want_dv(nk);
     cpu::attention_forward(out.data(), q.data(), k.data(), v.data(), batch, seq, q_heads, kv_heads, head_dim, 0.35f,
-                           causal);
+                           causal, window);
     cpu::attention_forward(want.data(), qf.data(), kf.data(), vf.data(), batch, seq, q_heads, kv_heads, head_dim,
-                           0.35f, causal);
+                           0.35f, causal, window);
     expect_rounded(out, want, "attention_forward" + what);
     cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), batch, seq,
-                            q_heads, kv_heads, head_dim, 0.35f, causal);
+                            q_heads, kv_heads, head_dim, 0.35f, causal, window);
     cpu::attention_backward(want_dq.data(), want_dk.data(), want_dv.data(), doutf.data(), qf.data(), kf.data(),
-                            vf.data(), batch, seq, q_heads, kv_heads, head_dim, 0.35f, causal);
+                            vf.data(), batch, seq, q_heads, kv_heads, head_dim, 0.35f, causal, window);
     expect_rounded(dq, want_dq, "attention_backward dq" + what);
     expect_rounded(dk, want_dk, "attention_backward dk" + what);
     expect_rounded(dv, want_dv, "attention_backward dv" + what);

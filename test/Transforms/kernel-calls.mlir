@@ -37,6 +37,9 @@
 // CHECK:       remark: reduce_sum_leading(%21, %arg0, outer=32, inner=32){{$}}
 // CHECK:       remark: zero_buffer(%22, bytes=4096){{$}}
 // CHECK:       remark: gemm_bias_gelu(%pre, %result, %arg0, %arg3, %arg8, m=32, n=96, k=32, transpose_b=false, tanh=false){{$}}
+// A sliding window (Mistral's): the keys it sees after causal.
+// CHECK:       remark: attention_forward({{.*}}, head_dim=8, scale=0.35, causal=true, window=4){{$}}
+// CHECK:       remark: attention_backward({{.*}}, head_dim=8, scale=0.35, causal=true, window=4){{$}}
 // Decoding, rotary embeddings take the position being computed; this function's attention is not
 // over one position, which the decode kernel refuses.
 // DECODE:       remark: rope_forward({{.*}}, position_offset=decode.position, inverse=false){{$}}
@@ -72,6 +75,8 @@ func.func @forward(%x: tensor<2x16x32xf32>, %wte: tensor<64x32xf32>, %ids: tenso
   %db = tx.reduce_sum %x : tensor<2x16x32xf32> -> tensor<32xf32>
   %z = tx.zeros : tensor<2x16x32xf32>
   %pre, %fused = tx.matmul_bias_gelu %x, %w, %b96 (erf) : tensor<2x16x32xf32>, tensor<32x96xf32>, tensor<96xf32> -> tensor<2x16x96xf32>
+  %aw = tx.attention %qr, %k, %k causal window 4 scale 0.35 : tensor<2x16x4x8xf32>, tensor<2x16x2x8xf32>, tensor<2x16x2x8xf32> -> tensor<2x16x4x8xf32>
+  %awg:3 = tx.attention_grad %aw, %qr, %k, %k causal window 4 scale 0.35 : tensor<2x16x4x8xf32>, tensor<2x16x2x8xf32>
   return
 }
 
@@ -89,7 +94,7 @@ func.func @tensor_parallel(%wte: tensor<32x32xf32>, %ids: tensor<2x16xi32>, %x: 
   %half = tx.slice %e dim 2 offset 0 {megac.sharding = #tx.sharding<[{}, {}, {"tp"}]>} : tensor<2x16x32xf32> -> tensor<2x16x16xf32>
   %d = tx.dropout %half rate 0.1 stream 2 {megac.sharding = #tx.sharding<[{}, {}, {"tp"}]>} : tensor<2x16x16xf32>
   // Attention dropout over this rank's heads.
-  // CHECK: remark: attention_forward(%4, %3, %3, %3, batch=2, seq=16, heads=4, kv_heads=4, head_dim=8, scale=0.35, causal=true, attention_dropout(ctx, rate=0.1, stream=1, head_offset=tp.rank*4, heads=tp.size*4)){{$}}
+  // CHECK: remark: attention_forward(%4, %3, %3, %3, batch=2, seq=16, heads=4, kv_heads=4, head_dim=8, scale=0.35, causal=true, window=0, attention_dropout(ctx, rate=0.1, stream=1, head_offset=tp.rank*4, heads=tp.size*4)){{$}}
   %q = tx.reshape %x {megac.sharding = #tx.sharding<[{}, {}, {"tp"}, {}]>} : tensor<2x16x32xf32> -> tensor<2x16x4x8xf32>
   %a = tx.attention %q, %q, %q causal scale 0.35 dropout 0.1 : tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32> -> tensor<2x16x4x8xf32>
   // Vocabulary-parallel cross-entropy: the padding columns of the last rank's share skipped.
@@ -118,5 +123,8 @@ func.func @decode(%x: tensor<2x1x4x8xf32>) {
   %qr = tx.rope %x theta 10000.0 : tensor<2x1x4x8xf32>
   // DECODE: remark: attention_decode(%3, %2, %arg0, %arg0, kv_cache, layer, batch=2, heads=4, kv_heads=4, head_dim=8, scale=0.35){{$}}
   %a = tx.attention %qr, %x, %x causal scale 0.35 : tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32> -> tensor<2x1x4x8xf32>
+  // A window: the cached positions inside it.
+  // DECODE: remark: attention_decode({{.*}}, head_dim=8, scale=0.35, window=3){{$}}
+  %aw = tx.attention %qr, %x, %x causal window 3 scale 0.35 : tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32> -> tensor<2x1x4x8xf32>
   return
 }

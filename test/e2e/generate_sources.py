@@ -5,7 +5,8 @@ here, saved by save_pretrained as a Hugging Face folder:
 a. the Hugging Face folder: two calls at once on an empty program cache both print
    transformers' greedy `generate` token for token, and leave one compiled program and no
    staging folder; a random Llama folder (grouped-query attention, rope_theta 5000, Llama 3's
-   131072 positions, compiled for 4096) and a random Qwen2 folder (q, k, v biases) too;
+   131072 positions, compiled for 4096), a random Qwen2 folder (q, k, v biases) and a random
+   Mistral folder (a sliding window of 5 positions, decoded with the KV cache past it) too;
 b. LoRA adapters, merged on the fly: a folder PEFT saved (lora_B drawn non-zero) and a megac LoRA
    checkpoint trained 3 iterations on the folder equal transformers' greedy decoding of PEFT's
    merge_and_unload of them (and differ from the base's); OUT/train merge-lora's output of the
@@ -39,6 +40,7 @@ import transformers  # noqa: E402
 SEQ = 64
 LLAMA_POSITIONS = 131072  # Llama 3's: megac generate compiles it for 4096 (GenerateWindow.h)
 NEW_TOKENS = 24
+MISTRAL_WINDOW = 5
 PROMPT = "This License applies to any "
 LORA = dict(r=4, lora_alpha=8, target_modules=["c_attn", "c_proj"], fan_in_fan_out=True)  # GPT-2's Conv1D
 LORA_FLAGS = ["--lora-rank", "4", "--lora-alpha", "8", "--lora-target-modules", "c_attn,c_proj"]
@@ -96,6 +98,19 @@ def make_qwen2(folder, bpe):
             if name.endswith(".bias"):
                 p.normal_(0.0, 0.3)
     model.save_pretrained(folder)
+
+
+def make_mistral(folder, bpe):
+    """A random Mistral with a sliding window of MISTRAL_WINDOW positions, far inside prompt and continuation."""
+    shutil.rmtree(folder, ignore_errors=True)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>").save_pretrained(folder)
+    torch.manual_seed(6)
+    config = transformers.MistralConfig(vocab_size=bpe.get_vocab_size(), hidden_size=64, intermediate_size=176,
+                                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                        max_position_embeddings=SEQ, sliding_window=MISTRAL_WINDOW,
+                                        initializer_range=0.3, bos_token_id=bpe.token_to_id("<s>"),
+                                        eos_token_id=bpe.token_to_id("</s>"))
+    transformers.MistralForCausalLM(config).save_pretrained(folder)
 
 
 def greedy(model, prompt_ids, new_tokens=NEW_TOKENS):
@@ -215,6 +230,19 @@ def main():
     check(ours_qwen2 == theirs_qwen2 and len(set(theirs_qwen2)) >= 3 and "compiled the program" in out,
           f"a. Hugging Face Qwen2 folder ({seconds:.1f} s): {ours_qwen2}; transformers' greedy {theirs_qwen2} "
           f"({len(set(theirs_qwen2))} distinct)")
+
+    # a. A Mistral folder: its sliding window in the prompt's forward and in every decoded position
+    # (the KV cache holds the whole sequence; attention reads the window of it). Without the window
+    # transformers continues otherwise, so the window is what is compared.
+    make_mistral(w("mistral"), bpe)
+    theirs_mistral = greedy(transformers.AutoModelForCausalLM.from_pretrained(w("mistral")), prompt_ids)
+    unwindowed = greedy(transformers.AutoModelForCausalLM.from_pretrained(w("mistral"), sliding_window=None), prompt_ids)
+    ours_mistral, out, seconds = gen.run(w("mistral"), "--max-new-tokens", str(NEW_TOKENS))
+    check(ours_mistral == theirs_mistral and len(set(theirs_mistral)) >= 3 and unwindowed != theirs_mistral and
+          "compiled the program" in out,
+          f"a. Hugging Face Mistral folder, sliding window {MISTRAL_WINDOW} ({seconds:.1f} s): {ours_mistral}; "
+          f"transformers' greedy {theirs_mistral} ({len(set(theirs_mistral))} distinct; without the window "
+          f"{unwindowed})")
 
     # c. A later call reuses the program.
     before = programs(cache)

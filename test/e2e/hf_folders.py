@@ -6,8 +6,10 @@ save_pretrained; `megac compile FOLDER --seq-length S` compiles it with no YAML 
 samples. That loss equals transformers' on the same samples (1e-5), and so does the program of
 tp2 + sp's; two iterations trained from the folder are saved, and transformers' from_pretrained
 of that checkpoint gives megac's loss (1e-5). The families: GPT-2, Llama (grouped kv heads; with
-linear and with dynamic rope scaling), Qwen2. A folder of another architecture is refused by name
-before anything is compiled (the bad-input cases hold more)."""
+linear and with dynamic rope scaling), Qwen2 (with and without its sliding window), Mistral (a
+sliding window of 7 positions in the 32-token samples; the same weights without the window give
+transformers a loss far from megac's, so the window is what is compared). A folder of another
+architecture is refused by name before anything is compiled (the bad-input cases hold more)."""
 import os
 import shutil
 import sys
@@ -49,6 +51,21 @@ families = {
         num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=160,
         max_position_embeddings=128, vocab_size=300, rope_scaling={"type": "linear", "factor": 4.0},
         initializer_range=0.3)),
+    # Mistral: a token attends to itself and the 7 positions before it (0.3-scale weights, so that
+    # the window moves the loss far past the tolerance).
+    "mistral": transformers.MistralForCausalLM(transformers.MistralConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=160,
+        max_position_embeddings=128, vocab_size=300, sliding_window=7, initializer_range=0.3)),
+    # Qwen2 with its sliding window on in every layer (max_window_layers = the layers).
+    "qwen2-window": transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=160,
+        max_position_embeddings=128, vocab_size=300, use_sliding_window=True, sliding_window=5,
+        max_window_layers=2, initializer_range=0.3)),
+    # Refused: a window in some layers only (megac builds one layer body).
+    "qwen2-some-windows": transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=160,
+        max_position_embeddings=128, vocab_size=300, use_sliding_window=True, sliding_window=5,
+        max_window_layers=1)),
     # Refused: another architecture.
     "gpt2-classifier": transformers.GPT2ForSequenceClassification(transformers.GPT2Config(
         n_layer=1, n_embd=64, n_head=4, n_positions=64, vocab_size=300)),
@@ -61,6 +78,9 @@ for name, model in families.items():
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn_like(p))
     model.save_pretrained(f"{out}/{name}", safe_serialization=True)
+# The control: Mistral's weights with no window.
+families["mistral"].config.sliding_window = None
+families["mistral"].save_pretrained(f"{out}/mistral-no-window", safe_serialization=True)
 print(json.dumps({"made": sorted(families), "transformers": transformers.__version__}))
 """
 
@@ -90,6 +110,7 @@ def corpus_tokens(prefix, start, count):
 
 REFUSED = {
     "gpt2-classifier": "architectures is [GPT2ForSequenceClassification]; megac computes GPT2LMHeadModel",
+    "qwen2-some-windows": "use_sliding_window is true with max_window_layers 1 of 2 layers",
 }
 
 
@@ -100,7 +121,7 @@ def main():
     made = python_json(args.python, MAKE_MODELS, [w("hf")], "transformers' save_pretrained")
     print(f"transformers {made['transformers']} saved {', '.join(made['made'])}")
     failures = []
-    for family in ("gpt2", "llama", "qwen2", "llama-dynamic-rope", "llama-linear-rope"):
+    for family in ("gpt2", "llama", "qwen2", "llama-dynamic-rope", "llama-linear-rope", "mistral", "qwen2-window"):
         folder = w("hf", family)
         out = w("out", family)
         shutil.rmtree(out, ignore_errors=True)
@@ -123,6 +144,15 @@ def main():
               f"(difference {err:.2e})")
         if not ok:
             failures.append(family)
+        if family == "mistral":
+            unwindowed = python_json(args.python, HF_LOSS, [w("hf", "mistral-no-window"), corpus, str(SEQ),
+                                                            str(EVAL_ITERS * BATCH), os.path.join(HERE, "..", "reference"),
+                                                            ",".join(map(str, SPLIT))], "transformers' loss")
+            ok = abs(unwindowed["loss"] - single) > 100 * TOLERANCE
+            print(f"{'ok  ' if ok else 'FAIL'} mistral: the same weights without the window: transformers "
+                  f"{unwindowed['loss']:.7g} (difference from megac's {abs(unwindowed['loss'] - single):.2e})")
+            if not ok:
+                failures.append("mistral window")
         # The logits of a prompt (SEQ - 1 tokens of the corpus: one position left to generate into)
         # against transformers'. Dynamic rope scaling gives every length its own base: a prompt
         # shorter than the program's window is not the same model (its loss above is).

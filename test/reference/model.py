@@ -85,6 +85,7 @@ class Attention(nn.Module):
         h, d = spec.hidden_size, spec.head_dim
         self.heads, self.groups, self.d, self.gpt2 = spec.num_attention_heads, spec.num_query_groups, d, gpt2
         self.attention_dropout = spec.attention_dropout
+        self.window = spec.sliding_window
         q, kv, bias = self.heads * d, self.groups * d, spec.add_bias_linear  # q: hidden_size unless kv_channels
         if gpt2:  # fused Conv1D; output columns [q | k (kv) | v (kv)], heads contiguous
             self.c_attn = Linear(h, q + 2 * kv, bias, conv1d=True)
@@ -110,8 +111,10 @@ class Attention(nn.Module):
         rep = self.heads // self.groups  # GQA: query head j reads kv head j // rep
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.d))
-        causal = torch.ones(S, S, dtype=torch.bool).triu(1)
-        probs = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
+        hidden = torch.ones(S, S, dtype=torch.bool).triu(1)  # keys after the query
+        if self.window:  # and keys more than `window` before it
+            hidden |= torch.ones(S, S, dtype=torch.bool).tril(-self.window - 1)
+        probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1)
         if drop is not None:
             probs = drop(probs, self.attention_dropout, dropout.ATTENTION)
         o = (probs @ v).transpose(1, 2).reshape(B, S, self.heads * self.d)

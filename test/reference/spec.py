@@ -19,11 +19,12 @@ FAMILY_DEFAULTS = {
                   tie_embeddings=False, add_bias_linear=False, add_qkv_bias=False, hidden_dropout=0.0,
                   attention_dropout=0.0),
 }
-# Qwen2: Llama's layout with biases on q, k and v.
+# Qwen2: Llama's layout with biases on q, k and v; Mistral: Llama's layout (with a sliding window).
 FAMILY_DEFAULTS["qwen2"] = dict(FAMILY_DEFAULTS["llama"], add_qkv_bias=True)
+FAMILY_DEFAULTS["mistral"] = dict(FAMILY_DEFAULTS["llama"])
 
 CHOICES = {
-    "family": ("gpt2", "llama", "qwen2"),
+    "family": ("gpt2", "llama", "qwen2", "mistral"),
     "normalization": ("LayerNorm", "RMSNorm"),
     "activation": ("gelu", "swiglu"),
     "position_embedding_type": ("learned", "rope"),
@@ -59,6 +60,7 @@ class Spec:
     kv_channels: int  # the head dimension (Megatron's name); 0: hidden_size / num_attention_heads
     rope_scaling_type: str  # "none", "linear" (positions / factor) or "dynamic" (transformers' NTK)
     rope_scaling_factor: float
+    sliding_window: int  # a token attends to itself and at most this many before it; 0: all before it
 
     def rotary_base_for(self, tokens):
         """The base a sequence of `tokens` rotates with: past max_position_embeddings, dynamic NTK
@@ -117,7 +119,7 @@ def make_spec(raw, where="spec"):
     family = _check_type("family", raw["family"], "choice", where)
     h = raw["hidden_size"]
     vals = dict(FAMILY_DEFAULTS[family], norm_epsilon=1e-5, rotary_base=10000.0, kv_channels=0,
-                rope_scaling_type="none", rope_scaling_factor=1.0,
+                rope_scaling_type="none", rope_scaling_factor=1.0, sliding_window=0,
                 num_query_groups=raw.get("num_attention_heads"),
                 ffn_hidden_size=_default_ffn(family, h) if isinstance(h, int) else None,
                 max_position_embeddings=raw.get("seq_length"))

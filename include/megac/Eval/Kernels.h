@@ -60,13 +60,14 @@ SwigluGrads swigluGrad(const Tensor &dy, const Tensor &gate, const Tensor &up);
 /// i < d/2 (rotate_half convention); `inverse` rotates by the negative angle.
 Tensor rope(const Tensor &x, double theta, bool inverse, double positionDivisor = 1.0);
 /// q [b, s, heads, d], k and v [b, s, groups, d]; query head h uses kv head
-/// h / (heads / groups); softmax over keys of scale * q.k, keys j <= i when causal.
-Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, bool causal, double scale);
+/// h / (heads / groups); softmax over keys of scale * q.k, keys j <= i when causal, and
+/// i - window <= j with a window (0: none).
+Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v, bool causal, int64_t window, double scale);
 struct AttentionGrads {
   Tensor query, key, value;
 };
 AttentionGrads attentionGrad(const Tensor &dout, const Tensor &q, const Tensor &k, const Tensor &v,
-                             bool causal, double scale);
+                             bool causal, int64_t window, double scale);
 
 //===--- loss -------------------------------------------------------------===//
 

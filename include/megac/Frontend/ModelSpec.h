@@ -12,7 +12,8 @@
 namespace megac {
 
 struct ModelSpec {
-  std::string family;                  // gpt2 | llama | qwen2 (Llama's layout with q, k, v biases)
+  std::string family;                  // gpt2 | llama | qwen2 (Llama's layout with q, k, v biases) |
+                                       // mistral (Llama's layout with a sliding window)
   int64_t numLayers = 0;
   int64_t hiddenSize = 0;
   int64_t numAttentionHeads = 0;
@@ -35,6 +36,10 @@ struct ModelSpec {
   // (transformers' LlamaLinearScalingRotaryEmbedding, LlamaDynamicNTKScalingRotaryEmbedding).
   std::string ropeScalingType = "none";
   double ropeScalingFactor = 1.0;
+  // Sliding-window attention (transformers 4.40's sliding_window, Mistral's and Qwen2's) in every
+  // layer: a token attends to itself and at most this many positions before it; 0: every earlier
+  // position.
+  int64_t slidingWindow = 0;
   double hiddenDropout = 0.0;
   double attentionDropout = 0.0;
 

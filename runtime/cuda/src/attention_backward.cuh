@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kThreads)
       acc[i][c] = 0.0f;
   }
   const int64_t key_end = s.causal && q0 + BQ < s.seq ? q0 + BQ : s.seq;
-  for (int64_t k0 = 0; k0 < key_end; k0 += BK) {
+  for (int64_t k0 = first_key_tile<BK>(q0, s); k0 < key_end; k0 += BK) {
     __syncthreads(); // the previous tile's readers are done
     load_tile<BK, D>(ks, k + kv_head, k0, s.seq, kv_stride, s.head_dim);
     load_tile<BK, D>(vs, v + kv_head, k0, s.seq, kv_stride, s.head_dim);
@@ -159,11 +159,13 @@ __global__ void __launch_bounds__(kThreads)
     }
   // Causal: query rows before the block's first key see none of its keys.
   const int64_t q_begin = s.causal ? k0 / BQ * BQ : 0;
+  // A window: query rows past the block's last key + window see none of its keys.
+  const int64_t q_end = s.causal && s.window > 0 && k0 + BK + s.window < s.seq ? k0 + BK + s.window : s.seq;
   for (int hh = 0; hh < s.group; ++hh) {
     const int h = g * s.group + hh;
     const int64_t q_head = (b * s.seq * s.q_heads + h) * s.head_dim;
     const int64_t stats = (b * s.q_heads + h) * s.seq;
-    for (int64_t q0 = q_begin; q0 < s.seq; q0 += BQ) {
+    for (int64_t q0 = q_begin; q0 < q_end; q0 += BQ) {
       __syncthreads(); // the previous tile's readers are done
       load_tile<BQ, D>(qs, q + q_head, q0, s.seq, q_stride, s.head_dim);
       load_tile<BQ, D>(dos, dout + q_head, q0, s.seq, q_stride, s.head_dim);

@@ -24,6 +24,7 @@ struct Shape {
   int head_dim;                 // <= the kernel's D (columns past it are zero in shared memory)
   float scale;
   bool causal;
+  int64_t window;           // causal only: a query sees itself and at most `window` keys before it; 0: all
   AttentionDropout dropout; // rate 0: none
 };
 
@@ -59,7 +60,13 @@ __device__ __forceinline__ float row_sum(float v) {
 
 // Whether query row `row` attends to key `key` (padding rows and keys past seq attend nothing).
 __device__ __forceinline__ bool visible(int64_t row, int64_t key, const Shape &s) {
-  return row < s.seq && key < s.seq && (!s.causal || key <= row);
+  return row < s.seq && key < s.seq && (!s.causal || (key <= row && (s.window == 0 || row - key <= s.window)));
+}
+
+// The first key tile (of BK keys) a block of query rows from q0 on can see: keys before
+// q0 - window are outside every row's window.
+template <int BK> __device__ __forceinline__ int64_t first_key_tile(int64_t q0, const Shape &s) {
+  return s.causal && s.window > 0 && q0 > s.window ? (q0 - s.window) / BK * BK : 0;
 }
 
 } // namespace megart::cuda::attention

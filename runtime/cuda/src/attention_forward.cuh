@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(float *out, float *ls
   }
   // Causal: keys past the block's last row are masked for all of its rows.
   const int64_t key_end = s.causal && q0 + BQ < s.seq ? q0 + BQ : s.seq;
-  for (int64_t k0 = 0; k0 < key_end; k0 += BK) {
+  for (int64_t k0 = first_key_tile<BK>(q0, s); k0 < key_end; k0 += BK) {
     __syncthreads(); // the previous tile's readers are done
     load_tile<BK, D>(ks, k + kv_head, k0, s.seq, kv_stride, s.head_dim);
     load_tile<BK, D>(vs, v + kv_head, k0, s.seq, kv_stride, s.head_dim);

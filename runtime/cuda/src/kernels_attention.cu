@@ -21,7 +21,11 @@ constexpr int64_t kMaxGridYZ = 65535;  // heads on grid y, batch on grid z
 constexpr size_t kMaxSmem = 99 * 1024; // opt-in shared memory per block on sm_86/89 (sm_80: 163 KiB)
 
 Shape make_shape(const char *kernel, int64_t batch, int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                 float scale, bool causal, const AttentionDropout &dropout) {
+                 float scale, bool causal, int64_t window, const AttentionDropout &dropout) {
+  if (window < 0 || (window > 0 && !causal))
+    throw Error(std::string(kernel) + ": window " + std::to_string(window) +
+                (window < 0 ? " is negative" : " needs causal attention") +
+                " (0: none; w > 0: each query sees itself and at most w keys before it)");
   if (const std::string error = attention_dropout_error(dropout, q_heads); !error.empty())
     throw Error(std::string(kernel) + ": " + error);
   if (kv_heads <= 0 || q_heads % kv_heads != 0)
@@ -34,7 +38,7 @@ Shape make_shape(const char *kernel, int64_t batch, int64_t seq, int64_t q_heads
     throw Error(std::string(kernel) + ": batch (" + std::to_string(batch) + ") and q_heads (" +
                 std::to_string(q_heads) + ") must each be at most " + std::to_string(kMaxGridYZ));
   const int heads = static_cast<int>(q_heads), groups = static_cast<int>(kv_heads);
-  return Shape{seq, heads, groups, heads / groups, static_cast<int>(head_dim), scale, causal, dropout};
+  return Shape{seq, heads, groups, heads / groups, static_cast<int>(head_dim), scale, causal, window, dropout};
 }
 
 // Kernels above 48 KiB of dynamic shared memory must opt in, once per kernel.
@@ -97,8 +101,9 @@ void forward_any(float *out, float *lse, float *delta, const float *q, const flo
 
 void attention_forward(float *out, const float *q, const float *k, const float *v, int64_t batch, int64_t seq,
                        int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, bool causal,
-                       const AttentionDropout &dropout) {
-  const Shape s = make_shape("attention_forward", batch, seq, q_heads, kv_heads, head_dim, scale, causal, dropout);
+                       int64_t window, const AttentionDropout &dropout) {
+  const Shape s =
+      make_shape("attention_forward", batch, seq, q_heads, kv_heads, head_dim, scale, causal, window, dropout);
   if (batch == 0 || seq == 0 || q_heads == 0 || head_dim <= 0)
     return;
   forward_any<false>(out, nullptr, nullptr, q, k, v, nullptr, batch, s);
@@ -106,8 +111,9 @@ void attention_forward(float *out, const float *q, const float *k, const float *
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                         const float *v, int64_t batch, int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                        float scale, bool causal, const AttentionDropout &dropout) {
-  const Shape s = make_shape("attention_backward", batch, seq, q_heads, kv_heads, head_dim, scale, causal, dropout);
+                        float scale, bool causal, int64_t window, const AttentionDropout &dropout) {
+  const Shape s =
+      make_shape("attention_backward", batch, seq, q_heads, kv_heads, head_dim, scale, causal, window, dropout);
   if (batch == 0 || seq == 0 || q_heads == 0 || head_dim <= 0)
     return;
   // Per query row: lse and delta, [batch, q_heads, seq] each, in the shared workspace (the

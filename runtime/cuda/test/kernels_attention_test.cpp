@@ -30,12 +30,14 @@ namespace {
 struct Case {
   int64_t batch, seq, q_heads, kv_heads, head_dim;
   bool causal;
+  int64_t window = 0; // causal only: a query sees itself and at most `window` keys before it
   size_t q_size() const { return size_t(batch * seq * q_heads * head_dim); }
   size_t kv_size() const { return size_t(batch * seq * kv_heads * head_dim); }
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
   std::string name() const {
     return "b" + std::to_string(batch) + " s" + std::to_string(seq) + " q" + std::to_string(q_heads) + " kv" +
-           std::to_string(kv_heads) + " d" + std::to_string(head_dim) + (causal ? " causal" : " full");
+           std::to_string(kv_heads) + " d" + std::to_string(head_dim) + (causal ? " causal" : " full") +
+           (window ? " window " + std::to_string(window) : "");
   }
 };
 
@@ -53,10 +55,10 @@ TEST_P(CudaAttention, ForwardMatchesCpu) {
   const auto q = random_floats(c.q_size(), 1), k = random_floats(c.kv_size(), 2), v = random_floats(c.kv_size(), 3);
   std::vector<float> want(c.q_size());
   megart::cpu::attention_forward(want.data(), q.data(), k.data(), v.data(), c.batch, c.seq, c.q_heads, c.kv_heads,
-                                 c.head_dim, c.scale(), c.causal);
+                                 c.head_dim, c.scale(), c.causal, c.window);
   DeviceArray<float> dq(q), dk(k), dv(v), out(nans(c.q_size()));
   attention_forward(out.data(), dq.data(), dk.data(), dv.data(), c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim,
-                    c.scale(), c.causal);
+                    c.scale(), c.causal, c.window);
   expect_matches_cpu(out.get(), want, "attention_forward out " + c.name());
 }
 
@@ -66,11 +68,11 @@ TEST_P(CudaAttention, BackwardMatchesCpu) {
   const auto dout = random_floats(c.q_size(), 7);
   std::vector<float> want_dq(c.q_size()), want_dk(c.kv_size()), want_dv(c.kv_size());
   megart::cpu::attention_backward(want_dq.data(), want_dk.data(), want_dv.data(), dout.data(), q.data(), k.data(),
-                                  v.data(), c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal);
+                                  v.data(), c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal, c.window);
   DeviceArray<float> d_q(q), d_k(k), d_v(v), d_dout(dout);
   DeviceArray<float> dq(nans(c.q_size())), dk(nans(c.kv_size())), dv(nans(c.kv_size()));
   attention_backward(dq.data(), dk.data(), dv.data(), d_dout.data(), d_q.data(), d_k.data(), d_v.data(), c.batch, c.seq,
-                     c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal);
+                     c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal, c.window);
   expect_matches_cpu(dq.get(), want_dq, "attention_backward dq " + c.name());
   expect_matches_cpu(dk.get(), want_dk, "attention_backward dk " + c.name());
   expect_matches_cpu(dv.get(), want_dv, "attention_backward dv " + c.name());
@@ -86,16 +88,16 @@ TEST_P(CudaAttention, DropoutMatchesCpu) {
   const auto dout = random_floats(c.q_size(), 11);
   std::vector<float> want(c.q_size()), want_dq(c.q_size()), want_dk(c.kv_size()), want_dv(c.kv_size());
   megart::cpu::attention_forward(want.data(), q.data(), k.data(), v.data(), c.batch, c.seq, c.q_heads, c.kv_heads,
-                                 c.head_dim, c.scale(), c.causal, drop);
+                                 c.head_dim, c.scale(), c.causal, c.window, drop);
   megart::cpu::attention_backward(want_dq.data(), want_dk.data(), want_dv.data(), dout.data(), q.data(), k.data(),
-                                  v.data(), c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal,
+                                  v.data(), c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal, c.window,
                                   drop);
   DeviceArray<float> d_q(q), d_k(k), d_v(v), d_dout(dout), out(nans(c.q_size()));
   DeviceArray<float> dq(nans(c.q_size())), dk(nans(c.kv_size())), dv(nans(c.kv_size()));
   attention_forward(out.data(), d_q.data(), d_k.data(), d_v.data(), c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim,
-                    c.scale(), c.causal, drop);
+                    c.scale(), c.causal, c.window, drop);
   attention_backward(dq.data(), dk.data(), dv.data(), d_dout.data(), d_q.data(), d_k.data(), d_v.data(), c.batch, c.seq,
-                     c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal, drop);
+                     c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal, c.window, drop);
   expect_matches_cpu(out.get(), want, "attention_forward dropout out " + c.name());
   expect_matches_cpu(dq.get(), want_dq, "attention_backward dropout dq " + c.name());
   expect_matches_cpu(dk.get(), want_dk, "attention_backward dropout dk " + c.name());
@@ -114,12 +116,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                                            Case{1, 130, 4, 2, 128, false}, //
                                            Case{1, 65, 3, 3, 100, false},  // head_dim padded to 128
                                            Case{2, 200, 4, 1, 64, true},   // several tiles both ways, group of 4
-                                           Case{1, 300, 2, 2, 32, false}),
+                                           Case{1, 300, 2, 2, 32, false},
+                                           // sliding windows: inside a tile, across tiles, one key
+                                           Case{2, 37, 4, 2, 16, true, 5}, Case{1, 200, 2, 1, 64, true, 70},
+                                           Case{1, 130, 4, 2, 128, true, 1}),
                          [](const ::testing::TestParamInfo<Case> &info) {
                            const Case &c = info.param;
                            return "b" + std::to_string(c.batch) + "s" + std::to_string(c.seq) + "q" +
                                   std::to_string(c.q_heads) + "kv" + std::to_string(c.kv_heads) + "d" +
-                                  std::to_string(c.head_dim) + (c.causal ? "causal" : "full");
+                                  std::to_string(c.head_dim) + (c.causal ? "causal" : "full") +
+                                  (c.window ? "window" + std::to_string(c.window) : "");
                          });
 
 using CudaAttentionCases = CudaTest;
@@ -133,7 +139,7 @@ TEST_F(CudaAttentionCases, BackwardRepeatsBitForBit) {
   for (int run = 0; run < 2; ++run) {
     DeviceArray<float> dq(c.q_size()), dk(c.kv_size()), dv(c.kv_size());
     attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), c.batch, c.seq,
-                       c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal);
+                       c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal, c.window);
     if (run == 0) {
       first[0] = dq.get();
       first[1] = dk.get();
@@ -180,11 +186,11 @@ TEST_F(CudaAttentionCases, DISABLED_Timing) {
         dk(c.kv_size()), dv(c.kv_size());
     const auto forward = [&] {
       attention_forward(out.data(), q.data(), k.data(), v.data(), c.batch, c.seq, c.q_heads, c.kv_heads, c.head_dim,
-                        c.scale(), c.causal);
+                        c.scale(), c.causal, c.window);
     };
     const auto backward = [&] {
       attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), c.batch, c.seq,
-                         c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal);
+                         c.q_heads, c.kv_heads, c.head_dim, c.scale(), c.causal, c.window);
     };
     // Useful flops of q k^T and p v (halved when causal); the backward does 2.5x that.
     const double flops = 4.0 * c.batch * c.q_heads * c.seq * c.seq * c.head_dim * (c.causal ? 0.5 : 1.0);

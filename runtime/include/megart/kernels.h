@@ -192,14 +192,15 @@ void rope_forward(A *y, const A *x, int64_t batch, int64_t seq, int64_t heads, i
 
 // q, out: [batch, seq, q_heads, head_dim]; k, v: [batch, seq, kv_heads, head_dim].
 // Grouped query attention: query head h reads kv head h / (q_heads / kv_heads).
-// scores = scale * q.k; when causal, key position <= query position; softmax over keys (stable,
+// scores = scale * q.k; when causal, key position <= query position, and with a window w > 0
+// (causal only) query position - key position <= w; softmax over keys (stable,
 // two passes over a per-thread row of scores); out = P v. With dropout (rate > 0), P's element
 // (sample, head, i, j) is dropped as a [samples, heads, seq, seq] dropout site (megart/dropout.h):
 // out = (P * mask / (1 - rate)) v.
 // Throws megart::Error if q_heads is not a multiple of kv_heads.
 void attention_forward(float* out, const float* q, const float* k, const float* v, int64_t batch,
                        int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                       float scale, bool causal, const AttentionDropout &dropout = {});
+                       float scale, bool causal, int64_t window = 0, const AttentionDropout &dropout = {});
 
 // Recomputes the probabilities from q and k. Writes dq [like q], dk and dv [like k]; dk/dv sum
 // over the query heads of each group. Threads split (batch, kv_head) pairs, so each owns its
@@ -207,27 +208,28 @@ void attention_forward(float* out, const float* q, const float* k, const float* 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                         const float* k, const float* v, int64_t batch, int64_t seq,
                         int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
-                        bool causal, const AttentionDropout &dropout = {});
+                        bool causal, int64_t window = 0, const AttentionDropout &dropout = {});
 
 // One position of causal attention with a KV cache (generation): q, out [batch, 1, q_heads,
 // head_dim]; k, v [batch, 1, kv_heads, head_dim] are stored at cache.position of `layer`'s
 // cache, then each query head attends to the cached positions 0 .. cache.position. Row
-// cache.position of attention_forward over the whole sequence, in the same arithmetic. Throws
-// megart::Error if the layer or position is outside the cache or the heads do not divide.
+// cache.position of attention_forward over the whole sequence, in the same arithmetic (with a
+// window w > 0, the positions cache.position - w .. cache.position). Throws megart::Error if
+// the layer or position is outside the cache or the heads do not divide.
 void attention_decode(float* out, const float* q, const float* k, const float* v, const KvCache& cache,
                       int64_t layer, int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                      float scale);
+                      float scale, int64_t window = 0);
 
 // 16-bit: every tensor (q, k, v, out, dout, dq, dk, dv) is A*; scores, probabilities and the
 // dq / dk / dv sums stay fp32 until the one rounding on store.
 template <typename A>
 void attention_forward(A *out, const A *q, const A *k, const A *v, int64_t batch, int64_t seq, int64_t q_heads,
-                       int64_t kv_heads, int64_t head_dim, float scale, bool causal,
+                       int64_t kv_heads, int64_t head_dim, float scale, bool causal, int64_t window = 0,
                        const AttentionDropout &dropout = {});
 template <typename A>
 void attention_backward(A *dq, A *dk, A *dv, const A *dout, const A *q, const A *k, const A *v, int64_t batch,
                         int64_t seq, int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
-                        bool causal, const AttentionDropout &dropout = {});
+                        bool causal, int64_t window = 0, const AttentionDropout &dropout = {});
 
 // ---- Loss (kernels_loss.cpp) --------------------------------------------------------------
 

@@ -226,6 +226,22 @@ func.func @dropout_stream(%x: tensor<2x8x64xf32>) {
 
 // -----
 
+func.func @attention_window_not_causal(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x2x16xf32>) {
+  // expected-error @+1 {{a window needs causal attention (a window looks back from its query)}}
+  %0 = tx.attention %q, %k, %v window 3 scale 0.25 : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_window_zero(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>) {
+  // expected-error @+1 {{window must be >= 1 (the keys before the query it sees), found 0}}
+  %0:3 = tx.attention_grad %q, %q, %k, %k causal window 0 scale 0.25 : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>
+  return
+}
+
+// -----
+
 func.func @attention_dropout_rate(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x2x16xf32>) {
   // expected-error @+1 {{dropout rate must be in [0, 1), found -5.000000e-01}}
   %0 = tx.attention %q, %k, %v causal scale 0.25 dropout -0.5 : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x4x16xf32>

@@ -117,6 +117,10 @@ func.func @attention(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: ten
   %0 = tx.attention %q, %k, %v causal scale 0.25 : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>
   // CHECK: tx.attention %{{.*}}, %{{.*}}, %{{.*}} scale 2.500000e-01 :
   %1 = tx.attention %q, %k, %v scale 0.25 : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>
+  // CHECK: tx.attention %{{.*}}, %{{.*}}, %{{.*}} causal window 3 scale 2.500000e-01 :
+  %2 = tx.attention %q, %k, %v causal window 3 scale 0.25 : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>
+  // CHECK: tx.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal window 3 scale 2.500000e-01 :
+  %3:3 = tx.attention_grad %2, %q, %k, %v causal window 3 scale 0.25 : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>
   return %0, %1 : tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>
 }
 

@@ -20,13 +20,20 @@ def hf_compile(name, expect, change=None, flags=(), content=None):
                 absent=[OUT], files=content or {"hf/config.json": config})
 
 
+def mistral_config(**fields):
+    """A one-layer MistralForCausalLM config.json with `fields` set."""
+    return {"hf/config.json": json.dumps({
+        "model_type": "mistral", "architectures": ["MistralForCausalLM"], "num_hidden_layers": 1, "hidden_size": 64,
+        "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 300, **fields}).encode()}
+
+
 def cases():
     return [
         hf_compile("a folder without config.json", r"hf is a folder without a config\.json; give a spec YAML or a "
                    r"Hugging Face model folder", content={"hf/model.safetensors": b"x"}),
         hf_compile("another architecture", r"model_type is 'bert' \(architectures BertForMaskedLM\); megac computes "
-                   r"the gpt2 \(GPT2LMHeadModel\), llama \(LlamaForCausalLM\) and qwen2 \(Qwen2ForCausalLM\) "
-                   r"families only, so it cannot compile this model", content={"hf/config.json": json.dumps(
+                   r"the gpt2 \(GPT2LMHeadModel\), llama \(LlamaForCausalLM\), qwen2 \(Qwen2ForCausalLM\) and "
+                   r"mistral \(MistralForCausalLM\) families only, so it cannot compile this model", content={"hf/config.json": json.dumps(
                        {"model_type": "bert", "architectures": ["BertForMaskedLM"]}).encode()}),
         hf_compile("another head on a known model type", r"architectures is \[GPT2ForSequenceClassification\]; "
                    r"megac computes GPT2LMHeadModel \(a causal language model head\)",
@@ -43,6 +50,17 @@ def cases():
                        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1,
                        "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 300,
                        "rope_scaling": {"type": "yarn", "factor": 2.0}}).encode()}),
+        hf_compile("a Mistral sliding window of 0", r"sliding_window is 0; the positions before a token it attends to "
+                   r"must be a positive integer", content=mistral_config(sliding_window=0)),
+        hf_compile("rope scaling on Mistral", r"rope_scaling is \{.*\}, but transformers 4\.40's MistralForCausalLM "
+                   r"reads no rope_scaling \(it would run unscaled\); it cannot compile this model as the file asks",
+                   content=mistral_config(rope_scaling={"type": "linear", "factor": 2.0})),
+        hf_compile("a Qwen2 window in some layers", r"use_sliding_window is true with max_window_layers 1 of 2 layers; "
+                   r"megac builds one layer body and computes a window in every layer or in none",
+                   content={"hf/config.json": json.dumps({
+                       "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": 2,
+                       "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 300,
+                       "use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1}).encode()}),
         hf_compile("--seq-length past the learned positions", r"--seq-length is 64, but .*config\.json has learned "
                    r"positions for 32 tokens \(max_position_embeddings\); give at most 32", flags=["--seq-length", "64"]),
         hf_compile("--hidden-dropout 1.5", r"--hidden-dropout is 1\.5; a dropout rate is a number in \[0, 1\)",

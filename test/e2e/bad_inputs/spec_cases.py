@@ -30,6 +30,12 @@ def cases():
         spec_case("kv_channels x heads past the limit", with_keys([("num_attention_heads", 4096), ("hidden_size", 4096),
                                                                     ("kv_channels", 1024)]),
                   r"num_attention_heads x kv_channels is 4096 x 1024 = 4194304, more than the 1048576 megac allows"),
+        spec_case("a sliding window on gpt2", with_key("sliding_window", 8),
+                  r"sliding_window with family gpt2: GPT2LMHeadModel has no sliding window, so no Hugging Face "
+                  r"checkpoint could say it; use family mistral \(or qwen2\), or leave sliding_window out"),
+        spec_case("sliding_window 0", with_keys([("family", "mistral"), ("sliding_window", 0)]), r"sliding_window"),
+        spec_case("sliding_window 2^40", with_keys([("family", "mistral"), ("sliding_window", 1099511627776)]),
+                  r"sliding_window is 1099511627776"),
         spec_case("hidden_size 2^61", with_key("hidden_size", 2305843009213693952), r"hidden_size"),
         spec_case("num_layers 100000", with_key("num_layers", 100000), r"num_layers"),
         spec_case("norm_epsilon inf", with_key("norm_epsilon", ".inf"), r"norm_epsilon"),

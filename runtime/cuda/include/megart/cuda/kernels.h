@@ -88,13 +88,15 @@ void rope_forward(float *y, const float *x, int64_t batch, int64_t seq, int64_t 
                   float theta, int64_t position_offset, bool inverse, float position_divisor = 1.0f);
 
 // ---- Attention: fused, flash-style (online softmax, no seq x seq matrix in memory) --------
+// window as the CPU's (megart/kernels.h): causal only, 0 for none.
 // With dropout, the CPU's masks (megart/dropout.h), recomputed in the backward.
 void attention_forward(float *out, const float *q, const float *k, const float *v, int64_t batch, int64_t seq,
                        int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, bool causal,
-                       const AttentionDropout &dropout = {});
+                       int64_t window = 0, const AttentionDropout &dropout = {});
 void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                         const float *v, int64_t batch, int64_t seq, int64_t q_heads, int64_t kv_heads,
-                        int64_t head_dim, float scale, bool causal, const AttentionDropout &dropout = {});
+                        int64_t head_dim, float scale, bool causal, int64_t window = 0,
+                        const AttentionDropout &dropout = {});
 
 // ---- Dropout: the CPU's masks (megart/dropout.h), bit for bit -------------------------------
 void apply_dropout(float *y, const float *x, const DropoutBlock &block);
