@@ -150,6 +150,7 @@ FactorRule ParamGradOp::getFactorRule() {
 FactorRule AddOp::getFactorRule() { return elementwiseRule(*this); }
 FactorRule MulOp::getFactorRule() { return elementwiseRule(*this); }
 FactorRule GeluOp::getFactorRule() { return elementwiseRule(*this); }
+FactorRule ScaleOp::getFactorRule() { return elementwiseRule(*this); }
 FactorRule GeluGradOp::getFactorRule() { return elementwiseRule(*this); }
 FactorRule SwigluOp::getFactorRule() { return elementwiseRule(*this); }
 FactorRule SwigluGradOp::getFactorRule() { return elementwiseRule(*this); }

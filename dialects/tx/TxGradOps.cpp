@@ -53,7 +53,8 @@ LogicalResult LayerNormGradOp::verify() {
 }
 
 LogicalResult RmsNormGradOp::verify() {
-  if (failed(verifyNormVector(*this, "weight", getInput(), getWeight())))
+  if (failed(verifyNormVector(*this, "weight", getInput(), getWeight())) ||
+      failed(verifyWeightOffset(*this, getWeightOffsetAttr())))
     return failure();
   return verifyEpsilon(*this, getEpsilon());
 }

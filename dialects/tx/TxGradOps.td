@@ -72,10 +72,11 @@ def Tx_LayerNormGradOp : Tx_Op<"layer_norm_grad", [Tx_ReferenceEval, Tx_KernelCa
 def Tx_RmsNormGradOp : Tx_Op<"rms_norm_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, AllTypesMatch<["grad", "input", "input_grad"]>,
                                                 AllTypesMatch<["weight", "weight_grad"]>]> {
   let summary = "gradients of tx.rms_norm: input and weight";
-  let arguments = (ins Tx_FloatTensor:$grad, Tx_FloatTensor:$input, Tx_FloatTensor:$weight, F64Attr:$epsilon);
+  let arguments = (ins Tx_FloatTensor:$grad, Tx_FloatTensor:$input, Tx_FloatTensor:$weight, F64Attr:$epsilon,
+                       OptionalAttr<F64Attr>:$weight_offset);
   let results = (outs Tx_FloatTensor:$input_grad, Tx_FloatTensor:$weight_grad);
   let assemblyFormat = [{
-    $grad `,` $input `,` $weight `eps` $epsilon attr-dict `:` type($grad) `,` type($weight)
+    $grad `,` $input `,` $weight `eps` $epsilon (`weight_offset` $weight_offset^)? attr-dict `:` type($grad) `,` type($weight)
   }];
   let hasVerifier = 1;
 }

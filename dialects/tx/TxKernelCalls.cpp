@@ -182,7 +182,14 @@ FailureOr<KernelCall> LayerNormOp::getKernelCall(bool) {
 FailureOr<KernelCall> RmsNormOp::getKernelCall(bool) {
   KernelCall call{Kernel::rms_norm_forward, {getResult(), getInput(), getWeight()}};
   normSizes(call.args, getInput(), getEpsilon());
+  if (std::optional<APFloat> offset = getWeightOffset()) // the kernel's default: 0
+    call.args.push_back(floating("weight_offset", *offset));
   return call;
+}
+
+FailureOr<KernelCall> ScaleOp::getKernelCall(bool) {
+  return KernelCall{Kernel::scale,
+                    {getResult(), getInput(), floating("factor", getFactor()), integer("n", numel(getResult()))}};
 }
 
 FailureOr<KernelCall> GeluOp::getKernelCall(bool) {
@@ -298,6 +305,8 @@ FailureOr<KernelCall> LayerNormGradOp::getKernelCall(bool) {
 FailureOr<KernelCall> RmsNormGradOp::getKernelCall(bool) {
   KernelCall call{Kernel::rms_norm_backward, {getInputGrad(), getWeightGrad(), getGrad(), getInput(), getWeight()}};
   normSizes(call.args, getInput(), getEpsilon());
+  if (std::optional<APFloat> offset = getWeightOffset())
+    call.args.push_back(floating("weight_offset", *offset));
   return call;
 }
 

@@ -134,9 +134,17 @@ LogicalResult LayerNormOp::verify() {
 }
 
 LogicalResult RmsNormOp::verify() {
-  if (failed(verifyNormVector(*this, "weight", getInput(), getWeight())))
+  if (failed(verifyNormVector(*this, "weight", getInput(), getWeight())) ||
+      failed(verifyWeightOffset(*this, getWeightOffsetAttr())))
     return failure();
   return verifyEpsilon(*this, getEpsilon());
+}
+
+LogicalResult ScaleOp::verify() {
+  const double factor = getFactor().convertToDouble();
+  if (std::isfinite(factor) && std::abs(factor) <= 1e30)
+    return success();
+  return emitOpError() << "factor must be finite (at most 1e30 in size), found " << factor;
 }
 
 LogicalResult SwigluOp::verify() {

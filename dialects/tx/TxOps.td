@@ -159,9 +159,28 @@ def Tx_LayerNormOp : Tx_Op<"layer_norm", [Tx_ReferenceEval, Tx_KernelCall, Tx_Sh
 
 def Tx_RmsNormOp : Tx_Op<"rms_norm", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, AllTypesMatch<["input", "result"]>]> {
   let summary = "RMSNorm over the last dimension: x / sqrt(mean(x^2) + eps) * weight";
-  let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, F64Attr:$epsilon);
+  let description = [{
+    With `weight_offset` c, the scale is (weight + c): Gemma's (1 + w), a weight centred at zero
+    (Megatron's apply_layernorm_1p).
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$weight, F64Attr:$epsilon,
+                       OptionalAttr<F64Attr>:$weight_offset);
   let results = (outs Tx_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $weight `eps` $epsilon attr-dict `:` type($input) `,` type($weight)";
+  let assemblyFormat = [{
+    $input `,` $weight `eps` $epsilon (`weight_offset` $weight_offset^)? attr-dict `:` type($input) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tx_ScaleOp : Tx_Op<"scale", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>, SameOperandsAndResultType]> {
+  let summary = "x * factor, elementwise";
+  let description = [{
+    A constant factor, e.g. Gemma's embeddings scaled by sqrt(hidden_size). The factor is
+    applied in the tensor's precision (float32 for a float32 tensor), as transformers does.
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, F64Attr:$factor);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$input `by` $factor attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 

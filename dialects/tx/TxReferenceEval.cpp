@@ -70,7 +70,15 @@ FailureOr<Results> LayerNormOp::evaluate(ArrayRef<const Tensor *> in) {
 }
 
 FailureOr<Results> RmsNormOp::evaluate(ArrayRef<const Tensor *> in) {
-  return one(rmsNorm(*in[0], *in[1], getEpsilon().convertToDouble()));
+  return one(rmsNorm(*in[0], *in[1], getEpsilon().convertToDouble(),
+                     getWeightOffset() ? getWeightOffset()->convertToDouble() : 0.0));
+}
+
+FailureOr<Results> ScaleOp::evaluate(ArrayRef<const Tensor *> in) {
+  Tensor y = *in[0];
+  for (double &v : y.data)
+    v *= getFactor().convertToDouble();
+  return one(std::move(y));
 }
 
 FailureOr<Results> GeluOp::evaluate(ArrayRef<const Tensor *> in) {
@@ -132,7 +140,8 @@ FailureOr<Results> LayerNormGradOp::evaluate(ArrayRef<const Tensor *> in) {
 }
 
 FailureOr<Results> RmsNormGradOp::evaluate(ArrayRef<const Tensor *> in) {
-  NormGrads g = rmsNormGrad(*in[0], *in[1], *in[2], getEpsilon().convertToDouble());
+  NormGrads g = rmsNormGrad(*in[0], *in[1], *in[2], getEpsilon().convertToDouble(),
+                            getWeightOffset() ? getWeightOffset()->convertToDouble() : 0.0);
   return Results{std::move(g.input), std::move(g.weight)};
 }
 

@@ -362,6 +362,15 @@ LogicalResult DropoutOp::shard(ShardingRewriter &r) {
   return shardElementwise(*this, r);
 }
 
+/// Partial sums are made whole first (the single rank scales the sum, not its parts): with
+/// sequence parallelism reduce-scattered along the sequence, as before dropout.
+LogicalResult ScaleOp::shard(ShardingRewriter &r) {
+  Value input = getInput();
+  if (r.get(input).isPartial() && r.seqSplittable(input))
+    r.require(*this, 0, Sharding::split(kSequenceDim), r.reduceRule(input, /*scatter=*/true, getOperationName()));
+  return shardElementwise(*this, r);
+}
+
 // ---- attention ----------------------------------------------------------------------------------
 
 /// Rotary embeddings rotate each head by its position: heads may be split, sequences not.

@@ -6,6 +6,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <string>
 
 namespace megac::tx::verify {
@@ -62,6 +63,13 @@ inline LogicalResult verifyNormVector(Operation *op, StringRef what, Value input
   if (in.empty())
     return op->emitOpError() << "input must have rank >= 1";
   return expectShape(op, what, shapeOf(vec), {in.back()}, "the input's last dimension");
+}
+
+/// A norm's weight offset (absent: none) is a finite number.
+inline LogicalResult verifyWeightOffset(Operation *op, FloatAttr offset) {
+  if (!offset || std::isfinite(offset.getValueAsDouble()))
+    return success();
+  return op->emitOpError() << "weight_offset must be finite, found " << offset.getValueAsDouble();
 }
 
 inline LogicalResult verifyEpsilon(Operation *op, APFloat eps) {

@@ -105,8 +105,13 @@ SmallVector<Value> LayerNormOp::buildVjp(OpBuilder &b, ValueRange cot) {
 }
 
 SmallVector<Value> RmsNormOp::buildVjp(OpBuilder &b, ValueRange cot) {
-  auto grad = RmsNormGradOp::create(b, getLoc(), cot[0], getInput(), getWeight(), getEpsilon());
+  auto grad = RmsNormGradOp::create(b, getLoc(), cot[0], getInput(), getWeight(), getEpsilon(), getWeightOffsetAttr());
   return {grad.getInputGrad(), grad.getWeightGrad()};
+}
+
+/// Linear: the cotangent scaled by the same factor.
+SmallVector<Value> ScaleOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  return {ScaleOp::create(b, getLoc(), cot[0], getFactorAttr())};
 }
 
 SmallVector<Value> GeluOp::buildVjp(OpBuilder &b, ValueRange cot) {

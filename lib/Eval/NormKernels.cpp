@@ -68,19 +68,19 @@ NormGrads layerNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w, doub
   return g;
 }
 
-Tensor rmsNorm(const Tensor &x, const Tensor &w, double eps) {
+Tensor rmsNorm(const Tensor &x, const Tensor &w, double eps, double weightOffset) {
   Tensor y = Tensor::zeros(x.shape);
   int64_t h = x.lastDim(), rows = x.numel() / h;
   for (int64_t r = 0; r < rows; ++r) {
     const double *xr = x.data.data() + r * h;
     double rstd = rmsNormRstd(xr, h, eps);
     for (int64_t j = 0; j < h; ++j)
-      y.data[r * h + j] = xr[j] * rstd * w.data[j];
+      y.data[r * h + j] = xr[j] * rstd * (w.data[j] + weightOffset);
   }
   return y;
 }
 
-NormGrads rmsNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w, double eps) {
+NormGrads rmsNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w, double eps, double weightOffset) {
   NormGrads g{Tensor::zeros(x.shape), Tensor::zeros(w.shape), Tensor()};
   int64_t h = x.lastDim(), rows = x.numel() / h;
   for (int64_t r = 0; r < rows; ++r) {
@@ -89,12 +89,12 @@ NormGrads rmsNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w, double
     double meanGX = 0.0;
     for (int64_t j = 0; j < h; ++j) {
       double xhat = xr[j] * rstd;
-      meanGX += dyr[j] * w.data[j] * xhat;
+      meanGX += dyr[j] * (w.data[j] + weightOffset) * xhat;
       g.weight.data[j] += dyr[j] * xhat;
     }
     meanGX /= h;
     for (int64_t j = 0; j < h; ++j)
-      g.input.data[r * h + j] = rstd * (dyr[j] * w.data[j] - xr[j] * rstd * meanGX);
+      g.input.data[r * h + j] = rstd * (dyr[j] * (w.data[j] + weightOffset) - xr[j] * rstd * meanGX);
   }
   return g;
 }

@@ -113,8 +113,14 @@ private:
     addParam(name, "", shape, placement, init, std);
   }
 
+  /// A norm's weight starts at 1, or at 0 where it scales by 1 + w (Gemma's).
+  tx::ParamInit normWeightInit() const {
+    return s.normWeightsCentredAtZero() ? tx::ParamInit::Zeros : tx::ParamInit::Ones;
+  }
+  FloatAttr normWeightOffset() { return s.normWeightsCentredAtZero() ? b.getF64FloatAttr(1.0) : FloatAttr(); }
+
   void addNorm(StringRef name) {
-    addParam((name + ".weight").str(), {H}, {tx::ParamRole::Norm}, tx::ParamInit::Ones);
+    addParam((name + ".weight").str(), {H}, {tx::ParamRole::Norm}, normWeightInit());
     if (s.normalization == "LayerNorm")
       addParam((name + ".bias").str(), {H}, {tx::ParamRole::Norm}, tx::ParamInit::Zeros);
   }
@@ -215,7 +221,7 @@ private:
     Value w = p.take();
     if (s.normalization == "LayerNorm")
       return tx::LayerNormOp::create(b, loc, x.getType(), x, w, p.take(), b.getF64FloatAttr(s.normEpsilon));
-    return tx::RmsNormOp::create(b, loc, x.getType(), x, w, b.getF64FloatAttr(s.normEpsilon));
+    return tx::RmsNormOp::create(b, loc, x.getType(), x, w, b.getF64FloatAttr(s.normEpsilon), normWeightOffset());
   }
 
   /// x @ w (+ bias): the product is `name` without a bias, `name`_gemm with one.
@@ -308,6 +314,10 @@ private:
       Value u = linear(p, h2, F, "fc", "ffn_hidden_size");
       m = linear(p, tx::GeluOp::create(b, at("fc_gelu", "activation"), u, tx::GeluApproximation::Tanh), H, "fc_proj",
                  "ffn_hidden_size");
+    } else if (s.activation == "geglu") { // Gemma: gelu_pytorch_tanh(gate) * up
+      Value gate = linear(p, h2, F, "gate", "ffn_hidden_size"), up = linear(p, h2, F, "up", "ffn_hidden_size");
+      Value gated = tx::GeluOp::create(b, at("gate_gelu", "activation"), gate, tx::GeluApproximation::Tanh);
+      m = linear(p, tx::MulOp::create(b, at("geglu", "activation"), gated, up), H, "down", "ffn_hidden_size");
     } else {
       Value gate = linear(p, h2, F, "gate", "ffn_hidden_size"), up = linear(p, h2, F, "up", "ffn_hidden_size");
       m = linear(p, tx::SwigluOp::create(b, at("swiglu", "activation"), gate, up), H, "down", "ffn_hidden_size");
@@ -325,12 +335,12 @@ private:
   Value finalNorm(Value x) {
     std::string name = gpt2 ? "transformer.ln_f" : "model.norm";
     Location loc = at(gpt2 ? "ln_f" : "norm", "normalization");
-    Value w = declareParam(name + ".weight", {H}, {tx::ParamRole::Norm}, tx::ParamInit::Ones);
+    Value w = declareParam(name + ".weight", {H}, {tx::ParamRole::Norm}, normWeightInit());
     if (s.normalization == "LayerNorm")
       return tx::LayerNormOp::create(b, loc, x.getType(), x, w,
                                      declareParam(name + ".bias", {H}, {tx::ParamRole::Norm}, tx::ParamInit::Zeros),
                                      b.getF64FloatAttr(s.normEpsilon));
-    return tx::RmsNormOp::create(b, loc, x.getType(), x, w, b.getF64FloatAttr(s.normEpsilon));
+    return tx::RmsNormOp::create(b, loc, x.getType(), x, w, b.getF64FloatAttr(s.normEpsilon), normWeightOffset());
   }
 
   void buildForward(func::FuncOp layer) {
@@ -346,6 +356,9 @@ private:
     Value wte = vocabTable(gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight");
     Value x =
         tx::EmbeddingOp::create(b, at("tokens", "vocab_size"), f32({B, S, H}), wte, fn.getArgument(0), UnitAttr());
+    if (s.scalesEmbeddings()) // sqrt(hidden_size) rounded to float32 first, as transformers' normalizer is
+      x = tx::ScaleOp::create(b, at("tokens_scaled", "hidden_size"), x,
+                              b.getF64FloatAttr(static_cast<float>(std::sqrt(static_cast<double>(H)))));
     if (s.positionEmbeddingType == "learned") {
       int64_t maxPos = s.maxPositionEmbeddings;
       Value wpe = declareParam("transformer.wpe.weight", {maxPos, H}, {tx::ParamRole::PositionEmbedding},

@@ -72,12 +72,15 @@ HuggingFaceConfig gpt2(const ModelSpec &s) {
           ""};
 }
 
-/// Llama's layout (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM): RMSNorm, SwiGLU, rotary positions.
+/// Llama's layout (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM; GemmaForCausalLM's but
+/// for its head_dim): RMSNorm, a gated MLP, rotary positions.
 std::optional<HuggingFaceConfig> notLlamaLayout(const ModelSpec &s, llvm::StringRef architecture) {
   if (s.normalization != "RMSNorm")
     return none("normalization " + s.normalization + " (" + architecture.str() + " has RMSNorm)");
   if (s.addBiasLinear)
     return none("add_bias_linear true (" + architecture.str() + "'s MLP has no biases)");
+  if (s.family == "gemma")
+    return std::nullopt; // head_dim is GemmaConfig's own field
   return headsNotHiddenWide(s, architecture);
 }
 
@@ -155,6 +158,23 @@ HuggingFaceConfig llama(const ModelSpec &s) {
   return {floatFactor(pretty(std::move(config))), ""};
 }
 
+/// GemmaForCausalLM: GeGLU with the tanh GELU, (1 + w) RMSNorm, embeddings times sqrt(hidden_size),
+/// its own head_dim.
+HuggingFaceConfig gemma(const ModelSpec &s) {
+  if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "GemmaForCausalLM"))
+    return *no;
+  if (std::optional<HuggingFaceConfig> no = ropeScaled(s, "GemmaForCausalLM"))
+    return *no;
+  if (s.addQkvBias)
+    return none("add_qkv_bias true (GemmaForCausalLM's attention_bias puts biases on o_proj too)");
+  llvm::json::Object config = llamaLayoutFields(s, "GemmaForCausalLM", "gemma");
+  config["hidden_act"] = "gelu_pytorch_tanh";
+  config["hidden_activation"] = "gelu_pytorch_tanh";
+  config["head_dim"] = s.headDim();
+  config["attention_bias"] = false;
+  return {pretty(std::move(config)), ""};
+}
+
 } // namespace
 
 HuggingFaceConfig huggingFaceConfig(const ModelSpec &spec) {
@@ -166,6 +186,8 @@ HuggingFaceConfig huggingFaceConfig(const ModelSpec &spec) {
     return qwen2(spec);
   if (spec.family == "mistral")
     return mistral(spec);
+  if (spec.family == "gemma")
+    return gemma(spec);
   return none("family " + spec.family);
 }
 

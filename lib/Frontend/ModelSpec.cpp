@@ -172,7 +172,7 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
     field = *expected;
     return Error::success();
   };
-  if (Error e = take(r.toChoice("family", get("family"), {"gpt2", "llama", "qwen2", "mistral"}), s.family))
+  if (Error e = take(r.toChoice("family", get("family"), {"gpt2", "llama", "qwen2", "mistral", "gemma"}), s.family))
     return std::move(e);
   bool gpt2 = s.family == "gpt2";
   struct IntKey { StringRef key; int64_t *field; int64_t limit; };
@@ -187,9 +187,9 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   s.ffnHiddenSize = defaultFfn(s.family, s.hiddenSize);
   s.maxPositionEmbeddings = s.seqLength;
   s.normalization = gpt2 ? "LayerNorm" : "RMSNorm";
-  s.activation = gpt2 ? "gelu" : "swiglu";
+  s.activation = gpt2 ? "gelu" : s.family == "gemma" ? "geglu" : "swiglu";
   s.positionEmbeddingType = gpt2 ? "learned" : "rope";
-  s.tieEmbeddings = gpt2;
+  s.tieEmbeddings = gpt2 || s.family == "gemma";
   s.addBiasLinear = gpt2;
   s.addQkvBias = s.family == "qwen2";
   // Megatron's and GPT-2's dropout; Hugging Face Llama has none.
@@ -204,7 +204,7 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
         return std::move(e);
   struct Choice { StringRef key; std::string *field; SmallVector<StringRef, 2> allowed; };
   for (Choice c : {Choice{"normalization", &s.normalization, {"LayerNorm", "RMSNorm"}},
-                   Choice{"activation", &s.activation, {"gelu", "swiglu"}},
+                   Choice{"activation", &s.activation, {"gelu", "swiglu", "geglu"}},
                    Choice{"position_embedding_type", &s.positionEmbeddingType, {"learned", "rope"}},
                    Choice{"rope_scaling_type", &s.ropeScalingType, {"none", "linear", "dynamic"}}})
     if (has(c.key))
@@ -267,6 +267,14 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   if (!gpt2 && s.activation == "gelu")
     return r.fail("activation gelu with family " + s.family +
                   " has no Hugging Face checkpoint layout; use family gpt2");
+  if ((s.family == "gemma") != (s.activation == "geglu"))
+    return r.fail("activation " + s.activation + " with family " + s.family + ": " +
+                  (s.family == "gemma" ? "GemmaForCausalLM's MLP is GeGLU; leave activation out (geglu)"
+                                       : "GeGLU has a Hugging Face checkpoint layout as family gemma only; use family "
+                                         "gemma, or leave activation out"));
+  if (s.family == "gemma" && s.normalization != "RMSNorm")
+    return r.fail("normalization " + s.normalization + " with family gemma: GemmaForCausalLM has RMSNorm (scaling "
+                  "by 1 + w); leave normalization out");
   if (!gpt2 && s.positionEmbeddingType == "learned")
     return r.fail("position_embedding_type learned with family " + s.family +
                   " has no Hugging Face checkpoint layout; use rope, or family gpt2");

@@ -113,6 +113,19 @@ public:
     return "sliding_window: " + std::to_string(*window) + "\n";
   }
 
+  /// Gemma's MLP activation: transformers 4.40 reads hidden_activation only (null: gelu_pytorch_tanh,
+  /// the tanh approximation megac's GeGLU computes).
+  Error gemmaActivation() const {
+    const json::Value *v = config.get("hidden_activation");
+    if (!v || v->kind() == json::Value::Null)
+      return Error::success();
+    std::optional<StringRef> name = v->getAsString();
+    if (name && (*name == "gelu_pytorch_tanh" || *name == "gelu_new"))
+      return Error::success();
+    return fail("hidden_activation is " + shown(*v) + ", but megac's GeGLU computes the tanh approximation "
+                "(gelu_pytorch_tanh, what transformers uses for null); " + cannot());
+  }
+
   /// Families whose transformers 4.40 class reads no rope_scaling: one in the file is refused
   /// rather than ignored as transformers would.
   Expected<std::string> noRopeScaling(StringRef architecture) const {
@@ -260,6 +273,51 @@ Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, S
          line("hidden_dropout", "0") + line("attention_dropout", exact(*attention));
 }
 
+/// GemmaForCausalLM's config: Llama's fields with head_dim (Megatron's kv_channels), GeGLU (transformers
+/// 4.40 reads hidden_activation: null means gelu_pytorch_tanh; hidden_act is not read), (1 + w)
+/// RMSNorm, embeddings times sqrt(hidden_size), tied by default.
+Expected<std::string> gemmaSpec(const ConfigReader &r) {
+  Expected<int64_t> layers = r.size("num_hidden_layers", "the number of layers", limits::kLayers),
+                    hidden = r.size("hidden_size", "the hidden size", limits::kHiddenSize),
+                    heads = r.size("num_attention_heads", "the number of attention heads", limits::kAttentionHeads),
+                    ffn = r.size("intermediate_size", "the MLP's hidden size", limits::kFfnHiddenSize),
+                    vocab = r.size("vocab_size", "the vocabulary size", limits::kVocabSize),
+                    positions = r.size("max_position_embeddings", "the positions the model was made for",
+                                       limits::kSeqLength, 8192),
+                    headDim = r.size("head_dim", "the width of each attention head", limits::kHiddenSize, 256);
+  for (Expected<int64_t> *e : {&layers, &hidden, &heads, &ffn, &vocab, &positions, &headDim})
+    if (!*e)
+      return e->takeError();
+  Expected<int64_t> groups =
+      r.size("num_key_value_heads", "the number of key/value heads", limits::kAttentionHeads, *heads);
+  Expected<double> epsilon = r.number("rms_norm_eps", 1e-6), base = r.number("rope_theta", 10000);
+  Expected<bool> tied = r.flag("tie_word_embeddings", true);
+  if (!groups)
+    return groups.takeError();
+  if (!epsilon)
+    return epsilon.takeError();
+  if (!base)
+    return base.takeError();
+  if (!tied)
+    return tied.takeError();
+  if (Error e = r.gemmaActivation())
+    return std::move(e);
+  Expected<double> attention = r.dropout("attention_dropout", 0.0);
+  if (!attention)
+    return attention.takeError();
+  Expected<std::string> scaling = r.noRopeScaling("GemmaForCausalLM");
+  if (!scaling)
+    return scaling.takeError();
+  return "# From a Hugging Face GemmaForCausalLM's config.json; " + r.dropoutComment() + ".\n" +
+         line("family", "gemma") + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
+         line("num_attention_heads", Twine(*heads)) + line("num_query_groups", Twine(*groups)) +
+         line("kv_channels", Twine(*headDim)) + line("ffn_hidden_size", Twine(*ffn)) +
+         line("seq_length", Twine(*positions)) + line("vocab_size", Twine(*vocab)) +
+         line("norm_epsilon", exact(*epsilon)) + line("rotary_base", exact(*base)) +
+         line("tie_embeddings", *tied ? "true" : "false") + line("hidden_dropout", "0") +
+         line("attention_dropout", exact(*attention));
+}
+
 } // namespace
 
 Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef path, SpecUse use) {
@@ -280,6 +338,7 @@ Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef 
                          : type == "llama" ? "LlamaForCausalLM"
                          : type == "qwen2"   ? "Qwen2ForCausalLM"
                          : type == "mistral" ? "MistralForCausalLM"
+                         : type == "gemma"   ? "GemmaForCausalLM"
                                              : nullptr;
   if (const json::Array *list = config->getArray("architectures"); causalLM && list && !list->empty())
     for (const json::Value &a : *list)
@@ -291,10 +350,12 @@ Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef 
     return gpt2Spec(r);
   if (type == "llama" || type == "qwen2" || type == "mistral")
     return llamaLayoutSpec(r, type, causalLM);
+  if (type == "gemma")
+    return gemmaSpec(r);
   return r.fail("model_type is " + (type.empty() ? std::string("missing") : "'" + type + "'") +
                 (architectures.empty() ? std::string() : " (architectures " + architectures + ")") +
-                "; megac computes the gpt2 (GPT2LMHeadModel), llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM) and "
-                "mistral (MistralForCausalLM) families only, so " +
+                "; megac computes the gpt2 (GPT2LMHeadModel), llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM), "
+                "mistral (MistralForCausalLM) and gemma (GemmaForCausalLM) families only, so " +
                 r.cannot());
 }
 

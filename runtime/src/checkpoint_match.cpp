@@ -108,6 +108,9 @@ const JsonValue *hf_default(const std::string &model_type, const std::string &ke
       {"mistral",
        {{"tie_word_embeddings", "false"}, {"rope_theta", "10000"}, {"rms_norm_eps", "1e-06"},
         {"hidden_act", "\"silu\""}, {"sliding_window", "4096"}}},
+      {"gemma",
+       {{"tie_word_embeddings", "true"}, {"rope_theta", "10000"}, {"rms_norm_eps", "1e-06"}, {"head_dim", "256"},
+        {"attention_bias", "false"}, {"hidden_activation", "null"}}},
       {"gpt2",
        {{"activation_function", "\"gelu_new\""}, {"layer_norm_epsilon", "1e-05"}, {"tie_word_embeddings", "true"},
         {"scale_attn_weights", "true"}}},
@@ -205,6 +208,16 @@ void check_hf_config(const std::string &config_path, const std::string &program_
   const bool window_off =
       model_type == "qwen2" && (!window || (window->kind == JsonValue::Kind::Bool && !window->boolean));
   auto window_field = [](const std::string &key) { return key == "sliding_window" || key == "max_window_layers"; };
+  // transformers 4.40's Gemma reads hidden_activation (null: gelu_pytorch_tanh) and never hidden_act.
+  auto gemma_activation = [&](const std::string &key, const JsonValue *value) {
+    if (model_type != "gemma")
+      return false;
+    if (key == "hidden_act")
+      return true;
+    return key == "hidden_activation" &&
+           (!value || value->kind == JsonValue::Kind::Null ||
+            (value->is_string() && (value->string == "gelu_pytorch_tanh" || value->string == "gelu_new")));
+  };
   for (const auto &[key, value] : file.object) {
     if (dropout_field(key)) { // not compared (a training choice), but it must be a rate
       const bool rate = (value.kind == JsonValue::Kind::Integer || value.kind == JsonValue::Kind::Number) &&
@@ -213,7 +226,7 @@ void check_hf_config(const std::string &config_path, const std::string &program_
         differ.push_back(key + " " + show(value) + " in the file is not a dropout rate (a number in [0, 1))");
       continue;
     }
-    if (documentary_fields().count(key) || (window_off && window_field(key)))
+    if (documentary_fields().count(key) || (window_off && window_field(key)) || gemma_activation(key, &value))
       continue;
     const JsonValue *ours = program.get(key);
     // Qwen2 windows the layers below max_window_layers: at least this program's layers is every layer.
@@ -245,7 +258,8 @@ void check_hf_config(const std::string &config_path, const std::string &program_
       unknown.push_back(key + " " + show(value));
   }
   for (const auto &[key, ours] : program.object) {
-    if (file.get(key) || documentary_fields().count(key) || dropout_field(key) || (window_off && window_field(key)))
+    if (file.get(key) || documentary_fields().count(key) || dropout_field(key) || (window_off && window_field(key)) ||
+        gemma_activation(key, nullptr))
       continue;
     const JsonValue *fallback = hf_default(model_type, key);
     if (fallback && key == "max_window_layers" && fallback->number >= ours.number)

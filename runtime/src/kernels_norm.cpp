@@ -105,23 +105,29 @@ void layer_norm_backward(A* dx, float* dw, float* db, const A* dy, const A* x, c
   detail::sum_row_blocks(db, pdb.data(), blocks, dim);
 }
 
+// The norm's scale of column j: w[j], or w[j] + offset (an offset of 0 leaves w's bits, -0 included).
+static inline float norm_scale(const float* w, int64_t j, float offset) {
+  return offset == 0.0f ? w[j] : w[j] + offset;
+}
+
 template <typename A>
-void rms_norm_forward(A* y, const A* x, const float* w, int64_t rows, int64_t dim, float eps) {
+void rms_norm_forward(A* y, const A* x, const float* w, int64_t rows, int64_t dim, float eps,
+                      float weight_offset) {
 #pragma omp parallel for schedule(static) if (rows * dim > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
     const A* xr = x + r * dim;
     A* yr = y + r * dim;
     const float rstd = static_cast<float>(rms_rstd(xr, dim, eps));
-    // Same order as HF: w * (x * rstd).
+    // Same order as HF: w * (x * rstd) (Gemma: (x * rstd) * (1 + w), the same product).
     for (int64_t j = 0; j < dim; ++j)
-      yr[j] = from_float<A>(w[j] * (to_float(xr[j]) * rstd));
+      yr[j] = from_float<A>(norm_scale(w, j, weight_offset) * (to_float(xr[j]) * rstd));
   }
 }
 
 template <typename A>
 void rms_norm_backward(A* dx, float* dw, const A* dy, const A* x, const float* w, int64_t rows,
-                       int64_t dim, float eps) {
-  // With xhat = x * rstd and g = dy * w:  dx = rstd * (g - xhat * mean(g * xhat)),
+                       int64_t dim, float eps, float weight_offset) {
+  // With xhat = x * rstd and g = dy * (w + offset):  dx = rstd * (g - xhat * mean(g * xhat)),
   // dw = sum dy * xhat.
   const int64_t blocks = detail::row_blocks(rows);
   std::vector<double> pdw(static_cast<size_t>(blocks * dim), 0.0);
@@ -137,11 +143,12 @@ void rms_norm_backward(A* dx, float* dw, const A* dy, const A* x, const float* w
       double sgx = 0.0;
 #pragma omp simd reduction(+ : sgx)
       for (int64_t j = 0; j < dim; ++j)
-        sgx += static_cast<double>(to_float(dyr[j]) * w[j]) * (to_float(xr[j]) * rstd);
+        sgx += static_cast<double>(to_float(dyr[j]) * norm_scale(w, j, weight_offset)) *
+               (to_float(xr[j]) * rstd);
       const float mgx = static_cast<float>(sgx / dim);
       for (int64_t j = 0; j < dim; ++j) {
         const float xh = to_float(xr[j]) * rstd, d = to_float(dyr[j]);
-        dxr[j] = from_float<A>(rstd * (d * w[j] - xh * mgx));
+        dxr[j] = from_float<A>(rstd * (d * norm_scale(w, j, weight_offset) - xh * mgx));
         bw[j] += static_cast<double>(d * xh);
       }
     }
@@ -158,12 +165,12 @@ void layer_norm_backward(float* dx, float* dw, float* db, const float* dy, const
   layer_norm_backward<float>(dx, dw, db, dy, x, w, rows, dim, eps);
 }
 void rms_norm_forward(float* y, const float* x, const float* w, int64_t rows, int64_t dim,
-                      float eps) {
-  rms_norm_forward<float>(y, x, w, rows, dim, eps);
+                      float eps, float weight_offset) {
+  rms_norm_forward<float>(y, x, w, rows, dim, eps, weight_offset);
 }
 void rms_norm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
-                       int64_t rows, int64_t dim, float eps) {
-  rms_norm_backward<float>(dx, dw, dy, x, w, rows, dim, eps);
+                       int64_t rows, int64_t dim, float eps, float weight_offset) {
+  rms_norm_backward<float>(dx, dw, dy, x, w, rows, dim, eps, weight_offset);
 }
 
 #define MEGART_NORMS(A)                                                                            \
@@ -171,9 +178,9 @@ void rms_norm_backward(float* dx, float* dw, const float* dy, const float* x, co
                                       float);                                                      \
   template void layer_norm_backward<A>(A*, float*, float*, const A*, const A*, const float*,       \
                                        int64_t, int64_t, float);                                   \
-  template void rms_norm_forward<A>(A*, const A*, const float*, int64_t, int64_t, float);          \
+  template void rms_norm_forward<A>(A*, const A*, const float*, int64_t, int64_t, float, float);   \
   template void rms_norm_backward<A>(A*, float*, const A*, const A*, const float*, int64_t,        \
-                                     int64_t, float);
+                                     int64_t, float, float);
 MEGART_NORMS(bf16_t)
 MEGART_NORMS(fp16_t)
 

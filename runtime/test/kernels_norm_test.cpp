@@ -118,4 +118,27 @@ TEST(KernelsNorm, RmsNormBackwardMatchesFiniteDifferences) {
   }
 }
 
+// Gemma's (1 + w): an offset of 1 on w is, bit for bit, the plain norm of the weights w + 1
+// (the same float sum, then the same products); the weight gradient is the plain one's.
+TEST(KernelsNorm, RmsNormWeightOffsetScalesByWPlusOffset) {
+  for (const auto& [rows, dim] : kShapes) {
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(dim);
+    const Vec x = random_vec(rows * dim, 13, -2.0f, 3.0f), w = random_vec(dim, 14, -0.5f, 0.5f),
+              dy = random_vec(rows * dim, 15);
+    Vec shifted(w);
+    for (float& v : shifted)
+      v += 1.0f;
+    Vec y(rows * dim), want(rows * dim), dx(rows * dim), dw(dim), want_dx(rows * dim), want_dw(dim);
+    cpu::rms_norm_forward(y.data(), x.data(), w.data(), rows, dim, kEps, 1.0f);
+    cpu::rms_norm_forward(want.data(), x.data(), shifted.data(), rows, dim, kEps);
+    EXPECT_EQ(y, want) << "rms_norm offset 1 " << shape;
+    cpu::rms_norm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rows, dim, kEps, 1.0f);
+    cpu::rms_norm_backward(want_dx.data(), want_dw.data(), dy.data(), x.data(), shifted.data(), rows, dim, kEps);
+    EXPECT_EQ(dx, want_dx) << "rms_norm dx offset 1 " << shape;
+    EXPECT_EQ(dw, want_dw) << "rms_norm dw offset 1 " << shape;
+    cpu::rms_norm_forward(want.data(), x.data(), w.data(), rows, dim, kEps);
+    EXPECT_NE(y, want) << "the offset changes the output " << shape;
+  }
+}
+
 } // namespace

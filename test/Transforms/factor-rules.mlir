@@ -45,6 +45,8 @@ func.func @rules(%x: tensor<2x16x32xf32>, %ids: tensor<2x16xi32>, %dy: tensor<2x
   %rms = tx.rms_norm %x, %nw eps 1.0e-5 : tensor<2x16x32xf32>, tensor<32xf32>
   // CHECK: remark: ([i, j, k]) -> ([i, j, k]) {i=2, j=16, k=32}{{$}}
   %g = tx.gelu %x (tanh) : tensor<2x16x32xf32>
+  // CHECK: remark: ([i, j, k]) -> ([i, j, k]) {i=2, j=16, k=32}{{$}}
+  %sc = tx.scale %x by 8.0 : tensor<2x16x32xf32>
   // CHECK: remark: ([i, j, k], [i, j, k]) -> ([i, j, k]) {i=2, j=16, k=32}{{$}}
   %s = tx.swiglu %x, %dy : tensor<2x16x32xf32>, tensor<2x16x32xf32>
   // CHECK: remark: ([i, j, k]) -> ([i, j, k]) {i=2, j=16, k=32}{{$}}

@@ -40,6 +40,10 @@
 // A sliding window (Mistral's): the keys it sees after causal.
 // CHECK:       remark: attention_forward({{.*}}, head_dim=8, scale=0.35, causal=true, window=4){{$}}
 // CHECK:       remark: attention_backward({{.*}}, head_dim=8, scale=0.35, causal=true, window=4){{$}}
+// Gemma's (1 + w) RMSNorm passes its weight offset; a constant factor scales.
+// CHECK:       remark: rms_norm_forward({{.*}}, rows=32, dim=32, eps=1e-06, weight_offset=1){{$}}
+// CHECK:       remark: rms_norm_backward({{.*}}, rows=32, dim=32, eps=1e-06, weight_offset=1){{$}}
+// CHECK:       remark: scale({{.*}}, %arg0, factor=8, n=1024){{$}}
 // Decoding, rotary embeddings take the position being computed; this function's attention is not
 // over one position, which the decode kernel refuses.
 // DECODE:       remark: rope_forward({{.*}}, position_offset=decode.position, inverse=false){{$}}
@@ -77,6 +81,9 @@ func.func @forward(%x: tensor<2x16x32xf32>, %wte: tensor<64x32xf32>, %ids: tenso
   %pre, %fused = tx.matmul_bias_gelu %x, %w, %b96 (erf) : tensor<2x16x32xf32>, tensor<32x96xf32>, tensor<96xf32> -> tensor<2x16x96xf32>
   %aw = tx.attention %qr, %k, %k causal window 4 scale 0.35 : tensor<2x16x4x8xf32>, tensor<2x16x2x8xf32>, tensor<2x16x2x8xf32> -> tensor<2x16x4x8xf32>
   %awg:3 = tx.attention_grad %aw, %qr, %k, %k causal window 4 scale 0.35 : tensor<2x16x4x8xf32>, tensor<2x16x2x8xf32>
+  %rg1 = tx.rms_norm %x, %nw eps 1.0e-6 weight_offset 1.0 : tensor<2x16x32xf32>, tensor<32xf32>
+  %rgg:2 = tx.rms_norm_grad %x, %x, %nw eps 1.0e-6 weight_offset 1.0 : tensor<2x16x32xf32>, tensor<32xf32>
+  %sc = tx.scale %x by 8.0 : tensor<2x16x32xf32>
   return
 }
 

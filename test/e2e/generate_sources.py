@@ -6,7 +6,8 @@ a. the Hugging Face folder: two calls at once on an empty program cache both pri
    transformers' greedy `generate` token for token, and leave one compiled program and no
    staging folder; a random Llama folder (grouped-query attention, rope_theta 5000, Llama 3's
    131072 positions, compiled for 4096), a random Qwen2 folder (q, k, v biases) and a random
-   Mistral folder (a sliding window of 5 positions, decoded with the KV cache past it) too;
+   Mistral folder (a sliding window of 5 positions, decoded with the KV cache past it) and a
+   random Gemma folder (GeGLU, (1 + w) norms, scaled tied embeddings, head_dim 32) too;
 b. LoRA adapters, merged on the fly: a folder PEFT saved (lora_B drawn non-zero) and a megac LoRA
    checkpoint trained 3 iterations on the folder equal transformers' greedy decoding of PEFT's
    merge_and_unload of them (and differ from the base's); OUT/train merge-lora's output of the
@@ -111,6 +112,24 @@ def make_mistral(folder, bpe):
                                         initializer_range=0.3, bos_token_id=bpe.token_to_id("<s>"),
                                         eos_token_id=bpe.token_to_id("</s>"))
     transformers.MistralForCausalLM(config).save_pretrained(folder)
+
+
+def make_gemma(folder, bpe):
+    """A random Gemma (GeGLU, (1 + w) norms drawn around 0, scaled tied embeddings, head_dim 32)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>").save_pretrained(folder)
+    torch.manual_seed(7)
+    config = transformers.GemmaConfig(vocab_size=bpe.get_vocab_size(), hidden_size=64, intermediate_size=176,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1, head_dim=32,
+                                      max_position_embeddings=SEQ, initializer_range=0.3,
+                                      bos_token_id=bpe.token_to_id("<s>"), eos_token_id=bpe.token_to_id("</s>"),
+                                      pad_token_id=bpe.token_to_id("</s>"))
+    model = transformers.GemmaForCausalLM(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.normal_(0.0, 0.3)
+    model.save_pretrained(folder)
 
 
 def greedy(model, prompt_ids, new_tokens=NEW_TOKENS):
@@ -243,6 +262,14 @@ def main():
           f"a. Hugging Face Mistral folder, sliding window {MISTRAL_WINDOW} ({seconds:.1f} s): {ours_mistral}; "
           f"transformers' greedy {theirs_mistral} ({len(set(theirs_mistral))} distinct; without the window "
           f"{unwindowed})")
+
+    # a. A Gemma folder.
+    make_gemma(w("gemma"), bpe)
+    theirs_gemma = greedy(transformers.AutoModelForCausalLM.from_pretrained(w("gemma")), prompt_ids)
+    ours_gemma, out, seconds = gen.run(w("gemma"), "--max-new-tokens", str(NEW_TOKENS))
+    check(ours_gemma == theirs_gemma and len(set(theirs_gemma)) >= 3 and "compiled the program" in out,
+          f"a. Hugging Face Gemma folder ({seconds:.1f} s): {ours_gemma}; transformers' greedy {theirs_gemma} "
+          f"({len(set(theirs_gemma))} distinct)")
 
     # c. A later call reuses the program.
     before = programs(cache)

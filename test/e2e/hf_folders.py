@@ -8,7 +8,8 @@ tp2 + sp's; two iterations trained from the folder are saved, and transformers' 
 of that checkpoint gives megac's loss (1e-5). The families: GPT-2, Llama (grouped kv heads; with
 linear and with dynamic rope scaling), Qwen2 (with and without its sliding window), Mistral (a
 sliding window of 7 positions in the 32-token samples; the same weights without the window give
-transformers a loss far from megac's, so the window is what is compared). A folder of another
+transformers a loss far from megac's, so the window is what is compared), Gemma (GeGLU, (1 + w)
+norms, scaled embeddings, head_dim 32 over hidden 64, tied). A folder of another
 architecture is refused by name before anything is compiled (the bad-input cases hold more)."""
 import os
 import shutil
@@ -61,6 +62,12 @@ families = {
         num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=160,
         max_position_embeddings=128, vocab_size=300, use_sliding_window=True, sliding_window=5,
         max_window_layers=2, initializer_range=0.3)),
+    # Gemma: GeGLU (hidden_activation null: the tanh GELU), (1 + w) norms (their weights drawn around 0
+    # below), embeddings times sqrt(64), tied, heads of 32 over hidden 64 (head_dim apart from
+    # hidden / heads).
+    "gemma": transformers.GemmaForCausalLM(transformers.GemmaConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        intermediate_size=160, max_position_embeddings=128, vocab_size=300)),
     # Refused: a window in some layers only (megac builds one layer body).
     "qwen2-some-windows": transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
         num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=160,
@@ -121,7 +128,8 @@ def main():
     made = python_json(args.python, MAKE_MODELS, [w("hf")], "transformers' save_pretrained")
     print(f"transformers {made['transformers']} saved {', '.join(made['made'])}")
     failures = []
-    for family in ("gpt2", "llama", "qwen2", "llama-dynamic-rope", "llama-linear-rope", "mistral", "qwen2-window"):
+    for family in ("gpt2", "llama", "qwen2", "llama-dynamic-rope", "llama-linear-rope", "mistral", "qwen2-window",
+                   "gemma"):
         folder = w("hf", family)
         out = w("out", family)
         shutil.rmtree(out, ignore_errors=True)

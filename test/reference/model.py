@@ -1,4 +1,4 @@
-"""GPT-2 / Llama / Qwen2 in plain torch, float32, with Hugging Face parameter names and layouts.
+"""GPT-2 / Llama / Qwen2 / Mistral / Gemma in plain torch, float32, with Hugging Face parameter names and layouts.
 
 model.state_dict() maps 1:1 to safetensors tensor names (see /work/shared/reference/facts.md).
 Family picks the names ("gpt2": transformer.*, Conv1D [in,out]; "llama", "qwen2": model.*, [out,in]);
@@ -41,11 +41,12 @@ class Embedding(nn.Module):
 
 
 class Norm(nn.Module):
-    """LayerNorm (weight, bias; biased variance) or RMSNorm (weight only)."""
+    """LayerNorm (weight, bias; biased variance) or RMSNorm (weight only; scaling by 1 + w with
+    offset 1, Gemma's)."""
 
-    def __init__(self, h, kind, eps):
+    def __init__(self, h, kind, eps, offset=0.0):
         super().__init__()
-        self.kind, self.eps = kind, eps
+        self.kind, self.eps, self.offset = kind, eps, offset
         self.weight = _param(h)
         self.bias = _param(h) if kind == "LayerNorm" else None
 
@@ -54,7 +55,7 @@ class Norm(nn.Module):
             mu = x.mean(-1, keepdim=True)
             var = (x - mu).pow(2).mean(-1, keepdim=True)
             return (x - mu) * torch.rsqrt(var + self.eps) * self.weight + self.bias
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (self.weight + self.offset)
 
 
 def gelu_tanh(x):
@@ -125,7 +126,7 @@ class MLP(nn.Module):
     def __init__(self, spec, gpt2):
         super().__init__()
         h, f, bias = spec.hidden_size, spec.ffn_hidden_size, spec.add_bias_linear
-        self.gpt2 = gpt2
+        self.gpt2, self.geglu = gpt2, spec.activation == "geglu"
         if gpt2:
             self.c_fc = Linear(h, f, bias, conv1d=True)
             self.c_proj = Linear(f, h, bias, conv1d=True)
@@ -137,6 +138,8 @@ class MLP(nn.Module):
     def forward(self, x):
         if self.gpt2:
             return self.c_proj(gelu_tanh(self.c_fc(x)))
+        if self.geglu:
+            return self.down_proj(gelu_tanh(self.gate_proj(x)) * self.up_proj(x))
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
@@ -145,7 +148,7 @@ class Block(nn.Module):
 
     def __init__(self, spec, gpt2):
         super().__init__()
-        norm = lambda: Norm(spec.hidden_size, spec.normalization, spec.norm_epsilon)
+        norm = lambda: Norm(spec.hidden_size, spec.normalization, spec.norm_epsilon, norm_offset(spec))
         if gpt2:
             self.ln_1, self.attn, self.ln_2, self.mlp = norm(), Attention(spec, True), norm(), MLP(spec, True)
         else:
@@ -163,12 +166,17 @@ class Block(nn.Module):
         return x + hidden(self.mlp(n2(x)), dropout.MLP_OUTPUT)
 
 
+def norm_offset(spec):
+    """Gemma's norms scale by 1 + w (weights centred at zero)."""
+    return 1.0 if spec.family == "gemma" else 0.0
+
+
 def check_supported(spec):
     """Combinations the reference implements; raises ValueError naming the field otherwise."""
     if spec.family == "gpt2" and spec.activation != "gelu":
         raise ValueError("family gpt2 has no Hugging Face layout for activation swiglu; use family llama")
-    if spec.family != "gpt2" and spec.activation != "swiglu":
-        raise ValueError(f"family {spec.family} has no Hugging Face layout for activation gelu; use family gpt2")
+    if spec.family != "gpt2" and spec.activation != ("geglu" if spec.family == "gemma" else "swiglu"):
+        raise ValueError(f"family {spec.family} has no Hugging Face layout for activation {spec.activation}")
     if spec.family != "gpt2" and spec.position_embedding_type != "rope":
         raise ValueError(f"family {spec.family} has no Hugging Face layout for learned positions; use family gpt2")
     if spec.family == "gpt2" and spec.add_qkv_bias != spec.add_bias_linear:
@@ -183,7 +191,7 @@ class Transformer(nn.Module):
         gpt2 = spec.family == "gpt2"
         h, V = spec.hidden_size, spec.vocab_size
         blocks = nn.ModuleList(Block(spec, gpt2) for _ in range(spec.num_layers))
-        final = Norm(h, spec.normalization, spec.norm_epsilon)
+        final = Norm(h, spec.normalization, spec.norm_epsilon, norm_offset(spec))
         body = nn.Module()  # "transformer" (gpt2) or "model" (llama): only there for the names
         if gpt2:
             body.wte = Embedding(V, h)
@@ -214,6 +222,8 @@ class Transformer(nn.Module):
         emb, blocks, final = (getattr(body, n) for n in self._names[1:])
         S = ids.shape[1]
         x = emb(ids)
+        if self.spec.family == "gemma":  # sqrt(hidden) as a float32, transformers' normalizer
+            x = x * torch.tensor(self.spec.hidden_size ** 0.5, dtype=torch.float32)
         if self.rope is None:
             x = x + body.wpe.weight[:S]
         rope = None if self.rope is None else (self.rope[0][:S], self.rope[1][:S])
@@ -241,8 +251,8 @@ def init_weights(model, seed):
         for name, p in model.named_parameters():
             if name.endswith(".bias"):
                 p.zero_()
-            elif p.ndim == 1:
-                p.fill_(1.0)
+            elif p.ndim == 1:  # norm weights: 1, or 0 where they scale by 1 + w
+                p.fill_(1.0 - norm_offset(model.spec))
             else:
                 p.normal_(0.0, out_std if name.endswith(OUTPUT_PROJECTIONS) else 0.02)
     return model

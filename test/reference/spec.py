@@ -22,11 +22,13 @@ FAMILY_DEFAULTS = {
 # Qwen2: Llama's layout with biases on q, k and v; Mistral: Llama's layout (with a sliding window).
 FAMILY_DEFAULTS["qwen2"] = dict(FAMILY_DEFAULTS["llama"], add_qkv_bias=True)
 FAMILY_DEFAULTS["mistral"] = dict(FAMILY_DEFAULTS["llama"])
+# Gemma: GeGLU (tanh GELU), RMSNorm scaling by 1 + w, embeddings times sqrt(hidden), tied.
+FAMILY_DEFAULTS["gemma"] = dict(FAMILY_DEFAULTS["llama"], activation="geglu", tie_embeddings=True)
 
 CHOICES = {
-    "family": ("gpt2", "llama", "qwen2", "mistral"),
+    "family": ("gpt2", "llama", "qwen2", "mistral", "gemma"),
     "normalization": ("LayerNorm", "RMSNorm"),
-    "activation": ("gelu", "swiglu"),
+    "activation": ("gelu", "swiglu", "geglu"),
     "position_embedding_type": ("learned", "rope"),
     "rope_scaling_type": ("none", "linear", "dynamic"),
 }

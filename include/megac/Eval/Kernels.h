@@ -39,8 +39,9 @@ struct NormGrads {
 Tensor layerNorm(const Tensor &x, const Tensor &w, const Tensor &b, double eps);
 NormGrads layerNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w, double eps);
 /// x / sqrt(mean(x^2) + eps) * w over the last dimension.
-Tensor rmsNorm(const Tensor &x, const Tensor &w, double eps);
-NormGrads rmsNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w, double eps);
+/// The scale is w + weightOffset (Gemma's 1 + w).
+Tensor rmsNorm(const Tensor &x, const Tensor &w, double eps, double weightOffset = 0.0);
+NormGrads rmsNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w, double eps, double weightOffset = 0.0);
 
 //===--- activations ------------------------------------------------------===//
 

@@ -13,7 +13,8 @@ namespace megac {
 
 struct ModelSpec {
   std::string family;                  // gpt2 | llama | qwen2 (Llama's layout with q, k, v biases) |
-                                       // mistral (Llama's layout with a sliding window)
+                                       // mistral (Llama's layout with a sliding window) | gemma (GeGLU,
+                                       // (1 + w) RMSNorm, embeddings scaled by sqrt(hidden))
   int64_t numLayers = 0;
   int64_t hiddenSize = 0;
   int64_t numAttentionHeads = 0;
@@ -24,7 +25,7 @@ struct ModelSpec {
   int64_t maxPositionEmbeddings = 0;   // learned positions only
   int64_t vocabSize = 0;
   std::string normalization;           // LayerNorm | RMSNorm
-  std::string activation;              // gelu | swiglu
+  std::string activation;              // gelu | swiglu | geglu (tanh GELU gating, Gemma's)
   std::string positionEmbeddingType;   // learned | rope
   bool tieEmbeddings = false;
   bool addBiasLinear = false;
@@ -47,6 +48,11 @@ struct ModelSpec {
   std::string path;
   std::map<std::string, unsigned> keyLines;
 
+  /// Gemma's RMSNorm scales by (1 + w), its weights centred at zero (Megatron's
+  /// apply_layernorm_1p).
+  bool normWeightsCentredAtZero() const { return family == "gemma"; }
+  /// Gemma multiplies the token embeddings by sqrt(hidden_size) (as a float32, transformers').
+  bool scalesEmbeddings() const { return family == "gemma"; }
   int64_t headDim() const { return kvChannels ? kvChannels : hiddenSize / numAttentionHeads; }
   /// The rope base a sequence of `tokens` uses: with dynamic NTK scaling past
   /// max_position_embeddings, base x (factor x tokens / max - (factor - 1))^(d / (d - 2)).

@@ -77,9 +77,14 @@ __global__ void layer_norm_backward_kernel(float *dx, float *row_mean, float *ro
   }
 }
 
-// With xhat = x * rstd and g = dy * w:  dx = rstd * (g - xhat * mean(g * xhat)).
+// The norm's scale of column j: w[j], or w[j] + offset (Gemma's 1 + w; an offset of 0 keeps w's bits).
+__device__ __forceinline__ float norm_scale(const float *w, int64_t j, float offset) {
+  return offset == 0.0f ? w[j] : w[j] + offset;
+}
+
+// With xhat = x * rstd and g = dy * (w + offset):  dx = rstd * (g - xhat * mean(g * xhat)).
 __global__ void rms_norm_backward_kernel(float *dx, float *row_rstd, const float *dy, const float *x, const float *w,
-                                         int64_t rows, int64_t dim, float eps) {
+                                         int64_t rows, int64_t dim, float eps, float offset) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float *xr = x + r * dim;
     const float *dyr = dy + r * dim;
@@ -87,12 +92,12 @@ __global__ void rms_norm_backward_kernel(float *dx, float *row_rstd, const float
     const float rstd = rms_rstd(xr, dim, eps);
     double sgx = 0.0;
     for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
-      sgx += static_cast<double>(dyr[j] * w[j]) * (xr[j] * rstd);
+      sgx += static_cast<double>(dyr[j] * norm_scale(w, j, offset)) * (xr[j] * rstd);
     sgx = block_sum(sgx);
     const float mgx = static_cast<float>(sgx / dim);
     for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
       const float xh = xr[j] * rstd;
-      dxr[j] = rstd * (dyr[j] * w[j] - xh * mgx);
+      dxr[j] = rstd * (dyr[j] * norm_scale(w, j, offset) - xh * mgx);
     }
     if (threadIdx.x == 0)
       row_rstd[r] = rstd;
@@ -100,13 +105,13 @@ __global__ void rms_norm_backward_kernel(float *dx, float *row_rstd, const float
 }
 
 __global__ void rms_norm_forward_kernel(float *y, const float *x, const float *w, int64_t rows, int64_t dim,
-                                        float eps) {
+                                        float eps, float offset) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float *xr = x + r * dim;
     float *yr = y + r * dim;
     const float rstd = rms_rstd(xr, dim, eps);
     for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
-      yr[j] = w[j] * (xr[j] * rstd); // HF's order: w * (x * rstd)
+      yr[j] = norm_scale(w, j, offset) * (xr[j] * rstd); // HF's order: w * (x * rstd)
   }
 }
 
@@ -187,17 +192,18 @@ void layer_norm_backward(float *dx, float *dw, float *db, const float *dy, const
   detail::sum_row_blocks(db, s.pdb, blocks, dim);
 }
 
-void rms_norm_forward(float *y, const float *x, const float *w, int64_t rows, int64_t dim, float eps) {
+void rms_norm_forward(float *y, const float *x, const float *w, int64_t rows, int64_t dim, float eps,
+                      float weight_offset) {
   check_shape("rms_norm_forward", rows, dim);
   if (rows == 0 || dim == 0)
     return;
   rms_norm_forward_kernel<<<detail::row_blocks(rows), detail::kThreads, 0, compute_stream()>>>(y, x, w, rows, dim,
-                                                                                               eps);
+                                                                                               eps, weight_offset);
   detail::check_launch("rms_norm_forward");
 }
 
 void rms_norm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t rows,
-                       int64_t dim, float eps) {
+                       int64_t dim, float eps, float weight_offset) {
   check_shape("rms_norm_backward", rows, dim);
   if (dim == 0)
     return;
@@ -208,7 +214,7 @@ void rms_norm_backward(float *dx, float *dw, const float *dy, const float *x, co
   const NormScratch s = norm_scratch(rows, dim, false);
   cudaStream_t stream = compute_stream();
   rms_norm_backward_kernel<<<detail::row_blocks(rows), detail::kThreads, 0, stream>>>(dx, s.rstd, dy, x, w, rows, dim,
-                                                                                      eps);
+                                                                                      eps, weight_offset);
   detail::check_launch("rms_norm_backward");
   norm_weight_partials_kernel<<<detail::partials_grid(rows, dim), detail::kThreads, 0, stream>>>(
       s.pdw, nullptr, dy, x, nullptr, s.rstd, rows, dim);

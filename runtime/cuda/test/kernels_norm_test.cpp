@@ -104,6 +104,26 @@ TEST_F(CudaNorm, RmsNormBackward) {
   }
 }
 
+// Gemma's (1 + w): the offset as the CPU applies it, forward and backward.
+TEST_F(CudaNorm, RmsNormWeightOffset) {
+  for (const auto &[rows, dim] : kShapes) {
+    const auto x = random_floats(rows * dim, 50, -2.0f, 3.0f), w = random_floats(dim, 51),
+               dy = random_floats(rows * dim, 52);
+    std::vector<float> want(x.size()), want_dx(x.size()), want_dw(dim);
+    megart::cpu::rms_norm_forward(want.data(), x.data(), w.data(), rows, dim, kEps, 1.0f);
+    megart::cpu::rms_norm_backward(want_dx.data(), want_dw.data(), dy.data(), x.data(), w.data(), rows, dim, kEps,
+                                   1.0f);
+    const DeviceArray<float> dx_in(x), dw_in(w), ddy(dy);
+    DeviceArray<float> y(x.size()), dx(x.size()), dw(dim);
+    rms_norm_forward(y.data(), dx_in.data(), dw_in.data(), rows, dim, kEps, 1.0f);
+    rms_norm_backward(dx.data(), dw.data(), ddy.data(), dx_in.data(), dw_in.data(), rows, dim, kEps, 1.0f);
+    expect_near_all(y.get(), want, 1e-5f, 2e-6f, "rms_norm_forward offset 1 " + shape(rows, dim));
+    expect_near_all(dx.get(), want_dx, 1e-5f, 5e-6f * max_rstd(x, rows, dim, false),
+                    "rms_norm_backward dx offset 1 " + shape(rows, dim));
+    expect_near_all(dw.get(), want_dw, 1e-5f, 2e-5f, "rms_norm_backward dw offset 1 " + shape(rows, dim));
+  }
+}
+
 TEST_F(CudaNorm, BackwardIsDeterministic) {
   // Same inputs twice: bitwise the same dx, dw, db (no atomics, fixed reduction shapes).
   const int64_t rows = 70, dim = 1000;

@@ -121,13 +121,14 @@ void layer_norm_forward(float* y, const float* x, const float* w, const float* b
 void layer_norm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
                          const float* w, int64_t rows, int64_t dim, float eps);
 
-// y = x / sqrt(mean(x^2) + eps) * w (HF LlamaRMSNorm); x, y: [rows, dim], w: [dim].
+// y = x / sqrt(mean(x^2) + eps) * w (HF LlamaRMSNorm); x, y: [rows, dim], w: [dim]. With a
+// weight_offset c the scale is (w + c), computed in float (HF GemmaRMSNorm's 1 + w).
 void rms_norm_forward(float* y, const float* x, const float* w, int64_t rows, int64_t dim,
-                      float eps);
+                      float eps, float weight_offset = 0.0f);
 
 // Recomputes the statistics from x. Writes dx [rows, dim] and dw [dim] (sum over rows).
 void rms_norm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
-                       int64_t rows, int64_t dim, float eps);
+                       int64_t rows, int64_t dim, float eps, float weight_offset = 0.0f);
 
 // 16-bit: x, y, dy, dx are A*; w, b, dw, db stay float.
 template <typename A>
@@ -136,10 +137,11 @@ template <typename A>
 void layer_norm_backward(A *dx, float *dw, float *db, const A *dy, const A *x, const float *w, int64_t rows,
                          int64_t dim, float eps);
 template <typename A>
-void rms_norm_forward(A *y, const A *x, const float *w, int64_t rows, int64_t dim, float eps);
+void rms_norm_forward(A *y, const A *x, const float *w, int64_t rows, int64_t dim, float eps,
+                      float weight_offset = 0.0f);
 template <typename A>
 void rms_norm_backward(A *dx, float *dw, const A *dy, const A *x, const float *w, int64_t rows, int64_t dim,
-                       float eps);
+                       float eps, float weight_offset = 0.0f);
 
 // ---- Activations (kernels_activation.cpp) -------------------------------------------------
 

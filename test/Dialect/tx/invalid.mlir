@@ -226,6 +226,22 @@ func.func @dropout_stream(%x: tensor<2x8x64xf32>) {
 
 // -----
 
+func.func @scale_infinite(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{factor must be finite (at most 1e30 in size), found INF}}
+  %0 = tx.scale %x by 0x7FF0000000000000 : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_offset_nan(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{weight_offset must be finite, found nan}}
+  %0 = tx.rms_norm %x, %w eps 1.0e-6 weight_offset 0x7FF8000000000000 : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
 func.func @attention_window_not_causal(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x2x16xf32>) {
   // expected-error @+1 {{a window needs causal attention (a window looks back from its query)}}
   %0 = tx.attention %q, %k, %v window 3 scale 0.25 : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32> -> tensor<1x8x4x16xf32>

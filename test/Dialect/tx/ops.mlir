@@ -111,6 +111,19 @@ func.func @rope(%q: tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32> {
 
 // -----
 
+// CHECK-LABEL: func @gemma_norm_and_scale
+func.func @gemma_norm_and_scale(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>) {
+  // CHECK: tx.rms_norm %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 weight_offset 1.000000e+00 :
+  %0 = tx.rms_norm %x, %w eps 1.0e-6 weight_offset 1.0 : tensor<2x8x16xf32>, tensor<16xf32>
+  // CHECK: tx.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 weight_offset 1.000000e+00 :
+  %1:2 = tx.rms_norm_grad %0, %x, %w eps 1.0e-6 weight_offset 1.0 : tensor<2x8x16xf32>, tensor<16xf32>
+  // CHECK: tx.scale %{{.*}} by 8.000000e+00 : tensor<2x8x16xf32>
+  %2 = tx.scale %x by 8.0 : tensor<2x8x16xf32>
+  return %0, %2 : tensor<2x8x16xf32>, tensor<2x8x16xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func @attention
 func.func @attention(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tensor<2x8x2x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) {
   // CHECK: tx.attention %{{.*}}, %{{.*}}, %{{.*}} causal scale 2.500000e-01 : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>

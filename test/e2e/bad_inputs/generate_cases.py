@@ -33,8 +33,8 @@ def cases():
     return [
         generate("megac generate of another architecture", "{scratch}/hf",
                  r"config\.json: model_type is 'bert' \(architectures BertForMaskedLM\); megac computes the gpt2 "
-                 r"\(GPT2LMHeadModel\), llama \(LlamaForCausalLM\), qwen2 \(Qwen2ForCausalLM\) and mistral "
-                 r"\(MistralForCausalLM\) families only",
+                 r"\(GPT2LMHeadModel\), llama \(LlamaForCausalLM\), qwen2 \(Qwen2ForCausalLM\), mistral "
+                 r"\(MistralForCausalLM\) and gemma \(GemmaForCausalLM\) families only",
                  content={"hf/config.json": json.dumps({"model_type": "bert", "architectures": ["BertForMaskedLM"]}),
                           "hf/model.safetensors": files.copy_of(os.path.join(ITER, "model.safetensors"))}),
         generate("megac generate of pickled weights", "{scratch}/hf",

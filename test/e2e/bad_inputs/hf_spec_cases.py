@@ -32,8 +32,9 @@ def cases():
         hf_compile("a folder without config.json", r"hf is a folder without a config\.json; give a spec YAML or a "
                    r"Hugging Face model folder", content={"hf/model.safetensors": b"x"}),
         hf_compile("another architecture", r"model_type is 'bert' \(architectures BertForMaskedLM\); megac computes "
-                   r"the gpt2 \(GPT2LMHeadModel\), llama \(LlamaForCausalLM\), qwen2 \(Qwen2ForCausalLM\) and "
-                   r"mistral \(MistralForCausalLM\) families only, so it cannot compile this model", content={"hf/config.json": json.dumps(
+                   r"the gpt2 \(GPT2LMHeadModel\), llama \(LlamaForCausalLM\), qwen2 \(Qwen2ForCausalLM\), "
+                   r"mistral \(MistralForCausalLM\) and gemma \(GemmaForCausalLM\) families only, so it cannot "
+                   r"compile this model", content={"hf/config.json": json.dumps(
                        {"model_type": "bert", "architectures": ["BertForMaskedLM"]}).encode()}),
         hf_compile("another head on a known model type", r"architectures is \[GPT2ForSequenceClassification\]; "
                    r"megac computes GPT2LMHeadModel \(a causal language model head\)",
@@ -55,6 +56,12 @@ def cases():
         hf_compile("rope scaling on Mistral", r"rope_scaling is \{.*\}, but transformers 4\.40's MistralForCausalLM "
                    r"reads no rope_scaling \(it would run unscaled\); it cannot compile this model as the file asks",
                    content=mistral_config(rope_scaling={"type": "linear", "factor": 2.0})),
+        hf_compile("Gemma with the exact GELU", r"hidden_activation is \"gelu\", but megac's GeGLU computes the tanh "
+                   r"approximation \(gelu_pytorch_tanh, what transformers uses for null\); it cannot compile this model",
+                   content={"hf/config.json": json.dumps({
+                       "model_type": "gemma", "architectures": ["GemmaForCausalLM"], "num_hidden_layers": 1,
+                       "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16, "intermediate_size": 128,
+                       "vocab_size": 300, "hidden_activation": "gelu"}).encode()}),
         hf_compile("a Qwen2 window in some layers", r"use_sliding_window is true with max_window_layers 1 of 2 layers; "
                    r"megac builds one layer body and computes a window in every layer or in none",
                    content={"hf/config.json": json.dumps({

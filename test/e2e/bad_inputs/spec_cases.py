@@ -33,6 +33,11 @@ def cases():
         spec_case("a sliding window on gpt2", with_key("sliding_window", 8),
                   r"sliding_window with family gpt2: GPT2LMHeadModel has no sliding window, so no Hugging Face "
                   r"checkpoint could say it; use family mistral \(or qwen2\), or leave sliding_window out"),
+        spec_case("GeGLU outside gemma", with_keys([("family", "llama"), ("activation", "geglu")]),
+                  r"activation geglu with family llama: GeGLU has a Hugging Face checkpoint layout as family gemma "
+                  r"only"),
+        spec_case("gemma with LayerNorm", with_keys([("family", "gemma"), ("normalization", "LayerNorm")]),
+                  r"normalization LayerNorm with family gemma: GemmaForCausalLM has RMSNorm \(scaling by 1 \+ w\)"),
         spec_case("sliding_window 0", with_keys([("family", "mistral"), ("sliding_window", 0)]), r"sliding_window"),
         spec_case("sliding_window 2^40", with_keys([("family", "mistral"), ("sliding_window", 1099511627776)]),
                   r"sliding_window is 1099511627776"),

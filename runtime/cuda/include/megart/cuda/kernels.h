@@ -71,9 +71,11 @@ void layer_norm_forward(float *y, const float *x, const float *w, const float *b
                         float eps);
 void layer_norm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                          int64_t rows, int64_t dim, float eps);
-void rms_norm_forward(float *y, const float *x, const float *w, int64_t rows, int64_t dim, float eps);
+// weight_offset as the CPU's (megart/kernels.h): the scale is w + offset (Gemma's 1 + w).
+void rms_norm_forward(float *y, const float *x, const float *w, int64_t rows, int64_t dim, float eps,
+                      float weight_offset = 0.0f);
 void rms_norm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t rows,
-                       int64_t dim, float eps);
+                       int64_t dim, float eps, float weight_offset = 0.0f);
 
 // ---- Activations ------------------------------------------------------------------------
 void gelu_tanh_forward(float *y, const float *x, int64_t n);
