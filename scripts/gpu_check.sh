@@ -112,10 +112,11 @@ limit() {
 # $OUT/gpu_running.log, so that a stopped call shows it), the end shown on failure. --dry-run
 # only prints it.
 run() {
-  local log=$1 secs; secs=$(limit "$2"); shift 2
+  local log=$1 want=$2 secs; secs=$(limit "$2"); shift 2
   echo "+ timeout $secs $(printf '%q ' "$@")> $log"
   [ $DRY = 1 ] && return 0
-  if [ "$secs" -lt "$2" ] && [ "$secs" -lt 5 ]; then
+  # The budget spent (timeout 0 would mean no limit at all): not started.
+  if [ "$secs" -lt "$want" ] && [ "$secs" -lt 5 ]; then
     echo "   not started: the time budget (BUDGET=$BUDGET s) is spent" | tee "$log"
     return 124
   fi

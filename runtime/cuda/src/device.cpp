@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -226,13 +228,23 @@ cudaStream_t compute_stream() { return the_device().stream(); }
 bool available(std::string *why) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0) {
-    if (why)
-      *why = status != cudaSuccess ? cudaGetErrorString(status) : "no CUDA devices";
-    cudaGetLastError();
-    return false;
-  }
-  return true;
+  if (status == cudaSuccess && count > 0)
+    return true;
+  cudaGetLastError();
+  // A loaded NVIDIA driver that CUDA cannot use (older than this CUDA runtime, a broken install)
+  // is an error, not the absence of a GPU: a machine lent for its GPU must not read as skipped.
+  std::ifstream driver("/proc/driver/nvidia/version");
+  std::string version;
+  if (status != cudaSuccess && status != cudaErrorNoDevice && driver && std::getline(driver, version))
+    throw Error(std::string("CUDA cannot use this machine's GPU: cudaGetDeviceCount failed with ") +
+                cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ") while an NVIDIA driver is loaded (" +
+                version + "); a driver older than the CUDA runtime megac was built with (" +
+                std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+                ") reads so: update the driver, or build with the CUDA toolkit the driver supports");
+  if (why)
+    *why = status != cudaSuccess ? std::string(cudaGetErrorString(status)) + " (no NVIDIA driver loaded)"
+                                 : "no CUDA devices";
+  return false;
 }
 
 } // namespace megart::cuda

@@ -15,6 +15,8 @@ namespace megart::cuda {
 Device &device();
 
 // Whether a CUDA device can be used here; when not, `why` says why (for skipping tests).
+// False (why: the reason) when this machine has no GPU or no NVIDIA driver; throws megart::Error
+// when a driver is loaded but CUDA cannot use it (a driver/toolkit mismatch is not "no GPU").
 bool available(std::string *why = nullptr);
 
 // Throws megart::Error "CUDA error in <what>: <cudaGetErrorString>" unless status is success.
