@@ -71,6 +71,8 @@ AttentionShape AttentionGradOp::getAttentionShape() {
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(verifyIgnoreIndex(*this, getIgnoreIndexAttr())))
+    return failure();
   ArrayRef<int64_t> logits = shapeOf(getLogits());
   if (logits.size() < 2)
     return emitOpError() << "logits must be [..., vocab] with rank >= 2, found " << shapeString(logits);

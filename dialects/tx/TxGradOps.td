@@ -113,10 +113,11 @@ def Tx_AttentionGradOp : Tx_Op<"attention_grad", [Tx_ReferenceEval, Tx_KernelCal
 def Tx_CrossEntropyGradOp : Tx_Op<"cross_entropy_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure, AllTypesMatch<["logits", "result"]>]> {
   let summary = "gradient of tx.cross_entropy with respect to the logits";
   let arguments = (ins Tx_FloatScalar:$grad, Tx_FloatTensor:$logits, Tx_IdTensor:$labels,
-                       OptionalAttr<I64Attr>:$vocab_size);
+                       OptionalAttr<I64Attr>:$vocab_size, OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = [{
-    $grad `,` $logits `,` $labels (`vocab_size` $vocab_size^)? attr-dict `:` type($grad) `,` type($logits) `,` type($labels)
+    $grad `,` $logits `,` $labels (`vocab_size` $vocab_size^)? (`ignore_index` $ignore_index^)? attr-dict
+    `:` type($grad) `,` type($logits) `,` type($labels)
   }];
   let hasVerifier = 1;
 }

@@ -262,11 +262,19 @@ FailureOr<KernelCall> AttentionOp::getKernelCall(bool decode) {
   return call;
 }
 
+/// A loss's ignored label, the kernels' last argument when there is one (their default: none).
+void ignoreIndex(std::vector<KernelArg> &args, std::optional<uint64_t> ignore) {
+  if (ignore)
+    args.push_back(integer("ignore_index", int64_t(*ignore)));
+}
+
 FailureOr<KernelCall> CrossEntropyOp::getKernelCall(bool) {
   const int64_t v = shapeOf(getLogits()).back();
-  return KernelCall{Kernel::cross_entropy_forward,
-                    {getResult(), getLogits(), getLabels(), integer("tokens", numel(getLabels())),
-                     integer("vocab", v), integer("vocab_size", int64_t(getVocabSize().value_or(v)))}};
+  KernelCall call{Kernel::cross_entropy_forward,
+                  {getResult(), getLogits(), getLabels(), integer("tokens", numel(getLabels())), integer("vocab", v),
+                   integer("vocab_size", int64_t(getVocabSize().value_or(v)))}};
+  ignoreIndex(call.args, getIgnoreIndex());
+  return call;
 }
 
 // ---- backward ops -----------------------------------------------------------------------------
@@ -335,10 +343,12 @@ FailureOr<KernelCall> AttentionGradOp::getKernelCall(bool) {
 
 FailureOr<KernelCall> CrossEntropyGradOp::getKernelCall(bool) {
   const int64_t v = shapeOf(getLogits()).back();
-  return KernelCall{Kernel::cross_entropy_backward,
-                    {getResult(), KernelArg::hostScalar(getGrad()), getLogits(), getLabels(),
-                     integer("tokens", numel(getLabels())), integer("vocab", v),
-                     integer("vocab_size", int64_t(getVocabSize().value_or(v)))}};
+  KernelCall call{Kernel::cross_entropy_backward,
+                  {getResult(), KernelArg::hostScalar(getGrad()), getLogits(), getLabels(),
+                   integer("tokens", numel(getLabels())), integer("vocab", v),
+                   integer("vocab_size", int64_t(getVocabSize().value_or(v)))}};
+  ignoreIndex(call.args, getIgnoreIndex());
+  return call;
 }
 
 // ---- vocabulary-parallel cross-entropy ----------------------------------------------------------
@@ -362,16 +372,23 @@ FailureOr<KernelCall> TargetLogitOp::getKernelCall(bool) {
 }
 
 FailureOr<KernelCall> CrossEntropyFromStatsOp::getKernelCall(bool) {
-  return KernelCall{Kernel::cross_entropy_from_stats,
-                    {getResult(), getMax(), getSumExp(), getTarget(), integer("tokens", numel(getMax()))}};
+  KernelCall call{Kernel::cross_entropy_from_stats,
+                  {getResult(), getMax(), getSumExp(), getTarget(), integer("tokens", numel(getMax()))}};
+  if (getLabels()) { // the labels, then the ignored one
+    call.args.push_back(getLabels());
+    ignoreIndex(call.args, getIgnoreIndex());
+  }
+  return call;
 }
 
 FailureOr<KernelCall> CrossEntropyGradFromStatsOp::getKernelCall(bool) {
   const int64_t v = shapeOf(getLogits()).back();
-  return KernelCall{Kernel::cross_entropy_backward_from_stats,
-                    {getResult(), KernelArg::hostScalar(getGrad()), getLogits(), getLabels(), getMax(), getSumExp(),
-                     integer("tokens", numel(getMax())), integer("vocab", v), vocabStart(getVocabParallel(), v),
-                     validColumns(getVocabSize(), v)}};
+  KernelCall call{Kernel::cross_entropy_backward_from_stats,
+                  {getResult(), KernelArg::hostScalar(getGrad()), getLogits(), getLabels(), getMax(), getSumExp(),
+                   integer("tokens", numel(getMax())), integer("vocab", v), vocabStart(getVocabParallel(), v),
+                   validColumns(getVocabSize(), v)}};
+  ignoreIndex(call.args, getIgnoreIndex());
+  return call;
 }
 
 // ---- fused ops --------------------------------------------------------------------------------

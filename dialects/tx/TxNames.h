@@ -74,6 +74,10 @@ inline constexpr int64_t kAttentionDropoutStream = 1;       // the attention pro
 inline constexpr int64_t kAttentionOutputDropoutStream = 2; // the attention's output projection
 inline constexpr int64_t kMlpOutputDropoutStream = 3;       // the MLP's output projection
 
+/// The label of a position a masked language model does not predict (transformers' ignore_index;
+/// the runtime's MLM batches write it, megart::kMlmIgnoredLabel).
+inline constexpr int64_t kIgnoredLabel = -100;
+
 // ---- symbols ----------------------------------------------------------------------------------
 
 /// The frontend's entry, `(ids, labels) -> loss`, and what megac-autodiff makes of it.

@@ -271,11 +271,15 @@ def Tx_CrossEntropyOp : Tx_Op<"cross_entropy", [Tx_ReferenceEval, Tx_KernelCall,
     `logits` is `[..., vocab]`, `labels` has the leading dimensions of `logits`. The result is
     the mean over all label positions of `-log softmax(logits)[label]`. With `vocab_size`, only
     the first `vocab_size` columns are real; the rest is vocabulary padding, left out of the softmax.
+    With `ignore_index` (negative: transformers' -100), positions with that label take no part: the
+    mean is over the others (a masked language model's masked positions), 0 when there are none.
   }];
-  let arguments = (ins Tx_FloatTensor:$logits, Tx_IdTensor:$labels, OptionalAttr<I64Attr>:$vocab_size);
+  let arguments = (ins Tx_FloatTensor:$logits, Tx_IdTensor:$labels, OptionalAttr<I64Attr>:$vocab_size,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Tx_FloatScalar:$result);
   let assemblyFormat = [{
-    $logits `,` $labels (`vocab_size` $vocab_size^)? attr-dict `:` type($logits) `,` type($labels) `->` type($result)
+    $logits `,` $labels (`vocab_size` $vocab_size^)? (`ignore_index` $ignore_index^)? attr-dict
+    `:` type($logits) `,` type($labels) `->` type($result)
   }];
   let hasVerifier = 1;
 }

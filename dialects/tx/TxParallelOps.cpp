@@ -32,11 +32,16 @@ LogicalResult CrossEntropyFromStatsOp::verify() {
   for (Value v : {getSumExp(), getTarget()})
     if (failed(expectShape(*this, "statistic", shapeOf(v), shapeOf(getMax()), "the shape of max")))
       return failure();
-  return success();
+  if (bool(getLabels()) != bool(getIgnoreIndexAttr()))
+    return emitOpError() << "takes the labels with ignore_index and only then";
+  if (getLabels() && failed(expectShape(*this, "labels", shapeOf(getLabels()), shapeOf(getMax()), "the shape of max")))
+    return failure();
+  return verifyIgnoreIndex(*this, getIgnoreIndexAttr());
 }
 
 LogicalResult CrossEntropyGradFromStatsOp::verify() {
-  if (failed(expectPerToken(*this, "labels", getLabels(), getLogits())) ||
+  if (failed(verifyIgnoreIndex(*this, getIgnoreIndexAttr())) ||
+      failed(expectPerToken(*this, "labels", getLabels(), getLogits())) ||
       failed(expectPerToken(*this, "max", getMax(), getLogits())) ||
       failed(expectPerToken(*this, "sum_exp", getSumExp(), getLogits())))
     return failure();

@@ -42,9 +42,17 @@ def Tx_TargetLogitOp : Tx_Op<"target_logit", [Tx_KernelCall, Pure]> {
 
 def Tx_CrossEntropyFromStatsOp : Tx_Op<"cross_entropy_from_stats", [Tx_KernelCall, Pure, AllTypesMatch<["max", "sum_exp", "target"]>]> {
   let summary = "mean over tokens of max + log(sum_exp) - target";
-  let arguments = (ins Tx_FloatTensor:$max, Tx_FloatTensor:$sum_exp, Tx_FloatTensor:$target);
+  let description = [{
+    With `ignore_index` and the labels, tokens labelled ignore_index take no part (the mean over
+    the others, 0 when there are none), as tx.cross_entropy's.
+  }];
+  let arguments = (ins Tx_FloatTensor:$max, Tx_FloatTensor:$sum_exp, Tx_FloatTensor:$target,
+                       Optional<Tx_IdTensor>:$labels, OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Tx_FloatScalar:$result);
-  let assemblyFormat = "$max `,` $sum_exp `,` $target attr-dict `:` type($max) `->` type($result)";
+  let assemblyFormat = [{
+    $max `,` $sum_exp `,` $target (`ignore_index` $ignore_index^ `of` $labels `:` type($labels))? attr-dict
+    `:` type($max) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 
@@ -52,15 +60,16 @@ def Tx_CrossEntropyGradFromStatsOp : Tx_Op<"cross_entropy_grad_from_stats", [Tx_
   let summary = "gradient of the (local) logits from the all-reduced max and sum of exponentials";
   let description = [{
     `grad * (exp(logits - max) / sum_exp - onehot(label)) / tokens`; with `vocab_parallel`
-    the one-hot only marks labels in this rank's share of the vocabulary.
+    the one-hot only marks labels in this rank's share of the vocabulary. With `ignore_index`,
+    rows labelled so are 0 and `tokens` counts the others.
   }];
   let arguments = (ins Tx_FloatScalar:$grad, Tx_FloatTensor:$logits, Tx_IdTensor:$labels,
                        Tx_FloatTensor:$max, Tx_FloatTensor:$sum_exp, UnitAttr:$vocab_parallel,
-                       OptionalAttr<I64Attr>:$vocab_size);
+                       OptionalAttr<I64Attr>:$vocab_size, OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Tx_FloatTensor:$result);
   let assemblyFormat = [{
     $grad `,` $logits `,` $labels `,` $max `,` $sum_exp (`vocab_parallel` $vocab_parallel^)?
-    (`vocab_size` $vocab_size^)? attr-dict
+    (`vocab_size` $vocab_size^)? (`ignore_index` $ignore_index^)? attr-dict
     `:` type($grad) `,` type($logits) `,` type($labels) `,` type($max)
   }];
   let hasVerifier = 1;

@@ -18,9 +18,11 @@ Shape shapeOf(Value v) {
 }
 
 /// Token ids and labels index a table or a vocabulary: out of range is an input error.
-LogicalResult checkRange(Operation *op, StringRef what, const Tensor &ids, int64_t bound) {
+/// Ids in [0, bound), or `ignored` (a loss's ignored label).
+LogicalResult checkRange(Operation *op, StringRef what, const Tensor &ids, int64_t bound,
+                         std::optional<uint64_t> ignored = std::nullopt) {
   for (int64_t id : ids.ints)
-    if (id < 0 || id >= bound)
+    if ((id < 0 || id >= bound) && !(ignored && id == int64_t(*ignored)))
       return op->emitOpError() << what << " " << id << " is outside [0, " << bound << ")";
   return success();
 }
@@ -108,9 +110,10 @@ FailureOr<Results> AttentionOp::evaluate(ArrayRef<const Tensor *> in) {
 }
 
 FailureOr<Results> CrossEntropyOp::evaluate(ArrayRef<const Tensor *> in) {
-  if (failed(checkRange(*this, "label", *in[1], in[0]->lastDim())))
+  if (failed(checkRange(*this, "label", *in[1], in[0]->lastDim(), getIgnoreIndex())))
     return failure();
-  return one(crossEntropy(*in[0], *in[1]));
+  return one(crossEntropy(*in[0], *in[1], getIgnoreIndex() ? std::optional<int64_t>(int64_t(*getIgnoreIndex()))
+                                                          : std::nullopt));
 }
 
 // ---- backward ops -----------------------------------------------------------------------------
@@ -161,7 +164,8 @@ FailureOr<Results> AttentionGradOp::evaluate(ArrayRef<const Tensor *> in) {
 }
 
 FailureOr<Results> CrossEntropyGradOp::evaluate(ArrayRef<const Tensor *> in) {
-  if (failed(checkRange(*this, "label", *in[2], in[1]->lastDim())))
+  if (failed(checkRange(*this, "label", *in[2], in[1]->lastDim(), getIgnoreIndex())))
     return failure();
-  return one(crossEntropyGrad(*in[0], *in[1], *in[2]));
+  return one(crossEntropyGrad(*in[0], *in[1], *in[2],
+                              getIgnoreIndex() ? std::optional<int64_t>(int64_t(*getIgnoreIndex())) : std::nullopt));
 }

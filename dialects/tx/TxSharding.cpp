@@ -437,7 +437,8 @@ LogicalResult CrossEntropyOp::shard(ShardingRewriter &r) {
   Value localTarget =
       TargetLogitOp::create(b, at("target_logit"), tokenType, getLogits(), getLabels(), b.getUnitAttr());
   Value target = r.allReduce(b, localTarget, shard::ReductionKind::Sum, "vocab-parallel cross-entropy: target logit");
-  Value loss = CrossEntropyFromStatsOp::create(b, getLoc(), getType(), max, sum, target);
+  Value loss = CrossEntropyFromStatsOp::create(b, getLoc(), getType(), max, sum, target,
+                                               getIgnoreIndexAttr() ? getLabels() : Value(), getIgnoreIndexAttr());
   for (Value v : {localMax, localSum, localTarget, loss})
     r.set(v, kWhole);
   r.recordSoftmaxStats(getLogits(), max, sum);
@@ -459,7 +460,8 @@ LogicalResult CrossEntropyGradOp::shard(ShardingRewriter &r) {
     return emitOpError("has vocabulary-split logits but no forward cross-entropy to take statistics from");
   OpBuilder b(*this);
   Value grad = CrossEntropyGradFromStatsOp::create(b, getLoc(), getType(), getGrad(), getLogits(), getLabels(),
-                                                   stats->first, stats->second, b.getUnitAttr(), getVocabSizeAttr());
+                                                   stats->first, stats->second, b.getUnitAttr(), getVocabSizeAttr(),
+                                                   getIgnoreIndexAttr());
   r.set(grad, r.get(getLogits()));
   getResult().replaceAllUsesWith(grad);
   erase();

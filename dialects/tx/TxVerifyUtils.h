@@ -65,6 +65,13 @@ inline LogicalResult verifyNormVector(Operation *op, StringRef what, Value input
   return expectShape(op, what, shapeOf(vec), {in.back()}, "the input's last dimension");
 }
 
+/// A loss's ignored label (absent: none) is negative, so that no vocabulary id is ignored.
+inline LogicalResult verifyIgnoreIndex(Operation *op, IntegerAttr ignore) {
+  if (!ignore || ignore.getInt() < 0)
+    return success();
+  return op->emitOpError() << "ignore_index must be negative (transformers': -100), found " << ignore.getInt();
+}
+
 /// A norm's weight offset (absent: none) is a finite number.
 inline LogicalResult verifyWeightOffset(Operation *op, FloatAttr offset) {
   if (!offset || std::isfinite(offset.getValueAsDouble()))

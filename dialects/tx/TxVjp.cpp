@@ -142,6 +142,6 @@ SmallVector<Value> AttentionOp::buildVjp(OpBuilder &b, ValueRange cot) {
 
 SmallVector<Value> CrossEntropyOp::buildVjp(OpBuilder &b, ValueRange cot) {
   Value logits = CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), cot[0], getLogits(), getLabels(),
-                                            getVocabSizeAttr());
+                                            getVocabSizeAttr(), getIgnoreIndexAttr());
   return {logits, nullptr};
 }

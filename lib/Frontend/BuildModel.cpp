@@ -56,7 +56,7 @@ std::string blockName(StringRef name, StringRef block) {
 class ModelBuilder {
 public:
   ModelBuilder(MLIRContext &context, const ModelSpec &spec, int64_t microBatch, int64_t globalBatch, int64_t paddedVocab)
-      : b(&context), s(spec), gpt2(spec.family == "gpt2"), microBatch(microBatch), B(globalBatch), S(spec.seqLength), H(spec.hiddenSize),
+      : b(&context), s(spec), gpt2(spec.family == "gpt2"), bert(spec.isEncoder()), microBatch(microBatch), B(globalBatch), S(spec.seqLength), H(spec.hiddenSize),
         heads(spec.numAttentionHeads), groups(spec.numQueryGroups), D(spec.headDim()), Q(spec.queryWidth()),
         F(spec.ffnHiddenSize),
         V(spec.vocabSize), Vp(paddedVocab), outputStd(0.02 / std::sqrt(2.0 * spec.numLayers)) {}
@@ -88,7 +88,7 @@ private:
 
   DictionaryAttr modelAttr() {
     auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
-    return b.getDictionaryAttr({
+    SmallVector<NamedAttribute> fields{
         b.getNamedAttr("family", b.getStringAttr(s.family)),
         b.getNamedAttr("num_layers", i64(s.numLayers)),
         b.getNamedAttr("hidden_size", i64(H)),
@@ -97,7 +97,10 @@ private:
         b.getNamedAttr("micro_batch_size", i64(microBatch)),
         // A count of FLOPs (2 per multiply-add): an integer, printed as one.
         b.getNamedAttr("flops_per_sample", i64(std::llround(modelFlopsPerSample(s)))),
-    });
+    };
+    if (bert) // the runtime masks its batches (ProgramDesc::masked_lm)
+      fields.push_back(b.getNamedAttr("masked_lm", b.getUnitAttr()));
+    return b.getDictionaryAttr(fields);
   }
 
   // ---- parameters ---------------------------------------------------------------------------
@@ -151,7 +154,19 @@ private:
 
   void collectLayerParams() {
     int64_t kv = groups * D;
-    if (gpt2) {
+    if (bert) { // in the order of HF's modules; the norms before (Megatron) or after (BERT) their blocks
+      if (!s.normAfterResidual())
+        addNorm("attention.ln");
+      addLinear("attention.self.query", H, Q, 0.02, Parallel::Column, true);
+      addLinear("attention.self.key", H, kv, 0.02, Parallel::Column, true);
+      addLinear("attention.self.value", H, kv, 0.02, Parallel::Column, true);
+      addLinear("attention.output.dense", Q, H, outputStd, Parallel::Row, true);
+      addNorm(s.normAfterResidual() ? "attention.output.LayerNorm" : "ln");
+      addLinear("intermediate.dense", H, F, 0.02, Parallel::Column, true);
+      addLinear("output.dense", F, H, outputStd, Parallel::Row, true);
+      if (s.normAfterResidual())
+        addNorm("output.LayerNorm");
+    } else if (gpt2) {
       addNorm("ln_1");
       // c_attn [H, H + 2 kv] holds [q | k | v] by columns: one block each.
       int64_t fused = Q + 2 * kv;
@@ -265,6 +280,33 @@ private:
                                  b.getI64IntegerAttr(stream));
   }
 
+  /// BERT's layer: bidirectional attention and a GELU (erf) MLP, each added to the residual and
+  /// then normed (BertForMaskedLM), or normed first (MegatronBertForMaskedLM).
+  Value encoderLayer(ArgCursor &p, Value x) {
+    const bool post = s.normAfterResidual();
+    int64_t kv = groups * D;
+    Value h = post ? x : norm(p, x, "attention_ln");
+    Value q = linear(p, h, Q, "q", "num_attention_heads", true), k = linear(p, h, kv, "k", "num_query_groups", true),
+          v = linear(p, h, kv, "v", "num_query_groups", true);
+    Value attn = tx::AttentionOp::create(
+        b, at("attn", "num_attention_heads"), f32({B, S, heads, D}), heads4(q, heads, "q", "num_attention_heads"),
+        heads4(k, groups, "k", "num_query_groups"), reshape(v, {B, S, groups, D}, "v_heads", "num_query_groups"),
+        UnitAttr(), IntegerAttr(), b.getF64FloatAttr(1.0 / std::sqrt(static_cast<double>(D))),
+        s.attentionDropout > 0.0 ? b.getF64FloatAttr(s.attentionDropout) : FloatAttr());
+    Value o = linear(p, reshape(attn, {B, S, Q}, "attn_merged", "num_attention_heads"), H, "attn_proj", "hidden_size");
+    o = hiddenDropout(o, names::kAttentionOutputDropoutStream, "attn_proj_dropout");
+    Value r1 = tx::AddOp::create(b, at("residual_1", "num_layers"), x, o);
+    if (post)
+      r1 = norm(p, r1, "attention_output_ln");
+    Value h2 = post ? r1 : norm(p, r1, "mlp_ln");
+    Value u = linear(p, h2, F, "fc", "ffn_hidden_size");
+    Value m = linear(p, tx::GeluOp::create(b, at("fc_gelu", "activation"), u, tx::GeluApproximation::Erf), H,
+                     "fc_proj", "ffn_hidden_size");
+    m = hiddenDropout(m, names::kMlpOutputDropoutStream, "mlp_dropout");
+    Value r2 = tx::AddOp::create(b, at("residual_2", "num_layers"), r1, m);
+    return post ? norm(p, r2, "output_ln") : r2;
+  }
+
   func::FuncOp buildLayer() {
     SmallVector<Type> inputs{f32({B, S, H})};
     for (const LayerParam &p : layerParams)
@@ -282,6 +324,10 @@ private:
     ArgCursor p{fn.getArguments()};
     Value x = fn.getArgument(0);
     int64_t kv = groups * D;
+    if (bert) {
+      func::ReturnOp::create(b, keyLoc("num_layers"), encoderLayer(p, x));
+      return fn;
+    }
 
     Value h = norm(p, x, gpt2 ? "ln_1" : "input_layernorm");
     Value q, k, v;
@@ -330,17 +376,57 @@ private:
 
   // ---- whole model --------------------------------------------------------------------------
 
-  std::string layerPrefix(int64_t i) { return (gpt2 ? "transformer.h." : "model.layers.") + std::to_string(i) + "."; }
+  std::string layerPrefix(int64_t i) {
+    return (gpt2 ? "transformer.h." : bert ? "bert.encoder.layer." : "model.layers.") + std::to_string(i) + ".";
+  }
 
   Value finalNorm(Value x) {
-    std::string name = gpt2 ? "transformer.ln_f" : "model.norm";
-    Location loc = at(gpt2 ? "ln_f" : "norm", "normalization");
+    return namedNorm(x, gpt2 ? "transformer.ln_f" : bert ? "bert.encoder.ln" : "model.norm",
+                     gpt2 ? "ln_f" : "norm");
+  }
+
+  /// A norm outside the layers: its parameters `name`.weight (and .bias), its value `value`.
+  Value namedNorm(Value x, const std::string &name, StringRef value) {
+    Location loc = at(value, "normalization");
     Value w = declareParam(name + ".weight", {H}, {tx::ParamRole::Norm}, normWeightInit());
     if (s.normalization == "LayerNorm")
       return tx::LayerNormOp::create(b, loc, x.getType(), x, w,
                                      declareParam(name + ".bias", {H}, {tx::ParamRole::Norm}, tx::ParamInit::Zeros),
                                      b.getF64FloatAttr(s.normEpsilon));
     return tx::RmsNormOp::create(b, loc, x.getType(), x, w, b.getF64FloatAttr(s.normEpsilon), normWeightOffset());
+  }
+
+  /// BERT's embeddings after words and positions: every token of type 0 (one segment) adds the
+  /// type table's row 0; BertForMaskedLM then norms them (MegatronBert does not).
+  Value tokenTypes(Value x) {
+    Value table = declareParam("bert.embeddings.token_type_embeddings.weight", {s.numTokentypes, H},
+                               {tx::ParamRole::PositionEmbedding}, tx::ParamInit::Normal, 0.02);
+    Value row = tx::SliceOp::create(b, at("token_type_0", "num_tokentypes"), f32({1, H}), table, 0, 0);
+    x = tx::AddOp::create(b, at("embeddings_typed", "num_tokentypes"), x,
+                          reshape(row, {H}, "token_type_row", "num_tokentypes"));
+    return s.normAfterResidual() ? namedNorm(x, "bert.embeddings.LayerNorm", "embeddings_ln") : x;
+  }
+
+  /// BERT's masked-LM head and loss: the transform (dense, GELU, LayerNorm), the decoder tied to
+  /// the word embeddings plus its own bias, cross-entropy over the masked positions only (the
+  /// others are labelled -100, transformers' ignore_index).
+  Value maskedLmLoss(Value x, Value wte, Value labels) {
+    Value w = declareParam("cls.predictions.transform.dense.weight", {H, H}, {tx::ParamRole::Norm},
+                           tx::ParamInit::Normal, 0.02);
+    Value bias = declareParam("cls.predictions.transform.dense.bias", {H}, {tx::ParamRole::Norm}, tx::ParamInit::Zeros);
+    Value t = linear(x, w, bias, H, "mlm_transform", "hidden_size");
+    t = tx::GeluOp::create(b, at("mlm_gelu", "activation"), t, tx::GeluApproximation::Erf);
+    t = namedNorm(t, "cls.predictions.transform.LayerNorm", "mlm_ln");
+    Value logits = tx::MatmulOp::create(b, at("logits_gemm", "vocab_size"), f32({B, S, Vp}), t, wte, UnitAttr(),
+                                        b.getUnitAttr(), FloatAttr());
+    Placement vocab{tx::ParamRole::ColumnParallelBias, 0};
+    Value decoderBias = Vp == V ? declareParam("cls.predictions.bias", {V}, vocab, tx::ParamInit::Zeros)
+                                : declareParam("cls.predictions.bias", {Vp}, vocab, tx::ParamInit::Zeros,
+                                               std::nullopt, {0}, {V}, /*padded=*/true);
+    logits = tx::AddOp::create(b, at("logits", "vocab_size"), logits, decoderBias);
+    return tx::CrossEntropyOp::create(b, at("loss", "vocab_size"), f32({}), logits, labels,
+                                      Vp == V ? IntegerAttr() : b.getI64IntegerAttr(V),
+                                      b.getI64IntegerAttr(names::kIgnoredLabel));
   }
 
   void buildForward(func::FuncOp layer) {
@@ -353,7 +439,9 @@ private:
     body->getArgument(1).setLoc(at("labels", "seq_length"));
     b.setInsertionPointToEnd(body);
 
-    Value wte = vocabTable(gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight");
+    Value wte = vocabTable(gpt2 ? "transformer.wte.weight"
+                           : bert ? "bert.embeddings.word_embeddings.weight"
+                                  : "model.embed_tokens.weight");
     Value x =
         tx::EmbeddingOp::create(b, at("tokens", "vocab_size"), f32({B, S, H}), wte, fn.getArgument(0), UnitAttr());
     if (s.scalesEmbeddings()) // sqrt(hidden_size) rounded to float32 first, as transformers' normalizer is
@@ -361,12 +449,14 @@ private:
                               b.getF64FloatAttr(static_cast<float>(std::sqrt(static_cast<double>(H)))));
     if (s.positionEmbeddingType == "learned") {
       int64_t maxPos = s.maxPositionEmbeddings;
-      Value wpe = declareParam("transformer.wpe.weight", {maxPos, H}, {tx::ParamRole::PositionEmbedding},
-                               tx::ParamInit::Normal, 0.02);
+      Value wpe = declareParam(bert ? "bert.embeddings.position_embeddings.weight" : "transformer.wpe.weight",
+                               {maxPos, H}, {tx::ParamRole::PositionEmbedding}, tx::ParamInit::Normal, 0.02);
       if (maxPos != S) // positions 0 .. S-1 of the table
         wpe = tx::SliceOp::create(b, at("positions", "seq_length"), f32({S, H}), wpe, 0, 0);
       x = tx::AddOp::create(b, at("embeddings", "position_embedding_type"), x, wpe);
     }
+    if (bert)
+      x = tokenTypes(x);
     x = hiddenDropout(x, names::kEmbeddingDropoutStream, "embeddings_dropout");
     for (int64_t i = 0; i < s.numLayers; ++i) {
       SmallVector<Value> operands{x};
@@ -377,19 +467,25 @@ private:
       call->setAttr(names::kLayerIndexAttr, b.getI64IntegerAttr(i));
       x = call.getResult(0);
     }
+    if (bert) {
+      func::ReturnOp::create(b, keyLoc("family"), maskedLmLoss(s.normAfterResidual() ? x : finalNorm(x), wte,
+                                                                fn.getArgument(1)));
+      return;
+    }
     x = finalNorm(x);
     Value head = s.tieEmbeddings ? wte : vocabTable("lm_head.weight");
     Value logits =
         tx::MatmulOp::create(b, at("logits", "vocab_size"), f32({B, S, Vp}), x, head, UnitAttr(), b.getUnitAttr(),
                              FloatAttr());
     Value loss = tx::CrossEntropyOp::create(b, at("loss", "vocab_size"), f32({}), logits, fn.getArgument(1),
-                                            Vp == V ? IntegerAttr() : b.getI64IntegerAttr(V));
+                                            Vp == V ? IntegerAttr() : b.getI64IntegerAttr(V), IntegerAttr());
     func::ReturnOp::create(b, keyLoc("family"), loss);
   }
 
   OpBuilder b;
   const ModelSpec &s;
-  bool gpt2;
+  bool gpt2; // GPT-2's layout: Conv1D [in, out] weights, transformer.* names
+  bool bert; // BERT's encoder: bert.* names, bidirectional attention, the masked-LM head
   int64_t microBatch; // per data-parallel rank
   int64_t B, S, H, heads, groups, D, Q, F, V, Vp; // B: the batch of every data-parallel rank; Q: heads x D
   double outputStd;

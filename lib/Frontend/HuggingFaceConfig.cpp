@@ -175,6 +175,38 @@ HuggingFaceConfig gemma(const ModelSpec &s) {
   return {pretty(std::move(config)), ""};
 }
 
+/// BertForMaskedLM (post-LN) or MegatronBertForMaskedLM (pre-LN): an encoder with learned
+/// positions and token types, the exact GELU, the masked-LM head tied to the word embeddings.
+HuggingFaceConfig bert(const ModelSpec &s) {
+  const bool megatron = s.family == "megatron_bert";
+  const std::string architecture = megatron ? "MegatronBertForMaskedLM" : "BertForMaskedLM";
+  if (s.queryWidth() != s.hiddenSize)
+    return none("kv_channels " + std::to_string(s.headDim()) + " (" + architecture +
+                "'s heads are hidden_size / num_attention_heads wide)");
+  if (s.numQueryGroups != s.numAttentionHeads)
+    return none("num_query_groups " + std::to_string(s.numQueryGroups) + " (" + architecture +
+                " has no grouped-query attention)");
+  if (!s.addBiasLinear)
+    return none("add_bias_linear false (" + architecture + "'s linear layers have biases)");
+  return {pretty(llvm::json::Object{{"architectures", llvm::json::Array{architecture}},
+                                    {"model_type", megatron ? "megatron-bert" : "bert"},
+                                    {"vocab_size", s.vocabSize},
+                                    {"hidden_size", s.hiddenSize},
+                                    {"num_hidden_layers", s.numLayers},
+                                    {"num_attention_heads", s.numAttentionHeads},
+                                    {"intermediate_size", s.ffnHiddenSize},
+                                    {"hidden_act", "gelu"}, // the exact GELU (erf)
+                                    {"hidden_dropout_prob", s.hiddenDropout},
+                                    {"attention_probs_dropout_prob", s.attentionDropout},
+                                    {"max_position_embeddings", s.maxPositionEmbeddings},
+                                    {"type_vocab_size", s.numTokentypes},
+                                    {"layer_norm_eps", s.normEpsilon},
+                                    {"position_embedding_type", "absolute"},
+                                    {"tie_word_embeddings", true},
+                                    {"torch_dtype", "float32"}}),
+          ""};
+}
+
 } // namespace
 
 HuggingFaceConfig huggingFaceConfig(const ModelSpec &spec) {
@@ -188,6 +220,8 @@ HuggingFaceConfig huggingFaceConfig(const ModelSpec &spec) {
     return mistral(spec);
   if (spec.family == "gemma")
     return gemma(spec);
+  if (spec.isEncoder())
+    return bert(spec);
   return none("family " + spec.family);
 }
 

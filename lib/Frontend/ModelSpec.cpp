@@ -93,7 +93,7 @@ std::string number(double v) {
 }
 
 int64_t defaultFfn(StringRef family, int64_t hidden) {
-  if (family == "gpt2")
+  if (family == "gpt2" || family == "bert" || family == "megatron_bert")
     return 4 * hidden;
   // Llama: 8h/3 rounded up to a multiple of 256.
   return 256 * static_cast<int64_t>(std::ceil((8.0 * hidden / 3.0) / 256.0));
@@ -107,7 +107,7 @@ ArrayRef<StringRef> megac::specKeys() {
       "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size", "normalization",
       "activation", "position_embedding_type", "tie_embeddings", "add_bias_linear", "add_qkv_bias",
       "norm_epsilon", "rotary_base", "rope_scaling_type", "rope_scaling_factor", "sliding_window",
-      "hidden_dropout", "attention_dropout"};
+      "num_tokentypes", "hidden_dropout", "attention_dropout"};
   return known;
 }
 
@@ -172,9 +172,12 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
     field = *expected;
     return Error::success();
   };
-  if (Error e = take(r.toChoice("family", get("family"), {"gpt2", "llama", "qwen2", "mistral", "gemma"}), s.family))
+  if (Error e = take(r.toChoice("family", get("family"), {"gpt2", "llama", "qwen2", "mistral", "gemma", "bert", "megatron_bert"}),
+                       s.family))
     return std::move(e);
-  bool gpt2 = s.family == "gpt2";
+  // GPT-2 and BERT share a layout's traits: LayerNorm, GELU, learned positions, biases.
+  const bool bert = s.family == "bert" || s.family == "megatron_bert";
+  bool gpt2 = s.family == "gpt2" || bert;
   struct IntKey { StringRef key; int64_t *field; int64_t limit; };
   for (IntKey k : {IntKey{"num_layers", &s.numLayers, limits::kLayers},
                    IntKey{"hidden_size", &s.hiddenSize, limits::kHiddenSize},
@@ -190,6 +193,9 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   s.activation = gpt2 ? "gelu" : s.family == "gemma" ? "geglu" : "swiglu";
   s.positionEmbeddingType = gpt2 ? "learned" : "rope";
   s.tieEmbeddings = gpt2 || s.family == "gemma";
+  s.numTokentypes = bert ? 2 : 0;
+  if (bert)
+    s.normEpsilon = 1e-12; // BERT's layer_norm_eps
   s.addBiasLinear = gpt2;
   s.addQkvBias = s.family == "qwen2";
   // Megatron's and GPT-2's dropout; Hugging Face Llama has none.
@@ -198,7 +204,8 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
                    IntKey{"kv_channels", &s.kvChannels, limits::kHiddenSize},
                    IntKey{"ffn_hidden_size", &s.ffnHiddenSize, limits::kFfnHiddenSize},
                    IntKey{"max_position_embeddings", &s.maxPositionEmbeddings, limits::kSeqLength},
-                   IntKey{"sliding_window", &s.slidingWindow, limits::kSeqLength}})
+                   IntKey{"sliding_window", &s.slidingWindow, limits::kSeqLength},
+                   IntKey{"num_tokentypes", &s.numTokentypes, limits::kVocabSize}})
     if (has(k.key))
       if (Error e = take(r.toInt(k.key, get(k.key), k.limit), *k.field))
         return std::move(e);
@@ -263,7 +270,14 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
                   " has no sliding window, so no Hugging Face checkpoint could say it; use family mistral (or "
                   "qwen2), or leave sliding_window out");
   if (gpt2 && s.activation == "swiglu")
-    return r.fail("activation swiglu with family gpt2 has no Hugging Face checkpoint layout; use family llama");
+    return r.fail("activation swiglu with family " + s.family +
+                  " has no Hugging Face checkpoint layout; use family llama");
+  if (bert && (s.normalization != "LayerNorm" || s.positionEmbeddingType != "learned"))
+    return r.fail("family " + s.family + " with normalization " + s.normalization + " and position_embedding_type " +
+                  s.positionEmbeddingType + ": BERT has LayerNorm and learned positions; leave both out");
+  if (has("num_tokentypes") && !bert)
+    return r.fail("num_tokentypes with family " + s.family +
+                  ": token types are BERT's; leave num_tokentypes out, or use family bert or megatron_bert");
   if (!gpt2 && s.activation == "gelu")
     return r.fail("activation gelu with family " + s.family +
                   " has no Hugging Face checkpoint layout; use family gpt2");
@@ -281,9 +295,12 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   // GPT-2's fused c_attn has its bias with the other linear layers' or not at all.
   if (gpt2 && has("add_qkv_bias") && s.addQkvBias != s.addBiasLinear)
     return r.fail("add_qkv_bias is " + get("add_qkv_bias") + " but add_bias_linear " +
-                  (s.addBiasLinear ? "true" : "false") +
-                  "; family gpt2's q, k and v share c_attn's bias with the other linear layers: leave add_qkv_bias "
-                  "out");
+                  (s.addBiasLinear ? "true" : "false") + "; family " + s.family +
+                  "'s q, k and v have biases with the other linear layers or none (GPT-2's fused c_attn): leave "
+                  "add_qkv_bias out");
+  if (bert && !s.tieEmbeddings)
+    return r.fail("tie_embeddings false with family " + s.family +
+                  ": BERT's masked-LM decoder is the word embeddings; leave tie_embeddings out");
   for (auto [k, v] : {std::pair<StringRef, double>{"hidden_dropout", s.hiddenDropout},
                       {"attention_dropout", s.attentionDropout}})
     if (!(v >= 0.0 && v < 1.0))

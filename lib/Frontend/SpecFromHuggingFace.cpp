@@ -318,6 +318,52 @@ Expected<std::string> gemmaSpec(const ConfigReader &r) {
          line("attention_dropout", exact(*attention));
 }
 
+/// BertForMaskedLM's (or MegatronBertForMaskedLM's) config: post-LN (pre-LN) encoder, learned
+/// absolute positions and token types, the exact GELU.
+Expected<std::string> bertSpec(const ConfigReader &r, StringRef family, StringRef architecture) {
+  Expected<int64_t> layers = r.size("num_hidden_layers", "the number of layers", limits::kLayers, 12),
+                    hidden = r.size("hidden_size", "the hidden size", limits::kHiddenSize, 768),
+                    heads = r.size("num_attention_heads", "the number of attention heads", limits::kAttentionHeads, 12),
+                    ffn = r.size("intermediate_size", "the MLP's hidden size", limits::kFfnHiddenSize, 3072),
+                    vocab = r.size("vocab_size", "the vocabulary size", limits::kVocabSize,
+                                   family == "bert" ? 30522 : 29056),
+                    positions = r.size("max_position_embeddings", "the positions the model was made for",
+                                       limits::kSeqLength, 512),
+                    types = r.size("type_vocab_size", "the token types", limits::kVocabSize, 2);
+  for (Expected<int64_t> *e : {&layers, &hidden, &heads, &ffn, &vocab, &positions, &types})
+    if (!*e)
+      return e->takeError();
+  Expected<double> epsilon = r.number("layer_norm_eps", 1e-12);
+  Expected<bool> decoder = r.flag("is_decoder", false), tied = r.flag("tie_word_embeddings", true);
+  if (!epsilon)
+    return epsilon.takeError();
+  if (!decoder)
+    return decoder.takeError();
+  if (!tied)
+    return tied.takeError();
+  if (*decoder)
+    return r.fail("is_decoder is true: a causal BERT; megac computes " + architecture +
+                  " as the bidirectional encoder it is, so " + r.cannot());
+  if (!*tied)
+    return r.fail("tie_word_embeddings is false; megac's masked-LM decoder is the word embeddings, as " +
+                  architecture + "'s by default, so " + r.cannot());
+  if (Error e = r.require("hidden_act", "gelu", "the exact GELU"))
+    return std::move(e);
+  if (Error e = r.require("position_embedding_type", "absolute", "learned absolute positions"))
+    return std::move(e);
+  Expected<double> hiddenDrop = r.dropout("hidden_dropout_prob", 0.1),
+                   attentionDrop = r.dropout("attention_probs_dropout_prob", 0.1);
+  for (Expected<double> *e : {&hiddenDrop, &attentionDrop})
+    if (!*e)
+      return e->takeError();
+  return "# From a Hugging Face " + architecture.str() + "'s config.json; " + r.dropoutComment() + ".\n" +
+         line("family", family) + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
+         line("num_attention_heads", Twine(*heads)) + line("ffn_hidden_size", Twine(*ffn)) +
+         line("seq_length", Twine(*positions)) + line("vocab_size", Twine(*vocab)) +
+         line("num_tokentypes", Twine(*types)) + line("norm_epsilon", exact(*epsilon)) +
+         line("hidden_dropout", exact(*hiddenDrop)) + line("attention_dropout", exact(*attentionDrop));
+}
+
 } // namespace
 
 Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef path, SpecUse use) {
@@ -333,18 +379,22 @@ Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef 
   if (const json::Array *list = config->getArray("architectures"))
     for (const json::Value &a : *list)
       architectures += (architectures.empty() ? "" : ", ") + a.getAsString().value_or("?").str();
-  // The class names the head on the model: megac trains and generates with a causal LM head.
+  // The class names the head on the model: megac trains and generates with a causal LM head, or
+  // trains BERT with its masked-LM head.
   const char *causalLM = type == "gpt2"    ? "GPT2LMHeadModel"
                          : type == "llama" ? "LlamaForCausalLM"
                          : type == "qwen2"   ? "Qwen2ForCausalLM"
                          : type == "mistral" ? "MistralForCausalLM"
                          : type == "gemma"   ? "GemmaForCausalLM"
+                         : type == "bert"    ? "BertForMaskedLM"
+                         : type == "megatron-bert" ? "MegatronBertForMaskedLM"
                                              : nullptr;
   if (const json::Array *list = config->getArray("architectures"); causalLM && list && !list->empty())
     for (const json::Value &a : *list)
       if (a.getAsString() != causalLM)
         return r.fail("architectures is [" + architectures + "]; megac computes " + causalLM +
-                      " (a causal language model head) for model_type '" + type + "', not " +
+                      " (" + (type == "bert" || type == "megatron-bert" ? "a masked" : "a causal") +
+                      " language model head) for model_type '" + type + "', not " +
                       a.getAsString().value_or("?") + ", so " + r.cannot());
   if (type == "gpt2")
     return gpt2Spec(r);
@@ -352,10 +402,13 @@ Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef 
     return llamaLayoutSpec(r, type, causalLM);
   if (type == "gemma")
     return gemmaSpec(r);
+  if (type == "bert" || type == "megatron-bert")
+    return bertSpec(r, type == "bert" ? "bert" : "megatron_bert", causalLM);
   return r.fail("model_type is " + (type.empty() ? std::string("missing") : "'" + type + "'") +
                 (architectures.empty() ? std::string() : " (architectures " + architectures + ")") +
                 "; megac computes the gpt2 (GPT2LMHeadModel), llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM), "
-                "mistral (MistralForCausalLM) and gemma (GemmaForCausalLM) families only, so " +
+                "mistral (MistralForCausalLM), gemma (GemmaForCausalLM), bert (BertForMaskedLM) and megatron-bert "
+                "(MegatronBertForMaskedLM) families only, so " +
                 r.cannot());
 }
 

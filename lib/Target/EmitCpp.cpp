@@ -154,6 +154,8 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("micro_batch_size", Twine(dim("micro_batch_size")));
   field("seq_length", Twine(dim("seq_length")));
   field("vocab_size", Twine(dim("vocab_size")));
+  if (model.get("masked_lm"))
+    field("masked_lm", "true");
   field("model_flops_per_sample", Twine(cast<IntegerAttr>(model.get("flops_per_sample")).getInt()) + ".0");
   field("logits_step", fields.logitsStep);
   field("decode_step", fields.decodeStep);

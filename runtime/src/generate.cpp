@@ -75,6 +75,11 @@ int32_t next_token(const float *logits, int64_t vocab_size, const SamplingOption
 
 int generate_main(int argc, const char *const *argv, const ProgramDesc &program, std::ostream &out,
                   std::ostream &err) {
+  if (program.masked_lm) {
+    err << "error: this program is a masked language model (BERT): it predicts masked tokens from both sides and "
+           "does not continue a text, so it does not generate; OUT/train trains and evaluates it\n";
+    return 1;
+  }
   CLI::App app{"Generates tokens from a checkpoint with the compiled forward (one rank, fp32)"};
   std::string load, prompt;
   int64_t max_new = 0, seed = 1234; // max_new 0: 32, or what seq_length leaves

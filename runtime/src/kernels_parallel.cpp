@@ -76,22 +76,36 @@ void target_logit(float *out, const A *logits, const int32_t *labels, int64_t to
     out[t] = inShare(labels[t], vocab_start, vocab) ? to_float(logits[t * vocab + labels[t] - vocab_start]) : 0.0f;
 }
 
-float cross_entropy_from_stats(const float *max, const float *sum_exp, const float *target, int64_t tokens) {
+float cross_entropy_from_stats(const float *max, const float *sum_exp, const float *target, int64_t tokens,
+                               const int32_t *labels, int32_t ignore_index) {
   double total = 0;
-  for (int64_t t = 0; t < tokens; ++t)
+  int64_t n = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (labels && labels[t] == ignore_index)
+      continue;
     total += static_cast<double>(max[t]) + std::log(static_cast<double>(sum_exp[t])) - target[t];
-  return static_cast<float>(total / static_cast<double>(tokens));
+    ++n;
+  }
+  return n ? static_cast<float>(total / static_cast<double>(n)) : 0.0f;
 }
 
 template <typename A>
 void cross_entropy_backward_from_stats(A *dlogits, float dloss, const A *logits, const int32_t *labels,
                                        const float *max, const float *sum_exp, int64_t tokens, int64_t vocab,
-                                       int64_t vocab_start, int64_t valid) {
-  const double scale = static_cast<double>(dloss) / static_cast<double>(tokens);
+                                       int64_t vocab_start, int64_t valid, int32_t ignore_index) {
+  int64_t n = 0;
+  for (int64_t t = 0; t < tokens; ++t)
+    n += labels[t] != ignore_index;
+  const double scale = n ? static_cast<double>(dloss) / static_cast<double>(n) : 0.0;
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < tokens; ++t) {
     const A *row = logits + t * vocab;
     A *drow = dlogits + t * vocab;
+    if (labels[t] == ignore_index) {
+      for (int64_t v = 0; v < vocab; ++v)
+        drow[v] = from_float<A>(0.0f);
+      continue;
+    }
     const double inv = 1.0 / sum_exp[t];
     auto grad = [&](int64_t v) {
       return static_cast<float>(std::exp(static_cast<double>(to_float(row[v])) - max[t]) * inv * scale);
@@ -161,9 +175,9 @@ void target_logit(float *out, const float *logits, const int32_t *labels, int64_
 }
 void cross_entropy_backward_from_stats(float *dlogits, float dloss, const float *logits, const int32_t *labels,
                                        const float *max, const float *sum_exp, int64_t tokens, int64_t vocab,
-                                       int64_t vocab_start, int64_t valid) {
+                                       int64_t vocab_start, int64_t valid, int32_t ignore_index) {
   cross_entropy_backward_from_stats<float>(dlogits, dloss, logits, labels, max, sum_exp, tokens, vocab,
-                                           vocab_start, valid);
+                                           vocab_start, valid, ignore_index);
 }
 void all_gather_axis(Communicator &comm, float *out, const float *in, int64_t outer, int64_t dim_local,
                      int64_t inner) {
@@ -187,7 +201,7 @@ void all_slice_axis(Communicator &comm, float *out, const float *in, int64_t out
   template void logits_sum_exp<A>(float *, const A *, const float *, int64_t, int64_t, int64_t);   \
   template void target_logit<A>(float *, const A *, const int32_t *, int64_t, int64_t, int64_t);   \
   template void cross_entropy_backward_from_stats<A>(A *, float, const A *, const int32_t *, const float *, \
-                                                     const float *, int64_t, int64_t, int64_t, int64_t); \
+                                                     const float *, int64_t, int64_t, int64_t, int64_t, int32_t); \
   template void all_gather_axis<A>(Communicator &, A *, const A *, int64_t, int64_t, int64_t);     \
   template void reduce_scatter_axis<A>(Communicator &, A *, const A *, int64_t, int64_t, int64_t); \
   template void all_slice_axis<A>(Communicator &, A *, const A *, int64_t, int64_t, int64_t);

@@ -100,6 +100,9 @@ void read_special_tokens(TokenizerRecord &r, const JsonValue &record) {
     r.bos = special_token(r, *tokens, "bos_token");
     r.eos = special_token(r, *tokens, "eos_token");
     r.pad = special_token(r, *tokens, "pad_token");
+    r.cls = special_token(r, *tokens, "cls_token");
+    r.sep = special_token(r, *tokens, "sep_token");
+    r.mask = special_token(r, *tokens, "mask_token");
     return;
   }
   const JsonValue *eod = record.get("eod");

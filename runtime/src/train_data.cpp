@@ -181,6 +181,10 @@ void TrainData::fill(int64_t first, int64_t count, int32_t *ids, int32_t *labels
                   ", but it has none");
     const int64_t sample = part.order.sample_at(index); // index / num_samples is its epoch
     part.dataset.read_tokens(part.token_begin + sample * seq_length_, seq_length_ + 1, scratch_.data());
+    if (masking_) { // the sample's place in the stream, the same on every rank and plan
+      mask_sample(*masking_, first + j, scratch_.data(), seq_length_, ids + j * s, labels + j * s);
+      continue;
+    }
     std::memcpy(ids + j * s, scratch_.data(), s * sizeof(int32_t));
     std::memcpy(labels + j * s, scratch_.data() + 1, s * sizeof(int32_t));
   }

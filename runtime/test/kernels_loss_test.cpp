@@ -1,5 +1,6 @@
 #include "kernels_test_util.h"
 #include "megart/kernels.h"
+#include "megart/parallel_kernels.h"
 
 #include <cmath>
 #include <string>
@@ -137,6 +138,59 @@ TEST(KernelsLoss, BadArgumentsThrow) {
                megart::Error);
   EXPECT_THROW(cpu::cross_entropy_forward(logits.data(), ok.data(), 0, vocab, vocab),
                megart::Error);
+}
+
+// A masked LM's loss: tokens labelled ignore_index (-100) take no part. The mean is the plain
+// loss of the others alone, their rows' gradients are the plain gradient of those rows alone
+// (1 / counted, not 1 / tokens), the ignored rows 0; the vocabulary-parallel pieces agree.
+TEST(KernelsLoss, IgnoredLabelsTakeNoPart) {
+  const int64_t tokens = 9, vocab = 16, valid = 13;
+  const Vec logits = logits_with_padding(tokens, vocab, valid, 21);
+  std::vector<int32_t> labels = random_labels(tokens, valid, 22);
+  std::vector<int32_t> kept_labels;
+  Vec kept;
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (t % 3 == 1) {
+      labels[t] = -100;
+      continue;
+    }
+    kept_labels.push_back(labels[t]);
+    kept.insert(kept.end(), logits.begin() + t * vocab, logits.begin() + (t + 1) * vocab);
+  }
+  const int64_t n = static_cast<int64_t>(kept_labels.size());
+  const float loss = cpu::cross_entropy_forward(logits.data(), labels.data(), tokens, vocab, valid, -100);
+  EXPECT_EQ(loss, cpu::cross_entropy_forward(kept.data(), kept_labels.data(), n, vocab, valid));
+  EXPECT_NE(loss, cpu::cross_entropy_forward(logits.data(), random_labels(tokens, valid, 22).data(), tokens, vocab,
+                                             valid));
+  Vec d(tokens * vocab, 99.0f), d_kept(n * vocab);
+  cpu::cross_entropy_backward(d.data(), 0.75f, logits.data(), labels.data(), tokens, vocab, valid, -100);
+  cpu::cross_entropy_backward(d_kept.data(), 0.75f, kept.data(), kept_labels.data(), n, vocab, valid);
+  for (int64_t t = 0, k = 0; t < tokens; ++t) {
+    const Vec row(d.begin() + t * vocab, d.begin() + (t + 1) * vocab);
+    if (labels[t] == -100) {
+      EXPECT_EQ(row, Vec(vocab, 0.0f)) << "ignored row " << t;
+      continue;
+    }
+    EXPECT_EQ(row, Vec(d_kept.begin() + k * vocab, d_kept.begin() + (k + 1) * vocab)) << "row " << t;
+    ++k;
+  }
+  // The statistics' path (tp's vocabulary-parallel cross-entropy) on one whole share.
+  Vec max(tokens), sum(tokens), target(tokens), d_stats(tokens * vocab);
+  cpu::logits_max(max.data(), logits.data(), tokens, vocab, valid);
+  cpu::logits_sum_exp(sum.data(), logits.data(), max.data(), tokens, vocab, valid);
+  cpu::target_logit(target.data(), logits.data(), labels.data(), tokens, vocab, 0);
+  EXPECT_NEAR(cpu::cross_entropy_from_stats(max.data(), sum.data(), target.data(), tokens, labels.data(), -100), loss,
+              1e-6 * std::abs(loss));
+  cpu::cross_entropy_backward_from_stats(d_stats.data(), 0.75f, logits.data(), labels.data(), max.data(), sum.data(),
+                                         tokens, vocab, 0, valid, -100);
+  expect_close(d_stats, to_double(d), 1e-5, "gradient from statistics, ignored labels");
+  // Nothing counted: loss and gradient 0.
+  const std::vector<int32_t> none(tokens, -100);
+  EXPECT_EQ(cpu::cross_entropy_forward(logits.data(), none.data(), tokens, vocab, valid, -100), 0.0f);
+  cpu::cross_entropy_backward(d.data(), 1.0f, logits.data(), none.data(), tokens, vocab, valid, -100);
+  EXPECT_EQ(d, Vec(d.size(), 0.0f));
+  // -100 without ignore_index is a bad label.
+  EXPECT_THROW(cpu::cross_entropy_forward(logits.data(), labels.data(), tokens, vocab, valid), megart::Error);
 }
 
 } // namespace

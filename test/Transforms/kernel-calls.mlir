@@ -44,6 +44,9 @@
 // CHECK:       remark: rms_norm_forward({{.*}}, rows=32, dim=32, eps=1e-06, weight_offset=1){{$}}
 // CHECK:       remark: rms_norm_backward({{.*}}, rows=32, dim=32, eps=1e-06, weight_offset=1){{$}}
 // CHECK:       remark: scale({{.*}}, %arg0, factor=8, n=1024){{$}}
+// A masked LM's loss: the ignored label, last.
+// CHECK:       remark: cross_entropy_forward({{.*}}, tokens=32, vocab=64, vocab_size=64, ignore_index=-100){{$}}
+// CHECK:       remark: cross_entropy_backward({{.*}}, tokens=32, vocab=64, vocab_size=64, ignore_index=-100){{$}}
 // Decoding, rotary embeddings take the position being computed; this function's attention is not
 // over one position, which the decode kernel refuses.
 // DECODE:       remark: rope_forward({{.*}}, position_offset=decode.position, inverse=false){{$}}
@@ -84,6 +87,8 @@ func.func @forward(%x: tensor<2x16x32xf32>, %wte: tensor<64x32xf32>, %ids: tenso
   %rg1 = tx.rms_norm %x, %nw eps 1.0e-6 weight_offset 1.0 : tensor<2x16x32xf32>, tensor<32xf32>
   %rgg:2 = tx.rms_norm_grad %x, %x, %nw eps 1.0e-6 weight_offset 1.0 : tensor<2x16x32xf32>, tensor<32xf32>
   %sc = tx.scale %x by 8.0 : tensor<2x16x32xf32>
+  %mlm = tx.cross_entropy %logits, %ids ignore_index -100 : tensor<2x16x64xf32>, tensor<2x16xi32> -> tensor<f32>
+  %mlmg = tx.cross_entropy_grad %dloss, %logits, %ids ignore_index -100 : tensor<f32>, tensor<2x16x64xf32>, tensor<2x16xi32>
   return
 }
 

@@ -58,6 +58,48 @@ def make_license_corpus(megac, prefix):
     run(cmd)
 
 
+def license_files():
+    return [p for p in sorted(glob.glob("/usr/share/common-licenses/*")) if os.path.isfile(p) and not os.path.islink(p)]
+
+
+def make_wordpiece_corpus(megac, prefix, vocab_size=2000):
+    """The license texts as a WordPiece dataset (`megac data --tokenizer-type BertWordPieceLowerCase`)
+    over a vocabulary made here without a library: BERT's special tokens, every character alone and
+    as a ##continuation, then the most frequent lower-cased words. Returns the vocab file."""
+    import collections
+    import re as _re
+    words, chars = collections.Counter(), set()
+    for path in license_files():
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read().lower()
+        words.update(_re.findall(r"[a-z0-9]+", text))
+        chars.update(c for c in text if not c.isspace())
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab += sorted(chars) + ["##" + c for c in sorted(chars)]
+    vocab += [w for w, _ in words.most_common() if len(w) > 1][:max(0, vocab_size - len(vocab))]
+    path = prefix + "-vocab.txt"
+    with open(path, "w") as f:
+        f.write("\n".join(vocab) + "\n")
+    cmd = [megac, "data", "--tokenizer-type", "BertWordPieceLowerCase", "--vocab-file", path, "--split-paragraphs",
+           "--output-prefix", prefix]
+    for text in license_files():
+        cmd += ["--input", text]
+    run(cmd)
+    return path
+
+
+def make_corpus_for(megac, spec, prefix):
+    """The corpus a spec trains on: WordPiece (with [MASK]) for a masked LM (BERT), else the
+    license texts' bytes."""
+    import yaml
+    with open(spec) as f:
+        family = yaml.safe_load(f).get("family")
+    if family in ("bert", "megatron_bert"):
+        make_wordpiece_corpus(megac, prefix)
+    else:
+        make_license_corpus(megac, prefix)
+
+
 def library_check_args(doc, library):
     """The command line of the checks of OUT/train against a library in build/pyenv (--megac,
     --python: build/pyenv's, --spec, --workdir); makes the work folder and the license corpus in

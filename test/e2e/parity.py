@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from e2e_util import make_license_corpus, metrics, run
+from e2e_util import make_corpus_for, metrics, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -30,7 +30,7 @@ def main():
     w = lambda name: os.path.join(args.workdir, name)
     ref = [sys.executable, os.path.join(ROOT, "test", "reference", "train.py"), "--spec", args.spec]
 
-    make_license_corpus(args.megac, w("corpus"))
+    make_corpus_for(args.megac, args.spec, w("corpus"))
     run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w("out")])
     run(ref + ["--init-out", w("init.safetensors"), "--seed", "7"])
     common = TRAIN_FLAGS + ["--data-path", w("corpus"), "--load", w("init.safetensors")]

@@ -11,7 +11,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference"))
 from safetensors_io import load_file  # noqa: E402
 
-from e2e_util import MPI_ENV, TRAIN, make_license_corpus, metrics, run  # noqa: E402
+from e2e_util import MPI_ENV, TRAIN, make_corpus_for, metrics, run  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -91,8 +91,12 @@ def checkpoints_interchange(w, plan, world):
         print(f"  {plan}: checkpoint names or shapes differ from the single-rank checkpoint")
         return False
     # Not compared bit for bit: after 10 AdamW steps, elements with near-zero gradients carry
-    # rounding differences amplified by 1/sqrt(v); the losses above agree to ~1e-8.
-    drift = max(float(abs(mine[k] - single[k]).max() / max(1e-12, float(abs(single[k]).max()))) for k in single)
+    # rounding differences amplified by 1/sqrt(v); the losses above agree to ~1e-8. Bidirectional
+    # attention's key bias has no gradient at all (q . b_k is the same for every key of a query,
+    # and softmax ignores it): AdamW moves it by rounding noise alone, differently in every plan,
+    # without changing any loss; it is left out of the drift (the loads below still cover it).
+    compared = [k for k in single if not k.endswith("attention.self.key.bias")]
+    drift = max(float(abs(mine[k] - single[k]).max() / max(1e-12, float(abs(single[k]).max()))) for k in compared)
     one_step = ["--train-iters", "1", "--global-batch-size", "8", "--lr", "1e-3", "--no-shuffle",
                 "--data-path", w("corpus")]
     ok = drift < 1e-2
@@ -171,7 +175,7 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     w = lambda *p: os.path.join(args.workdir, *p)
 
-    make_license_corpus(args.megac, w("corpus"))
+    make_corpus_for(args.megac, args.spec, w("corpus"))
     run([sys.executable, os.path.join(ROOT, "test", "reference", "train.py"), "--spec", args.spec,
          "--init-out", w("init.safetensors"), "--seed", "11"])
     common = TRAIN + ["--data-path", w("corpus"), "--load", w("init.safetensors")]

@@ -24,9 +24,13 @@ FAMILY_DEFAULTS["qwen2"] = dict(FAMILY_DEFAULTS["llama"], add_qkv_bias=True)
 FAMILY_DEFAULTS["mistral"] = dict(FAMILY_DEFAULTS["llama"])
 # Gemma: GeGLU (tanh GELU), RMSNorm scaling by 1 + w, embeddings times sqrt(hidden), tied.
 FAMILY_DEFAULTS["gemma"] = dict(FAMILY_DEFAULTS["llama"], activation="geglu", tie_embeddings=True)
+# BERT: GPT-2's traits (LayerNorm, GELU, learned positions, biases, tied), an encoder with token
+# types; BertForMaskedLM norms after each residual add, Megatron's BERT before each block.
+FAMILY_DEFAULTS["bert"] = dict(FAMILY_DEFAULTS["gpt2"], num_tokentypes=2, norm_epsilon=1e-12)
+FAMILY_DEFAULTS["megatron_bert"] = dict(FAMILY_DEFAULTS["bert"])
 
 CHOICES = {
-    "family": ("gpt2", "llama", "qwen2", "mistral", "gemma"),
+    "family": ("gpt2", "llama", "qwen2", "mistral", "gemma", "bert", "megatron_bert"),
     "normalization": ("LayerNorm", "RMSNorm"),
     "activation": ("gelu", "swiglu", "geglu"),
     "position_embedding_type": ("learned", "rope"),
@@ -63,6 +67,11 @@ class Spec:
     rope_scaling_type: str  # "none", "linear" (positions / factor) or "dynamic" (transformers' NTK)
     rope_scaling_factor: float
     sliding_window: int  # a token attends to itself and at most this many before it; 0: all before it
+    num_tokentypes: int  # BERT's token types (Megatron's name); 0 for the decoders
+
+    @property
+    def is_encoder(self):
+        return self.family in ("bert", "megatron_bert")
 
     def rotary_base_for(self, tokens):
         """The base a sequence of `tokens` rotates with: past max_position_embeddings, dynamic NTK
@@ -81,7 +90,7 @@ FIELDS = {f.name: f.type for f in dataclasses.fields(Spec)}
 
 
 def _default_ffn(family, h):
-    if family == "gpt2":
+    if family in ("gpt2", "bert", "megatron_bert"):
         return 4 * h
     return 256 * math.ceil((8 * h / 3) / 256)  # Llama rounds 8h/3 up to a multiple of 256
 
@@ -120,13 +129,14 @@ def make_spec(raw, where="spec"):
         raise SpecError(f"{where}: missing required key(s) {', '.join(missing)}")
     family = _check_type("family", raw["family"], "choice", where)
     h = raw["hidden_size"]
-    vals = dict(FAMILY_DEFAULTS[family], norm_epsilon=1e-5, rotary_base=10000.0, kv_channels=0,
+    vals = dict(dict(norm_epsilon=1e-5, num_tokentypes=0), **FAMILY_DEFAULTS[family])
+    vals.update(rotary_base=10000.0, kv_channels=0,
                 rope_scaling_type="none", rope_scaling_factor=1.0, sliding_window=0,
                 num_query_groups=raw.get("num_attention_heads"),
                 ffn_hidden_size=_default_ffn(family, h) if isinstance(h, int) else None,
                 max_position_embeddings=raw.get("seq_length"))
     vals.update(raw)
-    if family == "gpt2" and "add_qkv_bias" not in raw:  # c_attn's bias is the other linears'
+    if family in ("gpt2", "bert", "megatron_bert") and "add_qkv_bias" not in raw:  # with the other linears
         vals["add_qkv_bias"] = vals["add_bias_linear"]
     kinds = {int: "int", bool: "bool", float: "float", str: "choice"}
     vals = {k: _check_type(k, vals[k], kinds[FIELDS[k]], where) for k in FIELDS}

@@ -17,6 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dropout import Draw  # noqa: E402
 from indexed_dataset import GPTSamples, IndexedDataset  # noqa: E402
 from lora import add_lora  # noqa: E402
+from bert import BertMaskedLM  # noqa: E402
+from mlm_masking import MlmSamples  # noqa: E402
 from model import Transformer, init_weights  # noqa: E402
 from safetensors_io import load_file, save_file  # noqa: E402
 from spec import load_spec  # noqa: E402
@@ -142,7 +144,7 @@ def main(argv=None):
     torch.set_num_threads(2)
     try:
         spec = load_spec(a.spec)
-        model = Transformer(spec)
+        model = BertMaskedLM(spec) if spec.is_encoder else Transformer(spec)
     except ValueError as e:  # SpecError or an unsupported combination: the message names the field
         raise SystemExit(f"error: {e}")
     if a.load and a.init_out:
@@ -161,7 +163,10 @@ def main(argv=None):
                             [m for m in a.lora_target_modules.split(",") if m], a.use_rslora, a.seed)
     if a.train_iters is None or a.data_path is None or a.global_batch_size is None:
         raise SystemExit("training needs --data-path, --train-iters and --global-batch-size")
-    samples = GPTSamples(IndexedDataset(a.data_path).token_stream(), spec.seq_length)
+    tokens = IndexedDataset(a.data_path).token_stream()
+    # A masked LM's batches are masked as OUT/train masks them (mlm_masking.py), under the same seed.
+    samples = (MlmSamples(tokens, spec.seq_length, a.seed, a.data_path) if spec.is_encoder
+               else GPTSamples(tokens, spec.seq_length))
     out = open(a.metrics_file, "w") if a.metrics_file else None
 
     def log(rec):

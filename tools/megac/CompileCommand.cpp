@@ -611,7 +611,7 @@ int megac::runCompile() {
   // position at a time would not rotate as the whole window does (generation reruns the window).
   const bool ropeFollowsLength = spec->rotaryBaseFor(spec->seqLength) != spec->rotaryBase;
   if (plan.worldSize() == 1 && precision == ActivationPrecision::Fp32 && *target == megac::Target::Cpu &&
-      !plan.lora.enabled() && !ropeFollowsLength) {
+      !plan.lora.enabled() && !ropeFollowsLength && !spec->isEncoder()) { // an encoder does not generate
     ModelSpec onePosition = *spec;
     onePosition.seqLength = 1;
     decodeModule = buildModel(context, onePosition, plan, microBatch);

@@ -129,6 +129,10 @@ int megac::runGenerate() {
   Expected<ModelSpec> spec = parseModelSpec(source->specText, source->specOrigin);
   if (!spec)
     return fail(toString(spec.takeError()));
+  if (spec->isEncoder())
+    return fail(checkpoint + " is a masked language model (family " + spec->family +
+                "): it predicts masked tokens from both sides and does not continue a text; megac generate takes a "
+                "causal LM (gpt2, llama, qwen2, mistral, gemma)");
   // Every field of a Hugging Face config.json the spec does not carry must be one megac computes:
   // the runtime's own check, before a compile.
   if (!source->hfConfig.empty()) {

@@ -7,6 +7,8 @@
 
 #include "megac/Eval/Tensor.h"
 
+#include <optional>
+
 namespace megac::eval {
 
 //===--- linear algebra and data movement ---------------------------------===//
@@ -72,9 +74,11 @@ AttentionGrads attentionGrad(const Tensor &dout, const Tensor &q, const Tensor &
 
 //===--- loss -------------------------------------------------------------===//
 
-/// Mean over label positions of logsumexp(logits) - logits[label]; a scalar.
-Tensor crossEntropy(const Tensor &logits, const Tensor &labels);
-/// dloss / N * (softmax(logits) - onehot(label)).
-Tensor crossEntropyGrad(const Tensor &dloss, const Tensor &logits, const Tensor &labels);
+/// Mean over label positions of logsumexp(logits) - logits[label]; a scalar. Positions labelled
+/// `ignore` take no part (0 when every one is ignored).
+Tensor crossEntropy(const Tensor &logits, const Tensor &labels, std::optional<int64_t> ignore = std::nullopt);
+/// dloss / N * (softmax(logits) - onehot(label)), N the positions not ignored (ignored rows 0).
+Tensor crossEntropyGrad(const Tensor &dloss, const Tensor &logits, const Tensor &labels,
+                        std::optional<int64_t> ignore = std::nullopt);
 
 } // namespace megac::eval

@@ -14,7 +14,9 @@ namespace megac {
 struct ModelSpec {
   std::string family;                  // gpt2 | llama | qwen2 (Llama's layout with q, k, v biases) |
                                        // mistral (Llama's layout with a sliding window) | gemma (GeGLU,
-                                       // (1 + w) RMSNorm, embeddings scaled by sqrt(hidden))
+                                       // (1 + w) RMSNorm, embeddings scaled by sqrt(hidden)) | bert
+                                       // (BertForMaskedLM: a post-LN encoder, masked LM) |
+                                       // megatron_bert (MegatronBertForMaskedLM: the same, pre-LN)
   int64_t numLayers = 0;
   int64_t hiddenSize = 0;
   int64_t numAttentionHeads = 0;
@@ -41,6 +43,7 @@ struct ModelSpec {
   // layer: a token attends to itself and at most this many positions before it; 0: every earlier
   // position.
   int64_t slidingWindow = 0;
+  int64_t numTokentypes = 0;           // BERT's token types (Megatron's num_tokentypes; HF type_vocab_size)
   double hiddenDropout = 0.0;
   double attentionDropout = 0.0;
 
@@ -48,6 +51,12 @@ struct ModelSpec {
   std::string path;
   std::map<std::string, unsigned> keyLines;
 
+  /// A bidirectional encoder trained as a masked language model (BERT).
+  bool isEncoder() const { return family == "bert" || family == "megatron_bert"; }
+  /// BERT's original norms after each residual add (Megatron's BERT moved them before).
+  bool normAfterResidual() const { return family == "bert"; }
+  /// GPT-2's GELU is the tanh approximation (gelu_new); BERT's the exact one (erf).
+  bool geluTanh() const { return family != "bert" && family != "megatron_bert"; }
   /// Gemma's RMSNorm scales by (1 + w), its weights centred at zero (Megatron's
   /// apply_layernorm_1p).
   bool normWeightsCentredAtZero() const { return family == "gemma"; }

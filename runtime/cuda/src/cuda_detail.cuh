@@ -92,6 +92,15 @@ template <typename T> __device__ inline T block_sum(T v) {
   return warp_sum(v);
 }
 
+// The labels of [0, tokens) that are not ignore_index, by one block, to every thread (a loss's
+// denominator).
+__device__ inline double block_counted_labels(const int32_t *labels, int64_t tokens, int32_t ignore_index) {
+  double n = 0.0;
+  for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x)
+    n += labels[t] != ignore_index;
+  return block_sum(n);
+}
+
 // Sum of values[0, n) by one block (threads stride over them, then block_sum), to every thread.
 __device__ inline double block_sum_of(const double *values, int64_t n) {
   double s = 0.0;

@@ -16,10 +16,15 @@ __device__ MaxSum row_max_sum(const float *row, int64_t valid) {
   return detail::block_max_sum(st);
 }
 
-// loss[t] = log(sum) + max - logit[label], in double as the CPU.
+// loss[t] = log(sum) + max - logit[label], in double as the CPU; 0 for an ignored label.
 __global__ void cross_entropy_rows_kernel(double *loss, const float *logits, const int32_t *labels, int64_t tokens,
-                                          int64_t vocab, int64_t valid) {
+                                          int64_t vocab, int64_t valid, int32_t ignore_index) {
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+    if (labels[t] == ignore_index) { // the same for every thread of the block
+      if (threadIdx.x == 0)
+        loss[t] = 0.0;
+      continue;
+    }
     const float *row = logits + t * vocab;
     const MaxSum st = row_max_sum(row, valid);
     if (threadIdx.x == 0)
@@ -27,20 +32,38 @@ __global__ void cross_entropy_rows_kernel(double *loss, const float *logits, con
   }
 }
 
-// *out = mean of n doubles; launched as a single block.
-__global__ void mean_kernel(float *out, const double *values, int64_t n) {
+// *out = the sum of n doubles over the labels that count (all n without an ignore_index; 0 when
+// none does); launched as a single block.
+__global__ void mean_kernel(float *out, const double *values, int64_t n, const int32_t *labels, int32_t ignore_index) {
   const double s = detail::block_sum_of(values, n);
+  const double counted = detail::block_counted_labels(labels, n, ignore_index);
   if (threadIdx.x == 0)
-    *out = static_cast<float>(s / static_cast<double>(n));
+    *out = counted > 0.0 ? static_cast<float>(s / counted) : 0.0f;
 }
 
-// dlogits = g (softmax - onehot(label)) with g = dloss / tokens; padded columns get 0. The
-// row's logits are read again after the statistics (from L2 for typical rows).
+// *g = dloss / the labels that count (0 when none does); a single block.
+__global__ void loss_gradient_scale_kernel(double *g, float dloss, const int32_t *labels, int64_t tokens,
+                                           int32_t ignore_index) {
+  const double counted = detail::block_counted_labels(labels, tokens, ignore_index);
+  if (threadIdx.x == 0)
+    *g = counted > 0.0 ? static_cast<double>(dloss) / counted : 0.0;
+}
+
+// dlogits = g (softmax - onehot(label)) with g = dloss / counted tokens (*scale); padded columns
+// and ignored rows get 0. The row's logits are read again after the statistics (from L2 for
+// typical rows).
 __global__ void cross_entropy_backward_kernel(float *dlogits, const float *logits, const int32_t *labels,
-                                              int64_t tokens, int64_t vocab, int64_t valid, double g) {
+                                              int64_t tokens, int64_t vocab, int64_t valid, const double *scale_of_loss,
+                                              int32_t ignore_index) {
+  const double g = *scale_of_loss;
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     const float *row = logits + t * vocab;
     float *drow = dlogits + t * vocab;
+    if (labels[t] == ignore_index) {
+      for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+        drow[j] = 0.0f;
+      continue;
+    }
     const MaxSum st = row_max_sum(row, valid);
     const double scale = g / st.sum;
     const float scale_f = static_cast<float>(scale);
@@ -68,23 +91,27 @@ void check_args(const char *kernel, int64_t tokens, int64_t vocab, int64_t valid
 } // namespace
 
 void cross_entropy_forward(float *out, const float *logits, const int32_t *labels, int64_t tokens, int64_t vocab,
-                           int64_t valid_vocab) {
+                           int64_t valid_vocab, int32_t ignore_index) {
   check_args("cross_entropy_forward", tokens, vocab, valid_vocab);
   cudaStream_t stream = compute_stream();
   auto *loss = static_cast<double *>(detail::workspace(sizeof(double) * tokens));
   cross_entropy_rows_kernel<<<detail::row_blocks(tokens), detail::kThreads, 0, stream>>>(loss, logits, labels, tokens,
-                                                                                         vocab, valid_vocab);
+                                                                                         vocab, valid_vocab, ignore_index);
   detail::check_launch("cross_entropy_forward");
-  mean_kernel<<<1, detail::kThreads, 0, stream>>>(out, loss, tokens);
+  mean_kernel<<<1, detail::kThreads, 0, stream>>>(out, loss, tokens, labels, ignore_index);
   detail::check_launch("cross_entropy_forward (mean)");
 }
 
 void cross_entropy_backward(float *dlogits, float dloss, const float *logits, const int32_t *labels, int64_t tokens,
-                            int64_t vocab, int64_t valid_vocab) {
+                            int64_t vocab, int64_t valid_vocab, int32_t ignore_index) {
   check_args("cross_entropy_backward", tokens, vocab, valid_vocab);
-  const double g = static_cast<double>(dloss) / static_cast<double>(tokens);
-  cross_entropy_backward_kernel<<<detail::row_blocks(tokens), detail::kThreads, 0, compute_stream()>>>(
-      dlogits, logits, labels, tokens, vocab, valid_vocab, g);
+  // dloss / the labels that count, on the device (the labels are there).
+  auto *g = static_cast<double *>(detail::workspace(sizeof(double)));
+  cudaStream_t stream = compute_stream();
+  loss_gradient_scale_kernel<<<1, detail::kThreads, 0, stream>>>(g, dloss, labels, tokens, ignore_index);
+  detail::check_launch("cross_entropy_backward (scale)");
+  cross_entropy_backward_kernel<<<detail::row_blocks(tokens), detail::kThreads, 0, stream>>>(
+      dlogits, logits, labels, tokens, vocab, valid_vocab, g, ignore_index);
   detail::check_launch("cross_entropy_backward");
 }
 

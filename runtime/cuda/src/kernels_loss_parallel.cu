@@ -47,15 +47,32 @@ __global__ void target_logit_kernel(float *out, const float *logits, const int32
   }
 }
 
-// *out = mean over tokens of max + log(sum_exp) - target, summed in double; a single block.
+// *out = mean over tokens of max + log(sum_exp) - target, summed in double; with labels, over the
+// tokens not labelled ignore_index (0 when none is); a single block.
 __global__ void cross_entropy_from_stats_kernel(float *out, const float *max, const float *sum_exp,
-                                                const float *target, int64_t tokens) {
+                                                const float *target, int64_t tokens, const int32_t *labels,
+                                                int32_t ignore_index) {
   double s = 0.0;
   for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x)
-    s += static_cast<double>(max[t]) + log(static_cast<double>(sum_exp[t])) - target[t];
+    if (!labels || labels[t] != ignore_index)
+      s += static_cast<double>(max[t]) + log(static_cast<double>(sum_exp[t])) - target[t];
   s = detail::block_sum(s);
+  if (!labels) {
+    if (threadIdx.x == 0)
+      *out = static_cast<float>(s / static_cast<double>(tokens));
+    return;
+  }
+  const double counted = detail::block_counted_labels(labels, tokens, ignore_index);
   if (threadIdx.x == 0)
-    *out = static_cast<float>(s / static_cast<double>(tokens));
+    *out = counted > 0.0 ? static_cast<float>(s / counted) : 0.0f;
+}
+
+// *scale = dloss / the labels that count (0 when none does); a single block.
+__global__ void loss_scale_kernel(double *scale, float dloss, const int32_t *labels, int64_t tokens,
+                                  int32_t ignore_index) {
+  const double counted = detail::block_counted_labels(labels, tokens, ignore_index);
+  if (threadIdx.x == 0)
+    *scale = counted > 0.0 ? static_cast<double>(dloss) / counted : 0.0;
 }
 
 // dlogits = scale (exp(logit - max) / sum_exp - [label == column]) on the first `valid`
@@ -64,10 +81,16 @@ __global__ void cross_entropy_from_stats_kernel(float *out, const float *max, co
 __global__ void cross_entropy_backward_from_stats_kernel(float *dlogits, const float *logits, const int32_t *labels,
                                                          const float *max, const float *sum_exp, int64_t tokens,
                                                          int64_t vocab, int64_t vocab_start, int64_t valid,
-                                                         double scale) {
+                                                         const double *scale_of_loss, int32_t ignore_index) {
+  const double scale = *scale_of_loss;
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     const float *row = logits + t * vocab;
     float *drow = dlogits + t * vocab;
+    if (labels[t] == ignore_index) { // the same for every thread of the block
+      for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+        drow[j] = 0.0f;
+      continue;
+    }
     const float m = max[t];
     const float factor = static_cast<float>(1.0 / static_cast<double>(sum_exp[t]) * scale);
     const int32_t label = labels[t];
@@ -110,21 +133,25 @@ void target_logit(float *out, const float *logits, const int32_t *labels, int64_
 }
 
 void cross_entropy_from_stats(float *out, const float *max, const float *sum_exp, const float *target,
-                              int64_t tokens) {
+                              int64_t tokens, const int32_t *labels, int32_t ignore_index) {
   // tokens == 0 still writes the CPU's 0 / 0 (NaN), so the caller's scalar is never stale.
-  cross_entropy_from_stats_kernel<<<1, detail::kThreads, 0, compute_stream()>>>(out, max, sum_exp, target,
-                                                                                std::max<int64_t>(tokens, 0));
+  cross_entropy_from_stats_kernel<<<1, detail::kThreads, 0, compute_stream()>>>(
+      out, max, sum_exp, target, std::max<int64_t>(tokens, 0), labels, ignore_index);
   detail::check_launch("cross_entropy_from_stats");
 }
 
 void cross_entropy_backward_from_stats(float *dlogits, float dloss, const float *logits, const int32_t *labels,
                                        const float *max, const float *sum_exp, int64_t tokens, int64_t vocab,
-                                       int64_t vocab_start, int64_t valid) {
+                                       int64_t vocab_start, int64_t valid, int32_t ignore_index) {
   if (tokens <= 0 || vocab <= 0)
     return;
-  const double scale = static_cast<double>(dloss) / static_cast<double>(tokens);
-  cross_entropy_backward_from_stats_kernel<<<detail::row_blocks(tokens), detail::kThreads, 0, compute_stream()>>>(
-      dlogits, logits, labels, max, sum_exp, tokens, vocab, vocab_start, valid, scale);
+  // dloss / the labels that count, on the device (the labels are there).
+  auto *scale = static_cast<double *>(detail::workspace(sizeof(double)));
+  cudaStream_t stream = compute_stream();
+  loss_scale_kernel<<<1, detail::kThreads, 0, stream>>>(scale, dloss, labels, tokens, ignore_index);
+  detail::check_launch("cross_entropy_backward_from_stats (scale)");
+  cross_entropy_backward_from_stats_kernel<<<detail::row_blocks(tokens), detail::kThreads, 0, stream>>>(
+      dlogits, logits, labels, max, sum_exp, tokens, vocab, vocab_start, valid, scale, ignore_index);
   detail::check_launch("cross_entropy_backward_from_stats");
 }
 

@@ -22,7 +22,13 @@
 #include "megart/kv_cache.h"
 #include "megart/precision.h"
 
+#include <climits>
 #include <cstdint>
+
+namespace megart {
+// A loss's ignore_index when nothing is ignored (no label is this).
+inline constexpr int32_t kNoIgnoredLabel = INT32_MIN;
+} // namespace megart
 
 namespace megart::cpu {
 
@@ -236,25 +242,27 @@ void attention_backward(A *dq, A *dk, A *dv, const A *dout, const A *q, const A 
 // ---- Loss (kernels_loss.cpp) --------------------------------------------------------------
 
 // Mean cross-entropy: logits [tokens, vocab], labels [tokens]. Only the first valid_vocab
-// columns take part in the softmax (the rest is vocab padding; pass vocab for none).
-// Accumulated in double. Throws megart::Error if a label is outside [0, valid_vocab), if
-// valid_vocab is outside [1, vocab] or if tokens == 0 (the mean is undefined).
+// columns take part in the softmax (the rest is vocab padding; pass vocab for none). Tokens
+// labelled ignore_index (a masked language model's unmasked positions, transformers' -100) take
+// no part: the mean is over the others, 0 when there are none. Accumulated in double. Throws
+// megart::Error if a label is outside [0, valid_vocab) and not ignore_index, if valid_vocab is
+// outside [1, vocab] or if tokens == 0 (the mean is undefined).
 float cross_entropy_forward(const float* logits, const int32_t* labels, int64_t tokens,
-                            int64_t vocab, int64_t valid_vocab);
+                            int64_t vocab, int64_t valid_vocab, int32_t ignore_index = kNoIgnoredLabel);
 
-// dlogits = dloss * (softmax(logits) - onehot(label)) / tokens; padded columns get 0.
-// Same checks as the forward.
+// dlogits = dloss * (softmax(logits) - onehot(label)) / counted tokens; padded columns and
+// ignored tokens' rows get 0. Same checks as the forward.
 void cross_entropy_backward(float* dlogits, float dloss, const float* logits,
                             const int32_t* labels, int64_t tokens, int64_t vocab,
-                            int64_t valid_vocab);
+                            int64_t valid_vocab, int32_t ignore_index = kNoIgnoredLabel);
 
 // 16-bit: logits and dlogits are A*; the loss stays float.
 template <typename A>
 float cross_entropy_forward(const A *logits, const int32_t *labels, int64_t tokens, int64_t vocab,
-                            int64_t valid_vocab);
+                            int64_t valid_vocab, int32_t ignore_index = kNoIgnoredLabel);
 template <typename A>
 void cross_entropy_backward(A *dlogits, float dloss, const A *logits, const int32_t *labels, int64_t tokens,
-                            int64_t vocab, int64_t valid_vocab);
+                            int64_t vocab, int64_t valid_vocab, int32_t ignore_index = kNoIgnoredLabel);
 
 // ---- Elementwise (kernels_elementwise.cpp) ------------------------------------------------
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "megart/comm.h"
+#include "megart/kernels.h" // kNoIgnoredLabel
 
 #include <cstdint>
 
@@ -24,13 +25,15 @@ void logits_sum_exp(float *out, const float *logits, const float *max, int64_t t
 // logits[t, labels[t] - vocab_start] where the label is in this share, else 0.
 void target_logit(float *out, const float *logits, const int32_t *labels, int64_t tokens, int64_t vocab,
                   int64_t vocab_start);
-// mean over tokens of max + log(sum_exp) - target (summed in double).
-float cross_entropy_from_stats(const float *max, const float *sum_exp, const float *target, int64_t tokens);
-// dlogits = dloss * (exp(logit - max) / sum_exp - [label == column]) / tokens for the first
-// `valid` columns, 0 for the padding columns.
+// mean over tokens of max + log(sum_exp) - target (summed in double); with labels, over the
+// tokens not labelled ignore_index (0 when there are none), as cross_entropy_forward.
+float cross_entropy_from_stats(const float *max, const float *sum_exp, const float *target, int64_t tokens,
+                               const int32_t *labels = nullptr, int32_t ignore_index = kNoIgnoredLabel);
+// dlogits = dloss * (exp(logit - max) / sum_exp - [label == column]) / counted tokens for the
+// first `valid` columns, 0 for the padding columns and the rows labelled ignore_index.
 void cross_entropy_backward_from_stats(float *dlogits, float dloss, const float *logits, const int32_t *labels,
                                        const float *max, const float *sum_exp, int64_t tokens, int64_t vocab,
-                                       int64_t vocab_start, int64_t valid);
+                                       int64_t vocab_start, int64_t valid, int32_t ignore_index = kNoIgnoredLabel);
 // 16-bit (A = bf16_t or fp16_t): out / dout / logits / dlogits are A*; the table, its gradient
 // and the per-token statistics (max, sum_exp, target) stay float.
 template <typename A>
@@ -48,7 +51,7 @@ void target_logit(float *out, const A *logits, const int32_t *labels, int64_t to
 template <typename A>
 void cross_entropy_backward_from_stats(A *dlogits, float dloss, const A *logits, const int32_t *labels,
                                        const float *max, const float *sum_exp, int64_t tokens, int64_t vocab,
-                                       int64_t vocab_start, int64_t valid);
+                                       int64_t vocab_start, int64_t valid, int32_t ignore_index = kNoIgnoredLabel);
 
 // Columns of this rank's share of a padded vocabulary that are real: clamp(vocab_size - start, 0, local).
 int64_t valid_columns(int64_t vocab_size, int64_t vocab_start, int64_t vocab_local);

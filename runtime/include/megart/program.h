@@ -286,6 +286,9 @@ struct ProgramDesc {
   int64_t micro_batch_size;          // compiled in: shapes are static
   int64_t seq_length;
   int64_t vocab_size;
+  // A masked language model (BERT): batches are masked (megart/mlm_masking.h) and its labels
+  // the chosen positions' tokens; false: a causal LM's next tokens.
+  bool masked_lm = false;
   // Forward and backward FLOPs of one sample, no recomputation (the compiler counts the model's
   // GEMMs, megac's ModelFlops.h): the log line's TFLOP/s and MFU. 0: unknown (none printed).
   double model_flops_per_sample;

@@ -32,6 +32,8 @@ struct TokenizerRecord {
   // an older megac gives its end of document, "eod", as the eos, and GPT-2's <|endoftext|> as
   // its bos too). Empty: the tokenizer has none, and none is made up.
   std::optional<SpecialToken> bos, eos, pad;
+  // A WordPiece vocabulary's [CLS], [SEP] and [MASK] (megac data records them for BERT).
+  std::optional<SpecialToken> cls, sep, mask;
 };
 
 // PREFIX.tokenizer.json, or none when the dataset has none (made by another tool). Throws

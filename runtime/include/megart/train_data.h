@@ -10,6 +10,7 @@
 #include "megart/data_blend.h"
 #include "megart/epoch_order.h"
 #include "megart/indexed_dataset.h"
+#include "megart/mlm_masking.h"
 #include "megart/tokenizer_record.h"
 
 #include <cstdint>
@@ -54,12 +55,18 @@ public:
   // dataset and derived from it for the others). Until called, dataset order.
   void set_order(bool shuffle, uint64_t seed);
 
+  // A masked language model's batches (megart/mlm_masking.h): a sample's s tokens, masked, and
+  // the labels of the chosen positions (the rest ignored). Until called, a causal LM's.
+  void set_masking(MlmMasking masking) { masking_ = std::move(masking); }
+
   // Fills ids and labels ([count, seq_length] each) with the samples at positions
-  // first .. first + count - 1 of the blend: ids are a sample's first s tokens, labels its last s.
+  // first .. first + count - 1 of the blend: ids are a sample's first s tokens, labels its last s
+  // (with masking: its s tokens masked, and their labels at the positions chosen).
   // Reading positions in increasing order, as a run does, draws each epoch's shuffle once.
   void fill(int64_t first, int64_t count, int32_t *ids, int32_t *labels);
 
 private:
+  std::optional<MlmMasking> masking_;
   // One dataset's documents in the split, cut into samples of s + 1 tokens every s tokens.
   struct Part {
     IndexedDataset dataset;

@@ -226,6 +226,14 @@ func.func @dropout_stream(%x: tensor<2x8x64xf32>) {
 
 // -----
 
+func.func @cross_entropy_ignore_index_positive(%l: tensor<2x8x16xf32>, %y: tensor<2x8xi32>) {
+  // expected-error @+1 {{ignore_index must be negative (transformers': -100), found 3}}
+  %0 = tx.cross_entropy %l, %y ignore_index 3 : tensor<2x8x16xf32>, tensor<2x8xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
 func.func @scale_infinite(%x: tensor<2x8xf32>) {
   // expected-error @+1 {{factor must be finite (at most 1e30 in size), found INF}}
   %0 = tx.scale %x by 0x7FF0000000000000 : tensor<2x8xf32>

@@ -124,6 +124,17 @@ func.func @gemma_norm_and_scale(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>) -> (
 
 // -----
 
+// CHECK-LABEL: func @masked_lm_loss
+func.func @masked_lm_loss(%l: tensor<2x8x16xf32>, %y: tensor<2x8xi32>, %d: tensor<f32>) -> tensor<f32> {
+  // CHECK: tx.cross_entropy %{{.*}}, %{{.*}} ignore_index -100 :
+  %0 = tx.cross_entropy %l, %y ignore_index -100 : tensor<2x8x16xf32>, tensor<2x8xi32> -> tensor<f32>
+  // CHECK: tx.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} vocab_size 12 ignore_index -100 :
+  %1 = tx.cross_entropy_grad %d, %l, %y vocab_size 12 ignore_index -100 : tensor<f32>, tensor<2x8x16xf32>, tensor<2x8xi32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
 // CHECK-LABEL: func @attention
 func.func @attention(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tensor<2x8x2x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) {
   // CHECK: tx.attention %{{.*}}, %{{.*}}, %{{.*}} causal scale 2.500000e-01 : tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32> -> tensor<2x8x4x16xf32>

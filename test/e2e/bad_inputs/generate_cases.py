@@ -32,10 +32,19 @@ def drop(key):
 def cases():
     return [
         generate("megac generate of another architecture", "{scratch}/hf",
-                 r"config\.json: model_type is 'bert' \(architectures BertForMaskedLM\); megac computes the gpt2 "
+                 r"config\.json: model_type is 't5' \(architectures T5ForConditionalGeneration\); megac computes the gpt2 "
                  r"\(GPT2LMHeadModel\), llama \(LlamaForCausalLM\), qwen2 \(Qwen2ForCausalLM\), mistral "
-                 r"\(MistralForCausalLM\) and gemma \(GemmaForCausalLM\) families only",
-                 content={"hf/config.json": json.dumps({"model_type": "bert", "architectures": ["BertForMaskedLM"]}),
+                 r"\(MistralForCausalLM\), gemma \(GemmaForCausalLM\), bert \(BertForMaskedLM\) and megatron-bert "
+                 r"\(MegatronBertForMaskedLM\) families only",
+                 content={"hf/config.json": json.dumps({"model_type": "t5", "architectures": ["T5ForConditionalGeneration"]}),
+                          "hf/model.safetensors": files.copy_of(os.path.join(ITER, "model.safetensors"))}),
+        generate("megac generate of a masked LM", "{scratch}/hf",
+                 r"hf is a masked language model \(family bert\): it predicts masked tokens from both sides and does "
+                 r"not continue a text",
+                 content={"hf/config.json": json.dumps({
+                     "model_type": "bert", "architectures": ["BertForMaskedLM"], "num_hidden_layers": 1,
+                     "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 300,
+                     "max_position_embeddings": 64}),
                           "hf/model.safetensors": files.copy_of(os.path.join(ITER, "model.safetensors"))}),
         generate("megac generate of pickled weights", "{scratch}/hf",
                  r"has a config\.json but no model\.safetensors \(nor model\.safetensors\.index\.json\): megac reads "

@@ -31,11 +31,11 @@ def cases():
     return [
         hf_compile("a folder without config.json", r"hf is a folder without a config\.json; give a spec YAML or a "
                    r"Hugging Face model folder", content={"hf/model.safetensors": b"x"}),
-        hf_compile("another architecture", r"model_type is 'bert' \(architectures BertForMaskedLM\); megac computes "
+        hf_compile("another architecture", r"model_type is 't5' \(architectures T5ForConditionalGeneration\); megac computes "
                    r"the gpt2 \(GPT2LMHeadModel\), llama \(LlamaForCausalLM\), qwen2 \(Qwen2ForCausalLM\), "
-                   r"mistral \(MistralForCausalLM\) and gemma \(GemmaForCausalLM\) families only, so it cannot "
-                   r"compile this model", content={"hf/config.json": json.dumps(
-                       {"model_type": "bert", "architectures": ["BertForMaskedLM"]}).encode()}),
+                   r"mistral \(MistralForCausalLM\), gemma \(GemmaForCausalLM\), bert \(BertForMaskedLM\) and "
+                   r"megatron-bert \(MegatronBertForMaskedLM\) families only, so it cannot compile this model", content={"hf/config.json": json.dumps(
+                       {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"]}).encode()}),
         hf_compile("another head on a known model type", r"architectures is \[GPT2ForSequenceClassification\]; "
                    r"megac computes GPT2LMHeadModel \(a causal language model head\)",
                    setting("architectures", ["GPT2ForSequenceClassification"])),

@@ -26,7 +26,8 @@ def with_keys(pairs, text=GOOD):
 def cases():
     return [
         spec_case("add_qkv_bias apart from gpt2's c_attn", with_key("add_qkv_bias", "false"),
-                  r"add_qkv_bias is false but add_bias_linear true; family gpt2's q, k and v share c_attn's bias"),
+                  r"add_qkv_bias is false but add_bias_linear true; family gpt2's q, k and v have biases with the other "
+                  r"linear layers or none"),
         spec_case("kv_channels x heads past the limit", with_keys([("num_attention_heads", 4096), ("hidden_size", 4096),
                                                                     ("kv_channels", 1024)]),
                   r"num_attention_heads x kv_channels is 4096 x 1024 = 4194304, more than the 1048576 megac allows"),

@@ -104,10 +104,11 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
 void apply_dropout(float *y, const float *x, const DropoutBlock &block);
 
 // ---- Loss: fused (probabilities are never written out) -------------------------------------
+// ignore_index as the CPU's (megart/kernels.h): those tokens take no part, the mean is over the rest.
 void cross_entropy_forward(float *out, const float *logits, const int32_t *labels, int64_t tokens,
-                           int64_t vocab, int64_t valid_vocab);
+                           int64_t vocab, int64_t valid_vocab, int32_t ignore_index = kNoIgnoredLabel);
 void cross_entropy_backward(float *dlogits, float dloss, const float *logits, const int32_t *labels,
-                            int64_t tokens, int64_t vocab, int64_t valid_vocab);
+                            int64_t tokens, int64_t vocab, int64_t valid_vocab, int32_t ignore_index = kNoIgnoredLabel);
 
 // ---- Elementwise ------------------------------------------------------------------------
 void add(float *out, const float *a, const float *b, int64_t outer, int64_t inner);
@@ -134,10 +135,10 @@ void logits_sum_exp(float *out, const float *logits, const float *max, int64_t t
 void target_logit(float *out, const float *logits, const int32_t *labels, int64_t tokens, int64_t vocab,
                   int64_t vocab_start);
 void cross_entropy_from_stats(float *out, const float *max, const float *sum_exp, const float *target,
-                              int64_t tokens);
+                              int64_t tokens, const int32_t *labels = nullptr, int32_t ignore_index = kNoIgnoredLabel);
 void cross_entropy_backward_from_stats(float *dlogits, float dloss, const float *logits, const int32_t *labels,
                                        const float *max, const float *sum_exp, int64_t tokens, int64_t vocab,
-                                       int64_t vocab_start, int64_t valid);
+                                       int64_t vocab_start, int64_t valid, int32_t ignore_index = kNoIgnoredLabel);
 using cpu::valid_columns; // host arithmetic, the CPU's
 
 // Collectives along one dimension; `comm` must be the device's communicator (NCCL), whose
