@@ -75,11 +75,6 @@ int32_t next_token(const float *logits, int64_t vocab_size, const SamplingOption
 
 int generate_main(int argc, const char *const *argv, const ProgramDesc &program, std::ostream &out,
                   std::ostream &err) {
-  if (program.masked_lm) {
-    err << "error: this program is a masked language model (BERT): it predicts masked tokens from both sides and "
-           "does not continue a text, so it does not generate; OUT/train trains and evaluates it\n";
-    return 1;
-  }
   CLI::App app{"Generates tokens from a checkpoint with the compiled forward (one rank, fp32)"};
   std::string load, prompt;
   int64_t max_new = 0, seed = 1234; // max_new 0: 32, or what seq_length leaves
@@ -129,13 +124,21 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
     return 1;
   }
   try {
+    // A masked LM reads its whole window both ways: it has logits of a full window, and no next token.
+    if (program.masked_lm && (logits_file.empty() || max_new != 0))
+      throw Error("this program is a masked language model (BERT): it predicts masked tokens from both sides and "
+                  "does not continue a text, so it does not generate; OUT/train generate --logits-file F with "
+                  "seq_length prompt ids (and no --max-new-tokens) writes the logits of that window");
     if (!program.logits_step)
       throw Error("this program has no logits_step: generation needs one rank in fp32; compile the spec with "
                   "megac compile SPEC -o OUT (no --tp, --pp, --dp, --bf16 or --fp16)");
     const std::vector<int32_t> prompt_ids = parse_ids(prompt, program.vocab_size);
     const int64_t s = program.seq_length, b = program.micro_batch_size;
     const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
-    if (max_new == 0) { // the default: what fits
+    if (program.masked_lm && prompt_len != s)
+      throw Error("--prompt-ids has " + std::to_string(prompt_len) + " tokens; a masked language model attends to "
+                  "every position of its window, so give exactly seq_length (" + std::to_string(s) + ")");
+    if (max_new == 0 && !program.masked_lm) { // the default: what fits
       if (prompt_len >= s)
         throw Error("--prompt-ids has " + std::to_string(prompt_len) + " tokens, and the model's seq_length " +
                     std::to_string(s) + " leaves none to generate; shorten the prompt");
@@ -215,6 +218,8 @@ int generate_main(int argc, const char *const *argv, const ProgramDesc &program,
       for (int64_t t = 0; t < length; ++t)
         std::copy_n(logits.data() + t * padded, program.vocab_size, rows.data() + t * program.vocab_size);
       write_safetensors(logits_file, {{"logits", {length, program.vocab_size}, rows.data()}});
+      if (program.masked_lm)
+        return 0;
     }
     std::vector<int32_t> generated;
     for (int64_t k = 0; k < max_new; ++k) {

@@ -4,7 +4,8 @@ MegatronBertForMaskedLM (pre-LN), transformers (build/pyenv) makes a random mode
 --skip-train` evaluates its weights on a WordPiece corpus (the license texts) with its own masks
 (megart/mlm_masking.h). transformers' model, given the same masked batches (drawn again by
 test/reference/mlm_masking.py from the header's text), gives the same loss (1e-5); masks of another
-seed give transformers a loss far from megac's, so the masks are what is compared. Two iterations
+seed give transformers a loss far from megac's, so the masks are what is compared; the logits of a
+window (`OUT/train generate --logits-file`) are transformers' (1e-5). Two iterations
 trained from the folder are saved and transformers' from_pretrained of the checkpoint gives megac's
 loss; tp2 + sp evaluates as the single rank."""
 import os
@@ -66,6 +67,21 @@ print(json.dumps({"loss": sum(losses) / len(losses), "microbatches": len(losses)
 """
 
 
+# Runs in build/pyenv: transformers' logits of one window of ids against the file OUT/train wrote.
+HF_LOGITS = r"""
+import json, sys
+import torch, transformers
+from safetensors.torch import load_file
+folder, ids, path = sys.argv[1], [int(i) for i in sys.argv[2].split(",")], sys.argv[3]
+model = transformers.AutoModelForMaskedLM.from_pretrained(folder)
+model.eval()
+with torch.no_grad():
+    theirs = model(input_ids=torch.tensor([ids])).logits[0]
+ours = load_file(path)["logits"]
+print(json.dumps({"max_abs_difference": float((ours - theirs).abs().max()), "max_abs": float(theirs.abs().max())}))
+"""
+
+
 def main():
     args, _ = library_check_args(__doc__, "transformers")
     w = lambda *p: os.path.join(args.workdir, *p)
@@ -98,6 +114,19 @@ def main():
               f"{family}: megac compile FOLDER, --load FOLDER: masked-LM loss {ours:.7g}, transformers {theirs:.7g} "
               f"on the same masks of {EVAL_ITERS * BATCH} samples (difference {abs(ours - theirs):.2e}; masks of "
               f"seed {SEED + 1}: {other_masks:.7g})", family)
+        # The logits of one window (the corpus's ids from position 1000, a [MASK] among them).
+        sys.path.insert(0, reference)
+        from indexed_dataset import IndexedDataset
+        window = [int(t) for t in IndexedDataset(corpus).token_stream()[1000:1000 + SEQ]]
+        window[5] = 4  # [MASK]
+        ids = ",".join(map(str, window))
+        logits_file = w("out", family + "-logits.safetensors")
+        subprocess.run([os.path.join(out, "train"), "generate", "--load", folder, "--prompt-ids", ids, "--logits-file",
+                        logits_file], check=True, capture_output=True)
+        got = python_json(args.python, HF_LOGITS, [folder, ids, logits_file], "transformers' logits")
+        err = got["max_abs_difference"] / max(got["max_abs"], 1.0)
+        check(err <= TOLERANCE, f"{family}: logits of a {SEQ}-token window, max |megac - transformers| "
+              f"{got['max_abs_difference']:.2e}, {err:.2e} of the largest |logit| {got['max_abs']:.3g}", family + " logits")
         ckpt = w("ckpt", family)
         shutil.rmtree(ckpt, ignore_errors=True)
         subprocess.run([os.path.join(out, "train"), "--data-path", corpus, "--train-iters", "2", "--global-batch-size",
