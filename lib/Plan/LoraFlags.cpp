@@ -28,6 +28,9 @@ double LoraPlan::scaling() const {
 std::vector<std::string> megac::loraCandidateModules(StringRef family) {
   if (family == "gpt2")
     return {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
+  if (family == "bert" || family == "megatron_bert")
+    return {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+            "intermediate.dense", "output.dense"};
   return {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
           "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
 }
@@ -36,6 +39,8 @@ std::vector<std::string> megac::loraCandidateModules(StringRef family) {
 static std::vector<std::string> peftDefaultTargets(StringRef family) {
   if (family == "gpt2")
     return {"c_attn"};
+  if (family == "bert" || family == "megatron_bert")
+    return {"query", "value"};
   return {"q_proj", "v_proj"};
 }
 

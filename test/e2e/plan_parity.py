@@ -24,6 +24,10 @@ TOLERANCE = 1e-5
 # (observed over 10 steps: <= 2.9e-5 without tp, <= 4.9e-4 with tp 2): 1e-3 is a quarter of one
 # bf16 step.
 BF16_TOLERANCE = 1e-3
+# The gradient norm sums the squares of every gradient, each off by its own bf16 roundings, and is
+# dominated by the largest ones: under tp 2 it moved by up to 1.4e-3 in single iterations for
+# Qwen2 and Megatron's BERT (their losses within 5.4e-5). Its bound is half a bf16 step (2^-9).
+BF16_GRAD_NORM_TOLERANCE = 2e-3
 GLOBAL_BATCH = TRAIN[TRAIN.index("--global-batch-size") + 1]
 
 
@@ -198,13 +202,16 @@ def main():
         run(["mpirun", "-np", str(world), "--oversubscribe", os.path.join(out, "train")] + common +
             ["--metrics-file", w(plan + ".jsonl"), "--save", w(plan + "-ckpt")], env=MPI_ENV)
         ours = metrics(w(plan + ".jsonl"))
-        worst = max(max(abs(a["lm_loss"] - b["lm_loss"]) / abs(b["lm_loss"]),
-                        abs(a["grad_norm"] - b["grad_norm"]) / abs(b["grad_norm"]))
-                    for a, b in zip(ours, reference))
-        ok = len(ours) == len(reference) == 10 and worst <= tolerance
+        loss_diff = max(abs(a["lm_loss"] - b["lm_loss"]) / abs(b["lm_loss"]) for a, b in zip(ours, reference))
+        norm_diff = max(abs(a["grad_norm"] - b["grad_norm"]) / abs(b["grad_norm"]) for a, b in zip(ours, reference))
+        norm_bound = BF16_GRAD_NORM_TOLERANCE if bf16 else tolerance
+        worst = max(loss_diff, norm_diff)
+        ok = len(ours) == len(reference) == 10 and loss_diff <= tolerance and norm_diff <= norm_bound
         failures += not ok
+        bound = (f"loss {loss_diff:.2e} within {tolerance:g}, grad norm {norm_diff:.2e} within {norm_bound:g}"
+                 if bf16 else f"bound {tolerance:g}")
         print(f"{os.path.basename(args.spec)} {plan:8s} ({world} ranks): max relative difference to single rank "
-              f"{worst:.2e} over {len(ours)} steps ({args.precision}, bound {tolerance:g}) {'ok' if ok else 'FAIL'}")
+              f"{worst:.2e} over {len(ours)} steps ({args.precision}, {bound}) {'ok' if ok else 'FAIL'}")
         if not bf16:  # the checkpoint layout does not depend on the precision
             failures += not checkpoints_interchange(w, plan, world)
         failures += not memory_matches(out, ours[0], plan, flags)

@@ -10,7 +10,7 @@ import os
 import shutil
 import sys
 
-from e2e_util import MPI_ENV, TRAIN, make_license_corpus, metrics, run
+from e2e_util import MPI_ENV, TRAIN, make_corpus_for, metrics, run
 from plan_parity import communication_matches, memory_matches, plan_flags
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,7 +43,7 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     w = lambda *p: os.path.join(args.workdir, *p)
-    make_license_corpus(args.megac, w("corpus"))
+    make_corpus_for(args.megac, args.spec, w("corpus"))
     run([sys.executable, os.path.join(ROOT, "test", "reference", "train.py"), "--spec", args.spec,
          "--init-out", w("init.safetensors"), "--seed", "11"])
     common = TRAIN + ["--data-path", w("corpus"), "--load", w("init.safetensors")]
