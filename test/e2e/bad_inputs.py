@@ -34,12 +34,14 @@ def prepare(args):
     args.spec, args.workdir = os.path.abspath(args.spec), os.path.abspath(args.workdir)
     ctx = Context(megac=args.megac, megac_opt=args.megac_opt, spec=args.spec, data=w("corpus"),
                   train=w("gpt2", "train"), train_dp2=w("gpt2-dp2", "train"), ckpt=w("ckpt"),
-                  train_lora=w("gpt2-lora", "train"), lora_ckpt=w("lora-ckpt"),
+                  train_lora=w("gpt2-lora", "train"), lora_ckpt=w("lora-ckpt"), train_bert=w("bert", "train"),
                   source=os.path.dirname(os.path.dirname(HERE)))
     make_license_corpus(args.megac, w("corpus"))
     for name, plan in (("gpt2", []), ("gpt2-dp2", ["--dp", "2"]), ("gpt2-lora", ["--lora-rank", "2"])):
         # A sanitized megac links OUT/train with its sanitized runtime, under the same flags.
         run([args.megac, "compile", args.spec, "--micro-batch-size", "2", *plan, "-o", w(name)])
+    run([args.megac, "compile", os.path.join(HERE, "specs", "bert-pp.yaml"), "--micro-batch-size", "2", "-o",
+         w("bert")])
     shutil.rmtree(w("ckpt"), ignore_errors=True)
     # Two iterations, both saved: files of one can be swapped into the other.
     run([w("gpt2", "train"), "--data-path", w("corpus"), "--train-iters", "2", "--lr", "1e-3", "--save", w("ckpt"),

@@ -38,6 +38,12 @@ def cases():
         generate_case("generate from an id outside the vocabulary", ["--prompt-ids", "1,300"],
                       r"--prompt-ids: 300 is not a token id of this model \(0 to 256\)"),
         generate_case("generate without a prompt", [], r"--prompt-ids is required"),
+        train_case("a masked LM on data without [MASK]", [], r"a masked language model \(BERT\) masks tokens with the "
+                   r"tokenizer's \[MASK\], but the data .*corpus was made by ByteTokenizer, which has none .*; make "
+                   r"it with megac data --tokenizer-type BertWordPieceLowerCase", program="{train_bert}"),
+        generate_case("generate from a masked LM", ["--prompt-ids", "1,2"], r"this program is a masked language "
+                      r"model \(BERT\): it predicts masked tokens from both sides and does not continue a text",
+                      program="{train_bert}"),
         Case("train flags", "megac generate without a prompt", ["{megac}", "generate", "{ckpt}"],
              r"megac generate: error: --prompt TEXT is required"),
         Case("train flags", "megac generate of a folder that is no checkpoint",
