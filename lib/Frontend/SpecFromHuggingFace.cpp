@@ -228,8 +228,12 @@ Expected<std::string> gpt2Spec(const ConfigReader &r) {
 }
 
 /// LlamaForCausalLM's config, Qwen2ForCausalLM's (the same fields; q, k and v with biases, which the
-/// qwen2 family gives, and an optional sliding window) or MistralForCausalLM's (a sliding window).
+/// qwen2 family gives, and an optional sliding window), MistralForCausalLM's (a sliding window) or
+/// GemmaForCausalLM's (head_dim, Megatron's kv_channels; GeGLU, whose activation transformers 4.40
+/// reads from hidden_activation alone, null meaning gelu_pytorch_tanh; (1 + w) RMSNorm and
+/// embeddings times sqrt(hidden_size), which the gemma family gives; tied by default).
 Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, StringRef architecture) {
+  const bool gemma = family == "gemma";
   Expected<int64_t> layers = r.size("num_hidden_layers", "the number of layers", limits::kLayers),
                     hidden = r.size("hidden_size", "the hidden size", limits::kHiddenSize),
                     heads = r.size("num_attention_heads", "the number of attention heads", limits::kAttentionHeads),
@@ -237,14 +241,24 @@ Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, S
                     vocab = r.size("vocab_size", "the vocabulary size", limits::kVocabSize),
                     positions = r.size("max_position_embeddings", "the positions the model was made for",
                                        limits::kSeqLength,
-                                       family == "qwen2" ? 32768 : family == "mistral" ? 4096 * 32 : 2048);
+                                       family == "qwen2"     ? 32768
+                                       : family == "mistral" ? 4096 * 32
+                                       : gemma               ? 8192
+                                                             : 2048);
   for (Expected<int64_t> *e : {&layers, &hidden, &heads, &ffn, &vocab, &positions})
     if (!*e)
       return e->takeError();
+  std::string headDim; // Gemma's own head width
+  if (gemma) {
+    Expected<int64_t> width = r.size("head_dim", "the width of each attention head", limits::kHiddenSize, 256);
+    if (!width)
+      return width.takeError();
+    headDim = line("kv_channels", Twine(*width));
+  }
   Expected<int64_t> groups =
       r.size("num_key_value_heads", "the number of key/value heads", limits::kAttentionHeads, *heads);
   Expected<double> epsilon = r.number("rms_norm_eps", 1e-6), base = r.number("rope_theta", 10000);
-  Expected<bool> tied = r.flag("tie_word_embeddings", false);
+  Expected<bool> tied = r.flag("tie_word_embeddings", gemma);
   if (!groups)
     return groups.takeError();
   if (!epsilon)
@@ -253,7 +267,7 @@ Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, S
     return base.takeError();
   if (!tied)
     return tied.takeError();
-  if (Error e = r.require("hidden_act", "silu", "SwiGLU's gate"))
+  if (Error e = gemma ? r.gemmaActivation() : r.require("hidden_act", "silu", "SwiGLU's gate"))
     return std::move(e);
   Expected<double> attention = r.dropout("attention_dropout", 0.0); // Llama has no other dropout
   if (!attention)
@@ -266,57 +280,13 @@ Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, S
     return window.takeError();
   return "# From a Hugging Face " + architecture.str() + "'s config.json; " + r.dropoutComment() + ".\n" +
          line("family", family) + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
-         line("num_attention_heads", Twine(*heads)) + line("num_query_groups", Twine(*groups)) +
+         line("num_attention_heads", Twine(*heads)) + line("num_query_groups", Twine(*groups)) + headDim +
          line("ffn_hidden_size", Twine(*ffn)) + line("seq_length", Twine(*positions)) +
          line("vocab_size", Twine(*vocab)) + line("norm_epsilon", exact(*epsilon)) +
          line("rotary_base", exact(*base)) + *scaling + *window + line("tie_embeddings", *tied ? "true" : "false") +
          line("hidden_dropout", "0") + line("attention_dropout", exact(*attention));
 }
 
-/// GemmaForCausalLM's config: Llama's fields with head_dim (Megatron's kv_channels), GeGLU (transformers
-/// 4.40 reads hidden_activation: null means gelu_pytorch_tanh; hidden_act is not read), (1 + w)
-/// RMSNorm, embeddings times sqrt(hidden_size), tied by default.
-Expected<std::string> gemmaSpec(const ConfigReader &r) {
-  Expected<int64_t> layers = r.size("num_hidden_layers", "the number of layers", limits::kLayers),
-                    hidden = r.size("hidden_size", "the hidden size", limits::kHiddenSize),
-                    heads = r.size("num_attention_heads", "the number of attention heads", limits::kAttentionHeads),
-                    ffn = r.size("intermediate_size", "the MLP's hidden size", limits::kFfnHiddenSize),
-                    vocab = r.size("vocab_size", "the vocabulary size", limits::kVocabSize),
-                    positions = r.size("max_position_embeddings", "the positions the model was made for",
-                                       limits::kSeqLength, 8192),
-                    headDim = r.size("head_dim", "the width of each attention head", limits::kHiddenSize, 256);
-  for (Expected<int64_t> *e : {&layers, &hidden, &heads, &ffn, &vocab, &positions, &headDim})
-    if (!*e)
-      return e->takeError();
-  Expected<int64_t> groups =
-      r.size("num_key_value_heads", "the number of key/value heads", limits::kAttentionHeads, *heads);
-  Expected<double> epsilon = r.number("rms_norm_eps", 1e-6), base = r.number("rope_theta", 10000);
-  Expected<bool> tied = r.flag("tie_word_embeddings", true);
-  if (!groups)
-    return groups.takeError();
-  if (!epsilon)
-    return epsilon.takeError();
-  if (!base)
-    return base.takeError();
-  if (!tied)
-    return tied.takeError();
-  if (Error e = r.gemmaActivation())
-    return std::move(e);
-  Expected<double> attention = r.dropout("attention_dropout", 0.0);
-  if (!attention)
-    return attention.takeError();
-  Expected<std::string> scaling = r.noRopeScaling("GemmaForCausalLM");
-  if (!scaling)
-    return scaling.takeError();
-  return "# From a Hugging Face GemmaForCausalLM's config.json; " + r.dropoutComment() + ".\n" +
-         line("family", "gemma") + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
-         line("num_attention_heads", Twine(*heads)) + line("num_query_groups", Twine(*groups)) +
-         line("kv_channels", Twine(*headDim)) + line("ffn_hidden_size", Twine(*ffn)) +
-         line("seq_length", Twine(*positions)) + line("vocab_size", Twine(*vocab)) +
-         line("norm_epsilon", exact(*epsilon)) + line("rotary_base", exact(*base)) +
-         line("tie_embeddings", *tied ? "true" : "false") + line("hidden_dropout", "0") +
-         line("attention_dropout", exact(*attention));
-}
 
 /// BertForMaskedLM's (or MegatronBertForMaskedLM's) config: post-LN (pre-LN) encoder, learned
 /// absolute positions and token types, the exact GELU.
@@ -398,10 +368,8 @@ Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef 
                       a.getAsString().value_or("?") + ", so " + r.cannot());
   if (type == "gpt2")
     return gpt2Spec(r);
-  if (type == "llama" || type == "qwen2" || type == "mistral")
+  if (type == "llama" || type == "qwen2" || type == "mistral" || type == "gemma")
     return llamaLayoutSpec(r, type, causalLM);
-  if (type == "gemma")
-    return gemmaSpec(r);
   if (type == "bert" || type == "megatron-bert")
     return bertSpec(r, type == "bert" ? "bert" : "megatron_bert", causalLM);
   return r.fail("model_type is " + (type.empty() ? std::string("missing") : "'" + type + "'") +

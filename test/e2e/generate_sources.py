@@ -69,67 +69,50 @@ def make_base(folder, texts):
     return bpe
 
 
-def make_llama(folder, bpe):
-    """A random Llama (grouped-query attention, untied embeddings) with the same tokenizer, made
-    for Llama 3's 131072 positions."""
+def save_random_model(folder, bpe, seed, model_class, config_class, redraw=None, **fields):
+    """A random model of `model_class` with the same tokenizer: 2 layers of 4 heads over hidden 64,
+    0.3-scale weights (greedy decoding of a random model then varies its tokens), `fields` on top;
+    parameters whose names end with `redraw` drawn again from N(0, 0.3) (biases and norms start
+    at 0 or 1, which would read right whether loaded or not)."""
     shutil.rmtree(folder, ignore_errors=True)
     transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>").save_pretrained(folder)
-    torch.manual_seed(4)
-    config = transformers.LlamaConfig(vocab_size=bpe.get_vocab_size(), hidden_size=64, intermediate_size=176,
+    torch.manual_seed(seed)
+    config = config_class(**dict(dict(vocab_size=bpe.get_vocab_size(), hidden_size=64, intermediate_size=176,
                                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                      max_position_embeddings=LLAMA_POSITIONS, rms_norm_eps=1e-5, rope_theta=5000.0,
                                       initializer_range=0.3, bos_token_id=bpe.token_to_id("<s>"),
-                                      eos_token_id=bpe.token_to_id("</s>"))
-    transformers.LlamaForCausalLM(config).save_pretrained(folder)
+                                      eos_token_id=bpe.token_to_id("</s>")), **fields))
+    model = model_class(config)
+    if redraw:
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith(redraw):
+                    p.normal_(0.0, 0.3)
+    model.save_pretrained(folder)
+
+
+def make_llama(folder, bpe):
+    """A random Llama (grouped-query attention, untied embeddings) made for Llama 3's 131072 positions."""
+    save_random_model(folder, bpe, 4, transformers.LlamaForCausalLM, transformers.LlamaConfig,
+                      max_position_embeddings=LLAMA_POSITIONS, rms_norm_eps=1e-5, rope_theta=5000.0)
 
 
 def make_qwen2(folder, bpe):
-    """A random Qwen2 (q, k and v with biases, drawn non-zero; tied embeddings) with the same tokenizer."""
-    shutil.rmtree(folder, ignore_errors=True)
-    transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>").save_pretrained(folder)
-    torch.manual_seed(5)
-    config = transformers.Qwen2Config(vocab_size=bpe.get_vocab_size(), hidden_size=64, intermediate_size=176,
-                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                      max_position_embeddings=SEQ, rope_theta=1000000.0, tie_word_embeddings=True,
-                                      initializer_range=0.3, bos_token_id=bpe.token_to_id("<s>"),
-                                      eos_token_id=bpe.token_to_id("</s>"))
-    model = transformers.Qwen2ForCausalLM(config)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith(".bias"):
-                p.normal_(0.0, 0.3)
-    model.save_pretrained(folder)
+    """A random Qwen2 (q, k and v with biases, drawn non-zero; tied embeddings)."""
+    save_random_model(folder, bpe, 5, transformers.Qwen2ForCausalLM, transformers.Qwen2Config, redraw=".bias",
+                      max_position_embeddings=SEQ, rope_theta=1000000.0, tie_word_embeddings=True)
 
 
 def make_mistral(folder, bpe):
     """A random Mistral with a sliding window of MISTRAL_WINDOW positions, far inside prompt and continuation."""
-    shutil.rmtree(folder, ignore_errors=True)
-    transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>").save_pretrained(folder)
-    torch.manual_seed(6)
-    config = transformers.MistralConfig(vocab_size=bpe.get_vocab_size(), hidden_size=64, intermediate_size=176,
-                                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                        max_position_embeddings=SEQ, sliding_window=MISTRAL_WINDOW,
-                                        initializer_range=0.3, bos_token_id=bpe.token_to_id("<s>"),
-                                        eos_token_id=bpe.token_to_id("</s>"))
-    transformers.MistralForCausalLM(config).save_pretrained(folder)
+    save_random_model(folder, bpe, 6, transformers.MistralForCausalLM, transformers.MistralConfig,
+                      max_position_embeddings=SEQ, sliding_window=MISTRAL_WINDOW)
 
 
 def make_gemma(folder, bpe):
     """A random Gemma (GeGLU, (1 + w) norms drawn around 0, scaled tied embeddings, head_dim 32)."""
-    shutil.rmtree(folder, ignore_errors=True)
-    transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>").save_pretrained(folder)
-    torch.manual_seed(7)
-    config = transformers.GemmaConfig(vocab_size=bpe.get_vocab_size(), hidden_size=64, intermediate_size=176,
-                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1, head_dim=32,
-                                      max_position_embeddings=SEQ, initializer_range=0.3,
-                                      bos_token_id=bpe.token_to_id("<s>"), eos_token_id=bpe.token_to_id("</s>"),
-                                      pad_token_id=bpe.token_to_id("</s>"))
-    model = transformers.GemmaForCausalLM(config)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.normal_(0.0, 0.3)
-    model.save_pretrained(folder)
+    save_random_model(folder, bpe, 7, transformers.GemmaForCausalLM, transformers.GemmaConfig,
+                      redraw="norm.weight", num_key_value_heads=1, head_dim=32, max_position_embeddings=SEQ,
+                      pad_token_id=bpe.token_to_id("</s>"))
 
 
 def greedy(model, prompt_ids, new_tokens=NEW_TOKENS):

@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dropout
-from model import Embedding, Linear, Norm
+from model import Embedding, Linear, Norm, drop_with
 
 
 def _linear(n_in, n_out):
@@ -87,9 +87,7 @@ class BertMaskedLM(nn.Module):
         self.draw = None  # a dropout.Draw while training a microbatch; None: no dropout
 
     def _dropout(self, x, rate, layer, stream):
-        if self.draw is None or rate == 0.0:
-            return x
-        return x * torch.from_numpy(self.draw.mask(rate, tuple(x.shape), layer, stream))
+        return drop_with(self.draw, x, rate, layer, stream)
 
     def forward(self, ids):
         """ids [B, S] int64 (masked) -> logits [B, S, V]."""

@@ -58,6 +58,13 @@ class Norm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (self.weight + self.offset)
 
 
+def drop_with(draw, x, rate, layer, stream):
+    """x with `draw`'s dropout mask of (layer, stream) applied; x itself without a draw or at rate 0."""
+    if draw is None or rate == 0.0:
+        return x
+    return x * torch.from_numpy(draw.mask(rate, tuple(x.shape), layer, stream))
+
+
 def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
@@ -212,9 +219,7 @@ class Transformer(nn.Module):
         self.draw = None  # a dropout.Draw while training a microbatch; None: no dropout
 
     def _dropout(self, x, rate, layer, stream):
-        if self.draw is None or rate == 0.0:
-            return x
-        return x * torch.from_numpy(self.draw.mask(rate, tuple(x.shape), layer, stream))
+        return drop_with(self.draw, x, rate, layer, stream)
 
     def forward(self, ids):
         """ids [B, S] int64 -> logits [B, S, V]."""
