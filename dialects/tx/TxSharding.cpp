@@ -292,7 +292,16 @@ LogicalResult MatmulOp::shard(ShardingRewriter &r) {
     result = Sharding::split(a.isSplitAlong(mDim) ? outRank - 2 : a.dim);
   } else if (!sharedRhs && a.isSplit() && a == w && a.dim < lr - 2) {
     result = a; // same batch entries on each rank
-  } else {      // no single split fits: make the operands whole
+  } else if (a.isSplitAlong(mDim) && w.isSplitAlong(kRhs)) {
+    // Sequence parallelism at one sample a microbatch: a weight gradient whose rows are split (a
+    // row-parallel weight in GPT-2's [in, out] layout, the vocabulary-parallel output layer) while
+    // its other operand is split on the tokens (the contraction, which a flattened batch of one
+    // keeps split): that operand gathered, as Megatron does, and each rank computes its own rows.
+    r.require(*this, 1, kWhole,
+              "sequence parallel: all-gather along the sequence again in backward for a weight gradient split on its "
+              "rows");
+    result = Sharding::split(outRank - 2);
+  } else { // no single split fits: make the operands whole
     r.require(*this, 0, kWhole, "matmul operands gathered: no split fits both");
     r.require(*this, 1, kWhole, "matmul operands gathered: no split fits both");
   }

@@ -121,7 +121,7 @@ CATEGORIES = STATE_CATEGORIES + ("activations", "workspace", "communication", "d
                                  "frozen_parameters")
 
 
-def memory_matches(out, first_record, plan, flags):
+def memory_matches(out, first_record, plan, flags, micro_batch=2):
     """Every category of the bytes the runtime allocated per rank class (the first metrics record:
     rank 0's, and with pp every stage's) and their peak total against the compiler's
     OUT/rank-memory.json. Without pp the data buffers scale with OUT/train's global batch: the
@@ -133,7 +133,7 @@ def memory_matches(out, first_record, plan, flags):
     for stage in stages:
         p = dict(stage["bytes"])
         if "--pp" not in flags:
-            p["data"] = stage["data_bytes_per_microbatch"] * (int(GLOBAL_BATCH) // dp // 2)
+            p["data"] = stage["data_bytes_per_microbatch"] * (int(GLOBAL_BATCH) // dp // micro_batch)
         p["peak_total"] = sum(p[c] for c in CATEGORIES)
         predicted.append(p)
     measured = first_record.get("memory_per_pp_stage") or [first_record.get("memory", {})]
@@ -144,7 +144,7 @@ def memory_matches(out, first_record, plan, flags):
     return ok
 
 
-def communication_matches(out, record, plan, flags):
+def communication_matches(out, record, plan, flags, micro_batch=2):
     """The bytes each rank class sent per axis in a steady iteration (the runtime counts each call
     of its communicators, megart/comm_counting.h) against the compiler's OUT/rank-communication.json.
     Without pp the step's part scales with the microbatches per dp rank. Equal up to the rounding
@@ -152,7 +152,7 @@ def communication_matches(out, record, plan, flags):
     with open(os.path.join(out, "rank-communication.json")) as f:
         stages = json.load(f)["stages"]
     dp = int(flags[flags.index("--dp") + 1]) if "--dp" in flags else 1
-    m = None if "--pp" in flags else int(GLOBAL_BATCH) // dp // 2
+    m = None if "--pp" in flags else int(GLOBAL_BATCH) // dp // micro_batch
     predicted = [{a: (s["bytes"][a] if m is None else s["bytes_per_microbatch"][a] * m +
                       s["bytes_per_iteration_besides"][a]) for a in ("tp", "dp", "pp")} for s in stages]
     measured = record.get("communication_bytes", [])
@@ -173,6 +173,7 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     ap.add_argument("--compile-flags", default="", help="megac compile flags of every program (LoRA's)")
+    ap.add_argument("--micro-batch-size", default="2", help="every program's (1: a flattened batch keeps sp's split)")
     args = ap.parse_args()
     bf16 = args.precision == "bf16"
     tolerance = BF16_TOLERANCE if bf16 else TOLERANCE
@@ -186,7 +187,7 @@ def main():
     precision = ["--bf16"] if bf16 else []  # compiled in: the programs run as compiled
     precision += args.compile_flags.split()
 
-    run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", w("single")] + precision)
+    run([args.megac, "compile", args.spec, "--micro-batch-size", args.micro_batch_size, "-o", w("single")] + precision)
     # Each run saves into a fresh folder (a folder holding a later run's checkpoints is refused).
     for old in [w("single-ckpt")] + [w(p + "-ckpt") for p in args.plans.split(",")]:
         shutil.rmtree(old, ignore_errors=True)
@@ -198,7 +199,8 @@ def main():
     for plan in args.plans.split(","):
         flags, world = plan_flags(plan)
         out = w(plan)
-        run([args.megac, "compile", args.spec, "--micro-batch-size", "2", "-o", out] + flags + precision)
+        run([args.megac, "compile", args.spec, "--micro-batch-size", args.micro_batch_size, "-o", out] + flags +
+            precision)
         run(["mpirun", "-np", str(world), "--oversubscribe", os.path.join(out, "train")] + common +
             ["--metrics-file", w(plan + ".jsonl"), "--save", w(plan + "-ckpt")], env=MPI_ENV)
         ours = metrics(w(plan + ".jsonl"))
@@ -214,8 +216,8 @@ def main():
               f"{worst:.2e} over {len(ours)} steps ({args.precision}, {bound}) {'ok' if ok else 'FAIL'}")
         if not bf16:  # the checkpoint layout does not depend on the precision
             failures += not checkpoints_interchange(w, plan, world)
-        failures += not memory_matches(out, ours[0], plan, flags)
-        failures += not communication_matches(out, ours[1], plan, flags)
+        failures += not memory_matches(out, ours[0], plan, flags, int(args.micro_batch_size))
+        failures += not communication_matches(out, ours[1], plan, flags, int(args.micro_batch_size))
         checks += 1
         if "--pp" in flags:
             peaks[plan] = ours[0].get("pipeline_stash_peak_measured")
