@@ -19,9 +19,6 @@ inline constexpr llvm::StringLiteral kAxesAttr = "megac.axes";
 inline constexpr llvm::StringLiteral kPlanAttr = "megac.plan";
 /// On a collective: the Megatron rule that put it there.
 inline constexpr llvm::StringLiteral kRuleAttr = "megac.rule";
-/// On a collective: started without waiting (overlapped), finished where its result is first
-/// read; its input stays untouched until then.
-inline constexpr llvm::StringLiteral kAsyncAttr = "megac.async";
 /// On an op (one per result) and on function arguments / results: how each value is spread
 /// over the grid after megac-tensor-parallel.
 inline constexpr llvm::StringLiteral kShardingAttr = "megac.sharding";

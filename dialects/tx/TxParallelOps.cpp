@@ -3,6 +3,8 @@
 #include "tx/TxOps.h"
 #include "tx/TxVerifyUtils.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
 using namespace mlir;
 using namespace megac::tx;
 using namespace megac::tx::verify;
@@ -26,6 +28,18 @@ LogicalResult TargetLogitOp::verify() {
   if (failed(expectPerToken(*this, "labels", getLabels(), getLogits())))
     return failure();
   return expectPerToken(*this, "result", getResult(), getLogits());
+}
+
+LogicalResult WaitCollectiveOp::verify() {
+  Operation *start = getPending().getDefiningOp();
+  if (!start || !isa<shard::AllGatherOp, shard::ReduceScatterOp, shard::AllReduceOp>(start))
+    return emitOpError() << "waits for a collective (shard.all_gather, shard.reduce_scatter or shard.all_reduce), "
+                            "not for " << (start ? start->getName().getStringRef() : StringRef("a block argument"));
+  if (start->getBlock() != (*this)->getBlock() || !start->isBeforeInBlock(*this))
+    return emitOpError() << "must follow the collective it waits for in its block";
+  if (llvm::count_if(getPending().getUsers(), [](Operation *u) { return isa<WaitCollectiveOp>(u); }) != 1)
+    return emitOpError() << "is one of several waits for one collective; a collective is waited for once";
+  return success();
 }
 
 LogicalResult CrossEntropyFromStatsOp::verify() {

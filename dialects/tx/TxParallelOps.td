@@ -194,6 +194,20 @@ def Tx_LocalParamShardOp : Tx_Op<"local_param_shard", [MemoryEffects<[MemRead]>]
 
 // --overlap-param-gather with ZeRO-1/2: the step's parameter all-gathers run on into the next
 // forward, which waits for each flat bucket before it first reads its parameters.
+def Tx_WaitCollectiveOp : Tx_Op<"wait_collective", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "waits here for an overlapped collective, started where it stands";
+  let description = [{
+    A shard.all_gather, shard.reduce_scatter or shard.all_reduce with a wait is started where it
+    stands and runs while the ops between go on (--overlap-grad-reduce's reduce-scatters,
+    --overlap-param-gather's prefetched all-gathers); megac-data-parallel places the wait before
+    the first op that reads its result (a view reads nothing), or before the return. The
+    collective's input stays alive until here; its result is complete after it.
+  }];
+  let arguments = (ins Tx_FloatTensor:$pending);
+  let assemblyFormat = "$pending attr-dict `:` type($pending)";
+  let hasVerifier = 1;
+}
+
 def Tx_WaitParamGatherOp : Tx_Op<"wait_param_gather", [MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "waits until the previous step's all-gather of flat bucket `bucket` (params first..last) is done";
   let description = [{

@@ -293,10 +293,11 @@ LogicalResult MatmulOp::shard(ShardingRewriter &r) {
   } else if (!sharedRhs && a.isSplit() && a == w && a.dim < lr - 2) {
     result = a; // same batch entries on each rank
   } else if (a.isSplitAlong(mDim) && w.isSplitAlong(kRhs)) {
-    // Sequence parallelism at one sample a microbatch: a weight gradient whose rows are split (a
-    // row-parallel weight in GPT-2's [in, out] layout, the vocabulary-parallel output layer) while
-    // its other operand is split on the tokens (the contraction, which a flattened batch of one
-    // keeps split): that operand gathered, as Megatron does, and each rank computes its own rows.
+    // Sequence parallelism at one sample a microbatch: a weight gradient whose rows are split
+    // (GPT-2's row-parallel [in, out] weights, Llama's column-parallel [out, in] ones, the
+    // vocabulary-parallel output layer) while its other operand is split on the tokens (the
+    // contraction, which a flattened batch of one keeps split): that operand gathered, as Megatron
+    // does, and each rank computes its own rows.
     r.require(*this, 1, kWhole,
               "sequence parallel: all-gather along the sequence again in backward for a weight gradient split on its "
               "rows");

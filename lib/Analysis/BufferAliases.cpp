@@ -22,11 +22,3 @@ Value megac::aliasRoot(Value v) {
       return v;
   }
 }
-
-bool megac::waitsFor(Operation &op, Value pending) {
-  if (isa<func::ReturnOp>(op))
-    return true;
-  if (isa<tx::ReshapeOp, tx::BucketParamOp>(op))
-    return false;
-  return llvm::any_of(op.getOperands(), [&](Value v) { return aliasRoot(v) == pending; });
-}

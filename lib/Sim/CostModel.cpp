@@ -143,7 +143,7 @@ WorkCost CostModel::op(Operation *o) {
       .Case([&](shard::AllSliceOp s) { c.memory = memorySeconds(bytesOf(s.getResult())) + launch; })
       // Views and bookkeeping: no kernel.
       .Case<tx::ReshapeOp, tx::ParamOp, tx::BucketParamOp, tx::LocalParamShardOp, tx::GradBucketOp,
-            tx::WaitParamGatherOp, tx::StartGradSyncOp, func::ReturnOp>([](Operation *) {})
+            tx::WaitParamGatherOp, tx::WaitCollectiveOp, tx::StartGradSyncOp, func::ReturnOp>([](Operation *) {})
       .Case([&](tx::EmbeddingOp e) { c.memory = memorySeconds(2 * bytesOf(e.getResult()) + bytesOf(e.getIds())) + launch; })
       .Default([&](Operation *) {
         // Memory-bound: norms, activations, rope, elementwise, the loss, gradient accumulation.

@@ -190,11 +190,9 @@ private:
   DenseMap<Value, std::string> arenaDecl;
   int64_t frameBytes = 0;       // where a callee's workspace starts
   IntegerAttr workspaceBytes;   // with the deepest callee's
-  // Collectives started (megac.async) and not yet waited for: the result's buffer -> the C++
-  // communicator and the request's name.
+  // Collectives started (those with a tx.wait_collective) and not yet waited for: the result's
+  // buffer -> the C++ communicator and the request's name.
   llvm::MapVector<Value, std::pair<std::string, std::string>> pending;
-  /// Waits for the collectives whose results `op` reads (or, at the return, for every one left).
-  void waitFor(Operation &op);
 };
 
 /// Whether the function `call` calls draws dropout masks (some op's kernel call does).
@@ -280,17 +278,6 @@ FailureOr<int64_t> FunctionEmitter::emit(llvm::raw_ostream &plan) {
   return workspaceBytes.getInt();
 }
 
-void FunctionEmitter::waitFor(Operation &op) {
-  for (auto it = pending.begin(); it != pending.end();) {
-    if (waitsFor(op, it->first)) {
-      os << "  " << it->second.first << "->wait(*" << it->second.second << ");\n";
-      it = pending.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 std::string FunctionEmitter::callee(Kernel kernel) const {
   if (kernelTraits(kernel) & tx::RuntimeFunction)
     return "megart::" + kernelName(kernel).str();
@@ -366,8 +353,12 @@ LogicalResult FunctionEmitter::emitCall(Operation &op, const tx::KernelCall &cal
   return success();
 }
 
+/// Whether collective `op` is overlapped: started where it stands, waited for by its tx.wait_collective.
+static bool overlapped(Operation *op) {
+  return llvm::any_of(op->getUsers(), [](Operation *u) { return isa<tx::WaitCollectiveOp>(u); });
+}
+
 LogicalResult FunctionEmitter::emitOp(Operation &op) {
-  waitFor(op);
   for (Value r : op.getResults())
     if (auto it = arenaDecl.find(r); it != arenaDecl.end())
       os << it->second << "\n";
@@ -381,7 +372,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
   };
   auto n = [](int64_t v) { return std::to_string(v); };
   auto L = [](StringRef label, const std::string &value) { return labelled(label, value); };
-  // An overlapped collective of `count` elements: started here, waited for by waitFor.
+  // An overlapped collective of `count` elements: started here, waited for at its tx.wait_collective.
   auto startOverlapped = [&](const std::string &comm, StringRef method, Value result, Value input, int64_t count) {
     const std::string request = ptr(result) + "_pending";
     os << "  auto " << request << " = " << comm << "->" << method << "(" << ptr(result) << ", " << ptr(input) << ", "
@@ -510,7 +501,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         ArrayRef<int64_t> in = shapeOf(g.getInput());
         int64_t d = g.getGatherAxis().getZExtValue();
         ruleComment(g);
-        if (g->hasAttr(names::kAsyncAttr)) {
+        if (overlapped(g)) {
           if (in.size() != 1)
             return unsupported(op, "an overlapped all-gather of more than one dimension");
           startOverlapped(*comm, "iall_gather", g.getResult(), g.getInput(), in[0]);
@@ -527,7 +518,7 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         ArrayRef<int64_t> out = shapeOf(g.getResult());
         int64_t d = g.getScatterAxis().getZExtValue();
         ruleComment(g);
-        if (g->hasAttr(names::kAsyncAttr)) {
+        if (overlapped(g)) {
           if (out.size() != 1)
             return unsupported(op, "an overlapped reduce-scatter of more than one dimension");
           startOverlapped(*comm, "ireduce_scatter_sum", g.getResult(), g.getInput(), out[0]);
@@ -549,6 +540,15 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
                                 L("dim_local", n(out[d])), L("inner", n(prod(out.drop_front(d + 1))))});
         return success();
       })
+      .Case([&](tx::WaitCollectiveOp w) -> LogicalResult {
+        auto it = pending.find(w.getPending());
+        if (it == pending.end())
+          return unsupported(op, "a wait for a collective that was not started here (an overlapped all-gather or "
+                                 "reduce-scatter of one dimension)");
+        os << "  " << it->second.first << "->wait(*" << it->second.second << ");\n";
+        pending.erase(it);
+        return success();
+      })
       .Case([&](tx::KernelCallOpInterface k) -> LogicalResult {
         FailureOr<tx::KernelCall> kernelCall = k.getKernelCall(sig.decode);
         return failed(kernelCall) ? failure() : emitCall(op, *kernelCall);
@@ -568,7 +568,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         os << ");\n";
         return success();
       })
-      .Case([&](func::ReturnOp r) {
+      .Case([&](func::ReturnOp r) -> LogicalResult {
+        if (!pending.empty())
+          return unsupported(op, "internal: a collective started in this function is never waited for");
         for (auto [i, v] : llvm::enumerate(r.getOperands()))
           if (!sig.results[i].empty() && ptr(v) != sig.results[i])
             copy(sig.results[i], ptr(v), bytesOf(v));

@@ -41,7 +41,7 @@ FailureOr<func::FuncOp> lossOnly(func::FuncOp forward, StringRef name, FunctionR
   Operation *terminator = cloned.getTerminator();
   terminator->setOperands(terminator->getOperand(0));
   fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), {terminator->getOperand(0).getType()}));
-  fn.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
+  fn.removeResAttrsAttr(); // the stash's attributes went with it (an empty list would leave one result unlisted)
   fn->removeAttr(names::kChunkAttr); // a step of its own, not one of the schedule's chunks
   fn->removeAttr(names::kStashAttr);
   for (Operation *op = terminator->getPrevNode(); op;) { // last first: an op's users come after it

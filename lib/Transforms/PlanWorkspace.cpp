@@ -51,16 +51,10 @@ int64_t planFrame(func::FuncOp fn) {
         it->second.lastUse = std::max(it->second.lastUse, position[&op]);
   }
   // An overlapped collective reads its input until it is waited for.
-  for (Operation &op : body) {
-    if (!op.hasAttr(names::kAsyncAttr) || op.getNumResults() != 1)
-      continue;
-    Operation *wait = op.getNextNode(); // the return at the latest
-    while (!waitsFor(*wait, op.getResult(0)))
-      wait = wait->getNextNode();
-    for (Value operand : op.getOperands())
+  for (auto wait : body.getOps<tx::WaitCollectiveOp>())
+    for (Value operand : wait.getPending().getDefiningOp()->getOperands())
       if (auto it = buffers.find(aliasRoot(operand)); it != buffers.end())
         it->second.lastUse = std::max(it->second.lastUse, position[wait]);
-  }
   SmallVector<BufferLifetime> lifetimes;
   for (auto &[v, life] : buffers)
     lifetimes.push_back(life);

@@ -1,6 +1,7 @@
 #include "ShardPlacement.h"
 #include "GradSyncPlacement.h"
 
+#include "megac/Analysis/BufferAliases.h"
 #include "megac/Plan/PlanIR.h"
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"
@@ -34,6 +35,29 @@ static void recordSharding(Value v, std::optional<StringRef> split, ArrayRef<Str
 }
 
 /// The bucket of each of `n` parameters (table order).
+/// Whether `op` reads `pending`, the result of an overlapped collective (a view reads nothing),
+/// or ends the function (where every collective left is waited for).
+static bool readsOrReturns(Operation &op, Value pending) {
+  if (isa<func::ReturnOp>(op))
+    return true;
+  if (isa<tx::ReshapeOp, tx::BucketParamOp>(op))
+    return false;
+  return llvm::any_of(op.getOperands(), [&](Value v) { return aliasRoot(v) == pending; });
+}
+
+/// A tx.wait_collective for each of `collectives` (in order) before the first op that reads its
+/// result: the collective runs while the ops between go on.
+static void waitWhereFirstRead(ArrayRef<Operation *> collectives) {
+  for (Operation *collective : collectives) {
+    Value pending = collective->getResult(0);
+    Operation *at = collective->getNextNode();
+    while (!readsOrReturns(*at, pending))
+      at = at->getNextNode();
+    OpBuilder b(at);
+    tx::WaitCollectiveOp::create(b, collective->getLoc(), pending);
+  }
+}
+
 static SmallVector<int64_t> bucketsOfParams(const FlatBufferLayout &layout, int64_t n) {
   SmallVector<int64_t> bucketOf(n, -1);
   for (auto [b, k] : llvm::enumerate(layout.buckets))
@@ -58,6 +82,7 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
   MLIRContext *ctx = fn.getContext();
   OpBuilder b(ctx);
   SmallVector<int64_t> made;
+  SmallVector<Operation *> overlapped; // started, waited for where first read
   for (auto [index, k] : llvm::enumerate(layout.buckets)) {
     if (grads[index].empty())
       continue;
@@ -95,7 +120,7 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
     recordSharding(sum, axisName(groups.shard), ArrayRef<StringRef>(dpAxes).drop_front());
     if (groups.overlapGrads) {
       // Backward goes on while the bucket is reduced; its shard is kept at the end.
-      sum.getDefiningOp()->setAttr(names::kAsyncAttr, b.getUnitAttr());
+      overlapped.push_back(sum.getDefiningOp());
       b.setInsertionPoint(fn.getBody().front().getTerminator());
     }
     if (groups.replicas.grid) {
@@ -109,6 +134,7 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
     }
     tx::AddGradShardOp::create(b, fn.getLoc(), sum, k.firstParam, k.lastParam, k.offset / shardDegree);
   }
+  waitWhereFirstRead(overlapped);
   return made;
 }
 
@@ -137,6 +163,7 @@ void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, 
     Operation *first;
   };
   SmallVector<Gather> gathers;
+  SmallVector<Operation *> overlapped; // prefetched: waited for where first read
   for (auto [index, k] : llvm::enumerate(layout.buckets)) {
     Operation *first = nullptr;
     for (auto [i, use] : uses[index]) {
@@ -163,7 +190,7 @@ void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, 
     auto all = shard::AllGatherOp::create(b, named(name + "_params"), RankedTensorType::get({k.numel}, b.getF32Type()),
                                           groups.shard.grid, groups.shard.axes, mine, b.getIndexAttr(0));
     if (groups.prefetchParams)
-      all->setAttr(names::kAsyncAttr, b.getUnitAttr());
+      overlapped.push_back(all);
     recordSharding(all.getResult(), std::nullopt, {});
     all->setAttr(names::kRuleAttr, b.getStringAttr(rule + " bucket " + std::to_string(index) + " (" +
                                                    table[k.firstParam].getName().str() + " .. " +
@@ -179,6 +206,7 @@ void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, 
       use->set(view);
     }
   }
+  waitWhereFirstRead(overlapped);
 }
 
 void megac::waitForParamGathers(func::FuncOp fn, const tx::ParamTable &table, const FlatBufferLayout &layout) {

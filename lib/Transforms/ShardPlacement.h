@@ -18,9 +18,10 @@ namespace megac {
 struct ShardGroups {
   CollectiveAxes shard, replicas;
   int64_t degree = 1;
-  // --overlap-grad-reduce: the reduce-scatters are started (megac.async) and waited for at the
-  // end of the function; --overlap-param-gather: each bucket's all-gather starts where the
-  // bucket before it is gathered (prefetched), and is waited for where first read.
+  // --overlap-grad-reduce: the reduce-scatters are started where they stand and waited for
+  // (tx.wait_collective) where first read, at the end of the function; --overlap-param-gather:
+  // each bucket's all-gather starts where the bucket before it is gathered (prefetched), and is
+  // waited for where first read.
   bool overlapGrads = false, prefetchParams = false;
 };
 

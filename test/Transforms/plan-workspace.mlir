@@ -47,17 +47,19 @@ func.func @train_step(%ids: tensor<4xi32>, %labels: tensor<4xi32>, %dloss: tenso
 
 // -----
 
-// An overlapped all-reduce reads its input until its result is first read (the tx.add): %p lives
-// until then, and %q cannot take its place.
+// An overlapped all-reduce (one with a tx.wait_collective) reads its input until its wait: %p
+// lives until then, and %q cannot take its place.
 // CHECK-LABEL: func.func @overlapped
 // CHECK-NEXT:    tx.gelu {{.*}} {megac.live_until = array<i64: 3>, megac.workspace_offsets = array<i64: 0>}
-// CHECK-NEXT:    shard.all_reduce {{.*}} {megac.async, megac.live_until = array<i64: 3>, megac.workspace_offsets = array<i64: 128>}
-// CHECK-NEXT:    tx.gelu {{.*}} {megac.live_until = array<i64: 3>, megac.workspace_offsets = array<i64: 256>}
+// CHECK-NEXT:    shard.all_reduce {{.*}} {megac.live_until = array<i64: 4>, megac.workspace_offsets = array<i64: 128>}
+// CHECK-NEXT:    tx.gelu {{.*}} {megac.live_until = array<i64: 4>, megac.workspace_offsets = array<i64: 256>}
+// CHECK-NEXT:    tx.wait_collective
 shard.grid @grid(shape = 1x1x2) {megac.axes = ["pp", "dp", "tp"], megac.plan = #megac.plan<pp = 1, dp = 1, tp = 2>}
 func.func @overlapped(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %p = tx.gelu %x (tanh) : tensor<4x8xf32>
-  %s = shard.all_reduce %p on @grid grid_axes = [2] {megac.async} : tensor<4x8xf32> -> tensor<4x8xf32>
+  %s = shard.all_reduce %p on @grid grid_axes = [2] : tensor<4x8xf32> -> tensor<4x8xf32>
   %q = tx.gelu %x (tanh) : tensor<4x8xf32>
+  tx.wait_collective %s : tensor<4x8xf32>
   %r = tx.add %s, %q : tensor<4x8xf32>, tensor<4x8xf32>
   return %r : tensor<4x8xf32>
 }
