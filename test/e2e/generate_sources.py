@@ -225,13 +225,16 @@ def main():
           window in out, f"a. Hugging Face Llama folder made for {LLAMA_POSITIONS} positions: {window in out} "
           f"({seconds:.1f} s): {ours_llama}; transformers' greedy {theirs_llama} ({len(set(theirs_llama))} distinct)")
 
-    # a. A Qwen2 folder (biases on q, k and v).
-    make_qwen2(w("qwen2"), bpe)
-    theirs_qwen2 = greedy(transformers.AutoModelForCausalLM.from_pretrained(w("qwen2")), prompt_ids)
-    ours_qwen2, out, seconds = gen.run(w("qwen2"), "--max-new-tokens", str(NEW_TOKENS))
-    check(ours_qwen2 == theirs_qwen2 and len(set(theirs_qwen2)) >= 3 and "compiled the program" in out,
-          f"a. Hugging Face Qwen2 folder ({seconds:.1f} s): {ours_qwen2}; transformers' greedy {theirs_qwen2} "
-          f"({len(set(theirs_qwen2))} distinct)")
+    # a. A folder of another family: its own program, transformers' greedy continuation.
+    def family_greedy(name, make):
+        make(w(name), bpe)
+        theirs = greedy(transformers.AutoModelForCausalLM.from_pretrained(w(name)), prompt_ids)
+        ours, out, seconds = gen.run(w(name), "--max-new-tokens", str(NEW_TOKENS))
+        check(ours == theirs and len(set(theirs)) >= 3 and "compiled the program" in out,
+              f"a. Hugging Face {name} folder ({seconds:.1f} s): {ours}; transformers' greedy {theirs} "
+              f"({len(set(theirs))} distinct)")
+
+    family_greedy("qwen2", make_qwen2)  # biases on q, k and v
 
     # a. A Mistral folder: its sliding window in the prompt's forward and in every decoded position
     # (the KV cache holds the whole sequence; attention reads the window of it). Without the window
@@ -246,13 +249,7 @@ def main():
           f"transformers' greedy {theirs_mistral} ({len(set(theirs_mistral))} distinct; without the window "
           f"{unwindowed})")
 
-    # a. A Gemma folder.
-    make_gemma(w("gemma"), bpe)
-    theirs_gemma = greedy(transformers.AutoModelForCausalLM.from_pretrained(w("gemma")), prompt_ids)
-    ours_gemma, out, seconds = gen.run(w("gemma"), "--max-new-tokens", str(NEW_TOKENS))
-    check(ours_gemma == theirs_gemma and len(set(theirs_gemma)) >= 3 and "compiled the program" in out,
-          f"a. Hugging Face Gemma folder ({seconds:.1f} s): {ours_gemma}; transformers' greedy {theirs_gemma} "
-          f"({len(set(theirs_gemma))} distinct)")
+    family_greedy("gemma", make_gemma)
 
     # c. A later call reuses the program.
     before = programs(cache)
