@@ -33,6 +33,9 @@ export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:allow_user_poisoning=0
 export UBSAN_OPTIONS=print_stacktrace=1
 export OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The sanitized megac's build tree has no pyenv of its own: its library tokenizers (megac data's
+# WordPiece, BPE, SentencePiece cases) run in the main build's, with the pinned packages.
+[ -x build/pyenv/bin/python ] && export MEGAC_PYTHON="$PWD/build/pyenv/bin/python"
 started=$(date +%s)
 phase() { echo "sanitizers ($part): $* (at $(( $(date +%s) - started )) s)"; }
 
