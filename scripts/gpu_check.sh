@@ -7,7 +7,8 @@
 #   build    configures gpu/CMakeLists.txt (one build: runtime/ once, every program, the CUDA
 #            tests) into build-gpu/ at the repo root and builds `all`: the cpu-*/cuda-* programs
 #            and the CUDA unit tests, not the bench-* programs
-#   test     megart-cuda-tests; the 2-rank NCCL test only with >= 2 GPUs and MPI
+#   test     megart-cuda-tests, each suite in its own process; the 2-rank NCCL test only with >= 2
+#            GPUs and MPI
 #   parity   fp32, CUDA vs CPU program, 10 steps: lm_loss and grad_norm within 1e-4 relative (the
 #            example models, and with dropout 0.1: test/e2e/specs/*-dropout.yaml)
 #   bf16     CUDA program, 50 steps, --bf16 vs fp32: lm_loss within 2% relative per step
@@ -377,6 +378,46 @@ build_program() {
 }
 
 # --- Checks -------------------------------------------------------------------------------------
+# run_suites BIN LABEL: each GoogleTest suite of BIN in its own process, so that a sticky CUDA
+# fault (which poisons the context for the rest of a process) ends one suite, not all of them.
+# Exit 77 is a suite's "no usable GPU". One summary line; a log per suite in $RES.
+run_suites() {
+  local bin=$1 label=$2 suite rc passed=0 skipped=0 failed=()
+  if [ $DRY = 1 ]; then
+    echo "+ $bin --gtest_list_tests, then each suite S alone: $bin --gtest_filter='S.*' --gtest_brief=1"
+    record "$label" DRY
+    return
+  fi
+  local suites=()
+  mapfile -t suites < <("$bin" --gtest_list_tests 2>/dev/null | grep -E '^[^ #].*\.$' | sed 's/\.$//')
+  if [ ${#suites[@]} -eq 0 ]; then # no GPU (the tests' main says so before listing), or no list: one run
+    rc=0
+    run "$RES/$label.log" "$T_TEST" "$bin" --gtest_brief=1 || rc=$?
+    case $rc in
+      0) record "$label" PASS "$(grep -E '\[  PASSED  \]' "$RES/$label.log" 2>/dev/null | tail -n 1) (one process)" ;;
+      77) record "$label" SKIP "no usable GPU: $(tail -n 1 "$RES/$label.log")" ;;
+      *) record "$label" FAIL "exit $rc and no suites listed; see $RES/$label.log" ;;
+    esac
+    return
+  fi
+  for suite in "${suites[@]}"; do
+    rc=0
+    run "$RES/$label-${suite//\//_}.log" "$T_TEST" "$bin" --gtest_filter="$suite.*" --gtest_brief=1 || rc=$?
+    case $rc in
+      0) passed=$((passed + 1)) ;;
+      77) skipped=$((skipped + 1)) ;;
+      *) failed+=("$suite (exit $rc)") ;;
+    esac
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    record "$label" FAIL "${#failed[@]} of ${#suites[@]} suites failed: ${failed[*]}; logs $RES/$label-*.log"
+  elif [ $passed -eq 0 ]; then
+    record "$label" SKIP "no usable GPU: $(tail -n 1 "$RES/$label-${suites[0]//\//_}.log")"
+  else
+    record "$label" PASS "$passed suites passed, $skipped skipped (one process each)"
+  fi
+}
+
 phase_test() {
   configure || { record test FAIL "the build did not configure"; return; }
   local bin=$BUILD/megart/cuda/megart-cuda-tests rc=0
@@ -385,13 +426,7 @@ phase_test() {
   elif ! build_target megart-cuda-tests megart-cuda-tests; then
     record test-cuda FAIL "megart-cuda-tests did not build; see $RES/build-megart-cuda-tests.log"
   else
-    run "$RES/test-cuda.log" "$T_TEST" $bin --gtest_brief=1 || rc=$?
-    case $rc in
-      0) record test-cuda PASS "$(grep -E '\[  PASSED  \]' "$RES/test-cuda.log" 2>/dev/null | tail -n 1)" ;;
-      77) record test-cuda SKIP "no usable GPU: $(tail -n 1 "$RES/test-cuda.log")" ;;
-      124|137) record test-cuda FAIL "timed out (T_TEST=$T_TEST s); see $RES/test-cuda.log" ;;
-      *) record test-cuda FAIL "exit $rc; $(grep -c '^\[  FAILED  \]' "$RES/test-cuda.log" 2>/dev/null) FAILED lines; see $RES/test-cuda.log" ;;
-    esac
+    run_suites "$bin" test-cuda
   fi
   bin=$BUILD/megart/cuda/megart-cuda-mpi-tests
   if [ "$NGPU" -lt 2 ] && [ $DRY = 0 ]; then
