@@ -7,21 +7,23 @@
 #   build    configures gpu/CMakeLists.txt (one build: runtime/ once, every program, the CUDA
 #            tests) into build-gpu/ at the repo root and builds `all`: the cpu-*/cuda-* programs
 #            and the CUDA unit tests, not the bench-* programs
+#   smoke    cuda-gpt2-tiny, 2 iterations with CUDA_LAUNCH_BLOCKING=1 (a first fault at its kernel)
 #   test     megart-cuda-tests, each suite in its own process; the 2-rank NCCL test only with >= 2
 #            GPUs and MPI
 #   parity   fp32, CUDA vs CPU program, 10 steps: lm_loss and grad_norm within 1e-4 relative (the
 #            example models, and with dropout 0.1: test/e2e/specs/*-dropout.yaml)
 #   bf16     CUDA program, 50 steps, --bf16 vs fp32: lm_loss within 2% relative per step
+#   memcheck compute-sanitizer --tool memcheck over one iteration of cuda-gpt2-tiny
 #   bench    bench/gpu_vs_pytorch.py (megac vs PyTorch bf16 throughput and MFU); it builds the
 #            bench-* programs it needs through build-program
-#   all      env build test parity bf16 (bench takes its own call: it needs minutes)
+#   all      env build smoke test parity bf16 memcheck (bench takes its own call: it needs minutes)
 #   build-program NAME...   builds build-gpu/bin/NAME (bench/gpu_vs_pytorch.py calls this)
 # Each phase builds what it needs first (incremental: a no-op when `build` ran). build-gpu/ is
 # kept by a machine that is still warm (about 30 s after a call), never inside gpu/, which
 # each call's carry replaces. --dry-run prints the commands and runs none.
 #
 # The device tool calls for a GPU session (after scripts/gpu_prepare.sh here):
-#   run(command="scripts/gpu_check.sh env build test parity bf16", carry=["gpu"], timeout_s=600)
+#   run(command="scripts/gpu_check.sh all", carry=["gpu"], timeout_s=480)
 #   run(command="scripts/gpu_check.sh env bench", carry=["gpu"], timeout_s=600)
 #     (bench -- --configs 124m, then bench -- --configs 1.3b, if one call is too short)
 #   what comes back (files_at): gpu_check.log (everything printed), gpu_check-summary.txt,
@@ -61,8 +63,8 @@ while [ $# -gt 0 ]; do
     --dry-run) DRY=1 ;;
     -h|--help) usage 0 ;;
     --) shift; BENCH_ARGS=("$@"); break ;;
-    all) PHASES+=(env build test parity bf16) ;;
-    env|build|test|parity|bf16|bench) PHASES+=("$1") ;;
+    all) PHASES+=(env build smoke test parity bf16 memcheck) ;;
+    env|build|smoke|test|parity|bf16|memcheck|bench) PHASES+=("$1") ;;
     build-program) shift; [ $# -gt 0 ] || usage; PHASES+=(build-program); PROGRAM_ARGS=("$@"); break ;;
     *) echo "error: unknown phase '$1'" >&2; usage ;;
   esac
@@ -470,6 +472,36 @@ record_comparison() { # LABEL TXT ARGS...
   record "$label" "$verdict" "$(tail -n 1 "$txt" 2>/dev/null)"
 }
 
+# smoke: the first CUDA program, 2 iterations, every launch synchronous (CUDA_LAUNCH_BLOCKING=1):
+# a first fault is reported at the kernel that made it, before anything else runs.
+phase_smoke() {
+  local rc=0 train
+  mapfile -t train < <(train_args 2)
+  build_program cuda-gpt2-tiny || { record smoke FAIL "build failed"; return; }
+  run "$RES/smoke.log" "$T_TRAIN" env CUDA_LAUNCH_BLOCKING=1 "$BUILD/bin/cuda-gpt2-tiny" "${train[@]}" "${DATA[@]}" \
+    --metrics-file "$RES/smoke.jsonl" || rc=$?
+  if [ $rc = 0 ]; then record smoke PASS "cuda-gpt2-tiny, 2 iterations with CUDA_LAUNCH_BLOCKING=1"
+  else record_run_failure smoke "$RES/smoke.log" $rc "CUDA_LAUNCH_BLOCKING=1"; fi
+}
+
+# memcheck: compute-sanitizer's memcheck over one iteration of the first CUDA program: no
+# out-of-bounds or misaligned access, no use of freed device memory.
+phase_memcheck() {
+  local rc=0 train sanitizer
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  if [ $DRY = 0 ] && [ ! -x "$sanitizer" ]; then
+    record memcheck SKIP "no compute-sanitizer (PATH, /usr/local/cuda/bin)"
+    return
+  fi
+  mapfile -t train < <(train_args 1)
+  build_program cuda-gpt2-tiny || { record memcheck FAIL "build failed"; return; }
+  run "$RES/memcheck.log" "$T_TRAIN" "$sanitizer" --tool memcheck --error-exitcode 3 "$BUILD/bin/cuda-gpt2-tiny" \
+    "${train[@]}" "${DATA[@]}" --metrics-file "$RES/memcheck.jsonl" || rc=$?
+  if [ $rc = 0 ]; then record memcheck PASS "$(grep -E 'ERROR SUMMARY' "$RES/memcheck.log" 2>/dev/null | tail -n 1)"
+  elif [ $rc = 3 ]; then record memcheck FAIL "$(grep -E 'ERROR SUMMARY' "$RES/memcheck.log" | tail -n 1); see $RES/memcheck.log"
+  else record_run_failure memcheck "$RES/memcheck.log" $rc "compute-sanitizer"; fi
+}
+
 phase_parity() {
   local model train t rc
   mapfile -t train < <(train_args 10)
@@ -532,7 +564,9 @@ for p in "${PHASES[@]}"; do
   case $p in
     env) phase_env ;;
     build) phase_build ;;
+    smoke) phase_smoke ;;
     test) phase_test ;;
+    memcheck) phase_memcheck ;;
     parity) phase_parity ;;
     bf16) phase_bf16 ;;
     bench) phase_bench ;;

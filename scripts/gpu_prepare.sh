@@ -21,7 +21,7 @@
 #
 # The next GPU session (device tool calls; each carries gpu/, <= 64 MiB with the tree):
 #   here:  cmake --build build --target megac && scripts/gpu_prepare.sh
-#   run(command="scripts/gpu_check.sh env build test parity bf16", carry=["gpu"], timeout_s=600)
+#   run(command="scripts/gpu_check.sh all", carry=["gpu"], timeout_s=480)  (env build smoke test parity bf16 memcheck)
 #   run(command="scripts/gpu_check.sh env bench", carry=["gpu"], timeout_s=600)
 #            (or bench -- --configs 124m, then bench -- --configs 1.3b if one call is too short)
 #   then take $OUT/gpu_check-summary.txt, gpu_check.log, gpu_results.tar.gz and gpu_bench.md back
