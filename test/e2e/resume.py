@@ -14,7 +14,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_util import MPI_ENV, make_license_corpus, metrics, relative, run  # noqa: E402
+from e2e_util import MPI_ENV, make_corpus_for, metrics, relative, run  # noqa: E402
 from plan_parity import plan_flags  # noqa: E402
 
 GLOBAL_BATCH = "8"
@@ -153,7 +153,7 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     r = Runner(args.megac, args.spec, args.workdir)
-    make_license_corpus(args.megac, r.w("corpus"))
+    make_corpus_for(args.megac, args.spec, r.w("corpus"))
     failures = []
     for plan in args.plans.split(","):
         for precision in args.precisions.split(","):
