@@ -218,10 +218,6 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   for (TrainData *eval : {valid, test})
     if (eval)
       eval->set_order(start.shuffle, start.seed);
-  if (program.masked_lm) // the same masks on every rank and plan
-    for (TrainData *split : {&data, valid, test})
-      if (split)
-        split->set_masking(mlm_masking(split->tokenizer(), start.seed, split->describe(0)));
   // fp16 only. Every rank sees the same norm, so every rank's scaler takes the same path.
   const std::unique_ptr<LossScaler> scaler = make_loss_scaler(f);
   if (scaler && start.loss_scaler)

@@ -394,11 +394,12 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
           throw Error(std::string("the ") + what + " data: " + e.what());
         }
   }
-  if (program.masked_lm) { // a masked LM masks with the data's [MASK]: checked before anything is written
+  // A masked LM's batches: masked with the data's [MASK] under the run's seed, the same on every
+  // rank and plan; data without one is refused here, before anything is written.
+  if (program.masked_lm)
     for (TrainData *split : {s.data.get(), s.valid.get(), s.test.get()})
       if (split)
-        (void)mlm_masking(split->tokenizer(), s.start.seed, split->describe(0));
-  }
+        split->set_masking(mlm_masking(split->tokenizer(), s.start.seed, split->describe(0)));
   if (flags.skip_train && !s.valid && !s.test)
     throw Error("--skip-train evaluates, but there is no validation or test data: give --split (e.g. 949,50,1) "
                 "or --valid-data-path");

@@ -66,7 +66,6 @@ public:
   void fill(int64_t first, int64_t count, int32_t *ids, int32_t *labels);
 
 private:
-  std::optional<MlmMasking> masking_;
   // One dataset's documents in the split, cut into samples of s + 1 tokens every s tokens.
   struct Part {
     IndexedDataset dataset;
@@ -87,6 +86,7 @@ private:
   BlendOrder blend_;
   std::optional<TokenizerRecord> tokenizer_;
   std::vector<int32_t> scratch_;
+  std::optional<MlmMasking> masking_; // set_masking: a masked LM's batches
 };
 
 } // namespace megart
