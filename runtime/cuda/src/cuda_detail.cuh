@@ -101,6 +101,15 @@ __device__ inline double block_counted_labels(const int32_t *labels, int64_t tok
   return block_sum(n);
 }
 
+// *scale = dloss / the labels that count (0 when none does): a loss gradient's scale when labels
+// are ignored; launched as a single block. Each file that launches it has its own copy.
+static __global__ void counted_loss_scale_kernel(double *scale, float dloss, const int32_t *labels, int64_t tokens,
+                                                 int32_t ignore_index) {
+  const double counted = block_counted_labels(labels, tokens, ignore_index);
+  if (threadIdx.x == 0)
+    *scale = counted > 0.0 ? static_cast<double>(dloss) / counted : 0.0;
+}
+
 // Sum of values[0, n) by one block (threads stride over them, then block_sum), to every thread.
 __device__ inline double block_sum_of(const double *values, int64_t n) {
   double s = 0.0;

@@ -32,30 +32,23 @@ __global__ void cross_entropy_rows_kernel(double *loss, const float *logits, con
   }
 }
 
-// *out = the sum of n doubles over the labels that count (all n without an ignore_index; 0 when
-// none does); launched as a single block.
+// *out = the sum of n doubles over the labels that count (all n when `labels` is null; 0 when none
+// does); launched as a single block.
 __global__ void mean_kernel(float *out, const double *values, int64_t n, const int32_t *labels, int32_t ignore_index) {
   const double s = detail::block_sum_of(values, n);
-  const double counted = detail::block_counted_labels(labels, n, ignore_index);
+  const double counted = labels ? detail::block_counted_labels(labels, n, ignore_index) : static_cast<double>(n);
   if (threadIdx.x == 0)
     *out = counted > 0.0 ? static_cast<float>(s / counted) : 0.0f;
 }
 
-// *g = dloss / the labels that count (0 when none does); a single block.
-__global__ void loss_gradient_scale_kernel(double *g, float dloss, const int32_t *labels, int64_t tokens,
-                                           int32_t ignore_index) {
-  const double counted = detail::block_counted_labels(labels, tokens, ignore_index);
-  if (threadIdx.x == 0)
-    *g = counted > 0.0 ? static_cast<double>(dloss) / counted : 0.0;
-}
-
-// dlogits = g (softmax - onehot(label)) with g = dloss / counted tokens (*scale); padded columns
-// and ignored rows get 0. The row's logits are read again after the statistics (from L2 for
-// typical rows).
+// dlogits = g (softmax - onehot(label)) with g = dloss / counted tokens (the host's `g`, or
+// *counted_g when labels are ignored); padded columns and ignored rows get 0. The row's logits are
+// read again after the statistics (from L2 for typical rows).
 __global__ void cross_entropy_backward_kernel(float *dlogits, const float *logits, const int32_t *labels,
-                                              int64_t tokens, int64_t vocab, int64_t valid, const double *scale_of_loss,
-                                              int32_t ignore_index) {
-  const double g = *scale_of_loss;
+                                              int64_t tokens, int64_t vocab, int64_t valid, double g,
+                                              const double *counted_g, int32_t ignore_index) {
+  if (counted_g)
+    g = *counted_g;
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     const float *row = logits + t * vocab;
     float *drow = dlogits + t * vocab;
@@ -98,20 +91,26 @@ void cross_entropy_forward(float *out, const float *logits, const int32_t *label
   cross_entropy_rows_kernel<<<detail::row_blocks(tokens), detail::kThreads, 0, stream>>>(loss, logits, labels, tokens,
                                                                                          vocab, valid_vocab, ignore_index);
   detail::check_launch("cross_entropy_forward");
-  mean_kernel<<<1, detail::kThreads, 0, stream>>>(out, loss, tokens, labels, ignore_index);
+  mean_kernel<<<1, detail::kThreads, 0, stream>>>(out, loss, tokens, ignore_index == kNoIgnoredLabel ? nullptr : labels,
+                                                  ignore_index);
   detail::check_launch("cross_entropy_forward (mean)");
 }
 
 void cross_entropy_backward(float *dlogits, float dloss, const float *logits, const int32_t *labels, int64_t tokens,
                             int64_t vocab, int64_t valid_vocab, int32_t ignore_index) {
   check_args("cross_entropy_backward", tokens, vocab, valid_vocab);
-  // dloss / the labels that count, on the device (the labels are there).
-  auto *g = static_cast<double *>(detail::workspace(sizeof(double)));
   cudaStream_t stream = compute_stream();
-  loss_gradient_scale_kernel<<<1, detail::kThreads, 0, stream>>>(g, dloss, labels, tokens, ignore_index);
-  detail::check_launch("cross_entropy_backward (scale)");
+  // With ignored labels, dloss / the labels that count, on the device (the labels are there).
+  double *counted_g = nullptr;
+  if (ignore_index != kNoIgnoredLabel) {
+    counted_g = static_cast<double *>(detail::workspace(sizeof(double)));
+    detail::counted_loss_scale_kernel<<<1, detail::kThreads, 0, stream>>>(counted_g, dloss, labels, tokens,
+                                                                          ignore_index);
+    detail::check_launch("cross_entropy_backward (scale)");
+  }
   cross_entropy_backward_kernel<<<detail::row_blocks(tokens), detail::kThreads, 0, stream>>>(
-      dlogits, logits, labels, tokens, vocab, valid_vocab, g, ignore_index);
+      dlogits, logits, labels, tokens, vocab, valid_vocab, static_cast<double>(dloss) / static_cast<double>(tokens),
+      counted_g, ignore_index);
   detail::check_launch("cross_entropy_backward");
 }
 

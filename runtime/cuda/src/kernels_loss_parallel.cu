@@ -67,13 +67,6 @@ __global__ void cross_entropy_from_stats_kernel(float *out, const float *max, co
     *out = counted > 0.0 ? static_cast<float>(s / counted) : 0.0f;
 }
 
-// *scale = dloss / the labels that count (0 when none does); a single block.
-__global__ void loss_scale_kernel(double *scale, float dloss, const int32_t *labels, int64_t tokens,
-                                  int32_t ignore_index) {
-  const double counted = detail::block_counted_labels(labels, tokens, ignore_index);
-  if (threadIdx.x == 0)
-    *scale = counted > 0.0 ? static_cast<double>(dloss) / counted : 0.0;
-}
 
 // dlogits = scale (exp(logit - max) / sum_exp - [label == column]) on the first `valid`
 // columns, 0 on the padding, scale = dloss / tokens. As on the CPU the label's -scale is
@@ -81,8 +74,10 @@ __global__ void loss_scale_kernel(double *scale, float dloss, const int32_t *lab
 __global__ void cross_entropy_backward_from_stats_kernel(float *dlogits, const float *logits, const int32_t *labels,
                                                          const float *max, const float *sum_exp, int64_t tokens,
                                                          int64_t vocab, int64_t vocab_start, int64_t valid,
-                                                         const double *scale_of_loss, int32_t ignore_index) {
-  const double scale = *scale_of_loss;
+                                                         double scale, const double *counted_scale,
+                                                         int32_t ignore_index) {
+  if (counted_scale) // labels ignored: dloss / the labels that count
+    scale = *counted_scale;
   for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
     const float *row = logits + t * vocab;
     float *drow = dlogits + t * vocab;
@@ -145,13 +140,18 @@ void cross_entropy_backward_from_stats(float *dlogits, float dloss, const float 
                                        int64_t vocab_start, int64_t valid, int32_t ignore_index) {
   if (tokens <= 0 || vocab <= 0)
     return;
-  // dloss / the labels that count, on the device (the labels are there).
-  auto *scale = static_cast<double *>(detail::workspace(sizeof(double)));
   cudaStream_t stream = compute_stream();
-  loss_scale_kernel<<<1, detail::kThreads, 0, stream>>>(scale, dloss, labels, tokens, ignore_index);
-  detail::check_launch("cross_entropy_backward_from_stats (scale)");
+  // With ignored labels, dloss / the labels that count, on the device (the labels are there).
+  double *counted_scale = nullptr;
+  if (ignore_index != kNoIgnoredLabel) {
+    counted_scale = static_cast<double *>(detail::workspace(sizeof(double)));
+    detail::counted_loss_scale_kernel<<<1, detail::kThreads, 0, stream>>>(counted_scale, dloss, labels, tokens,
+                                                                          ignore_index);
+    detail::check_launch("cross_entropy_backward_from_stats (scale)");
+  }
   cross_entropy_backward_from_stats_kernel<<<detail::row_blocks(tokens), detail::kThreads, 0, stream>>>(
-      dlogits, logits, labels, max, sum_exp, tokens, vocab, vocab_start, valid, scale, ignore_index);
+      dlogits, logits, labels, max, sum_exp, tokens, vocab, vocab_start, valid,
+      static_cast<double>(dloss) / static_cast<double>(tokens), counted_scale, ignore_index);
   detail::check_launch("cross_entropy_backward_from_stats");
 }
 
