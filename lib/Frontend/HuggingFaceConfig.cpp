@@ -73,12 +73,20 @@ HuggingFaceConfig gpt2(const ModelSpec &s) {
 }
 
 /// Llama's layout (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM; GemmaForCausalLM's but
-/// for its head_dim): RMSNorm, a gated MLP, rotary positions.
+/// for its head_dim): RMSNorm, a gated MLP, rotary positions; q, k and v biases and rope scaling
+/// where the family has them.
 std::optional<HuggingFaceConfig> notLlamaLayout(const ModelSpec &s, llvm::StringRef architecture) {
   if (s.normalization != "RMSNorm")
     return none("normalization " + s.normalization + " (" + architecture.str() + " has RMSNorm)");
   if (s.addBiasLinear)
     return none("add_bias_linear true (" + architecture.str() + "'s MLP has no biases)");
+  // Only Qwen2 has biases on q, k and v alone (Llama's and Gemma's attention_bias puts them on
+  // o_proj too; Mistral has none); only Llama's rotary embedding reads rope_scaling in 4.40.
+  if (s.addQkvBias != (s.family == "qwen2"))
+    return none(std::string("add_qkv_bias ") + (s.addQkvBias ? "true" : "false") + " (" + architecture.str() +
+                (s.addQkvBias ? " has no biases on q, k and v alone)" : "'s q, k and v have biases)"));
+  if (s.ropeScalingType != "none" && s.family != "llama")
+    return none("rope_scaling_type " + s.ropeScalingType + " (" + architecture.str() + " has no rope scaling)");
   if (s.family == "gemma")
     return std::nullopt; // head_dim is GemmaConfig's own field
   return headsNotHiddenWide(s, architecture);
@@ -110,21 +118,10 @@ llvm::json::Value slidingWindow(const ModelSpec &s) {
   return s.slidingWindow ? llvm::json::Value(s.slidingWindow) : llvm::json::Value(nullptr);
 }
 
-/// Mistral's and Qwen2's rotary embeddings have no rope_scaling in transformers 4.40.
-std::optional<HuggingFaceConfig> ropeScaled(const ModelSpec &s, llvm::StringRef architecture) {
-  if (s.ropeScalingType == "none")
-    return std::nullopt;
-  return none("rope_scaling_type " + s.ropeScalingType + " (" + architecture.str() + " has no rope scaling)");
-}
-
 /// Qwen2ForCausalLM: Llama's layout with biases on q, k and v; a sliding window in every layer or none.
 HuggingFaceConfig qwen2(const ModelSpec &s) {
   if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "Qwen2ForCausalLM"))
     return *no;
-  if (std::optional<HuggingFaceConfig> no = ropeScaled(s, "Qwen2ForCausalLM"))
-    return *no;
-  if (!s.addQkvBias)
-    return none("add_qkv_bias false (Qwen2ForCausalLM's q, k and v have biases)");
   llvm::json::Object config = llamaLayoutFields(s, "Qwen2ForCausalLM", "qwen2");
   config["use_sliding_window"] = s.slidingWindow != 0;
   config["sliding_window"] = slidingWindow(s);
@@ -136,10 +133,6 @@ HuggingFaceConfig qwen2(const ModelSpec &s) {
 HuggingFaceConfig mistral(const ModelSpec &s) {
   if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "MistralForCausalLM"))
     return *no;
-  if (std::optional<HuggingFaceConfig> no = ropeScaled(s, "MistralForCausalLM"))
-    return *no;
-  if (s.addQkvBias)
-    return none("add_qkv_bias true (MistralForCausalLM has no biases)");
   llvm::json::Object config = llamaLayoutFields(s, "MistralForCausalLM", "mistral");
   config["sliding_window"] = slidingWindow(s);
   return {pretty(std::move(config)), ""};
@@ -148,8 +141,6 @@ HuggingFaceConfig mistral(const ModelSpec &s) {
 HuggingFaceConfig llama(const ModelSpec &s) {
   if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "LlamaForCausalLM"))
     return *no;
-  if (s.addQkvBias)
-    return none("add_qkv_bias true (LlamaForCausalLM's attention_bias puts biases on o_proj too)");
   llvm::json::Object config = llamaLayoutFields(s, "LlamaForCausalLM", "llama");
   config["attention_bias"] = false;
   config["rope_scaling"] = s.ropeScalingType == "none"
@@ -163,10 +154,6 @@ HuggingFaceConfig llama(const ModelSpec &s) {
 HuggingFaceConfig gemma(const ModelSpec &s) {
   if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "GemmaForCausalLM"))
     return *no;
-  if (std::optional<HuggingFaceConfig> no = ropeScaled(s, "GemmaForCausalLM"))
-    return *no;
-  if (s.addQkvBias)
-    return none("add_qkv_bias true (GemmaForCausalLM's attention_bias puts biases on o_proj too)");
   llvm::json::Object config = llamaLayoutFields(s, "GemmaForCausalLM", "gemma");
   config["hidden_act"] = "gelu_pytorch_tanh";
   config["hidden_activation"] = "gelu_pytorch_tanh";

@@ -16,7 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from e2e_util import MPI_ENV, library_check_args, make_wordpiece_corpus, python_json, relative  # noqa: E402
-from evaluation import validation_loss  # noqa: E402
+from evaluation import HF_LOGITS, validation_loss  # noqa: E402
 
 TOLERANCE = 1e-5
 SEQ, BATCH, MICRO, EVAL_ITERS, SEED = 32, 8, 2, 2, 1234
@@ -67,21 +67,6 @@ print(json.dumps({"loss": sum(losses) / len(losses), "microbatches": len(losses)
 """
 
 
-# Runs in build/pyenv: transformers' logits of one window of ids against the file OUT/train wrote.
-HF_LOGITS = r"""
-import json, sys
-import torch, transformers
-from safetensors.torch import load_file
-folder, ids, path = sys.argv[1], [int(i) for i in sys.argv[2].split(",")], sys.argv[3]
-model = transformers.AutoModelForMaskedLM.from_pretrained(folder)
-model.eval()
-with torch.no_grad():
-    theirs = model(input_ids=torch.tensor([ids])).logits[0]
-ours = load_file(path)["logits"]
-print(json.dumps({"max_abs_difference": float((ours - theirs).abs().max()), "max_abs": float(theirs.abs().max())}))
-"""
-
-
 def main():
     args, _ = library_check_args(__doc__, "transformers")
     w = lambda *p: os.path.join(args.workdir, *p)
@@ -95,6 +80,12 @@ def main():
         args.python, HF_MLM_LOSS, [folder, corpus, str(SEQ), str(EVAL_ITERS * BATCH), reference, str(seed), str(MICRO)],
         "transformers' masked-LM loss")["loss"]
     failures = []
+    # A window of the corpus's ids from position 1000, a [MASK] (id 4) among them.
+    sys.path.insert(0, reference)
+    from indexed_dataset import IndexedDataset
+    window = [int(t) for t in IndexedDataset(corpus).token_stream()[1000:1000 + SEQ]]
+    window[5] = 4
+    ids = ",".join(map(str, window))
 
     def check(ok, what, name):
         print(f"{'ok  ' if ok else 'FAIL'} {what}")
@@ -114,16 +105,12 @@ def main():
               f"{family}: megac compile FOLDER, --load FOLDER: masked-LM loss {ours:.7g}, transformers {theirs:.7g} "
               f"on the same masks of {EVAL_ITERS * BATCH} samples (difference {abs(ours - theirs):.2e}; masks of "
               f"seed {SEED + 1}: {other_masks:.7g})", family)
-        # The logits of one window (the corpus's ids from position 1000, a [MASK] among them).
-        sys.path.insert(0, reference)
-        from indexed_dataset import IndexedDataset
-        window = [int(t) for t in IndexedDataset(corpus).token_stream()[1000:1000 + SEQ]]
-        window[5] = 4  # [MASK]
-        ids = ",".join(map(str, window))
+        # The logits of one window of ids (below).
         logits_file = w("out", family + "-logits.safetensors")
         subprocess.run([os.path.join(out, "train"), "generate", "--load", folder, "--prompt-ids", ids, "--logits-file",
                         logits_file], check=True, capture_output=True)
-        got = python_json(args.python, HF_LOGITS, [folder, ids, logits_file], "transformers' logits")
+        got = python_json(args.python, HF_LOGITS, [folder, ids, logits_file, "AutoModelForMaskedLM"],
+                          "transformers' logits")
         err = got["max_abs_difference"] / max(got["max_abs"], 1.0)
         check(err <= TOLERANCE, f"{family}: logits of a {SEQ}-token window, max |megac - transformers| "
               f"{got['max_abs_difference']:.2e}, {err:.2e} of the largest |logit| {got['max_abs']:.3g}", family + " logits")

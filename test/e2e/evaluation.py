@@ -51,6 +51,23 @@ print(json.dumps({"loss": float(loss), "samples": count}))
 """
 
 
+# Runs in build/pyenv: transformers' logits of one sequence of ids against the file OUT/train
+# generate --logits-file wrote; argv: folder, comma-separated ids, the file, the Auto class
+# (AutoModelForCausalLM, or AutoModelForMaskedLM for BERT).
+HF_LOGITS = r"""
+import json, sys
+import torch, transformers
+from safetensors.torch import load_file
+folder, ids, path, auto = sys.argv[1], [int(i) for i in sys.argv[2].split(",")], sys.argv[3], sys.argv[4]
+model = getattr(transformers, auto).from_pretrained(folder)
+model.eval()
+with torch.no_grad():
+    theirs = model(input_ids=torch.tensor([ids])).logits[0]
+ours = load_file(path)["logits"]
+print(json.dumps({"max_abs_difference": float((ours - theirs).abs().max()), "max_abs": float(theirs.abs().max())}))
+"""
+
+
 def validation_loss(output):
     m = re.search(r"validation loss at iteration \d+ \| lm loss value: (\S+) \|", output)
     if not m:

@@ -18,7 +18,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from e2e_util import MPI_ENV, library_check_args, python_json, relative  # noqa: E402
-from evaluation import EVAL, EVAL_ITERS, BATCH, HF_LOSS, SPLIT, validation_loss  # noqa: E402
+from evaluation import EVAL, EVAL_ITERS, BATCH, HF_LOGITS, HF_LOSS, SPLIT, validation_loss  # noqa: E402
 import subprocess  # noqa: E402
 
 TOLERANCE = 1e-5
@@ -91,21 +91,6 @@ families["mistral"].save_pretrained(f"{out}/mistral-no-window", safe_serializati
 print(json.dumps({"made": sorted(families), "transformers": transformers.__version__}))
 """
 
-# Runs in build/pyenv: transformers' logits of the prompt against the file OUT/train generate wrote.
-HF_LOGITS = r"""
-import json, sys
-import torch, transformers
-from safetensors.torch import load_file
-folder, prompt, path = sys.argv[1], [int(i) for i in sys.argv[2].split(",")], sys.argv[3]
-model = transformers.AutoModelForCausalLM.from_pretrained(folder)
-model.eval()
-with torch.no_grad():
-    theirs = model(input_ids=torch.tensor([prompt])).logits[0]
-ours = load_file(path)["logits"]
-print(json.dumps({"max_abs_difference": float((ours - theirs).abs().max()), "max_abs": float(theirs.abs().max())}))
-"""
-
-
 def corpus_tokens(prefix, start, count):
     """`count` token ids of the megac dataset `prefix` from position `start` of its token stream."""
     sys.path.insert(0, os.path.join(HERE, "..", "reference"))
@@ -172,7 +157,8 @@ def main():
             subprocess.run([os.path.join(out, "train"), "generate", "--load", folder, "--prompt-ids", prompt,
                             "--max-new-tokens", "1", "--logits-file", w("out", family + "-logits.safetensors")],
                            check=True, capture_output=True)
-            hf_logits = python_json(args.python, HF_LOGITS, [folder, prompt, w("out", family + "-logits.safetensors")],
+            hf_logits = python_json(args.python, HF_LOGITS, [folder, prompt, w("out", family + "-logits.safetensors"),
+                                                             "AutoModelForCausalLM"],
                                     "transformers' logits")
             # Relative to the largest logit: fp32's rounding grows with the logits, which the
             # 0.3-scale weights of the rope-scaling models make about 10 (the others' are below 1).
