@@ -95,6 +95,24 @@ bool dropout_field(const std::string &key) {
   return key.find("dropout") != std::string::npos || key.find("pdrop") != std::string::npos;
 }
 
+// Whether field `key` (its `value` in the file, null when the file leaves it out) says nothing about
+// what this model type computes, as transformers 4.40 reads it: Qwen2's window sizes while its
+// sliding window is off; Gemma's hidden_act (never read) and a hidden_activation of the tanh GELU
+// megac computes (null reads as gelu_pytorch_tanh).
+bool says_nothing(const std::string &model_type, const JsonValue &file, const std::string &key,
+                  const JsonValue *value) {
+  if (model_type == "qwen2" && (key == "sliding_window" || key == "max_window_layers")) {
+    const JsonValue *on = file.get("use_sliding_window");
+    return !on || (on->kind == JsonValue::Kind::Bool && !on->boolean);
+  }
+  if (model_type == "gemma" && key == "hidden_act")
+    return true;
+  if (model_type == "gemma" && key == "hidden_activation")
+    return !value || value->kind == JsonValue::Kind::Null ||
+           (value->is_string() && (value->string == "gelu_pytorch_tanh" || value->string == "gelu_new"));
+  return false;
+}
+
 // transformers' defaults for fields a folder's config.json may leave out, per model type.
 const JsonValue *hf_default(const std::string &model_type, const std::string &key) {
   static const std::map<std::string, std::map<std::string, std::string>> defaults = {
@@ -209,21 +227,6 @@ void check_hf_config(const std::string &config_path, const std::string &program_
   const JsonValue *type = program.get("model_type");
   const std::string model_type = type && type->is_string() ? type->string : "";
   std::vector<std::string> differ, unknown;
-  // Qwen2's window sizes say nothing while the file's sliding window is off.
-  const JsonValue *window = file.get("use_sliding_window");
-  const bool window_off =
-      model_type == "qwen2" && (!window || (window->kind == JsonValue::Kind::Bool && !window->boolean));
-  auto window_field = [](const std::string &key) { return key == "sliding_window" || key == "max_window_layers"; };
-  // transformers 4.40's Gemma reads hidden_activation (null: gelu_pytorch_tanh) and never hidden_act.
-  auto gemma_activation = [&](const std::string &key, const JsonValue *value) {
-    if (model_type != "gemma")
-      return false;
-    if (key == "hidden_act")
-      return true;
-    return key == "hidden_activation" &&
-           (!value || value->kind == JsonValue::Kind::Null ||
-            (value->is_string() && (value->string == "gelu_pytorch_tanh" || value->string == "gelu_new")));
-  };
   for (const auto &[key, value] : file.object) {
     if (dropout_field(key)) { // not compared (a training choice), but it must be a rate
       const bool rate = (value.kind == JsonValue::Kind::Integer || value.kind == JsonValue::Kind::Number) &&
@@ -232,7 +235,7 @@ void check_hf_config(const std::string &config_path, const std::string &program_
         differ.push_back(key + " " + show(value) + " in the file is not a dropout rate (a number in [0, 1))");
       continue;
     }
-    if (documentary_fields().count(key) || (window_off && window_field(key)) || gemma_activation(key, &value))
+    if (documentary_fields().count(key) || says_nothing(model_type, file, key, &value))
       continue;
     const JsonValue *ours = program.get(key);
     // Qwen2 windows the layers below max_window_layers: at least this program's layers is every layer.
@@ -264,8 +267,8 @@ void check_hf_config(const std::string &config_path, const std::string &program_
       unknown.push_back(key + " " + show(value));
   }
   for (const auto &[key, ours] : program.object) {
-    if (file.get(key) || documentary_fields().count(key) || dropout_field(key) || (window_off && window_field(key)) ||
-        gemma_activation(key, nullptr))
+    if (file.get(key) || documentary_fields().count(key) || dropout_field(key) ||
+        says_nothing(model_type, file, key, nullptr))
       continue;
     const JsonValue *fallback = hf_default(model_type, key);
     if (fallback && key == "max_window_layers" && fallback->number >= ours.number)
