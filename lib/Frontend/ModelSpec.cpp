@@ -8,6 +8,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/YAMLParser.h"
 
@@ -90,6 +91,18 @@ std::string number(double v) {
   std::ostringstream os;
   os << v;
   return os.str();
+}
+
+/// The Hugging Face class a family's checkpoints load as (transformers 4.40).
+StringRef huggingFaceClass(StringRef family) {
+  return llvm::StringSwitch<StringRef>(family)
+      .Case("gpt2", "GPT2LMHeadModel")
+      .Case("qwen2", "Qwen2ForCausalLM")
+      .Case("mistral", "MistralForCausalLM")
+      .Case("gemma", "GemmaForCausalLM")
+      .Case("bert", "BertForMaskedLM")
+      .Case("megatron_bert", "MegatronBertForMaskedLM")
+      .Default("LlamaForCausalLM");
 }
 
 int64_t defaultFfn(StringRef family, int64_t hidden) {
@@ -177,7 +190,7 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
     return std::move(e);
   // GPT-2 and BERT share a layout's traits: LayerNorm, GELU, learned positions, biases.
   const bool bert = s.family == "bert" || s.family == "megatron_bert";
-  bool gpt2 = s.family == "gpt2" || bert;
+  const bool gpt2Traits = s.family == "gpt2" || bert;
   struct IntKey { StringRef key; int64_t *field; int64_t limit; };
   for (IntKey k : {IntKey{"num_layers", &s.numLayers, limits::kLayers},
                    IntKey{"hidden_size", &s.hiddenSize, limits::kHiddenSize},
@@ -189,17 +202,17 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   s.numQueryGroups = s.numAttentionHeads;
   s.ffnHiddenSize = defaultFfn(s.family, s.hiddenSize);
   s.maxPositionEmbeddings = s.seqLength;
-  s.normalization = gpt2 ? "LayerNorm" : "RMSNorm";
-  s.activation = gpt2 ? "gelu" : s.family == "gemma" ? "geglu" : "swiglu";
-  s.positionEmbeddingType = gpt2 ? "learned" : "rope";
-  s.tieEmbeddings = gpt2 || s.family == "gemma";
+  s.normalization = gpt2Traits ? "LayerNorm" : "RMSNorm";
+  s.activation = gpt2Traits ? "gelu" : s.family == "gemma" ? "geglu" : "swiglu";
+  s.positionEmbeddingType = gpt2Traits ? "learned" : "rope";
+  s.tieEmbeddings = gpt2Traits || s.family == "gemma";
   s.numTokentypes = bert ? 2 : 0;
   if (bert)
     s.normEpsilon = 1e-12; // BERT's layer_norm_eps
-  s.addBiasLinear = gpt2;
+  s.addBiasLinear = gpt2Traits;
   s.addQkvBias = s.family == "qwen2";
   // Megatron's and GPT-2's dropout; Hugging Face Llama has none.
-  s.hiddenDropout = s.attentionDropout = gpt2 ? 0.1 : 0.0;
+  s.hiddenDropout = s.attentionDropout = gpt2Traits ? 0.1 : 0.0;
   for (IntKey k : {IntKey{"num_query_groups", &s.numQueryGroups, limits::kAttentionHeads},
                    IntKey{"kv_channels", &s.kvChannels, limits::kHiddenSize},
                    IntKey{"ffn_hidden_size", &s.ffnHiddenSize, limits::kFfnHiddenSize},
@@ -266,10 +279,10 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   // Checkpoints use Hugging Face layouts; these combinations have none.
   if (s.slidingWindow && s.family != "mistral" && s.family != "qwen2")
     return r.fail("sliding_window with family " + s.family + ": " +
-                  (gpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM") +
+                  huggingFaceClass(s.family) +
                   " has no sliding window, so no Hugging Face checkpoint could say it; use family mistral (or "
                   "qwen2), or leave sliding_window out");
-  if (gpt2 && s.activation == "swiglu")
+  if (gpt2Traits && s.activation == "swiglu")
     return r.fail("activation swiglu with family " + s.family +
                   " has no Hugging Face checkpoint layout; use family llama");
   if (bert && (s.normalization != "LayerNorm" || s.positionEmbeddingType != "learned"))
@@ -278,7 +291,7 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   if (has("num_tokentypes") && !bert)
     return r.fail("num_tokentypes with family " + s.family +
                   ": token types are BERT's; leave num_tokentypes out, or use family bert or megatron_bert");
-  if (!gpt2 && s.activation == "gelu")
+  if (!gpt2Traits && s.activation == "gelu")
     return r.fail("activation gelu with family " + s.family +
                   " has no Hugging Face checkpoint layout; use family gpt2");
   if ((s.family == "gemma") != (s.activation == "geglu"))
@@ -289,11 +302,11 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   if (s.family == "gemma" && s.normalization != "RMSNorm")
     return r.fail("normalization " + s.normalization + " with family gemma: GemmaForCausalLM has RMSNorm (scaling "
                   "by 1 + w); leave normalization out");
-  if (!gpt2 && s.positionEmbeddingType == "learned")
+  if (!gpt2Traits && s.positionEmbeddingType == "learned")
     return r.fail("position_embedding_type learned with family " + s.family +
                   " has no Hugging Face checkpoint layout; use rope, or family gpt2");
   // GPT-2's fused c_attn has its bias with the other linear layers' or not at all.
-  if (gpt2 && has("add_qkv_bias") && s.addQkvBias != s.addBiasLinear)
+  if (gpt2Traits && has("add_qkv_bias") && s.addQkvBias != s.addBiasLinear)
     return r.fail("add_qkv_bias is " + get("add_qkv_bias") + " but add_bias_linear " +
                   (s.addBiasLinear ? "true" : "false") + "; family " + s.family +
                   "'s q, k and v have biases with the other linear layers or none (GPT-2's fused c_attn): leave "
