@@ -11,8 +11,10 @@ namespace {
 
 uint64_t stream_key(uint64_t seed, uint64_t stream) { return splitmix64_mix(seed ^ (kMlmSalt + stream)); }
 
-// floor(p x 2^32) for p in [0, 1), as dropout's threshold.
-uint64_t threshold(double p) { return static_cast<uint64_t>(p * 4294967296.0); }
+// floor(p x 2^32) for p in [0, 1), as dropout's threshold: of the positions, those chosen; of
+// the chosen, those read as [MASK] and, below the second, as a random token.
+constexpr uint64_t threshold(double p) { return static_cast<uint64_t>(p * 4294967296.0); }
+constexpr uint64_t kChosen = threshold(0.15), kMasked = threshold(0.8), kRandom = threshold(0.9);
 
 } // namespace
 
@@ -41,14 +43,14 @@ void mask_sample(const MlmMasking &m, int64_t sample, const int32_t *tokens, int
     const uint64_t e = static_cast<uint64_t>(sample) * static_cast<uint64_t>(seq_length) + static_cast<uint64_t>(p);
     ids[p] = token;
     labels[p] = kMlmIgnoredLabel;
-    if (dropout_bits(choose, e) >= threshold(0.15) ||
+    if (dropout_bits(choose, e) >= kChosen ||
         std::find(m.never_masked.begin(), m.never_masked.end(), token) != m.never_masked.end())
       continue;
     labels[p] = token;
     const uint64_t kind = dropout_bits(how, e);
-    if (kind < threshold(0.8))
+    if (kind < kMasked)
       ids[p] = m.mask_id;
-    else if (kind < threshold(0.9))
+    else if (kind < kRandom)
       ids[p] = static_cast<int32_t>((static_cast<uint64_t>(dropout_bits(which, e)) *
                                      static_cast<uint64_t>(m.vocab_size)) >> 32);
   }
