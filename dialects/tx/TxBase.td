@@ -63,6 +63,18 @@ def Tx_ParamRole : I32EnumAttr<"ParamRole", "what a parameter is in Megatron's t
     I32EnumAttrCase<"RowParallelBias", 5, "row_parallel_bias">,
     // a norm's weight or bias: whole on every rank
     I32EnumAttrCase<"Norm", 6, "norm">,
+    // a mixture of experts' router (gate) [experts, hidden]: whole on every rank
+    I32EnumAttrCase<"Router", 7, "router">,
+    // the experts' weights stacked [experts, ...] (one checkpoint tensor per expert: `*` in the
+    // name is its index): whole on every tensor-parallel rank
+    I32EnumAttrCase<"ExpertWeight", 8, "expert_weight">,
+  ]> {
+  let cppNamespace = "::megac::tx";
+}
+
+def Tx_Metric : I32EnumAttr<"Metric", "a value the training log reports besides the language model's loss", [
+    // a mixture of experts' load-balancing loss, before its coefficient (as the model defines it)
+    I32EnumAttrCase<"LoadBalancingLoss", 0, "load_balancing_loss">,
   ]> {
   let cppNamespace = "::megac::tx";
 }

@@ -267,3 +267,174 @@ FactorRule CrossEntropyGradOp::getFactorRule() {
   rule.results = {logits};
   return rule;
 }
+
+// ---- mixture of experts ---------------------------------------------------------------------
+// Tokens may be split (each rank routes its own); the rows in expert order are the tokens'
+// choices, [tokens x k] as merged factors, so a split of the tokens splits them too (each rank
+// orders its own choices). A choice of experts (top k, a softmax over the experts, a group of
+// rows per expert) needs every expert: the experts stay whole until expert parallelism.
+
+namespace {
+
+struct MoeFactors {
+  FactorRule::Dim tokens, choices, hidden;
+  /// [tokens, k] choices and [tokens x k, hidden] rows in expert order.
+  FactorRule::Tensor perChoice() const { return {tokens, choices}; }
+  FactorRule::Tensor expertRows(FactorRule::Dim width) const {
+    FactorRule::Dim merged = tokens;
+    merged.append(choices.begin(), choices.end());
+    return {merged, width};
+  }
+};
+
+MoeFactors moeFactors(FactorRule &rule, Value choices, int64_t hidden) {
+  ArrayRef<int64_t> c = shapeOf(choices);
+  return {dimOf(rule, c[0]), dimOf(rule, c[1], /*needReplication=*/true), dimOf(rule, hidden)};
+}
+
+/// tx.moe_scatter / tx.moe_gather: token rows [tokens, hidden], rows in expert order, choices.
+FactorRule rowMoveRule(Value rows, Value weights, Value tokenRows, bool toExperts) {
+  FactorRule rule;
+  MoeFactors f = moeFactors(rule, rows, shapeOf(tokenRows)[1]);
+  FactorRule::Tensor tokens = {f.tokens, f.hidden}, expert = f.expertRows(f.hidden);
+  rule.operands = {toExperts ? tokens : expert, f.perChoice()};
+  if (weights)
+    rule.operands.push_back(f.perChoice());
+  rule.results = {toExperts ? expert : tokens};
+  return rule;
+}
+
+/// A grouped GEMM's factors: rows in expert order (merged tokens x k) by [experts, K, N] weights.
+/// Split rows are each rank's own tokens' rows with its own counts (tx.moe_assign's, per rank).
+struct GroupedGemmFactors {
+  FactorRule::Tensor lhs, rhs, counts, out;
+};
+GroupedGemmFactors groupedGemmFactors(FactorRule &rule, ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
+                                      bool transposed) {
+  const FactorRule::Dim rows = dimOf(rule, lhs[0]);
+  const FactorRule::Dim experts = dimOf(rule, rhs[0], /*needReplication=*/true);
+  const FactorRule::Dim k = dimOf(rule, lhs[1]), n = dimOf(rule, transposed ? rhs[1] : rhs[2]);
+  return {{rows, k}, transposed ? FactorRule::Tensor{experts, n, k} : FactorRule::Tensor{experts, k, n}, {experts},
+          {rows, n}};
+}
+
+} // namespace
+
+FactorRule MoeRouteOp::getFactorRule() {
+  FactorRule rule;
+  ArrayRef<int64_t> l = shapeOf(getLogits());
+  const FactorRule::Dim tokens = dimOf(rule, l[0]), experts = dimOf(rule, l[1], /*needReplication=*/true);
+  const FactorRule::Dim choices = dimOf(rule, int64_t(getTopk()), /*needReplication=*/true);
+  rule.operands = {{tokens, experts}};
+  rule.results = {{tokens, experts}, {tokens, choices}, {tokens, choices}};
+  return rule;
+}
+
+// The counts are summed over the tokens: a split of the tokens leaves each rank its own.
+FactorRule MoeAssignOp::getFactorRule() {
+  FactorRule rule;
+  MoeFactors f = moeFactors(rule, getExperts(), 1);
+  rule.operands = {f.perChoice()};
+  rule.results = {f.perChoice(), {dimOf(rule, shapeOf(getCounts())[0], /*needReplication=*/true)}};
+  return rule;
+}
+
+FactorRule MoeScatterOp::getFactorRule() { return rowMoveRule(getRows(), getWeights(), getInput(), true); }
+FactorRule MoeGatherOp::getFactorRule() { return rowMoveRule(getRows(), getWeights(), getResult(), false); }
+
+FactorRule GroupedMatmulOp::getFactorRule() {
+  FactorRule rule;
+  GroupedGemmFactors f = groupedGemmFactors(rule, shapeOf(getLhs()), shapeOf(getRhs()), getTransposeRhs());
+  rule.operands = {f.lhs, f.rhs, f.counts};
+  rule.results = {f.out};
+  return rule;
+}
+
+FactorRule MoeRouteGradOp::getFactorRule() {
+  FactorRule rule;
+  ArrayRef<int64_t> p = shapeOf(getProbs());
+  const FactorRule::Dim tokens = dimOf(rule, p[0]), experts = dimOf(rule, p[1], /*needReplication=*/true);
+  const FactorRule::Dim choices = dimOf(rule, shapeOf(getWeights())[1], /*needReplication=*/true);
+  rule.operands = {{tokens, experts}, {tokens, choices}, {tokens, experts}, {tokens, choices}, {tokens, choices}};
+  rule.results = {{tokens, experts}};
+  return rule;
+}
+
+// Each choice's dot product sums over the hidden size.
+FactorRule MoeRowDotOp::getFactorRule() {
+  FactorRule rule;
+  MoeFactors f = moeFactors(rule, getRows(), shapeOf(getTokens())[1]);
+  rule.operands = {{f.tokens, f.hidden}, f.expertRows(f.hidden), f.perChoice()};
+  rule.results = {f.perChoice()};
+  return rule;
+}
+
+// The weights' gradients sum over the rows.
+FactorRule GroupedMatmulWeightGradOp::getFactorRule() {
+  FactorRule rule;
+  GroupedGemmFactors f = groupedGemmFactors(rule, shapeOf(getLhs()), shapeOf(getResult()), getTranspose());
+  rule.operands = {f.lhs, f.out, f.counts};
+  rule.results = {f.rhs};
+  return rule;
+}
+
+// A router's load sums over the tokens (each rank's load is its own tokens').
+FactorRule RouterLoadOp::getFactorRule() {
+  FactorRule rule;
+  ArrayRef<int64_t> p = shapeOf(getProbs());
+  const FactorRule::Dim tokens = dimOf(rule, p[0]), experts = dimOf(rule, p[1]);
+  rule.operands = {{tokens, experts}, {experts}};
+  rule.results = {{dimOf(rule, 2, /*needReplication=*/true), experts}};
+  return rule;
+}
+
+FactorRule RouterLoadGradOp::getFactorRule() {
+  FactorRule rule;
+  ArrayRef<int64_t> r = shapeOf(getResult());
+  const FactorRule::Dim tokens = dimOf(rule, r[0]), experts = dimOf(rule, r[1]);
+  rule.operands = {{dimOf(rule, 2, /*needReplication=*/true), experts}};
+  rule.results = {{tokens, experts}};
+  return rule;
+}
+
+// A sum over the experts of the two rows' product.
+FactorRule LoadBalancingLossOp::getFactorRule() {
+  FactorRule rule;
+  const FactorRule::Dim rows = dimOf(rule, 2, /*needReplication=*/true), experts = dimOf(rule, shapeOf(getLoad())[1]);
+  rule.operands = {{rows, experts}};
+  rule.results = {{}};
+  return rule;
+}
+
+FactorRule LoadBalancingLossGradOp::getFactorRule() {
+  FactorRule rule;
+  const FactorRule::Tensor load = {dimOf(rule, 2, /*needReplication=*/true), dimOf(rule, shapeOf(getLoad())[1])};
+  rule.operands = {{}, load};
+  rule.results = {load};
+  return rule;
+}
+
+FactorRule MetricOp::getFactorRule() {
+  FactorRule rule;
+  rule.operands = {{}};
+  return rule;
+}
+
+// Each token's row by its own gate: the hidden size free, the gate's a sum over it in the gradient.
+FactorRule GateRowsOp::getFactorRule() {
+  FactorRule rule;
+  ArrayRef<int64_t> x = shapeOf(getInput());
+  const FactorRule::Dim tokens = dimOf(rule, x[0]), hidden = dimOf(rule, x[1]);
+  rule.operands = {{tokens, hidden}, {tokens, {}}};
+  rule.results = {{tokens, hidden}};
+  return rule;
+}
+
+FactorRule GateRowsGradOp::getFactorRule() {
+  FactorRule rule;
+  ArrayRef<int64_t> x = shapeOf(getInput());
+  const FactorRule::Dim tokens = dimOf(rule, x[0]), hidden = dimOf(rule, x[1]);
+  rule.operands = {{tokens, hidden}, {tokens, hidden}, {tokens, {}}};
+  rule.results = {{tokens, hidden}, {tokens, {}}};
+  return rule;
+}

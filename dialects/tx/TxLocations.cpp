@@ -45,12 +45,17 @@ std::string megac::tx::resultName(OpResult r) {
     return suffix.empty() ? base + "_" + std::to_string(i) : base + "_" + suffix.str();
   }
   static const char *norm[] = {"_input", "_weight", "_bias"}, *attention[] = {"_q", "_k", "_v"},
-                    *swiglu[] = {"_gate", "_up"}, *gelu[] = {"", "_gelu"};
+                    *swiglu[] = {"_gate", "_up"}, *gelu[] = {"", "_gelu"},
+                    *route[] = {"_probs", "_experts", "_weights"}, *assign[] = {"_rows", "_counts"},
+                    *gate[] = {"_rows", "_gate"};
   const char *suffix = llvm::TypeSwitch<Operation *, const char *>(op)
                            .Case<LayerNormGradOp, RmsNormGradOp>([&](auto) { return norm[i]; })
                            .Case([&](AttentionGradOp) { return attention[i]; })
                            .Case([&](SwigluGradOp) { return swiglu[i]; })
                            .Case([&](MatmulBiasGeluOp) { return gelu[i]; })
+                           .Case([&](MoeRouteOp) { return route[i]; })
+                           .Case([&](MoeAssignOp) { return assign[i]; })
+                           .Case([&](GateRowsGradOp) { return gate[i]; })
                            .Default([](Operation *) { return nullptr; });
   return suffix ? base + suffix : base + "_" + std::to_string(i);
 }

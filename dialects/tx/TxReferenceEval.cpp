@@ -169,3 +169,101 @@ FailureOr<Results> CrossEntropyGradOp::evaluate(ArrayRef<const Tensor *> in) {
   return one(crossEntropyGrad(*in[0], *in[1], *in[2],
                               getIgnoreIndex() ? std::optional<int64_t>(int64_t(*getIgnoreIndex())) : std::nullopt));
 }
+
+// ---- mixture of experts -------------------------------------------------------------------------
+
+FailureOr<Results> MoeRouteOp::evaluate(ArrayRef<const Tensor *> in) {
+  Routing r = moeRoute(*in[0], int64_t(getTopk()), getPreSoftmax());
+  return Results{std::move(r.probs), std::move(r.experts), std::move(r.weights)};
+}
+
+FailureOr<Results> MoeAssignOp::evaluate(ArrayRef<const Tensor *> in) {
+  const int64_t experts = shapeOf(getCounts())[0];
+  if (failed(checkRange(*this, "expert", *in[0], experts)))
+    return failure();
+  Assignment a = moeAssign(*in[0], experts);
+  return Results{std::move(a.rows), std::move(a.counts)};
+}
+
+/// Rows are tx.moe_assign's: each in [0, tokens x k), each once.
+static LogicalResult checkRows(Operation *op, const Tensor &rows) {
+  std::vector<bool> seen(rows.numel(), false);
+  for (int64_t r : rows.ints) {
+    if (r < 0 || r >= rows.numel() || seen[r])
+      return op->emitOpError() << "row " << r << " is outside [0, " << rows.numel() << ") or given twice";
+    seen[r] = true;
+  }
+  return success();
+}
+
+FailureOr<Results> MoeScatterOp::evaluate(ArrayRef<const Tensor *> in) {
+  if (failed(checkRows(*this, *in[1])))
+    return failure();
+  return one(moeScatter(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr));
+}
+
+FailureOr<Results> MoeGatherOp::evaluate(ArrayRef<const Tensor *> in) {
+  if (failed(checkRows(*this, *in[1])))
+    return failure();
+  return one(moeGather(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr));
+}
+
+/// Counts are tx.moe_assign's: non-negative, the rows in all.
+static LogicalResult checkCounts(Operation *op, const Tensor &counts, int64_t rows) {
+  int64_t sum = 0;
+  for (int64_t c : counts.ints) {
+    if (c < 0)
+      return op->emitOpError() << "count " << c << " is negative";
+    sum += c;
+  }
+  if (sum != rows)
+    return op->emitOpError() << "counts sum to " << sum << " but there are " << rows << " rows";
+  return success();
+}
+
+FailureOr<Results> GroupedMatmulOp::evaluate(ArrayRef<const Tensor *> in) {
+  if (failed(checkCounts(*this, *in[2], in[0]->shape[0])))
+    return failure();
+  return one(groupedMatmul(*in[0], *in[1], *in[2], getTransposeRhs()));
+}
+
+FailureOr<Results> MoeRouteGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  if (failed(checkRange(*this, "expert", *in[3], in[2]->shape[1])))
+    return failure();
+  return one(moeRouteGrad(*in[0], *in[1], *in[2], *in[3], *in[4], getPreSoftmax()));
+}
+
+FailureOr<Results> MoeRowDotOp::evaluate(ArrayRef<const Tensor *> in) {
+  if (failed(checkRows(*this, *in[2])))
+    return failure();
+  return one(moeRowDot(*in[0], *in[1], *in[2]));
+}
+
+FailureOr<Results> GroupedMatmulWeightGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  if (failed(checkCounts(*this, *in[2], in[0]->shape[0])))
+    return failure();
+  return one(groupedMatmulWeightGrad(*in[0], *in[1], *in[2], getTranspose()));
+}
+
+FailureOr<Results> RouterLoadOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(routerLoad(*in[0], *in[1]));
+}
+
+FailureOr<Results> RouterLoadGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(routerLoadGrad(*in[0], shapeOf(getResult())[0]));
+}
+
+FailureOr<Results> LoadBalancingLossOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(loadBalancingLoss(*in[0], getScale().convertToDouble()));
+}
+
+FailureOr<Results> LoadBalancingLossGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(loadBalancingLossGrad(*in[0], *in[1], getScale().convertToDouble()));
+}
+
+FailureOr<Results> GateRowsOp::evaluate(ArrayRef<const Tensor *> in) { return one(gateRows(*in[0], *in[1])); }
+
+FailureOr<Results> GateRowsGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  GateRowsGrads g = gateRowsGrad(*in[0], *in[1], *in[2]);
+  return Results{std::move(g.input), std::move(g.gate)};
+}

@@ -477,3 +477,34 @@ LogicalResult CrossEntropyGradOp::shard(ShardingRewriter &r) {
   erase();
   return success();
 }
+
+// ---- mixture of experts ---------------------------------------------------------------------------
+
+/// No tensor-parallel algorithm yet (expert parallelism will have its own): every operand whole,
+/// so each rank computes the whole mixture, and every result whole.
+static LogicalResult shardWhole(Operation *op, ShardingRewriter &r) {
+  for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+    r.requireWhole(op, i);
+    if (r.get(op->getOperand(i)).isSplit())
+      r.require(op, i, kWhole, "mixture of experts: whole on every tensor-parallel rank");
+  }
+  for (Value v : op->getResults())
+    r.set(v, kWhole);
+  return success();
+}
+
+LogicalResult MoeRouteOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult MoeAssignOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult MoeScatterOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult MoeGatherOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult GroupedMatmulOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult MoeRouteGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult MoeRowDotOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult GroupedMatmulWeightGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult RouterLoadOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult RouterLoadGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult LoadBalancingLossOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult LoadBalancingLossGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult MetricOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult GateRowsOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult GateRowsGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }

@@ -145,3 +145,55 @@ SmallVector<Value> CrossEntropyOp::buildVjp(OpBuilder &b, ValueRange cot) {
                                             getVocabSizeAttr(), getIgnoreIndexAttr());
   return {logits, nullptr};
 }
+
+// ---- mixture of experts -------------------------------------------------------------------------
+
+/// The logits' cotangent from the probabilities' and the weights'; the choice of experts has none.
+SmallVector<Value> MoeRouteOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  Value d = MoeRouteGradOp::create(b, getLoc(), getLogits().getType(), cot[0], cot[2], getProbs(), getExperts(),
+                                   getWeights(), getPreSoftmaxAttr());
+  return {d};
+}
+
+/// A copy to the choices' rows (times a weight): the rows summed back (weighted), and each
+/// weight's cotangent the dot product of its token's row with its row's cotangent.
+SmallVector<Value> MoeScatterOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  Value input = MoeGatherOp::create(b, getLoc(), getInput().getType(), cot[0], getRows(), getWeights());
+  if (!getWeights())
+    return {input, nullptr};
+  Value weights = MoeRowDotOp::create(b, getLoc(), getWeights().getType(), getInput(), cot[0], getRows());
+  return {input, nullptr, weights};
+}
+
+SmallVector<Value> MoeGatherOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  Value input = MoeScatterOp::create(b, getLoc(), getInput().getType(), cot[0], getRows(), getWeights());
+  if (!getWeights())
+    return {input, nullptr};
+  Value weights = MoeRowDotOp::create(b, getLoc(), getWeights().getType(), cot[0], getInput(), getRows());
+  return {input, nullptr, weights};
+}
+
+/// Per expert, C = A W: dA = dC W^T (the transpose flag flipped) and dW = A^T dC, kept in the
+/// weight's type.
+SmallVector<Value> GroupedMatmulOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  Value lhs = GroupedMatmulOp::create(b, getLoc(), getLhs().getType(), cot[0], getRhs(), getCounts(),
+                                      getTransposeRhs() ? UnitAttr() : b.getUnitAttr());
+  Value rhs = GroupedMatmulWeightGradOp::create(b, getLoc(), getRhs().getType(), getLhs(), cot[0], getCounts(),
+                                                getTransposeRhsAttr());
+  return {lhs, rhs, nullptr};
+}
+
+/// The probabilities' cotangent: row 1 of the load's for every token (the counts have none).
+SmallVector<Value> RouterLoadOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  return {RouterLoadGradOp::create(b, getLoc(), getProbs().getType(), cot[0]), nullptr};
+}
+
+SmallVector<Value> LoadBalancingLossOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  return {LoadBalancingLossGradOp::create(b, getLoc(), cot[0], getLoad(), getScaleAttr())};
+}
+
+SmallVector<Value> GateRowsOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  auto grad = GateRowsGradOp::create(b, getLoc(), getInput().getType(), getGate().getType(), cot[0], getInput(),
+                                     getGate());
+  return {grad.getInputGrad(), grad.getGateGrad()};
+}

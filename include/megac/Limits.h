@@ -24,6 +24,7 @@ constexpr int64_t kAttentionHeads = int64_t(1) << 14;
 constexpr int64_t kFfnHiddenSize = int64_t(1) << 22;
 constexpr int64_t kSeqLength = int64_t(1) << 22;      // also max_position_embeddings
 constexpr int64_t kVocabSize = int64_t(1) << 24;      // also the padded vocabulary
+constexpr int64_t kExperts = int64_t(1) << 14;        // experts per layer, and the router's top k
 
 // Products.
 constexpr int64_t kTensorElements = int64_t(1) << 40; // any one weight or activation (4 TiB in fp32)

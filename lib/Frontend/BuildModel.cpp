@@ -190,10 +190,45 @@ private:
       addLinear("self_attn.v_proj", H, kv, 0.02, Parallel::Column, qkvBias());
       addLinear("self_attn.o_proj", Q, H, outputStd, Parallel::Row, s.addBiasLinear);
       addNorm("post_attention_layernorm");
+      if (s.isMixtureOfExperts()) {
+        addExperts();
+        return;
+      }
       addLinear("mlp.gate_proj", H, F, 0.02, Parallel::Column, s.addBiasLinear);
       addLinear("mlp.up_proj", H, F, 0.02, Parallel::Column, s.addBiasLinear);
       addLinear("mlp.down_proj", F, H, outputStd, Parallel::Row, s.addBiasLinear);
     }
+  }
+
+  /// The experts' checkpoint names: Mixtral's block_sparse_moe (w1 the gate, w2 down, w3 up) or
+  /// Qwen2-MoE's mlp (gate_proj, down_proj, up_proj), with its shared expert.
+  bool qwenExperts() const { return s.family == "qwen2_moe"; }
+  std::string expertName(StringRef projection) const {
+    if (!qwenExperts())
+      return ("block_sparse_moe.experts.*." + projection + ".weight").str();
+    StringRef qwen = projection == "w1" ? "gate_proj" : projection == "w2" ? "down_proj" : "up_proj";
+    return ("mlp.experts.*." + qwen + ".weight").str();
+  }
+
+  /// The router's gate [experts, hidden] and each expert's gate (w1), down (w2) and up (w3) weights
+  /// in Linear's [out, in] layout, stacked over the experts (the checkpoint holds
+  /// experts.<e>.w1.weight for each e: `*` in the name); Qwen2-MoE's shared expert (a SwiGLU MLP,
+  /// split as Megatron's) and its gate [1, hidden] after them.
+  void addExperts() {
+    const int64_t E = s.numExperts, Fe = s.expertFfnHiddenSize();
+    const Placement router{tx::ParamRole::Router}, expert{tx::ParamRole::ExpertWeight};
+    addParam(qwenExperts() ? "mlp.gate.weight" : "block_sparse_moe.gate.weight", {E, H}, router,
+             tx::ParamInit::Normal, 0.02);
+    addParam(expertName("w1"), {E, Fe, H}, expert, tx::ParamInit::Normal, 0.02);
+    addParam(expertName("w2"), {E, H, Fe}, expert, tx::ParamInit::Normal, outputStd);
+    addParam(expertName("w3"), {E, Fe, H}, expert, tx::ParamInit::Normal, 0.02);
+    if (!s.moeSharedExpertIntermediateSize)
+      return;
+    const int64_t Fs = s.moeSharedExpertIntermediateSize;
+    addLinear("mlp.shared_expert.gate_proj", H, Fs, 0.02, Parallel::Column, false);
+    addLinear("mlp.shared_expert.up_proj", H, Fs, 0.02, Parallel::Column, false);
+    addLinear("mlp.shared_expert.down_proj", Fs, H, outputStd, Parallel::Row, false);
+    addParam("mlp.shared_expert_gate.weight", {1, H}, router, tx::ParamInit::Normal, 0.02);
   }
 
   /// VocabParallelEmbedding's table: split on the vocabulary.
@@ -227,9 +262,18 @@ private:
   /// Takes the layer function's parameter arguments in the order collectLayerParams made them.
   struct ArgCursor {
     Block::BlockArgListType args;
-    unsigned next = 1; // 0 is x
+    unsigned next; // after x (and the routers' load)
     Value take() { return args[next++]; }
   };
+
+  /// Whether the layers carry their routers' load (a mixture of experts whose load-balancing
+  /// loss is trained on): [2, experts] summed over the layers (transformers'), or the sum of the
+  /// layers' own losses (Megatron's aux_loss).
+  bool carriesLoad() const {
+    return s.isMixtureOfExperts() && s.moeAuxLossCoeff > 0.0 && s.moeRouterLoadBalancingType != "none";
+  }
+  bool globalLoad() const { return s.moeRouterLoadBalancingType == "global_aux_loss"; }
+  RankedTensorType loadType() { return globalLoad() ? f32({2, s.numExperts}) : f32({}); }
 
   Value norm(ArgCursor &p, Value x, StringRef name) {
     Location loc = at(name, "normalization");
@@ -307,21 +351,75 @@ private:
     return post ? norm(p, r2, "output_ln") : r2;
   }
 
+  RankedTensorType i32(ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, b.getI32Type()); }
+
+  /// Dropless top-k routing to experts with SwiGLU MLPs (MixtralSparseMoeBlock): each token's
+  /// rows go to its experts in expert order, each expert's rows through its weights in one grouped
+  /// GEMM per projection, and back, summed with the router's weights.
+  Value mixtureOfExperts(ArgCursor &p, Value h, Value &load) {
+    const int64_t T = B * S, E = s.numExperts, K = s.moeRouterTopk, Fe = s.expertFfnHiddenSize(), R = T * K;
+    Value gate = p.take(), w1 = p.take(), w2 = p.take(), w3 = p.take();
+    Value x = reshape(h, {T, H}, "moe_tokens", "num_experts");
+    Value logits = tx::MatmulOp::create(b, at("router_logits", "num_experts"), f32({T, E}), x, gate, UnitAttr(),
+                                        b.getUnitAttr(), FloatAttr());
+    auto route = tx::MoeRouteOp::create(b, at("route", "moe_router_topk"), f32({T, E}), i32({T, K}), f32({T, K}),
+                                        logits, b.getI64IntegerAttr(K),
+                                        s.moeRouterPreSoftmax ? b.getUnitAttr() : UnitAttr());
+    auto assign = tx::MoeAssignOp::create(b, at("assign", "num_experts"), i32({T, K}), i32({E}), route.getExperts());
+    Value rows = assign.getRows(), counts = assign.getCounts();
+    if (load) { // the router's load, for the load-balancing loss
+      Value mine = tx::RouterLoadOp::create(b, at("router_load", "moe_router_load_balancing_type"), f32({2, E}),
+                                            route.getProbs(), counts);
+      if (!globalLoad()) // Megatron's: this layer's loss, experts / (tokens^2 x top k) x sum_e count_e prob_e
+        mine = tx::LoadBalancingLossOp::create(b, at("layer_aux_loss", "moe_router_load_balancing_type"), f32({}), mine,
+                                               b.getF64FloatAttr(double(E) / (double(T) * double(T) * double(K))));
+      load = tx::AddOp::create(b, at("load", "moe_router_load_balancing_type"), load, mine);
+    }
+    Value xe = tx::MoeScatterOp::create(b, at("expert_tokens", "moe_router_topk"), f32({R, H}), x, rows, Value());
+    auto grouped = [&](Value in, Value w, int64_t out, StringRef name) -> Value {
+      return tx::GroupedMatmulOp::create(b, at(name, "moe_ffn_hidden_size"), f32({R, out}), in, w, counts,
+                                         b.getUnitAttr());
+    };
+    Value expertGate = grouped(xe, w1, Fe, "expert_gate"), expertUp = grouped(xe, w3, Fe, "expert_up");
+    Value gated = tx::SwigluOp::create(b, at("expert_swiglu", "activation"), expertGate, expertUp);
+    Value ye = grouped(gated, w2, H, "expert_down");
+    Value y = tx::MoeGatherOp::create(b, at("moe", "moe_router_topk"), f32({T, H}), ye, rows, route.getWeights());
+    if (s.moeSharedExpertIntermediateSize) { // Qwen2-MoE: every token through the shared expert too, gated
+      const StringRef key = "moe_shared_expert_intermediate_size";
+      const int64_t Fs = s.moeSharedExpertIntermediateSize;
+      Value sharedGate = linear(p, h, Fs, "shared_gate", key); // the parameters in order: gate, then up
+      Value sharedUp = linear(p, h, Fs, "shared_up", key);
+      Value gateUp = tx::SwigluOp::create(b, at("shared_swiglu", "activation"), sharedGate, sharedUp);
+      Value shared = reshape(linear(p, gateUp, H, "shared_down", key), {T, H}, "shared_tokens", key);
+      Value gate = tx::MatmulOp::create(b, at("shared_gate_logit", "moe_shared_expert_gate"), f32({T, 1}), x, p.take(),
+                                        UnitAttr(), b.getUnitAttr(), FloatAttr());
+      Value gated = tx::GateRowsOp::create(b, at("shared_expert", "moe_shared_expert_gate"), shared, gate);
+      y = tx::AddOp::create(b, at("moe_with_shared", key), y, gated);
+    }
+    return reshape(y, {B, S, H}, "moe_out", "num_experts");
+  }
+
   func::FuncOp buildLayer() {
-    SmallVector<Type> inputs{f32({B, S, H})};
+    SmallVector<Type> inputs{f32({B, S, H})}, outputs{f32({B, S, H})};
+    if (carriesLoad()) {
+      inputs.push_back(loadType());
+      outputs.push_back(loadType());
+    }
     for (const LayerParam &p : layerParams)
       inputs.push_back(f32(p.shape));
-    auto fn =
-        func::FuncOp::create(b, keyLoc("num_layers"), "transformer_layer", b.getFunctionType(inputs, {f32({B, S, H})}));
+    auto fn = func::FuncOp::create(b, keyLoc("num_layers"), "transformer_layer", b.getFunctionType(inputs, outputs));
     fn.setPrivate();
     setRole(fn, FunctionRole::Layer);
     OpBuilder::InsertionGuard guard(b);
     Block *body = fn.addEntryBlock();
     body->getArgument(0).setLoc(at("x", "hidden_size"));
-    for (auto [arg, p] : llvm::zip_equal(body->getArguments().drop_front(), layerParams))
+    const unsigned firstParam = carriesLoad() ? 2 : 1;
+    if (carriesLoad())
+      body->getArgument(1).setLoc(at("load_in", "moe_router_load_balancing_type"));
+    for (auto [arg, p] : llvm::zip_equal(body->getArguments().drop_front(firstParam), layerParams))
       arg.setLoc(at(identifier(blockName(p.name, p.block)), "hidden_size"));
     b.setInsertionPointToEnd(body);
-    ArgCursor p{fn.getArguments()};
+    ArgCursor p{fn.getArguments(), firstParam};
     Value x = fn.getArgument(0);
     int64_t kv = groups * D;
     if (bert) {
@@ -355,8 +453,10 @@ private:
     Value r1 = tx::AddOp::create(b, at("residual_1", "num_layers"), x, o);
 
     Value h2 = norm(p, r1, gpt2 ? "ln_2" : "post_attention_layernorm");
-    Value m;
-    if (s.activation == "gelu") {
+    Value m, load = carriesLoad() ? fn.getArgument(1) : Value();
+    if (s.isMixtureOfExperts()) {
+      m = mixtureOfExperts(p, h2, load);
+    } else if (s.activation == "gelu") {
       Value u = linear(p, h2, F, "fc", "ffn_hidden_size");
       m = linear(p, tx::GeluOp::create(b, at("fc_gelu", "activation"), u, tx::GeluApproximation::Tanh), H, "fc_proj",
                  "ffn_hidden_size");
@@ -370,7 +470,10 @@ private:
     }
     m = hiddenDropout(m, names::kMlpOutputDropoutStream, "mlp_dropout");
     Value r2 = tx::AddOp::create(b, at("residual_2", "num_layers"), r1, m);
-    func::ReturnOp::create(b, keyLoc("num_layers"), r2);
+    SmallVector<Value> results{r2};
+    if (load)
+      results.push_back(load);
+    func::ReturnOp::create(b, keyLoc("num_layers"), results);
     return fn;
   }
 
@@ -429,6 +532,20 @@ private:
                                       b.getI64IntegerAttr(names::kIgnoredLabel));
   }
 
+  /// The load-balancing loss, trained on beside the language model's: transformers'
+  /// load_balancing_loss_func over all layers' loads at once (experts / (tokens x layers)^2), or
+  /// the sum of Megatron's per-layer losses; moe_aux_loss_coeff times it joins the objective.
+  void addLoadBalancingLoss(Value load) {
+    Location loc = at("load_balancing_loss", "moe_router_load_balancing_type");
+    if (globalLoad()) {
+      const double rows = double(B) * double(S) * double(s.numLayers);
+      load = tx::LoadBalancingLossOp::create(b, loc, f32({}), load,
+                                             b.getF64FloatAttr(double(s.numExperts) / (rows * rows)));
+    }
+    tx::MetricOp::create(b, loc, load, tx::Metric::LoadBalancingLoss);
+    tx::AddLossOp::create(b, at("aux_loss", "moe_aux_loss_coeff"), load, b.getF64FloatAttr(s.moeAuxLossCoeff));
+  }
+
   void buildForward(func::FuncOp layer) {
     auto ids = RankedTensorType::get({B, S}, b.getI32Type());
     auto fn = func::FuncOp::create(b, keyLoc("family"), names::kForwardEntry, b.getFunctionType({ids, ids}, {f32({})}));
@@ -458,14 +575,20 @@ private:
     if (bert)
       x = tokenTypes(x);
     x = hiddenDropout(x, names::kEmbeddingDropoutStream, "embeddings_dropout");
+    Value load = carriesLoad() ? tx::ZerosOp::create(b, at("load", "moe_router_load_balancing_type"), loadType())
+                               : Value();
     for (int64_t i = 0; i < s.numLayers; ++i) {
       SmallVector<Value> operands{x};
+      if (load)
+        operands.push_back(load);
       for (const LayerParam &p : layerParams)
         operands.push_back(declareParam(layerPrefix(i) + p.name, p.shape, p.placement, p.init, p.std, p.offsets,
                                         p.fullShape, /*padded=*/false, p.block));
       auto call = func::CallOp::create(b, at("layer_" + std::to_string(i), "num_layers"), layer, operands);
       call->setAttr(names::kLayerIndexAttr, b.getI64IntegerAttr(i));
       x = call.getResult(0);
+      if (load)
+        load = call.getResult(1);
     }
     if (bert) {
       func::ReturnOp::create(b, keyLoc("family"), maskedLmLoss(s.normAfterResidual() ? x : finalNorm(x), wte,
@@ -479,6 +602,8 @@ private:
                              FloatAttr());
     Value loss = tx::CrossEntropyOp::create(b, at("loss", "vocab_size"), f32({}), logits, fn.getArgument(1),
                                             Vp == V ? IntegerAttr() : b.getI64IntegerAttr(V), IntegerAttr());
+    if (load)
+      addLoadBalancingLoss(load);
     func::ReturnOp::create(b, keyLoc("family"), loss);
   }
 

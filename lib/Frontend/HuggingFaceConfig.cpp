@@ -82,7 +82,7 @@ std::optional<HuggingFaceConfig> notLlamaLayout(const ModelSpec &s, llvm::String
     return none("add_bias_linear true (" + architecture.str() + "'s MLP has no biases)");
   // Only Qwen2 has biases on q, k and v alone (Llama's and Gemma's attention_bias puts them on
   // o_proj too; Mistral has none); only Llama's rotary embedding reads rope_scaling in 4.40.
-  if (s.addQkvBias != (s.family == "qwen2"))
+  if (s.addQkvBias != (s.family == "qwen2" || s.family == "qwen2_moe"))
     return none(std::string("add_qkv_bias ") + (s.addQkvBias ? "true" : "false") + " (" + architecture.str() +
                 (s.addQkvBias ? " has no biases on q, k and v alone)" : "'s q, k and v have biases)"));
   if (s.ropeScalingType != "none" && s.family != "llama")
@@ -135,6 +135,51 @@ HuggingFaceConfig mistral(const ModelSpec &s) {
     return *no;
   llvm::json::Object config = llamaLayoutFields(s, "MistralForCausalLM", "mistral");
   config["sliding_window"] = slidingWindow(s);
+  return {pretty(std::move(config)), ""};
+}
+
+/// MixtralForCausalLM: Llama's layout (a sliding window or none) whose MLPs are experts. The
+/// load-balancing loss is in transformers' training loss only with output_router_logits, at
+/// router_aux_loss_coef (transformers computes it over every layer's routing at once: megac's
+/// global_aux_loss).
+HuggingFaceConfig mixtral(const ModelSpec &s) {
+  if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "MixtralForCausalLM"))
+    return *no;
+  if (s.moeRouterPreSoftmax)
+    return none("moe_router_pre_softmax true (MixtralForCausalLM renormalises its top-k weights)");
+  if (s.moeAuxLossCoeff > 0.0 && s.moeRouterLoadBalancingType != "global_aux_loss")
+    return none("moe_router_load_balancing_type " + s.moeRouterLoadBalancingType +
+                " (transformers' Mixtral computes its load-balancing loss over all layers at once: global_aux_loss)");
+  llvm::json::Object config = llamaLayoutFields(s, "MixtralForCausalLM", "mixtral");
+  config["sliding_window"] = slidingWindow(s);
+  config["num_local_experts"] = s.numExperts;
+  config["num_experts_per_tok"] = s.moeRouterTopk;
+  config["output_router_logits"] = s.moeAuxLossCoeff > 0.0;
+  config["router_aux_loss_coef"] = s.moeAuxLossCoeff > 0.0 ? s.moeAuxLossCoeff : 0.001; // transformers' default
+  config["router_jitter_noise"] = 0.0;
+  return {pretty(std::move(config)), ""};
+}
+
+/// Qwen2MoeForCausalLM: Qwen2's attention, experts in every layer (decoder_sparse_step 1) with a
+/// shared expert gated by a sigmoid; norm_topk_prob is moe_router_pre_softmax's negation.
+HuggingFaceConfig qwen2Moe(const ModelSpec &s) {
+  if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "Qwen2MoeForCausalLM"))
+    return *no;
+  if (s.moeAuxLossCoeff > 0.0 && s.moeRouterLoadBalancingType != "global_aux_loss")
+    return none("moe_router_load_balancing_type " + s.moeRouterLoadBalancingType +
+                " (transformers' Qwen2-MoE computes its load-balancing loss over all layers at once: global_aux_loss)");
+  llvm::json::Object config = llamaLayoutFields(s, "Qwen2MoeForCausalLM", "qwen2_moe");
+  config["use_sliding_window"] = s.slidingWindow != 0;
+  config["sliding_window"] = slidingWindow(s);
+  config["max_window_layers"] = s.numLayers;
+  config["decoder_sparse_step"] = 1;
+  config["num_experts"] = s.numExperts;
+  config["num_experts_per_tok"] = s.moeRouterTopk;
+  config["moe_intermediate_size"] = s.expertFfnHiddenSize();
+  config["shared_expert_intermediate_size"] = s.moeSharedExpertIntermediateSize;
+  config["norm_topk_prob"] = !s.moeRouterPreSoftmax;
+  config["output_router_logits"] = s.moeAuxLossCoeff > 0.0;
+  config["router_aux_loss_coef"] = s.moeAuxLossCoeff > 0.0 ? s.moeAuxLossCoeff : 0.001; // transformers' default
   return {pretty(std::move(config)), ""};
 }
 
@@ -207,6 +252,10 @@ HuggingFaceConfig huggingFaceConfig(const ModelSpec &spec) {
     return mistral(spec);
   if (spec.family == "gemma")
     return gemma(spec);
+  if (spec.family == "mixtral")
+    return mixtral(spec);
+  if (spec.family == "qwen2_moe")
+    return qwen2Moe(spec);
   if (spec.isEncoder())
     return bert(spec);
   return none("family " + spec.family);

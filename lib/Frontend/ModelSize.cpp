@@ -42,7 +42,10 @@ std::pair<int64_t, int64_t> layerAndEmbeddingParameters(const ModelSpec &s, int6
   const bool qkvBias = s.addBiasLinear || s.addQkvBias;
   const int64_t Q = s.queryWidth();
   const int64_t attention = H * (Q + 2 * kv) + Q * H + (qkvBias ? Q + 2 * kv : 0) + (s.addBiasLinear ? H : 0);
-  const int64_t mlp = (swiglu ? 3 : 2) * H * F + (s.addBiasLinear ? F + H : 0);
+  // A mixture of experts: the router [experts, H] and each expert's three SwiGLU weights
+  // (checkSpecSize bounded the stacked weight [experts, ffn, H] by 2^40).
+  const int64_t mlp = s.isMixtureOfExperts() ? s.numExperts * H + s.numExperts * 3 * H * s.expertFfnHiddenSize()
+                                             : (swiglu ? 3 : 2) * H * F + (s.addBiasLinear ? F + H : 0);
   const int64_t perLayer = attention + mlp + 4 * H; // two norms, weights and biases
   int64_t embeddings = vocabRows * H * (s.tieEmbeddings ? 1 : 2) + 2 * H; // + the final norm
   if (s.positionEmbeddingType == "learned")
@@ -77,6 +80,13 @@ Error megac::checkSpecSize(const ModelSpec &s) {
     return e;
   if (Error e = checkWeight("the embedding", "vocab_size", s.vocabSize, "hidden_size", H, "vocab_size or hidden_size"))
     return e;
+  if (s.isMixtureOfExperts()) {
+    std::optional<int64_t> expertWidth = product({s.numExperts, s.expertFfnHiddenSize()});
+    if (Error e = checkWeight("the experts' stacked weight", "num_experts x moe_ffn_hidden_size",
+                              expertWidth.value_or(limits::kTensorElements + 1), "hidden_size", H,
+                              "num_experts, moe_ffn_hidden_size or hidden_size"))
+      return e;
+  }
   if (s.positionEmbeddingType == "learned")
     if (Error e = checkWeight("the position embedding", "max_position_embeddings", s.maxPositionEmbeddings,
                               "hidden_size", H, "max_position_embeddings or hidden_size"))
@@ -100,6 +110,15 @@ Error megac::checkProgramSize(const ModelSpec &s, const ParallelPlan &plan, int6
   // The frontend's IR is unsharded: its widest activation is [micro batch, seq, width].
   const int64_t kv = s.numQueryGroups * s.headDim();
   const int64_t width = std::max({s.queryWidth() + 2 * kv, s.hiddenSize, s.ffnHiddenSize, padded});
+  // The experts' rows: each token once per choice ([tokens x top k, expert ffn]).
+  std::optional<int64_t> expertRows =
+      s.isMixtureOfExperts() ? product({microBatch, s.seqLength, s.moeRouterTopk, s.expertFfnHiddenSize()}) : 0;
+  if (!expertRows || *expertRows > limits::kTensorElements)
+    return fail("the experts' rows of a microbatch, [--micro-batch-size " + Twine(microBatch) + " x seq_length " +
+                Twine(s.seqLength) + " x moe_router_topk " + Twine(s.moeRouterTopk) + ", " +
+                Twine(s.expertFfnHiddenSize()) + "], have " + text(expertRows) + " elements, more than the " +
+                Twine(limits::kTensorElements) +
+                " (2^40) one tensor may have; lower --micro-batch-size, seq_length or moe_router_topk");
   std::optional<int64_t> activation = product({microBatch, s.seqLength, width});
   if (!activation || *activation > limits::kTensorElements)
     return fail("the largest activation of a microbatch, [--micro-batch-size " + Twine(microBatch) + ", seq_length " +

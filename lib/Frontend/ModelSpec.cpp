@@ -102,6 +102,8 @@ StringRef huggingFaceClass(StringRef family) {
       .Case("gemma", "GemmaForCausalLM")
       .Case("bert", "BertForMaskedLM")
       .Case("megatron_bert", "MegatronBertForMaskedLM")
+      .Case("mixtral", "MixtralForCausalLM")
+      .Case("qwen2_moe", "Qwen2MoeForCausalLM")
       .Default("LlamaForCausalLM");
 }
 
@@ -112,6 +114,58 @@ int64_t defaultFfn(StringRef family, int64_t hidden) {
   return 256 * static_cast<int64_t>(std::ceil((8.0 * hidden / 3.0) / 256.0));
 }
 
+Error moeFail(const Twine &message) { return createStringError(inconvertibleErrorCode(), message); }
+
+/// The mixture-of-experts keys against each other and the family: experts have a Hugging Face
+/// checkpoint layout as mixtral or qwen2_moe only, and those families have experts.
+Error checkMixtureOfExperts(const ModelSpec &s, const StringMap<std::string> &raw) {
+  const bool moeFamily = s.family == "mixtral" || s.family == "qwen2_moe";
+  if (!moeFamily) {
+    for (StringRef key : specKeys())
+      if (key.starts_with("moe_") || key == "num_experts")
+        if (raw.count(key))
+          return moeFail(key + " with family " + s.family + ": " + huggingFaceClass(s.family) +
+                         " has no experts, so no Hugging Face checkpoint could hold them; use family mixtral or "
+                         "qwen2_moe, or leave " + key + " out");
+    return Error::success();
+  }
+  if (!s.numExperts)
+    return moeFail("family " + s.family + " needs num_experts (the experts of each layer's MLP)");
+  if (s.moeRouterTopk > s.numExperts)
+    return moeFail("moe_router_topk is " + Twine(s.moeRouterTopk) + ", more than num_experts (" +
+                   Twine(s.numExperts) + "); a token is routed to at most every expert: lower moe_router_topk");
+  if (auto it = raw.find("moe_layer_freq"); it != raw.end() && it->second != "1")
+    return moeFail("moe_layer_freq is " + it->second + "; megac builds one layer body, so every layer's MLP is the "
+                   "mixture of experts (moe_layer_freq 1): leave moe_layer_freq out");
+  const bool shared = s.moeSharedExpertIntermediateSize > 0;
+  if (s.family == "mixtral" && (shared || s.moeSharedExpertGate))
+    return moeFail(std::string("moe_shared_expert_") + (shared ? "intermediate_size" : "gate") +
+                   " with family mixtral: MixtralForCausalLM has no shared expert; use family qwen2_moe, or leave "
+                   "it out");
+  if (s.family == "qwen2_moe" && !shared)
+    return moeFail("family qwen2_moe needs moe_shared_expert_intermediate_size (Qwen2MoeForCausalLM's "
+                   "shared_expert_intermediate_size): its layers have a shared expert");
+  if (s.moeSharedExpertGate != (s.family == "qwen2_moe"))
+    return moeFail("moe_shared_expert_gate is " + Twine(s.moeSharedExpertGate ? "true" : "false") +
+                   " with family qwen2_moe: Qwen2MoeForCausalLM always gates its shared expert (sigmoid of "
+                   "shared_expert_gate); leave moe_shared_expert_gate out");
+  for (auto [key, v] : {std::pair<StringRef, double>{"moe_aux_loss_coeff", s.moeAuxLossCoeff},
+                        {"moe_z_loss_coeff", s.moeZLossCoeff}})
+    if (!(v >= 0.0 && v <= 1e6))
+      return moeFail(key + " is " + number(v) + "; a loss coefficient is a number in [0, 1e6] (0: not added)");
+  if (raw.count("moe_expert_capacity_factor") && !(s.moeExpertCapacityFactor > 0.0 && s.moeExpertCapacityFactor <= 1e6))
+    return moeFail("moe_expert_capacity_factor is " + number(s.moeExpertCapacityFactor) +
+                   "; a capacity factor is a positive number (leave it out for dropless routing)");
+  if (raw.count("moe_token_drop_policy") && !raw.count("moe_expert_capacity_factor"))
+    return moeFail("moe_token_drop_policy without moe_expert_capacity_factor: dropless routing drops no token; set "
+                   "a capacity factor, or leave moe_token_drop_policy out");
+  if (s.moeAuxLossCoeff > 0.0 && s.moeRouterLoadBalancingType == "none")
+    return moeFail("moe_aux_loss_coeff is " + number(s.moeAuxLossCoeff) +
+                   " with moe_router_load_balancing_type none: there is no load-balancing loss to scale; set a "
+                   "type (aux_loss, global_aux_loss) or leave the coefficient out");
+  return Error::success();
+}
+
 } // namespace
 
 ArrayRef<StringRef> megac::specKeys() {
@@ -120,7 +174,10 @@ ArrayRef<StringRef> megac::specKeys() {
       "ffn_hidden_size", "seq_length", "max_position_embeddings", "vocab_size", "normalization",
       "activation", "position_embedding_type", "tie_embeddings", "add_bias_linear", "add_qkv_bias",
       "norm_epsilon", "rotary_base", "rope_scaling_type", "rope_scaling_factor", "sliding_window",
-      "num_tokentypes", "hidden_dropout", "attention_dropout"};
+      "num_tokentypes", "hidden_dropout", "attention_dropout", "num_experts", "moe_router_topk",
+      "moe_ffn_hidden_size", "moe_router_pre_softmax", "moe_shared_expert_intermediate_size",
+      "moe_shared_expert_gate", "moe_layer_freq", "moe_router_load_balancing_type", "moe_aux_loss_coeff",
+      "moe_z_loss_coeff", "moe_expert_capacity_factor", "moe_token_drop_policy"};
   return known;
 }
 
@@ -185,7 +242,8 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
     field = *expected;
     return Error::success();
   };
-  if (Error e = take(r.toChoice("family", get("family"), {"gpt2", "llama", "qwen2", "mistral", "gemma", "bert", "megatron_bert"}),
+  if (Error e = take(r.toChoice("family", get("family"), {"gpt2", "llama", "qwen2", "mistral", "gemma", "bert", "megatron_bert",
+                                                        "mixtral", "qwen2_moe"}),
                        s.family))
     return std::move(e);
   // GPT-2 and BERT share a layout's traits: LayerNorm, GELU, learned positions, biases.
@@ -210,7 +268,9 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   if (bert)
     s.normEpsilon = 1e-12; // BERT's layer_norm_eps
   s.addBiasLinear = gpt2Traits;
-  s.addQkvBias = s.family == "qwen2";
+  s.addQkvBias = s.family == "qwen2" || s.family == "qwen2_moe";
+  s.moeRouterPreSoftmax = s.family == "qwen2_moe"; // Qwen2MoeConfig's norm_topk_prob false
+  s.moeSharedExpertGate = s.family == "qwen2_moe";
   // Megatron's and GPT-2's dropout; Hugging Face Llama has none.
   s.hiddenDropout = s.attentionDropout = gpt2Traits ? 0.1 : 0.0;
   for (IntKey k : {IntKey{"num_query_groups", &s.numQueryGroups, limits::kAttentionHeads},
@@ -218,7 +278,12 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
                    IntKey{"ffn_hidden_size", &s.ffnHiddenSize, limits::kFfnHiddenSize},
                    IntKey{"max_position_embeddings", &s.maxPositionEmbeddings, limits::kSeqLength},
                    IntKey{"sliding_window", &s.slidingWindow, limits::kSeqLength},
-                   IntKey{"num_tokentypes", &s.numTokentypes, limits::kVocabSize}})
+                   IntKey{"num_tokentypes", &s.numTokentypes, limits::kVocabSize},
+                   IntKey{"num_experts", &s.numExperts, limits::kExperts},
+                   IntKey{"moe_router_topk", &s.moeRouterTopk, limits::kExperts},
+                   IntKey{"moe_ffn_hidden_size", &s.moeFfnHiddenSize, limits::kFfnHiddenSize},
+                   IntKey{"moe_shared_expert_intermediate_size", &s.moeSharedExpertIntermediateSize,
+                          limits::kFfnHiddenSize}})
     if (has(k.key))
       if (Error e = take(r.toInt(k.key, get(k.key), k.limit), *k.field))
         return std::move(e);
@@ -226,19 +291,26 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
   for (Choice c : {Choice{"normalization", &s.normalization, {"LayerNorm", "RMSNorm"}},
                    Choice{"activation", &s.activation, {"gelu", "swiglu", "geglu"}},
                    Choice{"position_embedding_type", &s.positionEmbeddingType, {"learned", "rope"}},
-                   Choice{"rope_scaling_type", &s.ropeScalingType, {"none", "linear", "dynamic"}}})
+                   Choice{"rope_scaling_type", &s.ropeScalingType, {"none", "linear", "dynamic"}},
+                   Choice{"moe_router_load_balancing_type", &s.moeRouterLoadBalancingType,
+                          {"aux_loss", "global_aux_loss", "none"}},
+                   Choice{"moe_token_drop_policy", &s.moeTokenDropPolicy, {"probs", "position"}}})
     if (has(c.key))
       if (Error e = take(r.toChoice(c.key, get(c.key), c.allowed), *c.field))
         return std::move(e);
   for (auto [k, field] : {std::pair<StringRef, bool *>{"tie_embeddings", &s.tieEmbeddings},
-                          {"add_bias_linear", &s.addBiasLinear}, {"add_qkv_bias", &s.addQkvBias}})
+                          {"add_bias_linear", &s.addBiasLinear}, {"add_qkv_bias", &s.addQkvBias},
+                          {"moe_router_pre_softmax", &s.moeRouterPreSoftmax},
+                          {"moe_shared_expert_gate", &s.moeSharedExpertGate}})
     if (has(k))
       if (Error e = take(r.toBool(k, get(k)), *field))
         return std::move(e);
   for (auto [k, field] : {std::pair<StringRef, double *>{"norm_epsilon", &s.normEpsilon},
                           {"rotary_base", &s.rotaryBase}, {"rope_scaling_factor", &s.ropeScalingFactor},
                           {"hidden_dropout", &s.hiddenDropout},
-                          {"attention_dropout", &s.attentionDropout}})
+                          {"attention_dropout", &s.attentionDropout}, {"moe_aux_loss_coeff", &s.moeAuxLossCoeff},
+                          {"moe_z_loss_coeff", &s.moeZLossCoeff},
+                          {"moe_expert_capacity_factor", &s.moeExpertCapacityFactor}})
     if (has(k))
       if (Error e = take(r.toNumber(k, get(k)), *field))
         return std::move(e);
@@ -318,6 +390,8 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
                       {"attention_dropout", s.attentionDropout}})
     if (!(v >= 0.0 && v < 1.0))
       return r.fail(k + " is " + number(v) + ", but a dropout rate must be in [0, 1) (Megatron's default: 0.1)");
+  if (Error e = checkMixtureOfExperts(s, raw))
+    return r.fail(toString(std::move(e)));
   // The products of the sizes (weights, parameters), each size being within its limit.
   if (Error e = checkSpecSize(s))
     return r.fail(toString(std::move(e)));

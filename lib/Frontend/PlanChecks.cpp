@@ -1,5 +1,6 @@
 // The checks that tie a parallel plan to a model spec, and the defaults the pipeline flags leave.
 #include "megac/Frontend/PlanChecks.h"
+#include "megac/NumberText.h"
 #include "pipe/schedule/Schedule.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -86,6 +87,31 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
   return Error::success();
 }
 
+/// What of a mixture of experts this megac computes so far (issue [19] builds the rest): dropless
+/// routing in float32 with the load-balancing loss on one pipeline stage and one data-parallel rank.
+static Error mixtureOfExpertsBuilt(const ParallelPlan &plan, const ModelSpec &spec) {
+  const char *notYet = " is not built yet (issue [19]); ";
+  if (spec.moeAuxLossCoeff > 0.0 && plan.pp > 1)
+    return fail("moe_aux_loss_coeff " + shortestExactText(spec.moeAuxLossCoeff) + " with --pipeline-model-parallel-size " +
+                Twine(plan.pp) + ": the routers' load crossing pipeline stages" + notYet +
+                "train it without pipeline parallelism, or set moe_aux_loss_coeff to 0");
+  if (spec.moeAuxLossCoeff > 0.0 && plan.dp > 1)
+    return fail("moe_aux_loss_coeff " + shortestExactText(spec.moeAuxLossCoeff) + " with --data-parallel-size " +
+                Twine(plan.dp) + ": the routers' load summed over the data-parallel ranks' tokens (so that every plan "
+                "trains the single rank's loss)" + notYet + "train it on one data-parallel rank, or set "
+                "moe_aux_loss_coeff to 0");
+  if (spec.moeZLossCoeff > 0.0)
+    return fail("moe_z_loss_coeff " + shortestExactText(spec.moeZLossCoeff) + ": the router's z-loss" + notYet +
+                "leave moe_z_loss_coeff out");
+  if (spec.moeExpertCapacityFactor > 0.0)
+    return fail("moe_expert_capacity_factor " + shortestExactText(spec.moeExpertCapacityFactor) + ": token dropping" + notYet +
+                "leave it out for dropless routing");
+  if (plan.precision != ActivationPrecision::Fp32)
+    return fail(Twine("--") + activationPrecisionName(plan.precision) + " with experts: the mixture-of-experts "
+                "kernels compute float32 only so far (issue [19]); leave out --" + activationPrecisionName(plan.precision));
+  return Error::success();
+}
+
 Error megac::validatePlan(const ParallelPlan &plan, const ModelSpec &spec) {
   for (auto [flag, size] : {std::pair<StringRef, int64_t>{"--tensor-model-parallel-size", plan.tp},
                             {"--pipeline-model-parallel-size", plan.pp},
@@ -102,8 +128,12 @@ Error megac::validatePlan(const ParallelPlan &plan, const ModelSpec &spec) {
     return e;
   if (Error e = divisible("num_query_groups", spec.numQueryGroups))
     return e;
-  if (Error e = divisible("ffn_hidden_size", spec.ffnHiddenSize))
-    return e;
+  if (!spec.isMixtureOfExperts())
+    if (Error e = divisible("ffn_hidden_size", spec.ffnHiddenSize))
+      return e;
+  if (spec.isMixtureOfExperts())
+    if (Error e = mixtureOfExpertsBuilt(plan, spec))
+      return e;
   if (plan.makeVocabSizeDivisibleBy < 1)
     return fail("--make-vocab-size-divisible-by must be >= 1, got " + Twine(plan.makeVocabSizeDivisibleBy));
   if (plan.sp && plan.tp == 1)

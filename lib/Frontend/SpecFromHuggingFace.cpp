@@ -45,6 +45,9 @@ public:
                 ", include/megac/Limits.h); " + cannot());
   }
 
+  const json::Object &object() const { return config; }
+  bool training() const { return use == SpecUse::Train; }
+
   /// What megac cannot do with a model it refuses.
   StringRef cannot() const {
     return use == SpecUse::Generate ? "it cannot generate from this model" : "it cannot compile this model";
@@ -86,7 +89,7 @@ public:
   /// Qwen2's when use_sliding_window is true (over the first max_window_layers layers: megac builds
   /// one layer body, so every layer or none).
   Expected<std::string> slidingWindow(StringRef family, int64_t layers) const {
-    if (family == "qwen2") {
+    if (family == "qwen2" || family == "qwen2_moe") {
       Expected<bool> on = flag("use_sliding_window", false);
       if (!on)
         return on.takeError();
@@ -100,12 +103,12 @@ public:
         return fail("use_sliding_window is true with max_window_layers " + Twine(*windowed) + " of " + Twine(layers) +
                     " layers; megac builds one layer body and computes a window in every layer or in none, so " +
                     cannot() + " (a max_window_layers of at least num_hidden_layers windows every layer)");
-    } else if (family != "mistral") {
+    } else if (family != "mistral" && family != "mixtral") {
       return std::string();
     }
     const json::Value *v = config.get("sliding_window");
-    if (v && v->kind() == json::Value::Null)
-      return std::string(); // transformers: no window
+    if ((v && v->kind() == json::Value::Null) || (!v && family == "mixtral"))
+      return std::string(); // transformers: no window (MixtralConfig's default)
     Expected<int64_t> window = size("sliding_window", "the positions before a token it attends to",
                                     limits::kSeqLength, 4096);
     if (!window)
@@ -188,6 +191,70 @@ std::string exact(double x) { return shortestExactText(x); }
 
 std::string line(StringRef key, const Twine &value) { return (key + ": " + value + "\n").str(); }
 
+/// The experts of MixtralForCausalLM (num_local_experts, each intermediate_size wide; softmax
+/// over the top k) or Qwen2MoeForCausalLM (num_experts, moe_intermediate_size wide, softmax over
+/// all and the top k renormalised only with norm_topk_prob; a shared expert gated by a sigmoid,
+/// and MoE layers chosen by decoder_sparse_step and mlp_only_layers). transformers adds
+/// router_aux_loss_coef x load_balancing_loss_func (over every layer's routing at once) to the
+/// training loss when output_router_logits is true: so does megac.
+Expected<std::string> expertLines(const ConfigReader &r, StringRef family) {
+  const json::Object &config = r.object();
+  const bool qwen = family == "qwen2_moe";
+  Expected<int64_t> experts = r.size(qwen ? "num_experts" : "num_local_experts", "the experts of each layer",
+                                     limits::kExperts, qwen ? 60 : 8);
+  if (!experts)
+    return experts.takeError();
+  Expected<int64_t> topk = r.size("num_experts_per_tok", "the experts each token is routed to", limits::kExperts,
+                                  qwen ? 4 : 2);
+  if (!topk)
+    return topk.takeError();
+  if (*topk > *experts)
+    return r.fail("num_experts_per_tok is " + Twine(*topk) + ", more than " +
+                  (qwen ? "num_experts" : "num_local_experts") + " (" + Twine(*experts) +
+                  "): a token is routed to at most every expert");
+  Expected<double> coefficient = r.number("router_aux_loss_coef", 0.001);
+  Expected<bool> routerLogits = r.flag("output_router_logits", false);
+  if (!coefficient)
+    return coefficient.takeError();
+  if (!routerLogits)
+    return routerLogits.takeError();
+  std::string out = line("num_experts", Twine(*experts)) + line("moe_router_topk", Twine(*topk)) +
+                    "# transformers' load_balancing_loss_func, in the training loss " +
+                    (*routerLogits ? "(output_router_logits true)" : "only with output_router_logits true") + "\n" +
+                    line("moe_router_load_balancing_type", "global_aux_loss") +
+                    line("moe_aux_loss_coeff", *routerLogits ? exact(*coefficient) : "0");
+  if (!qwen) {
+    if (const json::Value *jitter = config.get("router_jitter_noise"))
+      if (jitter->getAsNumber().value_or(1.0) != 0.0 && r.training())
+        return r.fail("router_jitter_noise is " + (jitter->getAsNumber() ? exact(*jitter->getAsNumber()) : ConfigReader::shown(*jitter)) +
+                      "; megac does not jitter the router's inputs (transformers multiplies them by noise in "
+                      "training), so " + r.cannot() + " as the file asks: set it to 0");
+    return out;
+  }
+  Expected<int64_t> expertFfn = r.size("moe_intermediate_size", "each expert's hidden size", limits::kFfnHiddenSize, 1408),
+                    shared = r.size("shared_expert_intermediate_size", "the shared expert's hidden size",
+                                    limits::kFfnHiddenSize, 5632),
+                    step = r.size("decoder_sparse_step", "the layers between two MoE layers", limits::kLayers, 1);
+  Expected<bool> normTopk = r.flag("norm_topk_prob", false);
+  for (Expected<int64_t> *e : {&expertFfn, &shared, &step})
+    if (!*e)
+      return e->takeError();
+  if (!normTopk)
+    return normTopk.takeError();
+  if (*step != 1)
+    return r.fail("decoder_sparse_step is " + Twine(*step) + "; megac builds one layer body, so every layer's MLP is "
+                  "the mixture of experts (decoder_sparse_step 1), and " + r.cannot());
+  if (const json::Value *dense = config.get("mlp_only_layers"))
+    if (const json::Array *list = dense->getAsArray(); !list || !list->empty())
+      return r.fail("mlp_only_layers is " + ConfigReader::shown(*dense) + "; megac builds one layer body, so every "
+                    "layer's MLP is the mixture of experts (mlp_only_layers []), and " + r.cannot());
+  // intermediate_size is the dense MLP's width, which no layer has (kept for the config written back).
+  return out + line("moe_ffn_hidden_size", Twine(*expertFfn)) +
+         line("moe_shared_expert_intermediate_size", Twine(*shared)) +
+         line("moe_router_pre_softmax", *normTopk ? "false" : "true");
+}
+
+
 Expected<std::string> gpt2Spec(const ConfigReader &r) {
   Expected<int64_t> layers = r.size("n_layer", "the number of layers", limits::kLayers),
                     hidden = r.size("n_embd", "the hidden size", limits::kHiddenSize),
@@ -233,7 +300,7 @@ Expected<std::string> gpt2Spec(const ConfigReader &r) {
 /// reads from hidden_activation alone, null meaning gelu_pytorch_tanh; (1 + w) RMSNorm and
 /// embeddings times sqrt(hidden_size), which the gemma family gives; tied by default).
 Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, StringRef architecture) {
-  const bool gemma = family == "gemma";
+  const bool gemma = family == "gemma", moe = family == "mixtral" || family == "qwen2_moe";
   Expected<int64_t> layers = r.size("num_hidden_layers", "the number of layers", limits::kLayers),
                     hidden = r.size("hidden_size", "the hidden size", limits::kHiddenSize),
                     heads = r.size("num_attention_heads", "the number of attention heads", limits::kAttentionHeads),
@@ -241,8 +308,8 @@ Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, S
                     vocab = r.size("vocab_size", "the vocabulary size", limits::kVocabSize),
                     positions = r.size("max_position_embeddings", "the positions the model was made for",
                                        limits::kSeqLength,
-                                       family == "qwen2"     ? 32768
-                                       : family == "mistral" ? 4096 * 32
+                                       family == "qwen2" || family == "qwen2_moe" ? 32768
+                                       : family == "mistral" || family == "mixtral" ? 4096 * 32
                                        : gemma               ? 8192
                                                              : 2048);
   for (Expected<int64_t> *e : {&layers, &hidden, &heads, &ffn, &vocab, &positions})
@@ -255,9 +322,11 @@ Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, S
       return width.takeError();
     headDim = line("kv_channels", Twine(*width));
   }
-  Expected<int64_t> groups =
-      r.size("num_key_value_heads", "the number of key/value heads", limits::kAttentionHeads, *heads);
-  Expected<double> epsilon = r.number("rms_norm_eps", 1e-6), base = r.number("rope_theta", 10000);
+  Expected<int64_t> groups = r.size("num_key_value_heads", "the number of key/value heads", limits::kAttentionHeads,
+                                    family == "mixtral" ? 8 : *heads); // MixtralConfig's default
+  // MixtralConfig's defaults differ from the others'.
+  Expected<double> epsilon = r.number("rms_norm_eps", family == "mixtral" ? 1e-5 : 1e-6),
+                   base = r.number("rope_theta", family == "mixtral" ? 1e6 : 10000);
   Expected<bool> tied = r.flag("tie_word_embeddings", gemma);
   if (!groups)
     return groups.takeError();
@@ -278,13 +347,16 @@ Expected<std::string> llamaLayoutSpec(const ConfigReader &r, StringRef family, S
   Expected<std::string> window = r.slidingWindow(family, *layers);
   if (!window)
     return window.takeError();
+  Expected<std::string> experts = moe ? expertLines(r, family) : std::string();
+  if (!experts)
+    return experts.takeError();
   return "# From a Hugging Face " + architecture.str() + "'s config.json; " + r.dropoutComment() + ".\n" +
          line("family", family) + line("num_layers", Twine(*layers)) + line("hidden_size", Twine(*hidden)) +
          line("num_attention_heads", Twine(*heads)) + line("num_query_groups", Twine(*groups)) + headDim +
          line("ffn_hidden_size", Twine(*ffn)) + line("seq_length", Twine(*positions)) +
          line("vocab_size", Twine(*vocab)) + line("norm_epsilon", exact(*epsilon)) +
          line("rotary_base", exact(*base)) + *scaling + *window + line("tie_embeddings", *tied ? "true" : "false") +
-         line("hidden_dropout", "0") + line("attention_dropout", exact(*attention));
+         line("hidden_dropout", "0") + line("attention_dropout", exact(*attention)) + *experts;
 }
 
 
@@ -356,6 +428,8 @@ Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef 
                          : type == "qwen2"   ? "Qwen2ForCausalLM"
                          : type == "mistral" ? "MistralForCausalLM"
                          : type == "gemma"   ? "GemmaForCausalLM"
+                         : type == "mixtral" ? "MixtralForCausalLM"
+                         : type == "qwen2_moe" ? "Qwen2MoeForCausalLM"
                          : type == "bert"    ? "BertForMaskedLM"
                          : type == "megatron-bert" ? "MegatronBertForMaskedLM"
                                              : nullptr;
@@ -368,15 +442,17 @@ Expected<std::string> specFromHuggingFaceConfig(StringRef configJson, StringRef 
                       a.getAsString().value_or("?") + ", so " + r.cannot());
   if (type == "gpt2")
     return gpt2Spec(r);
-  if (type == "llama" || type == "qwen2" || type == "mistral" || type == "gemma")
+  if (type == "llama" || type == "qwen2" || type == "mistral" || type == "gemma" || type == "mixtral" ||
+      type == "qwen2_moe")
     return llamaLayoutSpec(r, type, causalLM);
   if (type == "bert" || type == "megatron-bert")
     return bertSpec(r, type == "bert" ? "bert" : "megatron_bert", causalLM);
   return r.fail("model_type is " + (type.empty() ? std::string("missing") : "'" + type + "'") +
                 (architectures.empty() ? std::string() : " (architectures " + architectures + ")") +
                 "; megac computes the gpt2 (GPT2LMHeadModel), llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM), "
-                "mistral (MistralForCausalLM), gemma (GemmaForCausalLM), bert (BertForMaskedLM) and megatron-bert "
-                "(MegatronBertForMaskedLM) families only, so " +
+                "mistral (MistralForCausalLM), gemma (GemmaForCausalLM), mixtral (MixtralForCausalLM), qwen2_moe "
+                "(Qwen2MoeForCausalLM), bert (BertForMaskedLM) and megatron-bert (MegatronBertForMaskedLM) families "
+                "only, so " +
                 r.cannot());
 }
 

@@ -7,6 +7,7 @@
 #include "pipe/ScheduleIR.h"
 #include "tx/TxChunks.h"
 #include "tx/TxNames.h"
+#include "tx/TxOps.h"
 #include "tx/TxParamTable.h"
 
 
@@ -104,7 +105,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
     for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) // calleeSignature passes typed buffers
       if (!isa<RankedTensorType>(t) || cppElementType(t).empty())
         return fn.emitOpError() << "argument " << i << " has type " << t
-                                << "; the C++ emitter handles f32, bf16 and f16 tensors only";
+                                << "; the C++ emitter handles f32, bf16, f16 and i32 tensors only";
     Signature sig = calleeSignature(fn);
     sig.target = options.target;
     if (failed(emitFunction(fn, sig, noParams, os, plan)))
@@ -156,6 +157,10 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("vocab_size", Twine(dim("vocab_size")));
   if (model.get("masked_lm"))
     field("masked_lm", "true");
+  unsigned reported = 0; // the metrics a chunk reports (tx.metric)
+  module.walk([&](tx::MetricOp m) { reported |= 1u << static_cast<unsigned>(m.getMetric()); });
+  if (reported)
+    field("reported_metrics", Twine(reported) + "u");
   field("model_flops_per_sample", Twine(cast<IntegerAttr>(model.get("flops_per_sample")).getInt()) + ".0");
   field("logits_step", fields.logitsStep);
   field("decode_step", fields.decodeStep);

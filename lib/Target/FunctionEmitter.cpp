@@ -18,7 +18,11 @@ namespace megac::emit {
 int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
 std::string cppElementType(Type t) {
   Type e = cast<RankedTensorType>(t).getElementType();
-  return e.isF32() ? "float" : e.isBF16() ? "megart::bf16_t" : e.isF16() ? "megart::fp16_t" : "";
+  return e.isF32()                ? "float"
+         : e.isBF16()             ? "megart::bf16_t"
+         : e.isF16()              ? "megart::fp16_t"
+         : e.isSignlessInteger(32) ? "int32_t" // a router's choices and rows (tx.moe_route, tx.moe_assign)
+                                  : "";
 }
 static ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
 static int64_t prod(ArrayRef<int64_t> dims) {
@@ -245,7 +249,7 @@ LogicalResult FunctionEmitter::assignStorage(llvm::raw_ostream &plan) {
         return op.emitOpError() << "result " << i << " has no buffer in the workspace plan (megac-plan-workspace)";
       if (cppElementType(r.getType()).empty())
         return op.emitOpError() << "produces " << r.getType()
-                                << "; the C++ emitter handles f32, bf16 and f16 tensors only";
+                                << "; the C++ emitter handles f32, bf16, f16 and i32 tensors only";
       std::string name = sig.names.take(r);
       names[r] = name;
       const std::string element = cppElementType(r.getType());

@@ -253,6 +253,12 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
       StringAttr name = call.getCalleeAttr().getAttr();
       if (!splits.count(name)) {
         auto callee = module.lookupSymbol<func::FuncOp>(name);
+        tx::AddLossOp added;
+        if (callee)
+          callee.walk([&](tx::AddLossOp op) { added = op; });
+        if (added)
+          return added.emitOpError("adds to the objective inside @")
+                 << callee.getName() << "; only the model's function may (its layers return what it adds)";
         FailureOr<SplitFunction> split = splitForBackward(callee);
         if (failed(split))
           return failure();
@@ -276,6 +282,14 @@ struct AutodiffPass : public megac::impl::AutodiffBase<AutodiffPass> {
     Value dloss = body.addArgument(lossType, gradientLoc(ret.getOperand(0)));
     ReverseSweep sweep(body);
     sweep.seed(ret.getOperand(0), dloss);
+    // Auxiliary losses join the objective: each seeded with its coefficient times the loss's
+    // cotangent; the ops have done their job.
+    for (auto added : llvm::to_vector(body.getOps<tx::AddLossOp>())) {
+      forwardOps.erase(added);
+      sweep.seed(added.getLoss(), tx::ScaleOp::create(sweep.builder(), added.getLoc(), dloss,
+                                                      added.getCoefficientAttr()));
+      added.erase();
+    }
     auto callVjp = [&](Operation *op, ReverseSweep &s) -> FailureOr<SmallVector<Value>> {
       auto call = dyn_cast<func::CallOp>(op);
       if (!call)

@@ -119,7 +119,20 @@ struct DeriveDecodeStepPass : public megac::impl::DeriveDecodeStepBase<DeriveDec
     }
     forward.setSymName(names::kDecodeStep);
     setRole(forward, FunctionRole::DecodeStep);
+    // Generation trains nothing and reports nothing: the auxiliary losses go, with what only
+    // they read.
+    forward.walk([](Operation *op) {
+      if (isa<tx::AddLossOp, tx::MetricOp>(op))
+        op->erase();
+    });
     returnLogits(forward);
+    Block &body = forward.getBody().front();
+    for (Operation *op = body.getTerminator()->getPrevNode(); op;) {
+      Operation *prev = op->getPrevNode();
+      if (op->getNumResults() > 0 && op->use_empty() && isa<tx::LoadBalancingLossOp>(op))
+        op->erase();
+      op = prev;
+    }
   }
 };
 

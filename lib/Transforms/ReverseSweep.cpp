@@ -54,14 +54,14 @@ LogicalResult ReverseSweep::run(CustomVjp custom) {
   for (Operation *op : llvm::reverse(forward)) {
     if (llvm::none_of(op->getResults(), [&](Value r) { return cotangent(r); }))
       continue;
-    if (isa<tx::ParamOp>(op))
-      continue; // a leaf: its cotangent is read by the caller
+    if (op->getNumOperands() == 0)
+      continue; // a leaf (a parameter, whose cotangent the caller reads; a constant)
     Operation *before = block.getTerminator()->getPrevNode();
     SmallVector<Value> operandCotangents;
     if (auto vjp = dyn_cast<tx::VjpOpInterface>(op)) {
       SmallVector<Value> resultCotangents;
-      for (Value r : op->getResults())
-        resultCotangents.push_back(cotangentOrZeros(r));
+      for (Value r : op->getResults()) // integer results (a router's choices) have none
+        resultCotangents.push_back(isa<FloatType>(getElementTypeOrSelf(r)) ? cotangentOrZeros(r) : Value());
       operandCotangents = vjp.buildVjp(b, resultCotangents);
       if (operandCotangents.size() != op->getNumOperands())
         return failure(); // buildVjp emitted the error

@@ -21,7 +21,8 @@ public:
 
   explicit ReverseSweep(mlir::Block &block);
 
-  void seed(mlir::Value primal, mlir::Value cotangent) { cotangents[primal] = cotangent; }
+  /// Adds `cotangent` to `primal`'s (a returned value's, an auxiliary loss's) before the sweep.
+  void seed(mlir::Value primal, mlir::Value cotangent) { accumulate(primal, cotangent); }
 
   /// Differentiates the block's ops (those present now; not the ones this builds).
   mlir::LogicalResult run(CustomVjp custom);

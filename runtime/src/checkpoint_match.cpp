@@ -101,12 +101,17 @@ bool dropout_field(const std::string &key) {
 // megac computes (null reads as gelu_pytorch_tanh).
 bool says_nothing(const std::string &model_type, const JsonValue &file, const std::string &key,
                   const JsonValue *value) {
-  if (model_type == "qwen2" && (key == "sliding_window" || key == "max_window_layers")) {
+  if ((model_type == "qwen2" || model_type == "qwen2_moe") && (key == "sliding_window" || key == "max_window_layers")) {
     const JsonValue *on = file.get("use_sliding_window");
     return !on || (on->kind == JsonValue::Kind::Bool && !on->boolean);
   }
   if (model_type == "gemma" && key == "hidden_act")
     return true;
+  // transformers adds the load-balancing loss to the training loss only with output_router_logits.
+  if ((model_type == "mixtral" || model_type == "qwen2_moe") && key == "router_aux_loss_coef") {
+    const JsonValue *on = file.get("output_router_logits");
+    return !on || (on->kind == JsonValue::Kind::Bool && !on->boolean);
+  }
   if (model_type == "gemma" && key == "hidden_activation")
     return !value || value->kind == JsonValue::Kind::Null ||
            (value->is_string() && (value->string == "gelu_pytorch_tanh" || value->string == "gelu_new"));
@@ -126,6 +131,18 @@ const JsonValue *hf_default(const std::string &model_type, const std::string &ke
       {"mistral",
        {{"tie_word_embeddings", "false"}, {"rope_theta", "10000"}, {"rms_norm_eps", "1e-06"},
         {"hidden_act", "\"silu\""}, {"sliding_window", "4096"}}},
+      {"mixtral",
+       {{"tie_word_embeddings", "false"}, {"rope_theta", "1000000.0"}, {"rms_norm_eps", "1e-05"},
+        {"hidden_act", "\"silu\""}, {"sliding_window", "null"}, {"num_local_experts", "8"},
+        {"num_experts_per_tok", "2"}, {"output_router_logits", "false"}, {"router_aux_loss_coef", "0.001"},
+        {"router_jitter_noise", "0.0"}, {"max_position_embeddings", "131072"}, {"num_key_value_heads", "8"}}},
+      {"qwen2_moe",
+       {{"tie_word_embeddings", "false"}, {"rope_theta", "10000"}, {"rms_norm_eps", "1e-06"},
+        {"hidden_act", "\"silu\""}, {"use_sliding_window", "false"}, {"sliding_window", "4096"},
+        {"max_window_layers", "28"}, {"decoder_sparse_step", "1"}, {"moe_intermediate_size", "1408"},
+        {"shared_expert_intermediate_size", "5632"}, {"num_experts_per_tok", "4"}, {"num_experts", "60"},
+        {"norm_topk_prob", "false"}, {"output_router_logits", "false"}, {"router_aux_loss_coef", "0.001"},
+        {"max_position_embeddings", "32768"}}},
       {"gemma",
        {{"tie_word_embeddings", "true"}, {"rope_theta", "10000"}, {"rms_norm_eps", "1e-06"}, {"head_dim", "256"},
         {"attention_bias", "false"}, {"hidden_activation", "null"}}},
@@ -163,7 +180,12 @@ std::string spec_key(const std::string &field) {
       {"n_layer", "num_layers"}, {"hidden_size", "hidden_size"}, {"n_embd", "hidden_size"},
       {"vocab_size", "vocab_size"}, {"max_position_embeddings", "seq_length"}, {"n_positions", "seq_length"},
       {"attention_bias", "add_bias_linear"}, {"model_type", "family"}, {"architectures", "family"},
-      {"sliding_window", "sliding_window"}, {"use_sliding_window", "sliding_window"}};
+      {"sliding_window", "sliding_window"}, {"use_sliding_window", "sliding_window"},
+      {"num_local_experts", "num_experts"}, {"num_experts", "num_experts"}, {"num_experts_per_tok", "moe_router_topk"},
+      {"moe_intermediate_size", "moe_ffn_hidden_size"}, {"router_aux_loss_coef", "moe_aux_loss_coeff"},
+      {"shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"},
+      {"norm_topk_prob", "moe_router_pre_softmax"},
+      {"output_router_logits", "moe_aux_loss_coeff"}};
   const auto found = keys.find(field);
   return found == keys.end() ? std::string() : found->second;
 }
@@ -239,7 +261,8 @@ void check_hf_config(const std::string &config_path, const std::string &program_
       continue;
     const JsonValue *ours = program.get(key);
     // Qwen2 windows the layers below max_window_layers: at least this program's layers is every layer.
-    if (ours && key == "max_window_layers" && model_type == "qwen2" && value.kind == JsonValue::Kind::Integer &&
+    if (ours && key == "max_window_layers" && (model_type == "qwen2" || model_type == "qwen2_moe") &&
+        value.kind == JsonValue::Kind::Integer &&
         ours->kind == JsonValue::Kind::Integer && value.number >= ours->number)
       continue;
     if (ours) {

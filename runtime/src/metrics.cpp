@@ -93,6 +93,8 @@ std::string format_log_line(const IterationMetrics &m, int64_t train_iters,
   s += format(" learning rate: %.6E |", m.lr);
   s += format(" global batch size: %5lld |", static_cast<long long>(m.global_batch_size));
   s += format(" lm loss: %.6E |", m.lm_loss);
+  for (const auto &[name, value] : m.reported)
+    s += format(" %s: %.6E |", name.c_str(), value);
   if (m.loss_scale >= 0)
     s += format(" loss scale: %.1f |", m.loss_scale);
   if (m.grad_norm >= 0 || std::isnan(m.grad_norm))
@@ -115,6 +117,8 @@ std::string format_metrics_json(const IterationMetrics &m) {
   std::string s = "{";
   s += "\"iteration\":" + std::to_string(m.iteration);
   s += ",\"lm_loss\":" + json_exact(m.lm_loss);
+  for (const auto &[name, value] : m.reported)
+    s += ",\"" + name + "\":" + json_exact(value);
   s += ",\"grad_norm\":" +
        (m.grad_norm >= 0 || std::isnan(m.grad_norm) ? json_exact(m.grad_norm) : "null");
   s += ",\"lr\":" + json_exact(m.lr);

@@ -3,10 +3,13 @@
 #include "megart/error.h"
 #include "megart/param_init.h"
 #include "megart/safetensors.h"
+#include "megart/stacked_tensors.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <numeric>
 #include <set>
 
 namespace megart {
@@ -298,24 +301,30 @@ void ParamStore::read_arrays(const std::vector<std::string> &paths,
   std::set<std::string> used;
   for (const std::string &name : elsewhere)
     for (StateArray w : which)
-      used.insert(state_tensor_name(name, w));
+      if (!is_stacked(name))
+        used.insert(state_tensor_name(name, w));
+      else // another stage's experts: their members, whatever the index
+        for (const SafetensorsFile &f : files)
+          for (const std::string &file : f.names())
+            if (is_member(file, state_tensor_name(name, w)))
+              used.insert(file);
   std::string dtype_list;
   for (const std::string &d : dtypes)
     dtype_list += (dtype_list.empty() ? "" : ", ") + d;
   for (const CheckpointTensor &t : tensors_)
-    for (StateArray w : which) {
-      const std::string name = state_tensor_name(t.name, w);
-      used.insert(name);
-      const TensorInfo *info = find(name).second;
-      if (!info)
-        problems.push_back("missing tensor '" + name + "' " + shape_string(t.shape));
-      else if (info->shape != t.shape)
-        problems.push_back("tensor '" + name + "' has shape " + shape_string(info->shape) +
-                           ", the program needs " + shape_string(t.shape));
-      else if (!dtypes.count(info->dtype))
-        problems.push_back("tensor '" + name + "' has dtype " + info->dtype + "; only " +
-                           dtype_list + " can be loaded");
-    }
+    for (StateArray w : which)
+      for (const NamedTensor &m : unstacked({{state_tensor_name(t.name, w), t.shape, nullptr}})) {
+        used.insert(m.name);
+        const TensorInfo *info = find(m.name).second;
+        if (!info)
+          problems.push_back("missing tensor '" + m.name + "' " + shape_string(m.shape));
+        else if (info->shape != m.shape)
+          problems.push_back("tensor '" + m.name + "' has shape " + shape_string(info->shape) +
+                             ", the program needs " + shape_string(m.shape));
+        else if (!dtypes.count(info->dtype))
+          problems.push_back("tensor '" + m.name + "' has dtype " + info->dtype + "; only " +
+                             dtype_list + " can be loaded");
+      }
   std::vector<std::string> extra;
   for (const SafetensorsFile &f : files)
     for (const std::string &name : f.names())
@@ -343,7 +352,11 @@ void ParamStore::read_arrays(const std::vector<std::string> &paths,
     for (StateArray w : which) {
       full.resize(static_cast<size_t>(full_numel(descs_[t.blocks[0]])));
       const std::string name = state_tensor_name(t.name, w);
-      find(name).first->read_f32(name, t.shape, full.data());
+      float *at = full.data();
+      for (const NamedTensor &m : unstacked({{name, t.shape, full.data()}})) { // a stack: each member in turn
+        find(m.name).first->read_f32(m.name, m.shape, at);
+        at += std::accumulate(m.shape.begin(), m.shape.end(), int64_t(1), std::multiplies<int64_t>());
+      }
       // Training from a NaN or inf would skip every step (or spread it): refuse it here, before
       // anything runs, with the place to look.
       const auto bad = std::find_if(full.begin(), full.end(), [](float v) { return !std::isfinite(v); });

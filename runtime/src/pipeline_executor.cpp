@@ -325,8 +325,10 @@ PipelineIterationResult PipelineExecutor::run(const StepContext &ctx, float *con
     channels_open_ = true;
   }
   PipelineIterationResult result;
+  StepContext counted = ctx; // the compiled forwards add their metrics to the result
+  counted.metrics = result.metric_sums.data();
   for (int64_t r = 0; r < n; ++r)
-    run_round(ctx, params, grads, ids, labels, tokens_per_microbatch, dloss, r * num_microbatches_, r == n - 1,
+    run_round(counted, params, grads, ids, labels, tokens_per_microbatch, dloss, r * num_microbatches_, r == n - 1,
               result);
   return result;
 }
@@ -429,6 +431,7 @@ PipelineIterationResult PipelineExecutor::run_forward_only(const StepContext &ct
   PipelineIterationResult result;
   StepContext plain = ctx;
   plain.grad_sync = nullptr;
+  plain.metrics = result.metric_sums.data();
   constexpr int64_t kWord = sizeof(float);
   for (int64_t m = 0; m < count; ++m) {
     const int32_t *mb_ids = ids + m * tokens_per_microbatch, *mb_labels = labels + m * tokens_per_microbatch;

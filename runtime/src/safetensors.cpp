@@ -1,4 +1,5 @@
 #include "megart/safetensors.h"
+#include "megart/stacked_tensors.h"
 
 #include "megart/atomic_file.h"
 #include "megart/error.h"
@@ -322,8 +323,9 @@ std::vector<float> SafetensorsFile::read_f32(const std::string &name,
   return out;
 }
 
-void write_safetensors(const std::string &path, const std::vector<NamedTensor> &tensors,
+void write_safetensors(const std::string &path, const std::vector<NamedTensor> &given,
                        const std::map<std::string, std::string> &metadata) {
+  const std::vector<NamedTensor> tensors = unstacked(given); // one tensor per expert
   // Sorted by name, as the Python library writes them.
   std::vector<const NamedTensor *> order;
   for (const NamedTensor &t : tensors)

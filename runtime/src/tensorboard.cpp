@@ -107,6 +107,8 @@ void TensorBoardWriter::scalar(const std::string &tag, int64_t step, double valu
 void TensorBoardWriter::iteration(const IterationMetrics &m) {
   const int64_t step = m.iteration;
   scalar("lm loss", step, m.lm_loss);
+  for (const auto &[name, value] : m.reported)
+    scalar(name, step, value);
   scalar("learning-rate", step, m.lr);
   scalar("batch-size", step, static_cast<double>(m.global_batch_size));
   scalar("iteration-time", step, m.ms_per_iter / 1000.0);

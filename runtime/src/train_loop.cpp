@@ -16,6 +16,7 @@
 #include "megart/train_checkpoint.h"
 #include "megart/train_pipeline.h"
 
+#include <array>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -41,6 +42,7 @@ struct LogWindow {
   double seconds = 0;
   double loss_sum = 0;
   int64_t loss_count = 0;
+  std::array<double, kNumMetrics> metric_sums{}; // over the same iterations as loss_sum
   int64_t skipped = 0;
   int64_t nan = 0;
 };
@@ -325,6 +327,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
                           device_ids.as<int32_t>(), device_labels.as<int32_t>(), tokens_per_micro, scaled_dloss,
                           num_micro);
     double loss = r.loss_sum / static_cast<double>(num_micro);
+    std::array<double, kNumMetrics> reported = r.metric_sums; // the microbatches' means, as the loss
+    for (double &v : reported)
+      v /= static_cast<double>(num_micro);
     StashPeaks peaks;
     double norm = 0, lr = 0;
     bool finite = false;
@@ -365,10 +370,17 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       // parameter gather starts: nothing is in flight on the dp or pp groups.
       activity.phase("loss sum over the pipeline");
       grid.pp().all_reduce_sum(&loss, 1);
+      if (program.reported_metrics)
+        grid.pp().all_reduce_sum(reported.data(), kNumMetrics);
       if (dp > 1) {
         activity.phase("loss average over data parallel ranks");
         grid.dp().all_reduce_sum(&loss, 1);
         loss /= static_cast<double>(dp);
+        if (program.reported_metrics) {
+          grid.dp().all_reduce_sum(reported.data(), kNumMetrics);
+          for (double &v : reported)
+            v /= static_cast<double>(dp);
+        }
       }
       // The schedule is the same every iteration: the first one reports its stash peaks.
       if (several_stages && k == start.iteration + 1) {
@@ -427,6 +439,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     it.tokens_per_s = static_cast<double>(B * s) / seconds;
     it.lr = lr;
     it.lm_loss = loss;
+    for (int64_t m = 0; m < kNumMetrics; ++m)
+      if (program.reported_metrics & (1u << m))
+        it.reported.push_back({metric_name(m), reported[static_cast<size_t>(m)]});
     it.grad_norm = finite ? norm : -1; // a skipped update has no norm to log (Megatron: None)
     it.loss_scale = scaler ? scaler->scale() : -1; // after the update, as Megatron logs it
     it.tflops_per_gpu = flops > 0 ? flops / seconds / 1e12 / world : -1;
@@ -453,6 +468,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     if (finite && std::isfinite(loss)) { // Megatron averages the updated iterations' losses
       window.loss_sum += loss;
       window.loss_count += 1;
+      for (int64_t m = 0; m < kNumMetrics; ++m)
+        window.metric_sums[static_cast<size_t>(m)] += reported[static_cast<size_t>(m)];
     }
     window.skipped += it.skipped_iterations;
     window.nan += it.nan_iterations;
@@ -465,6 +482,12 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       line.mfu = mfu(line.tflops_per_gpu);
       line.lm_loss = window.loss_count ? window.loss_sum / static_cast<double>(window.loss_count)
                                        : std::numeric_limits<double>::quiet_NaN();
+      line.reported.clear();
+      for (int64_t m = 0; m < kNumMetrics; ++m)
+        if (program.reported_metrics & (1u << m))
+          line.reported.push_back({metric_name(m), window.loss_count ? window.metric_sums[static_cast<size_t>(m)] /
+                                                                           static_cast<double>(window.loss_count)
+                                                                     : std::numeric_limits<double>::quiet_NaN()});
       line.skipped_iterations = window.skipped;
       line.nan_iterations = window.nan;
       if (k < f.train_iters)

@@ -62,12 +62,13 @@ func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f3
 
 // -----
 
-// An op without VjpOpInterface that the loss depends on.
+// An op without VjpOpInterface that the loss depends on (a gradient op's sum; a constant such as
+// tx.zeros is a leaf, nothing before it to differentiate).
 func.func @forward(%ids: tensor<2x3xi32>, %labels: tensor<2x3xi32>) -> tensor<f32> {
   %x = tx.param "x" init(normal) : tensor<2x3x4xf32>
-  // expected-error @+1 {{'tx.zeros' op has no vector-Jacobian product}}
-  %z = tx.zeros : tensor<2x3x4xf32>
-  %y = tx.add %x, %z : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  // expected-error @+1 {{'tx.reduce_sum' op has no vector-Jacobian product}}
+  %z = tx.reduce_sum %x : tensor<2x3x4xf32> -> tensor<4xf32>
+  %y = tx.add %x, %z : tensor<2x3x4xf32>, tensor<4xf32>
   %loss = tx.cross_entropy %y, %labels : tensor<2x3x4xf32>, tensor<2x3xi32> -> tensor<f32>
   return %loss : tensor<f32>
 }

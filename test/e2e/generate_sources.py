@@ -115,6 +115,19 @@ def make_gemma(folder, bpe):
                       pad_token_id=bpe.token_to_id("</s>"))
 
 
+def make_mixtral(folder, bpe):
+    """A random Mixtral (4 experts, 2 per token; each decoded position routed on its own)."""
+    save_random_model(folder, bpe, 8, transformers.MixtralForCausalLM, transformers.MixtralConfig,
+                      max_position_embeddings=SEQ, intermediate_size=96, num_local_experts=4, num_experts_per_tok=2)
+
+
+def make_qwen2_moe(folder, bpe):
+    """A random Qwen2-MoE (4 experts, 2 per token, a shared expert gated by a sigmoid)."""
+    save_random_model(folder, bpe, 9, transformers.Qwen2MoeForCausalLM, transformers.Qwen2MoeConfig,
+                      max_position_embeddings=SEQ, intermediate_size=96, moe_intermediate_size=48,
+                      shared_expert_intermediate_size=96, num_experts=4, num_experts_per_tok=2)
+
+
 def greedy(model, prompt_ids, new_tokens=NEW_TOKENS):
     """transformers' greedy continuation of prompt_ids, stopping at the model's eos as it does."""
     model.eval()
@@ -250,6 +263,8 @@ def main():
           f"{unwindowed})")
 
     family_greedy("gemma", make_gemma)
+    family_greedy("mixtral", make_mixtral)
+    family_greedy("qwen2_moe", make_qwen2_moe)
 
     # c. A later call reuses the program.
     before = programs(cache)

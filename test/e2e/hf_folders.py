@@ -106,6 +106,84 @@ REFUSED = {
 }
 
 
+def hf_loss(args, corpus, folder):
+    """transformers' loss of `folder` on the validation samples OUT/train evaluates."""
+    return python_json(args.python, HF_LOSS, [folder, corpus, str(SEQ), str(EVAL_ITERS * BATCH),
+                                              os.path.join(HERE, "..", "reference"), ",".join(map(str, SPLIT))],
+                       "transformers' loss")
+
+
+def report(failures, ok, line, label):
+    print(f"{'ok  ' if ok else 'FAIL'} {line}")
+    if not ok:
+        failures.append(label)
+
+
+def check_folder(args, w, corpus, family, failures, logits=True, after_loss=None):
+    """The folder w("hf", family) as a spec: `megac compile FOLDER`, `--load FOLDER`'s validation loss
+    = transformers' (TOLERANCE); the logits of a SEQ - 1 token prompt (TOLERANCE of the largest);
+    2 iterations trained from it and saved, read back by from_pretrained with megac's loss; tp2 + sp
+    = the single rank. `after_loss(single)` adds a family's own check."""
+    folder, out = w("hf", family), w("out", family)
+    shutil.rmtree(out, ignore_errors=True)
+    compiled = subprocess.run([args.megac, "compile", folder, "--seq-length", str(SEQ), "--micro-batch-size", "2",
+                               "-o", out], capture_output=True, text=True)
+    if compiled.returncode != 0:
+        report(failures, False, f"megac compile {folder}:\n{compiled.stderr[-2000:]}", family)
+        return
+    evaluate = ["--data-path", corpus, *EVAL, "--train-iters", "1", "--skip-train", "--load", folder]
+    single = validation_loss(subprocess.run([os.path.join(out, "train"), *evaluate], capture_output=True,
+                                            text=True).stdout)
+    hf = hf_loss(args, corpus, folder)
+    err = abs(single - hf["loss"])
+    report(failures, err <= TOLERANCE, f"{family}: megac compile FOLDER, --load FOLDER: validation loss {single:.7g}, "
+           f"transformers {hf['loss']:.7g} on the same {hf['samples']} samples (difference {err:.2e})", family)
+    if after_loss:
+        after_loss(args, w, corpus, single, failures)
+    if logits:
+        prompt = ",".join(str(i) for i in corpus_tokens(corpus, 1000, SEQ - 1))
+        path = w("out", family + "-logits.safetensors")
+        subprocess.run([os.path.join(out, "train"), "generate", "--load", folder, "--prompt-ids", prompt,
+                        "--max-new-tokens", "1", "--logits-file", path], check=True, capture_output=True)
+        hf_logits = python_json(args.python, HF_LOGITS, [folder, prompt, path, "AutoModelForCausalLM"],
+                                "transformers' logits")
+        # Relative to the largest logit: fp32's rounding grows with the logits, which the
+        # 0.3-scale weights of the rope-scaling models make about 10 (the others' are below 1).
+        err = hf_logits["max_abs_difference"] / max(hf_logits["max_abs"], 1.0)
+        report(failures, err <= TOLERANCE, f"{family}: logits of a {SEQ - 1}-token prompt, max |megac - transformers| "
+               f"{hf_logits['max_abs_difference']:.2e}, {err:.2e} of the largest |logit| {hf_logits['max_abs']:.3g}",
+               family + " logits")
+    ckpt = w("ckpt", family)
+    shutil.rmtree(ckpt, ignore_errors=True)
+    subprocess.run([os.path.join(out, "train"), "--data-path", corpus, *EVAL, "--train-iters", "2", "--load",
+                    folder, "--save", ckpt, "--eval-interval", "100"], check=True, capture_output=True)
+    trained = validation_loss(subprocess.run([os.path.join(out, "train"), "--data-path", corpus, *EVAL,
+                                              "--train-iters", "2", "--skip-train", "--load", ckpt],
+                                             capture_output=True, text=True).stdout)
+    back = hf_loss(args, corpus, os.path.join(ckpt, "iter_0000002"))
+    err = abs(trained - back["loss"])
+    report(failures, err <= TOLERANCE and trained != single,
+           f"{family}: 2 iterations from the folder, saved: megac {trained:.7g}, transformers' from_pretrained of "
+           f"the checkpoint {back['loss']:.7g} (difference {err:.2e})", family + " checkpoint")
+    tp = w("out", family + "-tp2sp")
+    shutil.rmtree(tp, ignore_errors=True)
+    subprocess.run([args.megac, "compile", folder, "--seq-length", str(SEQ), "--micro-batch-size", "2",
+                    "--tp", "2", "--sp", "-o", tp], check=True, capture_output=True)
+    loss = validation_loss(subprocess.run(["mpirun", "-np", "2", os.path.join(tp, "train"), *evaluate],
+                                          capture_output=True, text=True, env={**os.environ, **MPI_ENV}).stdout)
+    err = relative(loss, single)
+    report(failures, err <= TOLERANCE, f"{family} tp2 + sp: validation loss {loss:.7g} vs single rank "
+           f"(relative {err:.2e})", family + " tp2sp")
+
+
+def mistral_control(args, w, corpus, single, failures):
+    """Mistral's weights without the window give transformers another loss: the window is what is compared."""
+    unwindowed = hf_loss(args, corpus, w("hf", "mistral-no-window"))
+    report(failures, abs(unwindowed["loss"] - single) > 100 * TOLERANCE,
+           f"mistral: the same weights without the window: transformers {unwindowed['loss']:.7g} (difference from "
+           f"megac's {abs(unwindowed['loss'] - single):.2e})", "mistral window")
+
+
 def main():
     args, corpus = library_check_args(__doc__, "transformers")
     w = lambda *p: os.path.join(args.workdir, *p)
@@ -115,88 +193,10 @@ def main():
     failures = []
     for family in ("gpt2", "llama", "qwen2", "llama-dynamic-rope", "llama-linear-rope", "mistral", "qwen2-window",
                    "gemma"):
-        folder = w("hf", family)
-        out = w("out", family)
-        shutil.rmtree(out, ignore_errors=True)
-        compiled = subprocess.run([args.megac, "compile", folder, "--seq-length", str(SEQ), "--micro-batch-size", "2",
-                                   "-o", out], capture_output=True, text=True)
-        if compiled.returncode != 0:
-            failures.append(family)
-            print(f"FAIL megac compile {folder}:\n{compiled.stderr[-2000:]}")
-            continue
-        evaluate = ["--data-path", corpus, *EVAL, "--train-iters", "1", "--skip-train", "--load", folder]
-        single = validation_loss(subprocess.run([os.path.join(out, "train"), *evaluate], capture_output=True,
-                                                text=True).stdout)
-        hf = python_json(args.python, HF_LOSS, [folder, corpus, str(SEQ), str(EVAL_ITERS * BATCH),
-                                                os.path.join(HERE, "..", "reference"), ",".join(map(str, SPLIT))],
-                         "transformers' loss")
-        err = abs(single - hf["loss"])
-        ok = err <= TOLERANCE
-        print(f"{'ok  ' if ok else 'FAIL'} {family}: megac compile FOLDER, --load FOLDER: validation loss "
-              f"{single:.7g}, transformers {hf['loss']:.7g} on the same {hf['samples']} samples "
-              f"(difference {err:.2e})")
-        if not ok:
-            failures.append(family)
-        if family == "mistral":
-            unwindowed = python_json(args.python, HF_LOSS, [w("hf", "mistral-no-window"), corpus, str(SEQ),
-                                                            str(EVAL_ITERS * BATCH), os.path.join(HERE, "..", "reference"),
-                                                            ",".join(map(str, SPLIT))], "transformers' loss")
-            ok = abs(unwindowed["loss"] - single) > 100 * TOLERANCE
-            print(f"{'ok  ' if ok else 'FAIL'} mistral: the same weights without the window: transformers "
-                  f"{unwindowed['loss']:.7g} (difference from megac's {abs(unwindowed['loss'] - single):.2e})")
-            if not ok:
-                failures.append("mistral window")
-        # The logits of a prompt (SEQ - 1 tokens of the corpus: one position left to generate into)
-        # against transformers'. Dynamic rope scaling gives every length its own base: a prompt
-        # shorter than the program's window is not the same model (its loss above is).
-        if "dynamic" in family:
-            prompt = None
-        else:
-            prompt = ",".join(str(i) for i in corpus_tokens(corpus, 1000, SEQ - 1))
-        if prompt:
-            subprocess.run([os.path.join(out, "train"), "generate", "--load", folder, "--prompt-ids", prompt,
-                            "--max-new-tokens", "1", "--logits-file", w("out", family + "-logits.safetensors")],
-                           check=True, capture_output=True)
-            hf_logits = python_json(args.python, HF_LOGITS, [folder, prompt, w("out", family + "-logits.safetensors"),
-                                                             "AutoModelForCausalLM"],
-                                    "transformers' logits")
-            # Relative to the largest logit: fp32's rounding grows with the logits, which the
-            # 0.3-scale weights of the rope-scaling models make about 10 (the others' are below 1).
-            err = hf_logits["max_abs_difference"] / max(hf_logits["max_abs"], 1.0)
-            ok = err <= TOLERANCE
-            print(f"{'ok  ' if ok else 'FAIL'} {family}: logits of a {SEQ - 1}-token prompt, max |megac - transformers| "
-                  f"{hf_logits['max_abs_difference']:.2e}, {err:.2e} of the largest |logit| {hf_logits['max_abs']:.3g}")
-            if not ok:
-                failures.append(family + " logits")
-        # Trained from the folder and saved: transformers loads the checkpoint with megac's loss.
-        ckpt = w("ckpt", family)
-        shutil.rmtree(ckpt, ignore_errors=True)
-        subprocess.run([os.path.join(out, "train"), "--data-path", corpus, *EVAL, "--train-iters", "2", "--load",
-                        folder, "--save", ckpt, "--eval-interval", "100"], check=True, capture_output=True)
-        trained = validation_loss(subprocess.run([os.path.join(out, "train"), "--data-path", corpus, *EVAL,
-                                                  "--train-iters", "2", "--skip-train", "--load", ckpt],
-                                                 capture_output=True, text=True).stdout)
-        back = python_json(args.python, HF_LOSS, [os.path.join(ckpt, "iter_0000002"), corpus, str(SEQ),
-                                                  str(EVAL_ITERS * BATCH), os.path.join(HERE, "..", "reference"),
-                                                  ",".join(map(str, SPLIT))], "transformers' loss of the checkpoint")
-        err = abs(trained - back["loss"])
-        ok = err <= TOLERANCE and trained != single
-        print(f"{'ok  ' if ok else 'FAIL'} {family}: 2 iterations from the folder, saved: megac {trained:.7g}, "
-              f"transformers' from_pretrained of the checkpoint {back['loss']:.7g} (difference {err:.2e})")
-        if not ok:
-            failures.append(family + " checkpoint")
-        tp = w("out", family + "-tp2sp")
-        shutil.rmtree(tp, ignore_errors=True)
-        subprocess.run([args.megac, "compile", folder, "--seq-length", str(SEQ), "--micro-batch-size", "2",
-                        "--tp", "2", "--sp", "-o", tp], check=True, capture_output=True)
-        loss = validation_loss(subprocess.run(["mpirun", "-np", "2", os.path.join(tp, "train"), *evaluate],
-                                              capture_output=True, text=True, env={**os.environ, **MPI_ENV}).stdout)
-        err = relative(loss, single)
-        ok = err <= TOLERANCE
-        print(f"{'ok  ' if ok else 'FAIL'} {family} tp2 + sp: validation loss {loss:.7g} vs single rank "
-              f"(relative {err:.2e})")
-        if not ok:
-            failures.append(family + " tp2sp")
+        # Dynamic rope scaling gives every length its own base: a prompt shorter than the program's
+        # window is not the same model (its loss is), so its logits are not compared.
+        check_folder(args, w, corpus, family, failures, logits="dynamic" not in family,
+                     after_loss=mistral_control if family == "mistral" else None)
     for name, expected in REFUSED.items():
         out = w("out", name)
         shutil.rmtree(out, ignore_errors=True)

@@ -150,6 +150,57 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+class Expert(nn.Module):
+    """One of Mixtral's experts, w2(silu(w1 x) * w3 x), or Qwen2-MoE's (gate_proj, up_proj, down_proj)."""
+
+    NAMES = {False: ("w1", "w3", "w2"), True: ("gate_proj", "up_proj", "down_proj")}
+
+    def __init__(self, h, f, qwen):
+        super().__init__()
+        self.names = self.NAMES[qwen]
+        gate, up, down = self.names
+        setattr(self, gate, Linear(h, f, False, False))
+        setattr(self, up, Linear(h, f, False, False))
+        setattr(self, down, Linear(f, h, False, False))
+
+    def forward(self, x):
+        gate, up, down = (getattr(self, n) for n in self.names)
+        return down(F.silu(gate(x)) * up(x))
+
+
+class MixtureOfExperts(nn.Module):
+    """Mixtral's block_sparse_moe, dropless: the router's softmax over the experts, each token's k
+    most probable (torch.topk), their probabilities renormalised to sum to 1 (unless
+    moe_router_pre_softmax), each expert's tokens through it and added back weighted."""
+
+    def __init__(self, spec):
+        super().__init__()
+        h, f = spec.hidden_size, spec.moe_ffn_hidden_size or spec.ffn_hidden_size
+        self.topk, self.renormalise = spec.moe_router_topk, not spec.moe_router_pre_softmax
+        qwen = spec.family == "qwen2_moe"
+        self.gate = Linear(h, spec.num_experts, False, False)
+        self.experts = nn.ModuleList(Expert(h, f, qwen) for _ in range(spec.num_experts))
+        if spec.moe_shared_expert_intermediate_size:  # Qwen2-MoE's, gated by a sigmoid per token
+            self.shared_expert = Expert(h, spec.moe_shared_expert_intermediate_size, True)
+            self.shared_expert_gate = Linear(h, 1, False, False)
+
+    def forward(self, x):
+        tokens = x.reshape(-1, x.shape[-1])
+        probs = F.softmax(self.gate(tokens), dim=-1)
+        weights, chosen = torch.topk(probs, self.topk, dim=-1)
+        self.routing = (probs, chosen)  # for the load-balancing loss
+        if self.renormalise:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(tokens)
+        for e, expert in enumerate(self.experts):
+            token, slot = torch.where(chosen == e)
+            if token.numel():
+                out = out.index_add(0, token, expert(tokens[token]) * weights[token, slot, None])
+        if hasattr(self, "shared_expert"):
+            out = out + torch.sigmoid(self.shared_expert_gate(tokens)) * self.shared_expert(tokens)
+        return out.reshape(x.shape)
+
+
 class Block(nn.Module):
     """Pre-norm: x += attn(norm1(x)); x += mlp(norm2(x))."""
 
@@ -160,7 +211,13 @@ class Block(nn.Module):
             self.ln_1, self.attn, self.ln_2, self.mlp = norm(), Attention(spec, True), norm(), MLP(spec, True)
         else:
             self.input_layernorm, self.self_attn = norm(), Attention(spec, False)
-            self.post_attention_layernorm, self.mlp = norm(), MLP(spec, False)
+            self.post_attention_layernorm = norm()
+            if spec.num_experts and spec.family == "mixtral":  # Mixtral's name for it
+                self.block_sparse_moe = MixtureOfExperts(spec)
+            elif spec.num_experts:
+                self.mlp = MixtureOfExperts(spec)
+            else:
+                self.mlp = MLP(spec, False)
         self.hidden_dropout = spec.hidden_dropout
         self.parts = (("ln_1", "attn", "ln_2") if gpt2 else
                       ("input_layernorm", "self_attn", "post_attention_layernorm"))
@@ -170,7 +227,8 @@ class Block(nn.Module):
         n1, attn, n2 = (getattr(self, p) for p in self.parts)
         hidden = (lambda y, stream: y) if drop is None else (lambda y, stream: drop(y, self.hidden_dropout, stream))
         x = x + hidden(attn(n1(x), rope, drop), dropout.ATTENTION_OUTPUT)
-        return x + hidden(self.mlp(n2(x)), dropout.MLP_OUTPUT)
+        mlp = self.block_sparse_moe if hasattr(self, "block_sparse_moe") else self.mlp
+        return x + hidden(mlp(n2(x)), dropout.MLP_OUTPUT)
 
 
 def norm_offset(spec):
@@ -244,8 +302,31 @@ class Transformer(nn.Module):
         logits = self(ids)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
+    def load_balancing_loss(self):
+        """The routing of the last forward's load-balancing loss, before its coefficient:
+        global_aux_loss as transformers' load_balancing_loss_func (every layer's tokens together:
+        experts x sum over experts of the fraction of the choices it got times its mean
+        probability), aux_loss as Megatron's (each layer's experts / (tokens^2 x k) x sum over
+        experts of its choices times its summed probability, summed over the layers)."""
+        spec = self.spec
+        routing = [(block.block_sparse_moe if spec.family == "mixtral" else block.mlp).routing
+                   for block in getattr(self, self._names[0]).layers]
+        E, k = spec.num_experts, spec.moe_router_topk
+        if spec.moe_router_load_balancing_type == "global_aux_loss":
+            probs = torch.cat([p for p, _ in routing])
+            chosen = torch.cat([c for _, c in routing])
+            fraction = F.one_hot(chosen, E).float().mean(dim=0)  # [k, E]
+            return E * (fraction * probs.mean(dim=0)).sum()
+        total = 0.0
+        for probs, chosen in routing:
+            counts = torch.bincount(chosen.reshape(-1), minlength=E).float()
+            T = probs.shape[0]
+            total = total + (probs.sum(dim=0) * counts).sum() * E / (T * T * k)
+        return total
 
-OUTPUT_PROJECTIONS = ("attn.c_proj.weight", "mlp.c_proj.weight", "self_attn.o_proj.weight", "mlp.down_proj.weight")
+
+OUTPUT_PROJECTIONS = ("attn.c_proj.weight", "mlp.c_proj.weight", "self_attn.o_proj.weight", "mlp.down_proj.weight",
+                      ".w2.weight", "down_proj.weight")
 
 
 def init_weights(model, seed):

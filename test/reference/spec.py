@@ -28,13 +28,18 @@ FAMILY_DEFAULTS["gemma"] = dict(FAMILY_DEFAULTS["llama"], activation="geglu", ti
 # types; BertForMaskedLM norms after each residual add, Megatron's BERT before each block.
 FAMILY_DEFAULTS["bert"] = dict(FAMILY_DEFAULTS["gpt2"], num_tokentypes=2, norm_epsilon=1e-12)
 FAMILY_DEFAULTS["megatron_bert"] = dict(FAMILY_DEFAULTS["bert"])
+# Mixtral: Llama's layout whose MLPs are experts (renormalised top-k weights).
+FAMILY_DEFAULTS["mixtral"] = dict(FAMILY_DEFAULTS["llama"], moe_router_pre_softmax=False)
+# Qwen2-MoE: Qwen2's attention, experts without renormalisation, a shared expert gated by a sigmoid.
+FAMILY_DEFAULTS["qwen2_moe"] = dict(FAMILY_DEFAULTS["qwen2"], moe_router_pre_softmax=True)
 
 CHOICES = {
-    "family": ("gpt2", "llama", "qwen2", "mistral", "gemma", "bert", "megatron_bert"),
+    "family": ("gpt2", "llama", "qwen2", "mistral", "gemma", "bert", "megatron_bert", "mixtral", "qwen2_moe"),
     "normalization": ("LayerNorm", "RMSNorm"),
     "activation": ("gelu", "swiglu", "geglu"),
     "position_embedding_type": ("learned", "rope"),
     "rope_scaling_type": ("none", "linear", "dynamic"),
+    "moe_router_load_balancing_type": ("aux_loss", "global_aux_loss", "none"),
 }
 
 
@@ -68,6 +73,13 @@ class Spec:
     rope_scaling_factor: float
     sliding_window: int  # a token attends to itself and at most this many before it; 0: all before it
     num_tokentypes: int  # BERT's token types (Megatron's name); 0 for the decoders
+    num_experts: int  # a mixture of experts in every layer's MLP (Megatron's names); 0: a dense MLP
+    moe_router_topk: int
+    moe_ffn_hidden_size: int  # each expert's; 0: ffn_hidden_size
+    moe_router_pre_softmax: bool  # the top k's probabilities as they are; else renormalised to sum to 1
+    moe_shared_expert_intermediate_size: int  # Qwen2-MoE's shared expert; 0: none
+    moe_router_load_balancing_type: str  # aux_loss (Megatron's, per layer) | global_aux_loss (transformers') | none
+    moe_aux_loss_coeff: float
 
     @property
     def is_encoder(self):
@@ -129,7 +141,10 @@ def make_spec(raw, where="spec"):
         raise SpecError(f"{where}: missing required key(s) {', '.join(missing)}")
     family = _check_type("family", raw["family"], "choice", where)
     h = raw["hidden_size"]
-    vals = dict(dict(norm_epsilon=1e-5, num_tokentypes=0), **FAMILY_DEFAULTS[family])
+    vals = dict(dict(norm_epsilon=1e-5, num_tokentypes=0, num_experts=0, moe_router_topk=2, moe_ffn_hidden_size=0,
+                     moe_router_pre_softmax=False, moe_shared_expert_intermediate_size=0,
+                     moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=0.0),
+                **FAMILY_DEFAULTS[family])
     vals.update(rotary_base=10000.0, kv_channels=0,
                 rope_scaling_type="none", rope_scaling_factor=1.0, sliding_window=0,
                 num_query_groups=raw.get("num_attention_heads"),
@@ -163,6 +178,14 @@ def _validate(s, where):
                         f"seq_length ({s.seq_length})")
     if s.norm_epsilon <= 0 or s.rotary_base <= 0:
         raise SpecError(f"{where}: norm_epsilon and rotary_base must be positive")
+    if (s.family in ("mixtral", "qwen2_moe")) != (s.num_experts > 0):
+        raise SpecError(f"{where}: experts have a Hugging Face layout as families mixtral and qwen2_moe only "
+                        f"(num_experts {s.num_experts}, family {s.family})")
+    if (s.family == "qwen2_moe") != (s.moe_shared_expert_intermediate_size > 0):
+        raise SpecError(f"{where}: a shared expert is Qwen2-MoE's (family {s.family}, "
+                        f"moe_shared_expert_intermediate_size {s.moe_shared_expert_intermediate_size})")
+    if s.num_experts and not 1 <= s.moe_router_topk <= s.num_experts:
+        raise SpecError(f"{where}: moe_router_topk {s.moe_router_topk} is outside [1, {s.num_experts}]")
     for k in ("hidden_dropout", "attention_dropout"):
         if not 0.0 <= getattr(s, k) < 1.0:
             raise SpecError(f"{where}: {k} must be in [0, 1), got {getattr(s, k)}")

@@ -116,7 +116,7 @@ def train(model, samples, a, log=None):
         for g in opt.param_groups:
             g["lr"] = lr
         opt.zero_grad(set_to_none=False)
-        loss_sum = 0.0
+        loss_sum, balance_sum = 0.0, 0.0
         for m in range(num_micro):
             first = (k - 1) * B + m * b
             pairs = [samples[i] for i in range(first, first + b)]
@@ -124,7 +124,12 @@ def train(model, samples, a, log=None):
             labels = torch.stack([torch.from_numpy(y) for _, y in pairs])
             model.draw = Draw(a.seed, k, m * b)  # this microbatch's dropout masks
             loss = model.loss(ids, labels)
-            (loss / num_micro).backward()
+            objective = loss
+            if model.spec.moe_aux_loss_coeff > 0:  # trained on, reported apart from the lm loss
+                balance = model.load_balancing_loss()
+                objective = loss + model.spec.moe_aux_loss_coeff * balance
+                balance_sum += balance.item()
+            (objective / num_micro).backward()
             loss_sum += loss.item()
         if a.clip_grad > 0:
             norm = torch.nn.utils.clip_grad_norm_(params, a.clip_grad)  # norm before clipping
@@ -132,6 +137,8 @@ def train(model, samples, a, log=None):
             norm = torch.norm(torch.stack([torch.norm(p.grad, 2) for p in params]), 2)
         opt.step()
         rec = {"iteration": k, "lm_loss": loss_sum / num_micro, "grad_norm": float(norm), "lr": lr}
+        if model.spec.moe_aux_loss_coeff > 0:
+            rec["load_balancing_loss"] = balance_sum / num_micro
         metrics.append(rec)
         if log:
             log(rec)

@@ -81,4 +81,49 @@ Tensor crossEntropy(const Tensor &logits, const Tensor &labels, std::optional<in
 Tensor crossEntropyGrad(const Tensor &dloss, const Tensor &logits, const Tensor &labels,
                         std::optional<int64_t> ignore = std::nullopt);
 
+//===--- mixture of experts -----------------------------------------------===//
+
+/// logits [T, E]: probs = softmax over the experts; experts [T, k] the k most probable, most
+/// probable first, the lower index first among equals; weights their probabilities, renormalised
+/// to sum to 1 unless preSoftmax.
+struct Routing {
+  Tensor probs, experts, weights;
+};
+Routing moeRoute(const Tensor &logits, int64_t topk, bool preSoftmax);
+/// dlogits from the cotangents of probs and weights (the softmax's and the renormalisation's).
+Tensor moeRouteGrad(const Tensor &dprobs, const Tensor &dweights, const Tensor &probs, const Tensor &experts,
+                    const Tensor &weights, bool preSoftmax);
+/// experts [T, k] -> rows [T, k] (each choice's place ordered by expert, token, choice) and
+/// counts [numExperts].
+struct Assignment {
+  Tensor rows, counts;
+};
+Assignment moeAssign(const Tensor &experts, int64_t numExperts);
+/// [T, H] -> [T k, H]: out[rows[t, j]] = x[t] (* weights[t, j]); weights may be null.
+Tensor moeScatter(const Tensor &x, const Tensor &rows, const Tensor *weights);
+/// [T k, H] -> [T, H]: out[t] = sum_j (weights[t, j] *) y[rows[t, j]].
+Tensor moeGather(const Tensor &y, const Tensor &rows, const Tensor *weights);
+/// out[t, j] = a[t] . b[rows[t, j]].
+Tensor moeRowDot(const Tensor &a, const Tensor &b, const Tensor &rows);
+/// lhs [R, K] in expert order, rhs [E, K, N] ([E, N, K] transposed), counts [E] -> [R, N].
+Tensor groupedMatmul(const Tensor &lhs, const Tensor &rhs, const Tensor &counts, bool transposeRhs);
+/// [E, K, N] ([E, N, K] transposed): each expert's lhs_e^T grad_e.
+Tensor groupedMatmulWeightGrad(const Tensor &lhs, const Tensor &grad, const Tensor &counts, bool transpose);
+
+/// probs [T, E], counts [E] -> [2, E]: the counts, then each expert's probabilities summed.
+Tensor routerLoad(const Tensor &probs, const Tensor &counts);
+/// [2, E] -> [T, E]: row 1 for every token.
+Tensor routerLoadGrad(const Tensor &grad, int64_t tokens);
+/// scale x sum_e load[0, e] x load[1, e], a scalar.
+Tensor loadBalancingLoss(const Tensor &load, double scale);
+/// [2, E]: row 0 zeros (the counts have no gradient), row 1 scale x grad x load[0].
+Tensor loadBalancingLossGrad(const Tensor &grad, const Tensor &load, double scale);
+
+/// x [T, H] times sigmoid(gate [T, 1]) row by row.
+Tensor gateRows(const Tensor &x, const Tensor &gate);
+struct GateRowsGrads {
+  Tensor input, gate;
+};
+GateRowsGrads gateRowsGrad(const Tensor &dy, const Tensor &x, const Tensor &gate);
+
 } // namespace megac::eval

@@ -16,7 +16,10 @@ struct ModelSpec {
                                        // mistral (Llama's layout with a sliding window) | gemma (GeGLU,
                                        // (1 + w) RMSNorm, embeddings scaled by sqrt(hidden)) | bert
                                        // (BertForMaskedLM: a post-LN encoder, masked LM) |
-                                       // megatron_bert (MegatronBertForMaskedLM: the same, pre-LN)
+                                       // megatron_bert (MegatronBertForMaskedLM: the same, pre-LN) |
+                                       // mixtral (MixtralForCausalLM: Llama's attention, a mixture of
+                                       // experts for the MLP) | qwen2_moe (Qwen2MoeForCausalLM: Qwen2's
+                                       // attention, experts and a gated shared expert)
   int64_t numLayers = 0;
   int64_t hiddenSize = 0;
   int64_t numAttentionHeads = 0;
@@ -47,10 +50,30 @@ struct ModelSpec {
   double hiddenDropout = 0.0;
   double attentionDropout = 0.0;
 
+  // Mixture of experts (Megatron's names); 0 experts: a dense MLP. Every layer's MLP is the
+  // mixture (moe_layer_freq 1).
+  int64_t numExperts = 0;
+  int64_t moeRouterTopk = 2;
+  int64_t moeFfnHiddenSize = 0;        // each expert's hidden size; 0: ffn_hidden_size
+  // Softmax over all experts, the top k's probabilities used as they are (Qwen2-MoE's norm_topk_prob
+  // false); otherwise they are renormalised to sum to 1 (Mixtral's: a softmax over the top k).
+  bool moeRouterPreSoftmax = false;
+  int64_t moeSharedExpertIntermediateSize = 0; // 0: no shared expert
+  bool moeSharedExpertGate = false;    // the shared expert's output times sigmoid(x . w) (Qwen2-MoE)
+  // aux_loss: Megatron's, each layer's over its own routing; global_aux_loss: transformers'
+  // load_balancing_loss_func, all layers' routing together; none.
+  std::string moeRouterLoadBalancingType = "aux_loss";
+  double moeAuxLossCoeff = 0.0;
+  double moeZLossCoeff = 0.0;
+  double moeExpertCapacityFactor = 0.0; // 0: dropless
+  std::string moeTokenDropPolicy = "probs"; // probs | position (with a capacity factor)
+
   // Where each key the file gives stands (1-based line): the IR's locations point there.
   std::string path;
   std::map<std::string, unsigned> keyLines;
 
+  bool isMixtureOfExperts() const { return numExperts > 0; }
+  int64_t expertFfnHiddenSize() const { return moeFfnHiddenSize ? moeFfnHiddenSize : ffnHiddenSize; }
   /// A bidirectional encoder trained as a masked language model (BERT).
   bool isEncoder() const { return family == "bert" || family == "megatron_bert"; }
   /// BERT's original norms after each residual add (Megatron's BERT moved them before).

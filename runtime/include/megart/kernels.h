@@ -293,4 +293,53 @@ template <typename A> void scale(A *out, const A *x, float s, int64_t n);
 // unless 0 <= rate < 1, 1 <= rank <= 4 and the block lies inside the extents.
 template <typename A> void apply_dropout(A *y, const A *x, const DropoutBlock &block);
 
+// ---- mixture of experts (kernels_moe.cpp; float32 only) -------------------------------------
+// A router's choices: experts [tokens, topk] in [0, experts); rows [tokens, topk] the place of
+// each (token, choice) in expert order (by expert, then token, then choice; moe_assign), each
+// row of [tokens x topk] once. Out-of-range experts or rows throw megart::Error.
+
+// probs = softmax(logits) per token over the experts; experts the topk most probable (most
+// probable first, the lower index first among equal probabilities); weights their probabilities,
+// renormalised to sum to 1 unless pre_softmax.
+void moe_route_forward(float *probs, int32_t *experts, float *weights, const float *logits, int64_t tokens,
+                       int64_t num_experts, int64_t topk, bool pre_softmax);
+// dlogits from the cotangents of probs and weights (moe_route_forward's results given).
+void moe_route_backward(float *dlogits, const float *dprobs, const float *dweights, const float *probs,
+                        const int32_t *experts, const float *weights, int64_t tokens, int64_t num_experts,
+                        int64_t topk, bool pre_softmax);
+// rows as above and counts[e] the choices of expert e.
+void moe_assign(int32_t *rows, int32_t *counts, const int32_t *experts, int64_t tokens, int64_t topk,
+                int64_t num_experts);
+// out[rows[t, j]] = in[t] ([tokens, hidden] -> [tokens x topk, hidden]); _weighted: times weights[t, j].
+void moe_scatter(float *out, const float *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden);
+void moe_scatter_weighted(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens,
+                          int64_t topk, int64_t hidden);
+// out[t] = sum over j in order of in[rows[t, j]] (times weights[t, j]).
+void moe_gather(float *out, const float *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden);
+void moe_gather_weighted(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens,
+                         int64_t topk, int64_t hidden);
+// out[t, j] = tokens_in[t] . expert_rows[rows[t, j]].
+void moe_row_dot(float *out, const float *tokens_in, const float *expert_rows, const int32_t *rows, int64_t tokens,
+                 int64_t topk, int64_t hidden);
+// C [rows, n] = each expert's counts[e] rows of A [rows, k] (in order) times W[e]: [experts, k, n],
+// or [experts, n, k] with transpose_w. The counts must sum to rows.
+void grouped_gemm(float *c, const float *a, const float *w, const int32_t *counts, int64_t num_experts, int64_t rows,
+                  int64_t k, int64_t n, bool transpose_w);
+// dW[e] = A_e^T dC_e ([experts, k, n]; dC_e^T A_e, [experts, n, k], with transpose); zeros for an
+// expert with no rows.
+void grouped_gemm_weight_grad(float *dw, const float *a, const float *dc, const int32_t *counts, int64_t num_experts,
+                              int64_t rows, int64_t k, int64_t n, bool transpose);
+// Qwen2-MoE's shared expert: y[t] = x[t] x sigmoid(gate[t]) ([tokens, hidden], gate [tokens]); its
+// backward dx = dy x s and dgate[t] = s (1 - s) dy[t] . x[t].
+void gate_rows_forward(float *y, const float *x, const float *gate, int64_t tokens, int64_t hidden);
+void gate_rows_backward(float *dx, float *dgate, const float *dy, const float *x, const float *gate, int64_t tokens,
+                        int64_t hidden);
+// A router's load [2, experts]: row 0 the counts, row 1 each expert's probabilities summed over
+// the tokens (in token order); its backward gives every token row 1 of dload.
+void router_load(float *load, const float *probs, const int32_t *counts, int64_t tokens, int64_t num_experts);
+void router_load_backward(float *dprobs, const float *dload, int64_t tokens, int64_t num_experts);
+// out[0] = scale x sum_e load[0, e] load[1, e]; its backward: row 1 = scale x dloss x load[0], row 0 zeros.
+void load_balancing_loss(float *out, const float *load, int64_t num_experts, double scale);
+void load_balancing_loss_backward(float *dload, float dloss, const float *load, int64_t num_experts, double scale);
+
 } // namespace megart::cpu

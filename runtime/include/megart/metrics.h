@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace megart {
@@ -20,6 +21,9 @@ struct IterationMetrics {
   double tokens_per_s = 0;
   double lr = 0;
   double lm_loss = 0;
+  // The program's reported metrics (a mixture of experts' load_balancing_loss), by name: the
+  // iteration's mean, as lm_loss. Empty: none.
+  std::vector<std::pair<std::string, double>> reported;
   double grad_norm = -1;         // < 0: not computed (no clipping); omitted from the log line
   double loss_scale = -1;        // < 0: no loss scaling (fp32/bf16); omitted
   double tflops_per_gpu = -1;    // < 0: not measured; omitted

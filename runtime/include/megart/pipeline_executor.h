@@ -5,6 +5,8 @@
 // instead of a crash or a hang.
 #pragma once
 
+#include <array>
+
 #include "megart/comm.h"
 #include "megart/device.h"
 #include "megart/pipeline_buffers.h"
@@ -45,6 +47,7 @@ struct PipelineIterationResult {
   double loss_sum = 0;     // sum of the last chunk's microbatch losses (0 on other ranks)
   int64_t loss_count = 0;  // microbatches in loss_sum: all of them on the last chunk's rank
   int64_t peak_stash = 0;  // most (chunk, microbatch) stashes alive at once this iteration
+  std::array<double, kNumMetrics> metric_sums{}; // the reported metrics' sums, as loss_sum
 };
 
 class PipelineExecutor {

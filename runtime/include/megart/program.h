@@ -56,6 +56,12 @@ public:
 
 // What a step needs besides tensors: the communicators of the rank's grid axes (size-1
 // communicators where the plan does not split that axis).
+// What a program may report besides its loss (the compiler's tx.metric), in the compiler's
+// tx::Metric order: each microbatch adds its value to StepContext::metrics[m].
+enum class Metric : int64_t { LoadBalancingLoss = 0 };
+inline constexpr int64_t kNumMetrics = 1;
+inline const char *metric_name(int64_t m) { return m == 0 ? "load_balancing_loss" : "?"; }
+
 struct StepContext {
   Communicator *tp = nullptr;
   Communicator *dp = nullptr;
@@ -94,6 +100,9 @@ struct StepContext {
   const float *const *frozen = nullptr;
   // The same table's NF4 weights (ParamDesc::nf4_block > 0; null entries elsewhere): QLoRA's base.
   const Nf4Weight *const *frozen_nf4 = nullptr;
+  // The iteration's sums of the reported metrics (kNumMetrics, Metric order), kept by the pipeline
+  // executor; null: not kept (generation).
+  double *metrics = nullptr;
 
   StepContext for_layer(int64_t l) const {
     StepContext c = *this;
@@ -107,6 +116,12 @@ struct StepContext {
     return c;
   }
 };
+
+// A compiled tx.metric: this microbatch's value of metric `m` (a float the CPU program holds).
+inline void record_metric(const StepContext &ctx, int64_t m, const float *value) {
+  if (ctx.metrics)
+    ctx.metrics[m] += *value;
+}
 
 // What a compiled dropout site passes its kernel: its rate and stream (from the IR), where the
 // rank's block lies in the site's global tensor (from the plan; offset[0] within the microbatch)
@@ -289,6 +304,8 @@ struct ProgramDesc {
   // A masked language model (BERT): batches are masked (megart/mlm_masking.h) and its labels
   // the chosen positions' tokens; false: a causal LM's next tokens.
   bool masked_lm = false;
+  // Bit m: the program reports Metric m (its last chunk's forward records it per microbatch).
+  uint32_t reported_metrics = 0;
   // Forward and backward FLOPs of one sample, no recomputation (the compiler counts the model's
   // GEMMs, megac's ModelFlops.h): the log line's TFLOP/s and MFU. 0: unknown (none printed).
   double model_flops_per_sample;

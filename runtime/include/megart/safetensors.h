@@ -63,7 +63,8 @@ struct NamedTensor {
 };
 
 // Writes F32 tensors like the Python library does: keys sorted, data in that order, header
-// padded with spaces to a multiple of 8. Atomic: the file appears complete or not at all.
+// padded with spaces to a multiple of 8. Atomic: the file appears complete or not at all. A
+// stacked tensor (`*` in its name, megart/stacked_tensors.h) is written as its members.
 void write_safetensors(const std::string &path, const std::vector<NamedTensor> &tensors,
                        const std::map<std::string, std::string> &metadata = {});
 

@@ -34,8 +34,9 @@ def cases():
         generate("megac generate of another architecture", "{scratch}/hf",
                  r"config\.json: model_type is 't5' \(architectures T5ForConditionalGeneration\); megac computes the gpt2 "
                  r"\(GPT2LMHeadModel\), llama \(LlamaForCausalLM\), qwen2 \(Qwen2ForCausalLM\), mistral "
-                 r"\(MistralForCausalLM\), gemma \(GemmaForCausalLM\), bert \(BertForMaskedLM\) and megatron-bert "
-                 r"\(MegatronBertForMaskedLM\) families only",
+                 r"\(MistralForCausalLM\), gemma \(GemmaForCausalLM\), mixtral \(MixtralForCausalLM\), qwen2_moe "
+                 r"\(Qwen2MoeForCausalLM\), bert \(BertForMaskedLM\) and megatron-bert \(MegatronBertForMaskedLM\) "
+                 r"families only",
                  content={"hf/config.json": json.dumps({"model_type": "t5", "architectures": ["T5ForConditionalGeneration"]}),
                           "hf/model.safetensors": files.copy_of(os.path.join(ITER, "model.safetensors"))}),
         generate("megac generate of a masked LM", "{scratch}/hf",

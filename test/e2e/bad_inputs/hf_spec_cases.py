@@ -27,14 +27,43 @@ def mistral_config(**fields):
         "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 300, **fields}).encode()}
 
 
+def mixtral_config(**fields):
+    """A one-layer MixtralForCausalLM config.json (4 experts) with `fields` set."""
+    return {"hf/config.json": json.dumps({
+        "model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "num_hidden_layers": 1, "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 300,
+        "num_local_experts": 4,
+        **fields}).encode()}
+
+
+def qwen2_moe_config(**fields):
+    return {"hf/config.json": json.dumps({
+        "model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"], "num_hidden_layers": 2,
+        "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 96, "vocab_size": 300, "num_experts": 4,
+        **fields}).encode()}
+
+
 def cases():
     return [
+        hf_compile("Mixtral's top k above its experts", r"num_experts_per_tok is 6, more than num_local_experts \(4\): a "
+                   r"token is routed to at most every expert", content=mixtral_config(num_experts_per_tok=6)),
+        hf_compile("Mixtral with router jitter", r"router_jitter_noise is 0\.1; megac does not jitter the router's "
+                   r"inputs .* set it to 0", content=mixtral_config(router_jitter_noise=0.1)),
+        hf_compile("Mixtral's load-balancing loss over pipeline stages", r"moe_aux_loss_coeff 0\.02 with "
+                   r"--pipeline-model-parallel-size 2: the routers' load crossing pipeline stages is not built yet "
+                   r"\(issue \[19\]\)", flags=("--pp", "2"),
+                   content=mixtral_config(output_router_logits=True, router_aux_loss_coef=0.02, num_hidden_layers=2)),
+        hf_compile("Qwen2-MoE with dense layers", r"decoder_sparse_step is 2; megac builds one layer body, so every "
+                   r"layer's MLP is the mixture of experts", content=qwen2_moe_config(decoder_sparse_step=2)),
+        hf_compile("Qwen2-MoE with mlp_only_layers", r"mlp_only_layers is \[1\]; megac builds one layer body",
+                   content=qwen2_moe_config(mlp_only_layers=[1])),
         hf_compile("a folder without config.json", r"hf is a folder without a config\.json; give a spec YAML or a "
                    r"Hugging Face model folder", content={"hf/model.safetensors": b"x"}),
         hf_compile("another architecture", r"model_type is 't5' \(architectures T5ForConditionalGeneration\); megac computes "
                    r"the gpt2 \(GPT2LMHeadModel\), llama \(LlamaForCausalLM\), qwen2 \(Qwen2ForCausalLM\), "
-                   r"mistral \(MistralForCausalLM\), gemma \(GemmaForCausalLM\), bert \(BertForMaskedLM\) and "
-                   r"megatron-bert \(MegatronBertForMaskedLM\) families only, so it cannot compile this model", content={"hf/config.json": json.dumps(
+                   r"mistral \(MistralForCausalLM\), gemma \(GemmaForCausalLM\), mixtral \(MixtralForCausalLM\), qwen2_moe "
+                   r"\(Qwen2MoeForCausalLM\), bert \(BertForMaskedLM\) and megatron-bert \(MegatronBertForMaskedLM\) "
+                   r"families only, so it cannot compile this model", content={"hf/config.json": json.dumps(
                        {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"]}).encode()}),
         hf_compile("another head on a known model type", r"architectures is \[GPT2ForSequenceClassification\]; "
                    r"megac computes GPT2LMHeadModel \(a causal language model head\)",

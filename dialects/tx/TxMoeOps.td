@@ -1,0 +1,244 @@
+// Mixture of experts: routing tokens to experts, moving their rows to and from expert order, and
+// the experts' grouped GEMM; with the ops their gradients are made of.
+//
+// A layer's MLP as experts (Mixtral's, Megatron's MoELayer, dropless):
+//   %probs, %experts, %weights = tx.moe_route %logits topk 2    // [T, E] -> [T, E], [T, k], [T, k]
+//   %rows, %counts = tx.moe_assign %experts                      // where each (token, choice) goes
+//   %x_e = tx.moe_scatter %x, %rows                              // [T, H] -> [T k, H], expert order
+//   %h_e = tx.grouped_matmul %x_e, %w1, %counts transpose_rhs    // each expert's rows, its weight
+//   ...
+//   %y = tx.moe_gather %y_e, %rows, %weights                     // [T k, H] -> [T, H], weighted sum
+#ifndef MEGAC_TX_MOE_OPS_TD
+#define MEGAC_TX_MOE_OPS_TD
+
+include "tx/TxBase.td"
+include "tx/TxInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Tx_IndexTensor : StaticShapeTensorOf<[I32]>;
+
+def Tx_MoeRouteOp : Tx_Op<"moe_route", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                        DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+                                        AllTypesMatch<["logits", "probs"]>]> {
+  let summary = "a router's top-k choice of experts per token, and their weights";
+  let description = [{
+    `logits` is `[tokens, experts]`. `probs` is their softmax over the experts; `experts` the
+    `topk` most probable per token, most probable first, the lower expert index first among
+    equal probabilities; `weights` their probabilities renormalised to sum to 1 (a softmax over
+    the top k: Mixtral's, Megatron's default) or, with `pre_softmax`, as they are (Qwen2-MoE's
+    norm_topk_prob false, Megatron's moe_router_pre_softmax).
+  }];
+  let arguments = (ins Tx_FloatTensor:$logits, I64Attr:$topk, UnitAttr:$pre_softmax);
+  let results = (outs Tx_FloatTensor:$probs, Tx_IndexTensor:$experts, Tx_FloatTensor:$weights);
+  let assemblyFormat = [{
+    $logits `topk` $topk (`pre_softmax` $pre_softmax^)? attr-dict `:` type($logits) `->` type($experts) `,` type($weights)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tx_MoeAssignOp : Tx_Op<"moe_assign", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                          AllTypesMatch<["experts", "rows"]>]> {
+  let summary = "each (token, choice)'s row in expert order, and the rows of each expert";
+  let description = [{
+    `experts` is `[tokens, k]` (tx.moe_route's). The `tokens x k` choices are ordered by expert,
+    then by token, then by choice: `rows[t, j]` is the place of token t's j-th choice in that
+    order and `counts[e]` the choices of expert e (`counts` has one entry per expert). Neither
+    has a gradient.
+  }];
+  let arguments = (ins Tx_IndexTensor:$experts);
+  let results = (outs Tx_IndexTensor:$rows, Tx_IndexTensor:$counts);
+  let assemblyFormat = "$experts attr-dict `:` type($experts) `->` type($counts)";
+  let hasVerifier = 1;
+}
+
+def Tx_MoeScatterOp : Tx_Op<"moe_scatter", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                            DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+  let summary = "token rows copied to their choices' rows in expert order (times a weight)";
+  let description = [{
+    `input` is `[tokens, hidden]`, `rows` tx.moe_assign's `[tokens, k]`; the result is
+    `[tokens x k, hidden]` with `result[rows[t, j]] = input[t]`, times `weights[t, j]` when
+    given (the gradient of tx.moe_gather).
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, Tx_IndexTensor:$rows, Optional<Tx_FloatTensor>:$weights);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $rows (`weights` $weights^ `:` type($weights))? attr-dict `:` type($input) `,` type($rows) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tx_MoeGatherOp : Tx_Op<"moe_gather", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                          DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+  let summary = "each token's choices' rows summed back into its row (weighted by the router)";
+  let description = [{
+    `input` is `[tokens x k, hidden]` in expert order, `rows` tx.moe_assign's `[tokens, k]`; the
+    result is `[tokens, hidden]` with `result[t] = sum over j of weights[t, j] * input[rows[t, j]]`
+    (weights 1 when not given: the gradient of tx.moe_scatter), j in order.
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, Tx_IndexTensor:$rows, Optional<Tx_FloatTensor>:$weights);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $rows (`weights` $weights^ `:` type($weights))? attr-dict `:` type($input) `,` type($rows) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tx_GroupedMatmulOp : Tx_Op<"grouped_matmul", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                                  DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+                                                  DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
+  let summary = "each expert's rows times its own weight: one grouped GEMM";
+  let description = [{
+    `lhs` is `[rows, K]` in expert order, `rhs` the experts' weights `[experts, K, N]`
+    (`[experts, N, K]` with `transpose_rhs`: Hugging Face's Linear layout) and `counts`
+    tx.moe_assign's rows per expert: expert e's `counts[e]` rows, after those of the experts
+    before it, are multiplied by `rhs[e]`. The result is `[rows, N]`.
+  }];
+  let arguments = (ins Tx_FloatTensor:$lhs, Tx_FloatTensor:$rhs, Tx_IndexTensor:$counts, UnitAttr:$transpose_rhs);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $counts (`transpose_rhs` $transpose_rhs^)? attr-dict
+    `:` type($lhs) `,` type($rhs) `,` type($counts) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tx_GateRowsOp : Tx_Op<"gate_rows", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                        DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+                                        AllTypesMatch<["input", "result"]>]> {
+  let summary = "each row times the sigmoid of its gate: result[t] = input[t] x sigmoid(gate[t, 0])";
+  let description = [{
+    `input` is `[tokens, hidden]`, `gate` `[tokens, 1]` (a GEMM's logits): Qwen2-MoE's shared expert,
+    whose output each token scales by sigmoid(x . shared_expert_gate).
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, Tx_FloatTensor:$gate);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $gate attr-dict `:` type($input) `,` type($gate)";
+  let hasVerifier = 1;
+}
+
+def Tx_RouterLoadOp : Tx_Op<"router_load", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                            DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+  let summary = "a router's load: the choices of each expert and the probability it got in all";
+  let description = [{
+    `probs` is tx.moe_route's `[tokens, experts]`, `counts` tx.moe_assign's. The result is
+    `[2, experts]`: row 0 the counts (as numbers; they have no gradient), row 1 each expert's
+    probabilities summed over the tokens. A layer adds its load to the sum it carries (the
+    load-balancing loss of all layers' routing at once, transformers').
+  }];
+  let arguments = (ins Tx_FloatTensor:$probs, Tx_IndexTensor:$counts);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$probs `,` $counts attr-dict `:` type($probs) `,` type($counts) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tx_LoadBalancingLossOp : Tx_Op<"load_balancing_loss", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                                          DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+  let summary = "the Switch Transformer's load-balancing loss of a router load: scale x sum_e count_e x prob_e";
+  let description = [{
+    `load` is tx.router_load's `[2, experts]` (or a sum of several). `scale` holds the rest of the
+    definition: transformers' load_balancing_loss_func is experts / (tokens x layers)^2 over all
+    layers' loads summed; Megatron's per-layer aux loss experts / (tokens^2 x top k) over each
+    layer's. The gradient reaches the probabilities only.
+  }];
+  let arguments = (ins Tx_FloatTensor:$load, F64Attr:$scale);
+  let results = (outs Tx_FloatScalar:$result);
+  let assemblyFormat = "$load `scale` $scale attr-dict `:` type($load) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tx_AddLossOp : Tx_Op<"add_loss", [MemoryEffects<[MemWrite]>]> {
+  let summary = "adds `coefficient` x a scalar to what training minimises, beside the returned loss";
+  let description = [{
+    The model's function returns the loss it reports (the language model's); an auxiliary loss
+    (a router's load balancing) joins the objective here: megac-autodiff seeds its cotangent with
+    `coefficient` times the returned loss's, and removes the op. Only in the model's function.
+  }];
+  let arguments = (ins Tx_FloatScalar:$loss, F64Attr:$coefficient);
+  let assemblyFormat = "$loss `times` $coefficient attr-dict `:` type($loss)";
+}
+
+def Tx_MetricOp : Tx_Op<"metric", [Tx_KernelCall, Tx_ShardingRule, MemoryEffects<[MemWrite]>]> {
+  let summary = "reports a scalar of each microbatch under a name (the mean over the iteration is logged)";
+  let description = [{
+    Training's log line, metrics file and TensorBoard show `metric` beside the language model's
+    loss: its mean over the iteration's microbatches (and data-parallel ranks); evaluation's, over
+    the evaluated batches. It changes nothing the program computes and has no gradient.
+  }];
+  let arguments = (ins Tx_FloatScalar:$value, Tx_Metric:$metric);
+  let assemblyFormat = "$metric $value attr-dict `:` type($value)";
+}
+
+// ---- gradients --------------------------------------------------------------------------------
+
+def Tx_LoadBalancingLossGradOp : Tx_Op<"load_balancing_loss_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule,
+                                                                   Pure, AllTypesMatch<["load", "result"]>]> {
+  let summary = "gradient of tx.load_balancing_loss: the probability row's, scale x grad x counts (0 for the counts)";
+  let arguments = (ins Tx_FloatScalar:$grad, Tx_FloatTensor:$load, F64Attr:$scale);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $load `scale` $scale attr-dict `:` type($grad) `,` type($load)";
+}
+
+def Tx_GateRowsGradOp : Tx_Op<"gate_rows_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                                AllTypesMatch<["grad", "input", "input_grad"]>,
+                                                AllTypesMatch<["gate", "gate_grad"]>]> {
+  let summary = "gradients of tx.gate_rows: the rows' (grad x s) and the gates' (s (1 - s) grad . input)";
+  let arguments = (ins Tx_FloatTensor:$grad, Tx_FloatTensor:$input, Tx_FloatTensor:$gate);
+  let results = (outs Tx_FloatTensor:$input_grad, Tx_FloatTensor:$gate_grad);
+  let assemblyFormat = "$grad `,` $input `,` $gate attr-dict `:` type($grad) `,` type($gate)";
+}
+
+def Tx_RouterLoadGradOp : Tx_Op<"router_load_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure]> {
+  let summary = "gradient of tx.router_load for the probabilities: row 1 of `grad` for every token";
+  let arguments = (ins Tx_FloatTensor:$grad);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tx_MoeRouteGradOp : Tx_Op<"moe_route_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                                AllTypesMatch<["probs_grad", "probs", "result"]>,
+                                                AllTypesMatch<["weights_grad", "weights"]>]> {
+  let summary = "gradient of tx.moe_route with respect to the logits";
+  let description = [{
+    From the cotangents of its probabilities and weights, and its results; the choice of experts
+    has none.
+  }];
+  let arguments = (ins Tx_FloatTensor:$probs_grad, Tx_FloatTensor:$weights_grad, Tx_FloatTensor:$probs,
+                       Tx_IndexTensor:$experts, Tx_FloatTensor:$weights, UnitAttr:$pre_softmax);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $probs_grad `,` $weights_grad `,` $probs `,` $experts `,` $weights (`pre_softmax` $pre_softmax^)? attr-dict
+    `:` type($probs) `,` type($weights) `,` type($experts)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tx_MoeRowDotOp : Tx_Op<"moe_row_dot", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure]> {
+  let summary = "result[t, j] = tokens[t] . rows_in_expert_order[rows[t, j]] (a routing weight's gradient)";
+  let arguments = (ins Tx_FloatTensor:$tokens, Tx_FloatTensor:$expert_rows, Tx_IndexTensor:$rows);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $tokens `,` $expert_rows `,` $rows attr-dict `:` type($tokens) `,` type($expert_rows) `,` type($rows) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tx_GroupedMatmulWeightGradOp : Tx_Op<"grouped_matmul_weight_grad", [Tx_ReferenceEval, Tx_KernelCall,
+                                                                      Tx_ShardingRule, Pure,
+                                                                      DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
+  let summary = "each expert's weight gradient from its rows: lhs_e^T grad_e (grad_e^T lhs_e with transpose)";
+  let description = [{
+    `lhs` `[rows, K]` and `grad` `[rows, N]` in expert order with tx.moe_assign's `counts`; the
+    result is `[experts, K, N]`, or `[experts, N, K]` with `transpose` (a `transpose_rhs`
+    tx.grouped_matmul's weight). An expert with no rows gets zeros.
+  }];
+  let arguments = (ins Tx_FloatTensor:$lhs, Tx_FloatTensor:$grad, Tx_IndexTensor:$counts, UnitAttr:$transpose);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $grad `,` $counts (`transpose` $transpose^)? attr-dict
+    `:` type($lhs) `,` type($grad) `,` type($counts) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MEGAC_TX_MOE_OPS_TD

@@ -1,0 +1,276 @@
+// Mixture of experts on the CPU: routing, the moves between token order and expert order, and
+// the grouped GEMM (one cblas_sgemm per expert with rows, inside one call). Float32; every
+// sum runs in a fixed order, so results do not depend on the thread count.
+#include "megart/error.h"
+#include "megart/kernels.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace megart::cpu {
+namespace {
+
+// Checks run serially before any parallel region (exceptions must not cross OpenMP).
+void check_experts(const char *kernel, const int32_t *experts, int64_t n, int64_t num_experts) {
+  for (int64_t i = 0; i < n; ++i)
+    if (experts[i] < 0 || experts[i] >= num_experts)
+      throw Error(std::string(kernel) + ": expert " + std::to_string(experts[i]) + " of choice " + std::to_string(i) +
+                  " is outside [0, " + std::to_string(num_experts) + ")");
+}
+
+void check_rows(const char *kernel, const int32_t *rows, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (rows[i] < 0 || rows[i] >= n)
+      throw Error(std::string(kernel) + ": row " + std::to_string(rows[i]) + " of choice " + std::to_string(i) +
+                  " is outside [0, " + std::to_string(n) + ")");
+}
+
+void check_counts(const char *kernel, const int32_t *counts, int64_t num_experts, int64_t rows) {
+  int64_t sum = 0;
+  for (int64_t e = 0; e < num_experts; ++e) {
+    if (counts[e] < 0)
+      throw Error(std::string(kernel) + ": expert " + std::to_string(e) + " has " + std::to_string(counts[e]) +
+                  " rows");
+    sum += counts[e];
+  }
+  if (sum != rows)
+    throw Error(std::string(kernel) + ": the experts' counts sum to " + std::to_string(sum) + ", not the " +
+                std::to_string(rows) + " rows");
+}
+
+// Whether expert a ranks before expert b: the more probable, the lower index among equals.
+bool ranks_before(const float *p, int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); }
+
+template <bool Weighted>
+void scatter(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens, int64_t topk,
+             int64_t hidden) {
+  check_rows(Weighted ? "moe_scatter_weighted" : "moe_scatter", rows, tokens * topk);
+#pragma omp parallel for schedule(static) if (tokens * topk * hidden > (1 << 16))
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < topk; ++j) {
+      float *dst = out + rows[t * topk + j] * hidden;
+      const float *src = in + t * hidden;
+      const float w = Weighted ? weights[t * topk + j] : 1.0f;
+      for (int64_t h = 0; h < hidden; ++h)
+        dst[h] = Weighted ? w * src[h] : src[h];
+    }
+}
+
+template <bool Weighted>
+void gather(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens, int64_t topk,
+            int64_t hidden) {
+  check_rows(Weighted ? "moe_gather_weighted" : "moe_gather", rows, tokens * topk);
+#pragma omp parallel for schedule(static) if (tokens * topk * hidden > (1 << 16))
+  for (int64_t t = 0; t < tokens; ++t) {
+    float *dst = out + t * hidden;
+    for (int64_t h = 0; h < hidden; ++h)
+      dst[h] = 0.0f;
+    for (int64_t j = 0; j < topk; ++j) {
+      const float *src = in + rows[t * topk + j] * hidden;
+      const float w = Weighted ? weights[t * topk + j] : 1.0f;
+      for (int64_t h = 0; h < hidden; ++h)
+        dst[h] += Weighted ? w * src[h] : src[h];
+    }
+  }
+}
+
+} // namespace
+
+void moe_route_forward(float *probs, int32_t *experts, float *weights, const float *logits, int64_t tokens,
+                       int64_t num_experts, int64_t topk, bool pre_softmax) {
+  if (topk < 1 || topk > num_experts)
+    throw Error("moe_route_forward: topk " + std::to_string(topk) + " is outside [1, " + std::to_string(num_experts) +
+                "]");
+#pragma omp parallel for schedule(static) if (tokens * num_experts > (1 << 14))
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float *l = logits + t * num_experts;
+    float *p = probs + t * num_experts;
+    float max = l[0];
+    for (int64_t e = 1; e < num_experts; ++e)
+      max = std::max(max, l[e]);
+    double sum = 0.0;
+    for (int64_t e = 0; e < num_experts; ++e)
+      sum += p[e] = std::exp(l[e] - max);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t e = 0; e < num_experts; ++e)
+      p[e] *= inv;
+    // Selection of the top k by insertion: k is small (2 to 8).
+    int32_t *chosen = experts + t * topk;
+    int64_t n = 0;
+    for (int32_t e = 0; e < num_experts; ++e) {
+      if (n == topk && !ranks_before(p, e, chosen[n - 1]))
+        continue;
+      int64_t at = n < topk ? n++ : n - 1;
+      while (at > 0 && ranks_before(p, e, chosen[at - 1])) {
+        chosen[at] = chosen[at - 1];
+        --at;
+      }
+      chosen[at] = e;
+    }
+    float total = 0.0f;
+    for (int64_t j = 0; j < topk; ++j)
+      total += p[chosen[j]];
+    for (int64_t j = 0; j < topk; ++j)
+      weights[t * topk + j] = pre_softmax ? p[chosen[j]] : p[chosen[j]] / total;
+  }
+}
+
+void moe_route_backward(float *dlogits, const float *dprobs, const float *dweights, const float *probs,
+                        const int32_t *experts, const float *weights, int64_t tokens, int64_t num_experts,
+                        int64_t topk, bool pre_softmax) {
+  check_experts("moe_route_backward", experts, tokens * topk, num_experts);
+#pragma omp parallel for schedule(static) if (tokens * num_experts > (1 << 14))
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float *p = probs + t * num_experts;
+    float *d = dlogits + t * num_experts;
+    for (int64_t e = 0; e < num_experts; ++e)
+      d[e] = dprobs[t * num_experts + e]; // dp, then the softmax's backward in place
+    // Renormalised weights w_j = p_j / S: dp_j += (dw_j - sum_i dw_i w_i) / S.
+    float chosen = 0.0f, weighted = 0.0f;
+    for (int64_t j = 0; j < topk; ++j) {
+      chosen += p[experts[t * topk + j]];
+      weighted += dweights[t * topk + j] * weights[t * topk + j];
+    }
+    for (int64_t j = 0; j < topk; ++j) {
+      const float dw = dweights[t * topk + j];
+      d[experts[t * topk + j]] += pre_softmax ? dw : (dw - weighted) / chosen;
+    }
+    float dot = 0.0f;
+    for (int64_t e = 0; e < num_experts; ++e)
+      dot += p[e] * d[e];
+    for (int64_t e = 0; e < num_experts; ++e)
+      d[e] = p[e] * (d[e] - dot);
+  }
+}
+
+void moe_assign(int32_t *rows, int32_t *counts, const int32_t *experts, int64_t tokens, int64_t topk,
+                int64_t num_experts) {
+  const int64_t n = tokens * topk;
+  check_experts("moe_assign", experts, n, num_experts);
+  if (n > INT32_MAX)
+    throw Error("moe_assign: " + std::to_string(n) + " choices do not fit int32 rows");
+  std::vector<int32_t> next(num_experts, 0);
+  for (int64_t e = 0; e < num_experts; ++e)
+    counts[e] = 0;
+  for (int64_t i = 0; i < n; ++i)
+    ++counts[experts[i]];
+  for (int64_t e = 1; e < num_experts; ++e)
+    next[e] = next[e - 1] + counts[e - 1];
+  for (int64_t i = 0; i < n; ++i) // in token order, so by token then choice within an expert
+    rows[i] = next[experts[i]]++;
+}
+
+void moe_scatter(float *out, const float *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden) {
+  scatter<false>(out, in, rows, nullptr, tokens, topk, hidden);
+}
+void moe_scatter_weighted(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens,
+                          int64_t topk, int64_t hidden) {
+  scatter<true>(out, in, rows, weights, tokens, topk, hidden);
+}
+void moe_gather(float *out, const float *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden) {
+  gather<false>(out, in, rows, nullptr, tokens, topk, hidden);
+}
+void moe_gather_weighted(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens,
+                         int64_t topk, int64_t hidden) {
+  gather<true>(out, in, rows, weights, tokens, topk, hidden);
+}
+
+void moe_row_dot(float *out, const float *tokens_in, const float *expert_rows, const int32_t *rows, int64_t tokens,
+                 int64_t topk, int64_t hidden) {
+  check_rows("moe_row_dot", rows, tokens * topk);
+#pragma omp parallel for schedule(static) if (tokens * topk * hidden > (1 << 16))
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < topk; ++j) {
+      const float *a = tokens_in + t * hidden, *b = expert_rows + rows[t * topk + j] * hidden;
+      float sum = 0.0f;
+      for (int64_t h = 0; h < hidden; ++h)
+        sum += a[h] * b[h];
+      out[t * topk + j] = sum;
+    }
+}
+
+void grouped_gemm(float *c, const float *a, const float *w, const int32_t *counts, int64_t num_experts, int64_t rows,
+                  int64_t k, int64_t n, bool transpose_w) {
+  check_counts("grouped_gemm", counts, num_experts, rows);
+  int64_t row = 0;
+  for (int64_t e = 0; e < num_experts; row += counts[e++])
+    if (counts[e] > 0)
+      gemm(c + row * n, a + row * k, w + e * k * n, counts[e], n, k, false, transpose_w);
+}
+
+void grouped_gemm_weight_grad(float *dw, const float *a, const float *dc, const int32_t *counts, int64_t num_experts,
+                              int64_t rows, int64_t k, int64_t n, bool transpose) {
+  check_counts("grouped_gemm_weight_grad", counts, num_experts, rows);
+  int64_t row = 0;
+  for (int64_t e = 0; e < num_experts; row += counts[e++]) {
+    float *out = dw + e * k * n;
+    if (counts[e] == 0)
+      std::fill(out, out + k * n, 0.0f);
+    else if (transpose) // [n, k] = dC_e^T A_e
+      gemm(out, dc + row * n, a + row * k, n, k, counts[e], true, false);
+    else // [k, n] = A_e^T dC_e
+      gemm(out, a + row * k, dc + row * n, k, n, counts[e], true, false);
+  }
+}
+
+namespace {
+// transformers' sigmoid in float32: 1 / (1 + exp(-g)).
+float sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
+} // namespace
+
+void gate_rows_forward(float *y, const float *x, const float *gate, int64_t tokens, int64_t hidden) {
+#pragma omp parallel for schedule(static) if (tokens * hidden > (1 << 16))
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float s = sigmoid(gate[t]);
+    for (int64_t h = 0; h < hidden; ++h)
+      y[t * hidden + h] = x[t * hidden + h] * s;
+  }
+}
+
+void gate_rows_backward(float *dx, float *dgate, const float *dy, const float *x, const float *gate, int64_t tokens,
+                        int64_t hidden) {
+#pragma omp parallel for schedule(static) if (tokens * hidden > (1 << 16))
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float s = sigmoid(gate[t]);
+    float dot = 0.0f;
+    for (int64_t h = 0; h < hidden; ++h) {
+      dx[t * hidden + h] = dy[t * hidden + h] * s;
+      dot += dy[t * hidden + h] * x[t * hidden + h];
+    }
+    dgate[t] = dot * s * (1.0f - s);
+  }
+}
+
+void router_load(float *load, const float *probs, const int32_t *counts, int64_t tokens, int64_t num_experts) {
+  for (int64_t e = 0; e < num_experts; ++e) {
+    load[e] = static_cast<float>(counts[e]);
+    load[num_experts + e] = 0.0f;
+  }
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t e = 0; e < num_experts; ++e)
+      load[num_experts + e] += probs[t * num_experts + e];
+}
+
+void router_load_backward(float *dprobs, const float *dload, int64_t tokens, int64_t num_experts) {
+  for (int64_t t = 0; t < tokens; ++t)
+    std::copy(dload + num_experts, dload + 2 * num_experts, dprobs + t * num_experts);
+}
+
+void load_balancing_loss(float *out, const float *load, int64_t num_experts, double scale) {
+  double sum = 0.0;
+  for (int64_t e = 0; e < num_experts; ++e)
+    sum += double(load[e]) * load[num_experts + e];
+  out[0] = static_cast<float>(scale * sum);
+}
+
+void load_balancing_loss_backward(float *dload, float dloss, const float *load, int64_t num_experts, double scale) {
+  for (int64_t e = 0; e < num_experts; ++e) {
+    dload[e] = 0.0f;
+    dload[num_experts + e] = static_cast<float>(scale * dloss * load[e]);
+  }
+}
+
+} // namespace megart::cpu

@@ -1,0 +1,37 @@
+// RUN: megac-opt %s --megac-test-factor-rules 2>&1 | FileCheck %s
+// RUN: megac-opt %s --megac-test-kernel-calls 2>&1 | FileCheck %s --check-prefix=CALLS
+// RUN: megac-opt %s | megac-opt | FileCheck %s --check-prefix=ROUNDTRIP
+// The mixture-of-experts ops (dialects/tx/TxMoeOps.td): each one's sharding rule in factors (the
+// tokens split, the choices and the experts whole; rows in expert order are the merged tokens x k)
+// and its kernel call, one op per line; and they print as they parse.
+
+func.func @moe(%x: tensor<6x4xf32>, %logits: tensor<6x8xf32>, %w: tensor<8x5x4xf32>, %dy: tensor<12x5xf32>) {
+  // CHECK: remark: ([i, j]) -> ([i, j], [i, k], [i, k]) {i=6, j=8, k=2} need_replication={j, k}{{$}}
+  // CALLS: remark: moe_route_forward(%probs, %experts, %weights, %arg1, tokens=6, experts=8, topk=2, pre_softmax=false)
+  %probs, %experts, %weights = tx.moe_route %logits topk 2 : tensor<6x8xf32> -> tensor<6x2xi32>, tensor<6x2xf32>
+  // CHECK: remark: ([i, j]) -> ([i, j], [k]) {i=6, j=2, k=8} need_replication={j, k}{{$}}
+  // CALLS: remark: moe_assign(%rows, %counts, %experts, tokens=6, topk=2, experts=8)
+  %rows, %counts = tx.moe_assign %experts : tensor<6x2xi32> -> tensor<8xi32>
+  // CHECK: remark: ([i, k], [i, j]) -> ([(i, j), k]) {i=6, j=2, k=4} need_replication={j}{{$}}
+  // CALLS: remark: moe_scatter(%0, %arg0, %rows, tokens=6, topk=2, hidden=4)
+  %xe = tx.moe_scatter %x, %rows : tensor<6x4xf32>, tensor<6x2xi32> -> tensor<12x4xf32>
+  // CHECK: remark: ([i, k], [j, l, k], [j]) -> ([i, l]) {i=12, j=8, k=4, l=5} reduction={k} need_replication={j}{{$}}
+  // CALLS: remark: grouped_gemm(%1, %0, %arg2, %counts, experts=8, rows=12, k=4, n=5, transpose_w=true)
+  %h = tx.grouped_matmul %xe, %w, %counts transpose_rhs : tensor<12x4xf32>, tensor<8x5x4xf32>, tensor<8xi32> -> tensor<12x5xf32>
+  // CHECK: remark: ([(i, j), k], [i, j], [i, j]) -> ([i, k]) {i=6, j=2, k=4} need_replication={j}{{$}}
+  // CALLS: remark: moe_gather_weighted(%2, %0, %rows, %weights, tokens=6, topk=2, hidden=4)
+  %y = tx.moe_gather %xe, %rows weights %weights : tensor<6x2xf32> : tensor<12x4xf32>, tensor<6x2xi32> -> tensor<6x4xf32>
+  // CHECK: remark: ([i, j], [i, k], [i, j], [i, k], [i, k]) -> ([i, j]) {i=6, j=8, k=2} need_replication={j, k}{{$}}
+  // CALLS: remark: moe_route_backward(%3, %probs, %weights, %probs, %experts, %weights, tokens=6, experts=8, topk=2, pre_softmax=true)
+  %d = tx.moe_route_grad %probs, %weights, %probs, %experts, %weights pre_softmax : tensor<6x8xf32>, tensor<6x2xf32>, tensor<6x2xi32>
+  // CHECK: remark: ([i, k], [(i, j), k], [i, j]) -> ([i, j]) {i=6, j=2, k=4} reduction={k} need_replication={j}{{$}}
+  // CALLS: remark: moe_row_dot(%4, %arg0, %0, %rows, tokens=6, topk=2, hidden=4)
+  %dot = tx.moe_row_dot %x, %xe, %rows : tensor<6x4xf32>, tensor<12x4xf32>, tensor<6x2xi32> -> tensor<6x2xf32>
+  // CHECK: remark: ([i, k], [i, l], [j]) -> ([j, l, k]) {i=12, j=8, k=4, l=5} reduction={i} need_replication={j}{{$}}
+  // CALLS: remark: grouped_gemm_weight_grad(%5, %0, %arg3, %counts, experts=8, rows=12, k=4, n=5, transpose=true)
+  %dw = tx.grouped_matmul_weight_grad %xe, %dy, %counts transpose : tensor<12x4xf32>, tensor<12x5xf32>, tensor<8xi32> -> tensor<8x5x4xf32>
+  // ROUNDTRIP: tx.moe_route %arg1 topk 2 : tensor<6x8xf32> -> tensor<6x2xi32>, tensor<6x2xf32>
+  // ROUNDTRIP: tx.moe_gather %{{.*}}, %{{.*}} weights %{{.*}} : tensor<6x2xf32> : tensor<12x4xf32>, tensor<6x2xi32> -> tensor<6x4xf32>
+  // ROUNDTRIP: tx.moe_route_grad {{.*}} pre_softmax : tensor<6x8xf32>, tensor<6x2xf32>, tensor<6x2xi32>
+  return
+}
