@@ -75,6 +75,8 @@ def Tx_ParamRole : I32EnumAttr<"ParamRole", "what a parameter is in Megatron's t
 def Tx_Metric : I32EnumAttr<"Metric", "a value the training log reports besides the language model's loss", [
     // a mixture of experts' load-balancing loss, before its coefficient (as the model defines it)
     I32EnumAttrCase<"LoadBalancingLoss", 0, "load_balancing_loss">,
+    // a mixture of experts' router z-loss, before its coefficient (summed over the layers)
+    I32EnumAttrCase<"ZLoss", 1, "z_loss">,
   ]> {
   let cppNamespace = "::megac::tx";
 }

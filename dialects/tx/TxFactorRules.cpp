@@ -438,3 +438,21 @@ FactorRule GateRowsGradOp::getFactorRule() {
   rule.results = {{tokens, hidden}, {tokens, {}}};
   return rule;
 }
+
+// A mean over the tokens of each token's logsumexp over the experts (whole).
+FactorRule RouterZLossOp::getFactorRule() {
+  FactorRule rule;
+  ArrayRef<int64_t> l = shapeOf(getLogits());
+  rule.operands = {{dimOf(rule, l[0]), dimOf(rule, l[1], /*needReplication=*/true)}};
+  rule.results = {{}};
+  return rule;
+}
+
+FactorRule RouterZLossGradOp::getFactorRule() {
+  FactorRule rule;
+  ArrayRef<int64_t> l = shapeOf(getLogits());
+  const FactorRule::Tensor logits = {dimOf(rule, l[0]), dimOf(rule, l[1], /*needReplication=*/true)};
+  rule.operands = {{}, logits};
+  rule.results = {logits};
+  return rule;
+}

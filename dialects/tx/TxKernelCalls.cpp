@@ -557,3 +557,18 @@ FailureOr<KernelCall> GateRowsGradOp::getKernelCall(bool) {
   return KernelCall{Kernel::gate_rows_backward, {getInputGrad(), getGateGrad(), getGrad(), getInput(), getGate(),
                                                  integer("tokens", x[0]), integer("hidden", x[1])}};
 }
+
+FailureOr<KernelCall> RouterZLossOp::getKernelCall(bool) {
+  if (failed(requireF32(*this)))
+    return failure();
+  ArrayRef<int64_t> l = shapeOf(getLogits());
+  return KernelCall{Kernel::router_z_loss, {getResult(), getLogits(), integer("tokens", l[0]), integer("experts", l[1])}};
+}
+
+FailureOr<KernelCall> RouterZLossGradOp::getKernelCall(bool) {
+  if (failed(requireF32(*this)))
+    return failure();
+  ArrayRef<int64_t> l = shapeOf(getLogits());
+  return KernelCall{Kernel::router_z_loss_backward, {getResult(), KernelArg::hostScalar(getGrad()), getLogits(),
+                                                     integer("tokens", l[0]), integer("experts", l[1])}};
+}

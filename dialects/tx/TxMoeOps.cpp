@@ -185,3 +185,7 @@ LogicalResult GateRowsOp::verify() {
     return failure();
   return expectShape(*this, "gate", shapeOf(getGate()), {shapeOf(getInput())[0], 1}, "one logit per token");
 }
+
+LogicalResult RouterZLossOp::verify() {
+  return expectRank(*this, "logits", getLogits(), 2, "[tokens, experts]");
+}

@@ -146,6 +146,15 @@ def Tx_LoadBalancingLossOp : Tx_Op<"load_balancing_loss", [Tx_ReferenceEval, Tx_
   let hasVerifier = 1;
 }
 
+def Tx_RouterZLossOp : Tx_Op<"router_z_loss", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                              DeclareOpInterfaceMethods<Tx_VjpOpInterface>]> {
+  let summary = "a router's z-loss: the mean over the tokens of logsumexp(logits)^2 (ST-MoE, Megatron's)";
+  let arguments = (ins Tx_FloatTensor:$logits);
+  let results = (outs Tx_FloatScalar:$result);
+  let assemblyFormat = "$logits attr-dict `:` type($logits) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Tx_AddLossOp : Tx_Op<"add_loss", [MemoryEffects<[MemWrite]>]> {
   let summary = "adds `coefficient` x a scalar to what training minimises, beside the returned loss";
   let description = [{
@@ -185,6 +194,14 @@ def Tx_GateRowsGradOp : Tx_Op<"gate_rows_grad", [Tx_ReferenceEval, Tx_KernelCall
   let arguments = (ins Tx_FloatTensor:$grad, Tx_FloatTensor:$input, Tx_FloatTensor:$gate);
   let results = (outs Tx_FloatTensor:$input_grad, Tx_FloatTensor:$gate_grad);
   let assemblyFormat = "$grad `,` $input `,` $gate attr-dict `:` type($grad) `,` type($gate)";
+}
+
+def Tx_RouterZLossGradOp : Tx_Op<"router_z_loss_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                                      AllTypesMatch<["logits", "result"]>]> {
+  let summary = "gradient of tx.router_z_loss: grad x 2 logsumexp(l) softmax(l) / tokens";
+  let arguments = (ins Tx_FloatScalar:$grad, Tx_FloatTensor:$logits);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $logits attr-dict `:` type($grad) `,` type($logits)";
 }
 
 def Tx_RouterLoadGradOp : Tx_Op<"router_load_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure]> {

@@ -267,3 +267,9 @@ FailureOr<Results> GateRowsGradOp::evaluate(ArrayRef<const Tensor *> in) {
   GateRowsGrads g = gateRowsGrad(*in[0], *in[1], *in[2]);
   return Results{std::move(g.input), std::move(g.gate)};
 }
+
+FailureOr<Results> RouterZLossOp::evaluate(ArrayRef<const Tensor *> in) { return one(routerZLoss(*in[0])); }
+
+FailureOr<Results> RouterZLossGradOp::evaluate(ArrayRef<const Tensor *> in) {
+  return one(routerZLossGrad(*in[0], *in[1]));
+}

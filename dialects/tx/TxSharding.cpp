@@ -508,3 +508,5 @@ LogicalResult LoadBalancingLossGradOp::shard(ShardingRewriter &r) { return shard
 LogicalResult MetricOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult GateRowsOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult GateRowsGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult RouterZLossOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult RouterZLossGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }

@@ -197,3 +197,7 @@ SmallVector<Value> GateRowsOp::buildVjp(OpBuilder &b, ValueRange cot) {
                                      getGate());
   return {grad.getInputGrad(), grad.getGateGrad()};
 }
+
+SmallVector<Value> RouterZLossOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  return {RouterZLossGradOp::create(b, getLoc(), getLogits().getType(), cot[0], getLogits())};
+}

@@ -156,6 +156,14 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
                    (plan.sharding != ShardingStrategy::NoShard ? megart::all_reduce_bytes(kDoubleBytes, plan.shardDegree)
                                                                : 0.0);
   runtimeSums.tp = megart::all_reduce_bytes(kDoubleBytes, plan.tp);
+  // With the loss, a program that reports metrics (tx.metric) sums every metric the runtime knows.
+  bool reports = false;
+  module.walk([&](tx::MetricOp) { reports = true; });
+  if (reports) {
+    const double metrics = double(tx::getMaxEnumValForMetric() + 1) * kDoubleBytes;
+    runtimeSums.pp += megart::all_reduce_bytes(metrics, plan.pp);
+    runtimeSums.dp += megart::all_reduce_bytes(metrics, plan.dp);
+  }
   if (!tx::hasChunkFunctions(module)) // not yet split: nothing per rank to count
     return result;
   // Tensors held by several stages (tied weights) and how many stages hold each.

@@ -174,6 +174,39 @@ Tensor loadBalancingLossGrad(const Tensor &grad, const Tensor &load, double scal
   return out;
 }
 
+namespace {
+double logSumExp(const double *row, int64_t n) {
+  const double max = *std::max_element(row, row + n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += std::exp(row[i] - max);
+  return max + std::log(sum);
+}
+} // namespace
+
+Tensor routerZLoss(const Tensor &logits) {
+  const int64_t T = logits.shape[0], E = logits.shape[1];
+  Tensor out = Tensor::zeros({});
+  for (int64_t t = 0; t < T; ++t) {
+    const double lse = logSumExp(&logits.data[t * E], E);
+    out.data[0] += lse * lse;
+  }
+  out.data[0] /= double(T);
+  return out;
+}
+
+Tensor routerZLossGrad(const Tensor &grad, const Tensor &logits) {
+  const int64_t T = logits.shape[0], E = logits.shape[1];
+  Tensor out = Tensor::zeros(logits.shape);
+  for (int64_t t = 0; t < T; ++t) {
+    const double *row = &logits.data[t * E];
+    const double lse = logSumExp(row, E);
+    for (int64_t e = 0; e < E; ++e)
+      out.data[t * E + e] = grad.data[0] * 2.0 * lse * std::exp(row[e] - lse) / double(T);
+  }
+  return out;
+}
+
 Tensor gateRows(const Tensor &x, const Tensor &gate) {
   const int64_t T = x.shape[0], H = x.shape[1];
   Tensor out = Tensor::zeros(x.shape);

@@ -262,7 +262,7 @@ private:
   /// Takes the layer function's parameter arguments in the order collectLayerParams made them.
   struct ArgCursor {
     Block::BlockArgListType args;
-    unsigned next; // after x (and the routers' load)
+    unsigned next; // after x and the carried values
     Value take() { return args[next++]; }
   };
 
@@ -273,7 +273,44 @@ private:
     return s.isMixtureOfExperts() && s.moeAuxLossCoeff > 0.0 && s.moeRouterLoadBalancingType != "none";
   }
   bool globalLoad() const { return s.moeRouterLoadBalancingType == "global_aux_loss"; }
+  /// The tokens of one data-parallel rank's microbatch: a load-balancing loss is each rank's own
+  /// (its tokens' routing, as Megatron and transformers under DDP compute it), so every plan with
+  /// the same micro batch trains the single rank's objective.
+  double rankTokens() const { return double(microBatch) * double(S); }
   RankedTensorType loadType() { return globalLoad() ? f32({2, s.numExperts}) : f32({}); }
+  /// Whether the layers carry the sum of their routers' z-losses (trained on).
+  bool carriesZLoss() const { return s.isMixtureOfExperts() && s.moeZLossCoeff > 0.0; }
+
+  /// What each layer takes after x and returns after its output, summed over the layers: the
+  /// routers' load, their z-losses.
+  struct Carried {
+    Value load, zLoss;
+    SmallVector<Value> values() const {
+      SmallVector<Value> v;
+      for (Value c : {load, zLoss})
+        if (c)
+          v.push_back(c);
+      return v;
+    }
+  };
+  SmallVector<Type> carriedTypes() {
+    SmallVector<Type> types;
+    if (carriesLoad())
+      types.push_back(loadType());
+    if (carriesZLoss())
+      types.push_back(f32({}));
+    return types;
+  }
+  /// `values` (as carriedTypes() orders them) as a Carried.
+  Carried carried(ValueRange values) {
+    Carried c;
+    unsigned i = 0;
+    if (carriesLoad())
+      c.load = values[i++];
+    if (carriesZLoss())
+      c.zLoss = values[i++];
+    return c;
+  }
 
   Value norm(ArgCursor &p, Value x, StringRef name) {
     Location loc = at(name, "normalization");
@@ -356,12 +393,17 @@ private:
   /// Dropless top-k routing to experts with SwiGLU MLPs (MixtralSparseMoeBlock): each token's
   /// rows go to its experts in expert order, each expert's rows through its weights in one grouped
   /// GEMM per projection, and back, summed with the router's weights.
-  Value mixtureOfExperts(ArgCursor &p, Value h, Value &load) {
+  Value mixtureOfExperts(ArgCursor &p, Value h, Carried &carry) {
+    Value &load = carry.load;
     const int64_t T = B * S, E = s.numExperts, K = s.moeRouterTopk, Fe = s.expertFfnHiddenSize(), R = T * K;
     Value gate = p.take(), w1 = p.take(), w2 = p.take(), w3 = p.take();
     Value x = reshape(h, {T, H}, "moe_tokens", "num_experts");
     Value logits = tx::MatmulOp::create(b, at("router_logits", "num_experts"), f32({T, E}), x, gate, UnitAttr(),
                                         b.getUnitAttr(), FloatAttr());
+    if (carry.zLoss) // ST-MoE's router z-loss: the mean over the tokens of logsumexp(logits)^2
+      carry.zLoss = tx::AddOp::create(b, at("z_loss", "moe_z_loss_coeff"), carry.zLoss,
+                                      tx::RouterZLossOp::create(b, at("router_z_loss", "moe_z_loss_coeff"), f32({}),
+                                                                logits));
     auto route = tx::MoeRouteOp::create(b, at("route", "moe_router_topk"), f32({T, E}), i32({T, K}), f32({T, K}),
                                         logits, b.getI64IntegerAttr(K),
                                         s.moeRouterPreSoftmax ? b.getUnitAttr() : UnitAttr());
@@ -370,9 +412,11 @@ private:
     if (load) { // the router's load, for the load-balancing loss
       Value mine = tx::RouterLoadOp::create(b, at("router_load", "moe_router_load_balancing_type"), f32({2, E}),
                                             route.getProbs(), counts);
-      if (!globalLoad()) // Megatron's: this layer's loss, experts / (tokens^2 x top k) x sum_e count_e prob_e
+      if (!globalLoad()) { // Megatron's: this layer's loss, experts / (tokens^2 x top k) x sum_e count_e prob_e
+        const double tokens = rankTokens();
         mine = tx::LoadBalancingLossOp::create(b, at("layer_aux_loss", "moe_router_load_balancing_type"), f32({}), mine,
-                                               b.getF64FloatAttr(double(E) / (double(T) * double(T) * double(K))));
+                                               b.getF64FloatAttr(double(E) / (tokens * tokens * double(K))));
+      }
       load = tx::AddOp::create(b, at("load", "moe_router_load_balancing_type"), load, mine);
     }
     Value xe = tx::MoeScatterOp::create(b, at("expert_tokens", "moe_router_topk"), f32({R, H}), x, rows, Value());
@@ -401,9 +445,9 @@ private:
 
   func::FuncOp buildLayer() {
     SmallVector<Type> inputs{f32({B, S, H})}, outputs{f32({B, S, H})};
-    if (carriesLoad()) {
-      inputs.push_back(loadType());
-      outputs.push_back(loadType());
+    for (Type t : carriedTypes()) {
+      inputs.push_back(t);
+      outputs.push_back(t);
     }
     for (const LayerParam &p : layerParams)
       inputs.push_back(f32(p.shape));
@@ -413,9 +457,12 @@ private:
     OpBuilder::InsertionGuard guard(b);
     Block *body = fn.addEntryBlock();
     body->getArgument(0).setLoc(at("x", "hidden_size"));
-    const unsigned firstParam = carriesLoad() ? 2 : 1;
-    if (carriesLoad())
-      body->getArgument(1).setLoc(at("load_in", "moe_router_load_balancing_type"));
+    const unsigned firstParam = 1 + carriedTypes().size();
+    Carried carry = carried(body->getArguments().slice(1, firstParam - 1)); // what the layers sum
+    if (carry.load)
+      carry.load.setLoc(at("load_in", "moe_router_load_balancing_type"));
+    if (carry.zLoss)
+      carry.zLoss.setLoc(at("z_loss_in", "moe_z_loss_coeff"));
     for (auto [arg, p] : llvm::zip_equal(body->getArguments().drop_front(firstParam), layerParams))
       arg.setLoc(at(identifier(blockName(p.name, p.block)), "hidden_size"));
     b.setInsertionPointToEnd(body);
@@ -453,9 +500,9 @@ private:
     Value r1 = tx::AddOp::create(b, at("residual_1", "num_layers"), x, o);
 
     Value h2 = norm(p, r1, gpt2 ? "ln_2" : "post_attention_layernorm");
-    Value m, load = carriesLoad() ? fn.getArgument(1) : Value();
+    Value m;
     if (s.isMixtureOfExperts()) {
-      m = mixtureOfExperts(p, h2, load);
+      m = mixtureOfExperts(p, h2, carry);
     } else if (s.activation == "gelu") {
       Value u = linear(p, h2, F, "fc", "ffn_hidden_size");
       m = linear(p, tx::GeluOp::create(b, at("fc_gelu", "activation"), u, tx::GeluApproximation::Tanh), H, "fc_proj",
@@ -471,8 +518,7 @@ private:
     m = hiddenDropout(m, names::kMlpOutputDropoutStream, "mlp_dropout");
     Value r2 = tx::AddOp::create(b, at("residual_2", "num_layers"), r1, m);
     SmallVector<Value> results{r2};
-    if (load)
-      results.push_back(load);
+    results.append(carry.values());
     func::ReturnOp::create(b, keyLoc("num_layers"), results);
     return fn;
   }
@@ -538,7 +584,7 @@ private:
   void addLoadBalancingLoss(Value load) {
     Location loc = at("load_balancing_loss", "moe_router_load_balancing_type");
     if (globalLoad()) {
-      const double rows = double(B) * double(S) * double(s.numLayers);
+      const double rows = rankTokens() * double(s.numLayers);
       load = tx::LoadBalancingLossOp::create(b, loc, f32({}), load,
                                              b.getF64FloatAttr(double(s.numExperts) / (rows * rows)));
     }
@@ -575,20 +621,21 @@ private:
     if (bert)
       x = tokenTypes(x);
     x = hiddenDropout(x, names::kEmbeddingDropoutStream, "embeddings_dropout");
-    Value load = carriesLoad() ? tx::ZerosOp::create(b, at("load", "moe_router_load_balancing_type"), loadType())
-                               : Value();
+    Carried carry;
+    if (carriesLoad())
+      carry.load = tx::ZerosOp::create(b, at("load", "moe_router_load_balancing_type"), loadType());
+    if (carriesZLoss())
+      carry.zLoss = tx::ZerosOp::create(b, at("z_loss", "moe_z_loss_coeff"), f32({}));
     for (int64_t i = 0; i < s.numLayers; ++i) {
       SmallVector<Value> operands{x};
-      if (load)
-        operands.push_back(load);
+      operands.append(carry.values());
       for (const LayerParam &p : layerParams)
         operands.push_back(declareParam(layerPrefix(i) + p.name, p.shape, p.placement, p.init, p.std, p.offsets,
                                         p.fullShape, /*padded=*/false, p.block));
       auto call = func::CallOp::create(b, at("layer_" + std::to_string(i), "num_layers"), layer, operands);
       call->setAttr(names::kLayerIndexAttr, b.getI64IntegerAttr(i));
       x = call.getResult(0);
-      if (load)
-        load = call.getResult(1);
+      carry = carried(call.getResults().drop_front());
     }
     if (bert) {
       func::ReturnOp::create(b, keyLoc("family"), maskedLmLoss(s.normAfterResidual() ? x : finalNorm(x), wte,
@@ -602,8 +649,12 @@ private:
                              FloatAttr());
     Value loss = tx::CrossEntropyOp::create(b, at("loss", "vocab_size"), f32({}), logits, fn.getArgument(1),
                                             Vp == V ? IntegerAttr() : b.getI64IntegerAttr(V), IntegerAttr());
-    if (load)
-      addLoadBalancingLoss(load);
+    if (carry.load)
+      addLoadBalancingLoss(carry.load);
+    if (carry.zLoss) { // Megatron's: each layer's, summed
+      tx::MetricOp::create(b, at("z_loss", "moe_z_loss_coeff"), carry.zLoss, tx::Metric::ZLoss);
+      tx::AddLossOp::create(b, at("z_loss", "moe_z_loss_coeff"), carry.zLoss, b.getF64FloatAttr(s.moeZLossCoeff));
+    }
     func::ReturnOp::create(b, keyLoc("family"), loss);
   }
 

@@ -88,21 +88,17 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
 }
 
 /// What of a mixture of experts this megac computes so far (issue [19] builds the rest): dropless
-/// routing in float32 with the load-balancing loss on one pipeline stage and one data-parallel rank.
+/// routing in float32, the load-balancing and z losses without pipeline parallelism.
 static Error mixtureOfExpertsBuilt(const ParallelPlan &plan, const ModelSpec &spec) {
   const char *notYet = " is not built yet (issue [19]); ";
   if (spec.moeAuxLossCoeff > 0.0 && plan.pp > 1)
     return fail("moe_aux_loss_coeff " + shortestExactText(spec.moeAuxLossCoeff) + " with --pipeline-model-parallel-size " +
                 Twine(plan.pp) + ": the routers' load crossing pipeline stages" + notYet +
                 "train it without pipeline parallelism, or set moe_aux_loss_coeff to 0");
-  if (spec.moeAuxLossCoeff > 0.0 && plan.dp > 1)
-    return fail("moe_aux_loss_coeff " + shortestExactText(spec.moeAuxLossCoeff) + " with --data-parallel-size " +
-                Twine(plan.dp) + ": the routers' load summed over the data-parallel ranks' tokens (so that every plan "
-                "trains the single rank's loss)" + notYet + "train it on one data-parallel rank, or set "
-                "moe_aux_loss_coeff to 0");
-  if (spec.moeZLossCoeff > 0.0)
-    return fail("moe_z_loss_coeff " + shortestExactText(spec.moeZLossCoeff) + ": the router's z-loss" + notYet +
-                "leave moe_z_loss_coeff out");
+  if (spec.moeZLossCoeff > 0.0 && plan.pp > 1)
+    return fail("moe_z_loss_coeff " + shortestExactText(spec.moeZLossCoeff) + " with --pipeline-model-parallel-size " +
+                Twine(plan.pp) + ": the routers' z-losses crossing pipeline stages" + notYet +
+                "train it without pipeline parallelism, or leave moe_z_loss_coeff out");
   if (spec.moeExpertCapacityFactor > 0.0)
     return fail("moe_expert_capacity_factor " + shortestExactText(spec.moeExpertCapacityFactor) + ": token dropping" + notYet +
                 "leave it out for dropless routing");

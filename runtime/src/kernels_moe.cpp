@@ -244,6 +244,39 @@ void gate_rows_backward(float *dx, float *dgate, const float *dy, const float *x
   }
 }
 
+namespace {
+// logsumexp of one row of logits, in double.
+double log_sum_exp(const float *row, int64_t n) {
+  float max = row[0];
+  for (int64_t i = 1; i < n; ++i)
+    max = std::max(max, row[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += std::exp(double(row[i]) - max);
+  return max + std::log(sum);
+}
+} // namespace
+
+void router_z_loss(float *out, const float *logits, int64_t tokens, int64_t num_experts) {
+  double sum = 0.0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const double lse = log_sum_exp(logits + t * num_experts, num_experts);
+    sum += lse * lse;
+  }
+  out[0] = static_cast<float>(sum / double(tokens));
+}
+
+void router_z_loss_backward(float *dlogits, float dloss, const float *logits, int64_t tokens, int64_t num_experts) {
+#pragma omp parallel for schedule(static) if (tokens * num_experts > (1 << 14))
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float *row = logits + t * num_experts;
+    const double lse = log_sum_exp(row, num_experts);
+    for (int64_t e = 0; e < num_experts; ++e)
+      dlogits[t * num_experts + e] =
+          static_cast<float>(double(dloss) * 2.0 * lse * std::exp(double(row[e]) - lse) / double(tokens));
+  }
+}
+
 void router_load(float *load, const float *probs, const int32_t *counts, int64_t tokens, int64_t num_experts) {
   for (int64_t e = 0; e < num_experts; ++e) {
     load[e] = static_cast<float>(counts[e]);

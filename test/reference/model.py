@@ -186,9 +186,11 @@ class MixtureOfExperts(nn.Module):
 
     def forward(self, x):
         tokens = x.reshape(-1, x.shape[-1])
-        probs = F.softmax(self.gate(tokens), dim=-1)
+        logits = self.gate(tokens)
+        probs = F.softmax(logits, dim=-1)
         weights, chosen = torch.topk(probs, self.topk, dim=-1)
         self.routing = (probs, chosen)  # for the load-balancing loss
+        self.z_loss = torch.logsumexp(logits, dim=-1).square().mean()  # ST-MoE's router z-loss
         if self.renormalise:
             weights = weights / weights.sum(dim=-1, keepdim=True)
         out = torch.zeros_like(tokens)
@@ -302,6 +304,15 @@ class Transformer(nn.Module):
         logits = self(ids)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
+    def moe_layers(self):
+        return [block.block_sparse_moe if self.spec.family == "mixtral" else block.mlp
+                for block in getattr(self, self._names[0]).layers]
+
+    def z_loss(self):
+        """The last forward's router z-losses (each the mean over the tokens of logsumexp(logits)^2),
+        summed over the layers, before their coefficient."""
+        return sum(layer.z_loss for layer in self.moe_layers())
+
     def load_balancing_loss(self):
         """The routing of the last forward's load-balancing loss, before its coefficient:
         global_aux_loss as transformers' load_balancing_loss_func (every layer's tokens together:
@@ -309,8 +320,7 @@ class Transformer(nn.Module):
         probability), aux_loss as Megatron's (each layer's experts / (tokens^2 x k) x sum over
         experts of its choices times its summed probability, summed over the layers)."""
         spec = self.spec
-        routing = [(block.block_sparse_moe if spec.family == "mixtral" else block.mlp).routing
-                   for block in getattr(self, self._names[0]).layers]
+        routing = [layer.routing for layer in self.moe_layers()]
         E, k = spec.num_experts, spec.moe_router_topk
         if spec.moe_router_load_balancing_type == "global_aux_loss":
             probs = torch.cat([p for p, _ in routing])

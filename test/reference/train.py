@@ -116,7 +116,7 @@ def train(model, samples, a, log=None):
         for g in opt.param_groups:
             g["lr"] = lr
         opt.zero_grad(set_to_none=False)
-        loss_sum, balance_sum = 0.0, 0.0
+        loss_sum, balance_sum, z_sum = 0.0, 0.0, 0.0
         for m in range(num_micro):
             first = (k - 1) * B + m * b
             pairs = [samples[i] for i in range(first, first + b)]
@@ -129,6 +129,10 @@ def train(model, samples, a, log=None):
                 balance = model.load_balancing_loss()
                 objective = loss + model.spec.moe_aux_loss_coeff * balance
                 balance_sum += balance.item()
+            if model.spec.moe_z_loss_coeff > 0:
+                z = model.z_loss()
+                objective = objective + model.spec.moe_z_loss_coeff * z
+                z_sum += z.item()
             (objective / num_micro).backward()
             loss_sum += loss.item()
         if a.clip_grad > 0:
@@ -139,6 +143,8 @@ def train(model, samples, a, log=None):
         rec = {"iteration": k, "lm_loss": loss_sum / num_micro, "grad_norm": float(norm), "lr": lr}
         if model.spec.moe_aux_loss_coeff > 0:
             rec["load_balancing_loss"] = balance_sum / num_micro
+        if model.spec.moe_z_loss_coeff > 0:
+            rec["z_loss"] = z_sum / num_micro
         metrics.append(rec)
         if log:
             log(rec)

@@ -119,6 +119,10 @@ Tensor loadBalancingLoss(const Tensor &load, double scale);
 /// [2, E]: row 0 zeros (the counts have no gradient), row 1 scale x grad x load[0].
 Tensor loadBalancingLossGrad(const Tensor &grad, const Tensor &load, double scale);
 
+/// logits [T, E]: mean over t of logsumexp_e(logits[t, e])^2, a scalar; its gradient
+/// grad x 2 lse_t softmax[t, e] / T.
+Tensor routerZLoss(const Tensor &logits);
+Tensor routerZLossGrad(const Tensor &grad, const Tensor &logits);
 /// x [T, H] times sigmoid(gate [T, 1]) row by row.
 Tensor gateRows(const Tensor &x, const Tensor &gate);
 struct GateRowsGrads {

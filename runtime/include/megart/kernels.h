@@ -334,6 +334,10 @@ void grouped_gemm_weight_grad(float *dw, const float *a, const float *dc, const 
 void gate_rows_forward(float *y, const float *x, const float *gate, int64_t tokens, int64_t hidden);
 void gate_rows_backward(float *dx, float *dgate, const float *dy, const float *x, const float *gate, int64_t tokens,
                         int64_t hidden);
+// A router's z-loss: out[0] = mean over the tokens of logsumexp(logits[t])^2 (in double); its
+// backward dlogits[t, e] = dloss x 2 lse_t softmax[t, e] / tokens.
+void router_z_loss(float *out, const float *logits, int64_t tokens, int64_t num_experts);
+void router_z_loss_backward(float *dlogits, float dloss, const float *logits, int64_t tokens, int64_t num_experts);
 // A router's load [2, experts]: row 0 the counts, row 1 each expert's probabilities summed over
 // the tokens (in token order); its backward gives every token row 1 of dload.
 void router_load(float *load, const float *probs, const int32_t *counts, int64_t tokens, int64_t num_experts);

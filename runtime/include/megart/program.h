@@ -58,9 +58,9 @@ public:
 // communicators where the plan does not split that axis).
 // What a program may report besides its loss (the compiler's tx.metric), in the compiler's
 // tx::Metric order: each microbatch adds its value to StepContext::metrics[m].
-enum class Metric : int64_t { LoadBalancingLoss = 0 };
-inline constexpr int64_t kNumMetrics = 1;
-inline const char *metric_name(int64_t m) { return m == 0 ? "load_balancing_loss" : "?"; }
+enum class Metric : int64_t { LoadBalancingLoss = 0, ZLoss = 1 };
+inline constexpr int64_t kNumMetrics = 2;
+inline const char *metric_name(int64_t m) { return m == 0 ? "load_balancing_loss" : m == 1 ? "z_loss" : "?"; }
 
 struct StepContext {
   Communicator *tp = nullptr;
