@@ -92,6 +92,10 @@ def cases():
              r"moe_z_loss_coeff 0\.01 with --pipeline-model-parallel-size 2: the routers' z-losses crossing pipeline "
              r"stages is not built yet \(issue \[19\]\)", absent=[OUT],
              files={"spec.yaml": with_keys([("family", "mixtral"), ("num_experts", 4), ("moe_z_loss_coeff", "0.01")])}),
+        Case(AREA, "experts with sp and dp", ["{megac}", "compile", "{scratch}/spec.yaml", "-o", OUT, "--no-build",
+                                              "--tp", "2", "--sp", "--dp", "2"],
+             r"--sequence-parallel with --data-parallel-size 2 and experts: .* leave out --sequence-parallel",
+             absent=[OUT], files={"spec.yaml": with_keys([("family", "mixtral"), ("num_experts", 4)])}),
         spec_case("a drop policy without a capacity", with_keys([("family", "mixtral"), ("num_experts", 4),
                                                                   ("moe_token_drop_policy", "position")]),
                   r"moe_token_drop_policy without moe_expert_capacity_factor: dropless routing drops no token"),
