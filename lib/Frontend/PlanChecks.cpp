@@ -88,23 +88,15 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
 }
 
 /// What of a mixture of experts this megac computes so far (issue [19] builds the rest): dropless
-/// routing in float32, the load-balancing and z losses without pipeline parallelism.
+/// routing in float32.
 static Error mixtureOfExpertsBuilt(const ParallelPlan &plan, const ModelSpec &spec) {
   const char *notYet = " is not built yet (issue [19]); ";
-  if (spec.moeAuxLossCoeff > 0.0 && plan.pp > 1)
-    return fail("moe_aux_loss_coeff " + shortestExactText(spec.moeAuxLossCoeff) + " with --pipeline-model-parallel-size " +
-                Twine(plan.pp) + ": the routers' load crossing pipeline stages" + notYet +
-                "train it without pipeline parallelism, or set moe_aux_loss_coeff to 0");
   if (plan.sp && plan.dp > 1)
     return fail("--sequence-parallel with --data-parallel-size " + Twine(plan.dp) +
                 " and experts: the experts' rows merge the batch (split over dp) and the sequence (split over tp), "
                 "and the sharding propagation cannot yet tell the two splits apart in one dimension (issue [19]); "
                 "leave out --sequence-parallel (the experts are whole on every tensor-parallel rank anyway) or use "
                 "--data-parallel-size 1");
-  if (spec.moeZLossCoeff > 0.0 && plan.pp > 1)
-    return fail("moe_z_loss_coeff " + shortestExactText(spec.moeZLossCoeff) + " with --pipeline-model-parallel-size " +
-                Twine(plan.pp) + ": the routers' z-losses crossing pipeline stages" + notYet +
-                "train it without pipeline parallelism, or leave moe_z_loss_coeff out");
   if (spec.moeExpertCapacityFactor > 0.0)
     return fail("moe_expert_capacity_factor " + shortestExactText(spec.moeExpertCapacityFactor) + ": token dropping" + notYet +
                 "leave it out for dropless routing");

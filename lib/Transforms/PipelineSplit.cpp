@@ -34,11 +34,13 @@ struct Placement {
   bool placed(Value v) const { return v.getDefiningOp() && chunk.count(v.getDefiningOp()); }
 };
 
-/// The ops and boundary values of one chunk.
+/// The ops and boundary values of one chunk. What crosses a boundary is the residual stream and
+/// what the layers carry besides it (a mixture of experts' router load): several values travel
+/// packed into one flat tensor (the runtime sends one buffer each way).
 struct ChunkPlan {
   SmallVector<Operation *> forwardOps, backwardOps;
-  Value input, output;         // residual stream in / out (null at the ends)
-  Value outputGrad, inputGrad; // its gradient in (from chunk + 1) / out (to chunk - 1)
+  llvm::SetVector<Value> inputs, outputs;         // in from chunk - 1 / out to chunk + 1 (none at the ends)
+  llvm::SetVector<Value> outputGrads, inputGrads; // their gradients in (from chunk + 1) / out (to chunk - 1)
   llvm::SetVector<Value> stash;
 };
 
@@ -56,9 +58,11 @@ private:
   LogicalResult collectBoundaries();
   func::FuncOp buildForward(int64_t c);
   func::FuncOp buildBackward(int64_t c);
-  /// A function taking `inputs`, running clones of `ops` and returning `outputs`.
-  func::FuncOp buildChunkFunction(StringRef name, ArrayRef<Value> inputs, ArrayRef<Operation *> ops,
-                                  ArrayRef<Value> outputs);
+  /// A function taking `inputs` then `boundaryIn` (several values arrive packed in one
+  /// argument), running clones of `ops` and returning `boundaryOut` (packed likewise) then
+  /// `outputs`.
+  func::FuncOp buildChunkFunction(StringRef name, ArrayRef<Value> inputs, ArrayRef<Value> boundaryIn,
+                                  ArrayRef<Operation *> ops, ArrayRef<Value> boundaryOut, ArrayRef<Value> outputs);
   /// Clones `ops` into `fn`'s body; values in `map` are already there, free ops are cloned
   /// on first use.
   void cloneInto(OpBuilder &b, ArrayRef<Operation *> ops, IRMapping &map);
@@ -70,7 +74,7 @@ private:
   ArrayRef<int64_t> layersPerChunk;
   int64_t numChunks;
   Placement where;
-  SmallVector<ChunkPlan> chunks;
+  std::vector<ChunkPlan> chunks;
   Value ids, labels, dloss, loss;
 };
 
@@ -179,8 +183,60 @@ LogicalResult Splitter::splitTiedGradient(tx::ParamGradOp grad, tx::AddOp sum) {
 
 InFlightDiagnostic Splitter::crossChunkError(Operation *user, Value v, int64_t from, int64_t to) {
   return user->emitOpError() << "in chunk " << to << " reads a value of chunk " << from << " (" << v.getType()
-                             << ") that is not the residual stream between neighbouring chunks; "
-                             << "megac-pipeline-split passes only that one value between chunks";
+                             << ") that is not passed between neighbouring chunks; megac-pipeline-split passes "
+                             << "values only from a chunk to the next (and their gradients back)";
+}
+
+/// The bytes of `values`, and their one element type (null when they differ).
+std::pair<int64_t, Type> boundaryBytes(ArrayRef<Value> values) {
+  int64_t bytes = 0;
+  Type element;
+  for (Value v : values) {
+    auto t = cast<RankedTensorType>(v.getType());
+    bytes += t.getNumElements() * t.getElementTypeBitWidth() / 8;
+    element = !element || element == t.getElementType() ? t.getElementType() : Type();
+    if (!element)
+      return {bytes, Type()};
+  }
+  return {bytes, element};
+}
+
+/// `values` flattened and laid end to end in one [elements] tensor (each padded to its place and
+/// added up); one value is sent as it is.
+Value packBoundary(OpBuilder &b, Location loc, ArrayRef<Value> values) {
+  if (values.size() == 1)
+    return values.front();
+  int64_t total = 0;
+  for (Value v : values)
+    total += cast<RankedTensorType>(v.getType()).getNumElements();
+  Type element = cast<RankedTensorType>(values.front().getType()).getElementType();
+  auto packedType = RankedTensorType::get({total}, element);
+  Value packed;
+  int64_t offset = 0;
+  for (Value v : values) {
+    const int64_t n = cast<RankedTensorType>(v.getType()).getNumElements();
+    Value flat = tx::ReshapeOp::create(b, loc, RankedTensorType::get({n}, element), v);
+    Value placed = tx::PadOp::create(b, loc, packedType, flat, 0, offset);
+    packed = packed ? tx::AddOp::create(b, loc, packed, placed).getResult() : placed;
+    offset += n;
+  }
+  return packed;
+}
+
+/// The values packBoundary laid out in `packed`, of `types`.
+SmallVector<Value> unpackBoundary(OpBuilder &b, Location loc, Value packed, TypeRange types) {
+  if (types.size() == 1)
+    return {packed};
+  SmallVector<Value> values;
+  int64_t offset = 0;
+  for (Type type : types) {
+    auto t = cast<RankedTensorType>(type);
+    const int64_t n = t.getNumElements();
+    Value flat = tx::SliceOp::create(b, loc, RankedTensorType::get({n}, t.getElementType()), packed, 0, offset);
+    values.push_back(tx::ReshapeOp::create(b, loc, t, flat));
+    offset += n;
+  }
+  return values;
 }
 
 LogicalResult Splitter::collectBoundaries() {
@@ -201,24 +257,24 @@ LogicalResult Splitter::collectBoundaries() {
       if (!backward) {
         if (from == c)
           continue;
-        if (from != c - 1 || (chunks[c].input && chunks[c].input != v))
+        if (from != c - 1)
           return crossChunkError(&op, v, from, c);
-        chunks[c].input = v;
-        chunks[from].output = v;
+        chunks[c].inputs.insert(v);
+        chunks[from].outputs.insert(v);
         continue;
       }
       if (fromBackward) {
         if (from == c)
           continue;
-        if (from != c + 1 || (chunks[c].outputGrad && chunks[c].outputGrad != v))
+        if (from != c + 1)
           return crossChunkError(&op, v, from, c);
-        chunks[c].outputGrad = v;
-        chunks[from].inputGrad = v;
+        chunks[c].outputGrads.insert(v);
+        chunks[from].inputGrads.insert(v);
         continue;
       }
       // A forward value the backward reads: stashed by this chunk's forward (its own value or
-      // the input it received).
-      if (from != c && v != chunks[c].input)
+      // one it received).
+      if (from != c && !chunks[c].inputs.contains(v))
         return crossChunkError(&op, v, from, c);
       chunks[c].stash.insert(v);
     }
@@ -230,10 +286,20 @@ LogicalResult Splitter::collectBoundaries() {
   loss = ret.getOperand(0);
   for (int64_t c = 0; c < numChunks; ++c) {
     bool first = c == 0, last = c == numChunks - 1;
-    if (!first && (!chunks[c].input || !chunks[c].inputGrad))
+    if (!first && (chunks[c].inputs.empty() || chunks[c].inputGrads.empty()))
       return entry.emitOpError() << "chunk " << c << " receives no residual stream or sends back no gradient";
-    if (!last && (!chunks[c].output || !chunks[c].outputGrad))
+    if (!last && (chunks[c].outputs.empty() || chunks[c].outputGrads.empty()))
       return entry.emitOpError() << "chunk " << c << " sends no residual stream or receives no gradient";
+    if (last)
+      continue;
+    // The runtime sends the values and their gradients in buffers of one size, each one type.
+    auto [forward, forwardType] = boundaryBytes(chunks[c].outputs.getArrayRef());
+    auto [backward, backwardType] = boundaryBytes(chunks[c].outputGrads.getArrayRef());
+    if (!forwardType || !backwardType || forward != backward)
+      return entry.emitOpError() << "chunk " << c << " sends " << chunks[c].outputs.size() << " values (" << forward
+                                 << " bytes) and gets " << chunks[c].outputGrads.size() << " gradients (" << backward
+                                 << " bytes) back; megac-pipeline-split packs several into one buffer of one element "
+                                 << "type, as many bytes each way";
   }
   return success();
 }
@@ -247,11 +313,23 @@ void Splitter::cloneInto(OpBuilder &b, ArrayRef<Operation *> ops, IRMapping &map
   }
 }
 
-func::FuncOp Splitter::buildChunkFunction(StringRef name, ArrayRef<Value> inputs, ArrayRef<Operation *> ops,
+func::FuncOp Splitter::buildChunkFunction(StringRef name, ArrayRef<Value> inputs, ArrayRef<Value> boundaryIn,
+                                          ArrayRef<Operation *> ops, ArrayRef<Value> boundaryOut,
                                           ArrayRef<Value> outputs) {
+  // Several boundary values travel as one packed tensor.
+  auto packedType = [](ArrayRef<Value> values) -> Type {
+    if (values.size() == 1)
+      return values.front().getType();
+    auto [bytes, element] = boundaryBytes(values);
+    return RankedTensorType::get({bytes * 8 / element.getIntOrFloatBitWidth()}, element);
+  };
   SmallVector<Type> args, results;
   for (Value v : inputs)
     args.push_back(v.getType());
+  if (!boundaryIn.empty())
+    args.push_back(packedType(boundaryIn));
+  if (!boundaryOut.empty())
+    results.push_back(packedType(boundaryOut));
   for (Value v : outputs)
     results.push_back(v.getType());
   OpBuilder b(module.getBodyRegion());
@@ -260,51 +338,71 @@ func::FuncOp Splitter::buildChunkFunction(StringRef name, ArrayRef<Value> inputs
   auto fn = func::FuncOp::create(b, loc, name, b.getFunctionType(args, results));
   Block *block = fn.addEntryBlock();
   IRMapping map;
-  map.map(inputs, block->getArguments());
+  SmallVector<Value> unpacked(inputs);
+  unpacked.append(boundaryIn.begin(), boundaryIn.end());
+  const bool packedIn = boundaryIn.size() > 1, packedOut = boundaryOut.size() > 1;
   // Each argument is named after the value it brings (a result of a layer call by what the
   // layer returns there: layer_1_fc_gelu).
-  for (auto [arg, v] : llvm::zip_equal(block->getArguments(), inputs)) {
+  for (auto [arg, v] : llvm::zip(block->getArguments(), unpacked)) {
     auto result = dyn_cast<OpResult>(v);
     std::string name = result ? tx::resultName(result) : tx::valueName(v).str();
     arg.setLoc(name.empty() || name == tx::valueName(v) ? v.getLoc() : tx::derivedLoc(v, name, "megac-pipeline-split"));
   }
   b.setInsertionPointToEnd(block);
+  map.map(inputs, block->getArguments().take_front(inputs.size()));
+  if (packedIn) {
+    Location at = NameLoc::get(b.getStringAttr("boundary_in"), loc);
+    block->getArguments().back().setLoc(at);
+    SmallVector<Type> types;
+    for (Value v : boundaryIn)
+      types.push_back(v.getType());
+    map.map(boundaryIn, unpackBoundary(b, at, block->getArguments().back(), types));
+  } else if (!boundaryIn.empty()) {
+    map.map(boundaryIn.front(), block->getArguments().back());
+  }
   cloneInto(b, ops, map);
-  SmallVector<Value> mapped;
+  SmallVector<Value> mapped, boundary;
+  for (Value v : boundaryOut)
+    boundary.push_back(map.lookup(v));
+  if (!boundary.empty())
+    mapped.push_back(packBoundary(b, NameLoc::get(b.getStringAttr("boundary_out"), loc), boundary));
   for (Value v : outputs)
     mapped.push_back(map.lookup(v));
   func::ReturnOp::create(b, loc, mapped);
-  // The boundary values keep the shardings megac-tensor-parallel recorded.
-  for (auto [i, v] : llvm::enumerate(inputs))
-    if (tx::ShardingAttr sharding = tx::recordedSharding(v))
+  // The boundary values keep the shardings megac-tensor-parallel recorded (a packed one has none).
+  SmallVector<Value> argValues(inputs), resultValues;
+  if (!boundaryIn.empty())
+    argValues.push_back(packedIn ? Value() : boundaryIn.front());
+  if (!boundaryOut.empty())
+    resultValues.push_back(packedOut ? Value() : boundaryOut.front());
+  resultValues.append(outputs.begin(), outputs.end());
+  for (auto [i, v] : llvm::enumerate(argValues))
+    if (tx::ShardingAttr sharding = v ? tx::recordedSharding(v) : tx::ShardingAttr())
       fn.setArgAttr(i, names::kShardingAttr, sharding);
-  for (auto [i, v] : llvm::enumerate(outputs))
-    if (tx::ShardingAttr sharding = tx::recordedSharding(v))
+  for (auto [i, v] : llvm::enumerate(resultValues))
+    if (tx::ShardingAttr sharding = v ? tx::recordedSharding(v) : tx::ShardingAttr())
       fn.setResultAttr(i, names::kShardingAttr, sharding);
   return fn;
 }
 
 func::FuncOp Splitter::buildForward(int64_t c) {
   ChunkPlan &chunk = chunks[c];
-  SmallVector<Value> inputs = {ids, labels};
-  if (chunk.input)
-    inputs.push_back(chunk.input);
-  SmallVector<Value> outputs = {c == numChunks - 1 ? loss : chunk.output};
-  outputs.append(chunk.stash.begin(), chunk.stash.end());
-  func::FuncOp fn = buildChunkFunction(names::forwardHalf(names::chunkName(c)), inputs, chunk.forwardOps, outputs);
+  SmallVector<Value> boundaryOut =
+      c == numChunks - 1 ? SmallVector<Value>{loss} : SmallVector<Value>(chunk.outputs.getArrayRef());
+  func::FuncOp fn = buildChunkFunction(names::forwardHalf(names::chunkName(c)), {ids, labels},
+                                       chunk.inputs.getArrayRef(), chunk.forwardOps, boundaryOut,
+                                       chunk.stash.getArrayRef());
   setRole(fn, FunctionRole::ChunkForward);
   return fn;
 }
 
 func::FuncOp Splitter::buildBackward(int64_t c) {
   ChunkPlan &chunk = chunks[c];
-  SmallVector<Value> inputs = {ids, labels, dloss}, outputs;
+  SmallVector<Value> inputs = {ids, labels, dloss};
   inputs.append(chunk.stash.begin(), chunk.stash.end());
-  if (chunk.outputGrad)
-    inputs.push_back(chunk.outputGrad);
-  if (chunk.inputGrad)
-    outputs.push_back(chunk.inputGrad);
-  func::FuncOp fn = buildChunkFunction(names::backwardHalf(names::chunkName(c)), inputs, chunk.backwardOps, outputs);
+  func::FuncOp fn = buildChunkFunction(names::backwardHalf(names::chunkName(c)), inputs,
+                                       chunk.outputGrads.getArrayRef(), chunk.backwardOps,
+                                       chunk.inputGrads.getArrayRef(), {});
   setRole(fn, FunctionRole::ChunkBackward);
   return fn;
 }

@@ -49,10 +49,6 @@ def cases():
                    r"token is routed to at most every expert", content=mixtral_config(num_experts_per_tok=6)),
         hf_compile("Mixtral with router jitter", r"router_jitter_noise is 0\.1; megac does not jitter the router's "
                    r"inputs .* set it to 0", content=mixtral_config(router_jitter_noise=0.1)),
-        hf_compile("Mixtral's load-balancing loss over pipeline stages", r"moe_aux_loss_coeff 0\.02 with "
-                   r"--pipeline-model-parallel-size 2: the routers' load crossing pipeline stages is not built yet "
-                   r"\(issue \[19\]\)", flags=("--pp", "2"),
-                   content=mixtral_config(output_router_logits=True, router_aux_loss_coef=0.02, num_hidden_layers=2)),
         hf_compile("Qwen2-MoE with dense layers", r"decoder_sparse_step is 2; megac builds one layer body, so every "
                    r"layer's MLP is the mixture of experts", content=qwen2_moe_config(decoder_sparse_step=2)),
         hf_compile("Qwen2-MoE with mlp_only_layers", r"mlp_only_layers is \[1\]; megac builds one layer body",
