@@ -142,7 +142,10 @@ def PipelineSplit : Pass<"megac-pipeline-split", "mlir::ModuleOp"> {
 
     where input / output are the residual stream passed between neighbouring chunks (and
     output_grad / input_grad its gradient), and the stash is what the backward reads of the
-    forward. Parameters are cloned into every chunk that uses them; a gradient that is a sum of
+    forward. What the layers carry besides the residual stream (a mixture of experts' router
+    load) travels with it: several values are packed into one flat tensor (`boundary_out`:
+    flattened, padded to their places, added) and unpacked on arrival (`boundary_in`: sliced,
+    reshaped), their gradients likewise, so the runtime sends one buffer each way. Parameters are cloned into every chunk that uses them; a gradient that is a sum of
     contributions from different chunks (a weight tied between the first and last chunk) becomes
     one `tx.param_grad` per chunk, and the runtime sums the stages' copies. Each chunk function
     carries `megac.chunk` (its chunk) and `megac.stash` (the number of values its forward stashes).
