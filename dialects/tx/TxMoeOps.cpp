@@ -91,27 +91,24 @@ LogicalResult GroupedMatmulOp::verify() {
   return expectShape(*this, "result", shapeOf(getResult()), {lhs[0], n}, "[rows, N]");
 }
 
-/// The experts' GEMMs together: every row once by its expert's [K, N] weight, as one [rows x K] by
-/// [K x N] product for the cost model (the experts' sizes are data; their FLOPs sum to this).
-GemmShape GroupedMatmulOp::getGemmShape() {
-  ArrayRef<int64_t> lhs = shapeOf(getLhs());
+/// One [m x k] by [k x n] product: the cost model's view of a grouped GEMM's experts together (the
+/// experts' sizes are data; their FLOPs sum to this).
+static GemmShape summedGemm(int64_t m, int64_t k, int64_t n) {
   GemmShape g;
-  g.m = lhs[0];
-  g.k = lhs[1];
-  g.n = shapeOf(getResult())[1];
-  g.rhsContractSize = g.k;
+  g.m = m;
+  g.k = g.rhsContractSize = k;
+  g.n = n;
   return g;
 }
 
-/// Each expert's K x N gradient summed over its rows: together a [K x rows] by [rows x N] product.
+/// Every row once by its expert's [K, N] weight: [rows x K] by [K x N].
+GemmShape GroupedMatmulOp::getGemmShape() {
+  return summedGemm(shapeOf(getLhs())[0], shapeOf(getLhs())[1], shapeOf(getResult())[1]);
+}
+
+/// Each expert's K x N gradient summed over its rows: [K x rows] by [rows x N].
 GemmShape GroupedMatmulWeightGradOp::getGemmShape() {
-  ArrayRef<int64_t> lhs = shapeOf(getLhs());
-  GemmShape g;
-  g.m = lhs[1];
-  g.k = lhs[0];
-  g.n = shapeOf(getGrad())[1];
-  g.rhsContractSize = g.k;
-  return g;
+  return summedGemm(shapeOf(getLhs())[1], shapeOf(getLhs())[0], shapeOf(getGrad())[1]);
 }
 
 LogicalResult MoeRouteGradOp::verify() {
