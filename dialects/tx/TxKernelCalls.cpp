@@ -417,45 +417,42 @@ FailureOr<KernelCall> MatmulNf4Op::getKernelCall(bool) {
 
 namespace {
 
-/// The mixture-of-experts kernels are float32 only so far.
-LogicalResult requireF32(Operation *op) {
+/// `call` of a mixture-of-experts kernel, which computes float32 only so far.
+FailureOr<KernelCall> f32Only(Operation *op, KernelCall call) {
   for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults()))
     if (auto t = cast<RankedTensorType>(v.getType()); isa<FloatType>(t.getElementType()) && !t.getElementType().isF32())
       return refuse(op, "the mixture-of-experts kernels compute float32 only (not " +
                             llvm::Twine(t.getElementType().isBF16() ? "bf16" : "16-bit") + " activations)");
-  return success();
+  return call;
 }
 
 /// A move between token rows and rows in expert order (weighted when weights are given).
-FailureOr<KernelCall> rowMoveCall(Operation *op, Kernel plain, Kernel weighted, Value result, Value input,
-                                  Value rows, Value weights, int64_t hidden) {
-  if (failed(requireF32(op)))
-    return failure();
+FailureOr<KernelCall> rowMoveCall(Operation *op, Kernel plain, Kernel weighted, Value result, Value input, Value rows,
+                                  Value weights, int64_t hidden) {
   ArrayRef<int64_t> r = shapeOf(rows);
   std::vector<KernelArg> args{result, input, rows};
   if (weights)
     args.push_back(weights);
   for (KernelArg a : {integer("tokens", r[0]), integer("topk", r[1]), integer("hidden", hidden)})
     args.push_back(a);
-  return KernelCall{weights ? weighted : plain, std::move(args)};
+  return f32Only(op, {weights ? weighted : plain, std::move(args)});
 }
 
 } // namespace
 
 FailureOr<KernelCall> MoeRouteOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
   ArrayRef<int64_t> l = shapeOf(getLogits());
-  return KernelCall{Kernel::moe_route_forward,
-                    {getProbs(), getExperts(), getWeights(), getLogits(), integer("tokens", l[0]),
-                     integer("experts", l[1]), integer("topk", int64_t(getTopk())),
-                     boolean("pre_softmax", getPreSoftmax())}};
+  return f32Only(
+      *this, {Kernel::moe_route_forward,
+              {getProbs(), getExperts(), getWeights(), getLogits(), integer("tokens", l[0]), integer("experts", l[1]),
+               integer("topk", int64_t(getTopk())), boolean("pre_softmax", getPreSoftmax())}});
 }
 
 FailureOr<KernelCall> MoeAssignOp::getKernelCall(bool) {
   ArrayRef<int64_t> e = shapeOf(getExperts());
-  return KernelCall{Kernel::moe_assign, {getRows(), getCounts(), getExperts(), integer("tokens", e[0]),
-                                         integer("topk", e[1]), integer("experts", shapeOf(getCounts())[0])}};
+  return KernelCall{Kernel::moe_assign,
+                    {getRows(), getCounts(), getExperts(), integer("tokens", e[0]), integer("topk", e[1]),
+                     integer("experts", shapeOf(getCounts())[0])}};
 }
 
 FailureOr<KernelCall> MoeScatterOp::getKernelCall(bool) {
@@ -469,106 +466,88 @@ FailureOr<KernelCall> MoeGatherOp::getKernelCall(bool) {
 }
 
 FailureOr<KernelCall> GroupedMatmulOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
   ArrayRef<int64_t> a = shapeOf(getLhs()), w = shapeOf(getRhs());
-  return KernelCall{Kernel::grouped_gemm,
-                    {getResult(), getLhs(), getRhs(), getCounts(), integer("experts", w[0]), integer("rows", a[0]),
-                     integer("k", a[1]), integer("n", shapeOf(getResult())[1]),
-                     boolean("transpose_w", getTransposeRhs())}};
+  return f32Only(
+      *this, {Kernel::grouped_gemm,
+              {getResult(), getLhs(), getRhs(), getCounts(), integer("experts", w[0]), integer("rows", a[0]),
+               integer("k", a[1]), integer("n", shapeOf(getResult())[1]), boolean("transpose_w", getTransposeRhs())}});
 }
 
 FailureOr<KernelCall> MoeRouteGradOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
   ArrayRef<int64_t> p = shapeOf(getProbs());
-  return KernelCall{Kernel::moe_route_backward,
-                    {getResult(), getProbsGrad(), getWeightsGrad(), getProbs(), getExperts(), getWeights(),
-                     integer("tokens", p[0]), integer("experts", p[1]), integer("topk", shapeOf(getWeights())[1]),
-                     boolean("pre_softmax", getPreSoftmax())}};
+  return f32Only(*this, {Kernel::moe_route_backward,
+                         {getResult(), getProbsGrad(), getWeightsGrad(), getProbs(), getExperts(), getWeights(),
+                          integer("tokens", p[0]), integer("experts", p[1]), integer("topk", shapeOf(getWeights())[1]),
+                          boolean("pre_softmax", getPreSoftmax())}});
 }
 
 FailureOr<KernelCall> MoeRowDotOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
   ArrayRef<int64_t> r = shapeOf(getRows());
-  return KernelCall{Kernel::moe_row_dot, {getResult(), getTokens(), getExpertRows(), getRows(), integer("tokens", r[0]),
-                                          integer("topk", r[1]), integer("hidden", shapeOf(getTokens())[1])}};
+  return f32Only(*this, {Kernel::moe_row_dot,
+                         {getResult(), getTokens(), getExpertRows(), getRows(), integer("tokens", r[0]),
+                          integer("topk", r[1]), integer("hidden", shapeOf(getTokens())[1])}});
 }
 
 FailureOr<KernelCall> GroupedMatmulWeightGradOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
   ArrayRef<int64_t> a = shapeOf(getLhs());
-  return KernelCall{Kernel::grouped_gemm_weight_grad,
-                    {getResult(), getLhs(), getGrad(), getCounts(), integer("experts", shapeOf(getCounts())[0]),
-                     integer("rows", a[0]), integer("k", a[1]), integer("n", shapeOf(getGrad())[1]),
-                     boolean("transpose", getTranspose())}};
+  return f32Only(*this, {Kernel::grouped_gemm_weight_grad,
+                         {getResult(), getLhs(), getGrad(), getCounts(), integer("experts", shapeOf(getCounts())[0]),
+                          integer("rows", a[0]), integer("k", a[1]), integer("n", shapeOf(getGrad())[1]),
+                          boolean("transpose", getTranspose())}});
 }
 
 FailureOr<KernelCall> RouterLoadOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
   ArrayRef<int64_t> p = shapeOf(getProbs());
-  return KernelCall{Kernel::router_load, {getResult(), getProbs(), getCounts(), integer("tokens", p[0]),
-                                          integer("experts", p[1])}};
+  return f32Only(*this, {Kernel::router_load,
+                         {getResult(), getProbs(), getCounts(), integer("tokens", p[0]), integer("experts", p[1])}});
 }
 
 FailureOr<KernelCall> RouterLoadGradOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
   ArrayRef<int64_t> r = shapeOf(getResult());
-  return KernelCall{Kernel::router_load_backward, {getResult(), getGrad(), integer("tokens", r[0]),
-                                                   integer("experts", r[1])}};
+  return f32Only(*this, {Kernel::router_load_backward,
+                         {getResult(), getGrad(), integer("tokens", r[0]), integer("experts", r[1])}});
 }
 
 FailureOr<KernelCall> LoadBalancingLossOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
-  return KernelCall{Kernel::load_balancing_loss, {getResult(), getLoad(), integer("experts", shapeOf(getLoad())[1]),
-                                                  floating("scale", getScale())}};
+  return f32Only(*this,
+                 {Kernel::load_balancing_loss,
+                  {getResult(), getLoad(), integer("experts", shapeOf(getLoad())[1]), floating("scale", getScale())}});
 }
 
 FailureOr<KernelCall> LoadBalancingLossGradOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
-  return KernelCall{Kernel::load_balancing_loss_backward,
-                    {getResult(), KernelArg::hostScalar(getGrad()), getLoad(),
-                     integer("experts", shapeOf(getLoad())[1]), floating("scale", getScale())}};
+  return f32Only(*this, {Kernel::load_balancing_loss_backward,
+                         {getResult(), KernelArg::hostScalar(getGrad()), getLoad(),
+                          integer("experts", shapeOf(getLoad())[1]), floating("scale", getScale())}});
 }
 
 FailureOr<KernelCall> MetricOp::getKernelCall(bool) {
-  return KernelCall{Kernel::record_metric, {KernelArg::context(KernelArg::StepContext),
-                                            integer("metric", static_cast<int64_t>(getMetric())), getValue()}};
+  return KernelCall{
+      Kernel::record_metric,
+      {KernelArg::context(KernelArg::StepContext), integer("metric", static_cast<int64_t>(getMetric())), getValue()}};
 }
 
 FailureOr<KernelCall> GateRowsOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
   ArrayRef<int64_t> x = shapeOf(getInput());
-  return KernelCall{Kernel::gate_rows_forward, {getResult(), getInput(), getGate(), integer("tokens", x[0]),
-                                                integer("hidden", x[1])}};
+  return f32Only(*this, {Kernel::gate_rows_forward,
+                         {getResult(), getInput(), getGate(), integer("tokens", x[0]), integer("hidden", x[1])}});
 }
 
 FailureOr<KernelCall> GateRowsGradOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
   ArrayRef<int64_t> x = shapeOf(getInput());
-  return KernelCall{Kernel::gate_rows_backward, {getInputGrad(), getGateGrad(), getGrad(), getInput(), getGate(),
-                                                 integer("tokens", x[0]), integer("hidden", x[1])}};
+  return f32Only(*this, {Kernel::gate_rows_backward,
+                         {getInputGrad(), getGateGrad(), getGrad(), getInput(), getGate(), integer("tokens", x[0]),
+                          integer("hidden", x[1])}});
 }
 
 FailureOr<KernelCall> RouterZLossOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
   ArrayRef<int64_t> l = shapeOf(getLogits());
-  return KernelCall{Kernel::router_z_loss, {getResult(), getLogits(), integer("tokens", l[0]), integer("experts", l[1])}};
+  return f32Only(
+      *this, {Kernel::router_z_loss, {getResult(), getLogits(), integer("tokens", l[0]), integer("experts", l[1])}});
 }
 
 FailureOr<KernelCall> RouterZLossGradOp::getKernelCall(bool) {
-  if (failed(requireF32(*this)))
-    return failure();
   ArrayRef<int64_t> l = shapeOf(getLogits());
-  return KernelCall{Kernel::router_z_loss_backward, {getResult(), KernelArg::hostScalar(getGrad()), getLogits(),
-                                                     integer("tokens", l[0]), integer("experts", l[1])}};
+  return f32Only(*this, {Kernel::router_z_loss_backward,
+                         {getResult(), KernelArg::hostScalar(getGrad()), getLogits(), integer("tokens", l[0]),
+                          integer("experts", l[1])}});
 }

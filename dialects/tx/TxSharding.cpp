@@ -41,6 +41,19 @@ std::optional<int64_t> reshapeSplitDim(ArrayRef<int64_t> in, ArrayRef<int64_t> o
   return std::nullopt;
 }
 
+/// A mixture of experts' ops have no tensor-parallel algorithm yet (expert parallelism will have
+/// its own): every operand whole, so each rank computes the whole mixture, and every result whole.
+LogicalResult shardWhole(Operation *op, ShardingRewriter &r) {
+  for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+    r.requireWhole(op, i);
+    if (r.get(op->getOperand(i)).isSplit())
+      r.require(op, i, kWhole, "mixture of experts: whole on every tensor-parallel rank");
+  }
+  for (Value v : op->getResults())
+    r.set(v, kWhole);
+  return success();
+}
+
 /// Elementwise ops: every operand takes the first one's sharding, whole (not partial).
 LogicalResult shardElementwise(Operation *op, ShardingRewriter &r) {
   for (unsigned i = 0; i < op->getNumOperands(); ++i)
@@ -479,19 +492,6 @@ LogicalResult CrossEntropyGradOp::shard(ShardingRewriter &r) {
 }
 
 // ---- mixture of experts ---------------------------------------------------------------------------
-
-/// No tensor-parallel algorithm yet (expert parallelism will have its own): every operand whole,
-/// so each rank computes the whole mixture, and every result whole.
-static LogicalResult shardWhole(Operation *op, ShardingRewriter &r) {
-  for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-    r.requireWhole(op, i);
-    if (r.get(op->getOperand(i)).isSplit())
-      r.require(op, i, kWhole, "mixture of experts: whole on every tensor-parallel rank");
-  }
-  for (Value v : op->getResults())
-    r.set(v, kWhole);
-  return success();
-}
 
 LogicalResult MoeRouteOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MoeAssignOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }

@@ -156,7 +156,8 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
                    (plan.sharding != ShardingStrategy::NoShard ? megart::all_reduce_bytes(kDoubleBytes, plan.shardDegree)
                                                                : 0.0);
   runtimeSums.tp = megart::all_reduce_bytes(kDoubleBytes, plan.tp);
-  // With the loss, a program that reports metrics (tx.metric) sums every metric the runtime knows.
+  // A program that reports metrics (tx.metric) sums every metric the runtime knows with the loss
+  // (in the same reduction: the bytes add up).
   bool reports = false;
   module.walk([&](tx::MetricOp) { reports = true; });
   if (reports) {

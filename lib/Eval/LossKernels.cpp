@@ -1,23 +1,21 @@
 // Softmax cross-entropy, mean over label positions, and its gradient w.r.t. the logits.
 #include "megac/Eval/Kernels.h"
+#include "Softmax.h"
 
 #include <algorithm>
 #include <cmath>
 
 namespace megac::eval {
 
-namespace {
-/// Softmax of one row of logits; also returns log(sum(exp)) for the loss.
-double softmaxRow(const double *logits, int64_t vocab, std::vector<double> &probs) {
-  double max = *std::max_element(logits, logits + vocab), sum = 0.0;
-  probs.resize(vocab);
-  for (int64_t c = 0; c < vocab; ++c)
-    sum += (probs[c] = std::exp(logits[c] - max));
+double softmaxRow(const double *row, int64_t n, std::vector<double> &probs) {
+  double max = *std::max_element(row, row + n), sum = 0.0;
+  probs.resize(n);
+  for (int64_t c = 0; c < n; ++c)
+    sum += (probs[c] = std::exp(row[c] - max));
   for (double &p : probs)
     p /= sum;
   return max + std::log(sum);
 }
-} // namespace
 
 /// The positions whose labels count: all, or those not labelled `ignore`.
 static int64_t countedLabels(const Tensor &labels, std::optional<int64_t> ignore) {

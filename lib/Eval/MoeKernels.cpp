@@ -1,6 +1,7 @@
 // Mixture of experts in double precision: routing, the moves to and from expert order, the
 // grouped GEMM and their gradients, each written from its op's description.
 #include "megac/Eval/Kernels.h"
+#include "Softmax.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,15 +14,11 @@ Routing moeRoute(const Tensor &logits, int64_t topk, bool preSoftmax) {
   Routing r{Tensor::zeros(logits.shape), Tensor::integers({T, topk}, std::vector<int64_t>(T * topk)),
             Tensor::zeros({T, topk})};
   std::vector<int64_t> order(E);
+  std::vector<double> row;
   for (int64_t t = 0; t < T; ++t) {
-    const double *l = &logits.data[t * E];
+    softmaxRow(&logits.data[t * E], E, row);
     double *p = &r.probs.data[t * E];
-    const double max = *std::max_element(l, l + E);
-    double sum = 0.0;
-    for (int64_t e = 0; e < E; ++e)
-      sum += p[e] = std::exp(l[e] - max);
-    for (int64_t e = 0; e < E; ++e)
-      p[e] /= sum;
+    std::copy(row.begin(), row.end(), p);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
     double chosen = 0.0;
@@ -174,21 +171,12 @@ Tensor loadBalancingLossGrad(const Tensor &grad, const Tensor &load, double scal
   return out;
 }
 
-namespace {
-double logSumExp(const double *row, int64_t n) {
-  const double max = *std::max_element(row, row + n);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i)
-    sum += std::exp(row[i] - max);
-  return max + std::log(sum);
-}
-} // namespace
-
 Tensor routerZLoss(const Tensor &logits) {
   const int64_t T = logits.shape[0], E = logits.shape[1];
   Tensor out = Tensor::zeros({});
+  std::vector<double> probs;
   for (int64_t t = 0; t < T; ++t) {
-    const double lse = logSumExp(&logits.data[t * E], E);
+    const double lse = softmaxRow(&logits.data[t * E], E, probs);
     out.data[0] += lse * lse;
   }
   out.data[0] /= double(T);
@@ -198,11 +186,11 @@ Tensor routerZLoss(const Tensor &logits) {
 Tensor routerZLossGrad(const Tensor &grad, const Tensor &logits) {
   const int64_t T = logits.shape[0], E = logits.shape[1];
   Tensor out = Tensor::zeros(logits.shape);
+  std::vector<double> probs;
   for (int64_t t = 0; t < T; ++t) {
-    const double *row = &logits.data[t * E];
-    const double lse = logSumExp(row, E);
+    const double lse = softmaxRow(&logits.data[t * E], E, probs);
     for (int64_t e = 0; e < E; ++e)
-      out.data[t * E + e] = grad.data[0] * 2.0 * lse * std::exp(row[e] - lse) / double(T);
+      out.data[t * E + e] = grad.data[0] * 2.0 * lse * probs[e] / double(T);
   }
   return out;
 }

@@ -118,14 +118,19 @@ llvm::json::Value slidingWindow(const ModelSpec &s) {
   return s.slidingWindow ? llvm::json::Value(s.slidingWindow) : llvm::json::Value(nullptr);
 }
 
+/// Qwen2's window fields: a sliding window in every layer or none.
+void qwen2Window(llvm::json::Object &config, const ModelSpec &s) {
+  config["use_sliding_window"] = s.slidingWindow != 0;
+  config["sliding_window"] = slidingWindow(s);
+  config["max_window_layers"] = s.numLayers;
+}
+
 /// Qwen2ForCausalLM: Llama's layout with biases on q, k and v; a sliding window in every layer or none.
 HuggingFaceConfig qwen2(const ModelSpec &s) {
   if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "Qwen2ForCausalLM"))
     return *no;
   llvm::json::Object config = llamaLayoutFields(s, "Qwen2ForCausalLM", "qwen2");
-  config["use_sliding_window"] = s.slidingWindow != 0;
-  config["sliding_window"] = slidingWindow(s);
-  config["max_window_layers"] = s.numLayers;
+  qwen2Window(config, s);
   return {pretty(std::move(config)), ""};
 }
 
@@ -138,24 +143,35 @@ HuggingFaceConfig mistral(const ModelSpec &s) {
   return {pretty(std::move(config)), ""};
 }
 
-/// MixtralForCausalLM: Llama's layout (a sliding window or none) whose MLPs are experts. The
+/// A mixture of experts in Llama's layout (MixtralForCausalLM, Qwen2MoeForCausalLM): the
 /// load-balancing loss is in transformers' training loss only with output_router_logits, at
-/// router_aux_loss_coef (transformers computes it over every layer's routing at once: megac's
-/// global_aux_loss).
-HuggingFaceConfig mixtral(const ModelSpec &s) {
-  if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "MixtralForCausalLM"))
-    return *no;
-  if (s.moeRouterPreSoftmax)
-    return none("moe_router_pre_softmax true (MixtralForCausalLM renormalises its top-k weights)");
+/// router_aux_loss_coef, computed over every layer's routing at once (megac's global_aux_loss).
+std::optional<HuggingFaceConfig> notExpertLayout(const ModelSpec &s, llvm::StringRef architecture) {
+  if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, architecture))
+    return no;
   if (s.moeAuxLossCoeff > 0.0 && s.moeRouterLoadBalancingType != "global_aux_loss")
-    return none("moe_router_load_balancing_type " + s.moeRouterLoadBalancingType +
-                " (transformers' Mixtral computes its load-balancing loss over all layers at once: global_aux_loss)");
-  llvm::json::Object config = llamaLayoutFields(s, "MixtralForCausalLM", "mixtral");
-  config["sliding_window"] = slidingWindow(s);
-  config["num_local_experts"] = s.numExperts;
+    return none("moe_router_load_balancing_type " + s.moeRouterLoadBalancingType + " (transformers' " +
+                architecture.str() + " computes its load-balancing loss over all layers at once: global_aux_loss)");
+  return std::nullopt;
+}
+
+/// The router's fields both families share.
+void routerFields(llvm::json::Object &config, const ModelSpec &s) {
   config["num_experts_per_tok"] = s.moeRouterTopk;
   config["output_router_logits"] = s.moeAuxLossCoeff > 0.0;
   config["router_aux_loss_coef"] = s.moeAuxLossCoeff > 0.0 ? s.moeAuxLossCoeff : 0.001; // transformers' default
+}
+
+/// MixtralForCausalLM: Llama's layout (a sliding window or none) whose MLPs are experts.
+HuggingFaceConfig mixtral(const ModelSpec &s) {
+  if (std::optional<HuggingFaceConfig> no = notExpertLayout(s, "MixtralForCausalLM"))
+    return *no;
+  if (s.moeRouterPreSoftmax)
+    return none("moe_router_pre_softmax true (MixtralForCausalLM renormalises its top-k weights)");
+  llvm::json::Object config = llamaLayoutFields(s, "MixtralForCausalLM", "mixtral");
+  config["sliding_window"] = slidingWindow(s);
+  config["num_local_experts"] = s.numExperts;
+  routerFields(config, s);
   config["router_jitter_noise"] = 0.0;
   return {pretty(std::move(config)), ""};
 }
@@ -163,23 +179,16 @@ HuggingFaceConfig mixtral(const ModelSpec &s) {
 /// Qwen2MoeForCausalLM: Qwen2's attention, experts in every layer (decoder_sparse_step 1) with a
 /// shared expert gated by a sigmoid; norm_topk_prob is moe_router_pre_softmax's negation.
 HuggingFaceConfig qwen2Moe(const ModelSpec &s) {
-  if (std::optional<HuggingFaceConfig> no = notLlamaLayout(s, "Qwen2MoeForCausalLM"))
+  if (std::optional<HuggingFaceConfig> no = notExpertLayout(s, "Qwen2MoeForCausalLM"))
     return *no;
-  if (s.moeAuxLossCoeff > 0.0 && s.moeRouterLoadBalancingType != "global_aux_loss")
-    return none("moe_router_load_balancing_type " + s.moeRouterLoadBalancingType +
-                " (transformers' Qwen2-MoE computes its load-balancing loss over all layers at once: global_aux_loss)");
   llvm::json::Object config = llamaLayoutFields(s, "Qwen2MoeForCausalLM", "qwen2_moe");
-  config["use_sliding_window"] = s.slidingWindow != 0;
-  config["sliding_window"] = slidingWindow(s);
-  config["max_window_layers"] = s.numLayers;
+  qwen2Window(config, s);
   config["decoder_sparse_step"] = 1;
   config["num_experts"] = s.numExperts;
-  config["num_experts_per_tok"] = s.moeRouterTopk;
   config["moe_intermediate_size"] = s.expertFfnHiddenSize();
   config["shared_expert_intermediate_size"] = s.moeSharedExpertIntermediateSize;
   config["norm_topk_prob"] = !s.moeRouterPreSoftmax;
-  config["output_router_logits"] = s.moeAuxLossCoeff > 0.0;
-  config["router_aux_loss_coef"] = s.moeAuxLossCoeff > 0.0 ? s.moeAuxLossCoeff : 0.001; // transformers' default
+  routerFields(config, s);
   return {pretty(std::move(config)), ""};
 }
 

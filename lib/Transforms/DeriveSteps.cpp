@@ -29,6 +29,16 @@ func::FuncOp cloneAs(func::FuncOp fn, StringRef name, FunctionRole role) {
   return copy;
 }
 
+/// Erases the ops of `body` whose results nothing reads (last first: an op's users come after it).
+void eraseUnread(Block &body) {
+  for (Operation *op = body.getTerminator()->getPrevNode(); op;) {
+    Operation *prev = op->getPrevNode();
+    if (op->getNumResults() > 0 && op->use_empty())
+      op->erase();
+    op = prev;
+  }
+}
+
 /// `forward` (a chunk's forward: the loss, then its stash) returning the loss alone, with the
 /// values nothing then reads removed: the forward training runs, op for op.
 FailureOr<func::FuncOp> lossOnly(func::FuncOp forward, StringRef name, FunctionRole role) {
@@ -44,12 +54,7 @@ FailureOr<func::FuncOp> lossOnly(func::FuncOp forward, StringRef name, FunctionR
   fn.removeResAttrsAttr(); // the stash's attributes went with it (an empty list would leave one result unlisted)
   fn->removeAttr(names::kChunkAttr); // a step of its own, not one of the schedule's chunks
   fn->removeAttr(names::kStashAttr);
-  for (Operation *op = terminator->getPrevNode(); op;) { // last first: an op's users come after it
-    Operation *prev = op->getPrevNode();
-    if (op->getNumResults() > 0 && op->use_empty())
-      op->erase();
-    op = prev;
-  }
+  eraseUnread(cloned);
   return fn;
 }
 
@@ -126,13 +131,7 @@ struct DeriveDecodeStepPass : public megac::impl::DeriveDecodeStepBase<DeriveDec
         op->erase();
     });
     returnLogits(forward);
-    Block &body = forward.getBody().front();
-    for (Operation *op = body.getTerminator()->getPrevNode(); op;) {
-      Operation *prev = op->getPrevNode();
-      if (op->getNumResults() > 0 && op->use_empty() && isa<tx::LoadBalancingLossOp>(op))
-        op->erase();
-      op = prev;
-    }
+    eraseUnread(forward.getBody().front());
   }
 };
 

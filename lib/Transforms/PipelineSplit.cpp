@@ -201,22 +201,30 @@ std::pair<int64_t, Type> boundaryBytes(ArrayRef<Value> values) {
   return {bytes, element};
 }
 
-/// `values` flattened and laid end to end in one [elements] tensor (each padded to its place and
+/// The type `values` cross a boundary as: one value its own, several one flat [elements] tensor
+/// (of their one element type: collectBoundaries checked it).
+Type packedType(ArrayRef<Value> values) {
+  if (values.size() == 1)
+    return values.front().getType();
+  int64_t total = 0;
+  for (Value v : values)
+    total += cast<RankedTensorType>(v.getType()).getNumElements();
+  return RankedTensorType::get({total}, cast<RankedTensorType>(values.front().getType()).getElementType());
+}
+
+/// `values` flattened and laid end to end in one packedType tensor (each padded to its place and
 /// added up); one value is sent as it is.
 Value packBoundary(OpBuilder &b, Location loc, ArrayRef<Value> values) {
   if (values.size() == 1)
     return values.front();
-  int64_t total = 0;
-  for (Value v : values)
-    total += cast<RankedTensorType>(v.getType()).getNumElements();
-  Type element = cast<RankedTensorType>(values.front().getType()).getElementType();
-  auto packedType = RankedTensorType::get({total}, element);
+  auto packedTensor = cast<RankedTensorType>(packedType(values));
+  Type element = packedTensor.getElementType();
   Value packed;
   int64_t offset = 0;
   for (Value v : values) {
     const int64_t n = cast<RankedTensorType>(v.getType()).getNumElements();
     Value flat = tx::ReshapeOp::create(b, loc, RankedTensorType::get({n}, element), v);
-    Value placed = tx::PadOp::create(b, loc, packedType, flat, 0, offset);
+    Value placed = tx::PadOp::create(b, loc, packedTensor, flat, 0, offset);
     packed = packed ? tx::AddOp::create(b, loc, packed, placed).getResult() : placed;
     offset += n;
   }
@@ -316,14 +324,7 @@ void Splitter::cloneInto(OpBuilder &b, ArrayRef<Operation *> ops, IRMapping &map
 func::FuncOp Splitter::buildChunkFunction(StringRef name, ArrayRef<Value> inputs, ArrayRef<Value> boundaryIn,
                                           ArrayRef<Operation *> ops, ArrayRef<Value> boundaryOut,
                                           ArrayRef<Value> outputs) {
-  // Several boundary values travel as one packed tensor.
-  auto packedType = [](ArrayRef<Value> values) -> Type {
-    if (values.size() == 1)
-      return values.front().getType();
-    auto [bytes, element] = boundaryBytes(values);
-    return RankedTensorType::get({bytes * 8 / element.getIntOrFloatBitWidth()}, element);
-  };
-  SmallVector<Type> args, results;
+  SmallVector<Type> args, results; // several boundary values travel as one packed tensor
   for (Value v : inputs)
     args.push_back(v.getType());
   if (!boundaryIn.empty())

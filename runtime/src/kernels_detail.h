@@ -3,6 +3,7 @@
 
 #include "megart/half.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -49,6 +50,26 @@ template <typename T> float* accumulator(T* row, float* scratch) {
 template <typename T> void store_row(T* row, const float* acc, int64_t n) {
   if constexpr (!std::is_same_v<T, float>)
     convert(row, acc, n);
+}
+
+// A row's softmax statistics: its largest value and the sum of exp(value - max) in double, over
+// the first `n` columns (a loss's valid vocabulary, a router's experts). log(sum) + max is the
+// row's logsumexp.
+struct RowSoftmax {
+  float max;
+  double sum;
+};
+
+template <typename A> RowSoftmax row_softmax(const A *row, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    const float v = to_float(row[j]);
+    mx = v > mx ? v : mx;
+  }
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += std::exp(static_cast<double>(to_float(row[j])) - mx);
+  return {mx, sum};
 }
 
 } // namespace megart::cpu::detail

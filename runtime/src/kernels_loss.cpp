@@ -2,6 +2,7 @@
 // type (kernels.h): loads widen, dlogits stores round once; the loss is fp32.
 #include "megart/error.h"
 #include "megart/kernels.h"
+#include "kernels_detail.h"
 
 #include <cmath>
 #include <string>
@@ -34,23 +35,6 @@ int64_t counted(const int32_t* labels, int64_t tokens, int32_t ignore_index) {
   return n;
 }
 
-struct RowSoftmax {
-  float max;
-  double sum; // sum of exp(logit - max) over the valid columns
-};
-
-template <typename A> RowSoftmax row_softmax(const A* row, int64_t valid_vocab) {
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < valid_vocab; ++j) {
-    const float v = to_float(row[j]);
-    mx = v > mx ? v : mx;
-  }
-  double sum = 0.0;
-  for (int64_t j = 0; j < valid_vocab; ++j)
-    sum += std::exp(static_cast<double>(to_float(row[j])) - mx);
-  return {mx, sum};
-}
-
 } // namespace
 
 template <typename A>
@@ -67,7 +51,7 @@ float cross_entropy_forward(const A* logits, const int32_t* labels, int64_t toke
     if (labels[t] == ignore_index)
       continue;
     const A* row = logits + t * vocab;
-    const RowSoftmax sm = row_softmax(row, valid_vocab);
+    const detail::RowSoftmax sm = detail::row_softmax(row, valid_vocab);
     loss[t] = std::log(sm.sum) + sm.max - static_cast<double>(to_float(row[labels[t]]));
   }
   double total = 0.0;
@@ -91,7 +75,7 @@ void cross_entropy_backward(A* dlogits, float dloss, const A* logits, const int3
         drow[j] = from_float<A>(0.0f);
       continue;
     }
-    const RowSoftmax sm = row_softmax(row, valid_vocab);
+    const detail::RowSoftmax sm = detail::row_softmax(row, valid_vocab);
     const double scale = g / sm.sum;
     for (int64_t j = 0; j < valid_vocab; ++j)
       drow[j] = from_float<A>(

@@ -3,6 +3,7 @@
 // sum runs in a fixed order, so results do not depend on the thread count.
 #include "megart/error.h"
 #include "megart/kernels.h"
+#include "kernels_detail.h"
 
 #include <algorithm>
 #include <climits>
@@ -39,6 +40,15 @@ void check_counts(const char *kernel, const int32_t *counts, int64_t num_experts
   if (sum != rows)
     throw Error(std::string(kernel) + ": the experts' counts sum to " + std::to_string(sum) + ", not the " +
                 std::to_string(rows) + " rows");
+}
+
+// transformers' sigmoid in float32: 1 / (1 + exp(-g)).
+float sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
+
+// A row of router logits' logsumexp, in double.
+double log_sum_exp(const float *row, int64_t n) {
+  const detail::RowSoftmax sm = detail::row_softmax(row, n);
+  return sm.max + std::log(sm.sum);
 }
 
 // Whether expert a ranks before expert b: the more probable, the lower index among equals.
@@ -216,11 +226,6 @@ void grouped_gemm_weight_grad(float *dw, const float *a, const float *dc, const 
   }
 }
 
-namespace {
-// transformers' sigmoid in float32: 1 / (1 + exp(-g)).
-float sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
-} // namespace
-
 void gate_rows_forward(float *y, const float *x, const float *gate, int64_t tokens, int64_t hidden) {
 #pragma omp parallel for schedule(static) if (tokens * hidden > (1 << 16))
   for (int64_t t = 0; t < tokens; ++t) {
@@ -243,19 +248,6 @@ void gate_rows_backward(float *dx, float *dgate, const float *dy, const float *x
     dgate[t] = dot * s * (1.0f - s);
   }
 }
-
-namespace {
-// logsumexp of one row of logits, in double.
-double log_sum_exp(const float *row, int64_t n) {
-  float max = row[0];
-  for (int64_t i = 1; i < n; ++i)
-    max = std::max(max, row[i]);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i)
-    sum += std::exp(double(row[i]) - max);
-  return max + std::log(sum);
-}
-} // namespace
 
 void router_z_loss(float *out, const float *logits, int64_t tokens, int64_t num_experts) {
   double sum = 0.0;

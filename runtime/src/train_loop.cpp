@@ -326,10 +326,16 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
         pipe.executor.run(overlapped ? sync_ctx : ctx, store.param_table(), store.grad_table(),
                           device_ids.as<int32_t>(), device_labels.as<int32_t>(), tokens_per_micro, scaled_dloss,
                           num_micro);
-    double loss = r.loss_sum / static_cast<double>(num_micro);
-    std::array<double, kNumMetrics> reported = r.metric_sums; // the microbatches' means, as the loss
-    for (double &v : reported)
+    // The loss and the reported metrics: the microbatches' means, summed over pp and averaged over
+    // dp together (one reduction each).
+    std::array<double, 1 + kNumMetrics> means;
+    means[0] = r.loss_sum;
+    std::copy(r.metric_sums.begin(), r.metric_sums.end(), means.begin() + 1);
+    for (double &v : means)
       v /= static_cast<double>(num_micro);
+    const int64_t reduced = program.reported_metrics ? 1 + kNumMetrics : 1;
+    double &loss = means[0];
+    const double *reported = means.data() + 1;
     StashPeaks peaks;
     double norm = 0, lr = 0;
     bool finite = false;
@@ -369,18 +375,12 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       // The loss and the stash peaks are reduced here, after the gradient sums and before any
       // parameter gather starts: nothing is in flight on the dp or pp groups.
       activity.phase("loss sum over the pipeline");
-      grid.pp().all_reduce_sum(&loss, 1);
-      if (program.reported_metrics)
-        grid.pp().all_reduce_sum(reported.data(), kNumMetrics);
+      grid.pp().all_reduce_sum(means.data(), reduced);
       if (dp > 1) {
         activity.phase("loss average over data parallel ranks");
-        grid.dp().all_reduce_sum(&loss, 1);
-        loss /= static_cast<double>(dp);
-        if (program.reported_metrics) {
-          grid.dp().all_reduce_sum(reported.data(), kNumMetrics);
-          for (double &v : reported)
-            v /= static_cast<double>(dp);
-        }
+        grid.dp().all_reduce_sum(means.data(), reduced);
+        for (double &v : means)
+          v /= static_cast<double>(dp);
       }
       // The schedule is the same every iteration: the first one reports its stash peaks.
       if (several_stages && k == start.iteration + 1) {
@@ -441,7 +441,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     it.lm_loss = loss;
     for (int64_t m = 0; m < kNumMetrics; ++m)
       if (program.reported_metrics & (1u << m))
-        it.reported.push_back({metric_name(m), reported[static_cast<size_t>(m)]});
+        it.reported.push_back({metric_name(m), reported[m]});
     it.grad_norm = finite ? norm : -1; // a skipped update has no norm to log (Megatron: None)
     it.loss_scale = scaler ? scaler->scale() : -1; // after the update, as Megatron logs it
     it.tflops_per_gpu = flops > 0 ? flops / seconds / 1e12 / world : -1;
@@ -469,7 +469,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       window.loss_sum += loss;
       window.loss_count += 1;
       for (int64_t m = 0; m < kNumMetrics; ++m)
-        window.metric_sums[static_cast<size_t>(m)] += reported[static_cast<size_t>(m)];
+        window.metric_sums[static_cast<size_t>(m)] += reported[m];
     }
     window.skipped += it.skipped_iterations;
     window.nan += it.nan_iterations;
