@@ -1,17 +1,27 @@
 """What the end-to-end scripts share: running a command or failing loudly, the training flags
 of the parity checks, reading and comparing metrics files, and the corpus every Debian machine
 has."""
+import atexit
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 
 # mpirun as root (CI's containers), more ranks than cores, one OpenMP thread per rank, and Open
 # MPI's ob1 messaging, which starts a job in 0.1 s where UCX takes 0.3 s (the tests start hundreds).
+# Each test script's mpiruns keep their session folders in a folder of its own: two tests running
+# at once (ctest -j2) shared /tmp/ompi.<host>.<uid>, and one mpirun's cleanup could remove it while
+# the other's created its session there ("A call to mkdir was unable to create the desired
+# directory").
+_MPI_SESSIONS = tempfile.mkdtemp(prefix="megac-ompi-")
+atexit.register(shutil.rmtree, _MPI_SESSIONS, True)
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMP_NUM_THREADS": "1", "OMPI_MCA_pml": "ob1"}
+           "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMP_NUM_THREADS": "1", "OMPI_MCA_pml": "ob1",
+           "OMPI_MCA_orte_tmpdir_base": _MPI_SESSIONS}
 
 
 # OUT/train flags of the parity and precision checks: 10 iterations of global batch 8.
