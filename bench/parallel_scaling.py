@@ -323,7 +323,7 @@ def results_markdown(rows, info):
                f"other processes used ~{info['other_cpu_pct']:.0f}% of the machine's CPU time during the "
                f"measurement (ours {info['ours_cpu_pct']:.0f}%, MPI's busy-waiting included)"),
         bullet(f"loss check, tp1 vs tp2 (same weights, same batches): {info['loss_check']}"),
-        bullet(f"collectives in one tp2 step (counted in the `08-megac-tensor-parallel.mlir` of `megac compile --tp 2 "
+        bullet(f"collectives in one tp2 step (counted in the `09-megac-tensor-parallel.mlir` of `megac compile --tp 2 "
                f"--dump-ir`): {info['collectives']}; the runtime adds one all-reduce of a double for the "
                f"gradient norm. dp2 all-reduces the {info['params_m']} M gradients ({info['grad_mb']:.1f} MB) "
                f"once per iteration, after the backward."),
@@ -503,7 +503,7 @@ def main(argv):
 
     # What the tp2 program communicates, and what one all-reduce costs here.
     collectives, counts = "not counted (tp2 not compiled)", {}
-    ir = os.path.join(work, "ir-tp2", "08-megac-tensor-parallel.mlir")
+    ir = os.path.join(work, "ir-tp2", "09-megac-tensor-parallel.mlir")
     if os.path.exists(ir):
         counts = count_collectives(ir)
         collectives = ", ".join(f"{n} {op.replace('_', '-')}s of {e} floats" for (op, e), n in

@@ -465,12 +465,36 @@ FailureOr<KernelCall> MoeGatherOp::getKernelCall(bool) {
                      getWeights(), shapeOf(getInput())[1]);
 }
 
+FailureOr<KernelCall> MoeExchangeCountsOp::getKernelCall(bool) {
+  return KernelCall{Kernel::moe_exchange_counts,
+                    {KernelArg::context(KernelArg::StepContext), getReceived(), getCounts(),
+                     integer("experts", shapeOf(getCounts())[0])}};
+}
+
+/// tx.moe_dispatch and tx.moe_combine: `local` rows in expert order, `exchanged` every rank's rows
+/// of this rank's experts.
+template <typename Op> static FailureOr<KernelCall> expertExchangeCall(Op op, Kernel kernel, Value local, Value exchanged) {
+  return f32Only(op, {kernel,
+                      {KernelArg::context(KernelArg::StepContext), op.getResult(), op.getInput(), op.getCounts(),
+                       op.getReceived(), integer("experts", shapeOf(op.getCounts())[0]),
+                       integer("local_rows", shapeOf(local)[0]), integer("exchanged_rows", shapeOf(exchanged)[0]),
+                       integer("hidden", shapeOf(local)[1])}});
+}
+
+FailureOr<KernelCall> MoeDispatchOp::getKernelCall(bool) {
+  return expertExchangeCall(*this, Kernel::moe_dispatch, getInput(), getResult());
+}
+
+FailureOr<KernelCall> MoeCombineOp::getKernelCall(bool) {
+  return expertExchangeCall(*this, Kernel::moe_combine, getResult(), getInput());
+}
+
 FailureOr<KernelCall> GroupedMatmulOp::getKernelCall(bool) {
   ArrayRef<int64_t> a = shapeOf(getLhs()), w = shapeOf(getRhs());
-  return f32Only(
-      *this, {Kernel::grouped_gemm,
-              {getResult(), getLhs(), getRhs(), getCounts(), integer("experts", w[0]), integer("rows", a[0]),
-               integer("k", a[1]), integer("n", shapeOf(getResult())[1]), boolean("transpose_w", getTransposeRhs())}});
+  return f32Only(*this, {Kernel::grouped_gemm,
+                         {getResult(), getLhs(), getRhs(), getCounts(), integer("segments", shapeOf(getCounts())[0]),
+                          integer("experts", w[0]), integer("rows", a[0]), integer("k", a[1]),
+                          integer("n", shapeOf(getResult())[1]), boolean("transpose_w", getTransposeRhs())}});
 }
 
 FailureOr<KernelCall> MoeRouteGradOp::getKernelCall(bool) {
@@ -491,8 +515,8 @@ FailureOr<KernelCall> MoeRowDotOp::getKernelCall(bool) {
 FailureOr<KernelCall> GroupedMatmulWeightGradOp::getKernelCall(bool) {
   ArrayRef<int64_t> a = shapeOf(getLhs());
   return f32Only(*this, {Kernel::grouped_gemm_weight_grad,
-                         {getResult(), getLhs(), getGrad(), getCounts(), integer("experts", shapeOf(getCounts())[0]),
-                          integer("rows", a[0]), integer("k", a[1]), integer("n", shapeOf(getGrad())[1]),
+                         {getResult(), getLhs(), getGrad(), getCounts(), integer("segments", shapeOf(getCounts())[0]),
+                          integer("experts", shapeOf(getResult())[0]), integer("rows", a[0]), integer("k", a[1]), integer("n", shapeOf(getGrad())[1]),
                           boolean("transpose", getTranspose())}});
 }
 

@@ -33,10 +33,12 @@ LogicalResult expectExpertWeights(Operation *op, StringRef what, Value weights, 
   if (failed(expectRank(op, what, weights, 3, "[experts, K, N]")) ||
       failed(expectRank(op, "counts", counts, 1, "[experts]")))
     return failure();
-  if (shapeOf(weights)[0] != shapeOf(counts)[0])
-    return op->emitOpError() << what << " " << shapeString(shapeOf(weights)) << " holds "
-                             << shapeOf(weights)[0] << " experts but counts " << shapeString(shapeOf(counts))
-                             << " counts " << shapeOf(counts)[0];
+  // One count per expert, or (expert parallelism) per expert of each sending rank.
+  const int64_t experts = shapeOf(weights)[0], segments = shapeOf(counts)[0];
+  if (experts < 1 || segments % experts != 0)
+    return op->emitOpError() << what << " " << shapeString(shapeOf(weights)) << " holds " << experts
+                             << " experts but counts " << shapeString(shapeOf(counts)) << " counts " << segments
+                             << " segments, not a multiple of them";
   return success();
 }
 
@@ -141,12 +143,48 @@ LogicalResult GroupedMatmulWeightGradOp::verify() {
   if (lhs[0] != grad[0])
     return emitOpError() << "lhs " << shapeString(lhs) << " and grad " << shapeString(grad)
                          << " must have the same rows";
-  const int64_t experts = shapeOf(getCounts())[0];
+  const int64_t experts = shapeOf(getResult())[0];
   SmallVector<int64_t> expected = getTranspose() ? SmallVector<int64_t>{experts, grad[1], lhs[1]}
                                                  : SmallVector<int64_t>{experts, lhs[1], grad[1]};
   return expectShape(*this, "result", shapeOf(getResult()), expected,
                      getTranspose() ? "[experts, N, K]" : "[experts, K, N]");
 }
+
+/// tx.moe_exchange_counts, tx.moe_dispatch, tx.moe_combine: the experts' counts split evenly
+/// over `ranks` ranks.
+static LogicalResult expectExpertCounts(Operation *op, Value counts, int64_t ranks) {
+  if (failed(expectRank(op, "counts", counts, 1, "[experts]")))
+    return failure();
+  const int64_t experts = shapeOf(counts)[0];
+  if (ranks < 1 || experts % ranks != 0)
+    return op->emitOpError() << "the " << experts << " experts do not split over " << ranks
+                             << " expert-parallel ranks";
+  return success();
+}
+
+LogicalResult MoeExchangeCountsOp::verify() {
+  return expectExpertCounts(*this, getCounts(), static_cast<int64_t>(getRanks()));
+}
+
+/// The rows in expert order ([tokens x k, hidden]) on one side, the rows of this rank's experts
+/// from every rank ([ranks x capacity, hidden]) on the other.
+template <typename Op> static LogicalResult verifyExpertExchange(Op op, Value local, Value exchanged) {
+  const int64_t ranks = static_cast<int64_t>(op.getRanks());
+  if (failed(expectExpertCounts(op, op.getCounts(), ranks)) ||
+      failed(expectShape(op, "received", shapeOf(op.getReceived()), shapeOf(op.getCounts()),
+                         "one count per expert of each rank")) ||
+      failed(expectRank(op, "the rows in expert order", local, 2, "[tokens x k, hidden]")) ||
+      failed(expectRank(op, "the exchanged rows", exchanged, 2, "[ranks x capacity, hidden]")))
+    return failure();
+  ArrayRef<int64_t> l = shapeOf(local), x = shapeOf(exchanged);
+  if (x[1] != l[1] || x[0] % ranks != 0)
+    return op.emitOpError() << "the exchanged rows " << shapeString(x) << " must be " << ranks
+                            << " ranks' equal shares of rows as wide as the " << shapeString(l) << " rows in expert order";
+  return expectSameElementType(op, "result", op.getResult(), tensorType(op.getInput()).getElementType());
+}
+
+LogicalResult MoeDispatchOp::verify() { return verifyExpertExchange(*this, getInput(), getResult()); }
+LogicalResult MoeCombineOp::verify() { return verifyExpertExchange(*this, getResult(), getInput()); }
 
 LogicalResult RouterLoadOp::verify() {
   if (failed(expectRank(*this, "probs", getProbs(), 2, "[tokens, experts]")))

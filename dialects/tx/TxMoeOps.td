@@ -83,6 +83,58 @@ def Tx_MoeGatherOp : Tx_Op<"moe_gather", [Tx_ReferenceEval, Tx_KernelCall, Tx_Sh
   let hasVerifier = 1;
 }
 
+// ---- expert parallelism (megac-expert-parallel) ----------------------------------------------
+// Over the `ranks` expert-parallel ranks of the rank's group (StepContext::ep): each holds
+// experts / ranks consecutive experts, and the rows in expert order travel to the rank that holds
+// their expert and back. Rank r's rows of its local expert e arrive as segment s * local + e of
+// the received rows, s the sending rank; a grouped GEMM over them takes the received counts.
+
+def Tx_MoeExchangeCountsOp : Tx_Op<"moe_exchange_counts", [Tx_KernelCall, Pure, AllTypesMatch<["counts", "received"]>]> {
+  let summary = "each expert-parallel rank's counts of this rank's experts: an all-to-all of the counts";
+  let description = [{
+    `counts` is tx.moe_assign's (one per expert, all experts). `received[s * local + e]` is how
+    many rows rank s has for this rank's local expert e (local = experts / ranks): the counts of
+    the rows tx.moe_dispatch brings. No gradient.
+  }];
+  let arguments = (ins Tx_IndexTensor:$counts, I64Attr:$ranks);
+  let results = (outs Tx_IndexTensor:$received);
+  let assemblyFormat = "$counts `over` $ranks `ranks` attr-dict `:` type($counts)";
+  let hasVerifier = 1;
+}
+
+def Tx_MoeDispatchOp : Tx_Op<"moe_dispatch", [Tx_KernelCall, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+                                              AllTypesMatch<["counts", "received"]>]> {
+  let summary = "rows in expert order sent to the expert-parallel ranks that hold their experts (all-to-all)";
+  let description = [{
+    `input` is `[tokens x k, hidden]` in expert order with tx.moe_assign's `counts`; `received`
+    tx.moe_exchange_counts's. The result holds the rows of this rank's experts from every rank,
+    sender by sender, each sender's in expert order, then zeros: `[ranks x capacity, hidden]`, a
+    capacity (rows one rank can send another) that dropless routing never exceeds. Its gradient
+    is tx.moe_combine.
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, Tx_IndexTensor:$counts, Tx_IndexTensor:$received, I64Attr:$ranks);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $counts `,` $received `over` $ranks `ranks` attr-dict `:` type($input) `,` type($counts) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tx_MoeCombineOp : Tx_Op<"moe_combine", [Tx_KernelCall, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+                                            AllTypesMatch<["counts", "received"]>]> {
+  let summary = "the experts' output rows sent back to the ranks their tokens came from (all-to-all)";
+  let description = [{
+    The inverse of tx.moe_dispatch: `input` `[ranks x capacity, hidden]` laid out as its result,
+    the result `[tokens x k, hidden]` in this rank's expert order. Its gradient is tx.moe_dispatch.
+  }];
+  let arguments = (ins Tx_FloatTensor:$input, Tx_IndexTensor:$counts, Tx_IndexTensor:$received, I64Attr:$ranks);
+  let results = (outs Tx_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $counts `,` $received `over` $ranks `ranks` attr-dict `:` type($input) `,` type($counts) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tx_GroupedMatmulOp : Tx_Op<"grouped_matmul", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
                                                   DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
                                                   DeclareOpInterfaceMethods<Tx_GemmOpInterface>]> {
@@ -91,7 +143,9 @@ def Tx_GroupedMatmulOp : Tx_Op<"grouped_matmul", [Tx_ReferenceEval, Tx_KernelCal
     `lhs` is `[rows, K]` in expert order, `rhs` the experts' weights `[experts, K, N]`
     (`[experts, N, K]` with `transpose_rhs`: Hugging Face's Linear layout) and `counts`
     tx.moe_assign's rows per expert: expert e's `counts[e]` rows, after those of the experts
-    before it, are multiplied by `rhs[e]`. The result is `[rows, N]`.
+    before it, are multiplied by `rhs[e]`. The result is `[rows, N]`. Under expert parallelism
+    `counts` (tx.moe_exchange_counts's) has a multiple of the experts: segment s's rows go
+    through `rhs[s mod experts]`, and rows past the counted ones are zero.
   }];
   let arguments = (ins Tx_FloatTensor:$lhs, Tx_FloatTensor:$rhs, Tx_IndexTensor:$counts, UnitAttr:$transpose_rhs);
   let results = (outs Tx_FloatTensor:$result);
@@ -247,7 +301,8 @@ def Tx_GroupedMatmulWeightGradOp : Tx_Op<"grouped_matmul_weight_grad", [Tx_Refer
   let description = [{
     `lhs` `[rows, K]` and `grad` `[rows, N]` in expert order with tx.moe_assign's `counts`; the
     result is `[experts, K, N]`, or `[experts, N, K]` with `transpose` (a `transpose_rhs`
-    tx.grouped_matmul's weight). An expert with no rows gets zeros.
+    tx.grouped_matmul's weight). An expert with no rows gets zeros; with more segments than
+    experts (expert parallelism), each expert's segments are summed.
   }];
   let arguments = (ins Tx_FloatTensor:$lhs, Tx_FloatTensor:$grad, Tx_IndexTensor:$counts, UnitAttr:$transpose);
   let results = (outs Tx_FloatTensor:$result);

@@ -91,6 +91,9 @@ inline constexpr llvm::StringLiteral kDecodePrefix = "decode_";
 inline constexpr llvm::StringLiteral kGrid = "grid";
 /// Hybrid sharding: @grid's dp axis as replicas x shards (megac-data-parallel makes it).
 inline constexpr llvm::StringLiteral kDpGrid = "dp_grid";
+/// Expert parallelism: @grid's dp axis as expert-data-parallel groups x ep ranks
+/// (megac-data-parallel makes it for the experts' gradient sums).
+inline constexpr llvm::StringLiteral kEpGrid = "ep_grid";
 inline constexpr llvm::StringLiteral kSchedule = "schedule";
 /// The data-parallel gradient buckets (one function per pipeline stage with pp > 1).
 inline constexpr llvm::StringLiteral kSyncGradients = "sync_gradients";

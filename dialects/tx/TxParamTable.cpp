@@ -4,6 +4,11 @@ using namespace mlir;
 
 namespace megac::tx {
 
+bool holdsExpertBlock(ParamOp p) {
+  std::optional<ArrayRef<int64_t>> full = p.getFullShape();
+  return p.getRole() == ParamRole::ExpertWeight && full && !full->empty() && (*full)[0] > p.getType().getShape()[0];
+}
+
 ParamTable::Key ParamTable::keyOf(ParamOp p) {
   std::vector<int64_t> offsets;
   if (p.getOffsets())

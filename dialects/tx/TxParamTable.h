@@ -14,6 +14,10 @@
 
 namespace megac::tx {
 
+/// Whether `p` is one expert-parallel rank's block of stacked experts (megac-expert-parallel): its
+/// dimension 0 split over the ep ranks, rank r's block r blocks further.
+bool holdsExpertBlock(ParamOp p);
+
 /// The distinct parameter blocks (checkpoint name + block offsets) of some functions, numbered
 /// in order of first appearance. GPT-2's fused c_attn is three blocks of one checkpoint tensor;
 /// a parameter cloned into several functions (pipeline chunks) is one entry. A table holds the

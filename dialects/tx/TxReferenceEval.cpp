@@ -242,7 +242,7 @@ FailureOr<Results> MoeRowDotOp::evaluate(ArrayRef<const Tensor *> in) {
 FailureOr<Results> GroupedMatmulWeightGradOp::evaluate(ArrayRef<const Tensor *> in) {
   if (failed(checkCounts(*this, *in[2], in[0]->shape[0])))
     return failure();
-  return one(groupedMatmulWeightGrad(*in[0], *in[1], *in[2], getTranspose()));
+  return one(groupedMatmulWeightGrad(*in[0], *in[1], *in[2], shapeOf(getResult())[0], getTranspose()));
 }
 
 FailureOr<Results> RouterLoadOp::evaluate(ArrayRef<const Tensor *> in) {

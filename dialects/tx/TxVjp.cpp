@@ -173,6 +173,17 @@ SmallVector<Value> MoeGatherOp::buildVjp(OpBuilder &b, ValueRange cot) {
   return {input, nullptr, weights};
 }
 
+/// Rows sent to the experts' ranks come back the way they went, and the other way round.
+SmallVector<Value> MoeDispatchOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  return {MoeCombineOp::create(b, getLoc(), getInput().getType(), cot[0], getCounts(), getReceived(), getRanksAttr()),
+          nullptr, nullptr};
+}
+
+SmallVector<Value> MoeCombineOp::buildVjp(OpBuilder &b, ValueRange cot) {
+  return {MoeDispatchOp::create(b, getLoc(), getInput().getType(), cot[0], getCounts(), getReceived(), getRanksAttr()),
+          nullptr, nullptr};
+}
+
 /// Per expert, C = A W: dA = dC W^T (the transpose flag flipped) and dW = A^T dC, kept in the
 /// weight's type.
 SmallVector<Value> GroupedMatmulOp::buildVjp(OpBuilder &b, ValueRange cot) {

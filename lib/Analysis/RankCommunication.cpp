@@ -66,6 +66,18 @@ public:
           once.dp += megart::all_reduce_bytes(double(bucketFloats(start.getFirst(), start.getLast()) * kFloatBytes),
                                               plan.dp);
         }
+      } else if (auto x = dyn_cast<tx::MoeExchangeCountsOp>(op)) {
+        const int64_t ranks = static_cast<int64_t>(x.getRanks());
+        bytes.ep += double((ranks - 1) * (tensorBytes(x.getCounts().getType()) / ranks));
+      } else if (isa<tx::MoeDispatchOp, tx::MoeCombineOp>(op)) {
+        // Rows to the other ranks: at most all of this rank's (dispatch), or all the others sent
+        // it, each at most a rank's capacity (combine); whichever is less.
+        auto dispatch = dyn_cast<tx::MoeDispatchOp>(op);
+        Value local = dispatch ? dispatch.getInput() : cast<tx::MoeCombineOp>(op).getResult();
+        Value exchanged = dispatch ? dispatch.getResult() : cast<tx::MoeCombineOp>(op).getInput();
+        const int64_t ranks = static_cast<int64_t>(dispatch ? dispatch.getRanks() : cast<tx::MoeCombineOp>(op).getRanks());
+        const int64_t othersBytes = (ranks - 1) * (tensorBytes(exchanged.getType()) / ranks);
+        bytes.ep += double(std::min(tensorBytes(local.getType()), othersBytes));
       } else if (auto c = dyn_cast<func::CallOp>(op)) {
         if (auto callee = module.lookupSymbol<func::FuncOp>(c.getCallee()))
           bytes += callee == fn ? AxisBytes{} : calleeBytes(callee);
@@ -91,8 +103,12 @@ private:
   void add(AxisBytes &b, StringRef grid, ArrayRef<int16_t> axes, double bytes) const {
     if (axes.size() != 1)
       return;
-    if (grid == names::kDpGrid) {
+    if (grid == names::kDpGrid || (grid == names::kEpGrid && axes[0] == static_cast<int16_t>(EpGridAxis::ExpertDp))) {
       b.dp += bytes;
+      return;
+    }
+    if (grid == names::kEpGrid) {
+      b.ep += bytes;
       return;
     }
     switch (static_cast<GridAxis>(axes[0])) {
@@ -134,7 +150,9 @@ std::string formatBytes(double bytes) {
   return text;
 }
 
-llvm::json::Object axisJson(const AxisBytes &b) { return llvm::json::Object{{"tp", b.tp}, {"dp", b.dp}, {"pp", b.pp}}; }
+llvm::json::Object axisJson(const AxisBytes &b) {
+  return llvm::json::Object{{"tp", b.tp}, {"dp", b.dp}, {"pp", b.pp}, {"ep_at_most", b.ep}};
+}
 
 } // namespace
 
@@ -156,6 +174,7 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
                    (plan.sharding != ShardingStrategy::NoShard ? megart::all_reduce_bytes(kDoubleBytes, plan.shardDegree)
                                                                : 0.0);
   runtimeSums.tp = megart::all_reduce_bytes(kDoubleBytes, plan.tp);
+  runtimeSums.ep = megart::all_reduce_bytes(kDoubleBytes, plan.ep); // the gradient norm's experts
   // A program that reports metrics (tx.metric) sums every metric the runtime knows with the loss
   // (in the same reduction: the bytes add up).
   bool reports = false;
@@ -220,7 +239,8 @@ void megac::printCommunication(ArrayRef<StageCommunication> stages, const Parall
     const int64_t m = c.microbatches > 0 ? c.microbatches : 1;
     const AxisBytes t = c.total(m);
     os << prefix << "sent per iteration per rank" << (plan.pp > 1 ? " of pp stage " + std::to_string(c.stage) : "")
-       << ": tp " << formatBytes(t.tp) << ", dp " << formatBytes(t.dp) << ", pp " << formatBytes(t.pp) << " ("
+       << ": tp " << formatBytes(t.tp) << ", dp " << formatBytes(t.dp) << ", pp " << formatBytes(t.pp)
+       << (plan.ep > 1 ? ", ep at most " + formatBytes(t.ep) + " (the routing decides)" : "") << " ("
        << m << " microbatch" << (m == 1 ? "" : "es")
        << (plan.pp == 1 ? "; the step's part scales with OUT/train's --global-batch-size" : "") << ")\n";
   }
@@ -237,7 +257,9 @@ std::string megac::communicationJson(ArrayRef<StageCommunication> stages, const 
                                       {"bytes", axisJson(c.total(m))}});
   }
   llvm::json::Object root{{"plan", plan.summary()},
-                          {"convention", "bytes each rank sends, as ring algorithms move them (NCCL's bus bytes)"},
+                          {"convention", "bytes each rank sends, as ring algorithms move them (NCCL's bus bytes); "
+                                         "ep_at_most: expert parallelism's all-to-all exchanges, at most (dropless "
+                                         "routing decides how many rows leave the rank)"},
                           {"stages", std::move(list)}};
   std::string text;
   llvm::raw_string_ostream os(text);

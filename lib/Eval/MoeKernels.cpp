@@ -110,8 +110,8 @@ Tensor groupedMatmul(const Tensor &lhs, const Tensor &rhs, const Tensor &counts,
   const int64_t N = transposeRhs ? rhs.shape[1] : rhs.shape[2];
   Tensor out = Tensor::zeros({R, N});
   int64_t row = 0;
-  for (int64_t e = 0; e < E; ++e)
-    for (int64_t end = row + counts.ints[e]; row < end; ++row)
+  for (int64_t s = 0; s < counts.shape[0]; ++s) // segment s: expert s mod E's rows
+    for (int64_t end = row + counts.ints[s], e = s % E; row < end; ++row)
       for (int64_t n = 0; n < N; ++n) {
         double sum = 0.0;
         for (int64_t c = 0; c < K; ++c)
@@ -121,12 +121,12 @@ Tensor groupedMatmul(const Tensor &lhs, const Tensor &rhs, const Tensor &counts,
   return out;
 }
 
-Tensor groupedMatmulWeightGrad(const Tensor &lhs, const Tensor &grad, const Tensor &counts, bool transpose) {
-  const int64_t K = lhs.shape[1], N = grad.shape[1], E = counts.shape[0];
+Tensor groupedMatmulWeightGrad(const Tensor &lhs, const Tensor &grad, const Tensor &counts, int64_t E, bool transpose) {
+  const int64_t K = lhs.shape[1], N = grad.shape[1];
   Tensor out = Tensor::zeros(transpose ? Shape{E, N, K} : Shape{E, K, N});
   int64_t row = 0;
-  for (int64_t e = 0; e < E; ++e)
-    for (int64_t end = row + counts.ints[e]; row < end; ++row)
+  for (int64_t s = 0; s < counts.shape[0]; ++s)
+    for (int64_t end = row + counts.ints[s], e = s % E; row < end; ++row)
       for (int64_t c = 0; c < K; ++c)
         for (int64_t n = 0; n < N; ++n)
           out.data[e * K * N + (transpose ? n * K + c : c * N + n)] += lhs.data[row * K + c] * grad.data[row * N + n];

@@ -106,6 +106,29 @@ static Error mixtureOfExpertsBuilt(const ParallelPlan &plan, const ModelSpec &sp
   return Error::success();
 }
 
+/// Expert parallelism: experts to split, evenly, and what it composes with so far.
+static Error expertParallelFits(const ParallelPlan &plan, const ModelSpec &spec) {
+  const Twine flag = "--expert-model-parallel-size " + Twine(plan.ep);
+  if (!spec.isMixtureOfExperts())
+    return fail(flag + ": the model has no experts (num_experts is 0) to split; leave it out");
+  if (spec.numExperts % plan.ep != 0)
+    return fail("num_experts (" + Twine(spec.numExperts) + ") is not divisible by --expert-model-parallel-size (" +
+                Twine(plan.ep) + "); choose an --expert-model-parallel-size that divides it");
+  const char *notYet = " is not built yet (issue [19]); ";
+  if (plan.tp > 1)
+    return fail(flag + " with --tensor-model-parallel-size " + Twine(plan.tp) + notYet +
+                "use --tensor-model-parallel-size 1, or leave out --expert-model-parallel-size (the experts are then "
+                "whole on every rank)");
+  if (plan.sharding != ShardingStrategy::NoShard)
+    return fail(flag + " with --data-parallel-sharding-strategy " + shardingStrategyName(plan.sharding) + notYet +
+                "the experts' state would shard over its own expert-data-parallel ranks; leave out one of the two");
+  if (plan.overlapGradReduce)
+    return fail(flag + " with --overlap-grad-reduce" + notYet + "leave out --overlap-grad-reduce");
+  if (plan.lora.enabled())
+    return fail(flag + " with --lora-rank" + notYet + "fine-tune the experts with LoRA without expert parallelism");
+  return Error::success();
+}
+
 Error megac::validatePlan(const ParallelPlan &plan, const ModelSpec &spec) {
   for (auto [flag, size] : {std::pair<StringRef, int64_t>{"--tensor-model-parallel-size", plan.tp},
                             {"--pipeline-model-parallel-size", plan.pp},
@@ -127,6 +150,9 @@ Error megac::validatePlan(const ParallelPlan &plan, const ModelSpec &spec) {
       return e;
   if (spec.isMixtureOfExperts())
     if (Error e = mixtureOfExpertsBuilt(plan, spec))
+      return e;
+  if (plan.ep > 1)
+    if (Error e = expertParallelFits(plan, spec))
       return e;
   if (plan.makeVocabSizeDivisibleBy < 1)
     return fail("--make-vocab-size-divisible-by must be >= 1, got " + Twine(plan.makeVocabSizeDivisibleBy));

@@ -10,6 +10,8 @@ std::string ParallelPlan::summary() const {
   if (vpp > 1)
     text += " vpp " + std::to_string(vpp);
   text += " dp " + std::to_string(dp) + " tp " + std::to_string(tp) + (sp ? " sp" : "");
+  if (ep > 1)
+    text += " ep " + std::to_string(ep);
   if (pp > 1)
     text += " (" + (pipelineSchedule ? pipeline::scheduleKindName(*pipelineSchedule).str() : "?") + ", " +
             std::to_string(numMicrobatches) + " microbatches)";
@@ -92,7 +94,7 @@ std::optional<RecomputeMethod> megac::parseRecomputeMethod(const std::string &na
 
 std::string ParallelPlan::rankLayout() const {
   megart::GridShape shape;
-  shape.pp = pp, shape.dp = dp, shape.tp = tp;
+  shape.pp = pp, shape.dp = dp, shape.tp = tp, shape.ep = ep;
   return megart::format_rank_layout(shape);
 }
 
@@ -103,7 +105,7 @@ std::optional<ActivationPrecision> megac::parseActivationPrecision(const std::st
 
 size_t megac::hash_value(const ParallelPlan &plan) {
   size_t h = 0;
-  for (int64_t v : {plan.pp, plan.dp, plan.tp, plan.vpp, plan.numMicrobatches, plan.lora.rank})
+  for (int64_t v : {plan.pp, plan.dp, plan.tp, plan.ep, plan.vpp, plan.numMicrobatches, plan.lora.rank})
     h = h * 1000003u + static_cast<size_t>(v);
   return h * 31u + (plan.sp ? 1 : 0) + 2 * static_cast<size_t>(plan.sharding);
 }

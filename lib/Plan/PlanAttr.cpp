@@ -26,6 +26,8 @@ namespace {
 constexpr StringLiteral kAttr = names::kPlanAttr;
 // The grid's sizes, in its order (Megatron's rank order: pp, dp, tp).
 constexpr StringLiteral kPp = "pp", kDp = "dp", kTp = "tp";
+// Expert parallelism, written only when on.
+constexpr StringLiteral kEp = "expert_model_parallel_size";
 // The rest: Megatron's flag names.
 constexpr StringLiteral kSequenceParallel = "sequence_parallel";
 constexpr StringLiteral kVocabDivisibleBy = "make_vocab_size_divisible_by";
@@ -57,7 +59,7 @@ constexpr StringLiteral kLoraModules = "lora_target_modules";
 constexpr StringLiteral kUseRslora = "use_rslora";
 constexpr StringLiteral kQloraBlock = "qlora_block_size"; // only with --qlora
 constexpr StringRef kKeys[] = {
-    kPp, kDp, kTp, kSequenceParallel, kVocabDivisibleBy, kVirtualStages, kSchedule, kLayout, kMicrobatches,
+    kPp, kDp, kTp, kEp, kSequenceParallel, kVocabDivisibleBy, kVirtualStages, kSchedule, kLayout, kMicrobatches,
     kBucketSize, kOverlapGradReduce, kShardingStrategy, kShardDegree, kOverlapParamGather, kReshardAfterForward,
     kOffloadFraction, kRecomputeGranularity, kRecomputeMethod, kRecomputeNumLayers, kRecomputeModuleList,
     kDistributeSaved, kPrecision, kLoraRank, kLoraAlpha, kLoraDropout, kLoraModules, kUseRslora, kQloraBlock};
@@ -66,10 +68,11 @@ constexpr StringRef kKeys[] = {
 const PlanFieldNames &fieldNames() {
   static const std::string prefix = kAttr.str() + "'s ";
   static const std::string pp = prefix + kPp.str(), dp = prefix + kDp.str(), tp = prefix + kTp.str(),
+                           ep = prefix + kEp.str(),
                            vpp = prefix + kVirtualStages.str(), layout = prefix + kLayout.str(),
                            microbatches = prefix + kMicrobatches.str(), bucket = prefix + kBucketSize.str(),
                            vocab = prefix + kVocabDivisibleBy.str();
-  static const PlanFieldNames result = {pp, dp, tp, vpp, "", layout, microbatches, bucket, vocab};
+  static const PlanFieldNames result = {pp, dp, tp, ep, vpp, "", layout, microbatches, bucket, vocab};
   return result;
 }
 
@@ -87,6 +90,8 @@ SmallVector<NamedAttribute> planEntries(const ParallelPlan &plan, Builder &b) {
       b.getNamedAttr(kTp, b.getI64IntegerAttr(plan.tp)),
       b.getNamedAttr(kSequenceParallel, b.getBoolAttr(plan.sp)),
       b.getNamedAttr(kVocabDivisibleBy, b.getI64IntegerAttr(plan.makeVocabSizeDivisibleBy))};
+  if (plan.ep > 1)
+    entries.insert(entries.begin() + 3, b.getNamedAttr(kEp, b.getI64IntegerAttr(plan.ep)));
   if (plan.pp > 1) {
     entries.append({b.getNamedAttr(kVirtualStages, b.getI64IntegerAttr(plan.vpp)),
                     b.getNamedAttr(kSchedule, b.getStringAttr(pipeline::scheduleKindName(*plan.pipelineSchedule))),
@@ -241,7 +246,7 @@ FailureOr<ParallelPlan> planFromEntries(ArrayRef<NamedAttribute> entries,
          : key == kRecomputeMethod    ? recompute.method
          : key == kShardingStrategy   ? sharding.strategy
                                       : sharding.reshardAfterForward) = v.str();
-    } else if (key == kPp || key == kDp || key == kTp || key == kVocabDivisibleBy || key == kBucketSize ||
+    } else if (key == kPp || key == kDp || key == kTp || key == kEp || key == kVocabDivisibleBy || key == kBucketSize ||
                key == kVirtualStages || key == kMicrobatches || key == kShardDegree) {
       if (!isI64(value))
         return wrong("an integer (i64)");
@@ -251,6 +256,7 @@ FailureOr<ParallelPlan> planFromEntries(ArrayRef<NamedAttribute> entries,
       (key == kPp                  ? result.pp
        : key == kDp                ? result.dp
        : key == kTp                ? result.tp
+       : key == kEp                ? result.ep
        : key == kVocabDivisibleBy  ? result.makeVocabSizeDivisibleBy
        : key == kBucketSize        ? result.ddpBucketSize
        : key == kVirtualStages     ? result.vpp

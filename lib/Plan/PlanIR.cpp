@@ -80,6 +80,26 @@ static FlatSymbolRefAttr dpGrid(ModuleOp module, const ParallelPlan &plan) {
   return FlatSymbolRefAttr::get(ctx, names::kDpGrid);
 }
 
+StringRef megac::epGridAxisName(EpGridAxis axis) { return axis == EpGridAxis::Ep ? "ep" : "expert_dp"; }
+
+CollectiveAxes megac::expertDataParallelAxes(ModuleOp module, const ParallelPlan &plan) {
+  MLIRContext *ctx = module.getContext();
+  Builder b(ctx);
+  if (!module.lookupSymbol(names::kEpGrid)) {
+    OpBuilder ob(ctx);
+    auto grid = module.lookupSymbol<shard::GridOp>(names::kGrid);
+    if (grid)
+      ob.setInsertionPointAfter(grid);
+    else
+      ob.setInsertionPointToStart(module.getBody());
+    auto ep = shard::GridOp::create(ob, module.getLoc(), ob.getStringAttr(names::kEpGrid),
+                                    ob.getDenseI64ArrayAttr({plan.dp / plan.ep, plan.ep}));
+    ep->setAttr(names::kAxesAttr, ob.getArrayAttr({ob.getStringAttr(epGridAxisName(EpGridAxis::ExpertDp)),
+                                                   ob.getStringAttr(epGridAxisName(EpGridAxis::Ep))}));
+  }
+  return {FlatSymbolRefAttr::get(ctx, names::kEpGrid), b.getDenseI16ArrayAttr({static_cast<int16_t>(EpGridAxis::ExpertDp)})};
+}
+
 CollectiveAxes megac::shardGroupAxes(ModuleOp module, const ParallelPlan &plan) {
   Builder b(module.getContext());
   if (plan.shardDegree == plan.dp)
@@ -98,6 +118,8 @@ int64_t megac::collectiveSize(const ParallelPlan &plan, StringRef grid, ArrayRef
     return 1;
   if (grid == names::kDpGrid)
     return axes[0] == static_cast<int16_t>(DpGridAxis::Shard) ? plan.shardDegree : plan.dp / plan.shardDegree;
+  if (grid == names::kEpGrid)
+    return axes[0] == static_cast<int16_t>(EpGridAxis::Ep) ? plan.ep : plan.dp / plan.ep;
   if (grid != names::kGrid)
     return 1;
   switch (static_cast<GridAxis>(axes[0])) {

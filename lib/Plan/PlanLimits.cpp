@@ -12,6 +12,7 @@ const PlanFieldNames megac::kPlanFlagNames = {
     "--pipeline-model-parallel-size",
     "--data-parallel-size",
     "--tensor-model-parallel-size",
+    "--expert-model-parallel-size (--ep)",
     "--num-virtual-stages-per-pipeline-rank (--vpp)",
     "--num-layers-per-virtual-pipeline-stage",
     "--pipeline-layout",
@@ -54,6 +55,11 @@ Error megac::checkGridLimits(const ParallelPlan &plan, const PlanFieldNames &nam
     return fail("pp " + Twine(plan.pp) + " x dp " + Twine(plan.dp) + " x tp " + Twine(plan.tp) + " is more than the " +
                 Twine(kWorldSize) + " ranks (2^20) megac supports; lower " + names.pp + ", " + names.dp + " or " +
                 names.tp);
+  // Expert parallelism is carved out of dp (Megatron's expert rank order: ep inside dp).
+  if (plan.ep < 1 || plan.ep > plan.dp || plan.dp % plan.ep != 0)
+    return fail(names.ep + " is " + Twine(plan.ep) + "; it must divide " + names.dp + " (" + Twine(plan.dp) +
+                "): the expert-parallel ranks are groups of data-parallel ranks; use a divisor of " + Twine(plan.dp) +
+                " or raise " + names.dp);
   return Error::success();
 }
 

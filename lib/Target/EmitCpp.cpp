@@ -170,6 +170,7 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   field("tensor_parallel_size", Twine(parallelPlan->tp));
   field("pipeline_parallel_size", Twine(parallelPlan->pp));
   field("data_parallel_size", Twine(parallelPlan->dp));
+  field("expert_parallel_size", Twine(parallelPlan->ep));
   field("stages", fields.stages);
   field("num_microbatches", Twine(fields.numMicrobatches));
   field("pipeline_schedule", fields.schedule);

@@ -598,14 +598,17 @@ std::string communicatorName(StringRef grid, ArrayRef<int16_t> axes) {
     return "";
   if (grid == names::kDpGrid && (axes[0] == 0 || axes[0] == 1))
     return "ctx." + dpGridAxisName(static_cast<DpGridAxis>(axes[0])).str();
+  if (grid == names::kEpGrid && (axes[0] == 0 || axes[0] == 1))
+    return "ctx." + epGridAxisName(static_cast<EpGridAxis>(axes[0])).str();
   if (grid != names::kGrid || axes[0] < 0 || axes[0] > static_cast<int16_t>(GridAxis::Tp))
     return "";
   return "ctx." + gridAxisName(static_cast<GridAxis>(axes[0])).str();
 }
 
-void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t first, int64_t last, int64_t lastNumel) {
+void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t first, int64_t last, int64_t lastNumel,
+                     llvm::StringRef group) {
   os << indent << "ctx.grad_sync->start(grads[" << first << "], (grads[" << last << "] + " << lastNumel << ") - grads["
-     << first << "]);\n";
+     << first << "]" << (group.empty() ? "" : ", " + group.str()) << ");\n";
 }
 
 FailureOr<int64_t> emitFunction(func::FuncOp fn, Signature sig, const tx::ParamTable &params, llvm::raw_ostream &os,

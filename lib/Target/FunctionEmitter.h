@@ -37,7 +37,10 @@ private:
 /// `ctx.grad_sync->start(...)` for the gradients of parameters [first, last], at `indent`: the
 /// runtime keeps all gradients in one buffer in table order, so a bucket is contiguous and ends
 /// lastNumel elements after grads[last].
-void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t first, int64_t last, int64_t lastNumel);
+/// `group`: the communicator expression of a sum over other ranks than dp (the experts' buckets:
+/// ctx.expert_dp); empty: dp.
+void emitBucketStart(llvm::raw_ostream &os, llvm::StringRef indent, int64_t first, int64_t last, int64_t lastNumel,
+                     llvm::StringRef group = "");
 
 /// The StepContext member that runs a collective over `axes` of grid `grid` ("ctx.tp", ...,
 /// "ctx.dp_shard" for @dp_grid's shard axis), or "" for none.

@@ -40,6 +40,7 @@ void emitParamTable(StringRef name, const tx::ParamTable &params, llvm::raw_ostr
     os << ",\n     .init = megart::ParamInit::" << inits[static_cast<int>(op.getInit())]
        << ", .init_std = " << floatLiteral(op.getStd() ? op.getStd()->convertToDouble() : 0.02)
        << ", .weight_decay = " << (shape.size() >= 2 ? "true" : "false") << ", .tp_split_dim = " << tpSplitDim(op)
+       << (tx::holdsExpertBlock(op) ? ", .ep_split_dim = 0" : "")
        << ", .padded = " << (op.getPadded() ? "true" : "false");
     if (std::optional<uint64_t> block = op.getNf4Block())
       os << ", .nf4_block = " << *block;
@@ -93,7 +94,12 @@ LogicalResult emitSyncGradients(func::FuncOp fn, const tx::ParamTable &table, ll
     int64_t first = bucket.getFirst(), last = bucket.getLast();
     if (auto rule = sum->getAttrOfType<StringAttr>(names::kRuleAttr))
       os << "  // " << rule.getValue() << "\n";
-    emitBucketStart(os, "  ", first, last, table[last].getType().getNumElements());
+    // The experts' buckets sum over the ranks holding the same experts (@ep_grid), the rest over dp.
+    const bool experts = sum.getGrid() == names::kEpGrid;
+    const std::string group = communicatorName(sum.getGrid(), sum.getGridAxes());
+    if (group.empty() || (!experts && sum.getGrid() != names::kGrid))
+      return op.emitOpError("in @sync_gradients must be all-reduced over @grid's dp axis or @ep_grid's expert_dp axis");
+    emitBucketStart(os, "  ", first, last, table[last].getType().getNumElements(), experts ? group : "");
   }
   os << "}\n\n";
   return success();

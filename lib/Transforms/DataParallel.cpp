@@ -130,8 +130,13 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
           return signalPassFailure();
         continue;
       }
+      // Expert parallelism: the experts' gradients sum over other ranks than the rest, so no bucket
+      // holds both.
+      for (int64_t i = 1; i < table.size(); ++i)
+        if (tx::holdsExpertBlock(table[i]) != tx::holdsExpertBlock(table[i - 1]))
+          chunkStarts.push_back(i);
       SmallVector<GradBucket> buckets =
-          addSyncFunction(module, names::stageSyncName(s), table, bucketSize, chunkStarts);
+          addSyncFunction(module, names::stageSyncName(s), table, bucketSize, chunkStarts, *plan);
       if (overlap && failed(startInBackward(buckets)))
         return signalPassFailure();
     }
@@ -257,7 +262,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
   /// @`fnName`: the buckets over `table`, each closed where it would pass `bucketSize` elements or
   /// reach one of `boundaries` (table indices that start a new bucket).
   SmallVector<GradBucket> addSyncFunction(ModuleOp module, StringRef fnName, const tx::ParamTable &table,
-                                          int64_t bucketSize, ArrayRef<int64_t> boundaries) {
+                                          int64_t bucketSize, ArrayRef<int64_t> boundaries, const ParallelPlan &plan) {
     // Buckets from the last parameter back: backward finishes those gradients first.
     SmallVector<GradBucket> buckets;
     int64_t last = table.size() - 1, elements = 0;
@@ -287,11 +292,18 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       auto type = RankedTensorType::get({n}, b.getF32Type());
       std::string name = "bucket_" + std::to_string(index);
       Value bucket = tx::GradBucketOp::create(b, NameLoc::get(b.getStringAttr(name), loc), type, first, end);
-      auto sum =
-          shard::AllReduceOp::create(b, NameLoc::get(b.getStringAttr(name + "_summed"), loc), type, gridRef, dpAxis,
-                                     bucket, shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum));
-      sum->setAttr(names::kRuleAttr, b.getStringAttr("data parallel: gradient bucket " + std::to_string(index) + " (" +
-                                                     table[first].getName() + " .. " + table[end].getName() + ")"));
+      // An expert-parallel rank's experts: summed over the dp ranks that hold the same ones.
+      const bool experts = tx::holdsExpertBlock(table[first]);
+      const CollectiveAxes over = experts ? expertDataParallelAxes(module, plan) : CollectiveAxes{gridRef, dpAxis};
+      auto sum = shard::AllReduceOp::create(b, NameLoc::get(b.getStringAttr(name + "_summed"), loc), type, over.grid,
+                                            over.axes, bucket,
+                                            shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum));
+      sum->setAttr(names::kRuleAttr,
+                   b.getStringAttr((experts ? "expert parallel: the experts' gradient bucket "
+                                            : "data parallel: gradient bucket ") +
+                                   std::to_string(index) + " (" + table[first].getName() + " .. " +
+                                   table[end].getName() + ")" +
+                                   (experts ? ", over the dp ranks holding the same experts" : "")));
       tx::SetGradBucketOp::create(b, loc, sum, first, end);
     }
     func::ReturnOp::create(b, loc);

@@ -9,6 +9,7 @@
 void megac::buildTrainingPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createLora());
   pm.addPass(createAutocast());
+  pm.addPass(createExpertParallel());
   pm.addPass(createAutodiff());
   // The backward pass repeats a view for each of its users (the reshape of a norm output for
   // the q, k and v weight gradients); one is enough.
@@ -33,7 +34,7 @@ void megac::buildDecodePipeline(mlir::OpPassManager &pm) {
 
 void megac::registerTrainingPipeline() {
   mlir::PassPipelineRegistration<>("megac-training-pipeline",
-                                   "megac compile's passes, in order: lora, autocast, autodiff, cse, recompute, shard-propagate, "
+                                   "megac compile's passes, in order: lora, autocast, expert-parallel, autodiff, cse, recompute, shard-propagate, "
                                    "shard-localize, tensor-parallel, pipeline-split, "
                                    "pipeline-schedule, data-parallel, fuse-epilogues, fuse-nf4-loads, derive-steps, "
                                    "plan-workspace (the plan comes from @grid)",

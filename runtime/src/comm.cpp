@@ -96,6 +96,15 @@ namespace {
 }
 } // namespace
 
+void Communicator::all_to_all_v(const float *, const int64_t *, float *, const int64_t *) {
+  throw Error("this communicator has no all-to-all (expert parallelism needs the MPI one; the CUDA "
+              "backend has no mixture-of-experts kernels yet)");
+}
+
+void Communicator::all_to_all(const int32_t *, int32_t *, int64_t) {
+  all_to_all_v(nullptr, nullptr, nullptr, nullptr);
+}
+
 std::unique_ptr<Request> Communicator::isend(const float *, int64_t, int peer, int) {
   no_p2p("isend", peer, size());
 }

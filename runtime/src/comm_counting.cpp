@@ -37,6 +37,20 @@ void CountingCommunicator::broadcast(float *data, int64_t n, int root) {
   inner_->broadcast(data, n, root);
 }
 
+// What goes to the other ranks (this rank's own part stays).
+void CountingCommunicator::all_to_all_v(const float *in, const int64_t *send_counts, float *out,
+                                        const int64_t *recv_counts) {
+  for (int r = 0; r < inner_->size(); ++r)
+    if (r != inner_->rank())
+      *counter_ += static_cast<double>(send_counts[r]) * sizeof(float);
+  inner_->all_to_all_v(in, send_counts, out, recv_counts);
+}
+
+void CountingCommunicator::all_to_all(const int32_t *in, int32_t *out, int64_t n) {
+  *counter_ += static_cast<double>(n) * static_cast<double>(inner_->size() - 1) * sizeof(int32_t);
+  inner_->all_to_all(in, out, n);
+}
+
 std::unique_ptr<Request> CountingCommunicator::iall_reduce_sum(float *data, int64_t n) {
   count_all_reduce(n, sizeof(float));
   return inner_->iall_reduce_sum(data, n);

@@ -361,6 +361,37 @@ void MpiCommunicator::reduce_scatter_sum(float *out, const float *in, int64_t n)
   finish_collective(r, *this, "reduce_scatter_sum");
 }
 
+void MpiCommunicator::all_to_all_v(const float *in, const int64_t *send_counts, float *out,
+                                   const int64_t *recv_counts) {
+  // MPI's counts and displacements are int: every one is checked, the totals included.
+  std::vector<int> sends(size_), recvs(size_), send_at(size_), recv_at(size_);
+  int64_t sent = 0, received = 0;
+  for (int r = 0; r < size_; ++r) {
+    send_at[r] = to_count(sent, "all_to_all_v", axis_), recv_at[r] = to_count(received, "all_to_all_v", axis_);
+    sends[r] = to_count(send_counts[r], "all_to_all_v", axis_), recvs[r] = to_count(recv_counts[r], "all_to_all_v", axis_);
+    sent += send_counts[r], received += recv_counts[r];
+  }
+  to_count(sent, "all_to_all_v", axis_), to_count(received, "all_to_all_v", axis_);
+  if (overlaps(in, sent, out, received))
+    throw Error("all_to_all_v over the " + axis_ + " axis: the input and the output overlap");
+  MPI_Request r;
+  check(MPI_Ialltoallv(in, sends.data(), send_at.data(), MPI_FLOAT, out, recvs.data(), recv_at.data(), MPI_FLOAT,
+                       handle_->comm, &r),
+        "MPI_Ialltoallv", "all_to_all_v", axis_);
+  finish_collective(r, *this, "all_to_all_v");
+}
+
+void MpiCommunicator::all_to_all(const int32_t *in, int32_t *out, int64_t n) {
+  const int count = to_count(n, "all_to_all", axis_);
+  to_count(n * size_, "all_to_all", axis_);
+  if (overlaps(in, n * size_, out, n * size_))
+    throw Error("all_to_all over the " + axis_ + " axis: the input and the output overlap");
+  MPI_Request r;
+  check(MPI_Ialltoall(in, count, MPI_INT32_T, out, count, MPI_INT32_T, handle_->comm, &r), "MPI_Ialltoall",
+        "all_to_all", axis_);
+  finish_collective(r, *this, "all_to_all");
+}
+
 void MpiCommunicator::broadcast(float *data, int64_t n, int root) {
   if (root < 0 || root >= size_)
     throw Error("broadcast over the " + axis_ + " axis from root " + std::to_string(root) +

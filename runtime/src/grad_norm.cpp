@@ -14,8 +14,12 @@ double model_grad_norm(const ParamStore &store, Communicator &tp) {
 }
 
 double model_grad_norm(const ParamStore &store, Communicator &tp, Communicator &pp,
-                       const std::vector<char> &counted) {
-  auto counts = [&](int64_t i) { return (store.tp_split(i) || tp.rank() == 0) && (counted.empty() || counted[i]); };
+                       const std::vector<char> &counted, Communicator *ep) {
+  const bool first_ep_rank = !ep || ep->rank() == 0;
+  auto counts = [&](int64_t i) {
+    return (store.tp_split(i) || tp.rank() == 0) && (store.ep_split(i) || first_ep_rank) &&
+           (counted.empty() || counted[i]);
+  };
   // Table order, as the single-rank sum (bit-identical to it at tp 1, pp 1); sharded, buffer order.
   std::vector<std::pair<const float *, int64_t>> grads;
   const DistributedOptimizerState *sharded = store.sharded();
@@ -33,6 +37,8 @@ double model_grad_norm(const ParamStore &store, Communicator &tp, Communicator &
   if (sharded)
     sharded->group().all_reduce_sum(&sum, 1);
   tp.all_reduce_sum(&sum, 1);
+  if (ep)
+    ep->all_reduce_sum(&sum, 1);
   pp.all_reduce_sum(&sum, 1);
   return std::sqrt(sum);
 }

@@ -23,21 +23,22 @@ uint16_t *GradSync::bf16_copy(const float *data, int64_t n) const {
   return bf16_.as<uint16_t>() + offset;
 }
 
-void GradSync::start(float *data, int64_t n) {
+void GradSync::start(float *data, int64_t n, Communicator *group) {
+  Communicator &over = group ? *group : dp_;
   if (!bf16_.data()) {
-    started_.push_back({dp_.iall_reduce_sum(data, n), data, n});
+    started_.push_back({over.iall_reduce_sum(data, n), &over, data, n});
     return;
   }
   uint16_t *bits = bf16_copy(data, n);
   device_.to_bf16(bits, data, n);
-  started_.push_back({dp_.iall_reduce_sum_bf16(bits, n), data, n});
+  started_.push_back({over.iall_reduce_sum_bf16(bits, n), &over, data, n});
 }
 
 void GradSync::start_reduce_scatter(float *bucket, int64_t shard_numel) {
   if (!shard_)
     throw Error("compiled program: its step starts gradient reduce-scatters, but it has no flat_layout "
                 "(regenerate the program with megac compile)");
-  started_.push_back({shard_->ireduce_scatter_sum(bucket, bucket, shard_numel), bucket, shard_numel, true});
+  started_.push_back({shard_->ireduce_scatter_sum(bucket, bucket, shard_numel), shard_, bucket, shard_numel, true});
 }
 
 int64_t GradSync::finish() {
@@ -49,7 +50,7 @@ int64_t GradSync::finish() {
         replicas_->all_reduce_sum(s.data, s.n);
       continue;
     }
-    dp_.wait(*s.request);
+    s.over->wait(*s.request);
     if (bf16_.data())
       device_.from_bf16(s.data, bf16_copy(s.data, s.n), s.n);
   }

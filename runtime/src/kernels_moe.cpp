@@ -1,8 +1,11 @@
-// Mixture of experts on the CPU: routing, the moves between token order and expert order, and
-// the grouped GEMM (one cblas_sgemm per expert with rows, inside one call). Float32; every
+// Mixture of experts on the CPU: routing, the moves between token order and expert order, the
+// grouped GEMM (one cblas_sgemm per expert with rows, inside one call) and expert parallelism's
+// all-to-all exchanges. Float32; every
 // sum runs in a fixed order, so results do not depend on the thread count.
+#include "megart/comm.h"
 #include "megart/error.h"
 #include "megart/kernels.h"
+#include "megart/program.h"
 #include "kernels_detail.h"
 
 #include <algorithm>
@@ -29,17 +32,40 @@ void check_rows(const char *kernel, const int32_t *rows, int64_t n) {
                   " is outside [0, " + std::to_string(n) + ")");
 }
 
-void check_counts(const char *kernel, const int32_t *counts, int64_t num_experts, int64_t rows) {
+// The rows the counts add up to; throws unless each is >= 0 and the sum is `rows` (at most `rows`
+// where rows past the counted ones are padding: expert parallelism's received rows).
+int64_t check_counts(const char *kernel, const int32_t *counts, int64_t num_segments, int64_t rows,
+                     bool padded = false) {
   int64_t sum = 0;
-  for (int64_t e = 0; e < num_experts; ++e) {
+  for (int64_t e = 0; e < num_segments; ++e) {
     if (counts[e] < 0)
-      throw Error(std::string(kernel) + ": expert " + std::to_string(e) + " has " + std::to_string(counts[e]) +
+      throw Error(std::string(kernel) + ": segment " + std::to_string(e) + " has " + std::to_string(counts[e]) +
                   " rows");
     sum += counts[e];
   }
-  if (sum != rows)
-    throw Error(std::string(kernel) + ": the experts' counts sum to " + std::to_string(sum) + ", not the " +
-                std::to_string(rows) + " rows");
+  if (padded ? sum > rows : sum != rows)
+    throw Error(std::string(kernel) + ": the counts sum to " + std::to_string(sum) + ", " +
+                (padded ? "more than" : "not") + " the " + std::to_string(rows) + " rows");
+  return sum;
+}
+
+// Expert parallelism's group, and the experts each of its ranks holds.
+Communicator &expert_group(const StepContext &ctx, const char *kernel, int64_t num_experts) {
+  if (!ctx.ep)
+    throw Error(std::string(kernel) + ": the step has no expert-parallel communicator");
+  if (num_experts % ctx.ep->size() != 0)
+    throw Error(std::string(kernel) + ": " + std::to_string(num_experts) + " experts do not split over " +
+                std::to_string(ctx.ep->size()) + " expert-parallel ranks");
+  return *ctx.ep;
+}
+
+// Elements for each rank of the group: `hidden` x the rows of its `local` counts.
+std::vector<int64_t> rank_elements(const int32_t *counts, int64_t ranks, int64_t local, int64_t hidden) {
+  std::vector<int64_t> elements(static_cast<size_t>(ranks), 0);
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t e = 0; e < local; ++e)
+      elements[r] += static_cast<int64_t>(counts[r * local + e]) * hidden;
+  return elements;
 }
 
 // transformers' sigmoid in float32: 1 / (1 + exp(-g)).
@@ -202,28 +228,56 @@ void moe_row_dot(float *out, const float *tokens_in, const float *expert_rows, c
     }
 }
 
-void grouped_gemm(float *c, const float *a, const float *w, const int32_t *counts, int64_t num_experts, int64_t rows,
-                  int64_t k, int64_t n, bool transpose_w) {
-  check_counts("grouped_gemm", counts, num_experts, rows);
+void grouped_gemm(float *c, const float *a, const float *w, const int32_t *counts, int64_t num_segments,
+                  int64_t num_experts, int64_t rows, int64_t k, int64_t n, bool transpose_w) {
+  const int64_t counted = check_counts("grouped_gemm", counts, num_segments, rows, num_segments != num_experts);
   int64_t row = 0;
-  for (int64_t e = 0; e < num_experts; row += counts[e++])
-    if (counts[e] > 0)
-      gemm(c + row * n, a + row * k, w + e * k * n, counts[e], n, k, false, transpose_w);
+  for (int64_t s = 0; s < num_segments; row += counts[s++])
+    if (counts[s] > 0)
+      gemm(c + row * n, a + row * k, w + (s % num_experts) * k * n, counts[s], n, k, false, transpose_w);
+  std::fill(c + counted * n, c + rows * n, 0.0f);
 }
 
-void grouped_gemm_weight_grad(float *dw, const float *a, const float *dc, const int32_t *counts, int64_t num_experts,
-                              int64_t rows, int64_t k, int64_t n, bool transpose) {
-  check_counts("grouped_gemm_weight_grad", counts, num_experts, rows);
+void grouped_gemm_weight_grad(float *dw, const float *a, const float *dc, const int32_t *counts, int64_t num_segments,
+                              int64_t num_experts, int64_t rows, int64_t k, int64_t n, bool transpose) {
+  check_counts("grouped_gemm_weight_grad", counts, num_segments, rows, num_segments != num_experts);
+  std::fill(dw, dw + num_experts * k * n, 0.0f);
   int64_t row = 0;
-  for (int64_t e = 0; e < num_experts; row += counts[e++]) {
-    float *out = dw + e * k * n;
-    if (counts[e] == 0)
-      std::fill(out, out + k * n, 0.0f);
-    else if (transpose) // [n, k] = dC_e^T A_e
-      gemm(out, dc + row * n, a + row * k, n, k, counts[e], true, false);
-    else // [k, n] = A_e^T dC_e
-      gemm(out, a + row * k, dc + row * n, k, n, counts[e], true, false);
+  for (int64_t s = 0; s < num_segments; row += counts[s++]) {
+    if (counts[s] == 0)
+      continue;
+    float *out = dw + (s % num_experts) * k * n;
+    if (transpose) // [n, k] += dC_s^T A_s
+      gemm(out, dc + row * n, a + row * k, n, k, counts[s], true, false, 1.0f, 1.0f);
+    else // [k, n] += A_s^T dC_s
+      gemm(out, a + row * k, dc + row * n, k, n, counts[s], true, false, 1.0f, 1.0f);
   }
+}
+
+void moe_exchange_counts(const StepContext &ctx, int32_t *received, const int32_t *counts, int64_t num_experts) {
+  Communicator &ep = expert_group(ctx, "moe_exchange_counts", num_experts);
+  ep.all_to_all(counts, received, num_experts / ep.size());
+}
+
+void moe_dispatch(const StepContext &ctx, float *out, const float *in, const int32_t *counts, const int32_t *received,
+                  int64_t num_experts, int64_t local_rows, int64_t exchanged_rows, int64_t hidden) {
+  Communicator &ep = expert_group(ctx, "moe_dispatch", num_experts);
+  check_counts("moe_dispatch", counts, num_experts, local_rows);
+  const int64_t arrive = check_counts("moe_dispatch", received, num_experts, exchanged_rows, true);
+  const int64_t ranks = ep.size(), local = num_experts / ranks;
+  ep.all_to_all_v(in, rank_elements(counts, ranks, local, hidden).data(), out,
+                  rank_elements(received, ranks, local, hidden).data());
+  std::fill(out + arrive * hidden, out + exchanged_rows * hidden, 0.0f);
+}
+
+void moe_combine(const StepContext &ctx, float *out, const float *in, const int32_t *counts, const int32_t *received,
+                 int64_t num_experts, int64_t local_rows, int64_t exchanged_rows, int64_t hidden) {
+  Communicator &ep = expert_group(ctx, "moe_combine", num_experts);
+  check_counts("moe_combine", counts, num_experts, local_rows);
+  check_counts("moe_combine", received, num_experts, exchanged_rows, true);
+  const int64_t ranks = ep.size(), local = num_experts / ranks;
+  ep.all_to_all_v(in, rank_elements(received, ranks, local, hidden).data(), out,
+                  rank_elements(counts, ranks, local, hidden).data());
 }
 
 void gate_rows_forward(float *y, const float *x, const float *gate, int64_t tokens, int64_t hidden) {

@@ -154,7 +154,7 @@ std::string format_metrics_json(const IterationMetrics &m) {
     for (size_t i = 0; i < m.communication.size(); ++i) {
       const CommunicationBytes &c = m.communication[i];
       s += std::string(i ? "," : "") + "{\"tp\":" + json_exact(c.tp) + ",\"dp\":" + json_exact(c.dp) +
-           ",\"pp\":" + json_exact(c.pp) + "}";
+           ",\"pp\":" + json_exact(c.pp) + ",\"ep\":" + json_exact(c.ep) + "}";
     }
     s += "]";
   }

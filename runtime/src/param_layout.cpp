@@ -65,13 +65,21 @@ ParamDesc tp_block(const ParamDesc &desc, int64_t tp_rank) {
   return block;
 }
 
+ParamDesc ep_block(const ParamDesc &desc, int64_t ep_rank) {
+  ParamDesc block = desc;
+  if (desc.ep_split_dim >= 0)
+    block.offsets[desc.ep_split_dim] += ep_rank * desc.shape[desc.ep_split_dim];
+  return block;
+}
+
 namespace {
 
-// One block of the layout over all tp ranks: a table entry, or one tp rank's part of it.
+// One block of the layout over all tp and ep ranks: a table entry, or one rank's part of it.
 struct Block {
   ParamDesc desc;
   int64_t index;   // into the program's table
   int64_t tp_rank; // -1: the same block on every tp rank
+  int64_t ep_rank = -1; // -1: the same block on every ep rank
 };
 
 std::string where(const ParamDesc &desc, int64_t i) {
@@ -79,8 +87,8 @@ std::string where(const ParamDesc &desc, int64_t i) {
 }
 
 std::string where(const Block &b) {
-  return where(b.desc, b.index) +
-         (b.tp_rank >= 0 ? " on tp rank " + std::to_string(b.tp_rank) : std::string());
+  return where(b.desc, b.index) + (b.tp_rank >= 0 ? " on tp rank " + std::to_string(b.tp_rank) : std::string()) +
+         (b.ep_rank >= 0 ? " on ep rank " + std::to_string(b.ep_rank) : std::string());
 }
 
 std::string offsets_string(const ParamDesc &desc) {
@@ -107,6 +115,10 @@ void validate_one(const ParamDesc &desc, int64_t i) {
   if (desc.tp_split_dim < -1 || desc.tp_split_dim >= desc.rank)
     throw Error(where(desc, i) + " has tp_split_dim " + std::to_string(desc.tp_split_dim) +
                 "; it must be -1 (not split) or a dimension 0.." + std::to_string(desc.rank - 1));
+  if (desc.ep_split_dim < -1 || desc.ep_split_dim >= desc.rank || (desc.ep_split_dim >= 0 && desc.tp_split_dim >= 0))
+    throw Error(where(desc, i) + " has ep_split_dim " + std::to_string(desc.ep_split_dim) + " (tp_split_dim " +
+                std::to_string(desc.tp_split_dim) + "); it must be -1 (not split) or, for a block not split over tp, "
+                "a dimension 0.." + std::to_string(desc.rank - 1));
 }
 
 // A padded block may reach past the tensor (even lie wholly in the padding); coverage is
@@ -130,17 +142,21 @@ bool overlap(const ParamDesc &a, const ParamDesc &b) {
 
 } // namespace
 
-void validate_param_layout(const ParamDesc *params, int64_t num_params, int64_t tp_size) {
+void validate_param_layout(const ParamDesc *params, int64_t num_params, int64_t tp_size, int64_t ep_size) {
   if (num_params < 0 || (num_params > 0 && !params))
     throw Error("the program's parameter table is missing (num_params " +
                 std::to_string(num_params) + ")");
-  if (tp_size < 1)
-    throw Error("tensor parallel size is " + std::to_string(tp_size) + "; it must be >= 1");
+  if (tp_size < 1 || ep_size < 1)
+    throw Error("tensor parallel size is " + std::to_string(tp_size) + " and expert parallel size " +
+                std::to_string(ep_size) + "; both must be >= 1");
   // Every rank's offsets follow from tp rank 0's, so the whole layout is checked locally.
   std::vector<Block> blocks;
   for (int64_t i = 0; i < num_params; ++i) {
     validate_one(params[i], i);
-    if (params[i].tp_split_dim < 0 || tp_size == 1)
+    if (params[i].ep_split_dim >= 0 && ep_size > 1)
+      for (int64_t r = 0; r < ep_size; ++r)
+        blocks.push_back({ep_block(params[i], r), i, -1, r});
+    else if (params[i].tp_split_dim < 0 || tp_size == 1)
       blocks.push_back({params[i], i, -1});
     else
       for (int64_t r = 0; r < tp_size; ++r)
@@ -172,9 +188,11 @@ void validate_param_layout(const ParamDesc *params, int64_t num_params, int64_t 
       throw Error("tensor '" + t.name + "' " + shape_string(t.shape) + " has " +
                   std::to_string(full_numel(first.desc)) + " elements but its blocks hold " +
                   std::to_string(covered) +
-                  (tp_size > 1 ? " over the " + std::to_string(tp_size) +
-                                     " tp ranks; the tp ranks together must hold whole tensors"
-                               : "; a program must hold whole tensors"));
+                  (ep_size > 1   ? " over the " + std::to_string(tp_size) + " tp and " + std::to_string(ep_size) +
+                                         " ep ranks; the ranks together must hold whole tensors"
+                   : tp_size > 1 ? " over the " + std::to_string(tp_size) +
+                                       " tp ranks; the tp ranks together must hold whole tensors"
+                                 : "; a program must hold whole tensors"));
   }
 }
 

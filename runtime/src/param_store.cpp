@@ -58,8 +58,8 @@ FlatLayout flat_layout_of(const FlatLayoutDesc &flat, const std::vector<ParamDes
 
 ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_rank,
                        int64_t tp_size, Device &device, const FlatLayoutDesc *flat_layout,
-                       Communicator *shard_group)
-    : tp_rank_(tp_rank), tp_size_(tp_size), device_(&device) {
+                       Communicator *shard_group, int64_t ep_rank, int64_t ep_size)
+    : tp_rank_(tp_rank), tp_size_(tp_size), ep_rank_(ep_rank), ep_size_(ep_size), device_(&device) {
   set_blocks(params, num_params);
   if (flat_layout) {
     // The distributed optimizer: two flat buffers as the compiler laid them out (their sizes are
@@ -109,13 +109,16 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
 }
 
 void ParamStore::set_blocks(const ParamDesc *params, int64_t num_params) {
-  validate_param_layout(params, num_params, tp_size_);
+  validate_param_layout(params, num_params, tp_size_, ep_size_);
   if (tp_rank_ < 0 || tp_rank_ >= tp_size_)
     throw Error("tensor parallel rank " + std::to_string(tp_rank_) + " is outside 0.." +
                 std::to_string(tp_size_ - 1));
+  if (ep_rank_ < 0 || ep_rank_ >= ep_size_)
+    throw Error("expert parallel rank " + std::to_string(ep_rank_) + " is outside 0.." +
+                std::to_string(ep_size_ - 1));
   program_descs_.assign(params, params + num_params);
   for (const ParamDesc &d : program_descs_)
-    descs_.push_back(tp_block(d, tp_rank_));
+    descs_.push_back(ep_block(tp_block(d, tp_rank_), ep_size_ > 1 ? ep_rank_ : 0));
   tensors_ = group_by_tensor(descs_.data(), size());
   for (const ParamDesc &d : descs_)
     numel_.push_back(block_numel(d));
@@ -412,12 +415,18 @@ void ParamStore::save(const std::string &path, Communicator &tp) const {
   write_safetensors(path, named, {{"format", "pt"}});
 }
 
-std::vector<std::vector<float>> ParamStore::gather_tensors(Communicator &tp, StateArray which) const {
+std::vector<std::vector<float>> ParamStore::gather_tensors(Communicator &tp, StateArray which,
+                                                           Communicator *ep) const {
   if (tp.size() != tp_size_ || tp.rank() != tp_rank_)
     throw Error("gathering the tensors: the tp communicator is rank " + std::to_string(tp.rank()) +
                 " of " + std::to_string(tp.size()) + ", but the store holds tp rank " +
                 std::to_string(tp_rank_) + " of " + std::to_string(tp_size_));
-  const bool writer = tp_rank_ == 0;
+  const int64_t ep_size = ep ? ep->size() : 1, ep_rank = ep ? ep->rank() : 0;
+  if (ep_size != ep_size_ || ep_rank != ep_rank_)
+    throw Error("gathering the tensors: the ep communicator is rank " + std::to_string(ep_rank) + " of " +
+                std::to_string(ep_size) + ", but the store holds ep rank " + std::to_string(ep_rank_) + " of " +
+                std::to_string(ep_size_));
+  const bool writer = tp_rank_ == 0 && ep_rank_ == 0;
   // The writer holds all full tensors at once (write_safetensors takes them together): one
   // extra copy of the model in memory, only while saving. The others hold one gather at a time.
   std::vector<std::vector<float>> data;
@@ -425,6 +434,15 @@ std::vector<std::vector<float>> ParamStore::gather_tensors(Communicator &tp, Sta
   for (const CheckpointTensor &t : tensors_) {
     std::vector<float> full(writer ? static_cast<size_t>(full_numel(descs_[t.blocks[0]])) : 0);
     for (int64_t b : t.blocks) {
+      if (ep_split(b)) { // each ep rank's experts: gathered as the tp blocks are, over ep
+        const int64_t n = numel(b);
+        gathered.resize(static_cast<size_t>(n * ep_size_));
+        ep->all_gather(gathered.data(), host_array(b, which).data(), n);
+        if (writer)
+          for (int64_t r = 0; r < ep_size_; ++r)
+            copy_block_to_full(ep_block(program_descs_[b], r), gathered.data() + r * n, full.data());
+        continue;
+      }
       if (!tp_split(b)) { // the same on every tp rank: tp rank 0's copy is the tensor's
         if (writer)
           copy_block_to_full(descs_[b], host_array(b, which).data(), full.data());

@@ -19,8 +19,14 @@ GridShape grid_shape_of(const ProgramDesc &p) {
   check("tensor_parallel_size", p.tensor_parallel_size);
   check("pipeline_parallel_size", p.pipeline_parallel_size);
   check("data_parallel_size", p.data_parallel_size);
+  check("expert_parallel_size", p.expert_parallel_size);
   GridShape shape;
   shape.pp = p.pipeline_parallel_size, shape.dp = p.data_parallel_size, shape.tp = p.tensor_parallel_size;
+  shape.ep = p.expert_parallel_size;
+  if (shape.dp % shape.ep != 0)
+    throw Error("compiled program: expert_parallel_size " + std::to_string(shape.ep) +
+                " does not divide data_parallel_size " + std::to_string(shape.dp) +
+                " (regenerate the program with megac compile)");
   if (shape.world() > INT_MAX) // MPI numbers ranks with int
     throw Error("compiled program: " + shape.describe() + " is more ranks than MPI can number");
   return shape;
@@ -107,6 +113,11 @@ std::unique_ptr<ProcessGrid> ProcessGrid::on(const MpiCommunicator &parent, cons
   g->pp_ = std::move(pp);
   g->world_ = parent.split(0, parent.rank(), "world");
   g->count_axes();
+  if (shape.ep > 1) { // ep consecutive dp ranks split the experts; the same place in each group holds the same ones
+    const int group = static_cast<int>(c.dp / shape.ep), place = static_cast<int>(c.dp % shape.ep);
+    g->ep_ = std::make_unique<CountingCommunicator>(g->dp_mpi_->split(group, place, "ep"), &g->sent_.ep);
+    g->expert_dp_ = std::make_unique<CountingCommunicator>(g->dp_mpi_->split(place, group, "expert_dp"), &g->sent_.dp);
+  }
   return g;
 }
 
@@ -120,9 +131,9 @@ void ProcessGrid::use_device(Device &device) {
   device_ = &device;
   // In axis order on every rank: each conversion is collective over its axis. The device's
   // communicator takes the host one (NCCL bootstraps over MPI), so the counting moves outside.
-  for (std::unique_ptr<Communicator> *axis : {&tp_, &dp_, &pp_, &dp_shard_, &dp_replicate_}) {
+  for (std::unique_ptr<Communicator> *axis : {&tp_, &dp_, &pp_, &dp_shard_, &dp_replicate_, &ep_, &expert_dp_}) {
     if (!*axis)
-      continue; // no hybrid sharding
+      continue; // no hybrid sharding, no expert parallelism
     auto &counting = static_cast<CountingCommunicator &>(**axis);
     double *counter = counting.counter();
     *axis = std::make_unique<CountingCommunicator>(device.communicator(counting.release()), counter);
@@ -130,7 +141,8 @@ void ProcessGrid::use_device(Device &device) {
 }
 
 void ProcessGrid::set_timeout(double seconds) {
-  for (Communicator *c : {tp_.get(), dp_.get(), pp_.get(), world_.get(), dp_shard_.get(), dp_replicate_.get()})
+  for (Communicator *c : {tp_.get(), dp_.get(), pp_.get(), world_.get(), dp_shard_.get(), dp_replicate_.get(),
+                          ep_.get(), expert_dp_.get()})
     if (c)
       c->set_timeout(seconds);
 }

@@ -84,14 +84,14 @@ int64_t iteration_of(const std::string &name) {
   return v;
 }
 
-// The whole model's full tensors of one array, on the writer (tp rank 0 of pp rank 0); other
-// ranks get nothing back. A tensor several stages hold (tied) comes from the first of them.
+// The whole model's full tensors of one array, on the writer (tp and ep rank 0 of pp rank 0);
+// other ranks get nothing back. A tensor several stages hold (tied) comes from the first of them.
 std::vector<NamedTensor> gather_model(const ParamStore &store, StateArray which,
                                       const CheckpointGroup &g,
                                       std::vector<std::vector<float>> &storage) {
-  storage = store.gather_tensors(g.tp, which);
+  storage = store.gather_tensors(g.tp, which, g.ep);
   std::vector<NamedTensor> named;
-  if (g.tp.rank() != 0)
+  if (g.tp.rank() != 0 || (g.ep && g.ep->rank() != 0))
     return named;
   // The other stages of the replica send the tensors they are the first to hold.
   const int64_t stages = g.pp ? g.pp->size() : 1, here = g.pp ? g.pp->rank() : 0;
@@ -300,7 +300,8 @@ std::string save_checkpoint(const std::string &dir, const TrainState &state,
                             const CheckpointOptions &options) {
   const SavingCheckpoint saving; // a stop signal now takes effect when the save is done or undone
   const std::string final = iteration_folder(dir, state.iteration);
-  const bool writer = group.tp.rank() == 0 && (!group.pp || group.pp->rank() == 0);
+  const bool writer =
+      group.tp.rank() == 0 && (!group.pp || group.pp->rank() == 0) && (!group.ep || group.ep->rank() == 0);
   const std::string staging = final + ".tmp." + std::to_string(::getpid());
   // A save that fails (a full disk, a damaged state) leaves nothing behind: the staging folder
   // goes, and the previous checkpoint stays the latest.

@@ -51,10 +51,10 @@ struct LogWindow {
 // reduce-scattered gradients: unscaling, the norm (model_grad_norm), clipping and AdamW.
 class Optimizer {
 public:
-  // `pp` and `counted` (model_grad_norm's) are given with pipeline parallelism only.
-  Optimizer(const TrainFlags &f, int64_t steps_taken, ParamStore &store, Communicator &tp,
-            Communicator *pp = nullptr, const std::vector<char> *counted = nullptr)
-      : store_(store), device_(store.device()), tp_(tp), pp_(pp), counted_(counted),
+  // `pp`, `counted` and `ep` are model_grad_norm's.
+  Optimizer(const TrainFlags &f, int64_t steps_taken, ParamStore &store, Communicator &tp, Communicator &pp,
+            const std::vector<char> &counted, Communicator &ep)
+      : store_(store), device_(store.device()), tp_(tp), pp_(pp), counted_(counted), ep_(ep),
         sharded_(store.sharded()),
         schedule_(lr_schedule(f)),
         config_{f.adam_beta1, f.adam_beta2, f.adam_eps, f.weight_decay},
@@ -80,8 +80,7 @@ public:
   // same decision); clips this rank's gradients in place. A non-finite norm is left alone: the
   // caller skips the step.
   double clip() {
-    const double norm =
-        pp_ ? model_grad_norm(store_, tp_, *pp_, *counted_) : model_grad_norm(store_, tp_);
+    const double norm = model_grad_norm(store_, tp_, pp_, counted_, &ep_);
     if (!std::isfinite(norm))
       return norm;
     const float coeff = clip_coefficient(norm, clip_);
@@ -106,8 +105,9 @@ private:
   ParamStore &store_;
   Device &device_;
   Communicator &tp_;
-  Communicator *pp_;
-  const std::vector<char> *counted_;
+  Communicator &pp_;
+  const std::vector<char> &counted_;
+  Communicator &ep_;
   DistributedOptimizerState *sharded_;
   LrSchedule schedule_;
   AdamWConfig config_;
@@ -187,8 +187,9 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   const double flops = model_flops_per_iteration(program, B);
   // Reports per pp stage (stash peaks, memory by stage) where there are several.
   const bool several_stages = grid.shape().pp > 1;
-  // One replica writes; with pipeline parallelism every stage of it contributes its tensors.
-  const bool saves = grid.coord().dp == 0;
+  // One replica writes; with pipeline parallelism every stage of it contributes its tensors, with
+  // expert parallelism every ep rank of its group its experts.
+  const bool saves = grid.coord().dp < grid.shape().ep;
   const double world = static_cast<double>(grid.world_size());       // per-GPU throughput
   const double peak = f.peak_tflops > 0 ? f.peak_tflops : store.device().peak_tflops();
   auto mfu = [&](double tflops) { return tflops > 0 && peak > 0 ? tflops / peak : -1.0; };
@@ -206,7 +207,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   AlignedBuffer<int32_t> ids(static_cast<size_t>(tokens)), labels(static_cast<size_t>(tokens));
   DeviceBuffer device_ids(device, token_bytes, MemoryCategory::Data),
       device_labels(device, token_bytes, MemoryCategory::Data);
-  Optimizer optimizer(f, start.optimizer_steps, store, grid.tp(), &grid.pp(), &pipe.tied.norm_counted());
+  Optimizer optimizer(f, start.optimizer_steps, store, grid.tp(), grid.pp(), pipe.tied.norm_counted(), grid.ep());
   const SyncFn compiled_sync = pipe.stage.sync_gradients;
   // The rank's compiled table: its schedule's steps, then what closes the iteration.
   const PipeOp *const table = pipe.stage.ops;
@@ -224,7 +225,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
   const std::unique_ptr<LossScaler> scaler = make_loss_scaler(f);
   if (scaler && start.loss_scaler)
     scaler->restore(*start.loss_scaler);
-  const CheckpointGroup checkpoint_group{grid.tp(), &grid.pp(), &program};
+  const CheckpointGroup checkpoint_group{grid.tp(), &grid.pp(), &program, &grid.ep()};
   // prepare_training checked that the tokenizer's files are there.
   const CheckpointOptions checkpoint_options =
       checkpoint_contents(program, f.keep_latest_k,

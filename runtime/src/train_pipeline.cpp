@@ -68,13 +68,13 @@ std::string StashPeaks::describe() const {
 
 std::vector<CommunicationBytes> gather_sent_bytes(const CommunicationBytes &mine, Communicator &pp) {
   // Doubles summed with zeros: every stage's numbers arrive exactly.
-  std::vector<double> all(static_cast<size_t>(3 * pp.size()), 0.0);
-  const size_t at = static_cast<size_t>(3 * pp.rank());
-  all[at] = mine.tp, all[at + 1] = mine.dp, all[at + 2] = mine.pp;
+  std::vector<double> all(static_cast<size_t>(4 * pp.size()), 0.0);
+  const size_t at = static_cast<size_t>(4 * pp.rank());
+  all[at] = mine.tp, all[at + 1] = mine.dp, all[at + 2] = mine.pp, all[at + 3] = mine.ep;
   pp.all_reduce_sum(all.data(), static_cast<int64_t>(all.size()));
   std::vector<CommunicationBytes> out(static_cast<size_t>(pp.size()));
   for (size_t r = 0; r < out.size(); ++r)
-    out[r] = {all[3 * r], all[3 * r + 1], all[3 * r + 2]};
+    out[r] = {all[4 * r], all[4 * r + 1], all[4 * r + 2], all[4 * r + 3]};
   return out;
 }
 

@@ -339,7 +339,7 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   const ParamDesc *params = stage.params;
   const int64_t num_params = stage.num_params;
   const FlatLayoutDesc *flat_layout = stage.flat_layout;
-  validate_param_layout(params, num_params, grid.shape().tp);
+  validate_param_layout(params, num_params, grid.shape().tp, grid.shape().ep);
   if (flat_layout && flags.grad_reduce_in_bf16 && grid.shape().dp > 1)
     throw Error("--grad-reduce-in-bf16: the distributed optimizer (the program's flat_layout) "
                 "reduce-scatters the gradients in fp32; bf16 reduction is not supported with it "
@@ -417,7 +417,8 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   }
   // Allocated only now: the model's state is the big allocation, the checks above are cheap.
   s.store = std::make_unique<ParamStore>(params, num_params, grid.coord().tp, grid.shape().tp,
-                                         program_device(program), flat_layout, &grid.dp_shard());
+                                         program_device(program), flat_layout, &grid.dp_shard(),
+                                         grid.ep().rank(), grid.shape().ep);
   if (stage.num_frozen_params > 0) {
     s.frozen = ParamStore::frozen(stage.frozen_params, stage.num_frozen_params, grid.coord().tp, grid.shape().tp, program_device(program));
     load_lora(s, flags, program, source, resume, fresh);

@@ -246,7 +246,7 @@ TrainState parse_train_state(const std::string &text, const std::string &path) {
   // The plan: any plan may resume any other's checkpoint, but what it says must be a plan.
   const ObjectReader plan = top.object("plan");
   for (const char *size : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
-                           "virtual_pipeline_model_parallel_size", "micro_batch_size"})
+                           "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "micro_batch_size"})
     if (plan.has(size))
       plan.integer(size, 1);
   if (plan.has("qlora_block_size"))
@@ -334,6 +334,7 @@ std::string format_program_plan(const ProgramDesc &p) {
   w.integer("tensor_model_parallel_size", p.tensor_parallel_size)
       .integer("pipeline_model_parallel_size", p.pipeline_parallel_size)
       .integer("data_parallel_size", p.data_parallel_size)
+      .integer("expert_model_parallel_size", p.expert_parallel_size)
       .integer("virtual_pipeline_model_parallel_size", p.virtual_pipeline_size)
       .string("pipeline_schedule", p.pipeline_schedule ? p.pipeline_schedule : "")
       .integer("micro_batch_size", p.micro_batch_size)

@@ -2,7 +2,9 @@
 // of experts (and its tie order), the order of the rows, the moves, the grouped GEMM against one
 // GEMM per expert, the router's gradient against central differences of its forward.
 #include "expect_error.h"
+#include "megart/comm.h"
 #include "megart/kernels.h"
+#include "megart/program.h"
 
 #include <gtest/gtest.h>
 
@@ -61,7 +63,7 @@ TEST(MoeKernels, GroupedGemmIsOneGemmPerExpertAndItsWeightGradient) {
     a[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
   for (size_t i = 0; i < w.size(); ++i)
     w[i] = 0.05f * static_cast<float>(i % 11) - 0.2f;
-  cpu::grouped_gemm(c.data(), a.data(), w.data(), counts.data(), 3, rows, k, n, true);
+  cpu::grouped_gemm(c.data(), a.data(), w.data(), counts.data(), 3, 3, rows, k, n, true);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t e = r < 2 ? 0 : 2;
     for (int64_t j = 0; j < n; ++j) {
@@ -72,7 +74,7 @@ TEST(MoeKernels, GroupedGemmIsOneGemmPerExpertAndItsWeightGradient) {
     }
   }
   std::vector<float> dw(3 * n * k, 7.0f);
-  cpu::grouped_gemm_weight_grad(dw.data(), a.data(), c.data(), counts.data(), 3, rows, k, n, true);
+  cpu::grouped_gemm_weight_grad(dw.data(), a.data(), c.data(), counts.data(), 3, 3, rows, k, n, true);
   for (int64_t j = 0; j < n * k; ++j)
     EXPECT_EQ(dw[n * k + j], 0.0f) << "expert 1 has no rows: zeros";
   double d = 0; // expert 2's [j=1, i=2]: sum over its rows of c[r, 1] a[r, 2]
@@ -80,8 +82,57 @@ TEST(MoeKernels, GroupedGemmIsOneGemmPerExpertAndItsWeightGradient) {
     d += double(c[r * n + 1]) * a[r * k + 2];
   EXPECT_NEAR(dw[2 * n * k + 1 * k + 2], d, 1e-6);
   const std::vector<int32_t> short_counts = {2, 0, 2};
-  expect_error([&] { cpu::grouped_gemm(c.data(), a.data(), w.data(), short_counts.data(), 3, rows, k, n, true); },
+  expect_error([&] { cpu::grouped_gemm(c.data(), a.data(), w.data(), short_counts.data(), 3, 3, rows, k, n, true); },
                {"grouped_gemm", "sum to 4", "5 rows"});
+}
+
+TEST(MoeKernels, GroupedGemmSegmentsCycleThroughTheExpertsAndPaddingIsZero) {
+  // Expert parallelism's received rows: 2 senders x 2 local experts = 4 segments (1, 2, 0, 1 rows)
+  // in 6 rows, the last 2 padding. Segment s uses expert s mod 2; each expert's weight gradient
+  // sums its segments.
+  const int64_t rows = 6, k = 2, n = 3;
+  const std::vector<int32_t> counts = {1, 2, 0, 1};
+  std::vector<float> a(rows * k), w(2 * k * n), c(rows * n, 9.0f), dc(rows * n, 1.0f), dw(2 * k * n, 5.0f);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = 0.5f * static_cast<float>(i) - 1.0f;
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = 0.25f * static_cast<float>(i % 5) - 0.5f;
+  cpu::grouped_gemm(c.data(), a.data(), w.data(), counts.data(), 4, 2, rows, k, n, false);
+  const int64_t expert_of_row[] = {0, 1, 1, 1};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t i = 0; r < 4 && i < k; ++i)
+        sum += double(a[r * k + i]) * w[expert_of_row[r] * k * n + i * n + j];
+      EXPECT_NEAR(c[r * n + j], sum, 1e-6) << "row " << r << " column " << j << (r >= 4 ? " (padding)" : "");
+    }
+  cpu::grouped_gemm_weight_grad(dw.data(), a.data(), dc.data(), counts.data(), 4, 2, rows, k, n, false);
+  for (int64_t i = 0; i < k; ++i) { // dC is ones: dW[e][i, j] = the sum of column i of e's rows
+    EXPECT_NEAR(dw[0 * k * n + i * n], a[0 * k + i], 1e-6);
+    EXPECT_NEAR(dw[1 * k * n + i * n], a[1 * k + i] + a[2 * k + i] + a[3 * k + i], 1e-6);
+  }
+  const std::vector<int32_t> too_many = {3, 2, 1, 1};
+  expect_error([&] { cpu::grouped_gemm(c.data(), a.data(), w.data(), too_many.data(), 4, 2, rows, k, n, false); },
+               {"grouped_gemm", "sum to 7", "more than the 6 rows"});
+}
+
+TEST(MoeKernels, ExpertExchangesOnOneRankMoveTheRowsAndPad) {
+  megart::SelfCommunicator self;
+  megart::StepContext ctx;
+  ctx.ep = &self;
+  const std::vector<int32_t> counts = {1, 2};
+  std::vector<int32_t> received(2);
+  cpu::moe_exchange_counts(ctx, received.data(), counts.data(), 2);
+  EXPECT_EQ(received, counts);
+  const std::vector<float> rows = {1, 2, 3, 4, 5, 6}; // 3 rows of 2
+  std::vector<float> out(8, 7.0f), back(6);
+  cpu::moe_dispatch(ctx, out.data(), rows.data(), counts.data(), received.data(), 2, 3, 4, 2);
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 3, 4, 5, 6, 0, 0}));
+  cpu::moe_combine(ctx, back.data(), out.data(), counts.data(), received.data(), 2, 3, 4, 2);
+  EXPECT_EQ(back, rows);
+  megart::StepContext none;
+  expect_error([&] { cpu::moe_exchange_counts(none, received.data(), counts.data(), 2); },
+               {"moe_exchange_counts", "no expert-parallel communicator"});
 }
 
 TEST(MoeKernels, RouteBackwardIsTheDerivativeOfItsForward) {

@@ -196,6 +196,40 @@ TEST(TrainParamStore, TensorParallelLoadReadsThisRanksBlock) {
   EXPECT_THROW(r1.save(dir / "x.safetensors"), megart::Error);
 }
 
+// Stacked experts [4, 2, 3] split over 2 ep ranks (ParamDesc::ep_split_dim 0): each rank holds 2
+// experts, rank 1 the last two; together (and only together) the ranks hold the tensor.
+TEST(TrainParamStore, ExpertParallelBlocksAreConsecutiveExperts) {
+  ParamDesc experts{"e", 3, {2, 2, 3}, {0, 0, 0}, {4, 2, 3}, ParamInit::Normal, 1.0f, true};
+  experts.ep_split_dim = 0;
+  ParamDesc whole = experts;
+  whole.shape[0] = 4, whole.ep_split_dim = -1;
+  ParamStore one(&whole, 1);
+  one.init(5);
+  const std::vector<float> all = one.assemble(one.tensors()[0]);
+  for (int64_t r = 0; r < 2; ++r) {
+    ParamStore s(&experts, 1, 0, 1, megart::cpu_device(), nullptr, nullptr, r, 2);
+    EXPECT_EQ(s.desc(0).offsets[0], 2 * r);
+    EXPECT_TRUE(s.ep_split(0));
+    s.init(5); // the same weights as the whole tensor's experts 2r and 2r + 1
+    for (int64_t i = 0; i < 12; ++i)
+      EXPECT_EQ(s.param(0)[i], all[static_cast<size_t>(12 * r + i)]) << "ep rank " << r << " element " << i;
+  }
+  auto rejects = [](ParamDesc d, int64_t ep, const std::string &text) {
+    try {
+      megart::validate_param_layout(&d, 1, 1, ep);
+      ADD_FAILURE() << "accepted; expected: " << text;
+    } catch (const megart::Error &e) {
+      EXPECT_THAT(e.what(), HasSubstr(text));
+    }
+  };
+  megart::validate_param_layout(&experts, 1, 1, 2);
+  rejects(experts, 1, "has 24 elements but its blocks hold 12; a program must hold whole tensors");
+  rejects(experts, 4, "parameter 0 ('e') on ep rank 2: block [2, 2, 3] at offsets [4, 0, 0] does not fit");
+  ParamDesc both = experts;
+  both.tp_split_dim = 1;
+  rejects(both, 2, "has ep_split_dim 0 (tp_split_dim 1)");
+}
+
 TEST(TrainParamStore, TensorParallelLayoutErrors) {
   auto rejects = [](std::vector<ParamDesc> d, int64_t tp, const std::string &text) {
     try {

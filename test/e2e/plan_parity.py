@@ -33,7 +33,8 @@ GLOBAL_BATCH = TRAIN[TRAIN.index("--global-batch-size") + 1]
 
 def plan_flags(plan):
     """'tp2pp2dp2' -> (['--tp', '2', '--pp', '2', '--dp', '2'], 8); 'sp' takes no size, 'vpp2'
-    gives chunks per pipeline rank, 'ogr' adds --overlap-grad-reduce, 'dopt' Megatron's
+    gives chunks per pipeline rank, 'ep2' splits the experts over groups of 2 dp ranks
+    (--expert-model-parallel-size 2, no ranks of its own), 'ogr' adds --overlap-grad-reduce, 'dopt' Megatron's
     --use-distributed-optimizer, 'optim' --data-parallel-sharding-strategy optim, 'zero2'
     optim_grads and 'zero3' optim_grads_params (all with small buckets; 'reshard' and 'noreshard'
     add --fsdp-reshard-after-forward always / never; hybrid sharding: 'shard2' shards over groups
@@ -48,7 +49,7 @@ def plan_flags(plan):
                   "optim": ["--data-parallel-sharding-strategy", "optim"],
                   "zero2": ["--data-parallel-sharding-strategy", "optim_grads"],
                   "zero3": ["--data-parallel-sharding-strategy", "optim_grads_params"]}
-    for axis, digits in re.findall(r"(vpp|tp|pp|dp|sp|ogr|dopt|optim|zero2|zero3|noreshard|reshard|shard|inst|offload|opg)(\d*)",
+    for axis, digits in re.findall(r"(vpp|tp|pp|dp|ep|sp|ogr|dopt|optim|zero2|zero3|noreshard|reshard|shard|inst|offload|opg)(\d*)",
                                    sizes):
         if axis == "opg":  # prefetch the parameter all-gathers (with 'ogr')
             flags += ["--overlap-param-gather"]
@@ -70,7 +71,7 @@ def plan_flags(plan):
             flags += strategies[axis] + ["--ddp-bucket-size", "20000"]
             continue
         flags += [f"--{axis}"] + ([digits] if digits else [])
-        world *= int(digits) if digits and axis != "vpp" else 1
+        world *= int(digits) if digits and axis not in ("vpp", "ep") else 1
     if schedule:
         flags += ["--pipeline-schedule", schedule]
     if "--pp" in flags:  # the pipeline schedule is compiled for the batch's microbatches
@@ -162,6 +163,17 @@ def communication_matches(out, record, plan, flags, micro_batch=2):
     show = lambda rows: [[r[a] for a in ("tp", "dp", "pp")] for r in rows]
     print(f"  {plan}: bytes sent per rank class in iteration {record['iteration']} (tp, dp, pp): measured "
           f"{show(measured)}, predicted {show(predicted)} {'ok' if ok else 'FAIL'}")
+    if "--ep" in flags:
+        # Expert parallelism's all-to-all: how many rows leave a rank is the router's choice, so the
+        # compiler predicts a bound (every row to another rank); the counts and the norm's sum are
+        # in it exactly, so anything routed at all shows above them.
+        bound = [(s["bytes"]["ep_at_most"] if m is None else s["bytes_per_microbatch"]["ep_at_most"] * m +
+                  s["bytes_per_iteration_besides"]["ep_at_most"]) for s in stages]
+        sent = [x.get("ep", 0.0) for x in measured]
+        within = len(sent) == len(bound) and all(0 < x <= b for x, b in zip(sent, bound))
+        print(f"  {plan}: expert-parallel bytes sent per rank class: measured {sent}, at most {bound} predicted "
+              f"{'ok' if within else 'FAIL'}")
+        ok = ok and within
     return ok
 
 

@@ -94,6 +94,11 @@ cl::alias ppAlias("pp", cl::aliasopt(pp), cl::desc("alias for --pipeline-model-p
 cl::opt<int64_t> dp("data-parallel-size", cl::init(1), cl::desc("data parallel size"), cl::sub(compile), cl::sub(simulate),
                     megac::recordValues<int64_t>("--data-parallel-size (--dp)"));
 cl::alias dpAlias("dp", cl::aliasopt(dp), cl::desc("alias for --data-parallel-size"));
+cl::opt<int64_t> ep("expert-model-parallel-size", cl::init(1),
+                    cl::desc("expert parallel size: groups of this many data-parallel ranks split the experts"),
+                    cl::sub(compile), cl::sub(simulate),
+                    megac::recordValues<int64_t>("--expert-model-parallel-size (--ep)"));
+cl::alias epAlias("ep", cl::aliasopt(ep), cl::desc("alias for --expert-model-parallel-size"));
 cl::opt<int64_t> vpp("num-virtual-stages-per-pipeline-rank", cl::init(1),
                      cl::desc("chunks (virtual pipeline stages) per pipeline rank"), cl::sub(compile), cl::sub(simulate),
                      megac::recordValues<int64_t>("--num-virtual-stages-per-pipeline-rank (--vpp)"));
@@ -339,7 +344,7 @@ Expected<megac::ActivationPrecision> precisionFromFlags() {
 /// --global-batch-size turned into microbatches.
 Expected<megac::ParallelPlan> planFromFlags() {
   megac::ParallelPlan plan;
-  plan.pp = pp, plan.dp = dp, plan.tp = tp;
+  plan.pp = pp, plan.dp = dp, plan.tp = tp, plan.ep = ep;
   plan.sp = sp;
   plan.makeVocabSizeDivisibleBy = makeVocabDivisible;
   plan.vpp = vpp;

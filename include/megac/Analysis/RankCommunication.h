@@ -20,8 +20,11 @@ namespace megac {
 
 struct AxisBytes {
   double tp = 0, dp = 0, pp = 0;
+  // Expert parallelism's exchanges: an upper bound (how many rows go to other ranks is the
+  // router's choice; dropless routing sends at most this), exact for the counts and the sums.
+  double ep = 0;
   AxisBytes &operator+=(const AxisBytes &o) {
-    tp += o.tp, dp += o.dp, pp += o.pp;
+    tp += o.tp, dp += o.dp, pp += o.pp, ep += o.ep;
     return *this;
   }
 };
@@ -34,6 +37,7 @@ struct StageCommunication {
   AxisBytes total(int64_t m) const {
     AxisBytes t = perIteration;
     t.tp += m * perMicrobatch.tp, t.dp += m * perMicrobatch.dp, t.pp += m * perMicrobatch.pp;
+    t.ep += m * perMicrobatch.ep;
     return t;
   }
 };

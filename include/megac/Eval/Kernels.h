@@ -108,7 +108,8 @@ Tensor moeRowDot(const Tensor &a, const Tensor &b, const Tensor &rows);
 /// lhs [R, K] in expert order, rhs [E, K, N] ([E, N, K] transposed), counts [E] -> [R, N].
 Tensor groupedMatmul(const Tensor &lhs, const Tensor &rhs, const Tensor &counts, bool transposeRhs);
 /// [E, K, N] ([E, N, K] transposed): each expert's lhs_e^T grad_e.
-Tensor groupedMatmulWeightGrad(const Tensor &lhs, const Tensor &grad, const Tensor &counts, bool transpose);
+Tensor groupedMatmulWeightGrad(const Tensor &lhs, const Tensor &grad, const Tensor &counts, int64_t experts,
+                               bool transpose);
 
 /// probs [T, E], counts [E] -> [2, E]: the counts, then each expert's probabilities summed.
 Tensor routerLoad(const Tensor &probs, const Tensor &counts);

@@ -80,6 +80,10 @@ struct LoraPlan {
 struct ParallelPlan {
   // The grid's sizes in Megatron's rank order, slowest first (tp varies fastest).
   int64_t pp = 1, dp = 1, tp = 1;
+  // Expert parallelism (Megatron's --expert-model-parallel-size): groups of ep consecutive dp ranks
+  // split the experts between them (each holds experts / ep), their tokens exchanged all-to-all;
+  // the ranks holding the same experts (dp / ep of them) sum the experts' gradients.
+  int64_t ep = 1;
   bool sp = false;
   int64_t makeVocabSizeDivisibleBy = 128; // Megatron's flag and default
   // Pipeline parallelism: vpp chunks per pipeline rank (virtual stages), their layer counts in
@@ -148,7 +152,7 @@ struct ParallelPlan {
   int64_t worldSize() const { return tp * pp * dp; }
   // Every field, for equality (#megac.plan is uniqued by it): a new field goes here too.
   auto fields() const {
-    return std::tie(pp, dp, tp, sp, makeVocabSizeDivisibleBy, vpp, layersPerVirtualStage, pipelineLayout,
+    return std::tie(pp, dp, tp, ep, sp, makeVocabSizeDivisibleBy, vpp, layersPerVirtualStage, pipelineLayout,
                     pipelineSchedule, numMicrobatches, ddpBucketSize, overlapGradReduce, sharding, shardDegree,
                     overlapParamGather, reshardAfterForward, optimizerOffloadFraction, recompute, precision, lora);
   }

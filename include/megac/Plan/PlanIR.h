@@ -29,6 +29,13 @@ enum class DpGridAxis : int16_t { Replicate = 0, Shard = 1 };
 /// "dp_replicate", "dp_shard".
 llvm::StringRef dpGridAxisName(DpGridAxis axis);
 
+/// Expert parallelism (ep > 1): @grid's dp axis split into expert-data-parallel groups x ep ranks,
+/// `shard.grid @ep_grid(shape = dp/ep x ep)`; dp rank = expert-dp rank x ep + ep rank (Megatron's
+/// expert rank order: an ep group is ep consecutive dp ranks).
+enum class EpGridAxis : int16_t { ExpertDp = 0, Ep = 1 };
+/// "expert_dp", "ep".
+llvm::StringRef epGridAxisName(EpGridAxis axis);
+
 /// A grid and the axes of it a collective runs over.
 struct CollectiveAxes {
   mlir::FlatSymbolRefAttr grid;
@@ -39,6 +46,9 @@ struct CollectiveAxes {
 CollectiveAxes shardGroupAxes(mlir::ModuleOp module, const ParallelPlan &plan);
 /// With hybrid sharding, @dp_grid's replicate axis: where the shards are summed across replicas.
 CollectiveAxes replicaGroupAxes(mlir::ModuleOp module, const ParallelPlan &plan);
+/// The dp ranks that hold the same experts, over which their gradients are summed: @ep_grid's
+/// expert_dp axis (@ep_grid made on first use).
+CollectiveAxes expertDataParallelAxes(mlir::ModuleOp module, const ParallelPlan &plan);
 /// The ranks a collective over `axes` of grid `grid` spans (1 for an unknown grid).
 int64_t collectiveSize(const ParallelPlan &plan, llvm::StringRef grid, llvm::ArrayRef<int16_t> axes);
 

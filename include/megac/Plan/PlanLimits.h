@@ -11,7 +11,7 @@ namespace megac {
 
 /// What the messages call each field of the plan.
 struct PlanFieldNames {
-  llvm::StringRef pp, dp, tp, vpp, layersPerVirtualStage, layout, microbatches, bucketSize, vocabDivisor;
+  llvm::StringRef pp, dp, tp, ep, vpp, layersPerVirtualStage, layout, microbatches, bucketSize, vocabDivisor;
 };
 /// megac compile's flags (Megatron's names).
 extern const PlanFieldNames kPlanFlagNames;

@@ -46,6 +46,26 @@ def Autocast : Pass<"megac-autocast", "mlir::ModuleOp"> {
   let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::megac::MegacDialect"];
 }
 
+def ExpertParallel : Pass<"megac-expert-parallel", "mlir::ModuleOp"> {
+  let summary = "Splits the experts over the expert-parallel ranks; their rows travel all-to-all";
+  let description = [{
+    Runs on the forward, before megac-autodiff, with the plan's `expert_model_parallel_size` ep
+    (nothing to do at ep 1). Each expert weight (`role expert_weight`, stacked `[experts, ...]`)
+    becomes the block of experts / ep consecutive experts that ep rank 0 holds (rank r's starts r x
+    experts / ep further; ep rank = dp rank mod ep, Megatron's expert rank order), and the
+    functions that take them get the new types. Between a layer's `tx.moe_scatter` (its tokens'
+    rows in expert order) and its `tx.moe_gather`, the rows travel to the ranks that hold their
+    experts and back: `tx.moe_exchange_counts` tells each rank how many rows of its experts every
+    rank sends, `tx.moe_dispatch` sends them (an all-to-all over the ep group), the grouped GEMMs
+    and the ops between them run on the received rows with the received counts, and
+    `tx.moe_combine` returns the results in the order they came. The received rows are sized for
+    the most dropless routing can send: ep x tokens x min(top k, experts / ep). Autodiff derives
+    the backward (each exchange's gradient is the other one); megac-data-parallel sums the
+    experts' gradients over the ranks that hold the same experts.
+  }];
+  let dependentDialects = ["::megac::tx::TxDialect", "::mlir::func::FuncDialect", "::megac::MegacDialect"];
+}
+
 def Autodiff : Pass<"megac-autodiff", "mlir::ModuleOp"> {
   let summary = "Builds the backward pass: forward + backward of one microbatch";
   let description = [{

@@ -97,6 +97,14 @@ public:
   virtual void reduce_scatter_sum(bf16_t *out, const bf16_t *in, int64_t n);
   virtual void reduce_scatter_sum(fp16_t *out, const fp16_t *in, int64_t n);
 
+  // Expert parallelism's exchange: rank r gets send_counts[r] elements of `in` (every rank's part
+  // in rank order, this rank's own included) and this rank receives recv_counts[r] elements from
+  // rank r into `out`, likewise in rank order; in and out must not overlap. The base class throws
+  // (the MPI and self communicators have it).
+  virtual void all_to_all_v(const float *in, const int64_t *send_counts, float *out, const int64_t *recv_counts);
+  // The same with n int32 values for every rank: in[r n, (r + 1) n) to rank r, out[r n, ...) from it.
+  virtual void all_to_all(const int32_t *in, int32_t *out, int64_t n);
+
   // Non-blocking point-to-point of n floats to / from rank `peer` of this communicator. Between
   // two ranks, messages with the same tag arrive in the order they were sent. The base class
   // (and SelfCommunicator, which has no peers) throws.
@@ -137,6 +145,8 @@ public:
   void reduce_scatter_sum(fp16_t *out, const fp16_t *in, int64_t n) override;
   void broadcast(float *, int64_t, int) override {}
   void barrier() override {}
+  void all_to_all_v(const float *in, const int64_t *send_counts, float *out, const int64_t *) override;
+  void all_to_all(const int32_t *in, int32_t *out, int64_t n) override;
   // isend / irecv throw (the base class's): there are no peers.
 };
 

@@ -1,7 +1,7 @@
 // What each rank sends per parallel axis, counted as the ring algorithms move it (the convention
 // of NCCL's bus bandwidth): an all-reduce of b bytes over p ranks sends 2 (p - 1) / p x b; a
 // reduce-scatter or all-gather of b bytes in all (p - 1) / p x b; a broadcast (p - 1) / p x b; a
-// point-to-point send its b bytes (a receive nothing). megac's communication plan
+// point-to-point send its b bytes (a receive nothing); an all-to-all what goes to the other ranks. megac's communication plan
 // (OUT/rank-communication.json) predicts the same numbers per iteration; the training loop
 // reports them per iteration (metrics "communication_bytes").
 #pragma once
@@ -14,8 +14,9 @@
 namespace megart {
 
 // Bytes a rank sent over each axis (the tied-weight groups count as pp: they are pp ranks).
+// Expert parallelism's all-to-all exchanges count as ep (the experts' gradient sums as dp).
 struct CommunicationBytes {
-  double tp = 0, dp = 0, pp = 0;
+  double tp = 0, dp = 0, pp = 0, ep = 0;
 };
 
 // Bytes one rank sends for an all-reduce of `bytes` over `ranks` ranks (ring).
@@ -44,6 +45,8 @@ public:
   void all_gather(float *out, const float *in, int64_t n) override;
   void reduce_scatter_sum(float *out, const float *in, int64_t n) override;
   void broadcast(float *data, int64_t n, int root) override;
+  void all_to_all_v(const float *in, const int64_t *send_counts, float *out, const int64_t *recv_counts) override;
+  void all_to_all(const int32_t *in, int32_t *out, int64_t n) override;
   void barrier() override { inner_->barrier(); }
   std::unique_ptr<Request> iall_reduce_sum(float *data, int64_t n) override;
   std::unique_ptr<Request> ireduce_scatter_sum(float *out, const float *in, int64_t n) override;

@@ -71,6 +71,8 @@ public:
   std::unique_ptr<Request> ireduce_scatter_sum(float *out, const float *in, int64_t n) override;
   std::unique_ptr<Request> iall_gather(float *out, const float *in, int64_t n) override;
   void broadcast(float *data, int64_t n, int root) override;
+  void all_to_all_v(const float *in, const int64_t *send_counts, float *out, const int64_t *recv_counts) override;
+  void all_to_all(const int32_t *in, int32_t *out, int64_t n) override;
   void barrier() override;
   std::unique_ptr<Request> isend(const float *data, int64_t n, int peer, int tag) override;
   std::unique_ptr<Request> irecv(float *data, int64_t n, int peer, int tag) override;

@@ -27,7 +27,10 @@ double model_grad_norm(const ParamStore &store, Communicator &tp);
 // reduced gradients of its shard pieces only: a piece adds its squares where its parameter would
 // (tp-split, or replicated on tp rank 0; counted[i]), and the sum goes over the shard group first
 // (every element of the stage once), then tp, then pp. Both overloads do so.
+//
+// With expert parallelism (`ep`: the store's ep group) the experts' blocks (ep_split) add their
+// squares on every ep rank, the rest on ep rank 0 only, and the sum goes over ep too.
 double model_grad_norm(const ParamStore &store, Communicator &tp, Communicator &pp,
-                       const std::vector<char> &counted);
+                       const std::vector<char> &counted, Communicator *ep = nullptr);
 
 } // namespace megart

@@ -29,8 +29,10 @@ public:
   // Sums the buckets of grads[0, n) (every bucket lies there) in bf16 from now on; allocates
   // their bf16 copy (2n bytes) here, not while sums run.
   void reduce_in_bf16(float *grads, int64_t n);
-  // Starts the dp sum of n gradients at `data` (Communicator::iall_reduce_sum(_bf16)).
-  void start(float *data, int64_t n);
+  // Starts the dp sum of n gradients at `data` (Communicator::iall_reduce_sum(_bf16)); with
+  // `group`, the sum over its ranks instead (expert parallelism: the experts' gradients over the
+  // dp ranks holding the same experts, StepContext::expert_dp).
+  void start(float *data, int64_t n, Communicator *group = nullptr);
   // The distributed optimizer with --overlap-grad-reduce: reduce-scatters go over `shard` and,
   // with hybrid sharding, finish() then sums each shard across `replicas` (null: none).
   void shard_over(Communicator &shard, Communicator *replicas) {
@@ -47,6 +49,7 @@ public:
 private:
   struct Started {
     std::unique_ptr<Request> request;
+    Communicator *over; // whose request it is
     float *data;
     int64_t n;
     bool scattered = false; // a reduce-scatter (data: the shard), else an all-reduce

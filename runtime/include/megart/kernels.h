@@ -30,6 +30,10 @@ namespace megart {
 inline constexpr int32_t kNoIgnoredLabel = INT32_MIN;
 } // namespace megart
 
+namespace megart {
+struct StepContext;
+}
+
 namespace megart::cpu {
 
 // ---- GEMM (kernels_gemm.cpp) --------------------------------------------------------------
@@ -321,14 +325,28 @@ void moe_gather_weighted(float *out, const float *in, const int32_t *rows, const
 // out[t, j] = tokens_in[t] . expert_rows[rows[t, j]].
 void moe_row_dot(float *out, const float *tokens_in, const float *expert_rows, const int32_t *rows, int64_t tokens,
                  int64_t topk, int64_t hidden);
-// C [rows, n] = each expert's counts[e] rows of A [rows, k] (in order) times W[e]: [experts, k, n],
-// or [experts, n, k] with transpose_w. The counts must sum to rows.
-void grouped_gemm(float *c, const float *a, const float *w, const int32_t *counts, int64_t num_experts, int64_t rows,
-                  int64_t k, int64_t n, bool transpose_w);
-// dW[e] = A_e^T dC_e ([experts, k, n]; dC_e^T A_e, [experts, n, k], with transpose); zeros for an
-// expert with no rows.
-void grouped_gemm_weight_grad(float *dw, const float *a, const float *dc, const int32_t *counts, int64_t num_experts,
-                              int64_t rows, int64_t k, int64_t n, bool transpose);
+// C [rows, n] = each segment's counts[s] rows of A [rows, k] (in order) times W[s mod experts]:
+// [experts, k, n], or [experts, n, k] with transpose_w; rows past the counted ones are zero. One
+// segment per expert, or (expert parallelism) per expert of each sending rank; the counts must not
+// sum past rows.
+void grouped_gemm(float *c, const float *a, const float *w, const int32_t *counts, int64_t num_segments,
+                  int64_t num_experts, int64_t rows, int64_t k, int64_t n, bool transpose_w);
+// dW[e] = the sum over e's segments of A_s^T dC_s ([experts, k, n]; dC_s^T A_s, [experts, n, k],
+// with transpose); zeros for an expert with no rows.
+void grouped_gemm_weight_grad(float *dw, const float *a, const float *dc, const int32_t *counts, int64_t num_segments,
+                              int64_t num_experts, int64_t rows, int64_t k, int64_t n, bool transpose);
+// Expert parallelism over the step's ep group (StepContext::ep, whose rank r holds experts
+// [r local, (r + 1) local), local = experts / its size). received[s local + e] = rank s's
+// counts[r local + e]: an all-to-all of the counts.
+void moe_exchange_counts(const StepContext &ctx, int32_t *received, const int32_t *counts, int64_t num_experts);
+// out [exchanged_rows, hidden] = every rank's rows of this rank's experts (rank s's rows of its
+// counts[r local .. (r + 1) local) from `in` [local_rows, hidden] in expert order), rank by rank,
+// then zeros; moe_combine sends them back: out [local_rows, hidden] in expert order from `in`
+// laid out as moe_dispatch's result. Throws megart::Error when the counts do not fit the rows.
+void moe_dispatch(const StepContext &ctx, float *out, const float *in, const int32_t *counts, const int32_t *received,
+                  int64_t num_experts, int64_t local_rows, int64_t exchanged_rows, int64_t hidden);
+void moe_combine(const StepContext &ctx, float *out, const float *in, const int32_t *counts, const int32_t *received,
+                 int64_t num_experts, int64_t local_rows, int64_t exchanged_rows, int64_t hidden);
 // Qwen2-MoE's shared expert: y[t] = x[t] x sigmoid(gate[t]) ([tokens, hidden], gate [tokens]); its
 // backward dx = dy x s and dgate[t] = s (1 - s) dy[t] . x[t].
 void gate_rows_forward(float *y, const float *x, const float *gate, int64_t tokens, int64_t hidden);

@@ -38,13 +38,17 @@ int64_t tensor_elements(const ParamDesc *params, const std::vector<CheckpointTen
 // The block that tensor-parallel rank `tp_rank` holds: desc itself when tp_split_dim is -1,
 // otherwise desc (tp rank 0's block) moved tp_rank * shape[dim] along the split dimension.
 ParamDesc tp_block(const ParamDesc &desc, int64_t tp_rank);
+// The block that expert-parallel rank `ep_rank` holds: desc when ep_split_dim is -1, otherwise
+// desc (ep rank 0's block) moved ep_rank * shape[dim] along the split dimension.
+ParamDesc ep_block(const ParamDesc &desc, int64_t ep_rank);
 
 // Throws megart::Error naming the parameter unless: rank is 1..kMaxRank, sizes are positive,
 // tp_split_dim is -1 or a dimension, every tp rank's block lies inside its tensor (a padded one
 // starts at offsets >= 0 and may reach past it), all blocks of a name agree on full_shape, and
-// the blocks of each tensor, taken over all `tp_size` tensor-parallel ranks, are disjoint
-// (padding included) and cover it exactly (the ranks together hold whole tensors).
-void validate_param_layout(const ParamDesc *params, int64_t num_params, int64_t tp_size = 1);
+// the blocks of each tensor, taken over all `tp_size` tensor-parallel ranks and `ep_size`
+// expert-parallel ranks, are disjoint (padding included) and cover it exactly (the ranks together
+// hold whole tensors).
+void validate_param_layout(const ParamDesc *params, int64_t num_params, int64_t tp_size = 1, int64_t ep_size = 1);
 
 // Calls fn(full_index, block_index, count) for each contiguous run (a last-dimension row) of
 // the block's elements inside the full tensor; full_index is the flat row-major index into the

@@ -40,9 +40,11 @@ public:
   // program's, for these parameters) the parameters and gradients are its two flat buffers
   // (flat_layout->numel floats each) and the moments are sharded over `shard_group` (whose size
   // must be flat_layout->shard_degree): throws megart::Error naming what does not fit.
+  // With expert parallelism (ep_size > 1) the blocks of ep-split parameters are ep rank ep_rank's.
   ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_rank = 0,
              int64_t tp_size = 1, Device &device = cpu_device(),
-             const FlatLayoutDesc *flat_layout = nullptr, Communicator *shard_group = nullptr);
+             const FlatLayoutDesc *flat_layout = nullptr, Communicator *shard_group = nullptr,
+             int64_t ep_rank = 0, int64_t ep_size = 1);
 
   // The store of a program's frozen parameters (PipelineStageDesc::frozen_params, LoRA's base model):
   // the weights alone, allocated as MemoryCategory::FrozenParameters, with no gradients and no
@@ -62,6 +64,8 @@ public:
   const ParamDesc &desc(int64_t i) const { return descs_[i]; }
   // Split over the tp ranks (each holds a different block), or the same on every tp rank.
   bool tp_split(int64_t i) const { return descs_[i].tp_split_dim >= 0 && tp_size_ > 1; }
+  // Split over the ep ranks (each holds different experts).
+  bool ep_split(int64_t i) const { return descs_[i].ep_split_dim >= 0 && ep_size_ > 1; }
   // Device pointers (host pointers on the CPU device).
   int64_t numel(int64_t i) const { return numel_[i]; }
   float *param(int64_t i) { return param_ptrs_[i]; }
@@ -114,8 +118,10 @@ public:
   void save(const std::string &path, Communicator &tp) const;
   // The full tensors (no padding) in tensors() order, assembled over `tp` on tp rank 0; the
   // other ranks get an empty list. Collective over `tp`, as save is.
-  std::vector<std::vector<float>> gather_tensors(Communicator &tp,
-                                                 StateArray which = StateArray::Param) const;
+  // With expert parallelism `ep` (this store's ep group) gathers the experts' blocks too, to ep
+  // rank 0 (the writer is tp rank 0 and ep rank 0).
+  std::vector<std::vector<float>> gather_tensors(Communicator &tp, StateArray which = StateArray::Param,
+                                                 Communicator *ep = nullptr) const;
   // Full tensor `t` of tensors(), assembled from this rank's blocks (complete when
   // tp_size == 1).
   std::vector<float> assemble(const CheckpointTensor &t) const;
@@ -150,9 +156,9 @@ private:
   void read_arrays(const std::vector<std::string> &files, const std::set<std::string> &elsewhere,
                    const std::vector<StateArray> &which, const std::set<std::string> &dtypes);
 
-  int64_t tp_rank_ = 0, tp_size_ = 1;
+  int64_t tp_rank_ = 0, tp_size_ = 1, ep_rank_ = 0, ep_size_ = 1;
   bool frozen_ = false;
-  std::vector<ParamDesc> program_descs_; // as compiled: tp rank 0's blocks
+  std::vector<ParamDesc> program_descs_; // as compiled: tp (and ep) rank 0's blocks
   std::vector<ParamDesc> descs_;         // this rank's blocks
   std::vector<CheckpointTensor> tensors_;
   Device *device_;

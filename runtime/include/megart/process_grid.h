@@ -1,6 +1,6 @@
 // The process grid of a parallel plan: pp x dp x tp ranks numbered in Megatron's order
 // (grid_layout.h), and one communicator per axis joining the ranks that differ only in that
-// axis's coordinate.
+// axis's coordinate; with expert parallelism, dp's split into ep groups and expert_dp groups.
 #pragma once
 
 #include "megart/comm.h"
@@ -59,6 +59,10 @@ public:
   // after split_data_parallel, else dp and a group of one.
   Communicator &dp_shard() const { return dp_shard_ ? *dp_shard_ : *dp_; }
   Communicator &dp_replicate() const { return dp_replicate_ ? *dp_replicate_ : *self_; }
+  // Expert parallelism (shape().ep > 1): the ep consecutive dp ranks that split the experts, and
+  // the dp ranks holding the same experts (StepContext::ep, expert_dp); else a group of one and dp.
+  Communicator &ep() const { return ep_ ? *ep_ : *self_; }
+  Communicator &expert_dp() const { return expert_dp_ ? *expert_dp_ : *dp_; }
   StepContext step_context() const {
     StepContext ctx;
     ctx.tp = tp_.get();
@@ -66,6 +70,8 @@ public:
     ctx.pp = pp_.get();
     ctx.dp_shard = &dp_shard();
     ctx.dp_replicate = &dp_replicate();
+    ctx.ep = &ep();
+    ctx.expert_dp = &expert_dp();
     return ctx;
   }
 
@@ -105,7 +111,7 @@ private:
   GridShape shape_;
   GridCoord coord_;
   int64_t global_rank_ = 0;
-  std::unique_ptr<Communicator> tp_, dp_, pp_, world_, dp_shard_, dp_replicate_;
+  std::unique_ptr<Communicator> tp_, dp_, pp_, world_, dp_shard_, dp_replicate_, ep_, expert_dp_;
   std::unique_ptr<Communicator> self_ = std::make_unique<SelfCommunicator>();
   MpiCommunicator *pp_mpi_ = nullptr; // pp's MPI communicator when the grid runs on MPI (it can split)
   MpiCommunicator *dp_mpi_ = nullptr; // dp's, likewise

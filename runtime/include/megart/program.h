@@ -34,6 +34,10 @@ struct ParamDesc {
   // Tensor parallelism: the dimension split over the tp ranks (-1: every tp rank holds the
   // same block). `offsets` are tp rank 0's; rank r's block starts r * shape[dim] further.
   int32_t tp_split_dim = -1;
+  // Expert parallelism: the dimension split over the ep ranks (0, the stacked experts; -1: every ep
+  // rank holds the same block). `offsets` are ep rank 0's; rank r's block starts r * shape[dim]
+  // further.
+  int32_t ep_split_dim = -1;
   // Vocabulary padding (Megatron's --make-vocab-size-divisible-by): the block may reach past
   // full_shape; elements outside the checkpoint tensor are padding - zero at start, never loaded
   // or saved, and their gradients are zero.
@@ -72,6 +76,11 @@ struct StepContext {
   // a group of one.
   Communicator *dp_shard = nullptr;
   Communicator *dp_replicate = nullptr;
+  // Expert parallelism (ProgramDesc::expert_parallel_size): the ep ranks whose experts together are
+  // the model's (ep consecutive dp ranks), and the dp ranks holding the same experts, over which
+  // the experts' gradients are summed. Without it ep is a group of one and expert_dp is dp.
+  Communicator *ep = nullptr;
+  Communicator *expert_dp = nullptr;
   // Where the data-parallel gradient buckets start: given to sync_gradients, and to the
   // iteration's last microbatch of a program compiled with --overlap-grad-reduce (whose step
   // starts each bucket once backward has finished it); null otherwise.
@@ -318,6 +327,9 @@ struct ProgramDesc {
   int64_t tensor_parallel_size = 1;
   int64_t pipeline_parallel_size = 1;
   int64_t data_parallel_size = 1;
+  // Expert parallelism: groups of this many consecutive dp ranks split the experts (ParamDesc::
+  // ep_split_dim), StepContext::ep and expert_dp; 1 without.
+  int64_t expert_parallel_size = 1;
   // One stage per pp rank (pp = 1: one stage with one chunk, run by the same executor). The
   // schedule is compiled for a fixed number of microbatches per dp rank; with pp > 1 the global
   // batch size is fixed too (micro_batch_size x data_parallel_size x num_microbatches), with

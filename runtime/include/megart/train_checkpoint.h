@@ -42,6 +42,7 @@ struct CheckpointGroup {
   Communicator &tp;
   Communicator *pp = nullptr;           // pipeline parallelism: every stage of the replica
   const ProgramDesc *program = nullptr; // with pp: which stage holds which tensor
+  Communicator *ep = nullptr;           // expert parallelism: the ranks whose experts make the model's
 };
 
 struct CheckpointOptions {
@@ -55,8 +56,9 @@ struct CheckpointOptions {
   std::string adapter_config_json;
 };
 
-// Collective over the group: every stage assembles its tensors over tp, and the writer (tp
-// rank 0 of pp rank 0) receives the other stages' and writes the folder. Returns the folder.
+// Collective over the group: every stage assembles its tensors over tp (and ep), and the writer
+// (tp and ep rank 0 of pp rank 0) receives the other stages' and writes the folder. Returns the
+// folder.
 std::string save_checkpoint(const std::string &dir, const TrainState &state,
                             const ParamStore &store, const CheckpointGroup &group,
                             const CheckpointOptions &options = {});

@@ -65,6 +65,26 @@ void check_collectives(megart::Communicator &c) {
   c.reduce_scatter_sum(rs_in.data(), rs_in.data(), kN); // in place: result in the first chunk
   EXPECT_EQ(std::vector<float>(rs_in.begin(), rs_in.begin() + kN), rs_out);
 
+  // Rank r sends q + r elements (100 r + 10 q + i) to rank q: none from rank 0 to rank 0.
+  std::vector<int64_t> send_counts(n), recv_counts(n);
+  std::vector<float> a2a_in, a2a_expected;
+  for (int q = 0; q < n; ++q) {
+    send_counts[q] = q + r, recv_counts[q] = r + q;
+    for (int64_t i = 0; i < q + r; ++i) {
+      a2a_in.push_back(100.0f * fr + 10.0f * q + i);
+      a2a_expected.push_back(100.0f * q + 10.0f * fr + i);
+    }
+  }
+  std::vector<float> a2a_out(a2a_expected.size(), -1);
+  c.all_to_all_v(a2a_in.data(), send_counts.data(), a2a_out.data(), recv_counts.data());
+  EXPECT_EQ(a2a_out, a2a_expected) << "all_to_all_v";
+  std::vector<int32_t> ints_in(2 * n), ints_out(2 * n, -1), ints_expected(2 * n);
+  for (int q = 0; q < n; ++q)
+    for (int i = 0; i < 2; ++i)
+      ints_in[2 * q + i] = 1000 * r + 10 * q + i, ints_expected[2 * q + i] = 1000 * q + 10 * r + i;
+  c.all_to_all(ints_in.data(), ints_out.data(), 2);
+  EXPECT_EQ(ints_out, ints_expected) << "all_to_all";
+
   const int root = n - 1;
   std::vector<float> b(kN, r == root ? 7.5f : -1.0f);
   c.broadcast(b.data(), kN, root);
