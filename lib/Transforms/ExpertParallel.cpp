@@ -47,7 +47,7 @@ struct ExpertParallelPass : public megac::impl::ExpertParallelBase<ExpertParalle
     SmallVector<tx::MoeScatterOp> scatters;
     module.walk([&](tx::MoeScatterOp s) { scatters.push_back(s); });
     for (tx::MoeScatterOp s : scatters)
-      if (failed(exchangeRows(s, plan->ep)))
+      if (failed(exchangeRows(s, plan->ep, plan->dp)))
         return signalPassFailure();
   }
 
@@ -90,7 +90,7 @@ struct ExpertParallelPass : public megac::impl::ExpertParallelBase<ExpertParalle
   /// After `scatter`: the counts exchanged and the rows dispatched to their experts' ranks; the
   /// grouped GEMMs and the ops between them on the received rows; before each tx.moe_gather the
   /// results combined back into this rank's expert order.
-  LogicalResult exchangeRows(tx::MoeScatterOp scatter, int64_t ep) {
+  LogicalResult exchangeRows(tx::MoeScatterOp scatter, int64_t ep, int64_t dp) {
     Value rows = scatter.getResult();
     Value counts;
     for (Operation *user : rows.getUsers())
@@ -98,10 +98,15 @@ struct ExpertParallelPass : public megac::impl::ExpertParallelBase<ExpertParalle
         counts = g.getCounts();
     if (!counts)
       return success(); // not an expert layer's rows (no grouped GEMM reads them)
+    // The frontend's batch is every dp rank's (megac-shard-localize makes it one rank's); the
+    // received rows are one rank's already: sized by its own tokens, and whole for localize.
     ArrayRef<int64_t> choices = shapeOf(scatter.getRows());
-    const int64_t experts = shapeOf(counts)[0], local = experts / ep;
+    if (choices[0] % dp != 0)
+      return scatter.emitOpError() << kPass << ": " << choices[0] << " tokens do not split over " << dp
+                                   << " data-parallel ranks";
+    const int64_t experts = shapeOf(counts)[0], local = experts / ep, tokens = choices[0] / dp;
     // A token's top-k experts are distinct: one rank gets at most min(k, local) of its rows.
-    const int64_t capacity = choices[0] * std::min(choices[1], local), received = ep * capacity;
+    const int64_t capacity = tokens * std::min(choices[1], local), received = ep * capacity;
     OpBuilder b(scatter->getContext());
     b.setInsertionPointAfter(scatter);
     auto ranks = b.getI64IntegerAttr(ep);

@@ -59,7 +59,8 @@ def ExpertParallel : Pass<"megac-expert-parallel", "mlir::ModuleOp"> {
     rank sends, `tx.moe_dispatch` sends them (an all-to-all over the ep group), the grouped GEMMs
     and the ops between them run on the received rows with the received counts, and
     `tx.moe_combine` returns the results in the order they came. The received rows are sized for
-    the most dropless routing can send: ep x tokens x min(top k, experts / ep). Autodiff derives
+    the most dropless routing can send: ep x one dp rank's tokens x min(top k, experts / ep) (the
+    frontend's batch is every dp rank's; megac-shard-localize keeps the received rows as they are). Autodiff derives
     the backward (each exchange's gradient is the other one); megac-data-parallel sums the
     experts' gradients over the ranks that hold the same experts.
   }];

@@ -6,6 +6,9 @@ OUT = "{scratch}/out"
 # A spec whose heads allow tensor parallelism up to 512 (for the padded-vocabulary limit).
 WIDE = ("family: gpt2\nnum_layers: 2\nhidden_size: 1024\nnum_attention_heads: 512\nseq_length: 32\n"
         "vocab_size: 257\n")
+# A tiny mixture of experts (4 experts, top 2) for expert parallelism.
+MOE = ("family: mixtral\nnum_layers: 2\nhidden_size: 64\nnum_attention_heads: 4\nnum_query_groups: 2\n"
+       "ffn_hidden_size: 96\nseq_length: 32\nvocab_size: 257\nnum_experts: 4\nmoe_router_topk: 2\n")
 # A spec at the largest sequence: the activation and attention limits depend on the micro batch.
 LONG = ("family: gpt2\nnum_layers: 2\nhidden_size: 64\nnum_attention_heads: 4\nseq_length: 4194304\n"
         "vocab_size: 257\n")
@@ -30,6 +33,27 @@ def cases():
                                                                  "--optimizer-cpu-offload",
                                                                  "--optimizer-offload-fraction", "1e-300"],
                      r"--optimizer-offload-fraction 1\.0+e-300 offloads none of a rank's \d+-element optimizer shard"),
+        # Expert parallelism ([19]): ep ranks are groups of dp ranks, each with whole experts.
+        compile_case("expert parallel size not dividing dp", ["--dp", "2", "--ep", "3"],
+                     r"--expert-model-parallel-size \(--ep\) is 3; it must divide --data-parallel-size \(2\)"),
+        compile_case("expert parallel size 0", ["--dp", "2", "--ep", "0"],
+                     r"--expert-model-parallel-size \(--ep\) is 0; it must divide --data-parallel-size \(2\)"),
+        compile_case("expert parallelism without experts", ["--dp", "2", "--ep", "2"],
+                     r"--expert-model-parallel-size 2: the model has no experts \(num_experts is 0\) to split; "
+                     r"leave it out"),
+        compile_case("experts not divisible by the expert parallel size", ["--dp", "3", "--ep", "3"],
+                     r"num_experts \(4\) is not divisible by --expert-model-parallel-size \(3\)",
+                     files={"spec.yaml": MOE}),
+        compile_case("expert parallelism with tensor parallelism", ["--dp", "2", "--ep", "2", "--tp", "2"],
+                     r"--expert-model-parallel-size 2 with --tensor-model-parallel-size 2 is not built yet",
+                     files={"spec.yaml": MOE}),
+        compile_case("expert parallelism with the distributed optimizer",
+                     ["--dp", "2", "--ep", "2", "--use-distributed-optimizer"],
+                     r"--expert-model-parallel-size 2 with --data-parallel-sharding-strategy optim is not built yet",
+                     files={"spec.yaml": MOE}),
+        compile_case("expert parallelism with overlapped gradient sums", ["--dp", "2", "--ep", "2", "--overlap-grad-reduce"],
+                     r"--expert-model-parallel-size 2 with --overlap-grad-reduce is not built yet",
+                     files={"spec.yaml": MOE}),
         compile_case("compile with bf16 and fp16", ["--bf16", "--fp16"], r"--bf16 and --fp16 are both given; choose one"),
         # Activation recomputation (issue 16): the combinations Megatron refuses.
         compile_case("recompute method with selective",
