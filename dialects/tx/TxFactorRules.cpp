@@ -310,11 +310,13 @@ struct GroupedGemmFactors {
   FactorRule::Tensor lhs, rhs, counts, out;
 };
 GroupedGemmFactors groupedGemmFactors(FactorRule &rule, ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
-                                      bool transposed) {
+                                      bool transposed, int64_t segments) {
   const FactorRule::Dim rows = dimOf(rule, lhs[0]);
   const FactorRule::Dim experts = dimOf(rule, rhs[0], /*needReplication=*/true);
   const FactorRule::Dim k = dimOf(rule, lhs[1]), n = dimOf(rule, transposed ? rhs[1] : rhs[2]);
-  return {{rows, k}, transposed ? FactorRule::Tensor{experts, n, k} : FactorRule::Tensor{experts, k, n}, {experts},
+  // Expert parallelism's received counts: a count per expert of each sending rank, whole too.
+  const FactorRule::Dim counts = segments == rhs[0] ? experts : dimOf(rule, segments, /*needReplication=*/true);
+  return {{rows, k}, transposed ? FactorRule::Tensor{experts, n, k} : FactorRule::Tensor{experts, k, n}, {counts},
           {rows, n}};
 }
 
@@ -344,11 +346,29 @@ FactorRule MoeGatherOp::getFactorRule() { return rowMoveRule(getRows(), getWeigh
 
 FactorRule GroupedMatmulOp::getFactorRule() {
   FactorRule rule;
-  GroupedGemmFactors f = groupedGemmFactors(rule, shapeOf(getLhs()), shapeOf(getRhs()), getTransposeRhs());
+  GroupedGemmFactors f =
+      groupedGemmFactors(rule, shapeOf(getLhs()), shapeOf(getRhs()), getTransposeRhs(), shapeOf(getCounts())[0]);
   rule.operands = {f.lhs, f.rhs, f.counts};
   rule.results = {f.out};
   return rule;
 }
+
+// Expert parallelism's exchanges move rows between the ranks of an ep group, which the
+// propagation does not see: no dimension has a factor, so each operand and result keeps the
+// sharding its other ops give it (the rows in expert order their tokens' split over dp; the
+// received rows, one rank's already, none; the counts whole).
+static FactorRule opaqueRule(Operation *op) {
+  FactorRule rule;
+  for (Value v : op->getOperands())
+    rule.operands.push_back(FactorRule::Tensor(shapeOf(v).size()));
+  for (Value v : op->getResults())
+    rule.results.push_back(FactorRule::Tensor(shapeOf(v).size()));
+  return rule;
+}
+
+FactorRule MoeExchangeCountsOp::getFactorRule() { return opaqueRule(*this); }
+FactorRule MoeDispatchOp::getFactorRule() { return opaqueRule(*this); }
+FactorRule MoeCombineOp::getFactorRule() { return opaqueRule(*this); }
 
 FactorRule MoeRouteGradOp::getFactorRule() {
   FactorRule rule;
@@ -372,7 +392,8 @@ FactorRule MoeRowDotOp::getFactorRule() {
 // The weights' gradients sum over the rows.
 FactorRule GroupedMatmulWeightGradOp::getFactorRule() {
   FactorRule rule;
-  GroupedGemmFactors f = groupedGemmFactors(rule, shapeOf(getLhs()), shapeOf(getResult()), getTranspose());
+  GroupedGemmFactors f =
+      groupedGemmFactors(rule, shapeOf(getLhs()), shapeOf(getResult()), getTranspose(), shapeOf(getCounts())[0]);
   rule.operands = {f.lhs, f.out, f.counts};
   rule.results = {f.rhs};
   return rule;

@@ -89,7 +89,7 @@ def Tx_MoeGatherOp : Tx_Op<"moe_gather", [Tx_ReferenceEval, Tx_KernelCall, Tx_Sh
 // their expert and back. Rank r's rows of its local expert e arrive as segment s * local + e of
 // the received rows, s the sending rank; a grouped GEMM over them takes the received counts.
 
-def Tx_MoeExchangeCountsOp : Tx_Op<"moe_exchange_counts", [Tx_KernelCall, Pure, AllTypesMatch<["counts", "received"]>]> {
+def Tx_MoeExchangeCountsOp : Tx_Op<"moe_exchange_counts", [Tx_KernelCall, Tx_ShardingRule, Pure, AllTypesMatch<["counts", "received"]>]> {
   let summary = "each expert-parallel rank's counts of this rank's experts: an all-to-all of the counts";
   let description = [{
     `counts` is tx.moe_assign's (one per expert, all experts). `received[s * local + e]` is how
@@ -102,7 +102,7 @@ def Tx_MoeExchangeCountsOp : Tx_Op<"moe_exchange_counts", [Tx_KernelCall, Pure, 
   let hasVerifier = 1;
 }
 
-def Tx_MoeDispatchOp : Tx_Op<"moe_dispatch", [Tx_KernelCall, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+def Tx_MoeDispatchOp : Tx_Op<"moe_dispatch", [Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
                                               AllTypesMatch<["counts", "received"]>]> {
   let summary = "rows in expert order sent to the expert-parallel ranks that hold their experts (all-to-all)";
   let description = [{
@@ -120,7 +120,7 @@ def Tx_MoeDispatchOp : Tx_Op<"moe_dispatch", [Tx_KernelCall, Pure, DeclareOpInte
   let hasVerifier = 1;
 }
 
-def Tx_MoeCombineOp : Tx_Op<"moe_combine", [Tx_KernelCall, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+def Tx_MoeCombineOp : Tx_Op<"moe_combine", [Tx_KernelCall, Tx_ShardingRule, Pure, DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
                                             AllTypesMatch<["counts", "received"]>]> {
   let summary = "the experts' output rows sent back to the ranks their tokens came from (all-to-all)";
   let description = [{

@@ -498,6 +498,9 @@ LogicalResult MoeAssignOp::shard(ShardingRewriter &r) { return shardWhole(*this,
 LogicalResult MoeScatterOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MoeGatherOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult GroupedMatmulOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult MoeExchangeCountsOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult MoeDispatchOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult MoeCombineOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MoeRouteGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MoeRowDotOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult GroupedMatmulWeightGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }

@@ -115,10 +115,6 @@ static Error expertParallelFits(const ParallelPlan &plan, const ModelSpec &spec)
     return fail("num_experts (" + Twine(spec.numExperts) + ") is not divisible by --expert-model-parallel-size (" +
                 Twine(plan.ep) + "); choose an --expert-model-parallel-size that divides it");
   const char *notYet = " is not built yet (issue [19]); ";
-  if (plan.tp > 1)
-    return fail(flag + " with --tensor-model-parallel-size " + Twine(plan.tp) + notYet +
-                "use --tensor-model-parallel-size 1, or leave out --expert-model-parallel-size (the experts are then "
-                "whole on every rank)");
   if (plan.sharding != ShardingStrategy::NoShard)
     return fail(flag + " with --data-parallel-sharding-strategy " + shardingStrategyName(plan.sharding) + notYet +
                 "the experts' state would shard over its own expert-data-parallel ranks; leave out one of the two");

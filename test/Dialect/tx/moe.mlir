@@ -30,14 +30,19 @@ func.func @moe(%x: tensor<6x4xf32>, %logits: tensor<6x8xf32>, %w: tensor<8x5x4xf
   // CHECK: remark: ([i, k], [i, l], [j]) -> ([j, l, k]) {i=12, j=8, k=4, l=5} reduction={i} need_replication={j}{{$}}
   // CALLS: remark: grouped_gemm_weight_grad(%5, %0, %arg3, %counts, segments=8, experts=8, rows=12, k=4, n=5, transpose=true)
   %dw = tx.grouped_matmul_weight_grad %xe, %dy, %counts transpose : tensor<12x4xf32>, tensor<12x5xf32>, tensor<8xi32> -> tensor<8x5x4xf32>
-  // Expert parallelism over 2 ranks (megac-expert-parallel): no sharding rule (they run after the
-  // experts are split), a kernel call each; each received rank's 2 x 6 rows of its 4 experts.
+  // Expert parallelism over 2 ranks (megac-expert-parallel): the exchanges have no factors (each
+  // side keeps the sharding its other ops give it), the grouped GEMM's received counts (a count per
+  // expert of each sender) a factor of their own; a kernel call each; the 2 x 6 received rows.
+  // CHECK: remark: ([1]) -> ([1]) {}{{$}}
   // CALLS: remark: moe_exchange_counts(ctx, %6, %counts, experts=8)
   %received = tx.moe_exchange_counts %counts over 2 ranks : tensor<8xi32>
+  // CHECK: remark: ([1, 1], [1], [1]) -> ([1, 1]) {}{{$}}
   // CALLS: remark: moe_dispatch(ctx, %7, %0, %counts, %6, experts=8, local_rows=12, exchanged_rows=24, hidden=4)
   %sent = tx.moe_dispatch %xe, %counts, %received over 2 ranks : tensor<12x4xf32>, tensor<8xi32> -> tensor<24x4xf32>
+  // CHECK: remark: ([i, k], [j, l, k], [m]) -> ([i, l]) {i=24, j=4, k=4, l=5, m=8} reduction={k} need_replication={j, m}{{$}}
   // CALLS: remark: grouped_gemm(%8, %7, %arg4, %6, segments=8, experts=4, rows=24, k=4, n=5, transpose_w=true)
   %hs = tx.grouped_matmul %sent, %w4, %received transpose_rhs : tensor<24x4xf32>, tensor<4x5x4xf32>, tensor<8xi32> -> tensor<24x5xf32>
+  // CHECK: remark: ([1, 1], [1], [1]) -> ([1, 1]) {}{{$}}
   // CALLS: remark: moe_combine(ctx, %9, %8, %counts, %6, experts=8, local_rows=12, exchanged_rows=24, hidden=5)
   %back = tx.moe_combine %hs, %counts, %received over 2 ranks : tensor<24x5xf32>, tensor<8xi32> -> tensor<12x5xf32>
   // ROUNDTRIP: tx.moe_route %arg1 topk 2 : tensor<6x8xf32> -> tensor<6x2xi32>, tensor<6x2xf32>
