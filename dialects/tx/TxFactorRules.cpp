@@ -341,6 +341,15 @@ FactorRule MoeAssignOp::getFactorRule() {
   return rule;
 }
 
+// Each rank drops among its own tokens' choices (the capacity is per microbatch and rank).
+FactorRule MoeDropOp::getFactorRule() {
+  FactorRule rule;
+  MoeFactors f = moeFactors(rule, getExperts(), 1);
+  rule.operands = {f.perChoice(), f.perChoice()};
+  rule.results = {f.perChoice(), f.perChoice()};
+  return rule;
+}
+
 FactorRule MoeScatterOp::getFactorRule() { return rowMoveRule(getRows(), getWeights(), getInput(), true); }
 FactorRule MoeGatherOp::getFactorRule() { return rowMoveRule(getRows(), getWeights(), getResult(), false); }
 

@@ -455,6 +455,15 @@ FailureOr<KernelCall> MoeAssignOp::getKernelCall(bool) {
                      integer("experts", shapeOf(getCounts())[0])}};
 }
 
+FailureOr<KernelCall> MoeDropOp::getKernelCall(bool) {
+  ArrayRef<int64_t> e = shapeOf(getExperts());
+  return f32Only(*this, {Kernel::moe_drop,
+                         {getKept(), getMask(), getExperts(), getWeights(), integer("tokens", e[0]),
+                          integer("topk", e[1]), integer("experts", static_cast<int64_t>(getNumExperts())),
+                          integer("capacity", static_cast<int64_t>(getCapacity())),
+                          boolean("by_position", getByPosition())}});
+}
+
 FailureOr<KernelCall> MoeScatterOp::getKernelCall(bool) {
   return rowMoveCall(*this, Kernel::moe_scatter, Kernel::moe_scatter_weighted, getResult(), getInput(), getRows(),
                      getWeights(), shapeOf(getInput())[1]);

@@ -57,6 +57,18 @@ LogicalResult MoeRouteOp::verify() {
   return expectSameElementType(*this, "weights", getWeights(), tensorType(getLogits()).getElementType());
 }
 
+LogicalResult MoeDropOp::verify() {
+  if (failed(expectRank(*this, "experts", getExperts(), 2, "[tokens, k]")) ||
+      failed(expectShape(*this, "weights", shapeOf(getWeights()), shapeOf(getExperts()), "one weight per choice")))
+    return failure();
+  if (getNumExperts() < 1)
+    return emitOpError() << "has " << static_cast<int64_t>(getNumExperts()) << " experts; it needs at least 1";
+  if (getCapacity() < 0 || static_cast<int64_t>(getCapacity()) > shapeOf(getExperts())[0])
+    return emitOpError() << "capacity is " << static_cast<int64_t>(getCapacity()) << "; it must be between 0 and the "
+                         << shapeOf(getExperts())[0] << " tokens (at or above them nothing is dropped)";
+  return success();
+}
+
 LogicalResult MoeAssignOp::verify() {
   if (failed(expectRank(*this, "experts", getExperts(), 2, "[tokens, k]")) ||
       failed(expectRank(*this, "counts", getCounts(), 1, "[experts]")))

@@ -36,13 +36,36 @@ def Tx_MoeRouteOp : Tx_Op<"moe_route", [Tx_ReferenceEval, Tx_KernelCall, Tx_Shar
   let hasVerifier = 1;
 }
 
+def Tx_MoeDropOp : Tx_Op<"moe_drop", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
+                                      DeclareOpInterfaceMethods<Tx_VjpOpInterface>,
+                                      AllTypesMatch<["experts", "kept"]>, AllTypesMatch<["weights", "mask"]>]> {
+  let summary = "token dropping: each expert keeps at most `capacity` of its choices (Megatron's capacity factor)";
+  let description = [{
+    `experts` and `weights` are tx.moe_route's `[tokens, k]`. Each expert keeps `capacity` of the
+    choices that name it: the most probable (policy `probs`; among equal weights the earlier
+    token) or the earliest tokens' (`position`); the others are dropped. `kept` is `experts` with
+    -1 for a dropped choice (tx.moe_assign puts it after every expert's rows, uncounted), `mask` 1
+    for a kept choice and 0 for a dropped one: the frontend multiplies the weights by it, so a
+    dropped choice adds nothing and gets no gradient. The choice itself has no gradient.
+  }];
+  let arguments = (ins Tx_IndexTensor:$experts, Tx_FloatTensor:$weights, I64Attr:$capacity, I64Attr:$num_experts,
+                       UnitAttr:$by_position);
+  let results = (outs Tx_IndexTensor:$kept, Tx_FloatTensor:$mask);
+  let assemblyFormat = [{
+    $experts `,` $weights `capacity` $capacity `of` $num_experts `experts` (`by_position` $by_position^)? attr-dict
+    `:` type($experts) `,` type($weights)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tx_MoeAssignOp : Tx_Op<"moe_assign", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule, Pure,
                                           AllTypesMatch<["experts", "rows"]>]> {
   let summary = "each (token, choice)'s row in expert order, and the rows of each expert";
   let description = [{
     `experts` is `[tokens, k]` (tx.moe_route's). The `tokens x k` choices are ordered by expert,
     then by token, then by choice: `rows[t, j]` is the place of token t's j-th choice in that
-    order and `counts[e]` the choices of expert e (`counts` has one entry per expert). Neither
+    order and `counts[e]` the choices of expert e (`counts` has one entry per expert). A choice
+    tx.moe_drop dropped (-1) is placed after every expert's rows and not counted. Neither result
     has a gradient.
   }];
   let arguments = (ins Tx_IndexTensor:$experts);

@@ -177,9 +177,18 @@ FailureOr<Results> MoeRouteOp::evaluate(ArrayRef<const Tensor *> in) {
   return Results{std::move(r.probs), std::move(r.experts), std::move(r.weights)};
 }
 
+FailureOr<Results> MoeDropOp::evaluate(ArrayRef<const Tensor *> in) {
+  const int64_t experts = static_cast<int64_t>(getNumExperts());
+  if (failed(checkRange(*this, "expert", *in[0], experts)))
+    return failure();
+  Dropping d = moeDrop(*in[0], *in[1], experts, static_cast<int64_t>(getCapacity()), getByPosition());
+  return Results{std::move(d.kept), std::move(d.mask)};
+}
+
 FailureOr<Results> MoeAssignOp::evaluate(ArrayRef<const Tensor *> in) {
   const int64_t experts = shapeOf(getCounts())[0];
-  if (failed(checkRange(*this, "expert", *in[0], experts)))
+  const uint64_t dropped = static_cast<uint64_t>(-1); // tx.moe_drop's mark
+  if (failed(checkRange(*this, "expert", *in[0], experts, dropped)))
     return failure();
   Assignment a = moeAssign(*in[0], experts);
   return Results{std::move(a.rows), std::move(a.counts)};

@@ -495,6 +495,7 @@ LogicalResult CrossEntropyGradOp::shard(ShardingRewriter &r) {
 
 LogicalResult MoeRouteOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MoeAssignOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult MoeDropOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MoeScatterOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MoeGatherOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult GroupedMatmulOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }

@@ -173,6 +173,10 @@ SmallVector<Value> MoeGatherOp::buildVjp(OpBuilder &b, ValueRange cot) {
   return {input, nullptr, weights};
 }
 
+/// Which choices an expert keeps is not differentiable: the weights' gradient flows through the
+/// frontend's product with the mask, not through the decision.
+SmallVector<Value> MoeDropOp::buildVjp(OpBuilder &, ValueRange) { return {nullptr, nullptr}; }
+
 /// Rows sent to the experts' ranks come back the way they went, and the other way round.
 SmallVector<Value> MoeDispatchOp::buildVjp(OpBuilder &b, ValueRange cot) {
   return {MoeCombineOp::create(b, getLoc(), getInput().getType(), cot[0], getCounts(), getReceived(), getRanksAttr()),

@@ -61,14 +61,37 @@ Tensor moeRouteGrad(const Tensor &dprobs, const Tensor &dweights, const Tensor &
 
 Assignment moeAssign(const Tensor &experts, int64_t numExperts) {
   const int64_t T = experts.shape[0], k = experts.shape[1];
-  std::vector<int64_t> counts(numExperts, 0), start(numExperts, 0), rows(T * k);
+  // Dropped choices (-1) as an extra expert after the others, not counted.
+  std::vector<int64_t> counts(numExperts + 1, 0), start(numExperts + 1, 0), rows(T * k);
+  auto slot = [&](int64_t c) { return c < 0 ? numExperts : c; };
   for (int64_t c : experts.ints)
-    ++counts[c];
-  for (int64_t e = 1; e < numExperts; ++e)
+    ++counts[slot(c)];
+  for (int64_t e = 1; e <= numExperts; ++e)
     start[e] = start[e - 1] + counts[e - 1];
   for (int64_t i = 0; i < T * k; ++i) // token-major: within an expert by token, then choice
-    rows[i] = start[experts.ints[i]]++;
+    rows[i] = start[slot(experts.ints[i])]++;
+  counts.pop_back();
   return {Tensor::integers({T, k}, std::move(rows)), Tensor::integers({numExperts}, std::move(counts))};
+}
+
+Dropping moeDrop(const Tensor &experts, const Tensor &weights, int64_t numExperts, int64_t capacity, bool byPosition) {
+  const int64_t n = static_cast<int64_t>(experts.ints.size());
+  std::vector<int64_t> kept = experts.ints;
+  Tensor mask = Tensor::zeros(experts.shape);
+  for (int64_t e = 0; e < numExperts; ++e) {
+    std::vector<int64_t> mine; // this expert's choices, in token order
+    for (int64_t i = 0; i < n; ++i)
+      if (experts.ints[i] == e)
+        mine.push_back(i);
+    if (!byPosition) // by weight, largest first; ties keep token order
+      std::stable_sort(mine.begin(), mine.end(), [&](int64_t a, int64_t b) { return weights.data[a] > weights.data[b]; });
+    for (size_t j = 0; j < mine.size(); ++j)
+      if (static_cast<int64_t>(j) >= capacity)
+        kept[mine[j]] = -1;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    mask.data[i] = kept[i] >= 0 ? 1.0 : 0.0;
+  return {Tensor::integers(experts.shape, std::move(kept)), std::move(mask)};
 }
 
 Tensor moeScatter(const Tensor &x, const Tensor &rows, const Tensor *weights) {

@@ -277,6 +277,15 @@ private:
   /// (its tokens' routing, as Megatron and transformers under DDP compute it), so every plan with
   /// the same micro batch trains the single rank's objective.
   double rankTokens() const { return double(microBatch) * double(S); }
+  /// The choices an expert keeps of one rank's microbatch (Megatron's get_capacity of tokens x top
+  /// k): ceil(tokens x k / experts x moe_expert_capacity_factor); dropless: every token.
+  int64_t expertCapacity() const {
+    const double tokens = rankTokens();
+    if (s.moeExpertCapacityFactor <= 0.0)
+      return int64_t(tokens);
+    const double c = std::ceil(tokens * double(s.moeRouterTopk) / double(s.numExperts) * s.moeExpertCapacityFactor);
+    return int64_t(std::min(c, tokens));
+  }
   RankedTensorType loadType() { return globalLoad() ? f32({2, s.numExperts}) : f32({}); }
   /// Whether the layers carry the sum of their routers' z-losses (trained on).
   bool carriesZLoss() const { return s.isMixtureOfExperts() && s.moeZLossCoeff > 0.0; }
@@ -408,10 +417,23 @@ private:
                                         logits, b.getI64IntegerAttr(K),
                                         s.moeRouterPreSoftmax ? b.getUnitAttr() : UnitAttr());
     auto assign = tx::MoeAssignOp::create(b, at("assign", "num_experts"), i32({T, K}), i32({E}), route.getExperts());
+    // The router's load counts every choice, dropped or not (Megatron's aux loss sees the routing
+    // before the capacity).
+    const Value routedCounts = assign.getCounts();
+    Value weights = route.getWeights();
+    const int64_t capacity = expertCapacity();
+    if (capacity < int64_t(rankTokens())) { // an expert may get more: each keeps `capacity` choices
+      const StringRef key = "moe_expert_capacity_factor";
+      auto drop = tx::MoeDropOp::create(b, at("drop", key), i32({T, K}), f32({T, K}), route.getExperts(), weights,
+                                        b.getI64IntegerAttr(capacity), b.getI64IntegerAttr(E),
+                                        s.moeTokenDropPolicy == "position" ? b.getUnitAttr() : UnitAttr());
+      weights = tx::MulOp::create(b, at("kept_weights", key), weights, drop.getMask());
+      assign = tx::MoeAssignOp::create(b, at("assign_kept", key), i32({T, K}), i32({E}), drop.getKept());
+    }
     Value rows = assign.getRows(), counts = assign.getCounts();
     if (load) { // the router's load, for the load-balancing loss
       Value mine = tx::RouterLoadOp::create(b, at("router_load", "moe_router_load_balancing_type"), f32({2, E}),
-                                            route.getProbs(), counts);
+                                            route.getProbs(), routedCounts);
       if (!globalLoad()) { // Megatron's: this layer's loss, experts / (tokens^2 x top k) x sum_e count_e prob_e
         const double tokens = rankTokens();
         mine = tx::LoadBalancingLossOp::create(b, at("layer_aux_loss", "moe_router_load_balancing_type"), f32({}), mine,
@@ -427,7 +449,7 @@ private:
     Value expertGate = grouped(xe, w1, Fe, "expert_gate"), expertUp = grouped(xe, w3, Fe, "expert_up");
     Value gated = tx::SwigluOp::create(b, at("expert_swiglu", "activation"), expertGate, expertUp);
     Value ye = grouped(gated, w2, H, "expert_down");
-    Value y = tx::MoeGatherOp::create(b, at("moe", "moe_router_topk"), f32({T, H}), ye, rows, route.getWeights());
+    Value y = tx::MoeGatherOp::create(b, at("moe", "moe_router_topk"), f32({T, H}), ye, rows, weights);
     if (s.moeSharedExpertIntermediateSize) { // Qwen2-MoE: every token through the shared expert too, gated
       const StringRef key = "moe_shared_expert_intermediate_size";
       const int64_t Fs = s.moeSharedExpertIntermediateSize;

@@ -18,9 +18,11 @@ namespace megart::cpu {
 namespace {
 
 // Checks run serially before any parallel region (exceptions must not cross OpenMP).
-void check_experts(const char *kernel, const int32_t *experts, int64_t n, int64_t num_experts) {
+// dropped_allowed: -1 marks a choice moe_drop dropped.
+void check_experts(const char *kernel, const int32_t *experts, int64_t n, int64_t num_experts,
+                   bool dropped_allowed = false) {
   for (int64_t i = 0; i < n; ++i)
-    if (experts[i] < 0 || experts[i] >= num_experts)
+    if (experts[i] < (dropped_allowed ? -1 : 0) || experts[i] >= num_experts)
       throw Error(std::string(kernel) + ": expert " + std::to_string(experts[i]) + " of choice " + std::to_string(i) +
                   " is outside [0, " + std::to_string(num_experts) + ")");
 }
@@ -185,18 +187,42 @@ void moe_route_backward(float *dlogits, const float *dprobs, const float *dweigh
 void moe_assign(int32_t *rows, int32_t *counts, const int32_t *experts, int64_t tokens, int64_t topk,
                 int64_t num_experts) {
   const int64_t n = tokens * topk;
-  check_experts("moe_assign", experts, n, num_experts);
+  check_experts("moe_assign", experts, n, num_experts, /*dropped_allowed=*/true);
   if (n > INT32_MAX)
     throw Error("moe_assign: " + std::to_string(n) + " choices do not fit int32 rows");
-  std::vector<int32_t> next(num_experts, 0);
+  // A dropped choice (-1, moe_drop's) goes after every expert's rows, where nothing reads it.
+  std::vector<int32_t> next(num_experts + 1, 0);
   for (int64_t e = 0; e < num_experts; ++e)
     counts[e] = 0;
   for (int64_t i = 0; i < n; ++i)
-    ++counts[experts[i]];
-  for (int64_t e = 1; e < num_experts; ++e)
+    if (experts[i] >= 0)
+      ++counts[experts[i]];
+  for (int64_t e = 1; e <= num_experts; ++e)
     next[e] = next[e - 1] + counts[e - 1];
   for (int64_t i = 0; i < n; ++i) // in token order, so by token then choice within an expert
-    rows[i] = next[experts[i]]++;
+    rows[i] = next[experts[i] >= 0 ? experts[i] : num_experts]++;
+}
+
+void moe_drop(int32_t *kept, float *mask, const int32_t *experts, const float *weights, int64_t tokens, int64_t topk,
+              int64_t num_experts, int64_t capacity, bool by_position) {
+  const int64_t n = tokens * topk;
+  check_experts("moe_drop", experts, n, num_experts);
+  if (capacity < 0)
+    throw Error("moe_drop: capacity " + std::to_string(capacity) + " is negative");
+  std::vector<std::vector<int64_t>> chosen(static_cast<size_t>(num_experts));
+  for (int64_t i = 0; i < n; ++i) { // each expert's choices in token order
+    chosen[experts[i]].push_back(i);
+    kept[i] = experts[i];
+    mask[i] = 1.0f;
+  }
+  for (std::vector<int64_t> &c : chosen) {
+    if (static_cast<int64_t>(c.size()) <= capacity)
+      continue;
+    if (!by_position) // the most probable first; among equal weights the earlier token
+      std::stable_sort(c.begin(), c.end(), [&](int64_t a, int64_t b) { return weights[a] > weights[b]; });
+    for (size_t j = static_cast<size_t>(capacity); j < c.size(); ++j)
+      kept[c[j]] = -1, mask[c[j]] = 0.0f;
+  }
 }
 
 void moe_scatter(float *out, const float *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden) {
@@ -230,7 +256,7 @@ void moe_row_dot(float *out, const float *tokens_in, const float *expert_rows, c
 
 void grouped_gemm(float *c, const float *a, const float *w, const int32_t *counts, int64_t num_segments,
                   int64_t num_experts, int64_t rows, int64_t k, int64_t n, bool transpose_w) {
-  const int64_t counted = check_counts("grouped_gemm", counts, num_segments, rows, num_segments != num_experts);
+  const int64_t counted = check_counts("grouped_gemm", counts, num_segments, rows, true);
   int64_t row = 0;
   for (int64_t s = 0; s < num_segments; row += counts[s++])
     if (counts[s] > 0)
@@ -240,7 +266,7 @@ void grouped_gemm(float *c, const float *a, const float *w, const int32_t *count
 
 void grouped_gemm_weight_grad(float *dw, const float *a, const float *dc, const int32_t *counts, int64_t num_segments,
                               int64_t num_experts, int64_t rows, int64_t k, int64_t n, bool transpose) {
-  check_counts("grouped_gemm_weight_grad", counts, num_segments, rows, num_segments != num_experts);
+  check_counts("grouped_gemm_weight_grad", counts, num_segments, rows, true);
   std::fill(dw, dw + num_experts * k * n, 0.0f);
   int64_t row = 0;
   for (int64_t s = 0; s < num_segments; row += counts[s++]) {
@@ -262,7 +288,7 @@ void moe_exchange_counts(const StepContext &ctx, int32_t *received, const int32_
 void moe_dispatch(const StepContext &ctx, float *out, const float *in, const int32_t *counts, const int32_t *received,
                   int64_t num_experts, int64_t local_rows, int64_t exchanged_rows, int64_t hidden) {
   Communicator &ep = expert_group(ctx, "moe_dispatch", num_experts);
-  check_counts("moe_dispatch", counts, num_experts, local_rows);
+  check_counts("moe_dispatch", counts, num_experts, local_rows, true);
   const int64_t arrive = check_counts("moe_dispatch", received, num_experts, exchanged_rows, true);
   const int64_t ranks = ep.size(), local = num_experts / ranks;
   ep.all_to_all_v(in, rank_elements(counts, ranks, local, hidden).data(), out,
@@ -273,11 +299,12 @@ void moe_dispatch(const StepContext &ctx, float *out, const float *in, const int
 void moe_combine(const StepContext &ctx, float *out, const float *in, const int32_t *counts, const int32_t *received,
                  int64_t num_experts, int64_t local_rows, int64_t exchanged_rows, int64_t hidden) {
   Communicator &ep = expert_group(ctx, "moe_combine", num_experts);
-  check_counts("moe_combine", counts, num_experts, local_rows);
+  const int64_t back = check_counts("moe_combine", counts, num_experts, local_rows, true);
   check_counts("moe_combine", received, num_experts, exchanged_rows, true);
   const int64_t ranks = ep.size(), local = num_experts / ranks;
   ep.all_to_all_v(in, rank_elements(received, ranks, local, hidden).data(), out,
                   rank_elements(counts, ranks, local, hidden).data());
+  std::fill(out + back * hidden, out + local_rows * hidden, 0.0f); // dropped choices' rows
 }
 
 void gate_rows_forward(float *y, const float *x, const float *gate, int64_t tokens, int64_t hidden) {

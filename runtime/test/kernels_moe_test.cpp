@@ -81,9 +81,9 @@ TEST(MoeKernels, GroupedGemmIsOneGemmPerExpertAndItsWeightGradient) {
   for (int64_t r = 2; r < rows; ++r)
     d += double(c[r * n + 1]) * a[r * k + 2];
   EXPECT_NEAR(dw[2 * n * k + 1 * k + 2], d, 1e-6);
-  const std::vector<int32_t> short_counts = {2, 0, 2};
-  expect_error([&] { cpu::grouped_gemm(c.data(), a.data(), w.data(), short_counts.data(), 3, 3, rows, k, n, true); },
-               {"grouped_gemm", "sum to 4", "5 rows"});
+  const std::vector<int32_t> long_counts = {2, 1, 3};
+  expect_error([&] { cpu::grouped_gemm(c.data(), a.data(), w.data(), long_counts.data(), 3, 3, rows, k, n, true); },
+               {"grouped_gemm", "sum to 6", "more than the 5 rows"});
 }
 
 TEST(MoeKernels, GroupedGemmSegmentsCycleThroughTheExpertsAndPaddingIsZero) {
@@ -114,6 +114,27 @@ TEST(MoeKernels, GroupedGemmSegmentsCycleThroughTheExpertsAndPaddingIsZero) {
   const std::vector<int32_t> too_many = {3, 2, 1, 1};
   expect_error([&] { cpu::grouped_gemm(c.data(), a.data(), w.data(), too_many.data(), 4, 2, rows, k, n, false); },
                {"grouped_gemm", "sum to 7", "more than the 6 rows"});
+}
+
+TEST(MoeKernels, DropKeepsEachExpertsCapacityByWeightOrPosition) {
+  // 4 tokens x top 2 over 3 experts; expert 0 is chosen by all 4 tokens, capacity 2.
+  const std::vector<int32_t> experts = {0, 1, /**/ 0, 2, /**/ 1, 0, /**/ 0, 2};
+  const std::vector<float> weights = {0.6f, 0.4f, /**/ 0.9f, 0.1f, /**/ 0.5f, 0.5f, /**/ 0.9f, 0.1f};
+  std::vector<int32_t> kept(8), rows(8), counts(3);
+  std::vector<float> mask(8);
+  cpu::moe_drop(kept.data(), mask.data(), experts.data(), weights.data(), 4, 2, 3, 2, false);
+  // By weight: tokens 1 and 3 (0.9, the earlier first among equals) keep expert 0; 0 and 2 lose it.
+  EXPECT_EQ(kept, (std::vector<int32_t>{-1, 1, 0, 2, 1, -1, 0, 2}));
+  EXPECT_EQ(mask, (std::vector<float>{0, 1, 1, 1, 1, 0, 1, 1}));
+  cpu::moe_drop(kept.data(), mask.data(), experts.data(), weights.data(), 4, 2, 3, 2, true);
+  EXPECT_EQ(kept, (std::vector<int32_t>{0, 1, 0, 2, 1, -1, -1, 2})) << "by position: tokens 0 and 1 keep it";
+  // The dropped choices' rows come after the experts' 2 + 2 + 2 and are not counted.
+  cpu::moe_assign(rows.data(), counts.data(), kept.data(), 4, 2, 3);
+  EXPECT_EQ(counts, (std::vector<int32_t>{2, 2, 2}));
+  EXPECT_EQ(rows, (std::vector<int32_t>{0, 2, 1, 4, 3, 6, 7, 5}));
+  const std::vector<int32_t> bad = {0, 3, 0, 2, 1, 0, 0, 2};
+  expect_error([&] { cpu::moe_drop(kept.data(), mask.data(), bad.data(), weights.data(), 4, 2, 3, 2, false); },
+               {"moe_drop", "expert 3", "outside [0, 3)"});
 }
 
 TEST(MoeKernels, ExpertExchangesOnOneRankMoveTheRowsAndPad) {

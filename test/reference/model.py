@@ -177,6 +177,7 @@ class MixtureOfExperts(nn.Module):
         super().__init__()
         h, f = spec.hidden_size, spec.moe_ffn_hidden_size or spec.ffn_hidden_size
         self.topk, self.renormalise = spec.moe_router_topk, not spec.moe_router_pre_softmax
+        self.capacity_factor, self.by_position = spec.moe_expert_capacity_factor, spec.moe_token_drop_policy == "position"
         qwen = spec.family == "qwen2_moe"
         self.gate = Linear(h, spec.num_experts, False, False)
         self.experts = nn.ModuleList(Expert(h, f, qwen) for _ in range(spec.num_experts))
@@ -193,6 +194,8 @@ class MixtureOfExperts(nn.Module):
         self.z_loss = torch.logsumexp(logits, dim=-1).square().mean()  # ST-MoE's router z-loss
         if self.renormalise:
             weights = weights / weights.sum(dim=-1, keepdim=True)
+        if self.capacity_factor:
+            weights = weights * self.kept(chosen, weights.detach())
         out = torch.zeros_like(tokens)
         for e, expert in enumerate(self.experts):
             token, slot = torch.where(chosen == e)
@@ -201,6 +204,23 @@ class MixtureOfExperts(nn.Module):
         if hasattr(self, "shared_expert"):
             out = out + torch.sigmoid(self.shared_expert_gate(tokens)) * self.shared_expert(tokens)
         return out.reshape(x.shape)
+
+    def kept(self, chosen, weights):
+        """Megatron's token dropping: each expert keeps ceil(tokens x k / experts x capacity factor)
+        of the choices that name it, the most probable (ties: the earlier token) or the earliest;
+        a dropped choice's weight becomes 0 (1 = kept)."""
+        n = chosen.shape[0]
+        capacity = math.ceil(n * self.topk / len(self.experts) * self.capacity_factor)
+        keep = torch.ones(chosen.shape, dtype=weights.dtype)
+        for e in range(len(self.experts)):
+            token, slot = torch.where(chosen == e)  # in token order
+            if token.numel() <= capacity:
+                continue
+            order = torch.arange(token.numel()) if self.by_position else \
+                torch.sort(-weights[token, slot], stable=True).indices
+            drop = order[capacity:]
+            keep[token[drop], slot[drop]] = 0
+        return keep
 
 
 class Block(nn.Module):

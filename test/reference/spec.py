@@ -40,6 +40,7 @@ CHOICES = {
     "position_embedding_type": ("learned", "rope"),
     "rope_scaling_type": ("none", "linear", "dynamic"),
     "moe_router_load_balancing_type": ("aux_loss", "global_aux_loss", "none"),
+    "moe_token_drop_policy": ("probs", "position"),
 }
 
 
@@ -81,6 +82,8 @@ class Spec:
     moe_router_load_balancing_type: str  # aux_loss (Megatron's, per layer) | global_aux_loss (transformers') | none
     moe_aux_loss_coeff: float
     moe_z_loss_coeff: float  # ST-MoE's router z-loss (Megatron's), summed over the layers
+    moe_expert_capacity_factor: float  # 0: dropless; else each expert keeps ceil(tokens k / experts x it)
+    moe_token_drop_policy: str  # which choices an expert keeps: the most probable (probs) or the earliest
 
     @property
     def is_encoder(self):
@@ -144,7 +147,8 @@ def make_spec(raw, where="spec"):
     h = raw["hidden_size"]
     vals = dict(dict(norm_epsilon=1e-5, num_tokentypes=0, num_experts=0, moe_router_topk=2, moe_ffn_hidden_size=0,
                      moe_router_pre_softmax=False, moe_shared_expert_intermediate_size=0,
-                     moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=0.0, moe_z_loss_coeff=0.0),
+                     moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=0.0, moe_z_loss_coeff=0.0,
+                     moe_expert_capacity_factor=0.0, moe_token_drop_policy="probs"),
                 **FAMILY_DEFAULTS[family])
     vals.update(rotary_base=10000.0, kv_channels=0,
                 rope_scaling_type="none", rope_scaling_factor=1.0, sliding_window=0,

@@ -99,6 +99,12 @@ struct Assignment {
   Tensor rows, counts;
 };
 Assignment moeAssign(const Tensor &experts, int64_t numExperts);
+/// Each expert's choices beyond `capacity`, the least probable (or the latest tokens') first,
+/// dropped: kept = experts with -1 there, mask 1 kept / 0 dropped.
+struct Dropping {
+  Tensor kept, mask;
+};
+Dropping moeDrop(const Tensor &experts, const Tensor &weights, int64_t numExperts, int64_t capacity, bool byPosition);
 /// [T, H] -> [T k, H]: out[rows[t, j]] = x[t] (* weights[t, j]); weights may be null.
 Tensor moeScatter(const Tensor &x, const Tensor &rows, const Tensor *weights);
 /// [T k, H] -> [T, H]: out[t] = sum_j (weights[t, j] *) y[rows[t, j]].

@@ -311,9 +311,15 @@ void moe_route_forward(float *probs, int32_t *experts, float *weights, const flo
 void moe_route_backward(float *dlogits, const float *dprobs, const float *dweights, const float *probs,
                         const int32_t *experts, const float *weights, int64_t tokens, int64_t num_experts,
                         int64_t topk, bool pre_softmax);
-// rows as above and counts[e] the choices of expert e.
+// rows as above and counts[e] the choices of expert e; a dropped choice (expert -1) gets a row
+// after every expert's (in token order) and is not counted.
 void moe_assign(int32_t *rows, int32_t *counts, const int32_t *experts, int64_t tokens, int64_t topk,
                 int64_t num_experts);
+// Token dropping (Megatron's capacity factor): each expert keeps at most `capacity` of its choices,
+// by weight (the most probable first, the earlier token among equal weights) or, by_position, the
+// earliest tokens; kept = experts with -1 for a dropped choice, mask 1 for a kept one, 0 dropped.
+void moe_drop(int32_t *kept, float *mask, const int32_t *experts, const float *weights, int64_t tokens, int64_t topk,
+              int64_t num_experts, int64_t capacity, bool by_position);
 // out[rows[t, j]] = in[t] ([tokens, hidden] -> [tokens x topk, hidden]); _weighted: times weights[t, j].
 void moe_scatter(float *out, const float *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden);
 void moe_scatter_weighted(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens,
@@ -326,9 +332,9 @@ void moe_gather_weighted(float *out, const float *in, const int32_t *rows, const
 void moe_row_dot(float *out, const float *tokens_in, const float *expert_rows, const int32_t *rows, int64_t tokens,
                  int64_t topk, int64_t hidden);
 // C [rows, n] = each segment's counts[s] rows of A [rows, k] (in order) times W[s mod experts]:
-// [experts, k, n], or [experts, n, k] with transpose_w; rows past the counted ones are zero. One
-// segment per expert, or (expert parallelism) per expert of each sending rank; the counts must not
-// sum past rows.
+// [experts, k, n], or [experts, n, k] with transpose_w; rows past the counted ones (dropped
+// choices', expert parallelism's padding) are zero. One segment per expert, or (expert
+// parallelism) per expert of each sending rank; the counts must not sum past rows.
 void grouped_gemm(float *c, const float *a, const float *w, const int32_t *counts, int64_t num_segments,
                   int64_t num_experts, int64_t rows, int64_t k, int64_t n, bool transpose_w);
 // dW[e] = the sum over e's segments of A_s^T dC_s ([experts, k, n]; dC_s^T A_s, [experts, n, k],
