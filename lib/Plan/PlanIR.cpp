@@ -63,41 +63,38 @@ FailureOr<ParallelPlan> megac::readPlan(ModuleOp module, StringRef pass) {
 
 StringRef megac::dpGridAxisName(DpGridAxis axis) { return axis == DpGridAxis::Replicate ? "dp_replicate" : "dp_shard"; }
 
-static FlatSymbolRefAttr dpGrid(ModuleOp module, const ParallelPlan &plan) {
+/// @`name`, a grid of @grid's dp ranks as `shape` with `axes` (slowest first), made on first use
+/// after @grid.
+static FlatSymbolRefAttr dpSubGrid(ModuleOp module, StringRef name, ArrayRef<int64_t> shape,
+                                   ArrayRef<StringRef> axes) {
   MLIRContext *ctx = module.getContext();
-  if (!module.lookupSymbol(names::kDpGrid)) {
+  if (!module.lookupSymbol(name)) {
     OpBuilder b(ctx);
     auto grid = module.lookupSymbol<shard::GridOp>(names::kGrid);
     if (grid)
       b.setInsertionPointAfter(grid);
     else
       b.setInsertionPointToStart(module.getBody());
-    auto dp = shard::GridOp::create(b, module.getLoc(), b.getStringAttr(names::kDpGrid),
-                                    b.getDenseI64ArrayAttr({plan.dp / plan.shardDegree, plan.shardDegree}));
-    dp->setAttr(names::kAxesAttr, b.getArrayAttr({b.getStringAttr(dpGridAxisName(DpGridAxis::Replicate)),
-                                                  b.getStringAttr(dpGridAxisName(DpGridAxis::Shard))}));
+    auto sub = shard::GridOp::create(b, module.getLoc(), b.getStringAttr(name), b.getDenseI64ArrayAttr(shape));
+    SmallVector<Attribute> axisNames;
+    for (StringRef a : axes)
+      axisNames.push_back(b.getStringAttr(a));
+    sub->setAttr(names::kAxesAttr, b.getArrayAttr(axisNames));
   }
-  return FlatSymbolRefAttr::get(ctx, names::kDpGrid);
+  return FlatSymbolRefAttr::get(ctx, name);
+}
+
+static FlatSymbolRefAttr dpGrid(ModuleOp module, const ParallelPlan &plan) {
+  return dpSubGrid(module, names::kDpGrid, {plan.dp / plan.shardDegree, plan.shardDegree},
+                   {dpGridAxisName(DpGridAxis::Replicate), dpGridAxisName(DpGridAxis::Shard)});
 }
 
 StringRef megac::epGridAxisName(EpGridAxis axis) { return axis == EpGridAxis::Ep ? "ep" : "expert_dp"; }
 
 CollectiveAxes megac::expertDataParallelAxes(ModuleOp module, const ParallelPlan &plan) {
-  MLIRContext *ctx = module.getContext();
-  Builder b(ctx);
-  if (!module.lookupSymbol(names::kEpGrid)) {
-    OpBuilder ob(ctx);
-    auto grid = module.lookupSymbol<shard::GridOp>(names::kGrid);
-    if (grid)
-      ob.setInsertionPointAfter(grid);
-    else
-      ob.setInsertionPointToStart(module.getBody());
-    auto ep = shard::GridOp::create(ob, module.getLoc(), ob.getStringAttr(names::kEpGrid),
-                                    ob.getDenseI64ArrayAttr({plan.dp / plan.ep, plan.ep}));
-    ep->setAttr(names::kAxesAttr, ob.getArrayAttr({ob.getStringAttr(epGridAxisName(EpGridAxis::ExpertDp)),
-                                                   ob.getStringAttr(epGridAxisName(EpGridAxis::Ep))}));
-  }
-  return {FlatSymbolRefAttr::get(ctx, names::kEpGrid), b.getDenseI16ArrayAttr({static_cast<int16_t>(EpGridAxis::ExpertDp)})};
+  FlatSymbolRefAttr grid = dpSubGrid(module, names::kEpGrid, {plan.dp / plan.ep, plan.ep},
+                                     {epGridAxisName(EpGridAxis::ExpertDp), epGridAxisName(EpGridAxis::Ep)});
+  return {grid, Builder(module.getContext()).getDenseI16ArrayAttr({static_cast<int16_t>(EpGridAxis::ExpertDp)})};
 }
 
 CollectiveAxes megac::shardGroupAxes(ModuleOp module, const ParallelPlan &plan) {

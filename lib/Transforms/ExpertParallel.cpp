@@ -42,8 +42,9 @@ struct ExpertParallelPass : public megac::impl::ExpertParallelBase<ExpertParalle
       return signalPassFailure();
     if (plan->ep == 1)
       return markAllAnalysesPreserved();
-    if (failed(splitExpertWeights(module, plan->ep)) || failed(retypeCallees(module)))
+    if (failed(splitExpertWeights(module, plan->ep)))
       return signalPassFailure();
+    retypeCallees(module);
     SmallVector<tx::MoeScatterOp> scatters;
     module.walk([&](tx::MoeScatterOp s) { scatters.push_back(s); });
     for (tx::MoeScatterOp s : scatters)
@@ -71,20 +72,19 @@ struct ExpertParallelPass : public megac::impl::ExpertParallelBase<ExpertParalle
     return failure(walk.wasInterrupted());
   }
 
-  /// A function called with the experts' blocks takes them: its argument types follow the calls'.
-  LogicalResult retypeCallees(ModuleOp module) {
+  /// A function called with the experts' blocks takes them: its argument types follow the calls'
+  /// (every call of a layer's function passes the same types).
+  void retypeCallees(ModuleOp module) {
     SymbolTable symbols(module);
-    WalkResult walk = module.walk([&](func::CallOp call) {
+    module.walk([&](func::CallOp call) {
       auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
       if (!callee || callee.isExternal())
-        return WalkResult::advance();
+        return;
       Block &entry = callee.getBody().front();
       for (auto [arg, operand] : llvm::zip_equal(entry.getArguments(), call.getOperands()))
         arg.setType(operand.getType());
       callee.setFunctionType(FunctionType::get(&getContext(), entry.getArgumentTypes(), callee.getResultTypes()));
-      return WalkResult::advance();
     });
-    return failure(walk.wasInterrupted());
   }
 
   /// After `scatter`: the counts exchanged and the rows dispatched to their experts' ranks; the
