@@ -108,6 +108,10 @@ WorkCost CostModel::op(Operation *o) {
     c.compute = backward ? scores + 3 * weighted : scores + weighted;
     c.memory = memorySeconds((backward ? 3 : 2) * scoreBytes) + launch;
   };
+  auto allToAllSeconds = [&](Value localRows) {
+    const double evenShare = bytesOf(localRows) * double(plan.ep - 1) / double(plan.ep);
+    return transferSeconds(linkFor(cluster, plan.tp, plan.ep), evenShare, plan.ep - 1) + launch;
+  };
   auto collective = [&](StringRef grid, ArrayRef<int16_t> axes, double sent, int64_t stepsPerRank) {
     // Only tensor-parallel collectives sit in a step's critical path here; data-parallel ones
     // are costed by the simulation from the plan's byte counts.
@@ -141,6 +145,14 @@ WorkCost CostModel::op(Operation *o) {
         collective(s.getGrid(), s.getGridAxes(), megart::gather_bytes(bytesOf(s.getInput()), plan.tp), 1);
       })
       .Case([&](shard::AllSliceOp s) { c.memory = memorySeconds(bytesOf(s.getResult())) + launch; })
+      // Expert parallelism's exchanges over the ep ranks (ep consecutive dp ranks): routing that
+      // spreads the rows evenly sends (ep - 1) / ep of this rank's rows (dispatch) and as many back
+      // (combine), in ep - 1 messages; the counts are a few bytes, a message each.
+      .Case([&](tx::MoeExchangeCountsOp x) {
+        c.ep = transferSeconds(linkFor(cluster, plan.tp, plan.ep), bytesOf(x.getCounts()), plan.ep - 1);
+      })
+      .Case([&](tx::MoeDispatchOp d) { c.ep = allToAllSeconds(d.getInput()); })
+      .Case([&](tx::MoeCombineOp d) { c.ep = allToAllSeconds(d.getResult()); })
       // Views and bookkeeping: no kernel.
       .Case<tx::ReshapeOp, tx::ParamOp, tx::BucketParamOp, tx::LocalParamShardOp, tx::GradBucketOp,
             tx::WaitParamGatherOp, tx::WaitCollectiveOp, tx::StartGradSyncOp, func::ReturnOp>([](Operation *) {})

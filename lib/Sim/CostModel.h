@@ -1,7 +1,7 @@
 // The cost of the compiled program's functions on one device: each op's seconds by kind, from its
-// shapes and types in the IR. Tensor-parallel collectives are costed where they run (they sit on
-// the critical path); data-parallel and pipeline traffic is costed by Simulate.cpp, which knows
-// what overlaps.
+// shapes and types in the IR. Tensor-parallel collectives and expert parallelism's all-to-alls
+// are costed where they run (they sit on the critical path); data-parallel and pipeline traffic is
+// costed by Simulate.cpp, which knows what overlaps.
 #pragma once
 
 #include "megac/Plan/ParallelPlan.h"
@@ -15,9 +15,10 @@ namespace megac::sim {
 
 struct WorkCost {
   double compute = 0, memory = 0, tp = 0; // seconds
-  double seconds() const { return compute + memory + tp; }
+  double ep = 0; // expert parallelism's all-to-all exchanges (on the critical path too)
+  double seconds() const { return compute + memory + tp + ep; }
   WorkCost &operator+=(const WorkCost &o) {
-    compute += o.compute, memory += o.memory, tp += o.tp;
+    compute += o.compute, memory += o.memory, tp += o.tp, ep += o.ep;
     return *this;
   }
 };

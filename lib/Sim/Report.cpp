@@ -9,6 +9,7 @@ namespace {
 /// The split's parts in the order they are printed, with their JSON names.
 std::vector<std::pair<const char *, double>> parts(const TimeSplit &t) {
   return {{"compute", t.compute}, {"memory_bound", t.memory}, {"tp_communication", t.tpComm},
+          {"ep_communication", t.epComm},
           {"pipeline_bubble", t.bubble}, {"dp_communication", t.dpComm}, {"optimizer", t.optimizer}};
 }
 

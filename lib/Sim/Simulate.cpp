@@ -68,6 +68,7 @@ TimeSplit splitOf(const WorkCost &perMicrobatch, int64_t microbatches, double bu
   t.compute = microbatches * perMicrobatch.compute;
   t.memory = microbatches * perMicrobatch.memory;
   t.tpComm = microbatches * perMicrobatch.tp;
+  t.epComm = microbatches * perMicrobatch.ep;
   t.bubble = bubble;
   t.dpComm = tail.dp;
   t.optimizer = tail.optimizer;

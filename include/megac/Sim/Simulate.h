@@ -24,10 +24,11 @@ struct TimeSplit {
   double compute = 0;   // GEMMs and attention
   double memory = 0;    // memory-bound kernels (norms, activations, elementwise, loss) and launches
   double tpComm = 0;    // tensor-parallel collectives (on the critical path)
+  double epComm = 0;    // expert parallelism's all-to-all exchanges (on the critical path)
   double bubble = 0;    // pipeline: waiting for other stages (and their messages)
   double dpComm = 0;    // data-parallel collectives not hidden behind backward
   double optimizer = 0; // the optimizer step and the gradient norm
-  double total() const { return compute + memory + tpComm + bubble + dpComm + optimizer; }
+  double total() const { return compute + memory + tpComm + epComm + bubble + dpComm + optimizer; }
 };
 
 /// One span of a rank class's iteration in a trace: a chunk's forward or backward (pipeline), a
