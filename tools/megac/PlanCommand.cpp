@@ -1,5 +1,6 @@
 // megac plan SPEC.yaml --gpus N --cluster C --global-batch-size B: searches tp, pp, vpp, dp, sp,
-// micro batch, recomputation and the sharding strategy for the plan megac simulate predicts the
+// micro batch, recomputation, the sharding strategy and, for a mixture of experts, ep (each
+// divisor of dp that divides the experts, without sharding) for the plan megac simulate predicts the
 // most tokens/s for, among those the compiler accepts and whose memory plan fits, and prints the
 // best few with the `megac compile` command for each.
 //
@@ -10,12 +11,12 @@
 // - the distributed optimizer (optim) is always used with dp > 1 (the same bytes as an
 //   all-reduce, a smaller optimizer step and less memory); ZeRO-3 (optim_grads_params) and
 //   recomputation only add work, so they are tried in that order, and a candidate is skipped once
-//   a cheaper variant of the same (tp, pp, vpp, micro batch) fits;
+//   a cheaper variant of the same (tp, pp, vpp, micro batch, ep) fits;
 // - a memory lower bound (the layers' weights, their gradients and sharded optimizer state,
 //   nothing else) rejects a candidate before it is compiled;
 // - a time lower bound: one microbatch through the whole model costs the same however pp splits
-//   it (Simulation::microbatchSeconds), so once a plan with the same tp, micro batch and
-//   recomputation has been simulated, a candidate needs at least microbatches x that / pp; it is
+//   it (Simulation::microbatchSeconds), so once a plan with the same tp, micro batch,
+//   recomputation and ep has been simulated, a candidate needs at least microbatches x that / pp; it is
 //   skipped when 0.9 x that is already slower than the best plans found.
 #include "Commands.h"
 #include "EverySecond.h"
@@ -101,10 +102,13 @@ struct Candidate {
   int64_t tp = 1, pp = 1, vpp = 1, dp = 1, microBatch = 1;
   Recompute recompute = Recompute::None;
   Sharding sharding = Sharding::None;
+  int64_t ep = 1; // a mixture of experts: groups of ep dp ranks split the experts
 
   std::vector<std::string> flags() const {
     std::vector<std::string> f = {"--tp", std::to_string(tp), "--pp", std::to_string(pp), "--dp", std::to_string(dp),
                                   "--micro-batch-size", std::to_string(microBatch)};
+    if (ep > 1)
+      f.insert(f.end(), {"--ep", std::to_string(ep)});
     if (tp > 1)
       f.push_back("--sp");
     if (vpp > 1)
@@ -126,7 +130,7 @@ struct Candidate {
 /// The plan megac compile makes of the candidate's flags (its checks included).
 Expected<megac::ParallelPlan> planOf(const Candidate &c, int64_t globalBatch, megac::ActivationPrecision precision) {
   megac::ParallelPlan p;
-  p.tp = c.tp, p.pp = c.pp, p.dp = c.dp, p.vpp = c.vpp, p.sp = c.tp > 1;
+  p.tp = c.tp, p.pp = c.pp, p.dp = c.dp, p.vpp = c.vpp, p.sp = c.tp > 1, p.ep = c.ep;
   if (c.pp > 1)
     p.numMicrobatches = globalBatch / (c.microBatch * c.dp);
   if (Error e = megac::checkPlanLimits(p, megac::kPlanFlagNames))
@@ -148,10 +152,12 @@ Expected<megac::ParallelPlan> planOf(const Candidate &c, int64_t globalBatch, me
 }
 
 /// A lower bound on a rank's memory: its share of the layers' parameters (at most 1/tp of each
-/// layer: norms are not split; no embedding), their fp32 gradients and the AdamW moments, sharded
-/// as the candidate shards them; no activations or buffers.
+/// layer: norms are not split; at most 1/ep with expert parallelism: only the experts are; no
+/// embedding), their fp32 gradients and the AdamW moments, sharded as the candidate shards them; no
+/// activations or buffers.
 double memoryLowerBoundBytes(const megac::ModelSpec &spec, const Candidate &c) {
-  const double params = double(megac::layerParameters(spec)) * double(spec.numLayers / c.pp) / double(c.tp);
+  const double params =
+      double(megac::layerParameters(spec)) * double(spec.numLayers / c.pp) / double(c.tp) / double(c.ep);
   const double d = double(c.dp);
   // fp32 parameters (4) + gradients (4) + two moments (8), per strategy.
   // (optim_grads_params under pp keeps the parameters gathered: optim_grads' state).
@@ -225,15 +231,22 @@ int megac::runPlan() {
           for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
             for (Sharding sharding : shardings)
               candidates.push_back({tp, pp, vpp, dp, mb, r, sharding});
+          // Expert parallelism (a mixture of experts): each ep dividing dp and the experts, its
+          // experts' gradients all-reduced (megac shards no expert state yet).
+          if (spec->isMixtureOfExperts())
+            for (int64_t ep : divisors(dp))
+              if (ep > 1 && spec->numExperts % ep == 0)
+                for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+                  candidates.push_back({tp, pp, vpp, dp, mb, r, Sharding::None, ep});
         }
     }
   }
 
   mlir::MLIRContext context;
   std::vector<Result> best; // sorted, fastest first, at most `top`
-  std::map<std::tuple<int64_t, int64_t, Recompute>, double> microbatchSeconds; // (tp, mb, recompute)
-  // Per (tp, pp, vpp, micro batch): the recomputation and sharding of the variants that fit.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::vector<std::pair<Recompute, Sharding>>> fitting;
+  std::map<std::tuple<int64_t, int64_t, Recompute, int64_t>, double> microbatchSeconds; // (tp, mb, recompute, ep)
+  // Per (tp, pp, vpp, micro batch, ep): the recomputation and sharding of the variants that fit.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, std::vector<std::pair<Recompute, Sharding>>> fitting;
   int64_t simulated = 0, refused = 0, tooBigBound = 0, tooBig = 0, slowerBound = 0, dominated = 0;
   EverySecond pace;
   for (size_t index = 0; index < candidates.size(); ++index) {
@@ -253,7 +266,7 @@ int megac::runPlan() {
       errs() << format(", ETA %.0f s\n", left);
     }
     // A variant of the same layout that does less work already fits.
-    auto &fits = fitting[{c.tp, c.pp, c.vpp, c.microBatch}];
+    auto &fits = fitting[{c.tp, c.pp, c.vpp, c.microBatch, c.ep}];
     if (llvm::any_of(fits, [&](auto f) { return f.first <= c.recompute && f.second <= c.sharding; })) {
       ++dominated;
       continue;
@@ -263,7 +276,7 @@ int megac::runPlan() {
       continue;
     }
     const int64_t microbatches = globalBatch / (c.dp * c.microBatch);
-    if (auto it = microbatchSeconds.find({c.tp, c.microBatch, c.recompute});
+    if (auto it = microbatchSeconds.find({c.tp, c.microBatch, c.recompute, c.ep});
         it != microbatchSeconds.end() && int64_t(best.size()) >= top &&
         0.9 * double(microbatches) * it->second / double(c.pp) > best.back().sim.iterationSeconds) {
       ++slowerBound;
@@ -291,7 +304,7 @@ int megac::runPlan() {
     }
     Result r{c, simulate(**module, *p, *spec, c.microBatch, globalBatch, cluster, flags->options), 0};
     ++simulated;
-    microbatchSeconds[{c.tp, c.microBatch, c.recompute}] = r.sim.microbatchSeconds;
+    microbatchSeconds[{c.tp, c.microBatch, c.recompute, c.ep}] = r.sim.microbatchSeconds;
     for (double gib : r.sim.memoryGiBPerStage)
       r.memoryGiB = std::max(r.memoryGiB, gib);
     if (r.memoryGiB > memoryLimitGiB) {
@@ -320,10 +333,11 @@ int megac::runPlan() {
   for (const Result &r : best) {
     const Candidate &c = r.candidate;
     outs() << format("%d. %.4g tokens/s, %.4g TFLOP/s per GPU (MFU %.1f%%), iteration %.4g s, %.1f GiB per GPU: "
-                     "tp %lld pp %lld vpp %lld dp %lld, micro batch %lld, recompute %s, %s\n",
+                     "tp %lld pp %lld vpp %lld dp %lld%s, micro batch %lld, recompute %s, %s\n",
                      rank++, r.sim.tokensPerSecond, r.sim.tflopsPerDevice, 100 * r.sim.mfu, r.sim.iterationSeconds,
                      r.memoryGiB, (long long)c.tp, (long long)c.pp, (long long)c.vpp, (long long)c.dp,
-                     (long long)c.microBatch, recomputeName(c.recompute), c.shardingName());
+                     c.ep > 1 ? (" ep " + std::to_string(c.ep)).c_str() : "", (long long)c.microBatch,
+                     recomputeName(c.recompute), c.shardingName());
     outs() << "   megac compile " << planSpecPath;
     const SpecOverrides overrides = specOverrideFlags();
     if (overrides.seqLength)
