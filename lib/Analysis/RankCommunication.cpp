@@ -32,6 +32,7 @@ public:
     // contiguous range from its first parameter's gradient to the end of its last's.
     int64_t at = 0;
     for (tx::ParamOp p : table.all()) {
+      expertBlock.push_back(tx::holdsExpertBlock(p));
       gradOffsets.push_back(at);
       gradNumels.push_back(p.getType().getNumElements());
       at += (gradNumels.back() + kGradAlignFloats - 1) / kGradAlignFloats * kGradAlignFloats;
@@ -62,9 +63,10 @@ public:
           const double shardBytes = double(*shard) * kFloatBytes;
           once.dp += megart::gather_bytes(shardBytes * plan.shardDegree, plan.shardDegree) +
                      megart::all_reduce_bytes(shardBytes, plan.dp / plan.shardDegree);
-        } else {
+        } else { // over dp, or an expert-parallel rank's experts over the dp ranks holding the same
+          const int64_t group = expertBlock[start.getFirst()] ? plan.dp / plan.ep : plan.dp;
           once.dp += megart::all_reduce_bytes(double(bucketFloats(start.getFirst(), start.getLast()) * kFloatBytes),
-                                              plan.dp);
+                                              group);
         }
       } else if (auto x = dyn_cast<tx::MoeExchangeCountsOp>(op)) {
         const int64_t ranks = static_cast<int64_t>(x.getRanks());
@@ -121,6 +123,7 @@ private:
   ModuleOp module;
   const ParallelPlan &plan;
   SmallVector<int64_t> gradOffsets, gradNumels;
+  SmallVector<bool> expertBlock; // the parameter is an expert-parallel rank's block of experts
   llvm::StringMap<AxisBytes> memo;
 };
 

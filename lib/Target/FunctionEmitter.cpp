@@ -440,7 +440,10 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
           return success();
         }
         os << "  if (ctx.grad_sync) // data parallel: the bucket's gradients are final; sum them during backward\n";
-        emitBucketStart(os, "    ", first, last, params[last].getType().getNumElements());
+        // An expert-parallel rank's experts (a bucket of its own) sum over the ranks holding the same.
+        const bool experts = tx::holdsExpertBlock(params[first]);
+        emitBucketStart(os, "    ", first, last, params[last].getType().getNumElements(),
+                        experts ? communicatorName(names::kEpGrid, {static_cast<int16_t>(EpGridAxis::ExpertDp)}) : "");
         return success();
       })
       .Case([&](tx::ReshapeOp r) {

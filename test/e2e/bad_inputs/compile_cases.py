@@ -51,9 +51,6 @@ def cases():
                      ["--dp", "2", "--ep", "2", "--use-distributed-optimizer"],
                      r"--expert-model-parallel-size 2 with --data-parallel-sharding-strategy optim is not built yet",
                      files={"spec.yaml": MOE}),
-        compile_case("expert parallelism with overlapped gradient sums", ["--dp", "2", "--ep", "2", "--overlap-grad-reduce"],
-                     r"--expert-model-parallel-size 2 with --overlap-grad-reduce is not built yet",
-                     files={"spec.yaml": MOE}),
         compile_case("compile with bf16 and fp16", ["--bf16", "--fp16"], r"--bf16 and --fp16 are both given; choose one"),
         # Activation recomputation (issue 16): the combinations Megatron refuses.
         compile_case("recompute method with selective",
