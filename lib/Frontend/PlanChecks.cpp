@@ -113,8 +113,6 @@ static Error expertParallelFits(const ParallelPlan &plan, const ModelSpec &spec)
   if (plan.sharding != ShardingStrategy::NoShard)
     return fail(flag + " with --data-parallel-sharding-strategy " + shardingStrategyName(plan.sharding) + notYet +
                 "the experts' state would shard over its own expert-data-parallel ranks; leave out one of the two");
-  if (plan.lora.enabled())
-    return fail(flag + " with --lora-rank" + notYet + "fine-tune the experts with LoRA without expert parallelism");
   return Error::success();
 }
 

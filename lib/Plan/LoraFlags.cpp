@@ -66,6 +66,9 @@ Error megac::resolveLora(ParallelPlan &plan, const LoraFlags &f, StringRef famil
   if (f.rank < 1 || f.rank > kMaxLoraRank)
     return fail("--lora-rank " + Twine(f.rank) + " is not a rank; give one between 1 and " + Twine(kMaxLoraRank) +
                 " (PEFT's r, e.g. 8)");
+  if (plan.ep > 1) // the frozen experts would be split over ep, which the frozen store does not do
+    return fail("--expert-model-parallel-size " + Twine(plan.ep) + " with --lora-rank is not built yet (issue [19]); "
+                "fine-tune the experts with LoRA without expert parallelism");
   const double alpha = f.alpha.value_or(static_cast<double>(f.rank));
   if (!std::isfinite(alpha) || alpha <= 0)
     return fail("--lora-alpha " + number(alpha) + " must be a positive number (the adapters are scaled by alpha / "

@@ -58,6 +58,11 @@ struct ExpertParallelPass : public megac::impl::ExpertParallelBase<ExpertParalle
       if (p.getRole() != tx::ParamRole::ExpertWeight)
         return WalkResult::advance();
       ArrayRef<int64_t> shape = p.getType().getShape();
+      if (p.getFrozen()) {
+        p.emitOpError() << kPass << ": expert weight " << p.getName()
+                        << " is frozen (LoRA's base); splitting frozen experts over ep is not built yet";
+        return WalkResult::interrupt();
+      }
       if (p.getOffsets() || shape[0] % ep != 0) {
         p.emitOpError() << kPass << ": expert weight " << p.getName() << " " << shapeString(shape)
                         << " cannot be split into " << ep << " blocks of whole experts";
