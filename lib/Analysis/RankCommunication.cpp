@@ -71,15 +71,10 @@ public:
       } else if (auto x = dyn_cast<tx::MoeExchangeCountsOp>(op)) {
         const int64_t ranks = static_cast<int64_t>(x.getRanks());
         bytes.ep += double((ranks - 1) * (tensorBytes(x.getCounts().getType()) / ranks));
-      } else if (isa<tx::MoeDispatchOp, tx::MoeCombineOp>(op)) {
-        // Rows to the other ranks: at most all of this rank's (dispatch), or all the others sent
-        // it, each at most a rank's capacity (combine); whichever is less.
-        auto dispatch = dyn_cast<tx::MoeDispatchOp>(op);
-        Value local = dispatch ? dispatch.getInput() : cast<tx::MoeCombineOp>(op).getResult();
-        Value exchanged = dispatch ? dispatch.getResult() : cast<tx::MoeCombineOp>(op).getInput();
-        const int64_t ranks = static_cast<int64_t>(dispatch ? dispatch.getRanks() : cast<tx::MoeCombineOp>(op).getRanks());
-        const int64_t othersBytes = (ranks - 1) * (tensorBytes(exchanged.getType()) / ranks);
-        bytes.ep += double(std::min(tensorBytes(local.getType()), othersBytes));
+      } else if (auto d = dyn_cast<tx::MoeDispatchOp>(op)) {
+        bytes.ep += exchangeBound(d.getInput(), d.getResult(), d.getRanks());
+      } else if (auto combine = dyn_cast<tx::MoeCombineOp>(op)) {
+        bytes.ep += exchangeBound(combine.getResult(), combine.getInput(), combine.getRanks());
       } else if (auto c = dyn_cast<func::CallOp>(op)) {
         if (auto callee = module.lookupSymbol<func::FuncOp>(c.getCallee()))
           bytes += callee == fn ? AxisBytes{} : calleeBytes(callee);
@@ -89,6 +84,12 @@ public:
   }
 
 private:
+  /// An expert exchange's bytes to the other ranks: at most all of this rank's rows in expert order
+  /// (`local`), and at most the other ranks' shares of the exchanged rows; whichever is less.
+  static double exchangeBound(Value local, Value exchanged, uint64_t ranks) {
+    const int64_t others = (int64_t(ranks) - 1) * (tensorBytes(exchanged.getType()) / int64_t(ranks));
+    return double(std::min(tensorBytes(local.getType()), others));
+  }
   AxisBytes calleeBytes(func::FuncOp callee) {
     auto it = memo.find(callee.getName());
     if (it != memo.end())
