@@ -3,6 +3,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <numeric>
+#include <optional>
 
 using namespace mlir;
 
@@ -16,6 +17,28 @@ int64_t FactorRule::addFactor(int64_t size, bool needReplication) {
 
 bool FactorRule::resultHas(unsigned r, int64_t f) const {
   return llvm::any_of(results[r], [&](const Dim &d) { return llvm::is_contained(d, f); });
+}
+
+llvm::SmallVector<int64_t, 2> FactorRule::factorsOfAxes(const Dim &dim, llvm::ArrayRef<int64_t> axisSizes) const {
+  llvm::SmallVector<int64_t, 2> chosen;
+  llvm::SmallVector<int64_t, 2> left; // each factor's size not yet split
+  for (int64_t f : dim)
+    left.push_back(factorSizes[f]);
+  size_t at = 0; // the factor the previous axis split
+  for (auto [k, size] : llvm::enumerate(axisSizes)) {
+    std::optional<size_t> pick;
+    for (size_t i = k == 0 ? 0 : at + 1; i < dim.size() && !pick; ++i)
+      if (left[i] % size == 0)
+        pick = i;
+    if (!pick && k > 0 && left[at] % size == 0)
+      pick = at;
+    if (!pick)
+      return {};
+    left[*pick] /= size;
+    at = *pick;
+    chosen.push_back(dim[at]);
+  }
+  return chosen;
 }
 
 llvm::SmallVector<int64_t> FactorRule::reductionFactors() const {

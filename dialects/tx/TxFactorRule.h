@@ -35,6 +35,12 @@ struct FactorRule {
   llvm::SmallVector<int64_t> reductionFactors() const;
   /// Whether result `r` has factor `f` in some dimension.
   bool resultHas(unsigned r, int64_t f) const;
+  /// Which factor of a dimension (`dim`: its factors, major first) each of the axes splitting it
+  /// (`axisSizes`, major first) splits: the first axis the major factor it divides, each next axis
+  /// the next factor it divides (a [dp, tp] split of a merged [batch x sequence] dimension: dp the
+  /// batch, tp the sequence), or the same factor where no later one takes it. Empty where the
+  /// axes do not fit the factors' sizes.
+  llvm::SmallVector<int64_t, 2> factorsOfAxes(const Dim &dim, llvm::ArrayRef<int64_t> axisSizes) const;
   void print(llvm::raw_ostream &os) const;
 };
 

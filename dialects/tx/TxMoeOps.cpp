@@ -61,10 +61,12 @@ LogicalResult MoeDropOp::verify() {
   if (failed(expectRank(*this, "experts", getExperts(), 2, "[tokens, k]")) ||
       failed(expectShape(*this, "weights", shapeOf(getWeights()), shapeOf(getExperts()), "one weight per choice")))
     return failure();
-  if (getNumExperts() < 1)
-    return emitOpError() << "has " << static_cast<int64_t>(getNumExperts()) << " experts; it needs at least 1";
-  if (getCapacity() < 0 || static_cast<int64_t>(getCapacity()) > shapeOf(getExperts())[0])
-    return emitOpError() << "capacity is " << static_cast<int64_t>(getCapacity()) << "; it must be between 0 and the "
+  // Read signed: an attribute written negative must not pass as a huge unsigned count.
+  const int64_t experts = getNumExpertsAttr().getInt(), capacity = getCapacityAttr().getInt();
+  if (experts < 1)
+    return emitOpError() << "has " << experts << " experts; it needs at least 1";
+  if (capacity < 0 || capacity > shapeOf(getExperts())[0])
+    return emitOpError() << "capacity is " << capacity << "; it must be between 0 and the "
                          << shapeOf(getExperts())[0] << " tokens (at or above them nothing is dropped)";
   return success();
 }

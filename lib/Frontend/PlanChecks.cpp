@@ -89,12 +89,6 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
 
 /// What of a mixture of experts this megac computes so far (issue [19] builds the rest): float32.
 static Error mixtureOfExpertsBuilt(const ParallelPlan &plan, const ModelSpec &) {
-  if (plan.sp && plan.dp > 1)
-    return fail("--sequence-parallel with --data-parallel-size " + Twine(plan.dp) +
-                " and experts: the experts' rows merge the batch (split over dp) and the sequence (split over tp), "
-                "and the sharding propagation cannot yet tell the two splits apart in one dimension (issue [19]); "
-                "leave out --sequence-parallel (the experts are whole on every tensor-parallel rank anyway) or use "
-                "--data-parallel-size 1");
   if (plan.precision != ActivationPrecision::Fp32)
     return fail(Twine("--") + activationPrecisionName(plan.precision) + " with experts: the mixture-of-experts "
                 "kernels compute float32 only so far (issue [19]); leave out --" + activationPrecisionName(plan.precision));

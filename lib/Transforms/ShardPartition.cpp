@@ -3,7 +3,7 @@
 // axes (docs/architecture.md, "Sharding on N axes", step 2).
 //
 // Per op, in program order: the op's factors take the axes its results are split over (a
-// dimension's axes go to its major factor that the axis size divides); a factor no result has
+// dimension's axes go to its factors as FactorRule::factorsOfAxes assigns them); a factor no result has
 // (a GEMM's k) takes the axes the results are partial sums over. Each operand then needs, per
 // partitioned axis, its dimensions split as their factors are, and partial sums only where the
 // op is linear in it and the result is partial without a split factor (a sum of partial sums).
@@ -151,17 +151,17 @@ private:
       needs[i] = *current;
     }
     for (StringRef axis : axes) {
-      const int64_t size = axisSize(axis);
       // The factor the results are split over along `axis`, or the reduction they are partial over.
       std::optional<int64_t> factor;
       bool partial = false;
       for (auto [r, s] : llvm::enumerate(results)) {
         if (std::optional<int64_t> d = s.splitDim(axis)) {
-          for (int64_t f : rule.results[r][*d])
-            if (rule.factorSizes[f] % size == 0) {
-              factor = f;
-              break;
-            }
+          SmallVector<int64_t, 2> sizes;
+          for (StringRef a : s.dims[*d])
+            sizes.push_back(axisSize(a));
+          SmallVector<int64_t, 2> of = rule.factorsOfAxes(rule.results[r][*d], sizes);
+          if (!of.empty())
+            factor = of[llvm::find(s.dims[*d], axis) - s.dims[*d].begin()];
         }
         partial |= s.isPartial(axis);
       }

@@ -303,15 +303,21 @@ private:
         const Axes &axes = s->dims[d];
         if (axes.empty() || factors.empty() || s->priority[d] < threshold)
           continue;
-        int64_t parts = 1;
+        // A dimension of several factors: each axis splits one of them (FactorRule::factorsOfAxes).
+        SmallVector<int64_t, 2> sizes;
         for (StringRef a : axes)
-          parts *= axisSize(a);
-        // A dimension of several factors: its split goes to the major one that it divides.
-        auto f = llvm::find_if(factors, [&](int64_t f) { return rule.factorSizes[f] % parts == 0; });
-        if (f == factors.end() || rule.needsReplication[*f] || s->priority[d] <= factorPriority[*f])
+          sizes.push_back(axisSize(a));
+        SmallVector<int64_t, 2> of = rule.factorsOfAxes(factors, sizes);
+        if (of.empty() || llvm::any_of(of, [&](int64_t f) {
+              return rule.needsReplication[f] || s->priority[d] <= factorPriority[f];
+            }))
           continue;
-        factorAxes[*f] = axes;
-        factorPriority[*f] = s->priority[d];
+        for (int64_t f : of)
+          factorAxes[f].clear();
+        for (auto [a, f] : llvm::zip_equal(axes, of)) {
+          factorAxes[f].push_back(a);
+          factorPriority[f] = s->priority[d];
+        }
       }
     };
     for (auto [dims, v] : llvm::zip_equal(rule.operands, op->getOperands()))

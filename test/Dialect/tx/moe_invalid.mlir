@@ -55,3 +55,20 @@ func.func @weight_grad_rows(%x: tensor<12x4xf32>, %dy: tensor<10x5xf32>, %c: ten
   %dw = tx.grouped_matmul_weight_grad %x, %dy, %c : tensor<12x4xf32>, tensor<10x5xf32>, tensor<8xi32> -> tensor<8x4x5xf32>
   return
 }
+
+// -----
+
+// Attributes are read signed: a negative capacity or expert count is named as written.
+func.func @drop_negative_capacity(%e: tensor<6x2xi32>, %w: tensor<6x2xf32>) {
+  // expected-error @+1 {{capacity is -1; it must be between 0 and the 6 tokens}}
+  %k, %m = tx.moe_drop %e, %w capacity -1 of 4 experts : tensor<6x2xi32>, tensor<6x2xf32>
+  return
+}
+
+// -----
+
+func.func @drop_negative_experts(%e: tensor<6x2xi32>, %w: tensor<6x2xf32>) {
+  // expected-error @+1 {{has -4 experts; it needs at least 1}}
+  %k, %m = tx.moe_drop %e, %w capacity 2 of -4 experts : tensor<6x2xi32>, tensor<6x2xf32>
+  return
+}
