@@ -43,7 +43,7 @@ Expected<mlir::OwningOpRef<mlir::ModuleOp>> compile(mlir::MLIRContext &context, 
     options.instrument(pm);
   if (failed(pm.run(*module)))
     return createStringError("the pass pipeline failed (see the error above)");
-  if (!options.verifyEachPass && failed(mlir::verify(*module)))
+  if (!options.verifyEachPass && options.verifyResult && failed(mlir::verify(*module)))
     return createStringError("internal: the passes built invalid IR for " + spec.path);
   return std::move(module);
 }

@@ -79,12 +79,9 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
     plan.numMicrobatches = plan.pp;
   if (plan.numMicrobatches < 1)
     return fail("the number of microbatches must be >= 1, got " + Twine(plan.numMicrobatches));
-  // Whether the schedule exists (megac-pipeline-schedule builds it again, into the IR).
-  Expected<pipeline::Schedule> schedule = pipeline::buildSchedule(
-      *plan.pipelineSchedule, static_cast<int>(plan.pp), static_cast<int>(plan.vpp), static_cast<int>(plan.numMicrobatches));
-  if (!schedule)
-    return schedule.takeError();
-  return Error::success();
+  // Whether the schedule exists (megac-pipeline-schedule builds it, into the IR).
+  return pipeline::checkScheduleExists(*plan.pipelineSchedule, static_cast<int>(plan.pp), static_cast<int>(plan.vpp),
+                                       static_cast<int>(plan.numMicrobatches));
 }
 
 /// What of a mixture of experts this megac computes so far (issue [19] builds the rest): float32.

@@ -13,11 +13,17 @@
 //   recomputation only add work, so they are tried in that order, and a candidate is skipped once
 //   a cheaper variant of the same (tp, pp, vpp, micro batch, ep) fits;
 // - a memory lower bound (the layers' weights, their gradients and sharded optimizer state,
-//   nothing else) rejects a candidate before it is compiled;
-// - a time lower bound: one microbatch through the whole model costs the same however pp splits
-//   it (Simulation::microbatchSeconds), so once a plan with the same tp, micro batch,
-//   recomputation and ep has been simulated, a candidate needs at least microbatches x that / pp; it is
-//   skipped when 0.9 x that is already slower than the best plans found.
+//   nothing else) rejects a candidate before it is compiled, and so does a smaller micro batch of
+//   the same layout, recomputation and sharding that did not fit (every activation, stash and
+//   buffer grows with the micro batch; the microbatches in flight hold at least as many samples);
+// - a time lower bound: a pipeline of pp stages runs m microbatches in at least
+//   (m + (pp - 1) / vpp) stage-times (the 1F1B and interleaved schedules' bubble, PTD-P section
+//   2.2), a stage-time being one microbatch through the whole model (Simulation::microbatchSeconds,
+//   the same however pp splits it) over pp. The microbatch's time is the simulated one once a plan
+//   with the same tp, micro batch and ep and as much recomputation or less has been simulated,
+//   before that its GEMMs' FLOPs over tp devices at peak. The candidates are tried in the order of that bound (the most
+//   promising first), and one is skipped when 0.9 x its bound is already slower than the best
+//   plans found.
 #include "Commands.h"
 #include "EverySecond.h"
 #include "RepeatedFlags.h"
@@ -26,6 +32,7 @@
 #include "megac/Driver/Compile.h"
 #include "TextFile.h"
 
+#include "megac/Frontend/ModelFlops.h"
 #include "megac/Frontend/ModelSize.h"
 #include "megac/Frontend/ModelSpec.h"
 #include "megac/NumberText.h"
@@ -168,6 +175,27 @@ double memoryLowerBoundBytes(const megac::ModelSpec &spec, const Candidate &c) {
   return params * perParam;
 }
 
+/// Stage-times an iteration takes at least: m microbatches and the pipeline's bubble,
+/// (m + (pp - 1) / vpp) / pp of one microbatch's time through the whole model.
+double pipelineFactor(const Candidate &c, int64_t globalBatch) {
+  const double microbatches = double(globalBatch / (c.dp * c.microBatch));
+  return (microbatches + double(c.pp - 1) / double(c.vpp)) / double(c.pp);
+}
+
+/// A lower bound on one microbatch's time through the whole model: its GEMMs' FLOPs (the model's
+/// without the attention scores, which a causal kernel may compute half of) over tp devices at
+/// the fastest rate the cost model gives a GEMM (the cluster's best peak x its gemm_efficiency);
+/// recomputation, memory-bound kernels and communication only add.
+double microbatchFlopSeconds(const megac::ModelSpec &spec, const Candidate &c, const megac::sim::Cluster &cluster) {
+  const double peak = std::max(cluster.peakTflops16, cluster.peakTflops32) * 1e12 * cluster.gemmEfficiency;
+  if (peak <= 0)
+    return 0;
+  const double s = double(spec.seqLength), q = double(spec.numAttentionHeads * spec.headDim());
+  const double attentionScores = 12 * s * s * q * double(spec.numLayers); // forward and backward
+  const double gemms = std::max(0.0, megac::modelFlopsPerSample(spec) - attentionScores);
+  return double(c.microBatch) * gemms / (double(c.tp) * peak);
+}
+
 struct Result {
   Candidate candidate;
   megac::sim::Simulation sim;
@@ -242,15 +270,26 @@ int megac::runPlan() {
     }
   }
 
+  // The most promising first (stable: a layout's cheaper variants stay ahead of the others).
+  std::vector<double> flopBound(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i)
+    flopBound[i] = pipelineFactor(candidates[i], globalBatch) * microbatchFlopSeconds(*spec, candidates[i], cluster);
+  std::vector<size_t> order(candidates.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return flopBound[a] < flopBound[b]; });
+
   mlir::MLIRContext context;
   std::vector<Result> best; // sorted, fastest first, at most `top`
   std::map<std::tuple<int64_t, int64_t, Recompute, int64_t>, double> microbatchSeconds; // (tp, mb, recompute, ep)
   // Per (tp, pp, vpp, micro batch, ep): the recomputation and sharding of the variants that fit.
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, std::vector<std::pair<Recompute, Sharding>>> fitting;
-  int64_t simulated = 0, refused = 0, tooBigBound = 0, tooBig = 0, slowerBound = 0, dominated = 0;
+  // Per (tp, pp, vpp, recompute, sharding, ep): the smallest micro batch that did not fit.
+  std::map<std::tuple<int64_t, int64_t, int64_t, Recompute, Sharding, int64_t>, int64_t> overMemoryFrom;
+  int64_t simulated = 0, refused = 0, tooBigBound = 0, tooBigSmaller = 0, tooBig = 0, slowerBound = 0, dominated = 0;
   EverySecond pace;
   for (size_t index = 0; index < candidates.size(); ++index) {
-    const Candidate &c = candidates[index];
+    const Candidate &c = candidates[order[index]];
     if (pace.due()) {
       // The candidates left are of the same kinds as those done: the mean so far estimates them.
       const double left = pace.elapsed() / double(index) * double(candidates.size() - index);
@@ -275,10 +314,19 @@ int megac::runPlan() {
       ++tooBigBound;
       continue;
     }
-    const int64_t microbatches = globalBatch / (c.dp * c.microBatch);
-    if (auto it = microbatchSeconds.find({c.tp, c.microBatch, c.recompute, c.ep});
-        it != microbatchSeconds.end() && int64_t(best.size()) >= top &&
-        0.9 * double(microbatches) * it->second / double(c.pp) > best.back().sim.iterationSeconds) {
+    const auto layout = std::make_tuple(c.tp, c.pp, c.vpp, c.recompute, c.sharding, c.ep);
+    if (auto it = overMemoryFrom.find(layout); it != overMemoryFrom.end() && c.microBatch >= it->second) {
+      ++tooBigSmaller;
+      continue;
+    }
+    // Recomputation only adds: a simulated microbatch with less of it bounds this one's too.
+    double simulatedMicrobatch = 0;
+    for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+      if (r <= c.recompute)
+        if (auto it = microbatchSeconds.find({c.tp, c.microBatch, r, c.ep}); it != microbatchSeconds.end())
+          simulatedMicrobatch = std::max(simulatedMicrobatch, it->second);
+    const double timeBound = std::max(flopBound[order[index]], pipelineFactor(c, globalBatch) * simulatedMicrobatch);
+    if (int64_t(best.size()) >= top && 0.9 * timeBound > best.back().sim.iterationSeconds) {
       ++slowerBound;
       continue;
     }
@@ -296,6 +344,7 @@ int megac::runPlan() {
     CompileOptions options;
     options.microBatch = c.microBatch;
     options.verifyEachPass = false;
+    options.verifyResult = false;
     Expected<mlir::OwningOpRef<mlir::ModuleOp>> module = compile(context, *spec, *p, options);
     if (!module) {
       consumeError(module.takeError());
@@ -308,6 +357,9 @@ int megac::runPlan() {
     for (double gib : r.sim.memoryGiBPerStage)
       r.memoryGiB = std::max(r.memoryGiB, gib);
     if (r.memoryGiB > memoryLimitGiB) {
+      auto [it, inserted] = overMemoryFrom.try_emplace(layout, c.microBatch);
+      if (!inserted)
+        it->second = std::min(it->second, c.microBatch);
       ++tooBig;
       continue;
     }
@@ -323,10 +375,11 @@ int megac::runPlan() {
          << "), global batch " << globalBatch << ", " << activationPrecisionName(flags->precision) << ", at most "
          << format("%g", memoryLimitGiB) << " GiB per GPU\n";
   outs() << format("megac plan: %zu candidates: %lld simulated, %lld refused by the compiler, %lld over the memory "
-                   "(%lld by the lower bound), %lld slower than the best by the time bound, %lld skipped for a "
-                   "cheaper variant that fits; %.1f s\n",
-                   candidates.size(), (long long)simulated, (long long)refused, (long long)(tooBig + tooBigBound),
-                   (long long)tooBigBound, (long long)slowerBound, (long long)dominated, seconds);
+                   "(%lld by the lower bound, %lld as a smaller micro batch was), %lld slower than the best by the "
+                   "time bound, %lld skipped for a cheaper variant that fits; %.1f s\n",
+                   candidates.size(), (long long)simulated, (long long)refused,
+                   (long long)(tooBig + tooBigBound + tooBigSmaller), (long long)tooBigBound, (long long)tooBigSmaller,
+                   (long long)slowerBound, (long long)dominated, seconds);
   if (best.empty())
     return fail("no plan fits in " + shortNumber(memoryLimitGiB) + " GiB per GPU; raise --max-memory or use more GPUs");
   int rank = 1;

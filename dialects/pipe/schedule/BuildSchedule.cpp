@@ -200,6 +200,8 @@ std::vector<std::vector<Compute>> virtualOneFOneBOrders(int P, int V, int m) {
 
 } // namespace
 
+llvm::Error checkScheduleExists(ScheduleKind kind, int P, int V, int m) { return checkParameters(kind, P, V, m); }
+
 llvm::Expected<Schedule> buildSchedule(ScheduleKind kind, int P, int V, int m) {
   if (llvm::Error error = checkParameters(kind, P, V, m))
     return std::move(error);

@@ -78,6 +78,10 @@ struct Schedule {
 /// Refuses schedules of more than kMaxScheduleSlots (chunk, microbatch) pairs over all ranks.
 llvm::Expected<Schedule> buildSchedule(ScheduleKind kind, int P, int V, int m);
 
+/// buildSchedule's refusals alone, without building the lists: whether a schedule of `kind`
+/// exists for P, V and m (megac compile's plan checks; megac plan checks every candidate).
+llvm::Error checkScheduleExists(ScheduleKind kind, int P, int V, int m);
+
 /// The most (chunk, microbatch) pairs, P x V x m, a schedule may have: every pair is a forward
 /// and a backward in the IR and in the generated tables (2^18 take about 3 s to compile).
 constexpr int64_t kMaxScheduleSlots = int64_t(1) << 18;

@@ -19,10 +19,13 @@ namespace megac {
 
 struct CompileOptions {
   int64_t microBatch = 1;
-  /// Verify the IR after every pass (megac compile), or once after the last (megac plan's
-  /// candidates: verifying a large pipeline's schedule is a good part of a candidate's compile
-  /// time, and the plan it picks is compiled again, verified after every pass).
+  /// Verify the IR after every pass (megac compile), or only once after the last.
   bool verifyEachPass = true;
+  /// Without verifyEachPass, whether to verify the IR once after the last pass. megac plan's
+  /// candidates skip it: they are only simulated (verifying a large pipeline's schedule took a
+  /// third of a candidate's compile), and the plan it prints is compiled, verified, by megac
+  /// compile.
+  bool verifyResult = true;
   /// Called with the frontend's IR before any pass runs (false: stop, having said why), and
   /// with the pass manager before it runs (megac compile --dump-ir); either may be empty.
   std::function<bool(mlir::ModuleOp)> onFrontend;
