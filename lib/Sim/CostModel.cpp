@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace megac;
@@ -72,9 +73,41 @@ double CostModel::memorySeconds(double bytes) const { return bytes / (cluster.me
 WorkCost CostModel::function(func::FuncOp fn) {
   if (auto it = memo.find(fn.getName()); it != memo.end())
     return it->second;
+  // Expert parallelism: a rank's received rows fill their buffer (ep x tokens x min(top k,
+  // experts / ep)) only under the worst routing; the grouped GEMMs compute the rows that arrive
+  // (their counts), on average as many as the rank sends (tokens x top k) when the routing spreads
+  // them evenly. The values in a buffer's rows, from each tx.moe_dispatch to the tx.moe_combine,
+  // with that share; the other kernels run over the whole buffer.
+  struct Received {
+    int64_t rows;
+    double share;
+  };
+  DenseMap<Value, Received> received;
+  auto leadingRows = [](Value v) -> int64_t {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && t.getRank() > 0 ? t.getDimSize(0) : -1;
+  };
   WorkCost total;
-  for (Operation &o : fn.getBody().front())
-    total += op(&o);
+  for (Operation &o : fn.getBody().front()) {
+    WorkCost c = op(&o);
+    if (auto d = dyn_cast<tx::MoeDispatchOp>(o)) {
+      received[d.getResult()] = {leadingRows(d.getResult()),
+                                 double(leadingRows(d.getInput())) / double(leadingRows(d.getResult()))};
+    } else if (!isa<tx::MoeCombineOp, func::CallOp>(o)) {
+      std::optional<Received> in;
+      for (Value v : o.getOperands())
+        if (auto it = received.find(v); it != received.end())
+          in = it->second;
+      if (in) {
+        if (isa<tx::GroupedMatmulOp, tx::GroupedMatmulWeightGradOp>(o))
+          c.compute *= in->share;
+        for (Value r : o.getResults())
+          if (leadingRows(r) == in->rows)
+            received[r] = *in;
+      }
+    }
+    total += c;
+  }
   memo[fn.getName()] = total;
   return total;
 }
