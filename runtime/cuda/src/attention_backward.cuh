@@ -50,10 +50,12 @@ __global__ void __launch_bounds__(kThreads)
   load_tile<BQ, D>(qs, q + q_head, q0, s.seq, q_stride, s.head_dim);
   load_tile<BQ, D>(dos, dout + q_head, q0, s.seq, q_stride, s.head_dim);
   float row_lse[RQ], row_delta[RQ], acc[RQ][CD];
+#pragma unroll
   for (int i = 0; i < RQ; ++i) {
     const int64_t row = q0 + ty + kGrid * i;
     row_lse[i] = row < s.seq ? lse[stats + row] : 0.0f;
     row_delta[i] = row < s.seq ? delta[stats + row] : 0.0f;
+#pragma unroll
     for (int c = 0; c < CD; ++c)
       acc[i][c] = 0.0f;
   }
@@ -68,22 +70,28 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 4
     for (int d = 0; d < D; ++d) {
       float qv[RQ], dov[RQ], kv[CK], vv[CK];
+#pragma unroll
       for (int i = 0; i < RQ; ++i) {
         qv[i] = qs[(ty + kGrid * i) * P + d];
         dov[i] = dos[(ty + kGrid * i) * P + d];
       }
+#pragma unroll
       for (int j = 0; j < CK; ++j) {
         kv[j] = ks[(tx + kGrid * j) * P + d];
         vv[j] = vs[(tx + kGrid * j) * P + d];
       }
+#pragma unroll
       for (int i = 0; i < RQ; ++i)
+#pragma unroll
         for (int j = 0; j < CK; ++j) {
           sc[i][j] = fmaf(qv[i], kv[j], sc[i][j]);
           dp[i][j] = fmaf(dov[i], vv[j], dp[i][j]);
         }
     }
+#pragma unroll
     for (int i = 0; i < RQ; ++i) {
       const int64_t row = q0 + ty + kGrid * i;
+#pragma unroll
       for (int j = 0; j < CK; ++j) {
         const int64_t key = k0 + tx + kGrid * j;
         const float p = visible(row, key, s) ? expf(s.scale * sc[i][j] - row_lse[i]) : 0.0f;
@@ -96,20 +104,26 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 4
     for (int kk = 0; kk < BK; ++kk) {
       float dsv[RQ], kv[CD];
+#pragma unroll
       for (int i = 0; i < RQ; ++i)
         dsv[i] = dss[(ty + kGrid * i) * (BK + 1) + kk];
+#pragma unroll
       for (int c = 0; c < CD; ++c)
         kv[c] = ks[kk * P + tx + kGrid * c];
+#pragma unroll
       for (int i = 0; i < RQ; ++i)
+#pragma unroll
         for (int c = 0; c < CD; ++c)
           acc[i][c] = fmaf(dsv[i], kv[c], acc[i][c]);
     }
   }
 
+#pragma unroll
   for (int i = 0; i < RQ; ++i) {
     const int64_t row = q0 + ty + kGrid * i;
     if (row >= s.seq)
       continue;
+#pragma unroll
     for (int c = 0; c < CD; ++c) {
       const int d = tx + kGrid * c;
       if (d < s.head_dim)
@@ -152,7 +166,9 @@ __global__ void __launch_bounds__(kThreads)
   load_tile<BK, D>(ks, k + kv_head, k0, s.seq, kv_stride, s.head_dim);
   load_tile<BK, D>(vs, v + kv_head, k0, s.seq, kv_stride, s.head_dim);
   float adk[RK][CD], adv[RK][CD];
+#pragma unroll
   for (int i = 0; i < RK; ++i)
+#pragma unroll
     for (int c = 0; c < CD; ++c) {
       adk[i][c] = 0.0f;
       adv[i][c] = 0.0f;
@@ -180,22 +196,28 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 4
       for (int d = 0; d < D; ++d) {
         float kv[RK], vv[RK], qv[CQ], dov[CQ];
+#pragma unroll
         for (int i = 0; i < RK; ++i) {
           kv[i] = ks[(ty + kGrid * i) * P + d];
           vv[i] = vs[(ty + kGrid * i) * P + d];
         }
+#pragma unroll
         for (int j = 0; j < CQ; ++j) {
           qv[j] = qs[(tx + kGrid * j) * P + d];
           dov[j] = dos[(tx + kGrid * j) * P + d];
         }
+#pragma unroll
         for (int i = 0; i < RK; ++i)
+#pragma unroll
           for (int j = 0; j < CQ; ++j) {
             sc[i][j] = fmaf(kv[i], qv[j], sc[i][j]);
             dp[i][j] = fmaf(vv[i], dov[j], dp[i][j]);
           }
       }
+#pragma unroll
       for (int i = 0; i < RK; ++i) {
         const int64_t key = k0 + ty + kGrid * i;
+#pragma unroll
         for (int j = 0; j < CQ; ++j) {
           const int r = tx + kGrid * j;
           const float p = visible(q0 + r, key, s) ? expf(s.scale * sc[i][j] - lse_s[r]) : 0.0f;
@@ -209,15 +231,19 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 4
       for (int r = 0; r < BQ; ++r) {
         float pv[RK], dsv[RK], dov[CD], qv[CD];
+#pragma unroll
         for (int i = 0; i < RK; ++i) {
           pv[i] = ps[(ty + kGrid * i) * (BQ + 1) + r];
           dsv[i] = dss[(ty + kGrid * i) * (BQ + 1) + r];
         }
+#pragma unroll
         for (int c = 0; c < CD; ++c) {
           dov[c] = dos[r * P + tx + kGrid * c];
           qv[c] = qs[r * P + tx + kGrid * c];
         }
+#pragma unroll
         for (int i = 0; i < RK; ++i)
+#pragma unroll
           for (int c = 0; c < CD; ++c) {
             adv[i][c] = fmaf(pv[i], dov[c], adv[i][c]);
             adk[i][c] = fmaf(dsv[i], qv[c], adk[i][c]);
@@ -226,10 +252,12 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
+#pragma unroll
   for (int i = 0; i < RK; ++i) {
     const int64_t key = k0 + ty + kGrid * i;
     if (key >= s.seq)
       continue;
+#pragma unroll
     for (int c = 0; c < CD; ++c) {
       const int d = tx + kGrid * c;
       if (d < s.head_dim) {

@@ -42,9 +42,11 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(float *out, float *ls
 
   load_tile<BQ, D>(qs, q + q_head, q0, s.seq, q_stride, s.head_dim);
   float o[RQ][CD], m[RQ], l[RQ];
+#pragma unroll
   for (int i = 0; i < RQ; ++i) {
     m[i] = -INFINITY;
     l[i] = 0.0f;
+#pragma unroll
     for (int c = 0; c < CD; ++c)
       o[i][c] = 0.0f;
   }
@@ -60,18 +62,24 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(float *out, float *ls
 #pragma unroll 8
     for (int d = 0; d < D; ++d) {
       float qv[RQ], kv[CK];
+#pragma unroll
       for (int i = 0; i < RQ; ++i)
         qv[i] = qs[(ty + kGrid * i) * P + d];
+#pragma unroll
       for (int j = 0; j < CK; ++j)
         kv[j] = ks[(tx + kGrid * j) * P + d];
+#pragma unroll
       for (int i = 0; i < RQ; ++i)
+#pragma unroll
         for (int j = 0; j < CK; ++j)
           sc[i][j] = fmaf(qv[i], kv[j], sc[i][j]);
     }
 
+#pragma unroll
     for (int i = 0; i < RQ; ++i) {
       const int64_t row = q0 + ty + kGrid * i;
       float mx = -INFINITY;
+#pragma unroll
       for (int j = 0; j < CK; ++j) {
         sc[i][j] = visible(row, k0 + tx + kGrid * j, s) ? s.scale * sc[i][j] : -INFINITY;
         mx = fmaxf(mx, sc[i][j]);
@@ -82,6 +90,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(float *out, float *ls
       const float shift = m_new == -INFINITY ? 0.0f : m_new;
       const float rescale = expf(m[i] - shift);
       float sum = 0.0f;
+#pragma unroll
       for (int j = 0; j < CK; ++j) {
         const float p = expf(sc[i][j] - shift);
         // Dropout scales what multiplies V, not the softmax's normalizer.
@@ -90,6 +99,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(float *out, float *ls
       }
       l[i] = l[i] * rescale + row_sum(sum);
       m[i] = m_new;
+#pragma unroll
       for (int c = 0; c < CD; ++c)
         o[i][c] *= rescale;
     }
@@ -98,22 +108,28 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(float *out, float *ls
 #pragma unroll 4
     for (int kk = 0; kk < BK; ++kk) {
       float pv[RQ], vv[CD];
+#pragma unroll
       for (int i = 0; i < RQ; ++i)
         pv[i] = ps[(ty + kGrid * i) * (BK + 1) + kk];
+#pragma unroll
       for (int c = 0; c < CD; ++c)
         vv[c] = vs[kk * P + tx + kGrid * c];
+#pragma unroll
       for (int i = 0; i < RQ; ++i)
+#pragma unroll
         for (int c = 0; c < CD; ++c)
           o[i][c] = fmaf(pv[i], vv[c], o[i][c]);
     }
   }
 
+#pragma unroll
   for (int i = 0; i < RQ; ++i) {
     const int64_t row = q0 + ty + kGrid * i;
     const bool valid = row < s.seq; // padding rows have l = 0
     const float inv = valid ? 1.0f / l[i] : 0.0f;
     if constexpr (kStats) {
       float dot = 0.0f;
+#pragma unroll
       for (int c = 0; c < CD; ++c) {
         const int d = tx + kGrid * c;
         if (valid && d < s.head_dim)
@@ -126,6 +142,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(float *out, float *ls
         delta[at] = dot;
       }
     } else if (valid) {
+#pragma unroll
       for (int c = 0; c < CD; ++c) {
         const int d = tx + kGrid * c;
         if (d < s.head_dim)
