@@ -21,9 +21,11 @@
 //   2.2), a stage-time being one microbatch through the whole model (Simulation::microbatchSeconds,
 //   the same however pp splits it) over pp. The microbatch's time is the simulated one once a plan
 //   with the same tp, micro batch and ep and as much recomputation or less has been simulated,
-//   before that its GEMMs' FLOPs over tp devices at peak. The candidates are tried in the order of that bound (the most
-//   promising first), and one is skipped when 0.9 x its bound is already slower than the best
-//   plans found.
+//   before that its GEMMs' FLOPs over tp devices at peak. The candidates are tried in the order of
+//   that bound (the most promising first), and one is skipped when 0.9 x its bound is already
+//   slower than the best plans found.
+// A candidate's IR is not verified (CompileOptions::verifyResult): it is only simulated, and the
+// printed plan is verified when megac compile builds it.
 #include "Commands.h"
 #include "EverySecond.h"
 #include "RepeatedFlags.h"
