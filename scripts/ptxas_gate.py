@@ -31,6 +31,10 @@ USED = re.compile(r"ptxas info\s*: Used (\d+) registers(?:.*?, (\d+) bytes smem)
 def read_report(path, arch):
     """[(function, spill stores, spill loads, registers or None, smem or None)] of one report."""
     functions = {}
+
+    def properties(name):
+        return functions.setdefault(name, {"stores": 0, "loads": 0, "registers": None, "smem": None})
+
     current = None  # the function the next lines describe
     entry = None    # the entry function being compiled for `arch`
     in_arch = True  # whether the lines are of `arch`'s compile (the last entry function's)
@@ -43,11 +47,11 @@ def read_report(path, arch):
             current = m.group(1) if in_arch else None
             continue
         if (m := SPILLS.search(line)) and current:
-            f = functions.setdefault(current, {"stores": 0, "loads": 0, "registers": None, "smem": None})
+            f = properties(current)
             f["stores"], f["loads"] = int(m.group(2)), int(m.group(3))
             continue
         if (m := USED.search(line)) and entry:
-            f = functions.setdefault(entry, {"stores": 0, "loads": 0, "registers": None, "smem": None})
+            f = properties(entry)
             f["registers"], f["smem"] = int(m.group(1)), int(m.group(2) or 0)
             entry = None
     return functions

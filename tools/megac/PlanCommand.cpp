@@ -273,13 +273,11 @@ int megac::runPlan() {
   }
 
   // The most promising first (stable: a layout's cheaper variants stay ahead of the others).
-  std::vector<double> flopBound(candidates.size());
-  for (size_t i = 0; i < candidates.size(); ++i)
-    flopBound[i] = pipelineFactor(candidates[i], globalBatch) * microbatchFlopSeconds(*spec, candidates[i], cluster);
-  std::vector<size_t> order(candidates.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return flopBound[a] < flopBound[b]; });
+  auto flopBound = [&](const Candidate &c) {
+    return pipelineFactor(c, globalBatch) * microbatchFlopSeconds(*spec, c, cluster);
+  };
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](const Candidate &a, const Candidate &b) { return flopBound(a) < flopBound(b); });
 
   mlir::MLIRContext context;
   std::vector<Result> best; // sorted, fastest first, at most `top`
@@ -291,7 +289,7 @@ int megac::runPlan() {
   int64_t simulated = 0, refused = 0, tooBigBound = 0, tooBigSmaller = 0, tooBig = 0, slowerBound = 0, dominated = 0;
   EverySecond pace;
   for (size_t index = 0; index < candidates.size(); ++index) {
-    const Candidate &c = candidates[order[index]];
+    const Candidate &c = candidates[index];
     if (pace.due()) {
       // The candidates left are of the same kinds as those done: the mean so far estimates them.
       const double left = pace.elapsed() / double(index) * double(candidates.size() - index);
@@ -327,7 +325,7 @@ int megac::runPlan() {
       if (r <= c.recompute)
         if (auto it = microbatchSeconds.find({c.tp, c.microBatch, r, c.ep}); it != microbatchSeconds.end())
           simulatedMicrobatch = std::max(simulatedMicrobatch, it->second);
-    const double timeBound = std::max(flopBound[order[index]], pipelineFactor(c, globalBatch) * simulatedMicrobatch);
+    const double timeBound = std::max(flopBound(c), pipelineFactor(c, globalBatch) * simulatedMicrobatch);
     if (int64_t(best.size()) >= top && 0.9 * timeBound > best.back().sim.iterationSeconds) {
       ++slowerBound;
       continue;
