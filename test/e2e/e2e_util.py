@@ -127,13 +127,54 @@ def library_check_args(doc, library):
     return a, corpus
 
 
+# Runs under a library's python (build/pyenv) for the life of a test script: each line on stdin
+# is a job {code, args}, run as `python -c code args...` would run it (sys.argv, __main__, its
+# stdout captured), answered by one line {stdout} or {error}. torch and transformers import once
+# (about 4 s) instead of once per check: e2e-hf-folders makes 26 such calls.
+_WORKER = r"""
+import contextlib, io, json, sys, traceback
+for line in sys.stdin:
+    job = json.loads(line)
+    sys.argv = ["-c"] + job["args"]
+    out, err = io.StringIO(), io.StringIO()
+    reply = {}
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            exec(compile(job["code"], "<python_json>", "exec"), {"__name__": "__main__"})
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            reply["error"] = f"{err.getvalue()[-2000:]}exit: {e.code}"
+    except BaseException:
+        reply["error"] = err.getvalue()[-2000:] + traceback.format_exc()
+    reply["stdout"] = out.getvalue()
+    sys.__stdout__.write(json.dumps(reply) + "\n")
+    sys.__stdout__.flush()
+"""
+_workers = {}
+
+
+def _worker(python):
+    proc = _workers.get(python)
+    if proc is None or proc.poll() is not None:
+        proc = subprocess.Popen([python, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        _workers[python] = proc
+        atexit.register(proc.kill)
+    return proc
+
+
 def python_json(python, code, args, what):
-    """Runs `code` under `python` with `args` and returns the JSON it prints; exits naming `what`
-    with its errors if it fails."""
-    out = subprocess.run([python, "-c", code] + list(args), capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"{what} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout)
+    """Runs `code` under `python` with `args` (in one worker process per python, see _WORKER) and
+    returns the JSON it prints; exits naming `what` with its errors if it fails."""
+    proc = _worker(python)
+    proc.stdin.write(json.dumps({"code": code, "args": [str(a) for a in args]}) + "\n")
+    proc.stdin.flush()
+    line = proc.stdout.readline()
+    if not line:
+        sys.exit(f"{what} failed: the {python} worker ended (exit {proc.wait()})")
+    reply = json.loads(line)
+    if "error" in reply:
+        sys.exit(f"{what} failed:\n{reply['error'][-3000:]}")
+    return json.loads(reply["stdout"])
 
 
 def compare_metrics(test_path, ref_path, tolerance, names, what, keys=("lm_loss", "grad_norm"), steps=10):

@@ -33,9 +33,11 @@ SCHEDULES = {
 
 # Runs under build/pyenv's python: Megatron's get_lr for one schedule, per iteration.
 MEGATRON = r'''
-import importlib.util, json, sys, types
+import importlib.machinery, importlib.util, json, sys, types
 cfg = json.loads(sys.argv[1])
-root = importlib.util.find_spec("megatron").submodule_search_locations[0]  # found, not imported
+# Found on sys.path, not imported (nor looked up in sys.modules, which holds the stubs below from
+# the previous schedule: python_json runs every schedule in one process).
+root = importlib.machinery.PathFinder.find_spec("megatron").submodule_search_locations[0]
 for name, attrs in {"megatron": {}, "megatron.core": {},
                     "megatron.core.optimizer": {"MegatronOptimizer": object},
                     "megatron.core.utils": {"log_single_rank": lambda *a, **k: None}}.items():

@@ -96,6 +96,7 @@ int megac::buildProgram(StringRef out, Target target) {
     link.append({"-std=c++20", "-O2"});    // the tables' designated initializers
     appendSplit(link, MEGAC_RUNTIME_ARCH); // the runtime's target: -march=native unless MEGART_PORTABLE
     appendSplit(link, MEGAC_RUNTIME_PROGRAM_FLAGS); // e.g. the sanitizers the runtime was built with
+    appendSplit(link, MEGAC_PROGRAM_LINKER);        // gold where the toolchain has it (faster)
     // The precompiled megart/cpu_program.h first (the runtime's build made it with these flags).
     link.append(
         {"-I" + paths.runtimePchDir, "-I" + paths.runtimeIncludeDir, std::string(source), paths.runtimeLibrary});
