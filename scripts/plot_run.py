@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Draws a training run (OUT/train --metrics-file) as one PNG with matplotlib (Debian's
 python3-matplotlib): the lm loss (with the validation and test losses where the run evaluated),
-the learning rate, the gradient norm and tokens/s, each against the iteration.
+the learning rate, the gradient norm and tokens/s, each against the iteration. A mixture of
+experts' run (tokens_per_expert in its records) gets a third row: the last iteration's load of
+every (layer, expert), as a multiple of the balanced load (1: each expert got choices / experts),
+and each layer's most loaded expert's multiple against the iteration.
 
     /usr/bin/python3 scripts/plot_run.py metrics.jsonl run.png
 """
@@ -22,8 +25,9 @@ def main(metrics_path, png_path):
         records = [json.loads(line) for line in f if line.strip()]
     if len(records) < 2:
         sys.exit(f"plot_run: {metrics_path} has {len(records)} iterations; need at least 2")
-    fig, axes = plt.subplots(2, 2, figsize=(10, 6.5), sharex=True)
-    for ax, (key, title, scale) in zip(axes.flat, PANELS):
+    loads = [(r["iteration"], r["tokens_per_expert"]) for r in records if r.get("tokens_per_expert")]
+    fig, axes = plt.subplots(3 if loads else 2, 2, figsize=(10, 9.75 if loads else 6.5))
+    for ax, (key, title, scale) in zip(axes[:2].flat, PANELS):
         points = [(r["iteration"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
         if points:
             ax.plot(*zip(*points), linewidth=1.2, label="train")
@@ -39,10 +43,38 @@ def main(metrics_path, png_path):
         ax.grid(True, alpha=0.3)
     for ax in axes[1]:
         ax.set_xlabel("iteration")
+    if loads:
+        draw_expert_load(fig, axes[2], loads)
     fig.suptitle(f"{metrics_path}: {len(records)} iterations")
     fig.tight_layout()
     fig.savefig(png_path, dpi=100)
     print(f"plot_run: wrote {png_path}")
+
+
+def balanced_multiples(layers):
+    """Each (layer, expert)'s choices over the balanced share (the layer's choices / experts)."""
+    return [[n * len(row) / max(1, sum(row)) for n in row] for row in layers]
+
+
+def draw_expert_load(fig, axes, loads):
+    """The load histogram: the last iteration's per (layer, expert), and each layer's maximum."""
+    iteration, last = loads[-1]
+    image = axes[0].imshow(balanced_multiples(last), aspect="auto", cmap="coolwarm", vmin=0, vmax=2,
+                           interpolation="nearest")
+    fig.colorbar(image, ax=axes[0], label="x balanced load")
+    axes[0].set_title(f"expert load, iteration {iteration}")
+    axes[0].set_xlabel("expert")
+    axes[0].set_ylabel("layer")
+    axes[0].yaxis.get_major_locator().set_params(integer=True)
+    axes[0].xaxis.get_major_locator().set_params(integer=True)
+    for layer in range(len(last)):
+        points = [(i, max(balanced_multiples(rows)[layer])) for i, rows in loads if layer < len(rows)]
+        axes[1].plot(*zip(*points), linewidth=1.2, label=f"layer {layer}")
+    if len(last) <= 8:
+        axes[1].legend(fontsize=8)
+    axes[1].set_title("most loaded expert, x balanced load")
+    axes[1].set_xlabel("iteration")
+    axes[1].grid(True, alpha=0.3)
 
 
 if __name__ == "__main__":

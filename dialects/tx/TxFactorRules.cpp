@@ -444,6 +444,13 @@ FactorRule LoadBalancingLossGradOp::getFactorRule() {
   return rule;
 }
 
+// Every tensor-parallel rank records the same counts (the experts' tokens are whole there).
+FactorRule RecordExpertLoadOp::getFactorRule() {
+  FactorRule rule;
+  rule.operands = {{dimOf(rule, shapeOf(getCounts())[0], /*needReplication=*/true)}};
+  return rule;
+}
+
 FactorRule MetricOp::getFactorRule() {
   FactorRule rule;
   rule.operands = {{}};

@@ -559,6 +559,12 @@ FailureOr<KernelCall> MetricOp::getKernelCall(bool) {
       {KernelArg::context(KernelArg::StepContext), integer("metric", static_cast<int64_t>(getMetric())), getValue()}};
 }
 
+FailureOr<KernelCall> RecordExpertLoadOp::getKernelCall(bool) {
+  return KernelCall{Kernel::record_expert_load,
+                    {KernelArg::context(KernelArg::StepContext), getCounts(),
+                     integer("experts", shapeOf(getCounts())[0])}};
+}
+
 FailureOr<KernelCall> GateRowsOp::getKernelCall(bool) {
   ArrayRef<int64_t> x = shapeOf(getInput());
   return f32Only(*this, {Kernel::gate_rows_forward,

@@ -209,6 +209,8 @@ LogicalResult RouterLoadOp::verify() {
   return expectShape(*this, "result", shapeOf(getResult()), {2, experts}, "counts, then summed probabilities");
 }
 
+LogicalResult RecordExpertLoadOp::verify() { return expectRank(*this, "counts", getCounts(), 1, "[experts]"); }
+
 LogicalResult LoadBalancingLossOp::verify() {
   if (failed(expectRank(*this, "load", getLoad(), 2, "[2, experts]")))
     return failure();

@@ -254,6 +254,20 @@ def Tx_MetricOp : Tx_Op<"metric", [Tx_KernelCall, Tx_ShardingRule, MemoryEffects
   let assemblyFormat = "$metric $value attr-dict `:` type($value)";
 }
 
+def Tx_RecordExpertLoadOp : Tx_Op<"record_expert_load", [Tx_KernelCall, Tx_ShardingRule, MemoryEffects<[MemWrite]>]> {
+  let summary = "reports how many token choices each expert of this layer computed (the load histogram)";
+  let description = [{
+    `counts` is tx.moe_assign's `[experts]` (the choices kept, after any drops). The training log's
+    metrics file shows, per iteration, every layer's counts summed over the iteration's
+    microbatches and data-parallel ranks: the layer is the one whose function runs
+    (StepContext::layer), and a recomputed layer's rerun records nothing. It changes nothing the
+    program computes and has no gradient.
+  }];
+  let arguments = (ins Tx_IndexTensor:$counts);
+  let assemblyFormat = "$counts attr-dict `:` type($counts)";
+  let hasVerifier = 1;
+}
+
 // ---- gradients --------------------------------------------------------------------------------
 
 def Tx_LoadBalancingLossGradOp : Tx_Op<"load_balancing_loss_grad", [Tx_ReferenceEval, Tx_KernelCall, Tx_ShardingRule,

@@ -510,6 +510,7 @@ LogicalResult RouterLoadGradOp::shard(ShardingRewriter &r) { return shardWhole(*
 LogicalResult LoadBalancingLossOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult LoadBalancingLossGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MetricOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+LogicalResult RecordExpertLoadOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult GateRowsOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult GateRowsGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult RouterZLossOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }

@@ -181,10 +181,18 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
   runtimeSums.ep = megart::all_reduce_bytes(kDoubleBytes, plan.ep); // the gradient norm's experts
   // A program that reports metrics (tx.metric) sums every metric the runtime knows with the loss
   // (in the same reduction: the bytes add up).
+  // A load histogram (tx.record_expert_load) joins that reduction, layers x experts counts after
+  // every metric.
   bool reports = false;
   module.walk([&](tx::MetricOp) { reports = true; });
-  if (reports) {
-    const double metrics = double(tx::getMaxEnumValForMetric() + 1) * kDoubleBytes;
+  double histogram = 0;
+  module.walk([&](tx::RecordExpertLoadOp r) {
+    auto model = module->getAttrOfType<DictionaryAttr>(names::kModelAttr);
+    histogram = double(cast<IntegerAttr>(model.get("num_layers")).getInt()) *
+                double(r.getCounts().getType().getDimSize(0)) * kDoubleBytes;
+  });
+  if (reports || histogram > 0) {
+    const double metrics = double(tx::getMaxEnumValForMetric() + 1) * kDoubleBytes + histogram;
     runtimeSums.pp += megart::all_reduce_bytes(metrics, plan.pp);
     runtimeSums.dp += megart::all_reduce_bytes(metrics, plan.dp);
   }

@@ -431,6 +431,7 @@ private:
       assign = tx::MoeAssignOp::create(b, at("assign_kept", key), i32({T, K}), i32({E}), drop.getKept());
     }
     Value rows = assign.getRows(), counts = assign.getCounts();
+    tx::RecordExpertLoadOp::create(b, at("expert_load", "num_experts"), counts); // the load histogram
     if (load) { // the router's load, for the load-balancing loss
       Value mine = tx::RouterLoadOp::create(b, at("router_load", "moe_router_load_balancing_type"), f32({2, E}),
                                             route.getProbs(), routedCounts);

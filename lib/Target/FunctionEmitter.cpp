@@ -566,7 +566,9 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         if (!layer && drawsDropout(c))
           return unsupported(op, "the callee draws dropout masks, which need the call's " +
                                      names::kLayerIndexAttr.str() + " (the layer's index)");
-        os << "  " << c.getCallee() << "(" << (layer ? "ctx.for_layer(" + n(layer.getInt()) + ")" : "ctx")
+        // A recomputed layer's rerun reports nothing (its first run did).
+        const char *forLayer = c->hasAttr(names::kRecomputeAttr) ? "ctx.for_recomputed_layer(" : "ctx.for_layer(";
+        os << "  " << c.getCallee() << "(" << (layer ? forLayer + n(layer.getInt()) + ")" : "ctx")
            << ", ws + " << frameBytes;
         for (Value a : c.getOperands())
           os << ",\n      " << ptr(a);

@@ -127,7 +127,7 @@ struct DeriveDecodeStepPass : public megac::impl::DeriveDecodeStepBase<DeriveDec
     // Generation trains nothing and reports nothing: the auxiliary losses go, with what only
     // they read.
     forward.walk([](Operation *op) {
-      if (isa<tx::AddLossOp, tx::MetricOp>(op))
+      if (isa<tx::AddLossOp, tx::MetricOp, tx::RecordExpertLoadOp>(op))
         op->erase();
     });
     returnLogits(forward);

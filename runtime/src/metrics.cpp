@@ -140,6 +140,12 @@ std::string format_metrics_json(const IterationMetrics &m) {
       a += (i ? "," : "") + std::to_string(v[i]);
     return a + "]";
   };
+  if (!m.tokens_per_expert.empty()) {
+    s += ",\"tokens_per_expert\":[";
+    for (size_t l = 0; l < m.tokens_per_expert.size(); ++l)
+      s += (l ? "," : "") + array(m.tokens_per_expert[l]);
+    s += "]";
+  }
   if (!m.pipeline_stash_peak_measured.empty())
     s += ",\"pipeline_stash_peak_measured\":" + array(m.pipeline_stash_peak_measured) +
          ",\"pipeline_stash_peak_predicted\":" + array(m.pipeline_stash_peak_predicted);

@@ -432,6 +432,7 @@ PipelineIterationResult PipelineExecutor::run_forward_only(const StepContext &ct
   StepContext plain = ctx;
   plain.grad_sync = nullptr;
   plain.metrics = result.metric_sums.data();
+  plain.expert_load = nullptr; // the load histogram counts training's microbatches
   constexpr int64_t kWord = sizeof(float);
   for (int64_t m = 0; m < count; ++m) {
     const int32_t *mb_ids = ids + m * tokens_per_microbatch, *mb_labels = labels + m * tokens_per_microbatch;

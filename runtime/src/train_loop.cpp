@@ -259,6 +259,11 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     grad_sync.shard_over(grid.dp_shard(), grid.dp_replicate().size() > 1 ? &grid.dp_replicate() : nullptr);
   if (dp > 1 && f.grad_reduce_in_bf16)
     grad_sync.reduce_in_bf16(store.flat_grads(), store.flat_grads_numel());
+  // A mixture of experts' load histogram: this rank's training choices per (layer, expert), summed
+  // over the iteration's microbatches, then over pp (each stage its layers) and dp.
+  std::vector<int64_t> expert_load(static_cast<size_t>(program.expert_load_layers * program.expert_load_experts));
+  if (!expert_load.empty())
+    ctx.expert_load = expert_load.data();
   StepContext sync_ctx = ctx;
   sync_ctx.grad_sync = &grad_sync;
   // The mean loss of the first --eval-iters global batches of `eval_data`: every chunk's forward
@@ -312,6 +317,7 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     const double loss_scale = scaler ? scaler->scale() : 1.0;
     const float scaled_dloss = static_cast<float>(static_cast<double>(dloss) * loss_scale);
     data.fill(first, num_micro * b, ids.data(), labels.data());
+    std::fill(expert_load.begin(), expert_load.end(), 0);
     for (StepContext *c : {&ctx, &sync_ctx}) { // this iteration's dropout masks (megart/dropout.h)
       c->dropout.on = true;
       c->dropout.iteration_key = dropout_iteration_key(static_cast<uint64_t>(f.seed), k);
@@ -328,13 +334,17 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
                           device_ids.as<int32_t>(), device_labels.as<int32_t>(), tokens_per_micro, scaled_dloss,
                           num_micro);
     // The loss and the reported metrics: the microbatches' means, summed over pp and averaged over
-    // dp together (one reduction each).
-    std::array<double, 1 + kNumMetrics> means;
+    // dp together (one reduction each), the load histogram's counts summed in the same reductions
+    // (exact: integers in doubles).
+    constexpr int64_t kMeans = 1 + kNumMetrics;
+    std::vector<double> means(static_cast<size_t>(kMeans) + expert_load.size());
     means[0] = r.loss_sum;
     std::copy(r.metric_sums.begin(), r.metric_sums.end(), means.begin() + 1);
-    for (double &v : means)
-      v /= static_cast<double>(num_micro);
-    const int64_t reduced = program.reported_metrics ? 1 + kNumMetrics : 1;
+    for (int64_t i = 0; i < kMeans; ++i)
+      means[static_cast<size_t>(i)] /= static_cast<double>(num_micro);
+    std::copy(expert_load.begin(), expert_load.end(), means.begin() + kMeans);
+    const int64_t reduced =
+        !expert_load.empty() ? static_cast<int64_t>(means.size()) : program.reported_metrics ? kMeans : 1;
     double &loss = means[0];
     const double *reported = means.data() + 1;
     StashPeaks peaks;
@@ -380,8 +390,8 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
       if (dp > 1) {
         activity.phase("loss average over data parallel ranks");
         grid.dp().all_reduce_sum(means.data(), reduced);
-        for (double &v : means)
-          v /= static_cast<double>(dp);
+        for (int64_t i = 0; i < kMeans; ++i)
+          means[static_cast<size_t>(i)] /= static_cast<double>(dp);
       }
       // The schedule is the same every iteration: the first one reports its stash peaks.
       if (several_stages && k == start.iteration + 1) {
@@ -443,6 +453,12 @@ TrainResult run_train_loop(const ProgramDesc &program, const TrainFlags &f, cons
     for (int64_t m = 0; m < kNumMetrics; ++m)
       if (program.reported_metrics & (1u << m))
         it.reported.push_back({metric_name(m), reported[m]});
+    for (int64_t l = 0; l < program.expert_load_layers; ++l) {
+      const double *row = means.data() + kMeans + l * program.expert_load_experts;
+      std::vector<int64_t> &counts = it.tokens_per_expert.emplace_back();
+      for (int64_t e = 0; e < program.expert_load_experts; ++e)
+        counts.push_back(static_cast<int64_t>(row[e]));
+    }
     it.grad_norm = finite ? norm : -1; // a skipped update has no norm to log (Megatron: None)
     it.loss_scale = scaler ? scaler->scale() : -1; // after the update, as Megatron logs it
     it.tflops_per_gpu = flops > 0 ? flops / seconds / 1e12 / world : -1;

@@ -1,6 +1,7 @@
 #include "megart/error.h"
 #include "megart/json.h"
 #include "megart/metrics.h"
+#include "megart/program.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -167,6 +168,32 @@ TEST(MetricsJson, PipelineStashPeaksAreIntegerArrays) {
       << json;
   const megart::JsonValue v = megart::parse_json(json, "record");
   EXPECT_EQ(v.get("pipeline_stash_peak_measured")->array[1].integer, 3);
+}
+
+TEST(MetricsJson, ExpertLoadIsOneIntegerArrayPerLayer) {
+  megart::IterationMetrics m = sample_metrics();
+  EXPECT_EQ(megart::format_metrics_json(m).find("tokens_per_expert"), std::string::npos); // only with experts
+  m.tokens_per_expert = {{17, 104, 19, 116}, {16, 23, 105, 112}};
+  const std::string json = megart::format_metrics_json(m);
+  EXPECT_NE(json.find(",\"tokens_per_expert\":[[17,104,19,116],[16,23,105,112]]"), std::string::npos) << json;
+  const megart::JsonValue v = megart::parse_json(json, "record");
+  EXPECT_EQ(v.get("tokens_per_expert")->array[1].array[2].integer, 105);
+}
+
+// A compiled layer's counts land in its row; a recomputed layer's rerun, and a context that keeps
+// no histogram (evaluation), record nothing.
+TEST(ExpertLoad, EachLayerFillsItsRowAndRerunsRecordNothing) {
+  std::vector<int64_t> load(3 * 4, 0);
+  megart::StepContext ctx;
+  ctx.expert_load = load.data();
+  const int32_t counts[4] = {1, 2, 3, 4};
+  megart::record_expert_load(ctx.for_layer(1), counts, 4);
+  megart::record_expert_load(ctx.for_layer(1), counts, 4);
+  megart::record_expert_load(ctx.for_recomputed_layer(2), counts, 4);
+  megart::StepContext evaluation = ctx;
+  evaluation.expert_load = nullptr;
+  megart::record_expert_load(evaluation.for_layer(0), counts, 4);
+  EXPECT_EQ(load, (std::vector<int64_t>{0, 0, 0, 0, 2, 4, 6, 8, 0, 0, 0, 0}));
 }
 
 TEST(MetricsJson, MemoryIsAnObjectOfExactBytes) {

@@ -14,7 +14,9 @@ With output_router_logits true (router_aux_loss_coef 0.1), the first iteration's
 load_balancing_loss in the metrics file equals the mean over its microbatches of transformers'
 aux_loss (load_balancing_loss_func over both layers' router logits, 1e-4), and its gradient norm
 (before clipping) equals transformers' of lm loss + 0.1 x aux_loss over the same microbatches
-(1e-4); transformers' without the aux loss is far from it (the loss is in what is trained)."""
+(1e-4); transformers' without the aux loss is far from it (the loss is in what is trained). Its
+tokens_per_expert (each layer's choices per expert over the iteration) equals the count of
+transformers' top-k choices of output_router_logits, layer by layer."""
 import os
 import shutil
 import subprocess
@@ -71,6 +73,8 @@ tokens = np.concatenate([ds[i] for i in range(len(ds))]).astype(np.int64)
 model = transformers.AutoModelForCausalLM.from_pretrained(folder)
 model.train()
 out = {}
+k, experts = model.config.num_experts_per_tok, model.config.num_local_experts
+load = [[0] * experts for _ in range(model.config.num_hidden_layers)]
 for with_aux in (True, False):
     model.zero_grad()
     aux = []
@@ -83,9 +87,15 @@ for with_aux in (True, False):
         loss = lm + (model.config.router_aux_loss_coef * o.aux_loss if with_aux else 0)
         (loss / (batch // micro)).backward()
         aux.append(float(o.aux_loss))
+        if with_aux:  # each layer's top-k choices per expert (MixtralSparseMoeBlock's routing)
+            for layer, logits in enumerate(o.router_logits):
+                chosen = torch.topk(torch.softmax(logits.float(), dim=-1), k, dim=-1).indices
+                for e, n in enumerate(torch.bincount(chosen.flatten(), minlength=experts).tolist()):
+                    load[layer][e] += n
     norm = torch.norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None]))
     out["grad_norm" if with_aux else "grad_norm_without_aux"] = float(norm)
     out["aux_loss"] = sum(aux) / len(aux)
+out["tokens_per_expert"] = load
 print(json.dumps(out))
 """
 
@@ -121,6 +131,10 @@ def check_load_balancing(args, w, corpus, reference, failures):
     err = relative(first["load_balancing_loss"], hf["aux_loss"])
     report(failures, err <= 1e-4, f"mixtral output_router_logits: iteration 1's load_balancing_loss {first['load_balancing_loss']:.7g}, "
           f"transformers' aux_loss {hf['aux_loss']:.7g} (relative {err:.2e})", "load_balancing_loss")
+    ours = first.get("tokens_per_expert")
+    report(failures, ours == hf["tokens_per_expert"],
+           f"mixtral: iteration 1's tokens_per_expert {ours}, transformers' top-k choices of its router_logits "
+           f"{hf['tokens_per_expert']} (per layer, over the 4 microbatches)", "tokens_per_expert")
     err = relative(first["grad_norm"], hf["grad_norm"])
     far = relative(first["grad_norm"], hf["grad_norm_without_aux"])
     report(failures, err <= 1e-4 and far > 1e-3, f"mixtral output_router_logits: gradient norm {first['grad_norm']:.7g}, "

@@ -221,6 +221,12 @@ def main():
         norm_bound = BF16_GRAD_NORM_TOLERANCE if bf16 else tolerance
         worst = max(loss_diff, norm_diff)
         ok = len(ours) == len(reference) == 10 and loss_diff <= tolerance and norm_diff <= norm_bound
+        if "tokens_per_expert" in reference[0]:  # a mixture of experts' load histogram: the same integers
+            loads = [(a.get("tokens_per_expert"), b["tokens_per_expert"]) for a, b in zip(ours, reference)]
+            same = sum(x == y for x, y in loads)
+            ok = ok and same == len(reference)
+            print(f"  {plan}: tokens_per_expert equal to the single rank's in {same} of {len(reference)} iterations"
+                  + ("" if same == len(reference) else f" (first difference: {next(p for p in loads if p[0] != p[1])})"))
         failures += not ok
         bound = (f"loss {loss_diff:.2e} within {tolerance:g}, grad norm {norm_diff:.2e} within {norm_bound:g}"
                  if bf16 else f"bound {tolerance:g}")

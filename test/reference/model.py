@@ -194,8 +194,12 @@ class MixtureOfExperts(nn.Module):
         self.z_loss = torch.logsumexp(logits, dim=-1).square().mean()  # ST-MoE's router z-loss
         if self.renormalise:
             weights = weights / weights.sum(dim=-1, keepdim=True)
+        computed = chosen.reshape(-1)
         if self.capacity_factor:
-            weights = weights * self.kept(chosen, weights.detach())
+            keep = self.kept(chosen, weights.detach())
+            weights = weights * keep
+            computed = chosen[keep > 0]
+        self.load = torch.bincount(computed, minlength=len(self.experts)).tolist()  # choices each expert computed
         out = torch.zeros_like(tokens)
         for e, expert in enumerate(self.experts):
             token, slot = torch.where(chosen == e)
@@ -327,6 +331,10 @@ class Transformer(nn.Module):
     def moe_layers(self):
         return [block.block_sparse_moe if self.spec.family == "mixtral" else block.mlp
                 for block in getattr(self, self._names[0]).layers]
+
+    def expert_load(self):
+        """The last forward's choices each expert computed (dropped ones not counted), per layer."""
+        return [layer.load for layer in self.moe_layers()]
 
     def z_loss(self):
         """The last forward's router z-losses (each the mean over the tokens of logsumexp(logits)^2),

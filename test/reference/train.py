@@ -117,6 +117,7 @@ def train(model, samples, a, log=None):
             g["lr"] = lr
         opt.zero_grad(set_to_none=False)
         loss_sum, balance_sum, z_sum = 0.0, 0.0, 0.0
+        load = None  # a mixture of experts' choices per (layer, expert), over the iteration
         for m in range(num_micro):
             first = (k - 1) * B + m * b
             pairs = [samples[i] for i in range(first, first + b)]
@@ -125,6 +126,9 @@ def train(model, samples, a, log=None):
             model.draw = Draw(a.seed, k, m * b)  # this microbatch's dropout masks
             loss = model.loss(ids, labels)
             objective = loss
+            if model.spec.num_experts:
+                mine = model.expert_load()
+                load = mine if load is None else [[x + y for x, y in zip(a, b)] for a, b in zip(load, mine)]
             if model.spec.moe_aux_loss_coeff > 0:  # trained on, reported apart from the lm loss
                 balance = model.load_balancing_loss()
                 objective = loss + model.spec.moe_aux_loss_coeff * balance
@@ -145,6 +149,8 @@ def train(model, samples, a, log=None):
             rec["load_balancing_loss"] = balance_sum / num_micro
         if model.spec.moe_z_loss_coeff > 0:
             rec["z_loss"] = z_sum / num_micro
+        if load is not None:
+            rec["tokens_per_expert"] = load
         metrics.append(rec)
         if log:
             log(rec)

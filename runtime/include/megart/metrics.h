@@ -24,6 +24,10 @@ struct IterationMetrics {
   // The program's reported metrics (a mixture of experts' load_balancing_loss), by name: the
   // iteration's mean, as lm_loss. Empty: none.
   std::vector<std::pair<std::string, double>> reported;
+  // A mixture of experts' load histogram: per layer, the token choices each expert computed in
+  // the iteration (every microbatch of every dp rank; dropped choices not counted). Empty:
+  // omitted. JSONL only.
+  std::vector<std::vector<int64_t>> tokens_per_expert;
   double grad_norm = -1;         // < 0: not computed (no clipping); omitted from the log line
   double loss_scale = -1;        // < 0: no loss scaling (fp32/bf16); omitted
   double tflops_per_gpu = -1;    // < 0: not measured; omitted
@@ -66,6 +70,7 @@ std::string current_timestamp();
 
 // One JSON object (no newline) with iteration, lm_loss, grad_norm, lr, tokens_per_s,
 // ms_per_iter, consumed_samples, global_batch_size (+ loss_scale / tflops_per_gpu / mfu when set,
+// + tokens_per_expert as an array of integer arrays, one per layer, when set,
 // + pipeline_stash_peak_measured / _predicted as integer arrays when set, + "memory" when set:
 // {"parameters": bytes, ... every category's high-water mark ..., "peak_total": bytes} for
 // memory[0], and with several entries "memory_per_pp_stage": [one such object per stage]).

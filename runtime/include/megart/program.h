@@ -112,10 +112,21 @@ struct StepContext {
   // The iteration's sums of the reported metrics (kNumMetrics, Metric order), kept by the pipeline
   // executor; null: not kept (generation).
   double *metrics = nullptr;
+  // A mixture of experts' load histogram (ProgramDesc::expert_load_layers x _experts): the
+  // training microbatches' token choices per (layer, expert) this rank computed, kept by the
+  // pipeline executor; null: not kept (evaluation, generation, a recomputed layer's rerun).
+  int64_t *expert_load = nullptr;
 
   StepContext for_layer(int64_t l) const {
     StepContext c = *this;
     c.layer = l;
+    return c;
+  }
+  // Layer l run again by activation recomputation: it draws the same masks and reports nothing
+  // (its first run did).
+  StepContext for_recomputed_layer(int64_t l) const {
+    StepContext c = for_layer(l);
+    c.expert_load = nullptr;
     return c;
   }
   // Microbatch m of the dp rank's share of the iteration.
@@ -130,6 +141,16 @@ struct StepContext {
 inline void record_metric(const StepContext &ctx, int64_t m, const float *value) {
   if (ctx.metrics)
     ctx.metrics[m] += *value;
+}
+
+// A compiled tx.record_expert_load: this microbatch's choices per expert of the running layer
+// (counts: `experts` integers the CPU program holds).
+inline void record_expert_load(const StepContext &ctx, const int32_t *counts, int64_t experts) {
+  if (!ctx.expert_load || ctx.layer < 0)
+    return;
+  int64_t *row = ctx.expert_load + ctx.layer * experts;
+  for (int64_t e = 0; e < experts; ++e)
+    row[e] += counts[e];
 }
 
 // What a compiled dropout site passes its kernel: its rate and stream (from the IR), where the
@@ -315,6 +336,10 @@ struct ProgramDesc {
   bool masked_lm = false;
   // Bit m: the program reports Metric m (its last chunk's forward records it per microbatch).
   uint32_t reported_metrics = 0;
+  // A mixture of experts' load histogram (tx.record_expert_load): layers x experts token choices
+  // per iteration, in the metrics file. 0: none.
+  int64_t expert_load_layers = 0;
+  int64_t expert_load_experts = 0;
   // Forward and backward FLOPs of one sample, no recomputation (the compiler counts the model's
   // GEMMs, megac's ModelFlops.h): the log line's TFLOP/s and MFU. 0: unknown (none printed).
   double model_flops_per_sample;

@@ -12,6 +12,9 @@ func.func @moe(%x: tensor<6x4xf32>, %logits: tensor<6x8xf32>, %w: tensor<8x5x4xf
   // CHECK: remark: ([i, j]) -> ([i, j], [k]) {i=6, j=2, k=8} need_replication={j, k}{{$}}
   // CALLS: remark: moe_assign(%rows, %counts, %experts, tokens=6, topk=2, experts=8)
   %rows, %counts = tx.moe_assign %experts : tensor<6x2xi32> -> tensor<8xi32>
+  // CHECK: remark: ([i]) -> () {i=8} need_replication={i}{{$}}
+  // CALLS: remark: record_expert_load(ctx, %counts, experts=8)
+  tx.record_expert_load %counts : tensor<8xi32>
   // CHECK: remark: ([i, k], [i, j]) -> ([(i, j), k]) {i=6, j=2, k=4} need_replication={j}{{$}}
   // CALLS: remark: moe_scatter(%0, %arg0, %rows, tokens=6, topk=2, hidden=4)
   %xe = tx.moe_scatter %x, %rows : tensor<6x4xf32>, tensor<6x2xi32> -> tensor<12x4xf32>
@@ -46,6 +49,7 @@ func.func @moe(%x: tensor<6x4xf32>, %logits: tensor<6x8xf32>, %w: tensor<8x5x4xf
   // CALLS: remark: moe_combine(ctx, %9, %8, %counts, %6, experts=8, local_rows=12, exchanged_rows=24, hidden=5)
   %back = tx.moe_combine %hs, %counts, %received over 2 ranks : tensor<24x5xf32>, tensor<8xi32> -> tensor<12x5xf32>
   // ROUNDTRIP: tx.moe_route %arg1 topk 2 : tensor<6x8xf32> -> tensor<6x2xi32>, tensor<6x2xf32>
+  // ROUNDTRIP: tx.record_expert_load %counts : tensor<8xi32>
   // ROUNDTRIP: tx.moe_gather %{{.*}}, %{{.*}} weights %{{.*}} : tensor<6x2xf32> : tensor<12x4xf32>, tensor<6x2xi32> -> tensor<6x4xf32>
   // ROUNDTRIP: tx.moe_route_grad {{.*}} pre_softmax : tensor<6x8xf32>, tensor<6x2xf32>, tensor<6x2xi32>
   // ROUNDTRIP: tx.moe_dispatch %{{.*}}, %{{.*}}, %{{.*}} over 2 ranks : tensor<12x4xf32>, tensor<8xi32> -> tensor<24x4xf32>

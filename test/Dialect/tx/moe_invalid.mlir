@@ -72,3 +72,11 @@ func.func @drop_negative_experts(%e: tensor<6x2xi32>, %w: tensor<6x2xf32>) {
   %k, %m = tx.moe_drop %e, %w capacity 2 of -4 experts : tensor<6x2xi32>, tensor<6x2xf32>
   return
 }
+
+// -----
+
+func.func @expert_load_not_a_row(%c: tensor<2x4xi32>) {
+  // expected-error @+1 {{counts}}
+  tx.record_expert_load %c : tensor<2x4xi32>
+  return
+}
