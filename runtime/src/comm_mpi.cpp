@@ -262,6 +262,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key,
   h->owned = true;
   std::unique_ptr<MpiCommunicator> c(new MpiCommunicator(std::move(h), axis));
   c->set_timeout(timeout());
+  c->synchronous_sends_ = synchronous_sends_;
   return c;
 }
 
@@ -571,9 +572,9 @@ public:
 std::unique_ptr<Request> MpiCommunicator::isend(const float *data, int64_t n, int peer, int tag) {
   check_p2p(*this, "isend", peer, tag);
   auto r = std::make_unique<MpiRequest>(*this, false, peer, n);
-  check_lazy(MPI_Isend(data, to_count(n, "isend", axis_), MPI_FLOAT, peer, tag, handle_->comm,
-                       &r->request),
-             "MPI_Isend", [&r] { return r->what(); }, axis_);
+  auto start = synchronous_sends_ ? MPI_Issend : MPI_Isend;
+  check_lazy(start(data, to_count(n, "isend", axis_), MPI_FLOAT, peer, tag, handle_->comm, &r->request),
+             synchronous_sends_ ? "MPI_Issend" : "MPI_Isend", [&r] { return r->what(); }, axis_);
   return r;
 }
 

@@ -1,6 +1,7 @@
 #include "megart/process_grid.h"
 
 #include "megart/comm_mpi.h"
+#include "megart/comm_nccl_rules.h"
 #include "megart/error.h"
 #include "megart/launch_env.h"
 
@@ -62,6 +63,15 @@ std::string recompile_for(const GridShape &shape, int64_t ranks, const std::stri
   return "; or compile for " + std::to_string(ranks) + (ranks == 1 ? " rank: " : " ranks: ") +
          recompile_command + " --dp " + std::to_string(ranks / model);
 }
+// An axis's MPI communicator as the grid uses it: under MEGART_NCCL_RULES=1 sending
+// synchronously and checked against NCCL's rules (comm_nccl_rules.h).
+std::unique_ptr<Communicator> axis_communicator(std::unique_ptr<MpiCommunicator> c, NcclRules nccl_rules) {
+  if (nccl_rules == NcclRules::Off)
+    return c;
+  c->set_synchronous_sends(true);
+  const std::string axis = c->axis();
+  return std::make_unique<NcclRulesCommunicator>(std::move(c), axis, nccl_rules);
+}
 } // namespace
 
 std::unique_ptr<ProcessGrid> ProcessGrid::launch(const GridShape &shape, const std::string &program,
@@ -104,19 +114,22 @@ std::unique_ptr<ProcessGrid> ProcessGrid::on(const MpiCommunicator &parent, cons
   const GridCoord c = g->coord_ = grid_coord_of(shape, parent.rank());
   // Ranks with the same colour form a group; the key orders them by the axis coordinate.
   auto color = [](int64_t v) { return static_cast<int>(v); };
-  g->tp_ = parent.split(color(c.dp + shape.dp * c.pp), color(c.tp), "tp");
+  const NcclRules rules = g->nccl_rules_ = nccl_rules_requested();
+  g->tp_ = axis_communicator(parent.split(color(c.dp + shape.dp * c.pp), color(c.tp), "tp"), rules);
   std::unique_ptr<MpiCommunicator> dp = parent.split(color(c.tp + shape.tp * c.pp), color(c.dp), "dp");
   g->dp_mpi_ = dp.get();
-  g->dp_ = std::move(dp);
+  g->dp_ = axis_communicator(std::move(dp), rules);
   std::unique_ptr<MpiCommunicator> pp = parent.split(color(c.tp + shape.tp * c.dp), color(c.pp), "pp");
   g->pp_mpi_ = pp.get();
-  g->pp_ = std::move(pp);
-  g->world_ = parent.split(0, parent.rank(), "world");
+  g->pp_ = axis_communicator(std::move(pp), rules);
+  g->world_ = axis_communicator(parent.split(0, parent.rank(), "world"), rules);
   g->count_axes();
   if (shape.ep > 1) { // ep consecutive dp ranks split the experts; the same place in each group holds the same ones
     const int group = static_cast<int>(c.dp / shape.ep), place = static_cast<int>(c.dp % shape.ep);
-    g->ep_ = std::make_unique<CountingCommunicator>(g->dp_mpi_->split(group, place, "ep"), &g->sent_.ep);
-    g->expert_dp_ = std::make_unique<CountingCommunicator>(g->dp_mpi_->split(place, group, "expert_dp"), &g->sent_.dp);
+    g->ep_ = std::make_unique<CountingCommunicator>(axis_communicator(g->dp_mpi_->split(group, place, "ep"), rules),
+                                                    &g->sent_.ep);
+    g->expert_dp_ = std::make_unique<CountingCommunicator>(
+        axis_communicator(g->dp_mpi_->split(place, group, "expert_dp"), rules), &g->sent_.dp);
   }
   return g;
 }
@@ -157,8 +170,10 @@ void ProcessGrid::split_data_parallel(int64_t shard_degree) {
   if (!dp_mpi_ || dp_shard_)
     throw Error("hybrid sharding: the dp ranks can be split once, on a grid that runs on MPI");
   const int replica = static_cast<int>(coord_.dp / shard_degree), place = static_cast<int>(coord_.dp % shard_degree);
-  dp_shard_ = std::make_unique<CountingCommunicator>(dp_mpi_->split(replica, place, "dp_shard"), &sent_.dp);
-  dp_replicate_ = std::make_unique<CountingCommunicator>(dp_mpi_->split(place, replica, "dp_replicate"), &sent_.dp);
+  dp_shard_ = std::make_unique<CountingCommunicator>(
+      axis_communicator(dp_mpi_->split(replica, place, "dp_shard"), nccl_rules_), &sent_.dp);
+  dp_replicate_ = std::make_unique<CountingCommunicator>(
+      axis_communicator(dp_mpi_->split(place, replica, "dp_replicate"), nccl_rules_), &sent_.dp);
 }
 
 std::unique_ptr<Communicator> ProcessGrid::pp_subgroup(const std::vector<int64_t> &pp_ranks,
@@ -174,7 +189,8 @@ std::unique_ptr<Communicator> ProcessGrid::pp_subgroup(const std::vector<int64_t
       pp_mpi_->split(member ? 0 : 1, static_cast<int>(coord_.pp), axis);
   if (!member)
     return nullptr;
-  return std::make_unique<CountingCommunicator>(device_->communicator(std::move(group)), &sent_.pp);
+  return std::make_unique<CountingCommunicator>(device_->communicator(axis_communicator(std::move(group), nccl_rules_)),
+                                                &sent_.pp);
 }
 
 } // namespace megart

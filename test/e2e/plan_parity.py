@@ -186,7 +186,11 @@ def main():
     ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     ap.add_argument("--compile-flags", default="", help="megac compile flags of every program (LoRA's)")
     ap.add_argument("--micro-batch-size", default="2", help="every program's (1: a flattened batch keeps sp's split)")
+    ap.add_argument("--nccl-rules", nargs="?", const="1", choices=("1", "one-channel"),
+                    help="run every plan under NCCL's rules (MEGART_NCCL_RULES: runtime/include/megart/comm_nccl_rules.h)")
     args = ap.parse_args()
+    if args.nccl_rules:  # every mpirun below, checkpoints' included
+        MPI_ENV["MEGART_NCCL_RULES"] = args.nccl_rules
     bf16 = args.precision == "bf16"
     tolerance = BF16_TOLERANCE if bf16 else TOLERANCE
     os.makedirs(args.workdir, exist_ok=True)

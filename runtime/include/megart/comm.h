@@ -18,6 +18,7 @@ constexpr int kPipelineGrad = 7101;       // pipeline executor: activation gradi
 constexpr int kCheckpointTensor = 7200;   // pipeline stages -> the checkpoint writer
 constexpr int kRing = 7300;               // MpiCommunicator's ring all-reduce
 constexpr int kNcclChannelSetup = 7400;   // NCCL communicator: its point-to-point channels' ids
+constexpr int kNcclRulesChannel = 7500;   // NcclRulesCommunicator: every message, whatever its tag
 } // namespace p2p_tag
 
 // A point-to-point transfer in flight (Communicator::isend / irecv). A send's buffer must not

@@ -77,6 +77,9 @@ public:
   std::unique_ptr<Request> isend(const float *data, int64_t n, int peer, int tag) override;
   std::unique_ptr<Request> irecv(float *data, int64_t n, int peer, int tag) override;
   void wait(Request &request) override;
+  // isend as MPI_Issend: a send completes only once its receive is posted (NCCL's rendezvous;
+  // comm_nccl_rules.h). Communicators split from this one inherit it.
+  void set_synchronous_sends(bool on) { synchronous_sends_ = on; }
 
 private:
   struct Handle; // holds the MPI_Comm
@@ -93,6 +96,7 @@ private:
   std::string axis_;
   int rank_ = 0;
   int size_ = 1;
+  bool synchronous_sends_ = false;
 };
 
 } // namespace megart

@@ -5,6 +5,7 @@
 
 #include "megart/comm.h"
 #include "megart/comm_counting.h"
+#include "megart/comm_nccl_rules.h"
 #include "megart/device.h"
 #include "megart/grid_layout.h"
 #include "megart/program.h"
@@ -115,6 +116,7 @@ private:
   std::unique_ptr<Communicator> self_ = std::make_unique<SelfCommunicator>();
   MpiCommunicator *pp_mpi_ = nullptr; // pp's MPI communicator when the grid runs on MPI (it can split)
   MpiCommunicator *dp_mpi_ = nullptr; // dp's, likewise
+  NcclRules nccl_rules_ = NcclRules::Off; // MEGART_NCCL_RULES: every axis checked against NCCL's rules
   Device *device_ = &cpu_device();
   mutable CommunicationBytes sent_; // the counting communicators add to it (pp_subgroup's too)
 };
