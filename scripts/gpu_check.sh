@@ -11,7 +11,8 @@
 #   test     megart-cuda-tests, each suite in its own process; the 2-rank NCCL test only with >= 2
 #            GPUs and MPI
 #   parity   fp32, CUDA vs CPU program, 10 steps: lm_loss and grad_norm within 1e-4 relative (the
-#            example models, and with dropout 0.1: test/e2e/specs/*-dropout.yaml)
+#            example models, with dropout 0.1: test/e2e/specs/*-dropout.yaml, and the mid-size
+#            test/e2e/specs/gpt2-mid.yaml against the CPU metrics carried in gpu/reference)
 #   bf16     CUDA program, 50 steps, --bf16 vs fp32: lm_loss within 2% relative per step
 #   memcheck compute-sanitizer --tool memcheck over one iteration of cuda-gpt2-tiny
 #   bench    bench/gpu_vs_pytorch.py (megac vs PyTorch bf16 throughput and MFU); it builds the
@@ -503,12 +504,16 @@ phase_memcheck() {
 }
 
 phase_parity() {
-  local model train t rc
+  local model train t rc sides cpu
   mapfile -t train < <(train_args 10)
-  for model in gpt2-tiny llama-tiny gpt2-dropout llama-dropout; do
-    build_program "cpu-$model" && build_program "cuda-$model" || { record "parity $model" FAIL "build failed"; continue; }
+  for model in gpt2-tiny llama-tiny gpt2-dropout llama-dropout gpt2-mid; do
+    # A CPU side carried from the megac machine (gpu/reference, gpu_prepare.sh) is not rerun here.
+    cpu=gpu/reference/parity-$model-cpu.jsonl sides="cpu cuda"
+    [ -f "$cpu" ] && sides=cuda || cpu=$RES/parity-$model-cpu.jsonl
+    { [ "$sides" = cuda ] || build_program "cpu-$model"; } && build_program "cuda-$model" ||
+      { record "parity $model" FAIL "build failed"; continue; }
     [ $DRY = 1 ] || rm -f "$RES/parity-$model"-*.jsonl # OUT/train may append to an old one
-    for t in cpu cuda; do
+    for t in $sides; do
       rc=0
       run "$RES/parity-$model-$t.log" "$T_TRAIN" "$BUILD/bin/$t-$model" "${train[@]}" "${DATA[@]}" \
         --metrics-file "$RES/parity-$model-$t.jsonl" || rc=$?
@@ -516,8 +521,7 @@ phase_parity() {
       record_run_failure "parity $model" "$RES/parity-$model-$t.log" $rc $t
       continue 2
     done
-    record_comparison "parity $model" "$RES/parity-$model.txt" "$RES/parity-$model-cuda.jsonl" \
-      "$RES/parity-$model-cpu.jsonl"
+    record_comparison "parity $model" "$RES/parity-$model.txt" "$RES/parity-$model-cuda.jsonl" "$cpu"
   done
 }
 

@@ -11,6 +11,8 @@
 #                             built only on demand (gpu_check.sh build-program, the bench).
 #                             CUDA architecture: CMAKE_CUDA_ARCHITECTURES if given, else 90.
 #   gpu/data/license.*        byte-level dataset of /usr/share/common-licenses (parity, bf16)
+#   gpu/reference/*.jsonl     CPU metrics computed here for the parity checks whose CPU side is
+#                             too slow to repeat there (the mid-size spec, test/e2e/specs/gpt2-mid.yaml)
 #   gpu/deps/*.tar.gz         fallbacks if that machine lacks them: OpenBLAS (OpenMP build) with
 #                             cblas.h and libgfortran, and GoogleTest's sources
 #   gpu/PREPARED              commit and date it was made from, and sha1 content hashes of
@@ -61,6 +63,9 @@ for model in gpt2-dropout llama-dropout; do
   compile "cpu-$model" cpu "test/e2e/specs/$model.yaml" 2 yes
   compile "cuda-$model" cuda "test/e2e/specs/$model.yaml" 2 yes
 done
+# The mid-size parity spec (heads of 64, sequence 256, vocabulary 50257): the CUDA side only; its
+# CPU side is computed here below and carried.
+compile cuda-gpt2-mid cuda test/e2e/specs/gpt2-mid.yaml 2 yes
 # Throughput (bench/gpu_vs_pytorch.py), built only when the bench asks. The micro batch is
 # compiled in, so the neighbours of the default size (124m: 8, 1.3b: 4) are ready too, in case
 # the default does not fit or fits more.
@@ -131,6 +136,20 @@ EOF
 PYTHONPATH=test/e2e python3 -c 'import sys, e2e_util; e2e_util.make_license_corpus(*sys.argv[1:])' \
   "$megac" gpu/data/license
 echo "gpu/data/license: $(stat -c %s gpu/data/license.bin) bytes of tokens"
+
+# Carried CPU references (gpu/reference/parity-NAME-cpu.jsonl): the CPU program trained here with
+# the parity flags on the same data, so that the GPU session spends its minutes on the CUDA side.
+mkdir -p gpu/reference
+mapfile -t parity_flags < <(PYTHONPATH=test/e2e python3 -c 'import e2e_util; print("\n".join(e2e_util.train_flags(10)))')
+for model in gpt2-mid; do
+  t0=$SECONDS ref=$(mktemp -d)
+  "$megac" compile "test/e2e/specs/$model.yaml" --micro-batch-size 2 -o "$ref/prog" >"$ref/compile.log" 2>&1 ||
+    { cat "$ref/compile.log" >&2; exit 1; }
+  OMP_NUM_THREADS=$(nproc) "$ref/prog/train" "${parity_flags[@]}" --data-path gpu/data/license \
+    --metrics-file "gpu/reference/parity-$model-cpu.jsonl" >"$ref/train.log" 2>&1 || { cat "$ref/train.log" >&2; exit 1; }
+  rm -rf "$ref"
+  echo "gpu/reference/parity-$model-cpu.jsonl: 10 CPU iterations ($((SECONDS - t0)) s)"
+done
 
 # Fallbacks: the runtime needs cblas.h + an OpenBLAS, and its tests GoogleTest; the GPU image
 # may have neither and nothing can be fetched there. gpu_check.sh uses them only if missing.
