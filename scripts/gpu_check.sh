@@ -398,7 +398,7 @@ run_suites() {
     run "$RES/$label.log" "$T_TEST" "$bin" --gtest_brief=1 || rc=$?
     case $rc in
       0) record "$label" PASS "$(grep -E '\[  PASSED  \]' "$RES/$label.log" 2>/dev/null | tail -n 1) (one process)" ;;
-      77) record "$label" SKIP "no usable GPU: $(tail -n 1 "$RES/$label.log")" ;;
+      77) no_usable_gpu "$label" "$(tail -n 1 "$RES/$label.log")" ;;
       *) record "$label" FAIL "exit $rc and no suites listed; see $RES/$label.log" ;;
     esac
     return
@@ -415,7 +415,7 @@ run_suites() {
   if [ ${#failed[@]} -gt 0 ]; then
     record "$label" FAIL "${#failed[@]} of ${#suites[@]} suites failed: ${failed[*]}; logs $RES/$label-*.log"
   elif [ $passed -eq 0 ]; then
-    record "$label" SKIP "no usable GPU: $(tail -n 1 "$RES/$label-${suites[0]//\//_}.log")"
+    no_usable_gpu "$label" "$(tail -n 1 "$RES/$label-${suites[0]//\//_}.log")"
   else
     record "$label" PASS "$passed suites passed, $skipped skipped (one process each)"
   fi
@@ -462,7 +462,19 @@ why_failed() { if timed_out "$2"; then echo "timed out (T_TRAIN=$T_TRAIN s); see
 
 # A training run of check LABEL failed with RC: SKIP when there is no usable GPU, else FAIL.
 record_run_failure() { # LABEL LOG RC WHAT
-  if no_gpu "$2"; then record "$1" SKIP "no usable GPU"; else record "$1" FAIL "$4 run: $(why_failed "$2" "$3")"; fi
+  if no_gpu "$2"; then no_usable_gpu "$1" "$(grep -o 'no CUDA device is usable here: [^;]*' "$2" | head -n 1)"
+  else record "$1" FAIL "$4 run: $(why_failed "$2" "$3")"; fi
+}
+# no_usable_gpu LABEL DETAIL: CUDA found no device. A SKIP where nvidia-smi lists none either (no
+# GPU here); a FAIL where it lists some: a driver that does not match the CUDA runtime (or a GPU
+# CUDA cannot use) must not read as "all skipped" on the one session that has a GPU.
+no_usable_gpu() {
+  probe # NGPU
+  if [ "$NGPU" -gt 0 ]; then
+    record "$1" FAIL "nvidia-smi lists $NGPU GPU(s) but CUDA finds no usable device ($2): driver / CUDA runtime mismatch?"
+  else
+    record "$1" SKIP "no usable GPU${2:+: $2}"
+  fi
 }
 
 # Compares two metrics files with scripts/gpu_compare.py ARGS into TXT; records LABEL with its verdict.
