@@ -132,7 +132,10 @@ def library_check_args(doc, library):
 # stdout captured), answered by one line {stdout} or {error}. torch and transformers import once
 # (about 4 s) instead of once per check: e2e-hf-folders makes 26 such calls.
 _WORKER = r"""
-import contextlib, io, json, sys, traceback
+import contextlib, io, json, os, sys, traceback
+# Replies on a descriptor of their own: what a library writes to descriptor 1 from C goes to stderr.
+replies = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
 for line in sys.stdin:
     job = json.loads(line)
     sys.argv = ["-c"] + job["args"]
@@ -147,8 +150,8 @@ for line in sys.stdin:
     except BaseException:
         reply["error"] = err.getvalue()[-2000:] + traceback.format_exc()
     reply["stdout"] = out.getvalue()
-    sys.__stdout__.write(json.dumps(reply) + "\n")
-    sys.__stdout__.flush()
+    replies.write(json.dumps(reply) + "\n")
+    replies.flush()
 """
 _workers = {}
 
