@@ -58,9 +58,9 @@ def balanced_multiples(layers):
 
 def draw_expert_load(fig, axes, loads):
     """The load histogram: the last iteration's per (layer, expert), and each layer's maximum."""
-    iteration, last = loads[-1]
-    image = axes[0].imshow(balanced_multiples(last), aspect="auto", cmap="coolwarm", vmin=0, vmax=2,
-                           interpolation="nearest")
+    multiples = [(i, balanced_multiples(rows)) for i, rows in loads]
+    iteration, last = multiples[-1]
+    image = axes[0].imshow(last, aspect="auto", cmap="coolwarm", vmin=0, vmax=2, interpolation="nearest")
     fig.colorbar(image, ax=axes[0], label="x balanced load")
     axes[0].set_title(f"expert load, iteration {iteration}")
     axes[0].set_xlabel("expert")
@@ -68,7 +68,7 @@ def draw_expert_load(fig, axes, loads):
     axes[0].yaxis.get_major_locator().set_params(integer=True)
     axes[0].xaxis.get_major_locator().set_params(integer=True)
     for layer in range(len(last)):
-        points = [(i, max(balanced_multiples(rows)[layer])) for i, rows in loads if layer < len(rows)]
+        points = [(i, max(rows[layer])) for i, rows in multiples if layer < len(rows)]
         axes[1].plot(*zip(*points), linewidth=1.2, label=f"layer {layer}")
     if len(last) <= 8:
         axes[1].legend(fontsize=8)

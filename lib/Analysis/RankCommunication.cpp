@@ -5,6 +5,7 @@
 #include "megac/Plan/PlanIR.h"
 #include "megart/comm_counting.h"
 #include "tx/TxChunks.h"
+#include "tx/TxExpertLoad.h"
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"
 #include "tx/TxParamTable.h"
@@ -186,11 +187,8 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
   bool reports = false;
   module.walk([&](tx::MetricOp) { reports = true; });
   double histogram = 0;
-  module.walk([&](tx::RecordExpertLoadOp r) {
-    auto model = module->getAttrOfType<DictionaryAttr>(names::kModelAttr);
-    histogram = double(cast<IntegerAttr>(model.get("num_layers")).getInt()) *
-                double(r.getCounts().getType().getDimSize(0)) * kDoubleBytes;
-  });
+  if (std::optional<tx::ExpertLoadShape> load = tx::expertLoadShape(module))
+    histogram = double(load->layers) * double(load->experts) * kDoubleBytes;
   if (reports || histogram > 0) {
     const double metrics = double(tx::getMaxEnumValForMetric() + 1) * kDoubleBytes + histogram;
     runtimeSums.pp += megart::all_reduce_bytes(metrics, plan.pp);

@@ -6,6 +6,7 @@
 #include "ProgramTables.h"
 #include "pipe/ScheduleIR.h"
 #include "tx/TxChunks.h"
+#include "tx/TxExpertLoad.h"
 #include "tx/TxNames.h"
 #include "tx/TxOps.h"
 #include "tx/TxParamTable.h"
@@ -161,11 +162,9 @@ LogicalResult megac::emitTrainingProgram(ModuleOp module, const EmitOptions &opt
   module.walk([&](tx::MetricOp m) { reported |= 1u << static_cast<unsigned>(m.getMetric()); });
   if (reported)
     field("reported_metrics", Twine(reported) + "u");
-  int64_t expertLoadExperts = 0; // the load histogram's width (tx.record_expert_load)
-  module.walk([&](tx::RecordExpertLoadOp r) { expertLoadExperts = r.getCounts().getType().getDimSize(0); });
-  if (expertLoadExperts) {
-    field("expert_load_layers", Twine(dim("num_layers")));
-    field("expert_load_experts", Twine(expertLoadExperts));
+  if (std::optional<tx::ExpertLoadShape> load = tx::expertLoadShape(module)) {
+    field("expert_load_layers", Twine(load->layers));
+    field("expert_load_experts", Twine(load->experts));
   }
   field("model_flops_per_sample", Twine(cast<IntegerAttr>(model.get("flops_per_sample")).getInt()) + ".0");
   field("logits_step", fields.logitsStep);
