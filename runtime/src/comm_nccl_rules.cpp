@@ -2,6 +2,7 @@
 
 #include "megart/error.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -136,25 +137,22 @@ void NcclRulesCommunicator::set_timeout(double seconds) {
 
 void NcclRulesCommunicator::check_collective(const char *operation, int64_t n, int root) {
   const int64_t index = collectives_++;
+  // This rank's call as every rank compares it: operation, count, root, its index here.
+  const std::array<double, 4> own = {double(operation_index(operation)), double(n), double(root), double(index)};
   if (in_flight_ > 0)
     throw Error(std::string(kRule) + axis_ + " rank " + std::to_string(rank()) + " calls " +
-                describe_call(double(operation_index(operation)), double(n), root) + " (its collective #" +
+                describe_call(own[0], own[1], own[2]) + " (its collective #" +
                 std::to_string(index) + ") with " + std::to_string(in_flight_) +
                 " point-to-point transfers of the same communicator in flight: NCCL runs a communicator's "
                 "operations one after another, so they must complete first");
   // Each rank writes its call into its own slot; the sum is every rank's.
-  constexpr int64_t kFields = 4;
+  constexpr int64_t kFields = std::tuple_size_v<decltype(own)>;
   std::vector<double> calls(static_cast<size_t>(kFields * size()), 0.0);
-  double *mine = calls.data() + kFields * rank();
-  mine[0] = double(operation_index(operation));
-  mine[1] = double(n);
-  mine[2] = double(root);
-  mine[3] = double(index);
-  const std::array<double, kFields> own = {mine[0], mine[1], mine[2], mine[3]};
+  std::copy(own.begin(), own.end(), calls.begin() + kFields * rank());
   inner_->all_reduce_sum(calls.data(), static_cast<int64_t>(calls.size()));
   for (int r = 0; r < size(); ++r) {
     const double *theirs = calls.data() + kFields * r;
-    if (theirs[0] == own[0] && theirs[1] == own[1] && theirs[2] == own[2] && theirs[3] == own[3])
+    if (std::equal(own.begin(), own.end(), theirs))
       continue;
     throw Error(std::string(kRule) + axis_ + " rank " + std::to_string(rank()) + "'s collective #" +
                 std::to_string(index) + " is " + describe_call(own[0], own[1], own[2]) + ", rank " +
