@@ -61,8 +61,10 @@ public:
         if (std::optional<uint64_t> shard = start.getShardNumel()) {
           // The distributed optimizer's reduce-scatter over the shard group, then (hybrid) the
           // shard's sum across the replicas.
+          // An expert-parallel rank's experts: over the dp ranks holding the same (no hybrid sharding).
           const double shardBytes = double(*shard) * kFloatBytes;
-          once.dp += megart::gather_bytes(shardBytes * plan.shardDegree, plan.shardDegree) +
+          const int64_t degree = expertBlock[start.getFirst()] ? plan.dp / plan.ep : plan.shardDegree;
+          once.dp += megart::gather_bytes(shardBytes * double(degree), degree) +
                      megart::all_reduce_bytes(shardBytes, plan.dp / plan.shardDegree);
         } else { // over dp, or an expert-parallel rank's experts over the dp ranks holding the same
           const int64_t group = expertBlock[start.getFirst()] ? plan.dp / plan.ep : plan.dp;
@@ -139,6 +141,7 @@ int64_t tiedFloats(const tx::ParamTable &table, int64_t index, func::FuncOp sync
     return whole;
   const int64_t at = cast<DenseI64ArrayAttr>(layout.get("param_offsets")).asArrayRef()[index];
   ArrayRef<int64_t> buckets = cast<DenseI64ArrayAttr>(layout.get("buckets")).asArrayRef();
+  // A tied weight is never an expert: its bucket shards over the shard group.
   for (size_t b = 0; b + 1 < buckets.size(); b += 2)
     if (at >= buckets[b] && at < buckets[b] + buckets[b + 1])
       return buckets[b + 1] / plan.shardDegree;
@@ -179,7 +182,10 @@ SmallVector<StageCommunication> megac::communicationPlan(ModuleOp module, const 
                    (plan.sharding != ShardingStrategy::NoShard ? megart::all_reduce_bytes(kDoubleBytes, plan.shardDegree)
                                                                : 0.0);
   runtimeSums.tp = megart::all_reduce_bytes(kDoubleBytes, plan.tp);
-  runtimeSums.ep = megart::all_reduce_bytes(kDoubleBytes, plan.ep); // the gradient norm's experts
+  // The gradient norm's experts, summed over ep unless sharded (then every rank's shards are
+  // distinct and the sum over dp covers them).
+  if (plan.sharding == ShardingStrategy::NoShard)
+    runtimeSums.ep = megart::all_reduce_bytes(kDoubleBytes, plan.ep);
   // A program that reports metrics (tx.metric) sums every metric the runtime knows with the loss
   // (in the same reduction: the bytes add up).
   // A load histogram (tx.record_expert_load) joins that reduction, layers x experts counts after

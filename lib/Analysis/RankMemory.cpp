@@ -55,11 +55,14 @@ StageStateMemory trainableMemory(const tx::ParamTable &table, DictionaryAttr fla
     m.optimizerBytes = 2 * m.parameters * kFloatBytes;
     return m;
   }
-  // The buffer megac-data-parallel laid out (its attribute on the sync function), else the same
-  // layout computed here (a module the pass has not run on).
-  const int64_t numel = flatLayout ? cast<IntegerAttr>(flatLayout.get("numel")).getInt()
-                                   : layoutFlatBuffer(numels, plan.ddpBucketSize, plan.shardDegree).numel;
-  const int64_t shard = numel / plan.shardDegree;
+  // The buffer megac-data-parallel laid out (its attribute on the sync function: an
+  // expert-parallel rank's experts shard over fewer ranks), else the same layout computed here
+  // without experts (a module the pass has not run on).
+  FlatBufferLayout computed;
+  if (!flatLayout)
+    computed = layoutFlatBuffer(numels, plan.ddpBucketSize, plan.shardDegree);
+  const int64_t numel = flatLayout ? cast<IntegerAttr>(flatLayout.get("numel")).getInt() : computed.numel;
+  const int64_t shard = flatLayout ? cast<IntegerAttr>(flatLayout.get("shard_numel")).getInt() : computed.shardNumel;
   for (int64_t n : numels)
     m.parameters += n;
   m.paddingElements = numel - m.parameters;

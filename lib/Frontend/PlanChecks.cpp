@@ -100,10 +100,13 @@ static Error expertParallelFits(const ParallelPlan &plan, const ModelSpec &spec)
   if (spec.numExperts % plan.ep != 0)
     return fail("num_experts (" + Twine(spec.numExperts) + ") is not divisible by --expert-model-parallel-size (" +
                 Twine(plan.ep) + "); choose an --expert-model-parallel-size that divides it");
-  const char *notYet = " is not built yet (issue [19]); ";
-  if (plan.sharding != ShardingStrategy::NoShard)
-    return fail(flag + " with --data-parallel-sharding-strategy " + shardingStrategyName(plan.sharding) + notYet +
-                "the experts' state would shard over its own expert-data-parallel ranks; leave out one of the two");
+  // The experts' state shards over the dp ranks holding the same experts; with hybrid sharding the
+  // dense state would shard over a part of dp and the experts' over another: not built.
+  if (plan.sharding != ShardingStrategy::NoShard && plan.shardDegree != plan.dp)
+    return fail(flag + " with hybrid sharding (shard groups of " + Twine(plan.shardDegree) + " of the " +
+                Twine(plan.dp) + " dp ranks) is not built yet; shard over every dp rank (drop "
+                "--num-distributed-optimizer-instances / --data-parallel-replicate-degree / "
+                "--data-parallel-shard-degree) or leave out --ep");
   return Error::success();
 }
 

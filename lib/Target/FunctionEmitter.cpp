@@ -432,18 +432,20 @@ LogicalResult FunctionEmitter::emitOp(Operation &op) {
         if (first < 0 || last < first || last >= params.size())
           return unsupported(op, "bucket params [" + std::to_string(first) + ", " + std::to_string(last) +
                                      "] is outside the parameter table");
+        // An expert-parallel rank's experts (a bucket of its own) sum over the ranks holding the same.
+        const std::string expertGroup = tx::holdsExpertBlock(params[first])
+                                            ? communicatorName(names::kEpGrid, {static_cast<int16_t>(EpGridAxis::ExpertDp)})
+                                            : "";
         if (std::optional<uint64_t> shard = s.getShardNumel()) {
           // The distributed optimizer's flat bucket starts at its last parameter.
           os << "  if (ctx.grad_sync) // the distributed optimizer: the bucket's gradients are final; reduce-scatter "
                 "them during backward\n"
-             << "    ctx.grad_sync->start_reduce_scatter(grads[" << last << "], " << *shard << ");\n";
+             << "    ctx.grad_sync->start_reduce_scatter(grads[" << last << "], " << *shard
+             << (expertGroup.empty() ? "" : ", " + expertGroup) << ");\n";
           return success();
         }
         os << "  if (ctx.grad_sync) // data parallel: the bucket's gradients are final; sum them during backward\n";
-        // An expert-parallel rank's experts (a bucket of its own) sum over the ranks holding the same.
-        const bool experts = tx::holdsExpertBlock(params[first]);
-        emitBucketStart(os, "    ", first, last, params[last].getType().getNumElements(),
-                        experts ? communicatorName(names::kEpGrid, {static_cast<int16_t>(EpGridAxis::ExpertDp)}) : "");
+        emitBucketStart(os, "    ", first, last, params[last].getType().getNumElements(), expertGroup);
         return success();
       })
       .Case([&](tx::ReshapeOp r) {

@@ -107,7 +107,6 @@ LogicalResult emitSyncGradients(func::FuncOp fn, const tx::ParamTable &table, ll
 
 LogicalResult emitGatherParams(func::FuncOp fn, llvm::raw_ostream &os) {
   os << "void " << fn.getName() << "(const megart::StepContext &ctx, float *const *params) {\n";
-  bool ranked = false;
   for (Operation &op : fn.getBody().front().without_terminator()) {
     if (isa<shard::AllGatherOp, tx::SetParamBucketOp>(op))
       continue; // handled with their shard
@@ -118,15 +117,13 @@ LogicalResult emitGatherParams(func::FuncOp fn, llvm::raw_ostream &os) {
       return op.emitOpError("in @gather_params must be a parameter shard all-gathered into its bucket");
     const std::string comm = communicatorName(all.getGrid(), all.getGridAxes());
     if (comm.empty())
-      return op.emitOpError("in @gather_params must be all-gathered over @grid's dp axis or @dp_grid's shard axis");
-    if (!ranked) // every bucket's gather runs over the same group
-      os << "  const int64_t rank = " << comm << "->rank();\n";
-    ranked = true;
+      return op.emitOpError("in @gather_params must be all-gathered over @grid's dp axis, @dp_grid's shard axis or "
+                            "@ep_grid's expert_dp axis");
     if (auto rule = all->getAttrOfType<StringAttr>(names::kRuleAttr))
       os << "  // " << rule.getValue() << "\n";
     const int64_t m = mine.getType().getNumElements();
-    os << "  " << comm << "->all_gather(params[" << mine.getLast() << "], params[" << mine.getLast() << "] + rank * "
-       << m << ", " << m << ");\n";
+    os << "  " << comm << "->all_gather(params[" << mine.getLast() << "], params[" << mine.getLast() << "] + " << comm
+       << "->rank() * " << m << ", " << m << ");\n";
   }
   os << "}\n\n";
   return success();
@@ -135,6 +132,8 @@ LogicalResult emitGatherParams(func::FuncOp fn, llvm::raw_ostream &os) {
 void emitFlatLayout(StringRef name, DictionaryAttr layout, llvm::raw_ostream &os) {
   auto offsets = cast<DenseI64ArrayAttr>(layout.get("param_offsets")).asArrayRef();
   auto buckets = cast<DenseI64ArrayAttr>(layout.get("buckets")).asArrayRef();
+  auto experts = layout.getAs<DenseI64ArrayAttr>("expert_buckets");
+  auto expertDegree = layout.getAs<IntegerAttr>("expert_shard_degree");
   auto sharding = layout.getAs<StringAttr>("sharding");
   // The runtime's names of the strategies a flat layout serves.
   const StringRef strategy = llvm::StringSwitch<StringRef>(sharding ? sharding.getValue() : "optim")
@@ -145,12 +144,15 @@ void emitFlatLayout(StringRef name, DictionaryAttr layout, llvm::raw_ostream &os
   llvm::interleaveComma(offsets, os);
   os << "};\nconst megart::FlatBucket " << name << "Buckets[] = {";
   for (size_t i = 0; i + 1 < buckets.size(); i += 2)
-    os << (i ? ", " : "") << "{" << buckets[i] << ", " << buckets[i + 1] << "}";
+    os << (i ? ", " : "") << "{" << buckets[i] << ", " << buckets[i + 1]
+       << (experts && llvm::is_contained(experts.asArrayRef(), int64_t(i / 2)) ? ", /*experts=*/true" : "") << "}";
   os << "};\nconst megart::FlatLayoutDesc " << name << " = {.param_offsets = " << name
      << "ParamOffsets, .buckets = " << name << "Buckets, .num_buckets = " << buckets.size() / 2
      << ", .numel = " << cast<IntegerAttr>(layout.get("numel")).getInt()
      << ", .shard_degree = " << cast<IntegerAttr>(layout.get("shard_degree")).getInt()
      << ", .sharding = megart::DataParallelSharding::" << strategy;
+  if (expertDegree)
+    os << ", .expert_shard_degree = " << expertDegree.getInt();
   if (auto offloaded = layout.getAs<IntegerAttr>("offloaded_numel"); offloaded && offloaded.getInt() > 0)
     os << ", .offloaded_numel = " << offloaded.getInt();
   os << "};\n\n";

@@ -33,20 +33,21 @@ constexpr StringLiteral kZero3Rule = "ZeRO-3 (optim_grads_params): all-gather of
 /// The shard group (and with hybrid sharding the replicas) of the plan's sharded state.
 ShardGroups groupsOf(ModuleOp module, const ParallelPlan &plan) {
   ShardGroups groups;
-  groups.degree = plan.shardDegree;
   groups.overlapGrads = plan.overlapGradReduce;
   groups.prefetchParams = plan.overlapParamGather;
   groups.shard = shardGroupAxes(module, plan);
   if (plan.shardDegree != plan.dp)
     groups.replicas = replicaGroupAxes(module, plan);
+  if (plan.ep > 1)
+    groups.experts = expertDataParallelAxes(module, plan);
   return groups;
 }
 
 /// The distributed optimizer's flat buckets as buckets whose reduce-scatter backward starts.
-SmallVector<GradBucket> reduceScatterBuckets(const FlatBufferLayout &layout, int64_t shardDegree) {
+SmallVector<GradBucket> reduceScatterBuckets(const FlatBufferLayout &layout) {
   SmallVector<GradBucket> buckets;
   for (const FlatBufferLayout::Bucket &k : layout.buckets)
-    buckets.push_back({k.firstParam, k.lastParam, k.numel, k.numel / shardDegree});
+    buckets.push_back({k.firstParam, k.lastParam, k.numel, k.shardNumel()});
   return buckets;
 }
 
@@ -126,7 +127,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
             if (!isBackward(roleOf(fn)))
               waitForParamGathers(fn, table, layout);
         if (overlap && plan->sharding == ShardingStrategy::Optim &&
-            failed(startInBackward(reduceScatterBuckets(layout, plan->shardDegree))))
+            failed(startInBackward(reduceScatterBuckets(layout))))
           return signalPassFailure();
         continue;
       }
@@ -163,7 +164,7 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
 
   /// ZeRO-Offload must move something: a fraction too small for a shard's elements is refused.
   LogicalResult checkOffload(ModuleOp module, const FlatBufferLayout &layout, const ParallelPlan &plan) {
-    const int64_t shard = layout.numel / plan.shardDegree;
+    const int64_t shard = layout.shardNumel;
     if (plan.optimizerOffloadFraction <= 0 || plan.offloadedNumel(shard) > 0)
       return success();
     return module.emitError() << "--optimizer-offload-fraction " << plan.optimizerOffloadFraction
@@ -175,15 +176,21 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
   /// the emitter and the memory plan. ZeRO-1: @`syncName` reduce-scatters each gradient bucket
   /// over the shard group (this rank's shard of the sum kept at the bucket's start, where the
   /// optimizer steps it; summed across replicas with hybrid sharding). ZeRO-1 and ZeRO-2:
-  /// @`gatherName` all-gathers each bucket's updated parameter shards after the step.
+  /// @`gatherName` all-gathers each bucket's updated parameter shards after the step. An
+  /// expert-parallel rank's experts are sharded over the dp ranks holding the same experts, in
+  /// buckets of their own (Megatron's expert-data-parallel group).
   FlatBufferLayout addShardedFunctions(ModuleOp module, StringRef syncName, StringRef gatherName,
                                        const tx::ParamTable &table, const ParallelPlan &plan,
                                        ArrayRef<int64_t> chunkStarts) {
     SmallVector<int64_t> numels;
-    for (tx::ParamOp p : table.all())
+    SmallVector<bool> experts;
+    for (tx::ParamOp p : table.all()) {
       numels.push_back(p.getType().getNumElements());
-    const int64_t d = plan.shardDegree;
-    const FlatBufferLayout layout = layoutFlatBuffer(numels, plan.ddpBucketSize, d, chunkStarts);
+      experts.push_back(tx::holdsExpertBlock(p));
+    }
+    const int64_t d = plan.shardDegree, expertDegree = plan.dp / plan.ep;
+    const FlatBufferLayout layout =
+        layoutFlatBuffer(numels, plan.ddpBucketSize, d, chunkStarts, experts, expertDegree);
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
     MLIRContext *ctx = b.getContext();
@@ -198,17 +205,24 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
 
     auto sync = func::FuncOp::create(b, loc, syncName, b.getFunctionType({}, {}));
     setRole(sync, FunctionRole::SyncGradients);
-    SmallVector<int64_t> bucketPairs;
-    for (const FlatBufferLayout::Bucket &k : layout.buckets)
+    SmallVector<int64_t> bucketPairs, expertBuckets;
+    for (auto [index, k] : llvm::enumerate(layout.buckets)) {
       bucketPairs.append({k.offset, k.numel});
-    sync->setAttr(names::kFlatLayoutAttr,
-                  b.getDictionaryAttr({b.getNamedAttr("param_offsets", b.getDenseI64ArrayAttr(layout.paramOffsets)),
-                                       b.getNamedAttr("buckets", b.getDenseI64ArrayAttr(bucketPairs)),
-                                       b.getNamedAttr("numel", b.getI64IntegerAttr(layout.numel)),
-                                       b.getNamedAttr("shard_degree", b.getI64IntegerAttr(d)),
-                                       b.getNamedAttr("sharding", b.getStringAttr(shardingStrategyName(plan.shardedState()))),
-                                       b.getNamedAttr("offloaded_numel",
-                                                      b.getI64IntegerAttr(plan.offloadedNumel(layout.numel / d)))}));
+      if (k.experts)
+        expertBuckets.push_back(static_cast<int64_t>(index));
+    }
+    SmallVector<NamedAttribute> fields = {
+        b.getNamedAttr("param_offsets", b.getDenseI64ArrayAttr(layout.paramOffsets)),
+        b.getNamedAttr("buckets", b.getDenseI64ArrayAttr(bucketPairs)),
+        b.getNamedAttr("numel", b.getI64IntegerAttr(layout.numel)),
+        b.getNamedAttr("shard_degree", b.getI64IntegerAttr(d)),
+        b.getNamedAttr("shard_numel", b.getI64IntegerAttr(layout.shardNumel)),
+        b.getNamedAttr("sharding", b.getStringAttr(shardingStrategyName(plan.shardedState()))),
+        b.getNamedAttr("offloaded_numel", b.getI64IntegerAttr(plan.offloadedNumel(layout.shardNumel)))};
+    if (!expertBuckets.empty()) // sharded over expert_dp: expert_shard_degree ranks
+      fields.append({b.getNamedAttr("expert_buckets", b.getDenseI64ArrayAttr(expertBuckets)),
+                     b.getNamedAttr("expert_shard_degree", b.getI64IntegerAttr(expertDegree))});
+    sync->setAttr(names::kFlatLayoutAttr, b.getDictionaryAttr(fields));
     OpBuilder sb = OpBuilder::atBlockEnd(sync.addEntryBlock());
     // ZeRO-3 keeps the updated shards: nothing to gather after the step.
     const bool paramsSharded = plan.shardedState() == ShardingStrategy::OptimGradsParams;
@@ -222,14 +236,14 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
     for (auto [index, k] : llvm::enumerate(layout.buckets)) {
       const std::string name = "bucket_" + std::to_string(index);
       auto whole = RankedTensorType::get({k.numel}, b.getF32Type());
-      auto shard = RankedTensorType::get({k.numel / d}, b.getF32Type());
+      auto shard = RankedTensorType::get({k.shardNumel()}, b.getF32Type());
+      const CollectiveAxes &over = groups.of(k);
       const std::string what = " bucket " + std::to_string(index) + " (" + table[k.firstParam].getName().str() +
                                " .. " + table[k.lastParam].getName().str() + ", " + std::to_string(k.numel) +
-                               " elements with padding)";
+                               " elements with padding" + (k.experts ? "; over the dp ranks holding these experts)" : ")");
       if (!gradsInBackward) {
         Value grads = tx::GradBucketOp::create(sb, named(name), whole, k.firstParam, k.lastParam);
-        Value sum = shard::ReduceScatterOp::create(sb, named(name + "_shard"), shard, groups.shard.grid,
-                                                   groups.shard.axes, grads,
+        Value sum = shard::ReduceScatterOp::create(sb, named(name + "_shard"), shard, over.grid, over.axes, grads,
                                                    shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
                                                    sb.getIndexAttr(0));
         sum.getDefiningOp()->setAttr(names::kRuleAttr, sb.getStringAttr("distributed optimizer (" + strategy +
@@ -247,8 +261,8 @@ struct DataParallelPass : public megac::impl::DataParallelBase<DataParallelPass>
       if (paramsSharded)
         continue;
       Value mine = tx::ParamShardOp::create(gb, named(name + "_param_shard"), shard, k.firstParam, k.lastParam);
-      auto all = shard::AllGatherOp::create(gb, named(name + "_params"), whole, groups.shard.grid, groups.shard.axes,
-                                            mine, gb.getIndexAttr(0));
+      auto all = shard::AllGatherOp::create(gb, named(name + "_params"), whole, over.grid, over.axes, mine,
+                                            gb.getIndexAttr(0));
       all->setAttr(names::kRuleAttr, gb.getStringAttr("distributed optimizer (" + strategy +
                                                       "): all-gather of the updated parameter" + what + kept));
       tx::SetParamBucketOp::create(gb, loc, all, k.firstParam, k.lastParam);

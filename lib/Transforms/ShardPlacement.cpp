@@ -12,11 +12,13 @@
 using namespace mlir;
 using namespace megac;
 
-/// The name of the grid axis `axes` runs over ("dp", or with hybrid sharding "dp_shard" /
-/// "dp_replicate").
+/// The name of the grid axis `axes` runs over ("dp", with hybrid sharding "dp_shard" /
+/// "dp_replicate", the experts' "expert_dp").
 static StringRef axisName(const CollectiveAxes &axes) {
   if (axes.grid.getValue() == names::kDpGrid)
     return dpGridAxisName(static_cast<DpGridAxis>(axes.axes.asArrayRef()[0]));
+  if (axes.grid.getValue() == names::kEpGrid)
+    return epGridAxisName(static_cast<EpGridAxis>(axes.axes.asArrayRef()[0]));
   return gridAxisName(static_cast<GridAxis>(axes.axes.asArrayRef()[0]));
 }
 
@@ -69,7 +71,6 @@ static SmallVector<int64_t> bucketsOfParams(const FlatBufferLayout &layout, int6
 SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const tx::ParamTable &table,
                                                          const FlatBufferLayout &layout, const ShardGroups &groups,
                                                          StringRef rule) {
-  const int64_t shardDegree = groups.degree;
   hoistParamGrads(fn); // a bucket is staged only from its first gradient to its last
   const SmallVector<int64_t> bucketOf = bucketsOfParams(layout, table.size());
   // Each bucket's gradients in the order backward makes them.
@@ -93,7 +94,8 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
     b.setInsertionPoint(grads[index].front());
     // Each rank's bucket is its part of a sum over the dp ranks (of the shard group and of the
     // replicas): reduce-scattered, a shard of it; summed across the replicas, the whole shard.
-    SmallVector<StringRef> dpAxes = {axisName(groups.shard)};
+    const CollectiveAxes &over = groups.of(k);
+    SmallVector<StringRef> dpAxes = {axisName(over)};
     if (groups.replicas.grid)
       dpAxes.push_back(axisName(groups.replicas));
     Value bucket =
@@ -108,16 +110,16 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
       g.erase(); // before moving the insertion point: it would rest on g
       b.setInsertionPointAfter(bucket.getDefiningOp());
     }
-    auto shard = RankedTensorType::get({k.numel / shardDegree}, b.getF32Type());
+    auto shard = RankedTensorType::get({k.shardNumel()}, b.getF32Type());
     const std::string what = " bucket " + std::to_string(index) + " (" + table[k.firstParam].getName().str() + " .. " +
                              table[k.lastParam].getName().str() + ", " + std::to_string(k.numel) +
-                             " elements with padding)";
-    Value sum = shard::ReduceScatterOp::create(b, named(name + "_grad_shard", fn.getLoc()), shard, groups.shard.grid,
-                                               groups.shard.axes, bucket,
+                             " elements with padding" + (k.experts ? "; over the dp ranks holding these experts)" : ")");
+    Value sum = shard::ReduceScatterOp::create(b, named(name + "_grad_shard", fn.getLoc()), shard, over.grid,
+                                               over.axes, bucket,
                                                shard::ReductionKindAttr::get(ctx, shard::ReductionKind::Sum),
                                                b.getIndexAttr(0));
     sum.getDefiningOp()->setAttr(names::kRuleAttr, b.getStringAttr(rule + what));
-    recordSharding(sum, axisName(groups.shard), ArrayRef<StringRef>(dpAxes).drop_front());
+    recordSharding(sum, axisName(over), ArrayRef<StringRef>(dpAxes).drop_front());
     if (groups.overlapGrads) {
       // Backward goes on while the bucket is reduced; its shard is kept at the end.
       overlapped.push_back(sum.getDefiningOp());
@@ -130,9 +132,9 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
       across->setAttr(names::kRuleAttr,
                       b.getStringAttr("hybrid sharding: the gradient shard summed across the replicas of" + what));
       sum = across;
-      recordSharding(sum, axisName(groups.shard), {});
+      recordSharding(sum, axisName(over), {});
     }
-    tx::AddGradShardOp::create(b, fn.getLoc(), sum, k.firstParam, k.lastParam, k.offset / shardDegree);
+    tx::AddGradShardOp::create(b, fn.getLoc(), sum, k.firstParam, k.lastParam, k.shardOffset);
   }
   waitWhereFirstRead(overlapped);
   return made;
@@ -140,7 +142,6 @@ SmallVector<int64_t> megac::reduceScatterGradsInBackward(func::FuncOp fn, const 
 
 void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, const FlatBufferLayout &layout,
                                   const ShardGroups &groups, StringRef rule) {
-  const int64_t shardDegree = groups.degree;
   Block &body = fn.getBody().front();
   const SmallVector<int64_t> bucketOf = bucketsOfParams(layout, table.size());
   // Per bucket, each parameter's uses.
@@ -183,12 +184,13 @@ void megac::gatherParamsBeforeUse(func::FuncOp fn, const tx::ParamTable &table, 
     const std::string name = "bucket_" + std::to_string(index);
     auto named = [&](const std::string &n) { return NameLoc::get(b.getStringAttr(n), fn.getLoc()); };
     b.setInsertionPoint(first);
-    auto shardType = RankedTensorType::get({k.numel / shardDegree}, b.getF32Type());
+    const CollectiveAxes &over = groups.of(k);
+    auto shardType = RankedTensorType::get({k.shardNumel()}, b.getF32Type());
     Value mine = tx::LocalParamShardOp::create(b, named(name + "_param_shard"), shardType, k.firstParam,
-                                               k.lastParam, k.offset / shardDegree);
-    recordSharding(mine, axisName(groups.shard), {});
+                                               k.lastParam, k.shardOffset);
+    recordSharding(mine, axisName(over), {});
     auto all = shard::AllGatherOp::create(b, named(name + "_params"), RankedTensorType::get({k.numel}, b.getF32Type()),
-                                          groups.shard.grid, groups.shard.axes, mine, b.getIndexAttr(0));
+                                          over.grid, over.axes, mine, b.getIndexAttr(0));
     if (groups.prefetchParams)
       overlapped.push_back(all);
     recordSharding(all.getResult(), std::nullopt, {});

@@ -13,11 +13,14 @@
 
 namespace megac {
 
-/// The ranks the state is sharded over (`shard`, `degree` of them) and, with hybrid sharding,
-/// the replicas whose shards are summed (`replicas`; grid null without hybrid sharding).
+/// The ranks the state is sharded over (`shard`) and, with hybrid sharding, the replicas whose
+/// shards are summed (`replicas`; grid null without hybrid sharding); with expert parallelism the
+/// experts' buckets shard over the dp ranks holding the same experts (`experts`). Each bucket of
+/// the flat layout says its degree and where its shard lies.
 struct ShardGroups {
-  CollectiveAxes shard, replicas;
-  int64_t degree = 1;
+  CollectiveAxes shard, replicas, experts;
+  /// The group a bucket's state is sharded over.
+  const CollectiveAxes &of(const FlatBufferLayout::Bucket &k) const { return k.experts ? experts : shard; }
   // --overlap-grad-reduce: the reduce-scatters are started where they stand and waited for
   // (tx.wait_collective) where first read, at the end of the function; --overlap-param-gather:
   // each bucket's all-gather starts where the bucket before it is gathered (prefetched), and is
@@ -29,7 +32,7 @@ struct ShardGroups {
 /// bucket of `layout` go into a zeroed flat bucket (tx.grad_bucket_init, tx.grad_bucket_add at
 /// the parameter's place in the bucket), which is reduce-scattered over dp right after its last
 /// gradient (shard.reduce_scatter, labelled with `rule`) and added into this rank's gradient shard
-/// (tx.add_grad_shard at bucket offset / the shard degree); with hybrid sharding the shard is first
+/// (tx.add_grad_shard at the bucket's shard offset); with hybrid sharding the shard is first
 /// summed across the replicas (shard.all_reduce, as HSDP does every backward). Returns the buckets
 /// (indices into layout.buckets) `fn` makes gradients of.
 llvm::SmallVector<int64_t> reduceScatterGradsInBackward(mlir::func::FuncOp fn, const tx::ParamTable &table,
@@ -38,7 +41,7 @@ llvm::SmallVector<int64_t> reduceScatterGradsInBackward(mlir::func::FuncOp fn, c
 
 /// Replaces the uses of `fn`'s tx.param ops (run after reduceScatterGradsInBackward: no
 /// tx.param_grad is left) with views of gathered buckets: before the first use of a parameter of
-/// bucket k, this rank's shard (tx.local_param_shard at bucket offset / the shard degree) is
+/// bucket k, this rank's shard (tx.local_param_shard at the bucket's shard offset) is
 /// all-gathered over the shard group (labelled with `rule`) and each parameter read as a
 /// tx.bucket_param view. A chunk's forward and backward gather apart, so the forward's buffers
 /// are free once it is done (reshard after forward).

@@ -10,7 +10,7 @@
 
 namespace megart {
 
-void validate_flat_layout(const FlatLayout &l, int shard_size) {
+void validate_flat_layout(const FlatLayout &l, int shard_size, int expert_shard_size) {
   const size_t n = l.param_offsets.size();
   if (l.param_numels.size() != n || l.weight_decay.size() != n)
     throw Error("flat layout: " + std::to_string(n) + " parameter offsets but " +
@@ -19,11 +19,15 @@ void validate_flat_layout(const FlatLayout &l, int shard_size) {
   int64_t end = 0;
   for (size_t b = 0; b < l.buckets.size(); ++b) {
     const FlatBucket &k = l.buckets[b];
-    if (k.offset < end || k.numel <= 0 || k.numel % shard_size != 0 || k.numel > l.numel - k.offset)
+    if (k.experts && expert_shard_size < 1)
+      throw Error("flat layout: bucket " + std::to_string(b) + " holds experts, but there is no expert-data-parallel "
+                  "group to shard it over");
+    const int shards = k.experts ? expert_shard_size : shard_size;
+    if (k.offset < end || k.numel <= 0 || k.numel % shards != 0 || k.numel > l.numel - k.offset)
       throw Error("flat layout: bucket " + std::to_string(b) + " (offset " + std::to_string(k.offset) +
                   ", " + std::to_string(k.numel) + " elements) overlaps the one before, leaves the " +
                   std::to_string(l.numel) + "-element buffer or does not split into " +
-                  std::to_string(shard_size) + " equal shards");
+                  std::to_string(shards) + " equal shards");
     end = k.offset + k.numel;
   }
   std::vector<size_t> order(n);
@@ -46,11 +50,15 @@ void validate_flat_layout(const FlatLayout &l, int shard_size) {
 
 DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *params, float *grads,
                                                      Communicator &group, Device &device, bool grads_sharded,
-                                                     bool params_sharded, int64_t offloaded_numel)
-    : layout_(std::move(layout)), params_(params), grads_(grads), group_(group), device_(device),
-      grads_sharded_(grads_sharded || params_sharded), params_sharded_(params_sharded) {
-  validate_flat_layout(layout_, group.size());
-  shard_numel_ = layout_.numel / group.size();
+                                                     bool params_sharded, int64_t offloaded_numel,
+                                                     Communicator *expert_group)
+    : layout_(std::move(layout)), params_(params), grads_(grads), group_(group), expert_group_(expert_group),
+      device_(device), grads_sharded_(grads_sharded || params_sharded), params_sharded_(params_sharded) {
+  validate_flat_layout(layout_, group.size(), expert_group ? expert_group->size() : 0);
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    shard_offsets_.push_back(shard_numel_);
+    shard_numel_ += shard_size(static_cast<int64_t>(b));
+  }
   if (offloaded_numel < 0 || offloaded_numel > shard_numel_)
     throw Error("flat layout: " + std::to_string(offloaded_numel) + " offloaded elements, but a rank's shard has " +
                 std::to_string(shard_numel_));
@@ -64,11 +72,10 @@ DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *p
       *b = DeviceBuffer(cpu_device(), host_bytes, MemoryCategory::OffloadedOptimizer);
   }
   // This rank's shard of each bucket, cut where parameters begin and end.
-  const int64_t r = group.rank();
-  int64_t state = 0;
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {
     const FlatBucket &k = layout_.buckets[b];
-    const int64_t m = k.numel / group.size(), lo = k.offset + r * m, hi = lo + m;
+    const int64_t r = group_of(static_cast<int64_t>(b)).rank(), state = shard_offsets_[b];
+    const int64_t m = shard_size(static_cast<int64_t>(b)), lo = k.offset + r * m, hi = lo + m;
     const int64_t reduced = bucket_grad_shard(static_cast<int64_t>(b)) - grads_;
     for (int64_t i = 0; i < size(); ++i) {
       const int64_t begin = std::max(lo, layout_.param_offsets[i]);
@@ -77,7 +84,6 @@ DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *p
         pieces_.push_back({i, begin, params_sharded_ ? reduced + (begin - lo) : begin, reduced + (begin - lo),
                            state + (begin - lo), stop - begin});
     }
-    state += m;
   }
   std::sort(pieces_.begin(), pieces_.end(), [](const Piece &a, const Piece &b) { return a.element < b.element; });
   for (const Piece &p : pieces_) {
@@ -115,8 +121,11 @@ void DistributedOptimizerState::zero_moments() {
 }
 
 float *DistributedOptimizerState::bucket_grad_shard(int64_t b) const {
-  const int64_t offset = layout_.buckets[b].offset;
-  return grads_ + (grads_sharded_ ? offset / group_.size() : offset);
+  return grads_ + (grads_sharded_ ? shard_offsets_[b] : layout_.buckets[b].offset);
+}
+
+Communicator &DistributedOptimizerState::group_of(int64_t b) const {
+  return layout_.buckets[b].experts ? *expert_group_ : group_; // validated: set when a bucket holds experts
 }
 
 int64_t DistributedOptimizerState::bucket_of(int64_t i) const {
@@ -154,19 +163,19 @@ void DistributedOptimizerState::step(const AdamWScalars &with_decay, const AdamW
 void DistributedOptimizerState::start_all_gather_params() {
   if (params_sharded_)
     throw Error("ZeRO-3 (optim_grads_params): the parameters stay sharded after the step");
-  const int64_t d = group_.size(), r = group_.rank();
   gathers_.resize(layout_.buckets.size());
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {
-    const int64_t m = layout_.buckets[b].numel / d;
+    Communicator &over = group_of(static_cast<int64_t>(b));
+    const int64_t m = shard_size(static_cast<int64_t>(b));
     float *bucket = params_ + layout_.buckets[b].offset;
-    gathers_[b] = group_.iall_gather(bucket, bucket + r * m, m);
+    gathers_[b] = over.iall_gather(bucket, bucket + over.rank() * m, m);
   }
 }
 
 void DistributedOptimizerState::wait(int64_t bucket) {
   if (bucket < 0 || bucket >= static_cast<int64_t>(gathers_.size()) || !gathers_[static_cast<size_t>(bucket)])
     return;
-  group_.wait(*gathers_[static_cast<size_t>(bucket)]);
+  group_of(bucket).wait(*gathers_[static_cast<size_t>(bucket)]);
   gathers_[static_cast<size_t>(bucket)].reset();
 }
 
@@ -176,9 +185,9 @@ void DistributedOptimizerState::wait_all() {
 }
 
 void DistributedOptimizerState::all_gather_params_into(float *full) const {
-  const int64_t d = group_.size();
-  for (const FlatBucket &k : layout_.buckets)
-    group_.all_gather(full + k.offset, params_ + k.offset / d, k.numel / d);
+  for (size_t b = 0; b < layout_.buckets.size(); ++b)
+    group_of(static_cast<int64_t>(b))
+        .all_gather(full + layout_.buckets[b].offset, params_ + shard_offsets_[b], shard_size(static_cast<int64_t>(b)));
 }
 
 void DistributedOptimizerState::set_param_pieces(int64_t i, const float *host) {
@@ -189,7 +198,6 @@ void DistributedOptimizerState::set_param_pieces(int64_t i, const float *host) {
 }
 
 void DistributedOptimizerState::all_gather_moments(float *exp_avg, float *exp_avg_sq) const {
-  const int64_t d = group_.size();
   // With ZeRO-Offload the shard's moments are first put together from host and device (through
   // host memory: the Device copies only between the two), in temporary device buffers.
   DeviceBuffer whole_avg, whole_sq;
@@ -208,12 +216,11 @@ void DistributedOptimizerState::all_gather_moments(float *exp_avg, float *exp_av
     }
     avg = whole_avg.as<float>(), sq = whole_sq.as<float>();
   }
-  int64_t state = 0;
-  for (const FlatBucket &k : layout_.buckets) {
-    const int64_t m = k.numel / d;
-    group_.all_gather(exp_avg + k.offset, avg + state, m);
-    group_.all_gather(exp_avg_sq + k.offset, sq + state, m);
-    state += m;
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    Communicator &over = group_of(static_cast<int64_t>(b));
+    const int64_t m = shard_size(static_cast<int64_t>(b)), offset = layout_.buckets[b].offset;
+    over.all_gather(exp_avg + offset, avg + shard_offsets_[b], m);
+    over.all_gather(exp_avg_sq + offset, sq + shard_offsets_[b], m);
   }
 }
 

@@ -15,6 +15,11 @@ double model_grad_norm(const ParamStore &store, Communicator &tp) {
 
 double model_grad_norm(const ParamStore &store, Communicator &tp, Communicator &pp,
                        const std::vector<char> &counted, Communicator *ep) {
+  // Sharded, every rank's shards are distinct pieces (an ep rank's experts sharded over the dp
+  // ranks holding the same): the sum over the shard group covers each once, experts included.
+  const DistributedOptimizerState *sharded = store.sharded();
+  if (sharded)
+    ep = nullptr;
   const bool first_ep_rank = !ep || ep->rank() == 0;
   auto counts = [&](int64_t i) {
     return (store.tp_split(i) || tp.rank() == 0) && (store.ep_split(i) || first_ep_rank) &&
@@ -22,7 +27,6 @@ double model_grad_norm(const ParamStore &store, Communicator &tp, Communicator &
   };
   // Table order, as the single-rank sum (bit-identical to it at tp 1, pp 1); sharded, buffer order.
   std::vector<std::pair<const float *, int64_t>> grads;
-  const DistributedOptimizerState *sharded = store.sharded();
   if (sharded) {
     const MutableTensorList &pieces = sharded->shard_grads();
     for (size_t k = 0; k < pieces.size(); ++k)

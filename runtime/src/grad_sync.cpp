@@ -34,18 +34,19 @@ void GradSync::start(float *data, int64_t n, Communicator *group) {
   started_.push_back({over.iall_reduce_sum_bf16(bits, n), &over, data, n});
 }
 
-void GradSync::start_reduce_scatter(float *bucket, int64_t shard_numel) {
+void GradSync::start_reduce_scatter(float *bucket, int64_t shard_numel, Communicator *group) {
   if (!shard_)
     throw Error("compiled program: its step starts gradient reduce-scatters, but it has no flat_layout "
                 "(regenerate the program with megac compile)");
-  started_.push_back({shard_->ireduce_scatter_sum(bucket, bucket, shard_numel), shard_, bucket, shard_numel, true});
+  Communicator &over = group ? *group : *shard_;
+  started_.push_back({over.ireduce_scatter_sum(bucket, bucket, shard_numel), &over, bucket, shard_numel, true});
 }
 
 int64_t GradSync::finish() {
   const auto started = static_cast<int64_t>(started_.size());
   for (Started &s : started_) {
     if (s.scattered) {
-      shard_->wait(*s.request);
+      s.over->wait(*s.request);
       if (replicas_)
         replicas_->all_reduce_sum(s.data, s.n);
       continue;

@@ -19,7 +19,7 @@ namespace {
 // The program's flat layout of these parameters as the distributed optimizer's tables, checked
 // against the parameter table and the shard group.
 FlatLayout flat_layout_of(const FlatLayoutDesc &flat, const std::vector<ParamDesc> &descs,
-                          const Communicator *group) {
+                          const Communicator *group, const Communicator *expert_group) {
   auto bad = [](const std::string &problem) {
     throw Error("compiled program: flat_layout (the distributed optimizer's buffers): " + problem +
                 " (regenerate the program with megac compile)");
@@ -32,6 +32,11 @@ FlatLayout flat_layout_of(const FlatLayoutDesc &flat, const std::vector<ParamDes
   if (flat.shard_degree != group->size())
     bad("shard_degree is " + std::to_string(flat.shard_degree) + ", but the data-parallel group " +
         "has " + std::to_string(group->size()) + " ranks");
+  const int expert_size = expert_group ? expert_group->size() : 0;
+  if (flat.expert_shard_degree != 0 && flat.expert_shard_degree != expert_size)
+    bad("expert_shard_degree is " + std::to_string(flat.expert_shard_degree) + ", but " +
+        (expert_group ? "the expert-data-parallel group has " + std::to_string(expert_size) + " ranks"
+                      : std::string("no expert-data-parallel group was given")));
   constexpr int64_t kAlignFloats = 64 / sizeof(float);
   FlatLayout l;
   for (size_t i = 0; i < descs.size(); ++i) {
@@ -47,7 +52,7 @@ FlatLayout flat_layout_of(const FlatLayoutDesc &flat, const std::vector<ParamDes
   l.buckets.assign(flat.buckets, flat.buckets + flat.num_buckets);
   l.numel = flat.numel;
   try {
-    validate_flat_layout(l, group->size());
+    validate_flat_layout(l, group->size(), static_cast<int>(flat.expert_shard_degree));
   } catch (const Error &e) {
     bad(e.what());
   }
@@ -58,7 +63,8 @@ FlatLayout flat_layout_of(const FlatLayoutDesc &flat, const std::vector<ParamDes
 
 ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_rank,
                        int64_t tp_size, Device &device, const FlatLayoutDesc *flat_layout,
-                       Communicator *shard_group, int64_t ep_rank, int64_t ep_size)
+                       Communicator *shard_group, int64_t ep_rank, int64_t ep_size,
+                       Communicator *expert_shard_group)
     : tp_rank_(tp_rank), tp_size_(tp_size), ep_rank_(ep_rank), ep_size_(ep_size), device_(&device) {
   set_blocks(params, num_params);
   if (flat_layout) {
@@ -67,10 +73,13 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
     // With ZeRO-2 the gradient buffer holds only this rank's shard of each bucket, which the
     // compiled backward fills (StepContext::grad_shards): no per-parameter gradient pointers.
     // With ZeRO-3 the parameter buffer too (StepContext::param_shards).
-    FlatLayout layout = flat_layout_of(*flat_layout, descs_, shard_group);
+    Communicator *expert_group = flat_layout->expert_shard_degree > 0 ? expert_shard_group : nullptr;
+    FlatLayout layout = flat_layout_of(*flat_layout, descs_, shard_group, expert_group);
     const bool params_sharded = flat_layout->sharding == DataParallelSharding::OptimGradsParams;
     const bool grads_sharded = params_sharded || flat_layout->sharding == DataParallelSharding::OptimGrads;
-    const int64_t shard = layout.numel / shard_group->size();
+    int64_t shard = 0; // this rank's shard of every bucket
+    for (const FlatBucket &k : layout.buckets)
+      shard += k.numel / (k.experts ? flat_layout->expert_shard_degree : flat_layout->shard_degree);
     flat_grads_numel_ = grads_sharded ? shard : layout.numel;
     flat_params_ = DeviceBuffer(device, static_cast<size_t>(params_sharded ? shard : layout.numel) * sizeof(float),
                                 MemoryCategory::Parameters);
@@ -81,9 +90,9 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
       param_ptrs_.push_back(params_sharded ? nullptr : flat_params_.as<float>() + offset);
       grad_ptrs_.push_back(grads_sharded ? nullptr : flat_grads_.as<float>() + offset);
     }
-    sharded_ = std::make_unique<DistributedOptimizerState>(std::move(layout), flat_params_.as<float>(),
-                                                           flat_grads_.as<float>(), *shard_group, device,
-                                                           grads_sharded, params_sharded, flat_layout->offloaded_numel);
+    sharded_ = std::make_unique<DistributedOptimizerState>(
+        std::move(layout), flat_params_.as<float>(), flat_grads_.as<float>(), *shard_group, device, grads_sharded,
+        params_sharded, flat_layout->offloaded_numel, expert_group);
     return;
   }
   // One gradient allocation; each gradient starts on a 64-byte boundary, as ProgramDesc

@@ -50,8 +50,7 @@ void TiedGradients::sync(ParamStore &store, bool shards) {
       }
       // ZeRO-2: this rank's reduced shard of the block's own bucket, the same shard in each stage.
       const int64_t k = sharded->bucket_of(b);
-      t.group->all_reduce_sum(sharded->bucket_grad_shard(k),
-                              sharded->layout().buckets[static_cast<size_t>(k)].numel / sharded->group().size());
+      t.group->all_reduce_sum(sharded->bucket_grad_shard(k), sharded->shard_size(k));
     }
 }
 

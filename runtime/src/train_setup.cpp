@@ -10,6 +10,7 @@
 #include "megart/pipeline_program.h"
 #include "megart/train_checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -44,6 +45,14 @@ void validate_flat_layout_fields(const ProgramDesc &p, const FlatLayoutDesc *fla
     throw Error("compiled program: " + where + "flat_layout shards over " + std::to_string(flat->shard_degree) +
                 " of the " + std::to_string(p.data_parallel_size) + " dp ranks (hybrid sharding) but has no "
                 "sync_gradients to sum the shards across the replicas (regenerate the program with megac compile)");
+  const int64_t ep = p.expert_parallel_size;
+  if (flat->expert_shard_degree != 0 &&
+      (ep <= 1 || flat->expert_shard_degree != p.data_parallel_size / ep || flat->shard_degree != p.data_parallel_size))
+    throw Error("compiled program: " + where + "flat_layout shards its experts over " +
+                std::to_string(flat->expert_shard_degree) + " ranks, but data_parallel_size " +
+                std::to_string(p.data_parallel_size) + " / expert_parallel_size " + std::to_string(ep) +
+                " are the dp ranks holding the same experts (and the rest must shard over every dp rank; "
+                "regenerate the program with megac compile)");
   if (flat->sharding != DataParallelSharding::Optim && flat->sharding != DataParallelSharding::OptimGrads &&
       flat->sharding != DataParallelSharding::OptimGradsParams)
     throw Error("compiled program: " + where + "flat_layout's sharding is " +
@@ -418,7 +427,7 @@ TrainSetup prepare_training(TrainFlags &flags, const ProgramDesc &program,
   // Allocated only now: the model's state is the big allocation, the checks above are cheap.
   s.store = std::make_unique<ParamStore>(params, num_params, grid.coord().tp, grid.shape().tp,
                                          program_device(program), flat_layout, &grid.dp_shard(),
-                                         grid.ep().rank(), grid.shape().ep);
+                                         grid.ep().rank(), grid.shape().ep, &grid.expert_dp());
   if (stage.num_frozen_params > 0) {
     s.frozen = ParamStore::frozen(stage.frozen_params, stage.num_frozen_params, grid.coord().tp, grid.shape().tp, program_device(program));
     load_lora(s, flags, program, source, resume, fresh);
@@ -501,8 +510,11 @@ void print_header(std::ostream &out, const ProgramDesc &p, const TrainFlags &f,
     out << "  distributed optimizer: parameters and gradients in flat buffers of " << l.numel
         << " elements (" << l.numel - used << " padding) in " << l.buckets.size() << " bucket"
         << (l.buckets.size() == 1 ? "" : "s") << (stages ? " (pp stage 0's)" : "")
-        << "; AdamW moments sharded over dp " << sharded->group().size() << ": "
-        << sharded->shard_numel() << " elements each\n";
+        << "; AdamW moments sharded over dp " << sharded->group().size();
+    const auto experts = std::find_if(l.buckets.begin(), l.buckets.end(), [](const FlatBucket &k) { return k.experts; });
+    if (experts != l.buckets.end()) // an ep rank's experts: over the dp ranks holding the same
+      out << " (the experts over expert_dp " << sharded->group_of(experts - l.buckets.begin()).size() << ")";
+    out << ": " << sharded->shard_numel() << " elements each\n";
   }
   // The samples this run reads (none with --skip-train); require_samples bounded the sum.
   const int64_t from = setup.start.consumed_samples;

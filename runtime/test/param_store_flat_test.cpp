@@ -163,3 +163,28 @@ TEST(ParamStoreFlat, RefusesALayoutThatDoesNotFit) {
   past.param_offsets = outside;
   expect_error([&] { make(past, &self); }, {"lies in no single bucket"});
 }
+
+// Expert parallelism: an expert bucket shards over the expert-data-parallel group, which must be
+// given and be expert_shard_degree ranks; the shards follow each other in bucket order.
+TEST(ParamStoreFlat, ExpertBucketsShardOverTheirOwnGroup) {
+  megart::SelfCommunicator self;
+  const train_test::Program p = train_test::bigram_program<2>();
+  const megart::FlatBucket buckets[] = {{0, 128}, {128, 256, /*experts=*/true}}; // kTwoBuckets', the second experts
+  megart::FlatLayoutDesc layout = flat_test::layout_desc<flat_test::kTwoBuckets>(1);
+  layout.buckets = buckets;
+  auto make = [&](const megart::FlatLayoutDesc &l, megart::Communicator *experts) {
+    return ParamStore(p.params.data(), 2, 0, 1, megart::cpu_device(), &l, &self, 0, 1, experts);
+  };
+  expect_error([&] { make(layout, &self); }, {"bucket 1 holds experts", "no expert-data-parallel group"});
+  megart::FlatLayoutDesc three = layout;
+  three.expert_shard_degree = 3;
+  expect_error([&] { make(three, &self); }, {"expert_shard_degree is 3", "expert-data-parallel group has 1 ranks"});
+  layout.expert_shard_degree = 1;
+  expect_error([&] { make(layout, nullptr); }, {"expert_shard_degree is 1", "no expert-data-parallel group"});
+  const ParamStore store = make(layout, &self);
+  const megart::DistributedOptimizerState &state = *store.sharded();
+  EXPECT_EQ(state.shard_numel(), 384);
+  EXPECT_EQ(state.shard_offset(0), 0);
+  EXPECT_EQ(state.shard_offset(1), 128);
+  EXPECT_EQ(&state.group_of(1), &self);
+}

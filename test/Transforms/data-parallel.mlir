@@ -88,7 +88,7 @@ func.func @forward(%ids: tensor<2x4xi32>, %labels: tensor<2x4xi32>) -> tensor<f3
 // CHECK-NEXT:    %[[S1:.*]] = shard.reduce_scatter %[[H1]] {{.*}} : tensor<128xf32> -> tensor<64xf32>
 // CHECK-NEXT:    tx.add_grad_shard %[[S1]] params[0, 0] at 128 : tensor<64xf32>
 // CHECK-NOT:     tx.param_grad
-// CHECK-LABEL: func.func @sync_gradients_stage0() attributes {megac.flat_layout = {buckets = array<i64: 0, 256, 256, 128>, numel = 384 : i64, offloaded_numel = 0 : i64, param_offsets = array<i64: 256, 192, 128, 0>, shard_degree = 2 : i64, sharding = "optim_grads"}, megac.role = #megac.role<sync_gradients>} {
+// CHECK-LABEL: func.func @sync_gradients_stage0() attributes {megac.flat_layout = {buckets = array<i64: 0, 256, 256, 128>, numel = 384 : i64, offloaded_numel = 0 : i64, param_offsets = array<i64: 256, 192, 128, 0>, shard_degree = 2 : i64, shard_numel = 192 : i64, sharding = "optim_grads"}, megac.role = #megac.role<sync_gradients>} {
 // CHECK-NEXT:    return
 // CHECK-LABEL: func.func @gather_params_stage0()
 // CHECK:         shard.all_gather {{.*}} {megac.rule = "distributed optimizer (optim_grads): all-gather of the updated parameter bucket 0

@@ -1,6 +1,6 @@
 // megac plan SPEC.yaml --gpus N --cluster C --global-batch-size B: searches tp, pp, vpp, dp, sp,
 // micro batch, recomputation, the sharding strategy and, for a mixture of experts, ep (each
-// divisor of dp that divides the experts, without sharding) for the plan megac simulate predicts the
+// divisor of dp that divides the experts) for the plan megac simulate predicts the
 // most tokens/s for, among those the compiler accepts and whose memory plan fits, and prints the
 // best few with the `megac compile` command for each.
 //
@@ -162,8 +162,8 @@ Expected<megac::ParallelPlan> planOf(const Candidate &c, int64_t globalBatch, me
 
 /// A lower bound on a rank's memory: its share of the layers' parameters (at most 1/tp of each
 /// layer: norms are not split; at most 1/ep with expert parallelism: only the experts are; no
-/// embedding), their fp32 gradients and the AdamW moments, sharded as the candidate shards them; no
-/// activations or buffers.
+/// embedding), their fp32 gradients and the AdamW moments, sharded as the candidate shards them (at
+/// most over dp: the experts' state shards over dp / ep); no activations or buffers.
 double memoryLowerBoundBytes(const megac::ModelSpec &spec, const Candidate &c) {
   const double params =
       double(megac::layerParameters(spec)) * double(spec.numLayers / c.pp) / double(c.tp) / double(c.ep);
@@ -262,12 +262,13 @@ int megac::runPlan() {
             for (Sharding sharding : shardings)
               candidates.push_back({tp, pp, vpp, dp, mb, r, sharding});
           // Expert parallelism (a mixture of experts): each ep dividing dp and the experts, its
-          // experts' gradients all-reduced (megac shards no expert state yet).
+          // experts' state sharded over the dp ranks holding the same experts.
           if (spec->isMixtureOfExperts())
             for (int64_t ep : divisors(dp))
               if (ep > 1 && spec->numExperts % ep == 0)
                 for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
-                  candidates.push_back({tp, pp, vpp, dp, mb, r, Sharding::None, ep});
+                  for (Sharding sharding : shardings)
+                    candidates.push_back({tp, pp, vpp, dp, mb, r, sharding, ep});
         }
     }
   }

@@ -7,6 +7,8 @@
 // gradients; the program's compiled sync leaves in each bucket the sum over the group of this
 // rank's shard; step() updates the shard's parameters; the program's compiled gather (or
 // start_all_gather_params() with overlap) gives every rank every bucket's updated parameters again.
+// With expert parallelism the buckets of the rank's experts (FlatBucket::experts) are sharded over
+// the dp ranks holding the same experts (the expert group), the others over the shard group.
 #pragma once
 
 #include "megart/comm.h"
@@ -30,18 +32,19 @@ struct FlatLayout {
 };
 
 // Throws megart::Error naming the first inconsistency: a parameter outside the buffer or in two
-// buckets or none, overlapping parameters, a bucket not divisible into `shard_size` shards.
-void validate_flat_layout(const FlatLayout &layout, int shard_size);
+// buckets or none, overlapping parameters, a bucket not divisible into `shard_size` shards (an
+// expert bucket: `expert_shard_size`; 0: the layout may have none).
+void validate_flat_layout(const FlatLayout &layout, int shard_size, int expert_shard_size = 0);
 
 class DistributedOptimizerState final : public ParamGathers {
 public:
   // `params` and `grads`: the flat buffers (layout.numel floats each, on `device`), which must
   // outlive this state; with `grads_sharded` (ZeRO-2) `grads` holds only this rank's shard of
-  // each bucket (layout.numel / group size floats, bucket b's at buckets[b].offset / group size),
-  // reduced by the compiled backward. `group`: the ranks one copy of the state is sharded over
-  // (the dp group, or with --num-distributed-optimizer-instances a part of it). Validates the
-  // layout and allocates the zeroed moments (layout.numel / group size floats each,
-  // OptimizerState).
+  // each bucket (shard_numel() floats, bucket b's at shard_offset(b)), reduced by the compiled
+  // backward. `group`: the ranks one copy of the state is sharded over (the dp group, or with
+  // --num-distributed-optimizer-instances a part of it); `expert_group` (required when a bucket
+  // holds experts): the dp ranks holding the same experts. Validates the layout and allocates the
+  // zeroed moments (shard_numel() floats each, OptimizerState).
   // With `params_sharded` (ZeRO-3, implies grads_sharded) `params` holds only this rank's shards
   // too, laid out as the gradient shards. ZeRO-Offload: the first `offloaded_numel` elements of
   // this rank's shard (in shard order) are stepped on the host: their master weights, moments and
@@ -49,7 +52,7 @@ public:
   // for the rest only.
   DistributedOptimizerState(FlatLayout layout, float *params, float *grads, Communicator &group,
                             Device &device, bool grads_sharded = false, bool params_sharded = false,
-                            int64_t offloaded_numel = 0);
+                            int64_t offloaded_numel = 0, Communicator *expert_group = nullptr);
 
   // Parameter i in the flat buffer (ZeRO-1/2: with params_sharded there is no whole parameter).
   float *param(int64_t i) const { return params_ + layout_.param_offsets[i]; }
@@ -57,13 +60,19 @@ public:
   float *grad(int64_t i) const { return grads_ + layout_.param_offsets[i]; }
   bool grads_sharded() const { return grads_sharded_; }
   bool params_sharded() const { return params_sharded_; }
-  // This rank's reduced shard of bucket b (numel / group size floats): where the reduce-scatter
+  // This rank's reduced shard of bucket b (shard_size(b) floats): where the reduce-scatter
   // left it (ZeRO-1: the bucket's first elements; ZeRO-2: its place in the shard buffer).
   float *bucket_grad_shard(int64_t b) const;
+  // The ranks bucket b is sharded over, the size of its shard and where that lies among this
+  // rank's shards (the moments', ZeRO-2's gradients', ZeRO-3's parameters').
+  Communicator &group_of(int64_t b) const;
+  int64_t shard_size(int64_t b) const { return layout_.buckets[b].numel / group_of(b).size(); }
+  int64_t shard_offset(int64_t b) const { return shard_offsets_[b]; }
   // The bucket holding parameter i.
   int64_t bucket_of(int64_t i) const;
   int64_t size() const { return static_cast<int64_t>(layout_.param_offsets.size()); }
   const FlatLayout &layout() const { return layout_; }
+  // The shard group (every bucket's but the experts').
   Communicator &group() const { return group_; }
   // Elements of each moment array: this rank's shard of every bucket.
   int64_t shard_numel() const { return shard_numel_; }
@@ -113,6 +122,8 @@ private:
   FlatLayout layout_;
   float *params_, *grads_;
   Communicator &group_;
+  Communicator *expert_group_;
+  std::vector<int64_t> shard_offsets_; // per bucket
   Device &device_;
   bool grads_sharded_, params_sharded_;
   int64_t shard_numel_ = 0, offloaded_ = 0;

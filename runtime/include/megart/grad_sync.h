@@ -39,9 +39,10 @@ public:
     shard_ = &shard;
     replicas_ = replicas;
   }
-  // Starts the in-place reduce-scatter of a flat bucket over the shard group: this rank's
-  // shard_numel-element shard of the sum lands at `bucket` (Communicator::ireduce_scatter_sum).
-  void start_reduce_scatter(float *bucket, int64_t shard_numel);
+  // Starts the in-place reduce-scatter of a flat bucket over the shard group (with `group`: over
+  // its ranks, an expert bucket's expert_dp): this rank's shard_numel-element shard of the sum
+  // lands at `bucket` (Communicator::ireduce_scatter_sum).
+  void start_reduce_scatter(float *bucket, int64_t shard_numel, Communicator *group = nullptr);
   // Waits for every started bucket (and, in bf16, writes the sums back); returns how many
   // there were.
   int64_t finish();

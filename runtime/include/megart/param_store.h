@@ -40,11 +40,13 @@ public:
   // program's, for these parameters) the parameters and gradients are its two flat buffers
   // (flat_layout->numel floats each) and the moments are sharded over `shard_group` (whose size
   // must be flat_layout->shard_degree): throws megart::Error naming what does not fit.
-  // With expert parallelism (ep_size > 1) the blocks of ep-split parameters are ep rank ep_rank's.
+  // With expert parallelism (ep_size > 1) the blocks of ep-split parameters are ep rank ep_rank's;
+  // a flat layout's expert buckets shard over `expert_shard_group` (the dp ranks holding the same
+  // experts; its size must be flat_layout->expert_shard_degree).
   ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_rank = 0,
              int64_t tp_size = 1, Device &device = cpu_device(),
              const FlatLayoutDesc *flat_layout = nullptr, Communicator *shard_group = nullptr,
-             int64_t ep_rank = 0, int64_t ep_size = 1);
+             int64_t ep_rank = 0, int64_t ep_size = 1, Communicator *expert_shard_group = nullptr);
 
   // The store of a program's frozen parameters (PipelineStageDesc::frozen_params, LoRA's base model):
   // the weights alone, allocated as MemoryCategory::FrozenParameters, with no gradients and no

@@ -85,8 +85,9 @@ struct StepContext {
   // iteration's last microbatch of a program compiled with --overlap-grad-reduce (whose step
   // starts each bucket once backward has finished it); null otherwise.
   GradSync *grad_sync = nullptr;
-  // ZeRO-2 (FlatLayoutDesc::sharding OptimGrads): this rank's gradient shards, flat_layout->numel /
-  // shard_degree floats, bucket b's at buckets[b].offset / shard_degree. The compiled backward
+  // ZeRO-2 (FlatLayoutDesc::sharding OptimGrads): this rank's gradient shards, one per bucket in
+  // buffer order (numel / its shard group's size floats each: flat_layout->numel / shard_degree
+  // without expert buckets). The compiled backward
   // reduce-scatters each bucket of a microbatch's gradients over dp and adds this rank's shard
   // here (it gets no per-parameter gradients: grads is null). Null otherwise.
   float *grad_shards = nullptr;
@@ -207,7 +208,10 @@ using SyncFn = void (*)(const StepContext &ctx, float *const *grads);
 // AdamW's moments only for this rank's shard of every bucket.
 struct FlatBucket {
   int64_t offset; // first element in the flat buffers
-  int64_t numel;  // padded: a multiple of shard_degree
+  int64_t numel;  // padded: a multiple of its shard group's size
+  // An expert-parallel rank's experts: sharded over the dp ranks holding the same experts
+  // (StepContext::expert_dp, FlatLayoutDesc::expert_shard_degree of them), not the shard group.
+  bool experts = false;
 };
 // What the shard group splits besides AdamW's moments (Megatron-FSDP's strategies).
 enum class DataParallelSharding : int32_t {
@@ -222,6 +226,8 @@ struct FlatLayoutDesc {
   int64_t numel;                // the flat buffers' size in elements, padding included
   int64_t shard_degree;         // the dp ranks one copy of the sharded state spans (divides dp)
   DataParallelSharding sharding = DataParallelSharding::Optim;
+  // The expert buckets' shard degree (dp / expert_parallel_size); 0: the layout has none.
+  int64_t expert_shard_degree = 0;
   // ZeRO-Offload (--optimizer-cpu-offload): the first this many elements of every rank's shard
   // are stepped on the host (their master weights and moments in host memory); 0: none.
   int64_t offloaded_numel = 0;

@@ -47,9 +47,11 @@ def cases():
         compile_case("expert parallelism with LoRA", ["--dp", "2", "--ep", "2", "--lora-rank", "4"],
                      r"--expert-model-parallel-size 2 with --lora-rank is not built yet",
                      files={"spec.yaml": MOE}),
-        compile_case("expert parallelism with the distributed optimizer",
-                     ["--dp", "2", "--ep", "2", "--use-distributed-optimizer"],
-                     r"--expert-model-parallel-size 2 with --data-parallel-sharding-strategy optim is not built yet",
+        compile_case("expert parallelism with hybrid sharding",
+                     ["--dp", "4", "--ep", "2", "--use-distributed-optimizer",
+                      "--num-distributed-optimizer-instances", "2"],
+                     r"--expert-model-parallel-size 2 with hybrid sharding \(shard groups of 2 of the 4 dp ranks\) "
+                     r"is not built yet",
                      files={"spec.yaml": MOE}),
         compile_case("compile with bf16 and fp16", ["--bf16", "--fp16"], r"--bf16 and --fp16 are both given; choose one"),
         # Activation recomputation (issue 16): the combinations Megatron refuses.
