@@ -66,7 +66,8 @@ def Tx_ParamRole : I32EnumAttr<"ParamRole", "what a parameter is in Megatron's t
     // a mixture of experts' router (gate) [experts, hidden]: whole on every rank
     I32EnumAttrCase<"Router", 7, "router">,
     // the experts' weights stacked [experts, ...] (one checkpoint tensor per expert: `*` in the
-    // name is its index): whole on every tensor-parallel rank
+    // name is its index); with expert tensor parallelism split on parallel_dim (each expert's ffn
+    // features), else whole on every tensor-parallel rank
     I32EnumAttrCase<"ExpertWeight", 8, "expert_weight">,
   ]> {
   let cppNamespace = "::megac::tx";

@@ -34,7 +34,11 @@ LogicalResult ParamOp::verify() {
   if (splits && (!getParallelDim() || *getParallelDim() >= shape.size()))
     return emitOpError() << "'" << getName() << "' is a " << stringifyParamRole(*getRole())
                          << ", which tensor parallelism splits: it needs a parallel_dim below its rank " << shape.size();
-  if (!splits && getParallelDim())
+  // The experts' weights: split over tensor parallelism by expert tensor parallelism (their
+  // ffn dimension, never the experts').
+  const bool expertSplit = getRole() && *getRole() == ParamRole::ExpertWeight && getParallelDim() &&
+                           *getParallelDim() >= 1 && *getParallelDim() < shape.size();
+  if (!splits && getParallelDim() && !expertSplit)
     return emitOpError() << "'" << getName() << "' has parallel_dim " << *getParallelDim() << " but its role ("
                          << (getRole() ? stringifyParamRole(*getRole()) : StringRef("none"))
                          << ") keeps it whole on every tensor-parallel rank";

@@ -41,8 +41,9 @@ std::optional<int64_t> reshapeSplitDim(ArrayRef<int64_t> in, ArrayRef<int64_t> o
   return std::nullopt;
 }
 
-/// A mixture of experts' ops have no tensor-parallel algorithm yet (expert parallelism will have
-/// its own): every operand whole, so each rank computes the whole mixture, and every result whole.
+/// A mixture of experts' routing is computed whole on every tensor-parallel rank (each rank routes
+/// every token of its tp group the same way): every operand whole, every result whole. With expert
+/// tensor parallelism 1 the experts too (each rank computes the whole mixture).
 LogicalResult shardWhole(Operation *op, ShardingRewriter &r) {
   for (unsigned i = 0; i < op->getNumOperands(); ++i) {
     r.requireWhole(op, i);
@@ -497,14 +498,79 @@ LogicalResult MoeRouteOp::shard(ShardingRewriter &r) { return shardWhole(*this, 
 LogicalResult MoeAssignOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MoeDropOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MoeScatterOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
-LogicalResult MoeGatherOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
-LogicalResult GroupedMatmulOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MoeExchangeCountsOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MoeDispatchOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
-LogicalResult MoeCombineOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult MoeRouteGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
-LogicalResult MoeRowDotOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
-LogicalResult GroupedMatmulWeightGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
+
+// ---- expert tensor parallelism --------------------------------------------------------------
+// Megatron's default (--expert-tensor-parallel-size = tp): each expert's weights split as a dense
+// SwiGLU MLP's (gate and up on the ffn features, column-parallel; down on its input features,
+// row-parallel), so the rows in expert order, whole on every tp rank, leave the down projection
+// as partial sums. Moving rows (the exchanges, the sum back into tokens, a choice's dot product)
+// is linear: the partial sums go on through them and are reduced once, on the tokens (Megatron's
+// g), where the layer adds them to the residual stream.
+
+/// An op linear in operand `linear`: partial sums there give partial sums (the other operands
+/// whole); otherwise the op computes whole.
+LogicalResult shardLinearInRows(Operation *op, unsigned linear, ShardingRewriter &r) {
+  if (!r.get(op->getOperand(linear)).isPartial())
+    return shardWhole(op, r);
+  for (unsigned i = 0; i < op->getNumOperands(); ++i)
+    if (i != linear) {
+      r.requireWhole(op, i);
+      if (r.get(op->getOperand(i)).isSplit())
+        r.require(op, i, kWhole, "expert tensor parallel: whole beside the partial sums of the experts' rows");
+    }
+  for (Value v : op->getResults())
+    r.set(v, Sharding::partial());
+  return success();
+}
+
+LogicalResult MoeGatherOp::shard(ShardingRewriter &r) { return shardLinearInRows(*this, 0, r); }
+LogicalResult MoeCombineOp::shard(ShardingRewriter &r) { return shardLinearInRows(*this, 0, r); }
+LogicalResult MoeRowDotOp::shard(ShardingRewriter &r) { return shardLinearInRows(*this, 1, r); }
+
+/// Whole rows through an expert weight split on N: rows split on N (column-parallel); rows split
+/// on K through a weight split on K: partial sums (row-parallel). A whole weight: whole.
+LogicalResult GroupedMatmulOp::shard(ShardingRewriter &r) {
+  const int64_t nDim = getTransposeRhs() ? 1 : 2, kDim = getTransposeRhs() ? 2 : 1;
+  const Sharding w = r.get(getRhs());
+  if (!w.isSplitAlong(nDim) && !w.isSplitAlong(kDim))
+    return shardWhole(*this, r);
+  r.requireWhole(*this, 0);
+  for (unsigned i = 1; i < 3; ++i)
+    r.requireWhole(*this, i);
+  if (r.get(getCounts()).isSplit())
+    r.require(*this, 2, kWhole, "expert tensor parallel: the counts whole");
+  if (w.isSplitAlong(nDim)) {
+    if (r.get(getLhs()).isSplit())
+      r.require(*this, 0, kWhole, "expert tensor parallel: rows whole before a column-parallel expert projection");
+    r.set(getResult(), Sharding::split(1));
+    return success();
+  }
+  if (!r.get(getLhs()).isSplitAlong(1))
+    r.require(*this, 0, Sharding::split(1), "contraction split like the other operand");
+  r.set(getResult(), Sharding::partial());
+  return success();
+}
+
+/// An expert weight's gradient from its rows and theirs: split as the weight is, on N (the rows'
+/// gradient split) or on K (the input rows split).
+LogicalResult GroupedMatmulWeightGradOp::shard(ShardingRewriter &r) {
+  for (unsigned i = 0; i < 3; ++i)
+    r.requireWhole(*this, i);
+  const Sharding lhs = r.get(getLhs()), grad = r.get(getGrad());
+  const int64_t nDim = getTranspose() ? 1 : 2, kDim = getTranspose() ? 2 : 1;
+  if (!lhs.isSplit() && grad.isSplitAlong(1))
+    r.set(getResult(), Sharding::split(nDim));
+  else if (lhs.isSplitAlong(1) && !grad.isSplit())
+    r.set(getResult(), Sharding::split(kDim));
+  else
+    return shardWhole(*this, r);
+  if (r.get(getCounts()).isSplit())
+    r.require(*this, 2, kWhole, "expert tensor parallel: the counts whole");
+  return success();
+}
 LogicalResult RouterLoadOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult RouterLoadGradOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }
 LogicalResult LoadBalancingLossOp::shard(ShardingRewriter &r) { return shardWhole(*this, r); }

@@ -213,15 +213,17 @@ private:
   /// The router's gate [experts, hidden] and each expert's gate (w1), down (w2) and up (w3) weights
   /// in Linear's [out, in] layout, stacked over the experts (the checkpoint holds
   /// experts.<e>.w1.weight for each e: `*` in the name); Qwen2-MoE's shared expert (a SwiGLU MLP,
-  /// split as Megatron's) and its gate [1, hidden] after them.
+  /// split as Megatron's) and its gate [1, hidden] after them. Expert tensor parallelism splits each
+  /// expert's ffn as a dense MLP's: gate and up on their rows, down on its columns.
   void addExperts() {
     const int64_t E = s.numExperts, Fe = s.expertFfnHiddenSize();
-    const Placement router{tx::ParamRole::Router}, expert{tx::ParamRole::ExpertWeight};
+    const Placement router{tx::ParamRole::Router};
     addParam(qwenExperts() ? "mlp.gate.weight" : "block_sparse_moe.gate.weight", {E, H}, router,
              tx::ParamInit::Normal, 0.02);
-    addParam(expertName("w1"), {E, Fe, H}, expert, tx::ParamInit::Normal, 0.02);
-    addParam(expertName("w2"), {E, H, Fe}, expert, tx::ParamInit::Normal, outputStd);
-    addParam(expertName("w3"), {E, Fe, H}, expert, tx::ParamInit::Normal, 0.02);
+    const Placement expertColumns{tx::ParamRole::ExpertWeight, 1}, expertRows{tx::ParamRole::ExpertWeight, 2};
+    addParam(expertName("w1"), {E, Fe, H}, expertColumns, tx::ParamInit::Normal, 0.02);
+    addParam(expertName("w2"), {E, H, Fe}, expertRows, tx::ParamInit::Normal, outputStd);
+    addParam(expertName("w3"), {E, Fe, H}, expertColumns, tx::ParamInit::Normal, 0.02);
     if (!s.moeSharedExpertIntermediateSize)
       return;
     const int64_t Fs = s.moeSharedExpertIntermediateSize;

@@ -135,6 +135,18 @@ Error megac::validatePlan(const ParallelPlan &plan, const ModelSpec &spec) {
   if (plan.ep > 1)
     if (Error e = expertParallelFits(plan, spec))
       return e;
+  if (plan.etp != 0) {
+    const Twine flag = "--expert-tensor-parallel-size " + Twine(plan.etp);
+    if (!spec.isMixtureOfExperts())
+      return fail(flag + ": the model has no experts (num_experts is 0) to split; leave it out");
+    // Megatron also folds a smaller one into ep; megac builds the experts whole or split as the
+    // dense layers are.
+    if (plan.etp != 1 && plan.etp != plan.tp)
+      return fail(flag + " with --tensor-model-parallel-size " + Twine(plan.tp) +
+                  ": megac builds 1 (every expert whole on each tensor-parallel rank) or the tensor-parallel size (each "
+                  "expert's ffn split over the tensor-parallel ranks, Megatron's default); give 1 or " + Twine(plan.tp) +
+                  ", or leave it out");
+  }
   if (plan.makeVocabSizeDivisibleBy < 1)
     return fail("--make-vocab-size-divisible-by must be >= 1, got " + Twine(plan.makeVocabSizeDivisibleBy));
   if (plan.sp && plan.tp == 1)

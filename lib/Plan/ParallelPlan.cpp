@@ -12,6 +12,8 @@ std::string ParallelPlan::summary() const {
   text += " dp " + std::to_string(dp) + " tp " + std::to_string(tp) + (sp ? " sp" : "");
   if (ep > 1)
     text += " ep " + std::to_string(ep);
+  if (etp)
+    text += " etp " + std::to_string(etp);
   if (pp > 1)
     text += " (" + (pipelineSchedule ? pipeline::scheduleKindName(*pipelineSchedule).str() : "?") + ", " +
             std::to_string(numMicrobatches) + " microbatches)";

@@ -28,6 +28,8 @@ constexpr StringLiteral kAttr = names::kPlanAttr;
 constexpr StringLiteral kPp = "pp", kDp = "dp", kTp = "tp";
 // Expert parallelism, written only when on.
 constexpr StringLiteral kEp = "expert_model_parallel_size";
+// Expert tensor parallelism, written only when given (not given: tp, Megatron's default).
+constexpr StringLiteral kEtp = "expert_tensor_parallel_size";
 // The rest: Megatron's flag names.
 constexpr StringLiteral kSequenceParallel = "sequence_parallel";
 constexpr StringLiteral kVocabDivisibleBy = "make_vocab_size_divisible_by";
@@ -59,7 +61,7 @@ constexpr StringLiteral kLoraModules = "lora_target_modules";
 constexpr StringLiteral kUseRslora = "use_rslora";
 constexpr StringLiteral kQloraBlock = "qlora_block_size"; // only with --qlora
 constexpr StringRef kKeys[] = {
-    kPp, kDp, kTp, kEp, kSequenceParallel, kVocabDivisibleBy, kVirtualStages, kSchedule, kLayout, kMicrobatches,
+    kPp, kDp, kTp, kEp, kEtp, kSequenceParallel, kVocabDivisibleBy, kVirtualStages, kSchedule, kLayout, kMicrobatches,
     kBucketSize, kOverlapGradReduce, kShardingStrategy, kShardDegree, kOverlapParamGather, kReshardAfterForward,
     kOffloadFraction, kRecomputeGranularity, kRecomputeMethod, kRecomputeNumLayers, kRecomputeModuleList,
     kDistributeSaved, kPrecision, kLoraRank, kLoraAlpha, kLoraDropout, kLoraModules, kUseRslora, kQloraBlock};
@@ -90,6 +92,8 @@ SmallVector<NamedAttribute> planEntries(const ParallelPlan &plan, Builder &b) {
       b.getNamedAttr(kTp, b.getI64IntegerAttr(plan.tp)),
       b.getNamedAttr(kSequenceParallel, b.getBoolAttr(plan.sp)),
       b.getNamedAttr(kVocabDivisibleBy, b.getI64IntegerAttr(plan.makeVocabSizeDivisibleBy))};
+  if (plan.etp)
+    entries.insert(entries.begin() + 3, b.getNamedAttr(kEtp, b.getI64IntegerAttr(plan.etp)));
   if (plan.ep > 1)
     entries.insert(entries.begin() + 3, b.getNamedAttr(kEp, b.getI64IntegerAttr(plan.ep)));
   if (plan.pp > 1) {
@@ -246,17 +250,20 @@ FailureOr<ParallelPlan> planFromEntries(ArrayRef<NamedAttribute> entries,
          : key == kRecomputeMethod    ? recompute.method
          : key == kShardingStrategy   ? sharding.strategy
                                       : sharding.reshardAfterForward) = v.str();
-    } else if (key == kPp || key == kDp || key == kTp || key == kEp || key == kVocabDivisibleBy || key == kBucketSize ||
+    } else if (key == kPp || key == kDp || key == kTp || key == kEp || key == kEtp || key == kVocabDivisibleBy ||
+               key == kBucketSize ||
                key == kVirtualStages || key == kMicrobatches || key == kShardDegree) {
       if (!isI64(value))
         return wrong("an integer (i64)");
       const int64_t v = cast<IntegerAttr>(value).getInt();
-      if (key == kShardDegree && v == 0) // 0 means "not given" to resolveSharding
-        return fail(kAttr + "'s " + key + " is 0; it must be between 1 and dp");
+      if ((key == kShardDegree || key == kEtp) && v == 0) // 0 means "not given"
+        return fail(kAttr + "'s " + key + " is 0; it must be " +
+                    (key == kEtp ? "1 or tp" : "between 1 and dp"));
       (key == kPp                  ? result.pp
        : key == kDp                ? result.dp
        : key == kTp                ? result.tp
        : key == kEp                ? result.ep
+       : key == kEtp               ? result.etp
        : key == kVocabDivisibleBy  ? result.makeVocabSizeDivisibleBy
        : key == kBucketSize        ? result.ddpBucketSize
        : key == kVirtualStages     ? result.vpp
@@ -287,6 +294,8 @@ FailureOr<ParallelPlan> planFromEntries(ArrayRef<NamedAttribute> entries,
   // Sizes before anything multiplies them.
   if (llvm::Error e = checkGridLimits(result, fieldNames()))
     return fail(llvm::toString(std::move(e)));
+  if (result.etp != 0 && result.etp != 1 && result.etp != result.tp)
+    return fail(kAttr + "'s " + kEtp + " is " + Twine(result.etp) + "; it must be 1 or tp (" + Twine(result.tp) + ")");
   if (result.pp > 1 && (result.vpp < 1 || result.numMicrobatches < 1 || !result.pipelineSchedule))
     return fail("pp is " + Twine(result.pp) + ", so " + kAttr + " needs " + kVirtualStages + " >= 1 (got " +
                 Twine(result.vpp) + "), " + kMicrobatches + " >= 1 (got " + Twine(result.numMicrobatches) + ") and a " +

@@ -1,5 +1,8 @@
 // megac-expert-parallel: the experts split over the expert-parallel ranks, and each layer's rows
-// in expert order exchanged all-to-all between its tx.moe_scatter and tx.moe_gather.
+// in expert order exchanged all-to-all between its tx.moe_scatter and tx.moe_gather. With an
+// expert tensor parallel size of 1 the experts' weights lose their tensor-parallel placement
+// (each tp rank holds its experts whole); otherwise megac-tensor-parallel splits them as the
+// frontend placed them (each expert's ffn, Megatron's default).
 #include "megac/Plan/PlanIR.h"
 #include "megac/Transforms/Passes.h"
 #include "tx/TxLocations.h"
@@ -40,8 +43,13 @@ struct ExpertParallelPass : public megac::impl::ExpertParallelBase<ExpertParalle
     FailureOr<ParallelPlan> plan = readPlan(module, getArgument());
     if (failed(plan))
       return signalPassFailure();
+    if (plan->expertTensorParallel() == 1)
+      module.walk([](tx::ParamOp p) {
+        if (p.getRole() == tx::ParamRole::ExpertWeight)
+          p.removeParallelDimAttr();
+      });
     if (plan->ep == 1)
-      return markAllAnalysesPreserved();
+      return;
     if (failed(splitExpertWeights(module, plan->ep)))
       return signalPassFailure();
     retypeCallees(module);

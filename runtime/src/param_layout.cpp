@@ -115,10 +115,10 @@ void validate_one(const ParamDesc &desc, int64_t i) {
   if (desc.tp_split_dim < -1 || desc.tp_split_dim >= desc.rank)
     throw Error(where(desc, i) + " has tp_split_dim " + std::to_string(desc.tp_split_dim) +
                 "; it must be -1 (not split) or a dimension 0.." + std::to_string(desc.rank - 1));
-  if (desc.ep_split_dim < -1 || desc.ep_split_dim >= desc.rank || (desc.ep_split_dim >= 0 && desc.tp_split_dim >= 0))
+  if (desc.ep_split_dim < -1 || desc.ep_split_dim >= desc.rank || (desc.ep_split_dim >= 0 && desc.ep_split_dim == desc.tp_split_dim))
     throw Error(where(desc, i) + " has ep_split_dim " + std::to_string(desc.ep_split_dim) + " (tp_split_dim " +
-                std::to_string(desc.tp_split_dim) + "); it must be -1 (not split) or, for a block not split over tp, "
-                "a dimension 0.." + std::to_string(desc.rank - 1));
+                std::to_string(desc.tp_split_dim) + "); it must be -1 (not split) or a dimension 0.." +
+                std::to_string(desc.rank - 1) + " other than the one tp splits");
 }
 
 // A padded block may reach past the tensor (even lie wholly in the padding); coverage is
@@ -151,16 +151,17 @@ void validate_param_layout(const ParamDesc *params, int64_t num_params, int64_t 
                 std::to_string(ep_size) + "; both must be >= 1");
   // Every rank's offsets follow from tp rank 0's, so the whole layout is checked locally.
   std::vector<Block> blocks;
+  // A block per (tp rank, ep rank) that holds a different one: an expert weight under expert
+  // tensor parallelism is split over both (on different dimensions).
   for (int64_t i = 0; i < num_params; ++i) {
     validate_one(params[i], i);
-    if (params[i].ep_split_dim >= 0 && ep_size > 1)
-      for (int64_t r = 0; r < ep_size; ++r)
-        blocks.push_back({ep_block(params[i], r), i, -1, r});
-    else if (params[i].tp_split_dim < 0 || tp_size == 1)
-      blocks.push_back({params[i], i, -1});
-    else
-      for (int64_t r = 0; r < tp_size; ++r)
-        blocks.push_back({tp_block(params[i], r), i, r});
+    const bool over_tp = params[i].tp_split_dim >= 0 && tp_size > 1;
+    const bool over_ep = params[i].ep_split_dim >= 0 && ep_size > 1;
+    for (int64_t t = 0; t < (over_tp ? tp_size : 1); ++t)
+      for (int64_t e = 0; e < (over_ep ? ep_size : 1); ++e) {
+        const ParamDesc tp_part = over_tp ? tp_block(params[i], t) : params[i];
+        blocks.push_back({over_ep ? ep_block(tp_part, e) : tp_part, i, over_tp ? t : -1, over_ep ? e : -1});
+      }
   }
   for (const Block &b : blocks)
     validate_fit(b);

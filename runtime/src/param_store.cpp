@@ -443,29 +443,33 @@ std::vector<std::vector<float>> ParamStore::gather_tensors(Communicator &tp, Sta
   for (const CheckpointTensor &t : tensors_) {
     std::vector<float> full(writer ? static_cast<size_t>(full_numel(descs_[t.blocks[0]])) : 0);
     for (int64_t b : t.blocks) {
-      if (ep_split(b)) { // each ep rank's experts: gathered as the tp blocks are, over ep
-        const int64_t n = numel(b);
-        gathered.resize(static_cast<size_t>(n * ep_size_));
-        ep->all_gather(gathered.data(), host_array(b, which).data(), n);
-        if (writer)
-          for (int64_t r = 0; r < ep_size_; ++r)
-            copy_block_to_full(ep_block(program_descs_[b], r), gathered.data() + r * n, full.data());
-        continue;
-      }
-      if (!tp_split(b)) { // the same on every tp rank: tp rank 0's copy is the tensor's
+      const bool over_ep = ep_split(b), over_tp = tp_split(b);
+      if (!over_ep && !over_tp) { // the same on every tp and ep rank: the writer's copy is the tensor's
         if (writer)
           copy_block_to_full(descs_[b], host_array(b, which).data(), full.data());
         continue;
       }
-      // Every tp rank's block has this rank's shape, so one all-gather collects them in rank
-      // order, and tp_block says where each goes.
-      const int64_t n = numel(b);
-      gathered.resize(static_cast<size_t>(n * tp_size_));
-      tp.all_gather(gathered.data(), host_array(b, which).data(), n);
+      // Every rank's block has this rank's shape, so all-gathers collect them in rank order: the
+      // ep ranks' experts first, then (expert tensor parallelism) those over tp; tp_block and
+      // ep_block say where each goes.
+      const int64_t n = numel(b), experts = over_ep ? ep_size_ : 1, splits = over_tp ? tp_size_ : 1;
+      std::vector<float> mine = host_array(b, which);
+      if (over_ep) {
+        gathered.resize(static_cast<size_t>(n * ep_size_));
+        ep->all_gather(gathered.data(), mine.data(), n);
+        mine.swap(gathered);
+      }
+      if (over_tp) {
+        gathered.resize(static_cast<size_t>(n * experts * tp_size_));
+        tp.all_gather(gathered.data(), mine.data(), n * experts);
+        mine.swap(gathered);
+      }
       if (writer)
-        for (int64_t r = 0; r < tp_size_; ++r)
-          copy_block_to_full(tp_block(program_descs_[b], r), gathered.data() + r * n,
-                             full.data());
+        for (int64_t r = 0; r < splits; ++r)
+          for (int64_t e = 0; e < experts; ++e) {
+            const ParamDesc part = over_tp ? tp_block(program_descs_[b], r) : program_descs_[b];
+            copy_block_to_full(over_ep ? ep_block(part, e) : part, mine.data() + (r * experts + e) * n, full.data());
+          }
     }
     if (writer)
       data.push_back(std::move(full));

@@ -225,9 +225,26 @@ TEST(TrainParamStore, ExpertParallelBlocksAreConsecutiveExperts) {
   megart::validate_param_layout(&experts, 1, 1, 2);
   rejects(experts, 1, "has 24 elements but its blocks hold 12; a program must hold whole tensors");
   rejects(experts, 4, "parameter 0 ('e') on ep rank 2: block [2, 2, 3] at offsets [4, 0, 0] does not fit");
+  ParamDesc same = experts;
+  same.tp_split_dim = 0;
+  rejects(same, 2, "has ep_split_dim 0 (tp_split_dim 0)");
+  // Expert tensor parallelism: each expert's rows over tp too; tp rank t, ep rank e holds experts
+  // 2e and 2e + 1, rows t.
   ParamDesc both = experts;
-  both.tp_split_dim = 1;
-  rejects(both, 2, "has ep_split_dim 0 (tp_split_dim 1)");
+  both.shape[1] = 1, both.tp_split_dim = 1;
+  megart::validate_param_layout(&both, 1, 2, 2);
+  EXPECT_THROW(megart::validate_param_layout(&both, 1, 1, 2), megart::Error); // rows 1 of 2: not whole
+  for (int64_t t = 0; t < 2; ++t)
+    for (int64_t e = 0; e < 2; ++e) {
+      ParamStore s(&both, 1, t, 2, megart::cpu_device(), nullptr, nullptr, e, 2);
+      EXPECT_EQ(s.desc(0).offsets[0], 2 * e);
+      EXPECT_EQ(s.desc(0).offsets[1], t);
+      s.init(5); // expert 2e + x, row t of the whole tensor's
+      for (int64_t x = 0; x < 2; ++x)
+        for (int64_t c = 0; c < 3; ++c)
+          EXPECT_EQ(s.param(0)[x * 3 + c], all[static_cast<size_t>((2 * e + x) * 6 + t * 3 + c)])
+              << "tp rank " << t << " ep rank " << e;
+    }
 }
 
 TEST(TrainParamStore, TensorParallelLayoutErrors) {

@@ -34,7 +34,8 @@ GLOBAL_BATCH = TRAIN[TRAIN.index("--global-batch-size") + 1]
 def plan_flags(plan):
     """'tp2pp2dp2' -> (['--tp', '2', '--pp', '2', '--dp', '2'], 8); 'sp' takes no size, 'vpp2'
     gives chunks per pipeline rank, 'ep2' splits the experts over groups of 2 dp ranks
-    (--expert-model-parallel-size 2, no ranks of its own), 'ogr' adds --overlap-grad-reduce, 'dopt' Megatron's
+    (--expert-model-parallel-size 2, no ranks of its own), 'etp1' keeps each expert whole on every
+    tp rank (--expert-tensor-parallel-size 1; without it each expert's ffn splits over tp), 'ogr' adds --overlap-grad-reduce, 'dopt' Megatron's
     --use-distributed-optimizer, 'optim' --data-parallel-sharding-strategy optim, 'zero2'
     optim_grads and 'zero3' optim_grads_params (all with small buckets; 'reshard' and 'noreshard'
     add --fsdp-reshard-after-forward always / never; hybrid sharding: 'shard2' shards over groups
@@ -49,13 +50,16 @@ def plan_flags(plan):
                   "optim": ["--data-parallel-sharding-strategy", "optim"],
                   "zero2": ["--data-parallel-sharding-strategy", "optim_grads"],
                   "zero3": ["--data-parallel-sharding-strategy", "optim_grads_params"]}
-    for axis, digits in re.findall(r"(vpp|tp|pp|dp|ep|sp|ogr|dopt|optim|zero2|zero3|noreshard|reshard|shard|inst|offload|opg)(\d*)",
+    for axis, digits in re.findall(r"(vpp|etp|tp|pp|dp|ep|sp|ogr|dopt|optim|zero2|zero3|noreshard|reshard|shard|inst|offload|opg)(\d*)",
                                    sizes):
         if axis == "opg":  # prefetch the parameter all-gathers (with 'ogr')
             flags += ["--overlap-param-gather"]
             continue
         if axis == "offload":
             flags += ["--optimizer-cpu-offload", "--optimizer-offload-fraction", "0.5"]
+            continue
+        if axis == "etp":  # no ranks of its own
+            flags += ["--expert-tensor-parallel-size", digits]
             continue
         if axis in ("shard", "inst"):
             flags += ["--data-parallel-shard-degree" if axis == "shard" else "--num-distributed-optimizer-instances",

@@ -99,6 +99,11 @@ cl::opt<int64_t> ep("expert-model-parallel-size", cl::init(1),
                     cl::sub(compile), cl::sub(simulate),
                     megac::recordValues<int64_t>("--expert-model-parallel-size (--ep)"));
 cl::alias epAlias("ep", cl::aliasopt(ep), cl::desc("alias for --expert-model-parallel-size"));
+cl::opt<int64_t> etp("expert-tensor-parallel-size", cl::init(0),
+                     cl::desc("tensor parallel size of the experts: 1 (each expert whole on every tensor-parallel "
+                              "rank) or the tensor parallel size (the default, Megatron's: each expert's ffn split)"),
+                     cl::sub(compile), cl::sub(simulate),
+                     megac::recordValues<int64_t>("--expert-tensor-parallel-size"));
 cl::opt<int64_t> vpp("num-virtual-stages-per-pipeline-rank", cl::init(1),
                      cl::desc("chunks (virtual pipeline stages) per pipeline rank"), cl::sub(compile), cl::sub(simulate),
                      megac::recordValues<int64_t>("--num-virtual-stages-per-pipeline-rank (--vpp)"));
@@ -344,7 +349,11 @@ Expected<megac::ActivationPrecision> precisionFromFlags() {
 /// --global-batch-size turned into microbatches.
 Expected<megac::ParallelPlan> planFromFlags() {
   megac::ParallelPlan plan;
-  plan.pp = pp, plan.dp = dp, plan.tp = tp, plan.ep = ep;
+  if (etp.getNumOccurrences() && etp < 1) // 0 stands for "not given" in the plan
+    return createStringError(inconvertibleErrorCode(), "--expert-tensor-parallel-size is " + std::to_string(etp) +
+                                                           "; it must be 1 or the tensor parallel size (" +
+                                                           std::to_string(tp) + ")");
+  plan.pp = pp, plan.dp = dp, plan.tp = tp, plan.ep = ep, plan.etp = etp;
   plan.sp = sp;
   plan.makeVocabSizeDivisibleBy = makeVocabDivisible;
   plan.vpp = vpp;

@@ -84,6 +84,10 @@ struct ParallelPlan {
   // split the experts between them (each holds experts / ep), their tokens exchanged all-to-all;
   // the ranks holding the same experts (dp / ep of them) sum the experts' gradients.
   int64_t ep = 1;
+  // Expert tensor parallelism (Megatron's --expert-tensor-parallel-size): 0 (not given) is tp,
+  // Megatron's default: each expert's ffn split over the tp ranks like a dense MLP's; 1: every
+  // expert whole on every tp rank. expertTensorParallel() gives the size.
+  int64_t etp = 0;
   bool sp = false;
   int64_t makeVocabSizeDivisibleBy = 128; // Megatron's flag and default
   // Pipeline parallelism: vpp chunks per pipeline rank (virtual stages), their layer counts in
@@ -150,9 +154,10 @@ struct ParallelPlan {
   }
 
   int64_t worldSize() const { return tp * pp * dp; }
+  int64_t expertTensorParallel() const { return etp ? etp : tp; }
   // Every field, for equality (#megac.plan is uniqued by it): a new field goes here too.
   auto fields() const {
-    return std::tie(pp, dp, tp, ep, sp, makeVocabSizeDivisibleBy, vpp, layersPerVirtualStage, pipelineLayout,
+    return std::tie(pp, dp, tp, ep, etp, sp, makeVocabSizeDivisibleBy, vpp, layersPerVirtualStage, pipelineLayout,
                     pipelineSchedule, numMicrobatches, ddpBucketSize, overlapGradReduce, sharding, shardDegree,
                     overlapParamGather, reshardAfterForward, optimizerOffloadFraction, recompute, precision, lora);
   }
