@@ -65,9 +65,18 @@ public:
     OwningOpRef<ModuleOp> module = ModuleOp::create(keyLoc("family"));
     module->getOperation()->setAttr(names::kModelAttr, modelAttr());
     b.setInsertionPointToEnd(module->getBody());
+    // One layer function per kind: the mixture of experts' (or the dense model's) layer, and with
+    // moe_layer_freq the dense layers' beside it.
+    experts = s.isMixtureOfExperts();
     collectLayerParams();
-    func::FuncOp layer = buildLayer();
-    buildForward(layer);
+    layers.push_back({buildLayer("transformer_layer"), std::move(layerParams)});
+    if (s.numMoeLayers() != 0 && s.numMoeLayers() != s.numLayers) {
+      experts = false;
+      layerParams.clear();
+      collectLayerParams();
+      layers.push_back({buildLayer("transformer_layer_dense"), std::move(layerParams)});
+    }
+    buildForward();
     return module;
   }
 
@@ -190,7 +199,7 @@ private:
       addLinear("self_attn.v_proj", H, kv, 0.02, Parallel::Column, qkvBias());
       addLinear("self_attn.o_proj", Q, H, outputStd, Parallel::Row, s.addBiasLinear);
       addNorm("post_attention_layernorm");
-      if (s.isMixtureOfExperts()) {
+      if (experts) {
         addExperts();
         return;
       }
@@ -468,7 +477,7 @@ private:
     return reshape(y, {B, S, H}, "moe_out", "num_experts");
   }
 
-  func::FuncOp buildLayer() {
+  func::FuncOp buildLayer(StringRef name) {
     SmallVector<Type> inputs{f32({B, S, H})}, outputs{f32({B, S, H})};
     for (Type t : carriedTypes()) {
       inputs.push_back(t);
@@ -476,7 +485,7 @@ private:
     }
     for (const LayerParam &p : layerParams)
       inputs.push_back(f32(p.shape));
-    auto fn = func::FuncOp::create(b, keyLoc("num_layers"), "transformer_layer", b.getFunctionType(inputs, outputs));
+    auto fn = func::FuncOp::create(b, keyLoc("num_layers"), name, b.getFunctionType(inputs, outputs));
     fn.setPrivate();
     setRole(fn, FunctionRole::Layer);
     OpBuilder::InsertionGuard guard(b);
@@ -526,7 +535,7 @@ private:
 
     Value h2 = norm(p, r1, gpt2 ? "ln_2" : "post_attention_layernorm");
     Value m;
-    if (s.isMixtureOfExperts()) {
+    if (experts) {
       m = mixtureOfExperts(p, h2, carry);
     } else if (s.activation == "gelu") {
       Value u = linear(p, h2, F, "fc", "ffn_hidden_size");
@@ -617,7 +626,7 @@ private:
     tx::AddLossOp::create(b, at("aux_loss", "moe_aux_loss_coeff"), load, b.getF64FloatAttr(s.moeAuxLossCoeff));
   }
 
-  void buildForward(func::FuncOp layer) {
+  void buildForward() {
     auto ids = RankedTensorType::get({B, S}, b.getI32Type());
     auto fn = func::FuncOp::create(b, keyLoc("family"), names::kForwardEntry, b.getFunctionType({ids, ids}, {f32({})}));
     setRole(fn, FunctionRole::Model);
@@ -652,12 +661,13 @@ private:
     if (carriesZLoss())
       carry.zLoss = tx::ZerosOp::create(b, at("z_loss", "moe_z_loss_coeff"), f32({}));
     for (int64_t i = 0; i < s.numLayers; ++i) {
+      const LayerKind &kind = layers[s.isMixtureOfExperts() && !s.isMoeLayer(i) ? 1 : 0];
       SmallVector<Value> operands{x};
       operands.append(carry.values());
-      for (const LayerParam &p : layerParams)
+      for (const LayerParam &p : kind.params)
         operands.push_back(declareParam(layerPrefix(i) + p.name, p.shape, p.placement, p.init, p.std, p.offsets,
                                         p.fullShape, /*padded=*/false, p.block));
-      auto call = func::CallOp::create(b, at("layer_" + std::to_string(i), "num_layers"), layer, operands);
+      auto call = func::CallOp::create(b, at("layer_" + std::to_string(i), "num_layers"), kind.fn, operands);
       call->setAttr(names::kLayerIndexAttr, b.getI64IntegerAttr(i));
       x = call.getResult(0);
       carry = carried(call.getResults().drop_front());
@@ -690,7 +700,14 @@ private:
   int64_t microBatch; // per data-parallel rank
   int64_t B, S, H, heads, groups, D, Q, F, V, Vp; // B: the batch of every data-parallel rank; Q: heads x D
   double outputStd;
+  // The layer kind being built (its MLP the mixture of experts) and its parameters.
+  bool experts = false;
   std::vector<LayerParam> layerParams;
+  struct LayerKind {
+    func::FuncOp fn;
+    std::vector<LayerParam> params;
+  };
+  std::vector<LayerKind> layers; // the mixture's (or the dense model's) layer, then a dense one
 };
 
 } // namespace

@@ -176,14 +176,33 @@ HuggingFaceConfig mixtral(const ModelSpec &s) {
   return {pretty(std::move(config)), ""};
 }
 
-/// Qwen2MoeForCausalLM: Qwen2's attention, experts in every layer (decoder_sparse_step 1) with a
-/// shared expert gated by a sigmoid; norm_topk_prob is moe_router_pre_softmax's negation.
+/// Qwen2MoeForCausalLM: Qwen2's attention, experts with a shared expert gated by a sigmoid;
+/// norm_topk_prob is moe_router_pre_softmax's negation. The layers with experts: every
+/// decoder_sparse_step-th from the step's (index + 1 a multiple of it) where moe_layer_freq's pattern
+/// is one, else decoder_sparse_step 1 with the dense layers in mlp_only_layers (which transformers
+/// reads from 4.41 on).
 HuggingFaceConfig qwen2Moe(const ModelSpec &s) {
   if (std::optional<HuggingFaceConfig> no = notExpertLayout(s, "Qwen2MoeForCausalLM"))
     return *no;
   llvm::json::Object config = llamaLayoutFields(s, "Qwen2MoeForCausalLM", "qwen2_moe");
   qwen2Window(config, s);
-  config["decoder_sparse_step"] = 1;
+  int64_t step = 1;
+  for (int64_t k = 1; k <= s.numLayers && !s.moeLayers.empty(); ++k) {
+    bool fits = true;
+    for (int64_t l = 0; l < s.numLayers; ++l)
+      fits &= s.isMoeLayer(l) == ((l + 1) % k == 0);
+    if (fits) {
+      step = k;
+      break;
+    }
+  }
+  config["decoder_sparse_step"] = step;
+  llvm::json::Array dense;
+  for (int64_t l = 0; l < s.numLayers && step == 1; ++l)
+    if (!s.isMoeLayer(l))
+      dense.push_back(l);
+  if (!dense.empty())
+    config["mlp_only_layers"] = std::move(dense);
   config["num_experts"] = s.numExperts;
   config["moe_intermediate_size"] = s.expertFfnHiddenSize();
   config["shared_expert_intermediate_size"] = s.moeSharedExpertIntermediateSize;

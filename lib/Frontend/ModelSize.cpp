@@ -34,9 +34,20 @@ Error checkWeight(StringRef what, StringRef rowsName, int64_t rows, StringRef co
               " (2^40) one tensor may have; lower " + fix);
 }
 
-/// Parameters of one layer, and of the embeddings (with `vocabRows` rows, the LM head and the
-/// final norm). Every size is within its own limit (< 2^25), so each term is < 2^50.
-std::pair<int64_t, int64_t> layerAndEmbeddingParameters(const ModelSpec &s, int64_t vocabRows) {
+struct LayerParameters {
+  int64_t moe = 0, dense = 0; // one layer of each kind (moe: 0 without experts)
+  int64_t embeddings = 0;
+  /// Every layer's: each kind's count times its layers (checked by the caller where it can overflow).
+  std::optional<int64_t> layers(const ModelSpec &s) const {
+    std::optional<int64_t> m = checkedMul(s.numMoeLayers(), moe), d = checkedMul(s.numLayers - s.numMoeLayers(), dense);
+    return m && d ? checkedAdd(*m, *d) : std::nullopt;
+  }
+};
+
+/// Parameters of one layer of each kind (with the mixture of experts, and with a dense MLP), and
+/// of the embeddings (with `vocabRows` rows, the LM head and the final norm). Every size is within
+/// its own limit (< 2^25), so each term is < 2^50.
+LayerParameters layerAndEmbeddingParameters(const ModelSpec &s, int64_t vocabRows) {
   const int64_t H = s.hiddenSize, F = s.ffnHiddenSize, kv = s.numQueryGroups * s.headDim();
   const bool swiglu = s.activation == "swiglu";
   const bool qkvBias = s.addBiasLinear || s.addQkvBias;
@@ -44,27 +55,30 @@ std::pair<int64_t, int64_t> layerAndEmbeddingParameters(const ModelSpec &s, int6
   const int64_t attention = H * (Q + 2 * kv) + Q * H + (qkvBias ? Q + 2 * kv : 0) + (s.addBiasLinear ? H : 0);
   // A mixture of experts: the router [experts, H] and each expert's three SwiGLU weights
   // (checkSpecSize bounded the stacked weight [experts, ffn, H] by 2^40).
-  const int64_t mlp = s.isMixtureOfExperts() ? s.numExperts * H + s.numExperts * 3 * H * s.expertFfnHiddenSize()
-                                             : (swiglu ? 3 : 2) * H * F + (s.addBiasLinear ? F + H : 0);
-  const int64_t perLayer = attention + mlp + 4 * H; // two norms, weights and biases
-  int64_t embeddings = vocabRows * H * (s.tieEmbeddings ? 1 : 2) + 2 * H; // + the final norm
+  const int64_t experts = s.numExperts * H + s.numExperts * 3 * H * s.expertFfnHiddenSize();
+  const int64_t shared = s.moeSharedExpertIntermediateSize ? 3 * H * s.moeSharedExpertIntermediateSize + H : 0;
+  const int64_t dense = (swiglu ? 3 : 2) * H * F + (s.addBiasLinear ? F + H : 0);
+  LayerParameters p;
+  p.dense = attention + dense + 4 * H; // two norms, weights and biases
+  p.moe = s.isMixtureOfExperts() ? attention + experts + shared + 4 * H : 0;
+  p.embeddings = vocabRows * H * (s.tieEmbeddings ? 1 : 2) + 2 * H; // + the final norm
   if (s.positionEmbeddingType == "learned")
-    embeddings += s.maxPositionEmbeddings * H;
-  return {perLayer, embeddings};
+    p.embeddings += s.maxPositionEmbeddings * H;
+  return p;
 }
 
 /// Parameters of the whole model with `vocabRows` rows in the embedding (and LM head).
 Error checkParameters(const ModelSpec &s, int64_t vocabRows, StringRef vocabName) {
   // Only the products with num_layers and the sums need checking.
-  auto [perLayer, embeddings] = layerAndEmbeddingParameters(s, vocabRows);
-  std::optional<int64_t> layers = checkedMul(s.numLayers, perLayer);
-  std::optional<int64_t> total = layers ? checkedAdd(*layers, embeddings) : layers;
+  const LayerParameters p = layerAndEmbeddingParameters(s, vocabRows);
+  std::optional<int64_t> layers = p.layers(s);
+  std::optional<int64_t> total = layers ? checkedAdd(*layers, p.embeddings) : layers;
   if (total && *total <= limits::kParameters)
     return Error::success();
   return fail("the model has " + text(total) + " parameters (num_layers " + Twine(s.numLayers) + " x " +
-              Twine(perLayer) + " per layer + " + Twine(embeddings) + " in the embeddings, " + vocabName + " " +
-              Twine(vocabRows) + "), more than the " + Twine(limits::kParameters) +
-              " (2^44) megac compiles; lower num_layers, hidden_size or ffn_hidden_size");
+              Twine(s.isMixtureOfExperts() ? p.moe : p.dense) + " per layer + " + Twine(p.embeddings) +
+              " in the embeddings, " + vocabName + " " + Twine(vocabRows) + "), more than the " +
+              Twine(limits::kParameters) + " (2^44) megac compiles; lower num_layers, hidden_size or ffn_hidden_size");
 }
 
 } // namespace
@@ -135,9 +149,14 @@ Error megac::checkProgramSize(const ModelSpec &s, const ParallelPlan &plan, int6
   return Error::success();
 }
 
-int64_t megac::layerParameters(const ModelSpec &s) { return layerAndEmbeddingParameters(s, s.vocabSize).first; }
+int64_t megac::layerParameters(const ModelSpec &s) {
+  const LayerParameters p = layerAndEmbeddingParameters(s, s.vocabSize);
+  if (!s.isMixtureOfExperts())
+    return p.dense;
+  return s.numMoeLayers() == s.numLayers ? p.moe : std::min(p.moe, p.dense);
+}
 
 int64_t megac::parameterCount(const ModelSpec &s) {
-  auto [perLayer, embeddings] = layerAndEmbeddingParameters(s, s.vocabSize);
-  return s.numLayers * perLayer + embeddings; // checkSpecSize bounded it by 2^44
+  const LayerParameters p = layerAndEmbeddingParameters(s, s.vocabSize);
+  return *p.layers(s) + p.embeddings; // checkSpecSize bounded it by 2^44
 }

@@ -116,6 +116,42 @@ int64_t defaultFfn(StringRef family, int64_t hidden) {
 
 Error moeFail(const Twine &message) { return createStringError(inconvertibleErrorCode(), message); }
 
+/// Megatron's moe_layer_freq: an integer N (the mixture in layers 0, N, 2N, ...) or a list of
+/// one 0 or 1 per layer ("[0, 1, 0, 1]"); empty when every layer's MLP is the mixture.
+Expected<std::vector<bool>> moeLayerPattern(StringRef text, int64_t layers) {
+  std::vector<bool> pattern;
+  const StringRef trimmed = text.trim();
+  int64_t every;
+  if (!trimmed.getAsInteger(10, every)) {
+    if (every < 1 || every > layers)
+      return moeFail("moe_layer_freq is " + trimmed + "; an integer N puts the mixture of experts in every Nth "
+                     "layer from the first, so it must be between 1 and num_layers (" + Twine(layers) + ")");
+    for (int64_t l = 0; l < layers; ++l)
+      pattern.push_back(l % every == 0);
+  } else if (trimmed.starts_with("[") && trimmed.ends_with("]")) {
+    SmallVector<StringRef> entries;
+    trimmed.drop_front().drop_back().split(entries, ',');
+    for (StringRef e : entries) {
+      if (e.trim() != "0" && e.trim() != "1")
+        return moeFail("moe_layer_freq is " + trimmed + "; a list holds one 0 (dense) or 1 (mixture of experts) per "
+                       "layer, and '" + e.trim() + "' is neither");
+      pattern.push_back(e.trim() == "1");
+    }
+    if (static_cast<int64_t>(pattern.size()) != layers)
+      return moeFail("moe_layer_freq is " + trimmed + ", " + Twine(pattern.size()) + " entries; it needs one per layer (" +
+                     "num_layers " + Twine(layers) + ")");
+    if (llvm::none_of(pattern, [](bool moe) { return moe; }))
+      return moeFail("moe_layer_freq is " + trimmed + ": no layer has the mixture of experts; leave num_experts out "
+                     "for a dense model");
+  } else {
+    return moeFail("moe_layer_freq is '" + trimmed + "'; give an integer N (every Nth layer, from the first) or a "
+                   "quoted list of one 0 or 1 per layer, e.g. \"[0, 1, 0, 1]\"");
+  }
+  if (llvm::all_of(pattern, [](bool moe) { return moe; }))
+    pattern.clear();
+  return pattern;
+}
+
 /// The mixture-of-experts keys against each other and the family: experts have a Hugging Face
 /// checkpoint layout as mixtral or qwen2_moe only, and those families have experts.
 Error checkMixtureOfExperts(const ModelSpec &s, const StringMap<std::string> &raw) {
@@ -134,9 +170,10 @@ Error checkMixtureOfExperts(const ModelSpec &s, const StringMap<std::string> &ra
   if (s.moeRouterTopk > s.numExperts)
     return moeFail("moe_router_topk is " + Twine(s.moeRouterTopk) + ", more than num_experts (" +
                    Twine(s.numExperts) + "); a token is routed to at most every expert: lower moe_router_topk");
-  if (auto it = raw.find("moe_layer_freq"); it != raw.end() && it->second != "1")
-    return moeFail("moe_layer_freq is " + it->second + "; megac builds one layer body, so every layer's MLP is the "
-                   "mixture of experts (moe_layer_freq 1): leave moe_layer_freq out");
+  if (s.family == "mixtral" && !s.moeLayers.empty())
+    return moeFail("moe_layer_freq with dense layers and family mixtral: MixtralForCausalLM has experts in every "
+                   "layer, so no Hugging Face checkpoint could hold a dense one; use family qwen2_moe (its "
+                   "mlp_only_layers), or leave moe_layer_freq out");
   const bool shared = s.moeSharedExpertIntermediateSize > 0;
   if (s.family == "mixtral" && (shared || s.moeSharedExpertGate))
     return moeFail(std::string("moe_shared_expert_") + (shared ? "intermediate_size" : "gate") +
@@ -167,6 +204,12 @@ Error checkMixtureOfExperts(const ModelSpec &s, const StringMap<std::string> &ra
 }
 
 } // namespace
+
+int64_t ModelSpec::numMoeLayers() const {
+  if (!isMixtureOfExperts())
+    return 0;
+  return moeLayers.empty() ? numLayers : llvm::count(moeLayers, true);
+}
 
 ArrayRef<StringRef> megac::specKeys() {
   static const StringRef known[] = {
@@ -390,6 +433,12 @@ Expected<ModelSpec> megac::parseModelSpec(StringRef yaml, StringRef where) {
                       {"attention_dropout", s.attentionDropout}})
     if (!(v >= 0.0 && v < 1.0))
       return r.fail(k + " is " + number(v) + ", but a dropout rate must be in [0, 1) (Megatron's default: 0.1)");
+  if (auto it = raw.find("moe_layer_freq"); it != raw.end() && s.isMixtureOfExperts()) {
+    Expected<std::vector<bool>> pattern = moeLayerPattern(it->second, s.numLayers);
+    if (!pattern)
+      return r.fail(toString(pattern.takeError()));
+    s.moeLayers = std::move(*pattern);
+  }
   if (Error e = checkMixtureOfExperts(s, raw))
     return r.fail(toString(std::move(e)));
   // The products of the sizes (weights, parameters), each size being within its limit.

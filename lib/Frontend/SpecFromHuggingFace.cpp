@@ -241,14 +241,38 @@ Expected<std::string> expertLines(const ConfigReader &r, StringRef family) {
       return e->takeError();
   if (!normTopk)
     return normTopk.takeError();
-  if (*step != 1)
-    return r.fail("decoder_sparse_step is " + Twine(*step) + "; megac builds one layer body, so every layer's MLP is "
-                  "the mixture of experts (decoder_sparse_step 1), and " + r.cannot());
-  if (const json::Value *dense = config.get("mlp_only_layers"))
-    if (const json::Array *list = dense->getAsArray(); !list || !list->empty())
-      return r.fail("mlp_only_layers is " + ConfigReader::shown(*dense) + "; megac builds one layer body, so every "
-                    "layer's MLP is the mixture of experts (mlp_only_layers []), and " + r.cannot());
-  // intermediate_size is the dense MLP's width, which no layer has (kept for the config written back).
+  // The layers with the mixture: every decoder_sparse_step-th (layer index + 1 a multiple of it)
+  // but those mlp_only_layers lists; the others have a dense MLP intermediate_size wide.
+  Expected<int64_t> layers = r.size("num_hidden_layers", "the number of layers", limits::kLayers);
+  if (!layers)
+    return layers.takeError();
+  std::vector<bool> sparse;
+  for (int64_t l = 0; l < *layers; ++l)
+    sparse.push_back((l + 1) % *step == 0);
+  if (const json::Value *dense = config.get("mlp_only_layers")) {
+    const json::Array *list = dense->getAsArray();
+    for (size_t i = 0; list && i < list->size(); ++i) {
+      std::optional<int64_t> l = (*list)[i].getAsInteger();
+      if (!l || *l < 0 || *l >= *layers) {
+        list = nullptr;
+        break;
+      }
+      sparse[static_cast<size_t>(*l)] = false;
+    }
+    if (!list)
+      return r.fail("mlp_only_layers is " + ConfigReader::shown(*dense) + "; it lists layer indices (0 to " +
+                    Twine(*layers - 1) + ") whose MLP is dense");
+  }
+  if (llvm::none_of(sparse, [](bool moe) { return moe; }))
+    return r.fail("decoder_sparse_step " + Twine(*step) + " and mlp_only_layers leave no layer with the experts; " +
+                  r.cannot() + " as a mixture of experts");
+  std::string pattern;
+  for (bool moe : sparse)
+    pattern += std::string(pattern.empty() ? "" : ", ") + (moe ? "1" : "0");
+  if (llvm::any_of(sparse, [](bool moe) { return !moe; }))
+    out += "# decoder_sparse_step " + std::to_string(*step) + " and mlp_only_layers: the layers with the experts (1)\n" +
+           line("moe_layer_freq", "\"[" + pattern + "]\"");
+  // intermediate_size is the dense layers' MLP width (kept for the config written back).
   return out + line("moe_ffn_hidden_size", Twine(*expertFfn)) +
          line("moe_shared_expert_intermediate_size", Twine(*shared)) +
          line("moe_router_pre_softmax", *normTopk ? "false" : "true");

@@ -2,7 +2,8 @@
 
 transformers (build/pyenv) makes a randomly initialised MixtralForCausalLM (4 experts, 2 per token,
 dropless) and a Qwen2MoeForCausalLM (4 experts, 2 per token, their probabilities not renormalised,
-a shared expert gated by a sigmoid) and saves them; `megac compile FOLDER` compiles it and `OUT/train --load FOLDER
+a shared expert gated by a sigmoid; and one of 4 layers with decoder_sparse_step 2, dense MLPs in
+layers 0 and 2) and saves them; `megac compile FOLDER` compiles it and `OUT/train --load FOLDER
 --skip-train` gives transformers' validation loss (1e-5) and `generate --logits-file` its logits
 (1e-5 of the largest); two iterations trained from the folder are saved one tensor per expert, and
 transformers' from_pretrained of that checkpoint gives megac's loss (1e-5); tp2 + sp computes the
@@ -42,6 +43,11 @@ families = {
         num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=96,
         moe_intermediate_size=48, shared_expert_intermediate_size=96, num_experts=4, num_experts_per_tok=2,
         max_position_embeddings=128, vocab_size=300)),
+    # Dense layers 0 and 2 (decoder_sparse_step 2: experts where the index + 1 is even).
+    "qwen2_moe-sparse-step": transformers.Qwen2MoeForCausalLM(transformers.Qwen2MoeConfig(
+        num_hidden_layers=4, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=96,
+        moe_intermediate_size=48, shared_expert_intermediate_size=96, num_experts=4, num_experts_per_tok=2,
+        max_position_embeddings=128, vocab_size=300, decoder_sparse_step=2)),
     "mixtral-aux": transformers.MixtralForCausalLM(transformers.MixtralConfig(
         num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=96,
         max_position_embeddings=128, vocab_size=300, num_local_experts=4, num_experts_per_tok=2,

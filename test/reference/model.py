@@ -230,17 +230,18 @@ class MixtureOfExperts(nn.Module):
 class Block(nn.Module):
     """Pre-norm: x += attn(norm1(x)); x += mlp(norm2(x))."""
 
-    def __init__(self, spec, gpt2):
+    def __init__(self, spec, gpt2, experts=True):
         super().__init__()
         norm = lambda: Norm(spec.hidden_size, spec.normalization, spec.norm_epsilon, norm_offset(spec))
+        experts = experts and spec.num_experts > 0  # else a dense MLP (moe_layer_freq's other layers)
         if gpt2:
             self.ln_1, self.attn, self.ln_2, self.mlp = norm(), Attention(spec, True), norm(), MLP(spec, True)
         else:
             self.input_layernorm, self.self_attn = norm(), Attention(spec, False)
             self.post_attention_layernorm = norm()
-            if spec.num_experts and spec.family == "mixtral":  # Mixtral's name for it
+            if experts and spec.family == "mixtral":  # Mixtral's name for it
                 self.block_sparse_moe = MixtureOfExperts(spec)
-            elif spec.num_experts:
+            elif experts:
                 self.mlp = MixtureOfExperts(spec)
             else:
                 self.mlp = MLP(spec, False)
@@ -281,7 +282,7 @@ class Transformer(nn.Module):
         self.spec = spec
         gpt2 = spec.family == "gpt2"
         h, V = spec.hidden_size, spec.vocab_size
-        blocks = nn.ModuleList(Block(spec, gpt2) for _ in range(spec.num_layers))
+        blocks = nn.ModuleList(Block(spec, gpt2, spec.moe_layer_freq[i]) for i in range(spec.num_layers))
         final = Norm(h, spec.normalization, spec.norm_epsilon, norm_offset(spec))
         body = nn.Module()  # "transformer" (gpt2) or "model" (llama): only there for the names
         if gpt2:
@@ -329,12 +330,18 @@ class Transformer(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
     def moe_layers(self):
-        return [block.block_sparse_moe if self.spec.family == "mixtral" else block.mlp
+        """The layers' mixtures of experts (a dense layer has none)."""
+        mlps = [block.block_sparse_moe if self.spec.family == "mixtral" else block.mlp
                 for block in getattr(self, self._names[0]).layers]
+        return [m for m in mlps if isinstance(m, MixtureOfExperts)]
 
     def expert_load(self):
-        """The last forward's choices each expert computed (dropped ones not counted), per layer."""
-        return [layer.load for layer in self.moe_layers()]
+        """The last forward's choices each expert computed (dropped ones not counted), per layer (a
+        dense layer's: zeros)."""
+        mlps = [block.block_sparse_moe if self.spec.family == "mixtral" else block.mlp
+                for block in getattr(self, self._names[0]).layers]
+        return [m.load if isinstance(m, MixtureOfExperts) else [0] * self.spec.num_experts
+                for m in mlps]
 
     def z_loss(self):
         """The last forward's router z-losses (each the mean over the tokens of logsumexp(logits)^2),

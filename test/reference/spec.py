@@ -84,6 +84,9 @@ class Spec:
     moe_z_loss_coeff: float  # ST-MoE's router z-loss (Megatron's), summed over the layers
     moe_expert_capacity_factor: float  # 0: dropless; else each expert keeps ceil(tokens k / experts x it)
     moe_token_drop_policy: str  # which choices an expert keeps: the most probable (probs) or the earliest
+    # Megatron's moe_layer_freq (N: every Nth layer from the first; "[0, 1, ...]": one per layer),
+    # read as one bool per layer: its MLP the mixture of experts (else dense, ffn_hidden_size wide).
+    moe_layer_freq: tuple
 
     @property
     def is_encoder(self):
@@ -111,7 +114,19 @@ def _default_ffn(family, h):
     return 256 * math.ceil((8 * h / 3) / 256)  # Llama rounds 8h/3 up to a multiple of 256
 
 
+def _moe_layer_pattern(freq, layers, where):
+    if isinstance(freq, int) and not isinstance(freq, bool) and freq >= 1:
+        return tuple(i % freq == 0 for i in range(layers))
+    if isinstance(freq, str) and freq.strip().startswith("["):
+        entries = [e.strip() for e in freq.strip()[1:-1].split(",")]
+        if len(entries) == layers and all(e in ("0", "1") for e in entries):
+            return tuple(e == "1" for e in entries)
+    raise SpecError(f"{where}: moe_layer_freq {freq!r} is neither a positive integer nor a list of one 0 or 1 per layer")
+
+
 def _check_type(key, value, kind, where):
+    if kind == "pattern":
+        return value
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise SpecError(f"{where}: {key} must be an integer, got {value!r}")
@@ -148,7 +163,7 @@ def make_spec(raw, where="spec"):
     vals = dict(dict(norm_epsilon=1e-5, num_tokentypes=0, num_experts=0, moe_router_topk=2, moe_ffn_hidden_size=0,
                      moe_router_pre_softmax=False, moe_shared_expert_intermediate_size=0,
                      moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=0.0, moe_z_loss_coeff=0.0,
-                     moe_expert_capacity_factor=0.0, moe_token_drop_policy="probs"),
+                     moe_expert_capacity_factor=0.0, moe_token_drop_policy="probs", moe_layer_freq=1),
                 **FAMILY_DEFAULTS[family])
     vals.update(rotary_base=10000.0, kv_channels=0,
                 rope_scaling_type="none", rope_scaling_factor=1.0, sliding_window=0,
@@ -158,7 +173,8 @@ def make_spec(raw, where="spec"):
     vals.update(raw)
     if family in ("gpt2", "bert", "megatron_bert") and "add_qkv_bias" not in raw:  # with the other linears
         vals["add_qkv_bias"] = vals["add_bias_linear"]
-    kinds = {int: "int", bool: "bool", float: "float", str: "choice"}
+    vals["moe_layer_freq"] = _moe_layer_pattern(vals["moe_layer_freq"], vals["num_layers"], where)
+    kinds = {int: "int", bool: "bool", float: "float", str: "choice", tuple: "pattern"}
     vals = {k: _check_type(k, vals[k], kinds[FIELDS[k]], where) for k in FIELDS}
     s = Spec(**vals)
     _validate(s, where)

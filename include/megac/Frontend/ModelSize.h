@@ -19,7 +19,8 @@ llvm::Error checkSpecSize(const ModelSpec &spec);
 /// batch x seq_length^2 x hidden_size, which the attention kernels count in int64).
 llvm::Error checkProgramSize(const ModelSpec &spec, const ParallelPlan &plan, int64_t microBatch);
 
-/// One transformer layer's parameters (weights, biases, norms), for a spec parseModelSpec accepted.
+/// One transformer layer's parameters (weights, biases, norms; with dense and mixture-of-experts
+/// layers, the smaller kind's), for a spec parseModelSpec accepted.
 int64_t layerParameters(const ModelSpec &spec);
 /// The model's parameters (the vocabulary as given, unpadded), for a spec parseModelSpec accepted.
 int64_t parameterCount(const ModelSpec &spec);

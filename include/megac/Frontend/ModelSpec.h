@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <vector>
 #include <string>
 
 namespace megac {
@@ -50,9 +51,12 @@ struct ModelSpec {
   double hiddenDropout = 0.0;
   double attentionDropout = 0.0;
 
-  // Mixture of experts (Megatron's names); 0 experts: a dense MLP. Every layer's MLP is the
-  // mixture (moe_layer_freq 1).
+  // Mixture of experts (Megatron's names); 0 experts: a dense MLP.
   int64_t numExperts = 0;
+  // Which layers' MLP is the mixture (Megatron's moe_layer_freq: 1 every Nth layer from the
+  // first, or "[1, 0, ...]" one entry per layer); empty: every layer's. The others have a dense
+  // MLP ffn_hidden_size wide.
+  std::vector<bool> moeLayers;
   int64_t moeRouterTopk = 2;
   int64_t moeFfnHiddenSize = 0;        // each expert's hidden size; 0: ffn_hidden_size
   // Softmax over all experts, the top k's probabilities used as they are (Qwen2-MoE's norm_topk_prob
@@ -73,6 +77,9 @@ struct ModelSpec {
   std::map<std::string, unsigned> keyLines;
 
   bool isMixtureOfExperts() const { return numExperts > 0; }
+  bool isMoeLayer(int64_t layer) const { return isMixtureOfExperts() && (moeLayers.empty() || moeLayers[layer]); }
+  /// The layers whose MLP is the mixture (all of them unless moeLayers says otherwise).
+  int64_t numMoeLayers() const;
   int64_t expertFfnHiddenSize() const { return moeFfnHiddenSize ? moeFfnHiddenSize : ffnHiddenSize; }
   /// A bidirectional encoder trained as a masked language model (BERT).
   bool isEncoder() const { return family == "bert" || family == "megatron_bert"; }

@@ -49,10 +49,10 @@ def cases():
                    r"token is routed to at most every expert", content=mixtral_config(num_experts_per_tok=6)),
         hf_compile("Mixtral with router jitter", r"router_jitter_noise is 0\.1; megac does not jitter the router's "
                    r"inputs .* set it to 0", content=mixtral_config(router_jitter_noise=0.1)),
-        hf_compile("Qwen2-MoE with dense layers", r"decoder_sparse_step is 2; megac builds one layer body, so every "
-                   r"layer's MLP is the mixture of experts", content=qwen2_moe_config(decoder_sparse_step=2)),
-        hf_compile("Qwen2-MoE with mlp_only_layers", r"mlp_only_layers is \[1\]; megac builds one layer body",
-                   content=qwen2_moe_config(mlp_only_layers=[1])),
+        hf_compile("Qwen2-MoE whose every layer is dense", r"decoder_sparse_step 3 and mlp_only_layers leave no layer "
+                   r"with the experts", content=qwen2_moe_config(decoder_sparse_step=3)),
+        hf_compile("Qwen2-MoE with mlp_only_layers past the layers", r"mlp_only_layers is \[5\]; it lists layer indices "
+                   r"\(0 to 1\) whose MLP is dense", content=qwen2_moe_config(mlp_only_layers=[5])),
         hf_compile("a folder without config.json", r"hf is a folder without a config\.json; give a spec YAML or a "
                    r"Hugging Face model folder", content={"hf/model.safetensors": b"x"}),
         hf_compile("another architecture", r"model_type is 't5' \(architectures T5ForConditionalGeneration\); megac computes "
