@@ -122,10 +122,16 @@ private:
     if (call->hasAttr(names::kDistributeSavedAttr))
       distributeSavedInput(call);
     SmallVector<Sharding> args;
+    auto calleeFn = module.lookupSymbol<func::FuncOp>(call.getCallee());
+    // A layer's backward reads what its forward saved as the forward left it: partial sums stay
+    // partial (expert tensor parallelism's rows, which the backward only reads linearly), and
+    // every layer's forward leaves the same.
+    const bool savedForBackward = calleeFn && roleOf(calleeFn) == FunctionRole::LayerBackward;
     for (OpOperand &operand : call->getOpOperands()) {
       // A layer function is shared by all layers: its inputs are whole, never partial sums.
       Sharding s = get(operand.get());
-      if (s.isPartial()) {
+      if (s.isPartial() && !(savedForBackward && operand.getOperandNumber() > 0 && isa_and_nonnull<func::CallOp>(
+                                                                                 operand.get().getDefiningOp()))) {
         Sharding to = seqSplittable(operand.get()) ? Sharding::split(tx::kSequenceDim) : Sharding::replicated();
         operand.set(convert(operand.get(), to, call, reduceRule(operand.get(), to.isSplit(), "the layer call")));
         s = to;
