@@ -417,12 +417,16 @@ FailureOr<KernelCall> MatmulNf4Op::getKernelCall(bool) {
 
 namespace {
 
-/// `call` of a mixture-of-experts kernel, which computes float32 only so far.
-FailureOr<KernelCall> f32Only(Operation *op, KernelCall call) {
+/// `call` of a mixture-of-experts kernel: templates over the activations' type (float, bf16 or
+/// fp16; megart/kernels.h), whose floating-point operands are that type or float.
+FailureOr<KernelCall> moeCall(Operation *op, KernelCall call) {
+  Type half;
   for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults()))
-    if (auto t = cast<RankedTensorType>(v.getType()); isa<FloatType>(t.getElementType()) && !t.getElementType().isF32())
-      return refuse(op, "the mixture-of-experts kernels compute float32 only (not " +
-                            llvm::Twine(t.getElementType().isBF16() ? "bf16" : "16-bit") + " activations)");
+    if (auto t = cast<RankedTensorType>(v.getType()); isa<FloatType>(t.getElementType()) && !t.getElementType().isF32()) {
+      if (half && half != t.getElementType())
+        return refuse(op, "the mixture-of-experts kernels take one 16-bit activation type per call");
+      half = t.getElementType();
+    }
   return call;
 }
 
@@ -435,14 +439,14 @@ FailureOr<KernelCall> rowMoveCall(Operation *op, Kernel plain, Kernel weighted, 
     args.push_back(weights);
   for (KernelArg a : {integer("tokens", r[0]), integer("topk", r[1]), integer("hidden", hidden)})
     args.push_back(a);
-  return f32Only(op, {weights ? weighted : plain, std::move(args)});
+  return moeCall(op, {weights ? weighted : plain, std::move(args)});
 }
 
 } // namespace
 
 FailureOr<KernelCall> MoeRouteOp::getKernelCall(bool) {
   ArrayRef<int64_t> l = shapeOf(getLogits());
-  return f32Only(
+  return moeCall(
       *this, {Kernel::moe_route_forward,
               {getProbs(), getExperts(), getWeights(), getLogits(), integer("tokens", l[0]), integer("experts", l[1]),
                integer("topk", int64_t(getTopk())), boolean("pre_softmax", getPreSoftmax())}});
@@ -457,7 +461,7 @@ FailureOr<KernelCall> MoeAssignOp::getKernelCall(bool) {
 
 FailureOr<KernelCall> MoeDropOp::getKernelCall(bool) {
   ArrayRef<int64_t> e = shapeOf(getExperts());
-  return f32Only(*this, {Kernel::moe_drop,
+  return moeCall(*this, {Kernel::moe_drop,
                          {getKept(), getMask(), getExperts(), getWeights(), integer("tokens", e[0]),
                           integer("topk", e[1]), integer("experts", static_cast<int64_t>(getNumExperts())),
                           integer("capacity", static_cast<int64_t>(getCapacity())),
@@ -483,7 +487,7 @@ FailureOr<KernelCall> MoeExchangeCountsOp::getKernelCall(bool) {
 /// tx.moe_dispatch and tx.moe_combine: `local` rows in expert order, `exchanged` every rank's rows
 /// of this rank's experts.
 template <typename Op> static FailureOr<KernelCall> expertExchangeCall(Op op, Kernel kernel, Value local, Value exchanged) {
-  return f32Only(op, {kernel,
+  return moeCall(op, {kernel,
                       {KernelArg::context(KernelArg::StepContext), op.getResult(), op.getInput(), op.getCounts(),
                        op.getReceived(), integer("experts", shapeOf(op.getCounts())[0]),
                        integer("local_rows", shapeOf(local)[0]), integer("exchanged_rows", shapeOf(exchanged)[0]),
@@ -500,7 +504,7 @@ FailureOr<KernelCall> MoeCombineOp::getKernelCall(bool) {
 
 FailureOr<KernelCall> GroupedMatmulOp::getKernelCall(bool) {
   ArrayRef<int64_t> a = shapeOf(getLhs()), w = shapeOf(getRhs());
-  return f32Only(*this, {Kernel::grouped_gemm,
+  return moeCall(*this, {Kernel::grouped_gemm,
                          {getResult(), getLhs(), getRhs(), getCounts(), integer("segments", shapeOf(getCounts())[0]),
                           integer("experts", w[0]), integer("rows", a[0]), integer("k", a[1]),
                           integer("n", shapeOf(getResult())[1]), boolean("transpose_w", getTransposeRhs())}});
@@ -508,7 +512,7 @@ FailureOr<KernelCall> GroupedMatmulOp::getKernelCall(bool) {
 
 FailureOr<KernelCall> MoeRouteGradOp::getKernelCall(bool) {
   ArrayRef<int64_t> p = shapeOf(getProbs());
-  return f32Only(*this, {Kernel::moe_route_backward,
+  return moeCall(*this, {Kernel::moe_route_backward,
                          {getResult(), getProbsGrad(), getWeightsGrad(), getProbs(), getExperts(), getWeights(),
                           integer("tokens", p[0]), integer("experts", p[1]), integer("topk", shapeOf(getWeights())[1]),
                           boolean("pre_softmax", getPreSoftmax())}});
@@ -516,14 +520,14 @@ FailureOr<KernelCall> MoeRouteGradOp::getKernelCall(bool) {
 
 FailureOr<KernelCall> MoeRowDotOp::getKernelCall(bool) {
   ArrayRef<int64_t> r = shapeOf(getRows());
-  return f32Only(*this, {Kernel::moe_row_dot,
+  return moeCall(*this, {Kernel::moe_row_dot,
                          {getResult(), getTokens(), getExpertRows(), getRows(), integer("tokens", r[0]),
                           integer("topk", r[1]), integer("hidden", shapeOf(getTokens())[1])}});
 }
 
 FailureOr<KernelCall> GroupedMatmulWeightGradOp::getKernelCall(bool) {
   ArrayRef<int64_t> a = shapeOf(getLhs());
-  return f32Only(*this, {Kernel::grouped_gemm_weight_grad,
+  return moeCall(*this, {Kernel::grouped_gemm_weight_grad,
                          {getResult(), getLhs(), getGrad(), getCounts(), integer("segments", shapeOf(getCounts())[0]),
                           integer("experts", shapeOf(getResult())[0]), integer("rows", a[0]), integer("k", a[1]), integer("n", shapeOf(getGrad())[1]),
                           boolean("transpose", getTranspose())}});
@@ -531,24 +535,24 @@ FailureOr<KernelCall> GroupedMatmulWeightGradOp::getKernelCall(bool) {
 
 FailureOr<KernelCall> RouterLoadOp::getKernelCall(bool) {
   ArrayRef<int64_t> p = shapeOf(getProbs());
-  return f32Only(*this, {Kernel::router_load,
+  return moeCall(*this, {Kernel::router_load,
                          {getResult(), getProbs(), getCounts(), integer("tokens", p[0]), integer("experts", p[1])}});
 }
 
 FailureOr<KernelCall> RouterLoadGradOp::getKernelCall(bool) {
   ArrayRef<int64_t> r = shapeOf(getResult());
-  return f32Only(*this, {Kernel::router_load_backward,
+  return moeCall(*this, {Kernel::router_load_backward,
                          {getResult(), getGrad(), integer("tokens", r[0]), integer("experts", r[1])}});
 }
 
 FailureOr<KernelCall> LoadBalancingLossOp::getKernelCall(bool) {
-  return f32Only(*this,
+  return moeCall(*this,
                  {Kernel::load_balancing_loss,
                   {getResult(), getLoad(), integer("experts", shapeOf(getLoad())[1]), floating("scale", getScale())}});
 }
 
 FailureOr<KernelCall> LoadBalancingLossGradOp::getKernelCall(bool) {
-  return f32Only(*this, {Kernel::load_balancing_loss_backward,
+  return moeCall(*this, {Kernel::load_balancing_loss_backward,
                          {getResult(), KernelArg::hostScalar(getGrad()), getLoad(),
                           integer("experts", shapeOf(getLoad())[1]), floating("scale", getScale())}});
 }
@@ -567,26 +571,26 @@ FailureOr<KernelCall> RecordExpertLoadOp::getKernelCall(bool) {
 
 FailureOr<KernelCall> GateRowsOp::getKernelCall(bool) {
   ArrayRef<int64_t> x = shapeOf(getInput());
-  return f32Only(*this, {Kernel::gate_rows_forward,
+  return moeCall(*this, {Kernel::gate_rows_forward,
                          {getResult(), getInput(), getGate(), integer("tokens", x[0]), integer("hidden", x[1])}});
 }
 
 FailureOr<KernelCall> GateRowsGradOp::getKernelCall(bool) {
   ArrayRef<int64_t> x = shapeOf(getInput());
-  return f32Only(*this, {Kernel::gate_rows_backward,
+  return moeCall(*this, {Kernel::gate_rows_backward,
                          {getInputGrad(), getGateGrad(), getGrad(), getInput(), getGate(), integer("tokens", x[0]),
                           integer("hidden", x[1])}});
 }
 
 FailureOr<KernelCall> RouterZLossOp::getKernelCall(bool) {
   ArrayRef<int64_t> l = shapeOf(getLogits());
-  return f32Only(
+  return moeCall(
       *this, {Kernel::router_z_loss, {getResult(), getLogits(), integer("tokens", l[0]), integer("experts", l[1])}});
 }
 
 FailureOr<KernelCall> RouterZLossGradOp::getKernelCall(bool) {
   ArrayRef<int64_t> l = shapeOf(getLogits());
-  return f32Only(*this, {Kernel::router_z_loss_backward,
+  return moeCall(*this, {Kernel::router_z_loss_backward,
                          {getResult(), KernelArg::hostScalar(getGrad()), getLogits(), integer("tokens", l[0]),
                           integer("experts", l[1])}});
 }

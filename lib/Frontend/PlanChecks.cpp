@@ -85,13 +85,6 @@ Error megac::resolvePipeline(ParallelPlan &plan, const ModelSpec &spec) {
 }
 
 /// What of a mixture of experts this megac computes so far (issue [19] builds the rest): float32.
-static Error mixtureOfExpertsBuilt(const ParallelPlan &plan, const ModelSpec &) {
-  if (plan.precision != ActivationPrecision::Fp32)
-    return fail(Twine("--") + activationPrecisionName(plan.precision) + " with experts: the mixture-of-experts "
-                "kernels compute float32 only so far (issue [19]); leave out --" + activationPrecisionName(plan.precision));
-  return Error::success();
-}
-
 /// Expert parallelism: experts to split, evenly, and what it composes with so far.
 static Error expertParallelFits(const ParallelPlan &plan, const ModelSpec &spec) {
   const Twine flag = "--expert-model-parallel-size " + Twine(plan.ep);
@@ -100,6 +93,11 @@ static Error expertParallelFits(const ParallelPlan &plan, const ModelSpec &spec)
   if (spec.numExperts % plan.ep != 0)
     return fail("num_experts (" + Twine(spec.numExperts) + ") is not divisible by --expert-model-parallel-size (" +
                 Twine(plan.ep) + "); choose an --expert-model-parallel-size that divides it");
+  // 16-bit rows travel between the ep ranks as fp32 words (two elements each).
+  if (plan.precision != ActivationPrecision::Fp32 && spec.hiddenSize % 2 != 0)
+    return fail(flag + " with --" + activationPrecisionName(plan.precision) + " and hidden_size " +
+                Twine(spec.hiddenSize) + ": the experts' 16-bit rows are exchanged as pairs of elements, so "
+                "hidden_size must be even; use an even hidden_size, or fp32");
   // The experts' state shards over the dp ranks holding the same experts; with hybrid sharding the
   // dense state would shard over a part of dp and the experts' over another: not built.
   if (plan.sharding != ShardingStrategy::NoShard && plan.shardDegree != plan.dp)
@@ -129,12 +127,20 @@ Error megac::validatePlan(const ParallelPlan &plan, const ModelSpec &spec) {
   if (!spec.isMixtureOfExperts())
     if (Error e = divisible("ffn_hidden_size", spec.ffnHiddenSize))
       return e;
-  if (spec.isMixtureOfExperts())
-    if (Error e = mixtureOfExpertsBuilt(plan, spec))
-      return e;
   if (plan.ep > 1)
     if (Error e = expertParallelFits(plan, spec))
       return e;
+  // The layers carry the routers' load and z-loss in fp32 beside the residual stream, which
+  // 16-bit activations make bf16 / fp16: the pipeline sends one buffer of one element type.
+  const bool carries = spec.isMixtureOfExperts() &&
+                       ((spec.moeAuxLossCoeff > 0.0 && spec.moeRouterLoadBalancingType != "none") ||
+                        spec.moeZLossCoeff > 0.0);
+  if (carries && plan.pp > 1 && plan.precision != ActivationPrecision::Fp32)
+    return fail(Twine("--") + activationPrecisionName(plan.precision) +
+                " with --pipeline-model-parallel-size " + Twine(plan.pp) +
+                " and a load-balancing or z-loss (moe_aux_loss_coeff / moe_z_loss_coeff above 0) is not built yet: "
+                "the layers carry the routers' load in fp32 beside a 16-bit residual stream, which the pipeline "
+                "cannot send as one buffer; leave out one of the three");
   if (plan.etp != 0) {
     const Twine flag = "--expert-tensor-parallel-size " + Twine(plan.etp);
     if (!spec.isMixtureOfExperts())

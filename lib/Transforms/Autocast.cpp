@@ -62,9 +62,11 @@ public:
 
 private:
   /// Whether `op`'s results are activations: computed from the data (an embedding lookup, or any
-  /// op reading a 16-bit value). The loss stays fp32.
+  /// op reading a 16-bit value). The loss stays fp32, and so do a router's load (counts summed
+  /// over the layers) and z-loss; its probabilities and weights are the activations' type (a
+  /// softmax computed in fp32 and rounded, as transformers' Mixtral casts its routing weights).
   bool fromData(Operation &op) {
-    if (isa<tx::CrossEntropyOp, tx::ParamOp, func::ReturnOp>(op))
+    if (isa<tx::CrossEntropyOp, tx::ParamOp, func::ReturnOp, tx::RouterLoadOp, tx::RouterZLossOp>(op))
       return false;
     if (isa<tx::EmbeddingOp>(op))
       return true;

@@ -1,7 +1,9 @@
 // Mixture of experts on the CPU: routing, the moves between token order and expert order, the
-// grouped GEMM (one cblas_sgemm per expert with rows, inside one call) and expert parallelism's
-// all-to-all exchanges. Float32; every
-// sum runs in a fixed order, so results do not depend on the thread count.
+// grouped GEMM (one GEMM per expert with rows, inside one call) and expert parallelism's
+// all-to-all exchanges. The activations (tokens, rows, the router's logits, probabilities and
+// weights) are float or 16-bit (A: bf16_t, fp16_t), read widened to fp32 and rounded once on
+// store; the loads and the losses are float. Every sum runs in a fixed order, so results do not
+// depend on the thread count.
 #include "megart/comm.h"
 #include "megart/error.h"
 #include "megart/kernels.h"
@@ -74,7 +76,7 @@ std::vector<int64_t> rank_elements(const int32_t *counts, int64_t ranks, int64_t
 float sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
 
 // A row of router logits' logsumexp, in double.
-double log_sum_exp(const float *row, int64_t n) {
+template <typename A> double log_sum_exp(const A *row, int64_t n) {
   const detail::RowSoftmax sm = detail::row_softmax(row, n);
   return sm.max + std::log(sm.sum);
 }
@@ -82,59 +84,89 @@ double log_sum_exp(const float *row, int64_t n) {
 // Whether expert a ranks before expert b: the more probable, the lower index among equals.
 bool ranks_before(const float *p, int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); }
 
-template <bool Weighted>
-void scatter(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens, int64_t topk,
+template <bool Weighted, typename A>
+void scatter(A *out, const A *in, const int32_t *rows, const A *weights, int64_t tokens, int64_t topk,
              int64_t hidden) {
   check_rows(Weighted ? "moe_scatter_weighted" : "moe_scatter", rows, tokens * topk);
 #pragma omp parallel for schedule(static) if (tokens * topk * hidden > (1 << 16))
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t j = 0; j < topk; ++j) {
-      float *dst = out + rows[t * topk + j] * hidden;
-      const float *src = in + t * hidden;
-      const float w = Weighted ? weights[t * topk + j] : 1.0f;
+      A *dst = out + rows[t * topk + j] * hidden;
+      const A *src = in + t * hidden;
+      const float w = Weighted ? to_float(weights[t * topk + j]) : 1.0f;
       for (int64_t h = 0; h < hidden; ++h)
-        dst[h] = Weighted ? w * src[h] : src[h];
+        dst[h] = Weighted ? from_float<A>(w * to_float(src[h])) : src[h];
     }
 }
 
-template <bool Weighted>
-void gather(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens, int64_t topk,
+// Each token's sum over its choices in fp32, rounded once.
+template <bool Weighted, typename A>
+void gather(A *out, const A *in, const int32_t *rows, const A *weights, int64_t tokens, int64_t topk,
             int64_t hidden) {
   check_rows(Weighted ? "moe_gather_weighted" : "moe_gather", rows, tokens * topk);
 #pragma omp parallel for schedule(static) if (tokens * topk * hidden > (1 << 16))
   for (int64_t t = 0; t < tokens; ++t) {
-    float *dst = out + t * hidden;
-    for (int64_t h = 0; h < hidden; ++h)
-      dst[h] = 0.0f;
-    for (int64_t j = 0; j < topk; ++j) {
-      const float *src = in + rows[t * topk + j] * hidden;
-      const float w = Weighted ? weights[t * topk + j] : 1.0f;
-      for (int64_t h = 0; h < hidden; ++h)
-        dst[h] += Weighted ? w * src[h] : src[h];
+    A *dst = out + t * hidden;
+    for (int64_t h = 0; h < hidden; ++h) {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < topk; ++j) {
+        const float v = to_float(in[rows[t * topk + j] * hidden + h]);
+        sum += Weighted ? to_float(weights[t * topk + j]) * v : v;
+      }
+      dst[h] = from_float<A>(sum);
     }
+  }
+}
+
+// Expert parallelism's rows travel as whole fp32 words (two 16-bit elements each), as the
+// pipeline's activations do: every rank's part must hold an even number of 16-bit elements.
+template <typename A>
+void exchange_rows(Communicator &ep, const char *kernel, const A *in, const int32_t *send, A *out,
+                   const int32_t *recv, int64_t local, int64_t hidden) {
+  const int64_t ranks = ep.size();
+  std::vector<int64_t> sends = rank_elements(send, ranks, local, hidden), recvs = rank_elements(recv, ranks, local, hidden);
+  if constexpr (sizeof(A) == sizeof(float)) {
+    ep.all_to_all_v(in, sends.data(), out, recvs.data());
+  } else {
+    static_assert(2 * sizeof(A) == sizeof(float));
+    if (hidden % 2 != 0)
+      throw Error(std::string(kernel) + ": 16-bit rows of " + std::to_string(hidden) +
+                  " elements do not pack into fp32 words; an even hidden size is needed");
+    for (std::vector<int64_t> *v : {&sends, &recvs})
+      for (int64_t &n : *v)
+        n /= 2;
+    ep.all_to_all_v(reinterpret_cast<const float *>(in), sends.data(), reinterpret_cast<float *>(out), recvs.data());
   }
 }
 
 } // namespace
 
-void moe_route_forward(float *probs, int32_t *experts, float *weights, const float *logits, int64_t tokens,
-                       int64_t num_experts, int64_t topk, bool pre_softmax) {
+// The softmax and the choice in fp32 (transformers' Mixtral: a float softmax, its top k, the
+// weights cast to the activations' type); probabilities and weights stored rounded.
+template <typename A>
+void moe_route_forward(A *probs, int32_t *experts, A *weights, const A *logits, int64_t tokens, int64_t num_experts,
+                       int64_t topk, bool pre_softmax) {
   if (topk < 1 || topk > num_experts)
     throw Error("moe_route_forward: topk " + std::to_string(topk) + " is outside [1, " + std::to_string(num_experts) +
                 "]");
-#pragma omp parallel for schedule(static) if (tokens * num_experts > (1 << 14))
+#pragma omp parallel if (tokens * num_experts > (1 << 14))
+  {
+  std::vector<float> row(static_cast<size_t>(num_experts));
+  float *p = row.data();
+#pragma omp for schedule(static)
   for (int64_t t = 0; t < tokens; ++t) {
-    const float *l = logits + t * num_experts;
-    float *p = probs + t * num_experts;
-    float max = l[0];
+    const A *l = logits + t * num_experts;
+    float max = to_float(l[0]);
     for (int64_t e = 1; e < num_experts; ++e)
-      max = std::max(max, l[e]);
+      max = std::max(max, to_float(l[e]));
     double sum = 0.0;
     for (int64_t e = 0; e < num_experts; ++e)
-      sum += p[e] = std::exp(l[e] - max);
+      sum += p[e] = std::exp(to_float(l[e]) - max);
     const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t e = 0; e < num_experts; ++e)
+    for (int64_t e = 0; e < num_experts; ++e) {
       p[e] *= inv;
+      probs[t * num_experts + e] = from_float<A>(p[e]);
+    }
     // Selection of the top k by insertion: k is small (2 to 8).
     int32_t *chosen = experts + t * topk;
     int64_t n = 0;
@@ -152,35 +184,42 @@ void moe_route_forward(float *probs, int32_t *experts, float *weights, const flo
     for (int64_t j = 0; j < topk; ++j)
       total += p[chosen[j]];
     for (int64_t j = 0; j < topk; ++j)
-      weights[t * topk + j] = pre_softmax ? p[chosen[j]] : p[chosen[j]] / total;
+      weights[t * topk + j] = from_float<A>(pre_softmax ? p[chosen[j]] : p[chosen[j]] / total);
+  }
   }
 }
 
-void moe_route_backward(float *dlogits, const float *dprobs, const float *dweights, const float *probs,
-                        const int32_t *experts, const float *weights, int64_t tokens, int64_t num_experts,
-                        int64_t topk, bool pre_softmax) {
+template <typename A>
+void moe_route_backward(A *dlogits, const A *dprobs, const A *dweights, const A *probs, const int32_t *experts,
+                        const A *weights, int64_t tokens, int64_t num_experts, int64_t topk, bool pre_softmax) {
   check_experts("moe_route_backward", experts, tokens * topk, num_experts);
-#pragma omp parallel for schedule(static) if (tokens * num_experts > (1 << 14))
+#pragma omp parallel if (tokens * num_experts > (1 << 14))
+  {
+  // A token's probabilities and dlogits in fp32, dlogits stored once at the end.
+  std::vector<float> row(static_cast<size_t>(2 * num_experts));
+  float *p = row.data(), *d = p + num_experts;
+#pragma omp for schedule(static)
   for (int64_t t = 0; t < tokens; ++t) {
-    const float *p = probs + t * num_experts;
-    float *d = dlogits + t * num_experts;
-    for (int64_t e = 0; e < num_experts; ++e)
-      d[e] = dprobs[t * num_experts + e]; // dp, then the softmax's backward in place
+    for (int64_t e = 0; e < num_experts; ++e) {
+      p[e] = to_float(probs[t * num_experts + e]);
+      d[e] = to_float(dprobs[t * num_experts + e]); // dp, then the softmax's backward in place
+    }
     // Renormalised weights w_j = p_j / S: dp_j += (dw_j - sum_i dw_i w_i) / S.
     float chosen = 0.0f, weighted = 0.0f;
     for (int64_t j = 0; j < topk; ++j) {
       chosen += p[experts[t * topk + j]];
-      weighted += dweights[t * topk + j] * weights[t * topk + j];
+      weighted += to_float(dweights[t * topk + j]) * to_float(weights[t * topk + j]);
     }
     for (int64_t j = 0; j < topk; ++j) {
-      const float dw = dweights[t * topk + j];
+      const float dw = to_float(dweights[t * topk + j]);
       d[experts[t * topk + j]] += pre_softmax ? dw : (dw - weighted) / chosen;
     }
     float dot = 0.0f;
     for (int64_t e = 0; e < num_experts; ++e)
       dot += p[e] * d[e];
     for (int64_t e = 0; e < num_experts; ++e)
-      d[e] = p[e] * (d[e] - dot);
+      dlogits[t * num_experts + e] = from_float<A>(p[e] * (d[e] - dot));
+  }
   }
 }
 
@@ -203,7 +242,8 @@ void moe_assign(int32_t *rows, int32_t *counts, const int32_t *experts, int64_t 
     rows[i] = next[experts[i] >= 0 ? experts[i] : num_experts]++;
 }
 
-void moe_drop(int32_t *kept, float *mask, const int32_t *experts, const float *weights, int64_t tokens, int64_t topk,
+template <typename A>
+void moe_drop(int32_t *kept, A *mask, const int32_t *experts, const A *weights, int64_t tokens, int64_t topk,
               int64_t num_experts, int64_t capacity, bool by_position) {
   const int64_t n = tokens * topk;
   check_experts("moe_drop", experts, n, num_experts);
@@ -213,58 +253,66 @@ void moe_drop(int32_t *kept, float *mask, const int32_t *experts, const float *w
   for (int64_t i = 0; i < n; ++i) { // each expert's choices in token order
     chosen[experts[i]].push_back(i);
     kept[i] = experts[i];
-    mask[i] = 1.0f;
+    mask[i] = from_float<A>(1.0f);
   }
   for (std::vector<int64_t> &c : chosen) {
     if (static_cast<int64_t>(c.size()) <= capacity)
       continue;
     if (!by_position) // the most probable first; among equal weights the earlier token
-      std::stable_sort(c.begin(), c.end(), [&](int64_t a, int64_t b) { return weights[a] > weights[b]; });
+      std::stable_sort(c.begin(), c.end(),
+                       [&](int64_t a, int64_t b) { return to_float(weights[a]) > to_float(weights[b]); });
     for (size_t j = static_cast<size_t>(capacity); j < c.size(); ++j)
-      kept[c[j]] = -1, mask[c[j]] = 0.0f;
+      kept[c[j]] = -1, mask[c[j]] = from_float<A>(0.0f);
   }
 }
 
-void moe_scatter(float *out, const float *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden) {
-  scatter<false>(out, in, rows, nullptr, tokens, topk, hidden);
+template <typename A>
+void moe_scatter(A *out, const A *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden) {
+  scatter<false>(out, in, rows, static_cast<const A *>(nullptr), tokens, topk, hidden);
 }
-void moe_scatter_weighted(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens,
-                          int64_t topk, int64_t hidden) {
+template <typename A>
+void moe_scatter_weighted(A *out, const A *in, const int32_t *rows, const A *weights, int64_t tokens, int64_t topk,
+                          int64_t hidden) {
   scatter<true>(out, in, rows, weights, tokens, topk, hidden);
 }
-void moe_gather(float *out, const float *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden) {
-  gather<false>(out, in, rows, nullptr, tokens, topk, hidden);
+template <typename A>
+void moe_gather(A *out, const A *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden) {
+  gather<false>(out, in, rows, static_cast<const A *>(nullptr), tokens, topk, hidden);
 }
-void moe_gather_weighted(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens,
-                         int64_t topk, int64_t hidden) {
+template <typename A>
+void moe_gather_weighted(A *out, const A *in, const int32_t *rows, const A *weights, int64_t tokens, int64_t topk,
+                         int64_t hidden) {
   gather<true>(out, in, rows, weights, tokens, topk, hidden);
 }
 
-void moe_row_dot(float *out, const float *tokens_in, const float *expert_rows, const int32_t *rows, int64_t tokens,
-                 int64_t topk, int64_t hidden) {
+template <typename A>
+void moe_row_dot(A *out, const A *tokens_in, const A *expert_rows, const int32_t *rows, int64_t tokens, int64_t topk,
+                 int64_t hidden) {
   check_rows("moe_row_dot", rows, tokens * topk);
 #pragma omp parallel for schedule(static) if (tokens * topk * hidden > (1 << 16))
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t j = 0; j < topk; ++j) {
-      const float *a = tokens_in + t * hidden, *b = expert_rows + rows[t * topk + j] * hidden;
+      const A *a = tokens_in + t * hidden, *b = expert_rows + rows[t * topk + j] * hidden;
       float sum = 0.0f;
       for (int64_t h = 0; h < hidden; ++h)
-        sum += a[h] * b[h];
-      out[t * topk + j] = sum;
+        sum += to_float(a[h]) * to_float(b[h]);
+      out[t * topk + j] = from_float<A>(sum);
     }
 }
 
-void grouped_gemm(float *c, const float *a, const float *w, const int32_t *counts, int64_t num_segments,
-                  int64_t num_experts, int64_t rows, int64_t k, int64_t n, bool transpose_w) {
+template <typename A>
+void grouped_gemm(A *c, const A *a, const float *w, const int32_t *counts, int64_t num_segments, int64_t num_experts,
+                  int64_t rows, int64_t k, int64_t n, bool transpose_w) {
   const int64_t counted = check_counts("grouped_gemm", counts, num_segments, rows, true);
   int64_t row = 0;
   for (int64_t s = 0; s < num_segments; row += counts[s++])
     if (counts[s] > 0)
       gemm(c + row * n, a + row * k, w + (s % num_experts) * k * n, counts[s], n, k, false, transpose_w);
-  std::fill(c + counted * n, c + rows * n, 0.0f);
+  std::fill(c + counted * n, c + rows * n, from_float<A>(0.0f));
 }
 
-void grouped_gemm_weight_grad(float *dw, const float *a, const float *dc, const int32_t *counts, int64_t num_segments,
+template <typename A>
+void grouped_gemm_weight_grad(float *dw, const A *a, const A *dc, const int32_t *counts, int64_t num_segments,
                               int64_t num_experts, int64_t rows, int64_t k, int64_t n, bool transpose) {
   check_counts("grouped_gemm_weight_grad", counts, num_segments, rows, true);
   std::fill(dw, dw + num_experts * k * n, 0.0f);
@@ -285,52 +333,51 @@ void moe_exchange_counts(const StepContext &ctx, int32_t *received, const int32_
   ep.all_to_all(counts, received, num_experts / ep.size());
 }
 
-void moe_dispatch(const StepContext &ctx, float *out, const float *in, const int32_t *counts, const int32_t *received,
+template <typename A>
+void moe_dispatch(const StepContext &ctx, A *out, const A *in, const int32_t *counts, const int32_t *received,
                   int64_t num_experts, int64_t local_rows, int64_t exchanged_rows, int64_t hidden) {
   Communicator &ep = expert_group(ctx, "moe_dispatch", num_experts);
   check_counts("moe_dispatch", counts, num_experts, local_rows, true);
   const int64_t arrive = check_counts("moe_dispatch", received, num_experts, exchanged_rows, true);
-  const int64_t ranks = ep.size(), local = num_experts / ranks;
-  ep.all_to_all_v(in, rank_elements(counts, ranks, local, hidden).data(), out,
-                  rank_elements(received, ranks, local, hidden).data());
-  std::fill(out + arrive * hidden, out + exchanged_rows * hidden, 0.0f);
+  exchange_rows(ep, "moe_dispatch", in, counts, out, received, num_experts / ep.size(), hidden);
+  std::fill(out + arrive * hidden, out + exchanged_rows * hidden, from_float<A>(0.0f));
 }
 
-void moe_combine(const StepContext &ctx, float *out, const float *in, const int32_t *counts, const int32_t *received,
+template <typename A>
+void moe_combine(const StepContext &ctx, A *out, const A *in, const int32_t *counts, const int32_t *received,
                  int64_t num_experts, int64_t local_rows, int64_t exchanged_rows, int64_t hidden) {
   Communicator &ep = expert_group(ctx, "moe_combine", num_experts);
   const int64_t back = check_counts("moe_combine", counts, num_experts, local_rows, true);
   check_counts("moe_combine", received, num_experts, exchanged_rows, true);
-  const int64_t ranks = ep.size(), local = num_experts / ranks;
-  ep.all_to_all_v(in, rank_elements(received, ranks, local, hidden).data(), out,
-                  rank_elements(counts, ranks, local, hidden).data());
-  std::fill(out + back * hidden, out + local_rows * hidden, 0.0f); // dropped choices' rows
+  exchange_rows(ep, "moe_combine", in, received, out, counts, num_experts / ep.size(), hidden);
+  std::fill(out + back * hidden, out + local_rows * hidden, from_float<A>(0.0f)); // dropped choices' rows
 }
 
-void gate_rows_forward(float *y, const float *x, const float *gate, int64_t tokens, int64_t hidden) {
+template <typename A> void gate_rows_forward(A *y, const A *x, const A *gate, int64_t tokens, int64_t hidden) {
 #pragma omp parallel for schedule(static) if (tokens * hidden > (1 << 16))
   for (int64_t t = 0; t < tokens; ++t) {
-    const float s = sigmoid(gate[t]);
+    const float s = sigmoid(to_float(gate[t]));
     for (int64_t h = 0; h < hidden; ++h)
-      y[t * hidden + h] = x[t * hidden + h] * s;
+      y[t * hidden + h] = from_float<A>(to_float(x[t * hidden + h]) * s);
   }
 }
 
-void gate_rows_backward(float *dx, float *dgate, const float *dy, const float *x, const float *gate, int64_t tokens,
-                        int64_t hidden) {
+template <typename A>
+void gate_rows_backward(A *dx, A *dgate, const A *dy, const A *x, const A *gate, int64_t tokens, int64_t hidden) {
 #pragma omp parallel for schedule(static) if (tokens * hidden > (1 << 16))
   for (int64_t t = 0; t < tokens; ++t) {
-    const float s = sigmoid(gate[t]);
+    const float s = sigmoid(to_float(gate[t]));
     float dot = 0.0f;
     for (int64_t h = 0; h < hidden; ++h) {
-      dx[t * hidden + h] = dy[t * hidden + h] * s;
-      dot += dy[t * hidden + h] * x[t * hidden + h];
+      const float d = to_float(dy[t * hidden + h]);
+      dx[t * hidden + h] = from_float<A>(d * s);
+      dot += d * to_float(x[t * hidden + h]);
     }
-    dgate[t] = dot * s * (1.0f - s);
+    dgate[t] = from_float<A>(dot * s * (1.0f - s));
   }
 }
 
-void router_z_loss(float *out, const float *logits, int64_t tokens, int64_t num_experts) {
+template <typename A> void router_z_loss(float *out, const A *logits, int64_t tokens, int64_t num_experts) {
   double sum = 0.0;
   for (int64_t t = 0; t < tokens; ++t) {
     const double lse = log_sum_exp(logits + t * num_experts, num_experts);
@@ -339,30 +386,33 @@ void router_z_loss(float *out, const float *logits, int64_t tokens, int64_t num_
   out[0] = static_cast<float>(sum / double(tokens));
 }
 
-void router_z_loss_backward(float *dlogits, float dloss, const float *logits, int64_t tokens, int64_t num_experts) {
+template <typename A>
+void router_z_loss_backward(A *dlogits, float dloss, const A *logits, int64_t tokens, int64_t num_experts) {
 #pragma omp parallel for schedule(static) if (tokens * num_experts > (1 << 14))
   for (int64_t t = 0; t < tokens; ++t) {
-    const float *row = logits + t * num_experts;
+    const A *row = logits + t * num_experts;
     const double lse = log_sum_exp(row, num_experts);
     for (int64_t e = 0; e < num_experts; ++e)
-      dlogits[t * num_experts + e] =
-          static_cast<float>(double(dloss) * 2.0 * lse * std::exp(double(row[e]) - lse) / double(tokens));
+      dlogits[t * num_experts + e] = from_float<A>(
+          static_cast<float>(double(dloss) * 2.0 * lse * std::exp(double(to_float(row[e])) - lse) / double(tokens)));
   }
 }
 
-void router_load(float *load, const float *probs, const int32_t *counts, int64_t tokens, int64_t num_experts) {
+template <typename A>
+void router_load(float *load, const A *probs, const int32_t *counts, int64_t tokens, int64_t num_experts) {
   for (int64_t e = 0; e < num_experts; ++e) {
     load[e] = static_cast<float>(counts[e]);
     load[num_experts + e] = 0.0f;
   }
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t e = 0; e < num_experts; ++e)
-      load[num_experts + e] += probs[t * num_experts + e];
+      load[num_experts + e] += to_float(probs[t * num_experts + e]);
 }
 
-void router_load_backward(float *dprobs, const float *dload, int64_t tokens, int64_t num_experts) {
+template <typename A> void router_load_backward(A *dprobs, const float *dload, int64_t tokens, int64_t num_experts) {
   for (int64_t t = 0; t < tokens; ++t)
-    std::copy(dload + num_experts, dload + 2 * num_experts, dprobs + t * num_experts);
+    for (int64_t e = 0; e < num_experts; ++e)
+      dprobs[t * num_experts + e] = from_float<A>(dload[num_experts + e]);
 }
 
 void load_balancing_loss(float *out, const float *load, int64_t num_experts, double scale) {
@@ -378,5 +428,34 @@ void load_balancing_loss_backward(float *dload, float dloss, const float *load, 
     dload[num_experts + e] = static_cast<float>(scale * dloss * load[e]);
   }
 }
+
+// The activations' types: float (the declarations without templates forward here) and 16-bit.
+#define MEGART_MOE_KERNELS(A)                                                                                         \
+  template void moe_route_forward<A>(A *, int32_t *, A *, const A *, int64_t, int64_t, int64_t, bool);               \
+  template void moe_route_backward<A>(A *, const A *, const A *, const A *, const int32_t *, const A *, int64_t,     \
+                                      int64_t, int64_t, bool);                                                       \
+  template void moe_drop<A>(int32_t *, A *, const int32_t *, const A *, int64_t, int64_t, int64_t, int64_t, bool);   \
+  template void moe_scatter<A>(A *, const A *, const int32_t *, int64_t, int64_t, int64_t);                          \
+  template void moe_scatter_weighted<A>(A *, const A *, const int32_t *, const A *, int64_t, int64_t, int64_t);      \
+  template void moe_gather<A>(A *, const A *, const int32_t *, int64_t, int64_t, int64_t);                           \
+  template void moe_gather_weighted<A>(A *, const A *, const int32_t *, const A *, int64_t, int64_t, int64_t);       \
+  template void moe_row_dot<A>(A *, const A *, const A *, const int32_t *, int64_t, int64_t, int64_t);               \
+  template void grouped_gemm<A>(A *, const A *, const float *, const int32_t *, int64_t, int64_t, int64_t, int64_t,  \
+                                int64_t, bool);                                                                      \
+  template void grouped_gemm_weight_grad<A>(float *, const A *, const A *, const int32_t *, int64_t, int64_t,        \
+                                            int64_t, int64_t, int64_t, bool);                                        \
+  template void moe_dispatch<A>(const StepContext &, A *, const A *, const int32_t *, const int32_t *, int64_t,      \
+                                int64_t, int64_t, int64_t);                                                          \
+  template void moe_combine<A>(const StepContext &, A *, const A *, const int32_t *, const int32_t *, int64_t,       \
+                               int64_t, int64_t, int64_t);                                                           \
+  template void gate_rows_forward<A>(A *, const A *, const A *, int64_t, int64_t);                                   \
+  template void gate_rows_backward<A>(A *, A *, const A *, const A *, const A *, int64_t, int64_t);                  \
+  template void router_z_loss<A>(float *, const A *, int64_t, int64_t);                                              \
+  template void router_z_loss_backward<A>(A *, float, const A *, int64_t, int64_t);                                 \
+  template void router_load<A>(float *, const A *, const int32_t *, int64_t, int64_t);                               \
+  template void router_load_backward<A>(A *, const float *, int64_t, int64_t);
+MEGART_MOE_KERNELS(float)
+MEGART_MOE_KERNELS(bf16_t)
+MEGART_MOE_KERNELS(fp16_t)
 
 } // namespace megart::cpu

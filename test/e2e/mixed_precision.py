@@ -9,8 +9,9 @@ training flags (e2e_util.TRAIN, 50 iterations).
 flag: it runs as compiled) from the same seed; every step's lm_loss within 2% relative of fp32,
 the bf16 run not bitwise identical to fp32, its header saying the activations are bf16. The
 activation bytes halve, measured: a pp 2 program's pipeline stashes (the runtime's tracking
-allocator, category activations, every stage) in bf16 are exactly half the fp32 program's, and
-both equal OUT/rank-memory.json. Then --grad-reduce-in-bf16 on the dp 2 program (mpirun): 50 steps
+allocator, category activations, every stage) in bf16 are exactly half the fp32 program's (a
+mixture of experts' just above: its routing's integer choices stay 32-bit), and both equal
+OUT/rank-memory.json. Then --grad-reduce-in-bf16 on the dp 2 program (mpirun): 50 steps
 with the gradient sum in bf16 within 2% of the same plan's fp32 sum at every step, not bitwise
 identical to it, and its header saying so.
 
@@ -164,7 +165,11 @@ def check_activation_bytes(args, w, run):
     ratio = [b / a for a, b in zip(stashed["fp32"], stashed["bf16"])]
     print(f"pp2 pipeline stashes per stage (measured = predicted): fp32 {stashed['fp32']} bytes, bf16 "
           f"{stashed['bf16']} bytes: bf16 / fp32 = {ratio}")
-    if not all(r == 0.5 for r in ratio):
+    # A mixture of experts also stashes its routing's integer choices and rows (and an fp32 router
+    # load), which stay 32-bit: its ratio lies just above one half (0.5016 for mixtral-tiny).
+    with open(args.spec) as f:
+        experts = any(line.startswith("num_experts:") for line in f)
+    if not all(r == 0.5 or (experts and 0.5 < r <= 0.51) for r in ratio):
         failures.append(f"bf16 activations are not half of fp32's: {ratio}")
     return failures
 

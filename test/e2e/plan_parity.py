@@ -232,7 +232,13 @@ def main():
         if "tokens_per_expert" in reference[0]:  # a mixture of experts' load histogram: the same integers
             loads = [(a.get("tokens_per_expert"), b["tokens_per_expert"]) for a, b in zip(ours, reference)]
             same = sum(x == y for x, y in loads)
-            ok = ok and same == len(reference)
+            # In bf16 a value that differs in its last fp32 bits can round to another bf16 value,
+            # moving a router logit by a bf16 step, so a near-tie routes differently (as it would
+            # in Megatron); the loss and gradient-norm tolerances (half a bf16 step) measure what
+            # that does. Under tp the residual stream is summed in another order from the first
+            # step; other plans compute the first step's routing bit for bit and only drift after
+            # their gradients were summed in another order (dp): the first iteration must agree.
+            ok = ok and (same == len(reference) or (bf16 and ("--tp" in flags or loads[0][0] == loads[0][1])))
             print(f"  {plan}: tokens_per_expert equal to the single rank's in {same} of {len(reference)} iterations"
                   + ("" if same == len(reference) else f" (first difference: {next(p for p in loads if p[0] != p[1])})"))
         failures += not ok

@@ -297,7 +297,10 @@ template <typename A> void scale(A *out, const A *x, float s, int64_t n);
 // unless 0 <= rate < 1, 1 <= rank <= 4 and the block lies inside the extents.
 template <typename A> void apply_dropout(A *y, const A *x, const DropoutBlock &block);
 
-// ---- mixture of experts (kernels_moe.cpp; float32 only) -------------------------------------
+// ---- mixture of experts (kernels_moe.cpp) --------------------------------------------------
+// A: the activations' type, float or 16-bit (bf16_t, fp16_t): the tokens, the rows in expert
+// order, the router's logits, probabilities and weights (and their gradients); the loads and the
+// losses are float.
 // A router's choices: experts [tokens, topk] in [0, experts); rows [tokens, topk] the place of
 // each (token, choice) in expert order (by expert, then token, then choice; moe_assign), each
 // row of [tokens x topk] once. Out-of-range experts or rows throw megart::Error.
@@ -305,12 +308,14 @@ template <typename A> void apply_dropout(A *y, const A *x, const DropoutBlock &b
 // probs = softmax(logits) per token over the experts; experts the topk most probable (most
 // probable first, the lower index first among equal probabilities); weights their probabilities,
 // renormalised to sum to 1 unless pre_softmax.
-void moe_route_forward(float *probs, int32_t *experts, float *weights, const float *logits, int64_t tokens,
-                       int64_t num_experts, int64_t topk, bool pre_softmax);
+// (16-bit: the softmax and the choice computed in fp32, probabilities and weights rounded.)
+template <typename A>
+void moe_route_forward(A *probs, int32_t *experts, A *weights, const A *logits, int64_t tokens, int64_t num_experts,
+                       int64_t topk, bool pre_softmax);
 // dlogits from the cotangents of probs and weights (moe_route_forward's results given).
-void moe_route_backward(float *dlogits, const float *dprobs, const float *dweights, const float *probs,
-                        const int32_t *experts, const float *weights, int64_t tokens, int64_t num_experts,
-                        int64_t topk, bool pre_softmax);
+template <typename A>
+void moe_route_backward(A *dlogits, const A *dprobs, const A *dweights, const A *probs, const int32_t *experts,
+                        const A *weights, int64_t tokens, int64_t num_experts, int64_t topk, bool pre_softmax);
 // rows as above and counts[e] the choices of expert e; a dropped choice (expert -1) gets a row
 // after every expert's (in token order) and is not counted.
 void moe_assign(int32_t *rows, int32_t *counts, const int32_t *experts, int64_t tokens, int64_t topk,
@@ -318,28 +323,37 @@ void moe_assign(int32_t *rows, int32_t *counts, const int32_t *experts, int64_t 
 // Token dropping (Megatron's capacity factor): each expert keeps at most `capacity` of its choices,
 // by weight (the most probable first, the earlier token among equal weights) or, by_position, the
 // earliest tokens; kept = experts with -1 for a dropped choice, mask 1 for a kept one, 0 dropped.
-void moe_drop(int32_t *kept, float *mask, const int32_t *experts, const float *weights, int64_t tokens, int64_t topk,
+template <typename A>
+void moe_drop(int32_t *kept, A *mask, const int32_t *experts, const A *weights, int64_t tokens, int64_t topk,
               int64_t num_experts, int64_t capacity, bool by_position);
 // out[rows[t, j]] = in[t] ([tokens, hidden] -> [tokens x topk, hidden]); _weighted: times weights[t, j].
-void moe_scatter(float *out, const float *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden);
-void moe_scatter_weighted(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens,
-                          int64_t topk, int64_t hidden);
+template <typename A>
+void moe_scatter(A *out, const A *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden);
+template <typename A>
+void moe_scatter_weighted(A *out, const A *in, const int32_t *rows, const A *weights, int64_t tokens, int64_t topk,
+                          int64_t hidden);
 // out[t] = sum over j in order of in[rows[t, j]] (times weights[t, j]).
-void moe_gather(float *out, const float *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden);
-void moe_gather_weighted(float *out, const float *in, const int32_t *rows, const float *weights, int64_t tokens,
-                         int64_t topk, int64_t hidden);
+template <typename A>
+void moe_gather(A *out, const A *in, const int32_t *rows, int64_t tokens, int64_t topk, int64_t hidden);
+template <typename A>
+void moe_gather_weighted(A *out, const A *in, const int32_t *rows, const A *weights, int64_t tokens, int64_t topk,
+                         int64_t hidden);
 // out[t, j] = tokens_in[t] . expert_rows[rows[t, j]].
-void moe_row_dot(float *out, const float *tokens_in, const float *expert_rows, const int32_t *rows, int64_t tokens,
-                 int64_t topk, int64_t hidden);
+template <typename A>
+void moe_row_dot(A *out, const A *tokens_in, const A *expert_rows, const int32_t *rows, int64_t tokens, int64_t topk,
+                 int64_t hidden);
 // C [rows, n] = each segment's counts[s] rows of A [rows, k] (in order) times W[s mod experts]:
 // [experts, k, n], or [experts, n, k] with transpose_w; rows past the counted ones (dropped
 // choices', expert parallelism's padding) are zero. One segment per expert, or (expert
 // parallelism) per expert of each sending rank; the counts must not sum past rows.
-void grouped_gemm(float *c, const float *a, const float *w, const int32_t *counts, int64_t num_segments,
-                  int64_t num_experts, int64_t rows, int64_t k, int64_t n, bool transpose_w);
+// (16-bit rows: the weights rounded as gemm rounds a float operand, fp32 accumulation.)
+template <typename A>
+void grouped_gemm(A *c, const A *a, const float *w, const int32_t *counts, int64_t num_segments, int64_t num_experts,
+                  int64_t rows, int64_t k, int64_t n, bool transpose_w);
 // dW[e] = the sum over e's segments of A_s^T dC_s ([experts, k, n]; dC_s^T A_s, [experts, n, k],
 // with transpose); zeros for an expert with no rows.
-void grouped_gemm_weight_grad(float *dw, const float *a, const float *dc, const int32_t *counts, int64_t num_segments,
+template <typename A>
+void grouped_gemm_weight_grad(float *dw, const A *a, const A *dc, const int32_t *counts, int64_t num_segments,
                               int64_t num_experts, int64_t rows, int64_t k, int64_t n, bool transpose);
 // Expert parallelism over the step's ep group (StepContext::ep, whose rank r holds experts
 // [r local, (r + 1) local), local = experts / its size). received[s local + e] = rank s's
@@ -348,24 +362,29 @@ void moe_exchange_counts(const StepContext &ctx, int32_t *received, const int32_
 // out [exchanged_rows, hidden] = every rank's rows of this rank's experts (rank s's rows of its
 // counts[r local .. (r + 1) local) from `in` [local_rows, hidden] in expert order), rank by rank,
 // then zeros; moe_combine sends them back: out [local_rows, hidden] in expert order from `in`
-// laid out as moe_dispatch's result. Throws megart::Error when the counts do not fit the rows.
-void moe_dispatch(const StepContext &ctx, float *out, const float *in, const int32_t *counts, const int32_t *received,
+// laid out as moe_dispatch's result. Throws megart::Error when the counts do not fit the rows
+// (and, 16-bit, when the hidden size is odd: the rows travel as fp32 words).
+template <typename A>
+void moe_dispatch(const StepContext &ctx, A *out, const A *in, const int32_t *counts, const int32_t *received,
                   int64_t num_experts, int64_t local_rows, int64_t exchanged_rows, int64_t hidden);
-void moe_combine(const StepContext &ctx, float *out, const float *in, const int32_t *counts, const int32_t *received,
+template <typename A>
+void moe_combine(const StepContext &ctx, A *out, const A *in, const int32_t *counts, const int32_t *received,
                  int64_t num_experts, int64_t local_rows, int64_t exchanged_rows, int64_t hidden);
 // Qwen2-MoE's shared expert: y[t] = x[t] x sigmoid(gate[t]) ([tokens, hidden], gate [tokens]); its
 // backward dx = dy x s and dgate[t] = s (1 - s) dy[t] . x[t].
-void gate_rows_forward(float *y, const float *x, const float *gate, int64_t tokens, int64_t hidden);
-void gate_rows_backward(float *dx, float *dgate, const float *dy, const float *x, const float *gate, int64_t tokens,
-                        int64_t hidden);
+template <typename A> void gate_rows_forward(A *y, const A *x, const A *gate, int64_t tokens, int64_t hidden);
+template <typename A>
+void gate_rows_backward(A *dx, A *dgate, const A *dy, const A *x, const A *gate, int64_t tokens, int64_t hidden);
 // A router's z-loss: out[0] = mean over the tokens of logsumexp(logits[t])^2 (in double); its
 // backward dlogits[t, e] = dloss x 2 lse_t softmax[t, e] / tokens.
-void router_z_loss(float *out, const float *logits, int64_t tokens, int64_t num_experts);
-void router_z_loss_backward(float *dlogits, float dloss, const float *logits, int64_t tokens, int64_t num_experts);
+template <typename A> void router_z_loss(float *out, const A *logits, int64_t tokens, int64_t num_experts);
+template <typename A>
+void router_z_loss_backward(A *dlogits, float dloss, const A *logits, int64_t tokens, int64_t num_experts);
 // A router's load [2, experts]: row 0 the counts, row 1 each expert's probabilities summed over
 // the tokens (in token order); its backward gives every token row 1 of dload.
-void router_load(float *load, const float *probs, const int32_t *counts, int64_t tokens, int64_t num_experts);
-void router_load_backward(float *dprobs, const float *dload, int64_t tokens, int64_t num_experts);
+template <typename A>
+void router_load(float *load, const A *probs, const int32_t *counts, int64_t tokens, int64_t num_experts);
+template <typename A> void router_load_backward(A *dprobs, const float *dload, int64_t tokens, int64_t num_experts);
 // out[0] = scale x sum_e load[0, e] load[1, e]; its backward: row 1 = scale x dloss x load[0], row 0 zeros.
 void load_balancing_loss(float *out, const float *load, int64_t num_experts, double scale);
 void load_balancing_loss_backward(float *dload, float dloss, const float *load, int64_t num_experts, double scale);
