@@ -48,6 +48,13 @@ void validate_flat_layout(const FlatLayout &l, int shard_size, int expert_shard_
   }
 }
 
+int64_t flat_shard_numel(const FlatLayout &l, int64_t shard_size, int64_t expert_shard_size) {
+  int64_t n = 0;
+  for (const FlatBucket &k : l.buckets)
+    n += k.numel / (k.experts ? expert_shard_size : shard_size);
+  return n;
+}
+
 DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *params, float *grads,
                                                      Communicator &group, Device &device, bool grads_sharded,
                                                      bool params_sharded, int64_t offloaded_numel,
@@ -55,10 +62,9 @@ DistributedOptimizerState::DistributedOptimizerState(FlatLayout layout, float *p
     : layout_(std::move(layout)), params_(params), grads_(grads), group_(group), expert_group_(expert_group),
       device_(device), grads_sharded_(grads_sharded || params_sharded), params_sharded_(params_sharded) {
   validate_flat_layout(layout_, group.size(), expert_group ? expert_group->size() : 0);
-  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
-    shard_offsets_.push_back(shard_numel_);
-    shard_numel_ += shard_size(static_cast<int64_t>(b));
-  }
+  for (size_t b = 0; b < layout_.buckets.size(); ++b)
+    shard_offsets_.push_back(b == 0 ? 0 : shard_offsets_.back() + shard_size(static_cast<int64_t>(b) - 1));
+  shard_numel_ = flat_shard_numel(layout_, group.size(), expert_group ? expert_group->size() : 1);
   if (offloaded_numel < 0 || offloaded_numel > shard_numel_)
     throw Error("flat layout: " + std::to_string(offloaded_numel) + " offloaded elements, but a rank's shard has " +
                 std::to_string(shard_numel_));

@@ -77,9 +77,7 @@ ParamStore::ParamStore(const ParamDesc *params, int64_t num_params, int64_t tp_r
     FlatLayout layout = flat_layout_of(*flat_layout, descs_, shard_group, expert_group);
     const bool params_sharded = flat_layout->sharding == DataParallelSharding::OptimGradsParams;
     const bool grads_sharded = params_sharded || flat_layout->sharding == DataParallelSharding::OptimGrads;
-    int64_t shard = 0; // this rank's shard of every bucket
-    for (const FlatBucket &k : layout.buckets)
-      shard += k.numel / (k.experts ? flat_layout->expert_shard_degree : flat_layout->shard_degree);
+    const int64_t shard = flat_shard_numel(layout, flat_layout->shard_degree, flat_layout->expert_shard_degree);
     flat_grads_numel_ = grads_sharded ? shard : layout.numel;
     flat_params_ = DeviceBuffer(device, static_cast<size_t>(params_sharded ? shard : layout.numel) * sizeof(float),
                                 MemoryCategory::Parameters);

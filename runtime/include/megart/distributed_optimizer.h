@@ -36,6 +36,10 @@ struct FlatLayout {
 // expert bucket: `expert_shard_size`; 0: the layout may have none).
 void validate_flat_layout(const FlatLayout &layout, int shard_size, int expert_shard_size = 0);
 
+// One rank's shards of every bucket together (the moments' elements; ZeRO-2/3's shard buffers):
+// each bucket split over `shard_size` ranks, an expert bucket over `expert_shard_size`.
+int64_t flat_shard_numel(const FlatLayout &layout, int64_t shard_size, int64_t expert_shard_size);
+
 class DistributedOptimizerState final : public ParamGathers {
 public:
   // `params` and `grads`: the flat buffers (layout.numel floats each, on `device`), which must
