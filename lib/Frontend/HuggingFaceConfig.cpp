@@ -1,5 +1,7 @@
 #include "megac/Frontend/HuggingFaceConfig.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <optional>
@@ -186,16 +188,14 @@ HuggingFaceConfig qwen2Moe(const ModelSpec &s) {
     return *no;
   llvm::json::Object config = llamaLayoutFields(s, "Qwen2MoeForCausalLM", "qwen2_moe");
   qwen2Window(config, s);
+  auto isStep = [&](int64_t k) {
+    return llvm::all_of(llvm::seq<int64_t>(0, s.numLayers), [&](int64_t l) { return s.isMoeLayer(l) == ((l + 1) % k == 0); });
+  };
   int64_t step = 1;
-  for (int64_t k = 1; k <= s.numLayers && !s.moeLayers.empty(); ++k) {
-    bool fits = true;
-    for (int64_t l = 0; l < s.numLayers; ++l)
-      fits &= s.isMoeLayer(l) == ((l + 1) % k == 0);
-    if (fits) {
-      step = k;
-      break;
-    }
-  }
+  while (step < s.numLayers && !isStep(step))
+    ++step;
+  if (!isStep(step))
+    step = 1;
   config["decoder_sparse_step"] = step;
   llvm::json::Array dense;
   for (int64_t l = 0; l < s.numLayers && step == 1; ++l)
